@@ -1,0 +1,1 @@
+"""XLA study harness: config -> variants -> capture -> analyze (hlo, profile, match) -> report."""

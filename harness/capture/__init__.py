@@ -1,0 +1,1 @@
+"""capture stage of the harness pipeline."""

@@ -1,0 +1,1 @@
+"""hlo stage of the harness pipeline."""

@@ -1,0 +1,1 @@
+"""profile stage of the harness pipeline."""

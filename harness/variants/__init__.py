@@ -1,0 +1,1 @@
+"""variants stage of the harness pipeline."""
