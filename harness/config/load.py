@@ -1,0 +1,190 @@
+"""Reads a YAML config, applies `--config.KEY=VALUE` overrides, and builds the Experiment."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import schema
+from harness.config.schema import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+OVERRIDE_PREFIX = "--config."
+
+
+@dataclasses.dataclass(frozen=True)
+class Override:
+    """One `--config.KEY=VALUE` flag: the dotted key, the value as typed, and what it replaced."""
+
+    key: str
+    text: str
+    value: Any = None
+    previous: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedConfig:
+    """The validated experiment plus where it came from, for the manifest."""
+
+    path: Path
+    experiment: schema.Experiment
+    raw: Mapping[str, Any]
+    overrides: tuple[Override, ...]
+
+
+def resolve_path(name: str) -> Path:
+    """Returns the config file for `name`; a bare file name is looked up in configs/."""
+    path = Path(name)
+    if not path.exists() and len(path.parts) == 1:
+        path = CONFIG_DIR / name
+    if not path.exists():
+        raise ConfigError(str(name), "", f"config file not found (also looked in {CONFIG_DIR})")
+    if not path.is_file():
+        raise ConfigError(str(path), "", "is not a file")
+    return path
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Returns the YAML mapping in `path`; syntax errors name their line."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(str(path), "", f"cannot read: {e}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(str(path), "", f"YAML syntax error at {where}: {problem}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(
+            str(path), "", f"the top level must be a mapping of keys, got {type(data).__name__}"
+        )
+    return data
+
+
+def parse_override(arg: str) -> Override:
+    """Returns the Override for one `--config.a.b=value` flag."""
+    if not arg.startswith(OVERRIDE_PREFIX) or "=" not in arg:
+        raise ConfigError(f"flag {arg}", "", "overrides look like --config.KEY.PATH=VALUE")
+    key, text = arg[len(OVERRIDE_PREFIX) :].split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(
+            f"flag {arg}", key, "the key has an empty part; write --config.problem.m=64"
+        )
+    return Override(key=key, text=text)
+
+
+def _field_type(cls: type, name: str, source: str, key: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    if name not in hints:
+        raise ConfigError(source, key, "unknown key" + schema.suggest(name, hints))
+    return hints[name]
+
+
+def _cast(text: str, tp: Any, source: str, key: str) -> Any:
+    """Returns the override text as the type the schema expects at that key."""
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        items = [t for t in text.split(",") if t.strip()] if text.strip() else []
+        (item,) = typing.get_args(tp)[:1]
+        return [_cast(t.strip(), item, source, key) for t in items]
+    if tp in (int, float, bool) or origin is not None:
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(source, key, f"cannot read {text!r} as a value") from e
+        if tp is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if value == "null":
+            value = None
+        return value
+    return text
+
+
+def _scalar(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_override(raw: dict[str, Any], ov: Override) -> Override:
+    """Writes one override into `raw` in place; returns it with the value and the previous one.
+
+    A variant is addressed by name: `variants.<name>.<key>`, for example
+    `--config.variants.xla_no_fusion.xla_options.xla_disable_hlo_passes=fusion`.
+    """
+    source = f"flag --config.{ov.key}"
+    parts = ov.key.split(".")
+    node: dict[str, Any] = raw
+    cls: type = schema.Experiment
+    i = 0
+    while i < len(parts) - 1:
+        part = parts[i]
+        if cls is schema.Experiment and part == "variants":
+            name = parts[i + 1]
+            variants = raw.get("variants") or []
+            found = [v for v in variants if isinstance(v, dict) and v.get("name") == name]
+            if not found:
+                names = [v.get("name") for v in variants if isinstance(v, dict)]
+                raise ConfigError(
+                    source, ov.key, f"no variant named {name!r}" + schema.suggest(name, names)
+                )
+            if i + 2 >= len(parts):
+                raise ConfigError(
+                    source, ov.key, "name a key inside the variant, e.g. variants.xla.mode"
+                )
+            node, cls, i = found[0], schema.Variant, i + 2
+            continue
+        if cls is schema.Variant and part == "xla_options":
+            node = node.setdefault("xla_options", {}) or {}
+            option = ".".join(parts[i + 1 :])
+            previous = node.get(option)
+            node[option] = _scalar(ov.text)
+            return dataclasses.replace(ov, value=node[option], previous=previous)
+        tp = _field_type(cls, part, source, ov.key)
+        if not dataclasses.is_dataclass(tp):
+            raise ConfigError(source, ov.key, f"{part!r} is a value, not a section")
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(source, ov.key, f"{part!r} is not a mapping in the config file")
+        node, cls, i = child, tp, i + 1
+    leaf = parts[-1]
+    if cls is schema.Variant and leaf == "name":
+        raise ConfigError(source, ov.key, "a variant's name cannot be overridden")
+    tp = _field_type(cls, leaf, source, ov.key)
+    if dataclasses.is_dataclass(tp) or leaf in ("variants", "xla_options"):
+        raise ConfigError(source, ov.key, f"{leaf!r} is a section; override one key inside it")
+    previous = node.get(leaf)
+    node[leaf] = _cast(ov.text, tp, source, ov.key)
+    return dataclasses.replace(ov, value=node[leaf], previous=previous)
+
+
+def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
+    """Returns the validated config for a file name and `--config.*` flags; raises ConfigError."""
+    path = resolve_path(config)
+    raw = read_yaml(path)
+    merged = copy.deepcopy(raw)
+    applied = tuple(apply_override(merged, parse_override(o)) for o in overrides)
+    source = str(path) if not applied else f"{path} (with overrides)"
+    try:
+        experiment = schema.build_experiment(merged, str(path))
+    except ConfigError as e:
+        # Name the flag when an override put the bad value there.
+        for ov in applied:
+            if e.key == ov.key:
+                raise ConfigError(
+                    f"flag --config.{ov.key} (config {path})", e.key, e.problem
+                ) from e
+        raise ConfigError(source, e.key, e.problem) from e
+    return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=applied)

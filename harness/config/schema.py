@@ -1,0 +1,373 @@
+"""The experiment schema: frozen dataclasses and the one place that validates them.
+
+Every config, whether from YAML or from `--config.*` overrides, becomes an `Experiment` through
+`build_experiment`. Nothing else in the harness checks config values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+DTYPES = ("float32", "bfloat16", "float16")
+GELU_FORMS = ("tanh", "erf")
+FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
+MODES = (
+    "eager",
+    "jit",
+    "jit_host_callback",
+    "matmul_only",
+    "jit_python_branch",
+    "jit_lax_cond",
+)
+PLATFORMS = ("cpu", "gpu", "tpu")
+# Experiment names become folder names, so they are kept to a safe alphabet.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ConfigError(ValueError):
+    """A config mistake, reported as one line that names the source, the key and what is allowed."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """y = gelu(x @ W + b) with x of shape batch + [m, k], W [k, n], b [n]."""
+
+    m: int = 256
+    k: int = 512
+    n: int = 512
+    batch: tuple[int, ...] = ()
+    dtype: str = "float32"
+    w_dtype: str | None = None
+    gelu: str = "tanh"
+    bias: bool = True
+    frontend: str = "jnp"
+
+    @property
+    def x_shape(self) -> tuple[int, ...]:
+        return (*self.batch, self.m, self.k)
+
+    @property
+    def weight_dtype(self) -> str:
+        return self.w_dtype or self.dtype
+
+    @property
+    def rows(self) -> int:
+        """All rows of x, batch dimensions included."""
+        out = self.m
+        for d in self.batch:
+            out *= d
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+    """How each variant is timed and checked."""
+
+    warmup: int = 2
+    steps: int = 20
+    recompile: bool = True
+    numerics_rows: int = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """jax.profiler capture: the first call, `steps` steady-state steps, and the recompile."""
+
+    enabled: bool = True
+    steps: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Dump:
+    """Which XLA dumps are written besides the HLO before and after optimization."""
+
+    passes: bool = True
+    emitters: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way of compiling the expression."""
+
+    name: str
+    mode: str = "jit"
+    description: str = ""
+    problem: Problem = Problem()
+    xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
+    platforms: tuple[str, ...] = PLATFORMS
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """A whole study: the shared problem and the variants that compile it."""
+
+    experiment: str = "gelu"
+    description: str = ""
+    seed: int = 0
+    baseline: str = "xla"
+    select: tuple[str, ...] = ()
+    problem: Problem = Problem()
+    measure: Measure = Measure()
+    profile: Profile = Profile()
+    dump: Dump = Dump()
+    variants: tuple[Variant, ...] = ()
+
+    @property
+    def selected_variants(self) -> tuple[Variant, ...]:
+        if not self.select:
+            return self.variants
+        return tuple(v for v in self.variants if v.name in self.select)
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def _allowed(values: typing.Iterable[str]) -> str:
+    return "allowed: " + ", ".join(values)
+
+
+def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(source, key, f"{value!r} is not supported; {_allowed(allowed)}")
+
+
+def _positive(source: str, key: str, value: int) -> None:
+    if value <= 0:
+        raise ConfigError(source, key, f"must be an integer > 0, got {value}")
+
+
+def validate_problem(p: Problem, source: str, path: str) -> None:
+    for dim in ("m", "k", "n"):
+        _positive(source, f"{path}.{dim}", getattr(p, dim))
+    for i, d in enumerate(p.batch):
+        _positive(source, f"{path}.batch[{i}]", d)
+    _choice(source, f"{path}.dtype", p.dtype, DTYPES)
+    if p.w_dtype is not None:
+        _choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
+    _choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
+    _choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
+    if p.m < 2:
+        raise ConfigError(
+            source, f"{path}.m", f"must be ≥ 2 so the recompile can halve it, got {p.m}"
+        )
+
+
+def validate_measure(m: Measure, source: str) -> None:
+    if m.warmup < 0:
+        raise ConfigError(source, "measure.warmup", f"must be ≥ 0, got {m.warmup}")
+    _positive(source, "measure.steps", m.steps)
+    _positive(source, "measure.numerics_rows", m.numerics_rows)
+
+
+def validate_profile(p: Profile, source: str) -> None:
+    _positive(source, "profile.steps", p.steps)
+
+
+def validate_name(source: str, key: str, name: str) -> None:
+    if not _NAME_RE.match(name) or ".." in name:
+        raise ConfigError(
+            source,
+            key,
+            f"{name!r} is not a safe name; use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, without '/' or '..'",
+        )
+
+
+def validate_xla_option(source: str, key: str, value: object) -> None:
+    if not key.rsplit(".", 1)[-1].startswith("xla_"):
+        raise ConfigError(source, key, "XLA option names start with 'xla_'")
+    if not isinstance(value, bool | int | float | str):
+        raise ConfigError(
+            source, key, f"must be a bool, number or string, got {type(value).__name__}"
+        )
+
+
+def validate_experiment(e: Experiment, source: str) -> None:
+    validate_name(source, "experiment", e.experiment)
+    validate_problem(e.problem, source, "problem")
+    validate_measure(e.measure, source)
+    validate_profile(e.profile, source)
+    if not e.variants:
+        raise ConfigError(
+            source, "variants", "the variant list is empty; name at least one variant"
+        )
+    seen: set[str] = set()
+    for i, v in enumerate(e.variants):
+        where = f"variants[{i}]"
+        validate_name(source, f"{where}.name", v.name)
+        if v.name in seen:
+            raise ConfigError(source, f"{where}.name", f"duplicate variant name {v.name!r}")
+        seen.add(v.name)
+        _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
+        validate_problem(v.problem, source, f"variants.{v.name}.problem")
+        for p in v.platforms:
+            _choice(source, f"variants.{v.name}.platforms", p, PLATFORMS)
+        for opt, value in v.xla_options.items():
+            validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
+    names = [v.name for v in e.variants]
+    if e.baseline not in seen:
+        raise ConfigError(source, "baseline", f"{e.baseline!r} names no variant; {_allowed(names)}")
+    for s in e.select:
+        if s not in seen:
+            raise ConfigError(source, "select", f"{s!r} names no variant; {_allowed(names)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building dataclasses from plain mappings, strictly.
+
+
+def suggest(key: str, valid: typing.Iterable[str]) -> str:
+    """Returns ' (did you mean X?)' for the closest valid key, or '' when none is close."""
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return "list of " + _type_name(typing.get_args(tp)[0])
+    return getattr(tp, "__name__", str(tp))
+
+
+def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
+    """Returns `value` checked against the annotation `tp`; YAML lists become tuples."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(value, arg, source, key)
+            except ConfigError:
+                continue
+        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+        (item,) = typing.get_args(tp)[:1]
+        return tuple(coerce(v, item, source, f"{key}[{i}]") for i, v in enumerate(value))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    else:
+        return value
+    raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+
+
+def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> Any:
+    """Returns `cls` built from the mapping `raw`; unknown keys and wrong types are ConfigErrors.
+
+    `defaults` is an instance of `cls` whose values fill keys `raw` leaves out (used for a
+    variant's problem, which starts from the experiment's problem).
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            source, path or "<top level>", f"expected a mapping, got {type(raw).__name__}"
+        )
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        full = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            raise ConfigError(source, full, "unknown key" + suggest(str(key), fields))
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            base = getattr(defaults, key) if defaults is not None else None
+            kwargs[key] = build(tp, value, source, full, base)
+        elif key == "variants":
+            kwargs[key] = tuple(
+                build_variant(v, source, i, raw)
+                for i, v in enumerate(_as_list(value, source, full))
+            )
+        elif key == "xla_options":
+            if not isinstance(value, Mapping):
+                raise ConfigError(source, full, f"expected a mapping of XLA options, got {value!r}")
+            kwargs[key] = types.MappingProxyType(dict(value))
+        else:
+            kwargs[key] = coerce(value, tp, source, full)
+    if defaults is not None:
+        return dataclasses.replace(defaults, **kwargs)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        missing = [
+            n
+            for n, f in fields.items()
+            if n not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        raise ConfigError(source, f"{path}.{missing[0]}" if missing else path, "is required") from e
+
+
+def _as_list(value: Any, source: str, key: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(source, key, f"expected a list of variants, got {type(value).__name__}")
+    return value
+
+
+def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> Variant:
+    """Returns a Variant whose problem is the experiment's problem updated by its own overrides."""
+    where = f"variants[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(source, where, f"expected a mapping, got {raw!r}")
+    if "name" not in raw:
+        raise ConfigError(source, f"{where}.name", "is required")
+    if not isinstance(raw["name"], str):
+        raise ConfigError(source, f"{where}.name", f"expected str, got {raw['name']!r}")
+    shared = build(Problem, top.get("problem", {}) or {}, source, "problem")
+    body = {k: v for k, v in raw.items() if k != "problem"}
+    variant = build(Variant, body, source, f"variants.{raw['name']}")
+    problem = build(
+        Problem, raw.get("problem", {}) or {}, source, f"variants.{raw['name']}.problem", shared
+    )
+    return dataclasses.replace(variant, problem=problem)
+
+
+def build_experiment(raw: Mapping[str, Any], source: str) -> Experiment:
+    """Returns the validated Experiment for a raw config mapping; raises ConfigError."""
+    experiment = build(Experiment, raw, source, "")
+    validate_experiment(experiment, source)
+    return experiment
+
+
+def to_plain(obj: Any) -> Any:
+    """Returns JSON-ready data for a config dataclass (tuples become lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, tuple | list):
+        return [to_plain(v) for v in obj]
+    return obj

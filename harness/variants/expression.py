@@ -1,0 +1,212 @@
+"""The expression y = gelu(x @ W + b) for each frontend and mode, its data, and its reference.
+
+Every function takes (x, w, b) so that all frontends compile a program with the same parameters.
+The Python function is named after what it computes (`gelu_linear`, `matmul_only`), because XLA
+names the module after it (`jit_gelu_linear`) and the dumps are filtered by that name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from harness.config.schema import Problem, Variant
+
+ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+
+# Relative Frobenius error allowed against the float64 reference, by the narrowest input dtype.
+# float32 allows TF32 GEMMs, which XLA uses on NVIDIA GPUs at default precision (~3e-4).
+TOLERANCE = {"float32": 2e-3, "float16": 5e-3, "bfloat16": 2e-2}
+_NARROWNESS = ("bfloat16", "float16", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    x: jax.Array
+    w: jax.Array
+    b: jax.Array
+
+
+def gelu(h: jax.Array, form: str) -> jax.Array:
+    return jax.nn.gelu(h, approximate=(form == "tanh"))
+
+
+def _dense_jnp(p: Problem) -> ArrayFn:
+    def dense(x, w, b):
+        h = x @ w
+        return h + b if p.bias else h
+
+    return dense
+
+
+def _dense_linen(p: Problem) -> ArrayFn:
+    import flax.linen as nn
+
+    layer = nn.Dense(features=p.n, use_bias=p.bias, param_dtype=jnp.dtype(p.weight_dtype))
+
+    def dense(x, w, b):
+        params = {"kernel": w, "bias": b} if p.bias else {"kernel": w}
+        return layer.apply({"params": params}, x)
+
+    return dense
+
+
+def _dense_nnx(p: Problem) -> ArrayFn:
+    from flax import nnx
+
+    # eval_shape builds the module without running its random initializers.
+    model = nnx.eval_shape(
+        lambda: nnx.Linear(
+            p.k, p.n, use_bias=p.bias, param_dtype=jnp.dtype(p.weight_dtype), rngs=nnx.Rngs(0)
+        )
+    )
+    graphdef, state = nnx.split(model)
+    paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+
+    def dense(x, w, b):
+        # Put W and b into the module's state by path, whatever order flax flattens it in.
+        by_name = {"kernel": w, "bias": b}
+        leaves = [by_name[_last_key(path)] for path, _ in paths]
+        return nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves))(x)
+
+    return dense
+
+
+def _last_key(path: tuple) -> str:
+    for entry in reversed(path):
+        key = getattr(entry, "key", getattr(entry, "name", None))
+        if isinstance(key, str) and key in ("kernel", "bias"):
+            return key
+    raise ValueError(f"flax nnx state path {path} names neither kernel nor bias")
+
+
+DENSE = {"jnp": _dense_jnp, "flax_linen": _dense_linen, "flax_nnx": _dense_nnx}
+
+
+def build_function(variant: Variant) -> ArrayFn:
+    """Returns the Python function the variant compiles (or, in eager mode, dispatches)."""
+    p = variant.problem
+    dense = DENSE[p.frontend](p)
+
+    if variant.mode == "matmul_only":
+
+        def matmul_only(x, w, b):
+            del b
+            return x @ w
+
+        return matmul_only
+
+    if variant.mode == "jit_host_callback":
+
+        def gelu_linear(x, w, b):
+            h = dense(x, w, b)
+            # The host callback sits between the GEMM and the GELU, splitting the device program.
+            jax.debug.print("gelu_linear: mean(x @ W + b) = {m}", m=h.mean())
+            return gelu(h, p.gelu)
+
+        return gelu_linear
+
+    if variant.mode == "jit_python_branch":
+
+        def gelu_linear(x, w, b):
+            h = dense(x, w, b)
+            if h.mean() > 0:  # a Python branch on a traced value: jit cannot compile this
+                return gelu(h, p.gelu)
+            return h
+
+        return gelu_linear
+
+    if variant.mode == "jit_lax_cond":
+
+        def gelu_linear(x, w, b):
+            h = dense(x, w, b)
+            return jax.lax.cond(h.mean() > 0, lambda t: gelu(t, p.gelu), lambda t: t, h)
+
+        return gelu_linear
+
+    def gelu_linear(x, w, b):
+        return gelu(dense(x, w, b), p.gelu)
+
+    return gelu_linear
+
+
+def module_name(variant: Variant) -> str:
+    """Returns the name XLA gives the study's module: `jit_` plus the function's name."""
+    return "jit_" + build_function(variant).__name__
+
+
+def make_inputs(p: Problem, seed: int) -> Inputs:
+    """Returns seeded x, W (scaled by 1/sqrt(k)) and b, already on the device."""
+    kx, kw, kb = jax.random.split(jax.random.key(seed), 3)
+    x = jax.random.normal(kx, p.x_shape, dtype=jnp.dtype(p.dtype))
+    w = jax.random.normal(kw, (p.k, p.n), dtype=jnp.dtype(p.weight_dtype)) * (1.0 / math.sqrt(p.k))
+    b = jax.random.normal(kb, (p.n,), dtype=jnp.dtype(p.weight_dtype))
+    return Inputs(*jax.block_until_ready((x, w.astype(p.weight_dtype), b)))
+
+
+def halve_rows(x: jax.Array) -> jax.Array:
+    """Returns x with m halved: the new shape that forces a recompile."""
+    return x[..., : x.shape[-2] // 2, :]
+
+
+def sample_rows(m: int, count: int) -> np.ndarray:
+    """Returns up to `count` evenly spaced row indices of m, so large problems check cheaply."""
+    return np.unique(np.linspace(0, m - 1, num=min(m, count)).astype(np.int64))
+
+
+def reference(p: Problem, mode: str, inputs: Inputs, rows: np.ndarray) -> np.ndarray:
+    """Returns the float64 NumPy result for the chosen rows of x (all batch entries)."""
+    x = np.asarray(inputs.x).astype(np.float64)[..., rows, :]
+    w = np.asarray(inputs.w).astype(np.float64)
+    h = x @ w
+    if mode == "matmul_only":
+        return h
+    if p.bias:
+        h = h + np.asarray(inputs.b).astype(np.float64)
+    if mode == "jit_lax_cond":
+        full = np.asarray(inputs.x).astype(np.float64) @ w
+        if p.bias:
+            full = full + np.asarray(inputs.b).astype(np.float64)
+        if not full.mean() > 0:
+            return h
+    if p.gelu == "tanh":
+        return 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
+    erf = np.frompyfunc(math.erf, 1, 1)
+    return 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)).astype(np.float64))
+
+
+def tolerance(p: Problem) -> float:
+    """Returns the relative error allowed, set by the narrowest dtype among x and W."""
+    narrowest = min((p.dtype, p.weight_dtype), key=_NARROWNESS.index)
+    return TOLERANCE[narrowest]
+
+
+def numerics(
+    y: jax.Array, ref: np.ndarray, rows: np.ndarray, tol: float
+) -> dict[str, float | bool]:
+    """Returns max abs/rel error and the relative Frobenius error with a pass/fail verdict."""
+    got = np.asarray(y).astype(np.float64)[..., rows, :]
+    diff = np.abs(got - ref)
+    rel_fro = float(np.linalg.norm(diff) / max(np.linalg.norm(ref), 1e-30))
+    finite = bool(np.isfinite(got).all())
+    return {
+        "max_abs_err": float(diff.max()),
+        "max_rel_err": float((diff / np.maximum(np.abs(ref), 1e-6)).max()),
+        "rel_fro_err": rel_fro,
+        "tolerance": tol,
+        "numerics_ok": finite and rel_fro <= tol,
+    }
+
+
+def problem_bytes(p: Problem) -> int:
+    """Returns a working-set estimate: x, W, b, y and two temporaries of y's size."""
+    item = {"float32": 4, "bfloat16": 2, "float16": 2}
+    x = p.rows * p.k * item[p.dtype]
+    w = (p.k * p.n + p.n) * item[p.weight_dtype]
+    y = p.rows * p.n * 4
+    return x + w + 3 * y
