@@ -145,7 +145,9 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
             node, cls, i = found[0], schema.Variant, i + 2
             continue
         if cls is schema.Variant and part == "xla_options":
-            node = node.setdefault("xla_options", {}) or {}
+            if not isinstance(node.get("xla_options"), dict):
+                node["xla_options"] = {}
+            node = node["xla_options"]
             option = ".".join(parts[i + 1 :])
             previous = node.get(option)
             node[option] = _scalar(ov.text)

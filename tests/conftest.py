@@ -1,0 +1,59 @@
+"""Shared test fixtures: the H200 fixture folder and one tiny real run of the default study."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+H200 = FIXTURES / "h200-jax0.11.2"
+
+# The default study shrunk so the whole pipeline runs in seconds on two cores.
+TINY = (
+    "--config.problem.m=16",
+    "--config.problem.k=32",
+    "--config.problem.n=32",
+    "--config.measure.steps=3",
+    "--config.measure.warmup=1",
+    "--config.profile.steps=2",
+)
+
+
+def run_harness(
+    *args: str, results_root: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Runs `python -m harness` as a user would, in a fresh process, from the repo root."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("XLA_FLAGS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", f"--results_root={results_root}", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def h200() -> Path:
+    if not H200.exists():
+        pytest.skip(f"H200 fixtures not found at {H200}")
+    return H200
+
+
+@pytest.fixture(scope="session")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Returns the folder of one complete tiny run of configs/gelu.yaml on the CPU."""
+    root = tmp_path_factory.mktemp("results")
+    proc = run_harness("--config=gelu.yaml", *TINY, results_root=root)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"the tiny study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return (root / "gelu" / "latest").resolve()

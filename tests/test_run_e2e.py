@@ -1,0 +1,154 @@
+"""One tiny real run of configs/gelu.yaml on the CPU, checked file by file and key by key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config import load
+from harness.variants import expression
+from tests.conftest import TINY, run_harness
+
+JIT_STAGES = [
+    "jaxpr",
+    "stablehlo",
+    "hlo_before",
+    "passes",
+    "hlo_after",
+    "hlo_after_recompile",
+    "buffer_assignment",
+    "llvm",
+]
+EAGER_STAGES = ["jaxpr", "hlo_before", "hlo_after", "llvm"]
+SUMMARY_KEYS = {
+    "status",
+    "reason",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "first_call_s",
+    "compile_s",
+    "recompile_s",
+    "flops_analytic",
+    "flops_xla",
+    "bytes_xla",
+    "max_abs_err",
+    "numerics_ok",
+}
+
+
+def summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())["variants"]
+
+
+def test_every_cpu_variant_is_ok_and_the_gpu_one_skipped(cpu_run):
+    variants = summary(cpu_run)
+    assert list(variants) == [v.name for v in load("gelu.yaml").experiment.variants]
+    for name, record in variants.items():
+        if name == "xla_library_epilogue":
+            assert record["status"] == "skipped"
+            assert "gpu" in record["reason"] and "cpu" in record["reason"]
+        else:
+            assert record["status"] == "ok", (name, record["reason"])
+        assert set(record) >= SUMMARY_KEYS, name
+
+
+def test_measured_variants_have_numbers_and_pass_numerics(cpu_run):
+    for name, r in summary(cpu_run).items():
+        if r["status"] != "ok" or r["mode"] == "jit_python_branch":
+            continue
+        assert 0 < r["step_time_p10_s"] <= r["step_time_median_s"] <= r["step_time_p90_s"], name
+        assert r["first_call_s"] > 0 and r["compile_s"] > 0 and r["recompile_s"] > 0, name
+        assert r["numerics_ok"] is True and r["max_abs_err"] < 1e-2, name
+        assert r["flops_analytic"] == 2 * 16 * 32 * 32, name
+
+
+def test_python_branch_is_an_expected_error_not_a_crash(cpu_run):
+    r = summary(cpu_run)["xla_python_branch"]
+    assert r["status"] == "ok"
+    assert r["expected_error"]["type"] in ("TracerBoolConversionError", "ConcretizationTypeError")
+    assert (cpu_run / "variants" / "xla_python_branch" / "expected_error.txt").exists()
+
+
+def test_recompile_is_explained_by_the_new_shape(cpu_run):
+    r = summary(cpu_run)["xla"]
+    assert "now f32[8,32] and before f32[16,32]" in r["recompile_explanation"]
+    assert (cpu_run / "variants" / "xla" / "recompile.txt").exists()
+
+
+def test_host_callback_printed_once_per_call(cpu_run):
+    r = summary(cpu_run)["xla_host_callback"]
+    # first call + warmup + timed steps + profiled steps + recompile
+    assert r["callback_lines"] == 1 + 1 + 3 + 2 + 1
+    text = (cpu_run / "variants" / "xla_host_callback" / "callback_output.txt").read_text()
+    assert text.count("mean(x @ W + b)") == r["callback_lines"]
+
+
+@pytest.mark.parametrize(
+    "name", ["xla", "xla_no_fusion", "xla_exact_gelu", "xla_mixed_dtype", "matmul_only"]
+)
+def test_jit_variant_ir_ladder_has_exactly_the_expected_stages(cpu_run, name):
+    ir = cpu_run / "variants" / name / "ir"
+    index = json.loads((ir / "index.json").read_text())["stages"]
+    expected = [s for s in JIT_STAGES if not (name == "matmul_only" and s == "llvm")]
+    assert [s["stage"] for s in index] == expected
+    assert {p.name for p in ir.iterdir()} == {s["path"] for s in index} | {"index.json"}
+    assert "HloModule jit_" in (ir / "40-hlo-after-optimizations.txt").read_text()
+    passes = sorted((ir / "30-passes").iterdir())
+    assert passes and all(p.name[:4].isdigit() for p in passes)
+
+
+def test_eager_ladder_holds_one_module_per_primitive(cpu_run):
+    ir = cpu_run / "variants" / "eager" / "ir"
+    index = json.loads((ir / "index.json").read_text())["stages"]
+    assert [s["stage"] for s in index] == EAGER_STAGES
+    modules = sorted(p.name.split("-", 1)[1] for p in (ir / "40-hlo-after-optimizations").iterdir())
+    assert "jit_tanh.txt" in modules and "jit_integer_pow.txt" in modules
+    assert summary(cpu_run)["eager"]["eager_modules"]
+
+
+def test_profiles_are_kept_as_jax_writes_them(cpu_run):
+    for window in ("first_call", "steady", "recompile"):
+        found = list(
+            (cpu_run / "variants" / "xla" / "profile" / window).glob(
+                "plugins/profile/*/*.xplane.pb"
+            )
+        )
+        assert len(found) == 1, window
+
+
+def test_manifest_records_overrides_versions_and_status(cpu_run):
+    manifest = json.loads((cpu_run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert {o["key"] for o in manifest["overrides"]} == {
+        t.split("=")[0].removeprefix("--config.") for t in TINY
+    }
+    assert manifest["config"]["problem"]["m"] == 16
+    env = manifest["environment"]
+    assert env["platform"] == "cpu" and env["jax"] and env["jaxlib"] and env["flax"]
+    assert manifest["compiler_options"]["xla_no_fusion"]["xla_disable_hlo_passes"]
+    assert (cpu_run / "report.md").read_text().count("| xla") >= 5
+
+
+def test_misspelled_key_exits_2_with_a_suggestion_and_no_results(tmp_path):
+    proc = run_harness("--config=gelu.yaml", "--config.problem.mm=64", results_root=tmp_path)
+    assert proc.returncode == 2
+    assert "did you mean 'm'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_frontends_compute_the_same_numbers():
+    exp = load(
+        "gelu.yaml", ["--config.problem.m=8", "--config.problem.k=16", "--config.problem.n=16"]
+    ).experiment
+    outputs = {}
+    for name in ("xla", "xla_flax_linen", "xla_flax_nnx"):
+        v = exp.variant(name)
+        inputs = expression.make_inputs(v.problem, exp.seed)
+        outputs[name] = np.asarray(expression.build_function(v)(inputs.x, inputs.w, inputs.b))
+    np.testing.assert_allclose(outputs["xla_flax_linen"], outputs["xla"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(outputs["xla_flax_nnx"], outputs["xla"], rtol=1e-6, atol=1e-6)
