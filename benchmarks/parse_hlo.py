@@ -117,10 +117,14 @@ def main() -> int:
     mb = len(text.encode()) / 1e6
     module = parse_module(text, "<benchmark>")
     count = module.instruction_count()
-    print(f"module: {mb:.2f} MB, {count} instructions, {len(module.computations)} computations "
-          f"(generated in {gen_s:.1f} s)")
+    print(
+        f"module: {mb:.2f} MB, {count} instructions, {len(module.computations)} computations "
+        f"(generated in {gen_s:.1f} s)"
+    )
     if not args.text and (mb < 5.0 or count < 30_000):
-        raise SystemExit(f"module too small: {mb:.2f} MB / {count} instructions (need >=5 MB, >=30k)")
+        raise SystemExit(
+            f"module too small: {mb:.2f} MB / {count} instructions (need >=5 MB, >=30k)"
+        )
 
     ours = best_seconds(lambda: parse_module(text), args.repeats)
     print(f"ours : {ours * 1e3:8.1f} ms  {mb / ours:7.1f} MB/s")

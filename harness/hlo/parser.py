@@ -238,9 +238,7 @@ class Instruction:
         for key in ("calls", "to_apply", "condition", "body", "branch_computations"):
             raw = self.attrs.get(key)
             if raw:
-                out.extend(
-                    p.strip().lstrip("%") for p in raw.strip("{}").split(",") if p.strip()
-                )
+                out.extend(p.strip().lstrip("%") for p in raw.strip("{}").split(",") if p.strip())
         return tuple(out)
 
     @property
@@ -477,9 +475,7 @@ def _scan(lines: list[str], path: str) -> HloModule:
     attr_parts = split_top_level(hm.group(2) or "")
     if attr_parts is None:
         raise ParseError(path, i + 1, hm.start(2) + 1, "unbalanced module attributes", lines[i])
-    attributes = tuple(
-        (k.strip(), v.strip()) for k, _, v in (p.partition("=") for p in attr_parts)
-    )
+    attributes = tuple((k.strip(), v.strip()) for k, _, v in (p.partition("=") for p in attr_parts))
     tables: dict[str, dict[int, str]] = {}
     tables_text: list[str] = []
     computations: dict[str, Computation] = {}
@@ -508,12 +504,15 @@ def _scan(lines: list[str], path: str) -> HloModule:
             continue
         cm = _COMP.match(line)
         if cm is None or line[0] in " \t":
-            raise ParseError(path, i, 1, "expected a computation header `%name (...) -> ... {`", line)
+            raise ParseError(
+                path, i, 1, "expected a computation header `%name (...) -> ... {`", line
+            )
         comp_line = i
         comp_name = cm.group(2)
         is_entry = bool(cm.group(1))
         insts: list[Instruction] = []
         by_name: dict[str, Instruction] = {}
+        inst_lines: list[int] = []
         trailer = None
         while i < n:
             line = lines[i]
@@ -524,7 +523,13 @@ def _scan(lines: list[str], path: str) -> HloModule:
                 inner = fm.group(5)
                 if op in _NO_OPERANDS:
                     inst = Instruction(
-                        fm.group(2), op, fm.group(3), (), fm.group(6) or "", bool(fm.group(1)), inner
+                        fm.group(2),
+                        op,
+                        fm.group(3),
+                        (),
+                        fm.group(6) or "",
+                        bool(fm.group(1)),
+                        inner,
                     )
                 else:
                     if "/*" in inner or " " in inner.replace(", ", ""):
@@ -539,7 +544,13 @@ def _scan(lines: list[str], path: str) -> HloModule:
                     else:
                         operands = ()
                     inst = Instruction(
-                        fm.group(2), op, fm.group(3), operands, fm.group(6) or "", bool(fm.group(1)), None
+                        fm.group(2),
+                        op,
+                        fm.group(3),
+                        operands,
+                        fm.group(6) or "",
+                        bool(fm.group(1)),
+                        None,
                     )
             else:
                 s = line.strip()
@@ -556,22 +567,32 @@ def _scan(lines: list[str], path: str) -> HloModule:
                 raise ParseError(path, i, 1, f"duplicate instruction name {inst.name!r}", line)
             by_name[inst.name] = inst
             insts.append(inst)
+            inst_lines.append(i)
         if trailer is None:
-            raise ParseError(path, n, 1, f"computation {comp_name!r} is not closed by `}}`", lines[-1])
+            last = n
+            while last > 1 and not lines[last - 1].strip():
+                last -= 1
+            raise ParseError(
+                path, last, 1, f"computation {comp_name!r} is not closed by `}}`", lines[last - 1]
+            )
         if not insts:
-            raise ParseError(path, comp_line, 1, f"computation {comp_name!r} is empty", lines[comp_line - 1])
-        for inst in insts:
+            raise ParseError(
+                path, comp_line, 1, f"computation {comp_name!r} is empty", lines[comp_line - 1]
+            )
+        for inst, at in zip(insts, inst_lines, strict=True):
             for op in inst.operands:
                 if op.partition("#")[0] not in by_name:
                     raise ParseError(
                         path,
-                        comp_line,
-                        1,
+                        at,
+                        max(1, lines[at - 1].find(op) + 1),
                         f"instruction {inst.name!r} uses unknown operand {op!r} in {comp_name!r}",
-                        lines[comp_line - 1],
+                        lines[at - 1],
                     )
         if comp_name in computations:
-            raise ParseError(path, comp_line, 1, f"duplicate computation {comp_name!r}", lines[comp_line - 1])
+            raise ParseError(
+                path, comp_line, 1, f"duplicate computation {comp_name!r}", lines[comp_line - 1]
+            )
         computations[comp_name] = Computation(
             comp_name, is_entry, cm.group(3), tuple(insts), trailer, by_name
         )
@@ -582,7 +603,9 @@ def _scan(lines: list[str], path: str) -> HloModule:
     if not entry_name:
         entry_name = next(reversed(computations))
         computations[entry_name].is_entry = True
-    return HloModule(hm.group(1), attributes, computations, entry_name, tables, tuple(tables_text), path)
+    return HloModule(
+        hm.group(1), attributes, computations, entry_name, tables, tuple(tables_text), path
+    )
 
 
 def parse_module(text: str, path: str = "<string>") -> HloModule:
@@ -595,7 +618,9 @@ def parse_module(text: str, path: str = "<string>") -> HloModule:
     except ParseError:
         raise
     except (ValueError, IndexError, KeyError, TypeError, AttributeError, RecursionError) as e:
-        raise ParseError(path, 1, 1, f"internal parser error: {type(e).__name__}: {e}", lines[0]) from None
+        raise ParseError(
+            path, 1, 1, f"internal parser error: {type(e).__name__}: {e}", lines[0]
+        ) from None
 
 
 def parse_file(path: str | Path) -> HloModule:
