@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
 import pytest
 
+from harness.hlo.clusters import Cluster, find_clusters
+from harness.hlo.parser import parse_file, parse_module
 from harness.match.match import (
     ClusterLike,
     match_events,
@@ -21,41 +22,20 @@ from harness.profile.live import LiveCapture, capture_profiles, gelu_linear
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"
-ENTRY_OP_RE = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = .*? (fusion|custom-call)\(")
-TARGET_RE = re.compile(r'custom_call_target="([^"]+)"')
 
 
-@dataclass(frozen=True)
-class EntryCluster:
-    """A stand-in for harness.hlo Cluster: one fusion/custom-call of the ENTRY computation."""
+def fixture_clusters(variant: str) -> dict[tuple[str, int], tuple[Cluster, ...]]:
+    """Return the HLO stage's clusters of every optimized module in a fixture dump.
 
-    name: str
-    kind: str
-    target: str | None = None
-    epilogue: str | None = None
-    parent: str | None = None
-    source_ops: tuple[str, ...] = field(default=())
-
-
-def entry_clusters(hlo_text: str) -> tuple[ClusterLike, ...]:
-    """Return the ENTRY computation's fusions and custom-calls of an optimized HLO text."""
-    entry = hlo_text[hlo_text.index("ENTRY") :]
-    out = []
-    for line in entry.splitlines():
-        m = ENTRY_OP_RE.match(line)
-        if m:
-            target = TARGET_RE.search(line)
-            out.append(EntryCluster(m.group(1), m.group(2), target.group(1) if target else None))
-    return tuple(out)
-
-
-def fixture_clusters(variant: str) -> dict[tuple[str, int], tuple[ClusterLike, ...]]:
-    """Return clusters of every after-optimizations module in a fixture dump, keyed (name, id)."""
+    Keyed (module name, program_id): the dump's `module_NNNN` number is the
+    program_id the profile's events carry, and the dump holds two same-named
+    modules (the steady one and the m/2 recompile).
+    """
     dump = FIXTURES / variant / "dump"
     out = {}
     for path in dump.glob("module_*gpu_after_optimizations.txt"):
         number, name = re.match(r"module_(\d+)\.([\w.]+?)\.sm_", path.name).groups()
-        out[(name, int(number))] = entry_clusters(path.read_text())
+        out[(name, int(number))] = find_clusters(parse_file(path))
     return out
 
 
@@ -101,6 +81,8 @@ def test_notriton_runs_one_memset_and_the_bias_gelu_gemm_per_step() -> None:
     gemm = [a for a in report.attributions if a.event.kind == "kernel"]
     assert {a.cluster for a in gemm} == {a.cluster for a in report.attributions}
     assert all("gelubias" in a.event.name for a in gemm)
+    clusters = {c.name: c for cs in fixture_clusters(variant).values() for c in cs}
+    assert {clusters[a.cluster].epilogue for a in gemm} == {"BIAS_GELU"}
 
 
 def test_memset_before_a_gemm_is_attributed_to_that_gemm() -> None:
@@ -199,7 +181,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveCapture:
 def cpu_clusters() -> dict[str, tuple[ClusterLike, ...]]:
     x, w, b = jax.numpy.ones((8, 16)), jax.numpy.ones((16, 16)), jax.numpy.ones((16,))
     text = jax.jit(gelu_linear).lower(x, w, b).compile().as_text()
-    return {"jit_gelu_linear": entry_clusters(text)}
+    return {"jit_gelu_linear": find_clusters(parse_module(text))}
 
 
 def test_live_cpu_steady_profile_is_fully_matched(
