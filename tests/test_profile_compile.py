@@ -88,3 +88,9 @@ def test_corrupt_profile_raises_profile_error(tmp_path: Path, live: LiveCapture)
     bad.write_bytes(data[: len(data) // 3])
     with pytest.raises(ProfileError):
         compile_breakdown(bad, MODULE)
+
+
+def test_a_second_capture_in_the_same_process_still_records_a_compile(tmp_path: Path) -> None:
+    again = capture_profiles(tmp_path, steps=1)  # gelu_linear was jitted before in this process
+    b = compile_breakdown(find_xplane(again.folder("first_call")), MODULE)
+    assert b.total_compile_s > 0, b.notes
