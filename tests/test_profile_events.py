@@ -14,9 +14,12 @@ import pytest
 from harness.profile.events import (
     DeviceEvent,
     ProfileError,
+    StepMarker,
+    assign_step,
     events_from_json,
     events_to_json,
     find_xplane,
+    host_launch_times,
     load_profile,
     parse_kernel_details,
     read_device_events,
@@ -207,3 +210,29 @@ def test_profile_without_device_plane_or_thunks_is_an_empty_table(tmp_path: Path
     empty = tmp_path / "empty.xplane.pb"
     empty.write_bytes(b"")  # a valid, empty XSpace
     assert read_device_events(empty) == ()
+
+
+def test_gpu_kernels_go_to_the_step_whose_host_window_launched_them() -> None:
+    """Rule 1 of events.py on real H200 data: steps are the probe's 3 host Execute calls."""
+    path = fixture_profile("jit_bf16_tanh_large")
+    profile = load_profile(path)
+    calls = [
+        e
+        for plane in profile.planes
+        if plane.name == "/host:CPU"
+        for line in plane.lines
+        for e in line.events
+        if e.name.startswith("CommonPjRtLoadedExecutable::Execute (")
+    ]
+    windows = tuple(
+        StepMarker("step", i, float(e.start_ns), float(e.start_ns + e.duration_ns))
+        for i, e in enumerate(sorted(calls, key=lambda e: e.start_ns))
+    )
+    assert len(windows) == FIXTURE_STEPS
+    rows = read_device_events(path)
+    launches = host_launch_times(profile)
+    steps = [assign_step(r, windows, launches) for r in rows]
+    assert Counter(steps) == {0: 3, 1: 3, 2: 3}
+    # the GPU runs behind the host: by device time alone most kernels fall outside their window
+    late = [r for r in rows if not any(w.start_ns <= r.start_ns < w.end_ns for w in windows)]
+    assert late

@@ -204,7 +204,7 @@ def read_device_events(
     profile = load_profile(path)
     try:
         markers = read_step_markers(profile)
-        launches = _host_launch_times(profile)
+        launches = host_launch_times(profile)
         rows = list(_gpu_rows(profile)) or list(_cpu_thunk_rows(profile))
     except (UnicodeDecodeError, TypeError, ValueError, OverflowError) as err:
         raise ProfileError(f"{path}: profile content is malformed ({err})") from err
@@ -322,7 +322,7 @@ def _cpu_thunk_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
                 )
 
 
-def _host_launch_times(profile: ProfileData) -> dict[int, float]:
+def host_launch_times(profile: ProfileData) -> dict[int, float]:
     """Return correlation_id -> start of the host API event that launched it (GPU only)."""
     launches: dict[int, float] = {}
     for plane in profile.planes:
