@@ -1,0 +1,416 @@
+"""Attribute every device event of a profile to a fusion cluster of the optimized HLO.
+
+Input: the kernel table (`harness.profile.events.DeviceEvent` rows) and, per
+HLO module, the clusters found by the HLO stage. The matcher only needs the
+attributes in `ClusterLike`, so it never imports the HLO parser.
+
+Rules, tried in order for each event (`rule` in the result says which fired):
+
+- `hlo_op`: the event's `hlo_op` stat is a cluster name (or equals it with
+  `.`->`_`, the way XLA names kernels). Memsets carry the hlo_op of the GEMM
+  custom-call they prepare (`memset_for_gemm`); memcpys from host callbacks
+  carry the callback's hlo_op (`callback_transfer`).
+- `command_buffer_kernel` / `command_buffer_library`: when XLA ran the program
+  as a CUDA-graph command buffer every event says `hlo_op=command_buffer_N`.
+  The kernel name is then matched against the instruction names inside that
+  command buffer (clusters whose `parent` is it; if the HLO stage knows no
+  parents, all clusters of the module) with `.`->`_`. Library kernels
+  (`nvjet_*`, `sm90_xmma_*`, `cutlass*`, `gemm*`, ...) and memsets go to the
+  custom-call in the command buffer when there is exactly one.
+  Caveat: XLA deduplicates identical kernels, so `wrapped_multiply_1` may have
+  run for instruction `wrapped_multiply.3`; the name match then credits
+  `wrapped_multiply.1`. Counts per step are exact; launches per cluster
+  inside a command buffer are by kernel name.
+- `eager_module`: in eager mode each primitive is its own small jit module
+  (`jit_tanh`, ...). When that module has no HLO (no dump), the event is
+  attributed to the module and its primitive (`jit_tanh` -> `tanh`) and
+  counted as matched by module.
+
+Everything else is unmatched with a reason. Module keys in `clusters_by_module`
+are module names, or `(module name, program_id)` pairs to tell apart modules of
+the same name (XLA's dump file `module_NNNN.<name>` has NNNN == program_id).
+
+Counting conventions (per step = over the steady window / steps):
+- `kernels_per_step`: kernel launches (GPU kernels, or CPU thunks), no memsets;
+- `device_ops_per_step`: every device event: kernels + memsets + memcpys, as
+  the fixture README counts "device ops";
+- `device_time_per_step_s`: the union of busy intervals over all streams.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from harness.profile.events import DeviceEvent
+
+Mode = Literal["jit", "eager"]
+ModuleKey = str | tuple[str, int]
+
+LIBRARY_KERNEL_RE = re.compile(
+    r"^(nvjet_|sm\d+_xmma|cutlass|gemm|ampere_|volta_|turing_|hopper_|cublas|void cutlass)",
+    re.IGNORECASE,
+)
+COMMAND_BUFFER_RE = re.compile(r"^command_buffer")
+
+
+class ClusterLike(Protocol):
+    """What the matcher reads from an HLO-stage cluster (harness.hlo.clusters.Cluster)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def epilogue(self) -> str | None: ...
+    @property
+    def parent(self) -> str | None: ...
+    @property
+    def source_ops(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Where one device event came from, or why that is unknown (cluster None, matched False)."""
+
+    event: DeviceEvent
+    matched: bool
+    rule: str
+    reason: str
+    module: str | None
+    cluster: str | None = None
+    primitive: str | None = None
+
+
+@dataclass(frozen=True)
+class TransferSummary:
+    """Memcpys of one direction in the steady window, per step."""
+
+    direction: str
+    count_per_step: float
+    bytes_per_step: float
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MatchReport:
+    """Attribution of the steady window's device events and per-step counts."""
+
+    steps: int
+    marked_steps: bool
+    events_in_window: int
+    matched_fraction: float
+    attributions: tuple[Attribution, ...]
+    kernels_per_step: float
+    memsets_per_step: float
+    device_ops_per_step: float
+    launches_per_cluster: Mapping[str, float]
+    transfers_per_step: tuple[TransferSummary, ...]
+    device_time_per_step_s: float
+    device_time_by_step_s: tuple[float, ...]
+    outside_window: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def unmatched(self) -> tuple[Attribution, ...]:
+        return tuple(a for a in self.attributions if not a.matched)
+
+    def host_gap_per_step_s(self, wall_step_s: float) -> float:
+        """Return wall step time minus device busy time: what the host and launch path cost."""
+        return wall_step_s - self.device_time_per_step_s
+
+    def to_json(self) -> dict[str, Any]:
+        """Return match.json: summary numbers, every unmatched event, the rule counts."""
+        return {
+            "steps": self.steps,
+            "marked_steps": self.marked_steps,
+            "events_in_window": self.events_in_window,
+            "outside_window": self.outside_window,
+            "matched_fraction": self.matched_fraction,
+            "kernels_per_step": self.kernels_per_step,
+            "memsets_per_step": self.memsets_per_step,
+            "device_ops_per_step": self.device_ops_per_step,
+            "device_time_per_step_s": self.device_time_per_step_s,
+            "device_time_by_step_s": list(self.device_time_by_step_s),
+            "launches_per_cluster": dict(self.launches_per_cluster),
+            "transfers_per_step": [
+                asdict(t) | {"sizes": list(t.sizes)} for t in self.transfers_per_step
+            ],
+            "rules": dict(Counter(a.rule for a in self.attributions)),
+            "unmatched": [_attribution_json(a) for a in self.unmatched],
+            "attributions": [_attribution_json(a) for a in self.attributions],
+            "notes": list(self.notes),
+        }
+
+
+def match_events(
+    events: Sequence[DeviceEvent],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    steps: int | None = None,
+    mode: Mode = "jit",
+) -> MatchReport:
+    """Return the attribution report for the steady window of `events`.
+
+    The steady window is every event with a step when the profile had step
+    markers, else the whole profile; then `steps` (the number of calls the
+    profile covers) must be given. `mode="eager"` allows module-only matches.
+    """
+    if mode not in ("jit", "eager"):
+        raise ValueError(f"mode must be 'jit' or 'eager', got {mode!r}")
+    marked = any(e.step is not None for e in events)
+    window = [e for e in events if e.step is not None] if marked else list(events)
+    n_steps, notes = _step_count(window, marked, steps)
+    attributions = tuple(_attribute(e, window, clusters_by_module, mode) for e in window)
+    matched = sum(a.matched for a in attributions)
+    if not window:
+        notes = (*notes, "no device events in the steady window")
+    kernels = sum(e.kind in ("kernel", "host_thunk") for e in window)
+    by_step = _busy_by_step(window, marked, n_steps)
+    return MatchReport(
+        steps=n_steps,
+        marked_steps=marked,
+        events_in_window=len(window),
+        matched_fraction=matched / len(window) if window else 0.0,
+        attributions=attributions,
+        kernels_per_step=kernels / n_steps,
+        memsets_per_step=sum(e.kind == "memset" for e in window) / n_steps,
+        device_ops_per_step=len(window) / n_steps,
+        launches_per_cluster=_launches_per_cluster(attributions, n_steps),
+        transfers_per_step=_transfers(window, n_steps),
+        device_time_per_step_s=sum(by_step) / n_steps,
+        device_time_by_step_s=by_step if marked else (),
+        outside_window=len(events) - len(window),
+        notes=notes,
+    )
+
+
+def primitive_of(module: str) -> str:
+    """Return the jax primitive an eager module ran: `jit_integer_pow` -> `integer_pow`."""
+    return module.removeprefix("jit_")
+
+
+def kernel_name(instruction: str) -> str:
+    """Return the kernel name XLA gives an HLO instruction (`.` -> `_`)."""
+    return instruction.replace(".", "_")
+
+
+def is_library_kernel(name: str) -> bool:
+    """Return True for cuBLAS/cuBLASLt/CUTLASS kernel names, which no HLO instruction carries."""
+    return bool(LIBRARY_KERNEL_RE.match(name))
+
+
+def union_busy_ns(events: Sequence[DeviceEvent]) -> float:
+    """Return the length of the union of the events' [start, end) intervals, in ns."""
+    total = 0.0
+    cur_start = cur_end = None
+    for start, end in sorted((e.start_ns, e.end_ns) for e in events):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def _step_count(
+    window: Sequence[DeviceEvent], marked: bool, steps: int | None
+) -> tuple[int, tuple[str, ...]]:
+    if steps is not None and steps <= 0:
+        raise ValueError(f"steps must be > 0, got {steps}")
+    if marked:
+        counted = len({e.step for e in window})
+        if steps is not None and steps != counted:
+            return steps, (f"steps={steps} given but {counted} steps have device events",)
+        return counted, ()
+    if steps is None:
+        if window:
+            raise ValueError("profile has no step markers: pass steps= (how many calls it covers)")
+        return 1, ()
+    return steps, ("no step markers: the whole profile is the steady window",)
+
+
+def _clusters_for(
+    event: DeviceEvent, clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]]
+) -> Sequence[ClusterLike] | None:
+    if event.hlo_module is None:
+        return None
+    if event.program_id is not None and (event.hlo_module, event.program_id) in clusters_by_module:
+        return clusters_by_module[(event.hlo_module, event.program_id)]
+    return clusters_by_module.get(event.hlo_module)
+
+
+def _attribute(
+    event: DeviceEvent,
+    window: Sequence[DeviceEvent],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    mode: Mode,
+) -> Attribution:
+    module = event.hlo_module
+    if module is None:
+        return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
+    clusters = _clusters_for(event, clusters_by_module)
+    if clusters is None:
+        if mode == "eager":
+            return Attribution(
+                event,
+                True,
+                "eager_module",
+                f"eager module {module} has no HLO analysis; attributed to module and "
+                f"primitive {primitive_of(module)!r} (matched by module)",
+                module,
+                primitive=primitive_of(module),
+            )
+        known = sorted(str(k) for k in clusters_by_module)
+        return Attribution(
+            event,
+            False,
+            "unknown_module",
+            f"module {module} (program_id {event.program_id}) is not among the analysed "
+            f"modules {known}: another program, or its HLO is missing",
+            module,
+        )
+    primitive = primitive_of(module) if mode == "eager" else None
+    by_name = {c.name: c for c in clusters}
+    by_kernel = {kernel_name(c.name): c for c in clusters}
+    op = event.hlo_op
+    hit = by_name.get(op) if op else None
+    hit = hit or (by_kernel.get(kernel_name(op)) if op else None)
+    if hit is not None:
+        rule = {"memset": "memset_for_gemm", "memcpy": "callback_transfer"}.get(
+            event.kind, "hlo_op"
+        )
+        return Attribution(
+            event, True, rule, f"hlo_op {op} is cluster {hit.name}", module, hit.name, primitive
+        )
+    if op and (COMMAND_BUFFER_RE.match(op) or any(c.parent == op for c in clusters)):
+        return _in_command_buffer(event, op, clusters, primitive)
+    return Attribution(
+        event,
+        False,
+        "unknown_op",
+        f"hlo_op {op!r} of module {module} is not a cluster ({len(clusters)} clusters known)",
+        module,
+    )
+
+
+def _in_command_buffer(
+    event: DeviceEvent, op: str, clusters: Sequence[ClusterLike], primitive: str | None
+) -> Attribution:
+    module = event.hlo_module
+    members = [c for c in clusters if c.parent == op]
+    scope = f"command buffer {op}"
+    if not members:
+        members = list(clusters)
+        scope = f"module {module} (the HLO does not say what {op} holds)"
+    if event.kind == "kernel" and not is_library_kernel(event.name):
+        for cluster in members:
+            if kernel_name(cluster.name) == event.name:
+                return Attribution(
+                    event,
+                    True,
+                    "command_buffer_kernel",
+                    f"kernel {event.name} is instruction {cluster.name} in {scope}",
+                    module,
+                    cluster.name,
+                    primitive,
+                )
+        return Attribution(
+            event,
+            False,
+            "command_buffer_unknown_kernel",
+            f"kernel {event.name} names no instruction in {scope}",
+            module,
+        )
+    calls = [c for c in members if c.target]
+    if len(calls) == 1:
+        what = "memset before" if event.kind == "memset" else "library kernel of"
+        return Attribution(
+            event,
+            True,
+            "command_buffer_library",
+            f"{what} custom-call {calls[0].name} ({calls[0].target}), the only one in {scope}",
+            module,
+            calls[0].name,
+            primitive,
+        )
+    return Attribution(
+        event,
+        False,
+        "command_buffer_ambiguous",
+        f"{event.kind} {event.name} in {scope}: {len(calls)} custom-calls could own it",
+        module,
+    )
+
+
+def _no_module_reason(event: DeviceEvent, window: Sequence[DeviceEvent]) -> str:
+    if event.kind != "memcpy":
+        return f"{event.kind} {event.name} carries no hlo_module stat"
+    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
+    consumer = min(later, key=lambda e: e.start_ns, default=None)
+    hint = (
+        f"; the next launch is {consumer.hlo_module}/{consumer.hlo_op}"
+        if consumer is not None
+        else ""
+    )
+    return (
+        f"Memcpy{event.direction or ''} of {event.bytes} bytes outside any XLA program "
+        f"(no hlo_module stat): a host<->device copy made by the runtime, e.g. an eager "
+        f"scalar upload{hint}"
+    )
+
+
+def _launches_per_cluster(attributions: Sequence[Attribution], n_steps: int) -> dict[str, float]:
+    counts: Counter[str] = Counter()
+    for a in attributions:
+        if a.matched:
+            counts[f"{a.module}:{a.cluster or a.primitive}"] += 1
+    return {key: count / n_steps for key, count in sorted(counts.items())}
+
+
+def _transfers(window: Sequence[DeviceEvent], n_steps: int) -> tuple[TransferSummary, ...]:
+    groups: dict[str, list[DeviceEvent]] = defaultdict(list)
+    for e in window:
+        if e.kind == "memcpy":
+            groups[e.direction or "unknown"].append(e)
+    return tuple(
+        TransferSummary(
+            direction=direction,
+            count_per_step=len(rows) / n_steps,
+            bytes_per_step=sum(r.bytes or 0 for r in rows) / n_steps,
+            sizes=tuple(sorted({r.bytes for r in rows if r.bytes is not None})),
+        )
+        for direction, rows in sorted(groups.items())
+    )
+
+
+def _busy_by_step(window: Sequence[DeviceEvent], marked: bool, n_steps: int) -> tuple[float, ...]:
+    if not marked:
+        return (union_busy_ns(window) * 1e-9,)
+    steps = sorted({e.step for e in window if e.step is not None})
+    return tuple(union_busy_ns([e for e in window if e.step == s]) * 1e-9 for s in steps)
+
+
+def _attribution_json(a: Attribution) -> dict[str, Any]:
+    e = a.event
+    return {
+        "step": e.step,
+        "name": e.name,
+        "kind": e.kind,
+        "hlo_module": e.hlo_module,
+        "hlo_op": e.hlo_op,
+        "program_id": e.program_id,
+        "start_ns": e.start_ns,
+        "matched": a.matched,
+        "rule": a.rule,
+        "cluster": a.cluster,
+        "primitive": a.primitive,
+        "reason": a.reason,
+    }

@@ -1,0 +1,370 @@
+"""Read an XSpace profile into one normalized table of device events.
+
+A row is one thing the device did: a GPU kernel, memset or memcpy on a
+`/device:GPU:N` plane, or, on the CPU backend, one XLA thunk that the CPU
+client's thunk executor ran on a host thread. Profiles are read only through
+`jax.profiler.ProfileData`; nothing here parses protobuf by hand.
+
+Step assignment (our own captures wrap each call in
+`jax.profiler.StepTraceAnnotation(name, step_num=i)`; in the XSpace that is a
+host event named `name` with stats `_r=1` and `step_num=i`):
+
+1. A GPU event whose `correlation_id` matches a host launch event (the CUPTI
+   API event on the launching thread carries the same `correlation_id`) gets
+   the step whose marker window contains that host launch. A kernel that runs
+   after its step's annotation has closed therefore still counts for the step
+   that launched it.
+2. Otherwise (CPU thunks, or no host launch event) the step is the marker
+   window that contains the event's start; if none does, the latest marker
+   that began before the event (device work trails the host); events before
+   the first marker get `step=None`.
+3. A profile without markers (the H200 fixtures, recorded by a probe) leaves
+   every `step` as None: the whole profile is the steady window and the caller
+   supplies the step count.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from jax.profiler import ProfileData
+
+EventKind = Literal["kernel", "memcpy", "memset", "host_thunk"]
+Direction = Literal["H2D", "D2H", "D2D", "P2P"]
+
+DEVICE_PLANE_RE = re.compile(r"^/device:(GPU|TPU):\d+$")
+HOST_PLANE = "/host:CPU"
+STEP_STAT = "step_num"
+STEP_MARKER_FLAG = "_r"
+_DIRECTION_RE = re.compile(r"Memcpy(H2D|D2H|D2D|P2P)")
+_DETAIL_RE = re.compile(r"(\w+):(\S+)")
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be read or holds nothing we can use; names the path."""
+
+
+@dataclass(frozen=True)
+class StepMarker:
+    """One `StepTraceAnnotation` window on the host: name, step number, [start, end) in ns."""
+
+    name: str
+    step: int
+    start_ns: float
+    end_ns: float
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) * 1e-9
+
+
+@dataclass(frozen=True)
+class DeviceEvent:
+    """One row of the kernel table (kernels.json)."""
+
+    step: int | None
+    name: str
+    kind: EventKind
+    direction: Direction | None
+    bytes: int | None
+    hlo_module: str | None
+    hlo_op: str | None
+    program_id: int | None
+    correlation_id: int | None
+    device: str
+    stream: str
+    start_ns: float
+    duration_ns: float
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    registers: int | None = None
+    occupancy_pct: float | None = None
+
+    @property
+    def end_ns(self) -> float:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass(frozen=True)
+class KernelDetails:
+    """What CUPTI's `kernel_details` stat says about one launch."""
+
+    grid: tuple[int, int, int] | None
+    block: tuple[int, int, int] | None
+    registers: int | None
+    occupancy_pct: float | None
+
+
+def find_xplane(profile_dir: Path | str) -> Path:
+    """Return the single `*.xplane.pb` under a `jax.profiler.trace` log dir (or the file itself).
+
+    jax writes `<log_dir>/plugins/profile/<timestamp>/<host>.xplane.pb`; the
+    newest one wins when a folder was traced more than once.
+    """
+    path = Path(profile_dir)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ProfileError(f"{path}: no such profile file or folder")
+    found = sorted(path.rglob("*.xplane.pb"), key=lambda p: (p.stat().st_mtime, str(p)))
+    if not found:
+        raise ProfileError(f"{path}: no *.xplane.pb under this folder")
+    return found[-1]
+
+
+def load_profile(xplane_path: Path | str) -> ProfileData:
+    """Return the parsed XSpace, or raise ProfileError naming the path and what went wrong."""
+    path = Path(xplane_path)
+    if not path.is_file():
+        raise ProfileError(f"{path}: profile file does not exist")
+    try:
+        return ProfileData.from_file(str(path))
+    except Exception as err:  # the C++ reader raises RuntimeError/JaxRuntimeError
+        raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
+
+
+def parse_kernel_details(text: str | None) -> KernelDetails:
+    """Return grid, block, registers and occupancy from a `kernel_details` stat.
+
+    The stat reads like `regs:168 static_shared:0 dynamic_shared:213188
+    grid:2,66,1 block:384,1,1 occ_pct:18.75`; missing or malformed fields are None.
+    """
+    fields = dict(_DETAIL_RE.findall(text or ""))
+    return KernelDetails(
+        grid=_dim3(fields.get("grid")),
+        block=_dim3(fields.get("block")),
+        registers=_to_int(fields.get("regs")),
+        occupancy_pct=_to_float(fields.get("occ_pct")),
+    )
+
+
+def transfer_bytes(stats: Mapping[str, Any]) -> int | None:
+    """Return the byte count of a memcpy (`memcpy_details size:`) or memset (`Memset_details num_bytes:`)."""
+    for key, field in (("memcpy_details", "size"), ("Memset_details", "num_bytes")):
+        if key in stats:
+            return _to_int(dict(_DETAIL_RE.findall(str(stats[key]))).get(field))
+    return None
+
+
+def classify(name: str, stream: str) -> tuple[EventKind, Direction | None]:
+    """Return (kind, direction) of a device-plane event from its name and its stream's name."""
+    match = _DIRECTION_RE.search(name) or (
+        _DIRECTION_RE.search(stream) if name.startswith("Memcpy") else None
+    )
+    if name.startswith("Memcpy") or match:
+        return "memcpy", match.group(1) if match else None  # type: ignore[return-value]
+    if name.startswith("Memset"):
+        return "memset", None
+    return "kernel", None
+
+
+def read_step_markers(profile: ProfileData) -> tuple[StepMarker, ...]:
+    """Return the StepTraceAnnotation windows found on host lines, in time order."""
+    markers = []
+    for plane in profile.planes:
+        if plane.name != HOST_PLANE:
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                stats = _stats(event)
+                if STEP_STAT in stats and STEP_MARKER_FLAG in stats:
+                    start = float(event.start_ns)
+                    markers.append(
+                        StepMarker(
+                            name=event.name,
+                            step=int(stats[STEP_STAT]),
+                            start_ns=start,
+                            end_ns=start + float(event.duration_ns),
+                        )
+                    )
+    return tuple(sorted(markers, key=lambda m: m.start_ns))
+
+
+def read_device_events(
+    xplane_path: Path | str, steps: int | None = None
+) -> tuple[DeviceEvent, ...]:
+    """Return every device event of a profile as normalized rows, in time order.
+
+    GPU profiles give the events of all `/device:*` planes; a profile without
+    device planes gives the CPU client's thunk events (host events with an
+    `hlo_op` stat). `steps`, when given, is the caller's expected number of
+    marked steps: a profile whose markers disagree raises ProfileError, since
+    per-step numbers from it would be wrong. Unreadable files raise
+    ProfileError; a readable profile with nothing to report returns ().
+    """
+    if steps is not None and steps <= 0:
+        raise ValueError(f"steps must be > 0, got {steps}")
+    path = Path(xplane_path)
+    profile = load_profile(path)
+    try:
+        markers = read_step_markers(profile)
+        launches = host_launch_times(profile)
+        rows = list(_gpu_rows(profile)) or list(_cpu_thunk_rows(profile))
+    except (UnicodeDecodeError, TypeError, ValueError, OverflowError) as err:
+        raise ProfileError(f"{path}: profile content is malformed ({err})") from err
+    marked = sorted({m.step for m in markers})
+    if steps is not None and marked and len(marked) != steps:
+        raise ProfileError(
+            f"{path}: expected {steps} marked steps, the profile has {len(marked)} ({marked})"
+        )
+    assigned = [_with_step(row, markers, launches) for row in rows]
+    return tuple(sorted(assigned, key=lambda r: (r.start_ns, r.device, r.stream)))
+
+
+def assign_step(
+    row: DeviceEvent, markers: tuple[StepMarker, ...], launches: Mapping[int, float]
+) -> int | None:
+    """Return the step a device event belongs to, by the rule in this module's docstring."""
+    if not markers:
+        return None
+    when = row.start_ns
+    if row.correlation_id is not None and row.correlation_id in launches:
+        when = launches[row.correlation_id]
+    for marker in markers:
+        if marker.start_ns <= when < marker.end_ns:
+            return marker.step
+    starts = [m.start_ns for m in markers]
+    index = bisect.bisect_right(starts, when) - 1
+    return markers[index].step if index >= 0 else None
+
+
+def events_to_json(events: Iterable[DeviceEvent]) -> list[dict[str, Any]]:
+    """Return kernels.json rows: one plain dict per event, tuples as lists."""
+    return [json.loads(json.dumps(asdict(e))) for e in events]
+
+
+def events_from_json(rows: Iterable[Mapping[str, Any]]) -> tuple[DeviceEvent, ...]:
+    """Return events read back from kernels.json rows (inverse of events_to_json)."""
+    out = []
+    for row in rows:
+        fields = dict(row)
+        for key in ("grid", "block"):
+            if fields.get(key) is not None:
+                fields[key] = tuple(fields[key])
+        out.append(DeviceEvent(**fields))
+    return tuple(out)
+
+
+def _with_step(
+    row: DeviceEvent, markers: tuple[StepMarker, ...], launches: Mapping[int, float]
+) -> DeviceEvent:
+    step = assign_step(row, markers, launches)
+    return row if step == row.step else _replace(row, step=step)
+
+
+def _replace(row: DeviceEvent, **changes: Any) -> DeviceEvent:
+    return DeviceEvent(**{**asdict(row), **changes})
+
+
+def _gpu_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
+    for plane in profile.planes:
+        if not DEVICE_PLANE_RE.match(plane.name):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                stats = _stats(event)
+                kind, direction = classify(event.name, line.name)
+                details = parse_kernel_details(
+                    stats.get("kernel_details") if kind == "kernel" else None
+                )
+                yield DeviceEvent(
+                    step=None,
+                    name=event.name,
+                    kind=kind,
+                    direction=direction,
+                    bytes=transfer_bytes(stats) if kind != "kernel" else None,
+                    hlo_module=_to_str(stats.get("hlo_module")),
+                    hlo_op=_to_str(stats.get("hlo_op")),
+                    program_id=_to_int(stats.get("program_id")),
+                    correlation_id=_to_int(stats.get("correlation_id")),
+                    device=plane.name,
+                    stream=line.name,
+                    start_ns=float(event.start_ns),
+                    duration_ns=float(event.duration_ns),
+                    grid=details.grid,
+                    block=details.block,
+                    registers=details.registers,
+                    occupancy_pct=details.occupancy_pct,
+                )
+
+
+def _cpu_thunk_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
+    for plane in profile.planes:
+        if plane.name != HOST_PLANE:
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                if event.name.startswith("end: "):
+                    continue
+                stats = _stats(event)
+                if "hlo_op" not in stats:
+                    continue
+                yield DeviceEvent(
+                    step=None,
+                    name=event.name,
+                    kind="host_thunk",
+                    direction=None,
+                    bytes=None,
+                    hlo_module=_to_str(stats.get("hlo_module")),
+                    hlo_op=_to_str(stats.get("hlo_op")),
+                    program_id=_to_int(stats.get("program_id")),
+                    correlation_id=None,
+                    device=plane.name,
+                    stream=line.name,
+                    start_ns=float(event.start_ns),
+                    duration_ns=float(event.duration_ns),
+                )
+
+
+def host_launch_times(profile: ProfileData) -> dict[int, float]:
+    """Return correlation_id -> start of the host API event that launched it (GPU only)."""
+    launches: dict[int, float] = {}
+    for plane in profile.planes:
+        if plane.name != HOST_PLANE:
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                cid = _to_int(_stats(event).get("correlation_id"))
+                if cid is not None:
+                    start = float(event.start_ns)
+                    launches[cid] = min(start, launches.get(cid, start))
+    return launches
+
+
+def _stats(event: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in event.stats}
+
+
+def _dim3(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        return None
+    return (int(parts[0]), int(parts[1]), int(parts[2]))
+
+
+def _to_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _to_float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _to_str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,106 @@
+"""Shared test data access for the hlo tests: H200 fixtures and tiny live CPU dumps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+H200 = FIXTURES / "h200-jax0.11.2"
+
+
+def require_fixtures() -> Path:
+    """The H200 fixture root, or skip the test when the shared fixtures are absent."""
+    if not H200.is_dir():
+        pytest.skip(f"H200 fixtures not found at {H200}")
+    return H200
+
+
+def hlo_text_files() -> list[Path]:
+    """Every HLO module text file (`.txt`/`.hlo` starting with `HloModule`) in the fixtures."""
+    if not FIXTURES.is_dir():
+        return []
+    return sorted(
+        p
+        for p in FIXTURES.rglob("*")
+        if p.is_file() and p.suffix in (".txt", ".hlo") and p.read_bytes()[:9] == b"HloModule"
+    )
+
+
+def module_numbers(variant: str) -> list[int]:
+    """The module numbers of a variant's dumped modules, ascending."""
+    dump = require_fixtures() / variant / "dump"
+    return sorted(
+        {int(p.name.split(".")[0][7:]) for p in dump.glob("module_*before_optimizations.txt")}
+    )
+
+
+def gpu_file(variant: str, suffix: str, large: bool = True) -> Path:
+    """A variant's dump file for the full-size module (the lower number) or the m/2 recompile."""
+    numbers = module_numbers(variant)
+    if not numbers:
+        pytest.skip(f"{variant} has no HLO modules in its dump")
+    number = numbers[0] if large else numbers[-1]
+    matches = sorted((require_fixtures() / variant / "dump").glob(f"module_{number:04d}.*{suffix}"))
+    if not matches:
+        pytest.skip(f"{variant}: no module_{number:04d}.*{suffix}")
+    return matches[0]
+
+
+def cpu_dump(out: Path, fn: Callable, *args: object) -> tuple[Path, object]:
+    """Compile `fn` on CPU with every pass dumped as text into `out`; returns (out, compiled)."""
+    import jax
+
+    options = {
+        "xla_dump_to": str(out),
+        "xla_dump_hlo_as_text": True,
+        "xla_dump_hlo_pass_re": ".*",
+    }
+    compiled = jax.jit(fn, compiler_options=options).lower(*args).compile()
+    return out, compiled
+
+
+def write_ladder(ir: Path, fn: Callable, *args: object) -> Path:
+    """Write a harness IR ladder (jaxpr, stablehlo, hlo before/passes/after, index.json) for `fn`."""
+    import jax
+
+    ir.mkdir(parents=True, exist_ok=True)
+    dump = ir / "_dump"
+    jitted = jax.jit(
+        fn,
+        compiler_options={
+            "xla_dump_to": str(dump),
+            "xla_dump_hlo_as_text": True,
+            "xla_dump_hlo_pass_re": ".*",
+        },
+    )
+    (ir / "00-jaxpr.txt").write_text(str(jax.jit(fn).trace(*args).jaxpr))
+    lowered = jitted.lower(*args)
+    (ir / "10-stablehlo.mlir").write_text(lowered.as_text())
+    lowered.compile()
+    name = next(dump.glob("*before_optimizations.txt")).name.split(".before_optimizations")[0]
+    (ir / "20-hlo-before-optimizations.txt").write_text(
+        (dump / f"{name}.before_optimizations.txt").read_text()
+    )
+    (ir / "40-hlo-after-optimizations.txt").write_text(
+        (dump / f"{name}.cpu_after_optimizations.txt").read_text()
+    )
+    passes = ir / "30-passes"
+    passes.mkdir()
+    prefix = f"{name}."
+    for p in sorted(dump.glob(f"{prefix}[0-9][0-9][0-9][0-9].*.txt")):
+        number, pipeline, rest = p.name[len(prefix) :].split(".", 2)
+        pass_name = rest.split(".")[0].removeprefix("after_")
+        (passes / f"{number}-{pipeline}-{pass_name}.txt").write_text(p.read_text())
+    stages = [
+        {"order": 0, "stage": "jaxpr", "path": "00-jaxpr.txt"},
+        {"order": 10, "stage": "stablehlo", "path": "10-stablehlo.mlir"},
+        {"order": 20, "stage": "hlo_before", "path": "20-hlo-before-optimizations.txt"},
+        {"order": 30, "stage": "passes", "path": "30-passes"},
+        {"order": 40, "stage": "hlo_after", "path": "40-hlo-after-optimizations.txt"},
+    ]
+    (ir / "index.json").write_text(json.dumps({"stages": stages}))
+    return ir
