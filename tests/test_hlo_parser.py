@@ -265,9 +265,7 @@ def test_truncated_or_mutated_fixtures_raise_only_parse_error(data: st.DataObjec
     elif action == "replace":
         text = text[:pos] + data.draw(st.text(min_size=1, max_size=4)) + text[pos + 1 :]
     elif action == "insert":
-        text = (
-            text[:pos] + data.draw(st.sampled_from([*'{}()[]",=%#\n ', "\x00"])) + text[pos:]
-        )
+        text = text[:pos] + data.draw(st.sampled_from([*'{}()[]",=%#\n ', "\x00"])) + text[pos:]
     elif action == "delete":
         end = data.draw(st.integers(pos, min(len(text), pos + 40)))
         text = text[:pos] + text[end:]
