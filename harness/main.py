@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,32 +25,75 @@ def _overrides(argv: Sequence[str]) -> list[str]:
 
     extra = list(argv[1:])
     for arg in extra:
-        if not arg.startswith("--config."):
-            raise ConfigError(
-                f"flag {arg}",
-                "",
-                "unknown flag; overrides look like --config.KEY=VALUE (see --helpfull)",
-            )
+        if arg.startswith("--config."):
+            continue
+        if not arg.startswith("-"):
+            problem = "unexpected positional argument; options look like --config.KEY=VALUE"
+            raise ConfigError(f"argument {arg!r}", "", problem)
+        name = arg.lstrip("-").split("=", 1)[0].split(".", 1)[0]
+        hint = f" (did you mean --config.{arg.split('.', 1)[1]}?)" if "." in arg else ""
+        if not hint or not difflib.get_close_matches(name, ["config"], n=1, cutoff=0.6):
+            hint = ""
+        raise ConfigError(
+            f"flag {arg}",
+            "",
+            f"unknown flag{hint}; overrides look like --config.KEY=VALUE (see --helpfull)",
+        )
     return extra
+
+
+def _resume_dir(root: Path, experiment: str, run_id: str) -> Path:
+    """Returns the folder of run `run_id`; a ConfigError names the flag and the runs that exist."""
+    from harness import io
+    from harness.config import ConfigError
+    from harness.config.schema import validate_name
+
+    source = f"flag --resume={run_id}"
+    validate_name(source, "resume", run_id)
+    try:
+        workdir = io.confined(root, experiment, run_id)
+    except ValueError as e:
+        raise ConfigError(source, "resume", str(e)) from e
+    if not (workdir / "manifest.json").is_file():
+        parent = root / experiment
+        runs = (
+            sorted(
+                p.name for p in parent.iterdir() if p.is_dir() and (p / "manifest.json").is_file()
+            )
+            if parent.is_dir()
+            else []
+        )
+        listed = ", ".join(runs[-10:]) if runs else "none yet"
+        raise ConfigError(
+            source, "resume", f"no run {run_id!r} under {parent}; runs there: {listed}"
+        )
+    return workdir
 
 
 def main(argv: Sequence[str]) -> int:
     from harness import io, run
     from harness.config import ConfigError, load
+    from harness.config.load import blame
 
+    # Library INFO logs (jax probing for backends) would bury the one-line errors; --verbosity=0
+    # brings them back, --verbosity=1 adds tracebacks to config errors.
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)
     try:
         config = load(_CONFIG.value, _overrides(argv))
-        run.preflight(config.experiment)
         root = Path(_RESULTS.value)
         if _RESUME.value:
-            workdir = io.confined(root, config.experiment.experiment, _RESUME.value)
-            if not (workdir / "manifest.json").exists():
-                raise ConfigError(f"flag --resume={_RESUME.value}", "", f"no run folder {workdir}")
-        else:
+            workdir = _resume_dir(root, config.experiment.experiment, _RESUME.value)
+        try:
+            run.preflight(config.experiment)
+        except ConfigError as e:
+            raise blame(config.path, config.overrides, e) from e
+        if not _RESUME.value:
             workdir = io.new_run_dir(root, config.experiment.experiment)
     except (ConfigError, ValueError) as e:
+        # One line by default; --verbosity=1 adds the traceback above it.
         if logging.get_verbosity() >= 1:
-            raise
+            traceback.print_exc()
         print(f"error: {e}", file=sys.stderr)
         return USAGE_ERROR
     return run.run(config, workdir, resume=bool(_RESUME.value))

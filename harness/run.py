@@ -58,6 +58,8 @@ def preflight(exp: Experiment) -> None:
                 probe.lower(arg).compile(compiler_options={name: value})
             except Exception as e:  # XLA raises a runtime error naming the option
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                if "No such compile option" in first:
+                    first += "; valid names are the DebugOptions fields of this jaxlib"
                 raise ConfigError(
                     "config",
                     f"variants.{v.name}.xla_options.{name}",

@@ -62,6 +62,13 @@ def read_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if isinstance(e, yaml.constructor.ConstructorError):
+            raise ConfigError(
+                str(path),
+                "",
+                f"YAML tag not allowed at {where}: {problem}; "
+                "configs are plain YAML (mappings, lists, strings, numbers, booleans)",
+            ) from e
         raise ConfigError(str(path), "", f"YAML syntax error at {where}: {problem}") from e
     if not isinstance(data, dict):
         raise ConfigError(
@@ -72,8 +79,13 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 def parse_override(arg: str) -> Override:
     """Returns the Override for one `--config.a.b=value` flag."""
-    if not arg.startswith(OVERRIDE_PREFIX) or "=" not in arg:
+    if not arg.startswith(OVERRIDE_PREFIX):
         raise ConfigError(f"flag {arg}", "", "overrides look like --config.KEY.PATH=VALUE")
+    if "=" not in arg:
+        key = arg[len(OVERRIDE_PREFIX) :]
+        raise ConfigError(
+            f"flag {arg}", key, f"has no value; write --config.{key or 'problem.m'}=VALUE"
+        )
     key, text = arg[len(OVERRIDE_PREFIX) :].split("=", 1)
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(
@@ -178,15 +190,21 @@ def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
     raw = read_yaml(path)
     merged = copy.deepcopy(raw)
     applied = tuple(apply_override(merged, parse_override(o)) for o in overrides)
-    source = str(path) if not applied else f"{path} (with overrides)"
     try:
         experiment = schema.build_experiment(merged, str(path))
     except ConfigError as e:
-        # Name the flag when an override put the bad value there.
-        for ov in applied:
-            if e.key == ov.key:
-                raise ConfigError(
-                    f"flag --config.{ov.key} (config {path})", e.key, e.problem
-                ) from e
-        raise ConfigError(source, e.key, e.problem) from e
+        raise blame(path, applied, e) from e
     return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=applied)
+
+
+def blame(path: Path, overrides: Sequence[Override], e: ConfigError) -> ConfigError:
+    """Returns `e` re-sourced to the flag that set its key, else to the config file.
+
+    Used for errors found while building the config and for those only the installed jaxlib
+    or the device can find (run.preflight), so every error names where the value came from.
+    """
+    for ov in overrides:
+        if e.key == ov.key:
+            return ConfigError(f"flag --config.{ov.key} (config {path})", e.key, e.problem)
+    source = str(path) if not overrides else f"{path} (with overrides)"
+    return ConfigError(source, e.key, e.problem)

@@ -38,7 +38,12 @@ class ConfigError(ValueError):
         self.key = key
         self.problem = problem
         where = f"{source}: {key}" if key else source
-        super().__init__(f"{where}: {problem}")
+        super().__init__(_one_line(f"{where}: {problem}"))
+
+
+def _one_line(text: str) -> str:
+    """Returns text with control characters escaped, so an error is always one printable line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +217,11 @@ def validate_experiment(e: Experiment, source: str) -> None:
         where = f"variants[{i}]"
         validate_name(source, f"{where}.name", v.name)
         if v.name in seen:
-            raise ConfigError(source, f"{where}.name", f"duplicate variant name {v.name!r}")
+            raise ConfigError(
+                source,
+                f"{where}.name",
+                f"duplicate variant name {v.name!r}; each variant needs a unique name",
+            )
         seen.add(v.name)
         _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
         validate_problem(v.problem, source, f"variants.{v.name}.problem")
@@ -233,9 +242,12 @@ def validate_experiment(e: Experiment, source: str) -> None:
 
 
 def suggest(key: str, valid: typing.Iterable[str]) -> str:
-    """Returns ' (did you mean X?)' for the closest valid key, or '' when none is close."""
-    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """Returns ' (did you mean X?)' for the closest valid key, or '; valid: ...' listing them all."""
+    valid = [str(v) for v in valid]
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f"; valid: {', '.join(valid)}" if valid else ""
 
 
 def _type_name(tp: Any) -> str:
