@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import io
-from harness.capture import environment
+from harness.capture import environment, xla_options
 from harness.capture import variant as capture
 from harness.config import ConfigError, LoadedConfig
 from harness.config.schema import Experiment, Variant, to_plain
@@ -32,11 +32,10 @@ def preflight(exp: Experiment) -> None:
     """Checks what only the installed jaxlib and the device can check, before any folder exists.
 
     XLA option names and value types are checked by compiling a trivial function with each
-    option: an unknown name passed through XLA_FLAGS would abort the process, through
-    compiler_options it raises, and we turn that into a ConfigError naming the key.
+    option in a child process (harness.capture.xla_options): an unknown name passed through
+    XLA_FLAGS would abort the process, some bad values abort it even through compiler_options,
+    and either becomes a ConfigError naming the key.
     """
-    import jax
-
     platform = environment.platform()
     limit, where = environment.memory_bytes()
     for v in exp.selected_variants:
@@ -50,21 +49,7 @@ def preflight(exp: Experiment) -> None:
                 f"needs about {need / 2**30:.1f} GiB, more than 80% of the {limit / 2**30:.1f} GiB of {where}; "
                 "make m, k or n smaller",
             )
-    probe = jax.jit(lambda a: a + 1)
-    arg = jax.numpy.zeros((2,), jax.numpy.float32)
-    for v in exp.variants:
-        for name, value in v.xla_options.items():
-            try:
-                probe.lower(arg).compile(compiler_options={name: value})
-            except Exception as e:  # XLA raises a runtime error naming the option
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                if "No such compile option" in first:
-                    first += "; valid names are the DebugOptions fields of this jaxlib"
-                raise ConfigError(
-                    "config",
-                    f"variants.{v.name}.xla_options.{name}",
-                    f"rejected by the installed jaxlib {jax.lib.__version__ if hasattr(jax, 'lib') else ''}: {first}",
-                ) from e
+    xla_options.check(exp)
 
 
 @contextmanager

@@ -162,6 +162,13 @@ CASES = {
         "variants.xla.xla_options.xla_backend_optimization_level",
         "not a valid int32 value",
     ),
+    "xla_option_value_that_aborts_xla": Case(
+        XLA_OPTION.replace("OPT", "xla_cpu_parallel_codegen_split_count: -1"),
+        (),
+        CFG,
+        "variants.xla.xla_options.xla_cpu_parallel_codegen_split_count",
+        "crashed the process (SIGABRT)",
+    ),
     "xla_option_value_a_list": Case(
         XLA_OPTION.replace("OPT", "xla_disable_hlo_passes: [fusion]"),
         (),
