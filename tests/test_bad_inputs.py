@@ -169,6 +169,15 @@ CASES = {
         "variants.xla.xla_options.xla_cpu_parallel_codegen_split_count",
         "crashed the process (SIGABRT)",
     ),
+    "xla_options_that_abort_together": Case(
+        XLA_OPTION.replace(
+            "OPT", "xla_disable_hlo_passes: fusion, xla_enable_hlo_passes_only: fusion"
+        ),
+        (),
+        CFG,
+        "variants.xla.xla_options",
+        "options that XLA accepts together",
+    ),
     "xla_option_value_a_list": Case(
         XLA_OPTION.replace("OPT", "xla_disable_hlo_passes: [fusion]"),
         (),

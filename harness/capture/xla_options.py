@@ -5,7 +5,7 @@ abort the whole process instead (`xla_cpu_parallel_codegen_split_count: -1` ends
 std::length_error and SIGABRT), so the probes run in a child: it announces each option before
 trying it, and when it dies the last announced option is the one that killed it.
 
-Run as `python -m harness.capture.xla_options` with a JSON list of [key, name, value] on stdin;
+Run as `python -m harness.capture.xla_options` with a JSON list of [key, options] on stdin;
 it prints one JSON object per line: {"try": i} before option i, {"reject": i, "error": "..."}
 when XLA rejects it.
 """
@@ -26,13 +26,21 @@ from harness.config.schema import ConfigError, Experiment
 TIMEOUT_S = 300
 
 
-def options_to_check(exp: Experiment) -> list[tuple[str, str, Any]]:
-    """Returns (config key, option name, value) for every XLA option of every variant."""
-    return [
-        (f"variants.{v.name}.xla_options.{name}", name, value)
+def options_to_check(exp: Experiment) -> list[tuple[str, dict[str, Any]]]:
+    """Returns (config key, options) to compile with: each option alone, then each variant's
+    full set, since some options are fine alone and abort XLA together (xla_disable_hlo_passes
+    with xla_enable_hlo_passes_only fails a CHECK)."""
+    single = [
+        (f"variants.{v.name}.xla_options.{name}", {name: value})
         for v in exp.variants
         for name, value in v.xla_options.items()
     ]
+    together = [
+        (f"variants.{v.name}.xla_options", dict(v.xla_options))
+        for v in exp.variants
+        if len(v.xla_options) > 1
+    ]
+    return single + together
 
 
 def _child_env() -> dict[str, str]:
@@ -52,7 +60,7 @@ def check(exp: Experiment, source: str = "config") -> None:
     options = options_to_check(exp)
     if not options:
         return
-    payload = json.dumps([[key, name, value] for key, name, value in options])
+    payload = json.dumps([[key, opts] for key, opts in options])
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "harness.capture.xla_options"],
@@ -85,12 +93,11 @@ def check(exp: Experiment, source: str = "config") -> None:
         if tried is None:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise ConfigError(source, "xla_options", f"the XLA option check {died}: {last}")
-        key, name, value = options[tried]
+        key, opts = options[tried]
+        shown = ", ".join(f"{n}={v!r}" for n, v in opts.items())
+        what = "another value" if len(opts) == 1 else "options that XLA accepts together"
         raise ConfigError(
-            source,
-            key,
-            f"XLA {died} compiling with {name}={value!r}; "
-            "choose another value (see DebugOptions in xla.proto)",
+            source, key, f"XLA {died} compiling with {shown}; choose {what} (see DebugOptions)"
         )
 
 
@@ -119,10 +126,10 @@ def _probe(options: Sequence[Sequence[Any]]) -> None:
 
     probe = jax.jit(lambda a: a + 1)
     arg = jax.numpy.zeros((2,), jax.numpy.float32)
-    for i, (_, name, value) in enumerate(options):
+    for i, (_, opts) in enumerate(options):
         print(json.dumps({"try": i}), flush=True)
         try:
-            probe.lower(arg).compile(compiler_options={name: value})
+            probe.lower(arg).compile(compiler_options=opts)
         except Exception as e:  # XLA raises a runtime error naming the option
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if "No such compile option" in first:
