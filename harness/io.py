@@ -10,6 +10,7 @@ import datetime
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,38 @@ def write_text(path: Path, text: str) -> Path:
 def write_json(path: Path, data: Any) -> Path:
     """Writes `data` as indented JSON to `path` atomically; returns the path."""
     return write_text(path, json.dumps(_clean(data), indent=2, default=_json_default) + "\n")
+
+
+def copy_file(source: Path, target: Path) -> Path:
+    """Copies `source` to `target` atomically (temp file in target's folder, then rename)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def remove_tree(root: Path, path: Path) -> None:
+    """Deletes the folder `path`, which must lie inside `root` and not be a link; no-op if absent.
+
+    The folder is first renamed to a hidden name, so a crash half-way through the delete never
+    leaves a half-deleted folder under its real name.
+    """
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError(f"{path} is not a folder; refusing to delete it")
+    inside = confined(root, str(path.relative_to(root)))
+    doomed = inside.with_name(f".{inside.name}.deleting.{os.getpid()}")
+    os.replace(inside, doomed)
+    shutil.rmtree(doomed)
 
 
 def append_jsonl(path: Path, record: Any) -> None:

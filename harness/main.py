@@ -7,6 +7,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from absl import app, flags, logging
 
@@ -70,6 +71,49 @@ def _resume_dir(root: Path, experiment: str, run_id: str) -> Path:
     return workdir
 
 
+def _check_same_config(workdir: Path, run_id: str, config: Any) -> None:
+    """Refuses to resume a run with a config other than the one it started with."""
+    import json
+
+    from harness import io
+    from harness.config import ConfigError
+    from harness.config.schema import to_plain
+
+    source = f"flag --resume={run_id}"
+    try:
+        before = io.read_json(workdir / "manifest.json").get("config")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ConfigError(
+            source, "resume", f"{workdir / 'manifest.json'} is unreadable: {e}"
+        ) from e
+    now = json.loads(json.dumps(to_plain(config.experiment)))
+    diff = _first_difference(before, now, "")
+    if before is not None and diff is not None:
+        raise ConfigError(
+            source,
+            diff or "<config>",
+            "differs from the config the run started with; resume with the same config and "
+            "overrides (see its manifest.json), or start a new run",
+        )
+
+
+def _first_difference(a: Any, b: Any, path: str) -> str | None:
+    """Returns the dotted key where two plain values first differ, or None when equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            found = _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if a == b else path
+
+
 def main(argv: Sequence[str]) -> int:
     from harness import io, run
     from harness.config import ConfigError, load
@@ -84,6 +128,7 @@ def main(argv: Sequence[str]) -> int:
         root = Path(_RESULTS.value)
         if _RESUME.value:
             workdir = _resume_dir(root, config.experiment.experiment, _RESUME.value)
+            _check_same_config(workdir, _RESUME.value, config)
         try:
             run.preflight(config.experiment)
         except ConfigError as e:

@@ -84,6 +84,19 @@ def _progress(i: int, total: int, name: str, record: dict[str, Any]) -> None:
     print(line, flush=True)
 
 
+def _fresh_variant_dir(workdir: Path, name: str) -> Path:
+    """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there.
+
+    A variant folder without result.json is partial (the run was interrupted inside it); its
+    dumps and profiles would mix with the new attempt's, so it is removed before the redo.
+    """
+    variants = workdir / "variants"
+    variant_dir = io.confined(workdir, "variants", name)
+    io.remove_tree(variants, variants / name)
+    variant_dir.mkdir(parents=True)
+    return variant_dir
+
+
 def capture_variant(exp: Experiment, v: Variant, workdir: Path, platform: str) -> dict[str, Any]:
     """Returns the variant's record; a failure is recorded, never raised (except interrupts)."""
     base = {
@@ -98,8 +111,7 @@ def capture_variant(exp: Experiment, v: Variant, workdir: Path, platform: str) -
             "status": "skipped",
             "reason": f"applies to {', '.join(v.platforms)}; this run is on {platform}",
         }
-    variant_dir = io.confined(workdir, "variants", v.name)
-    variant_dir.mkdir(parents=True, exist_ok=True)
+    variant_dir = _fresh_variant_dir(workdir, v.name)
     ctx = capture.Context(
         variant_dir=variant_dir, platform=platform, process_dump=environment.process_dump_dir()
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -110,12 +109,12 @@ def write_ladder(
         order, stage, name = found
         target = ir_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        io.copy_file(path, target)
         stages.setdefault(stage, Stage(order, stage, _STAGE_DIRS.get(stage, name)))
     if recompile is not None:
         for rest, path in recompile.files:
             if rest.endswith("_after_optimizations.txt"):
-                shutil.copyfile(path, ir_dir / "41-hlo-after-optimizations-recompile.txt")
+                io.copy_file(path, ir_dir / "41-hlo-after-optimizations-recompile.txt")
                 stages["hlo_after_recompile"] = Stage(
                     41, "hlo_after_recompile", "41-hlo-after-optimizations-recompile.txt"
                 )
@@ -145,7 +144,7 @@ def write_eager_ladder(
             extra = "" if found[1] not in ("llvm", "ptx") else "." + rest.removesuffix(suffix)
             target = ir_dir / folder / f"{module.module_id:04d}-{module.name}{extra}{suffix}"
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            io.copy_file(path, target)
             stages.setdefault(found[1], Stage(order, found[1], folder))
     return _write_index(ir_dir, stages.values())
 

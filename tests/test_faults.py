@@ -1,0 +1,294 @@
+"""Faults at run time: a failing variant, SIGTERM/SIGINT and --resume, atomic writes, two runs
+at once. Every run is a real `python -m harness` process; nothing in the harness is patched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness import io
+from tests.conftest import REPO, TINY, run_harness
+
+FINISHED = re.compile(r"^\[(\d+)/(\d+)\] (\S+)\s+(ok|failed|skipped)\b")
+
+# bf16 GEMM with XLA's bf16 normalization pass disabled: the name and the value are legal (the
+# preflight compile of an f32 probe accepts them) but the CPU dot emitter then fails a
+# RET_CHECK when it meets the bf16 dot. A real compile failure, chosen in the config.
+FAILING = """\
+experiment: faults
+problem: {m: 16, k: 32, n: 32}
+measure: {warmup: 1, steps: 2}
+profile: {enabled: false}
+variants:
+  - {name: xla, mode: jit}
+  - name: bf16_unnormalized
+    mode: jit
+    description: bf16 GEMM with the bf16 float-normalization pass disabled
+    problem: {dtype: bfloat16}
+    xla_options: {xla_disable_hlo_passes: float-normalization-bf16}
+  - {name: matmul_only, mode: matmul_only}
+"""
+
+
+def summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())["variants"]
+
+
+def manifest(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def popen_harness(*args: str, results_root: Path) -> subprocess.Popen[str]:
+    """Starts `python -m harness` like run_harness, but returns at once."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("XLA_FLAGS", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", f"--results_root={results_root}", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_finished(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """Reads stdout until `count` variants have finished; returns their names."""
+    watchdog = threading.Timer(300, proc.kill)
+    watchdog.start()
+    done: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            m = FINISHED.match(line)
+            if m and m[4] == "ok":
+                done.append(m[3])
+            if len(done) >= count:
+                return done
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"the run ended after {done} finished: {proc.stderr.read()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# A variant that fails.
+
+
+def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    cfg = tmp_path / "faults.yaml"
+    cfg.write_text(FAILING)
+    proc = run_harness(f"--config={cfg}", results_root=tmp_path / "results")
+    assert proc.returncode == 1, proc.stderr
+    run = (tmp_path / "results" / "faults" / "latest").resolve()
+    variants = summary(run)
+    assert list(variants) == ["xla", "bf16_unnormalized", "matmul_only"]
+    assert variants["xla"]["status"] == "ok" and variants["matmul_only"]["status"] == "ok"
+    failed = variants["bf16_unnormalized"]
+    assert failed["status"] == "failed"
+    assert "RET_CHECK" in failed["reason"] and "dot_op_emitter" in failed["reason"]
+    assert "Traceback" in (run / "variants" / "bf16_unnormalized" / "error.txt").read_text()
+    assert not (run / "variants" / "bf16_unnormalized" / "result.json").exists() or (
+        json.loads((run / "variants" / "bf16_unnormalized" / "result.json").read_text())["status"]
+        == "failed"
+    )
+    assert manifest(run)["status"] == "failed"
+    listed = [line for line in proc.stderr.splitlines() if line.startswith("failed variants:")]
+    assert listed == ["failed variants: bf16_unnormalized (see variants/<name>/error.txt)"]
+    assert re.search(r"^\[2/3\] bf16_unnormalized\s+failed RuntimeError", proc.stdout, re.M) or (
+        re.search(r"^\[2/3\] bf16_unnormalized\s+failed", proc.stdout, re.M)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGTERM / SIGINT and --resume.
+
+
+def _plant_partial(run: Path, name: str) -> list[Path]:
+    """Leaves what an attempt interrupted inside variant `name` would: a stale dump and profile."""
+    stale = [
+        run / "variants" / name / "dump" / f"module_9999.jit_{name}.cpu_after_optimizations.txt",
+        run
+        / "variants"
+        / name
+        / "profile"
+        / "first_call"
+        / "plugins"
+        / "profile"
+        / "old"
+        / "h.xplane.pb",
+    ]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"partial")
+    return stale
+
+
+def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path: Path, cpu_run: Path) -> None:
+    """ACCEPTANCE: SIGTERM after two variants, then --resume, gives the uninterrupted summary."""
+    results = tmp_path / "results"
+    proc = popen_harness("--config=gelu.yaml", *TINY, results_root=results)
+    finished = wait_for_finished(proc, 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted (SIGTERM)" in err
+    run_id = re.search(r"--resume=(\S+)", err)[1]
+    run = results / "gelu" / run_id
+    assert manifest(run)["status"] == "interrupted"
+    for name in finished:
+        record = json.loads((run / "variants" / name / "result.json").read_text())
+        assert record["status"] == "ok" and record["step_time_median_s"] > 0
+    partial = [
+        p.name
+        for p in (run / "variants").iterdir()
+        if p.is_dir() and not (p / "result.json").exists()
+    ]
+    assert "matmul_only" not in finished
+    stale = _plant_partial(run, "matmul_only")
+
+    resumed = run_harness("--config=gelu.yaml", *TINY, f"--resume={run_id}", results_root=results)
+    assert resumed.returncode == 0, resumed.stderr
+    for name in finished:
+        assert re.search(
+            rf"^\[\d+/\d+\] {name}\s+kept from the interrupted run", resumed.stdout, re.M
+        )
+    for name in {*partial, "matmul_only"}:  # redone from scratch
+        assert re.search(rf"^\[\d+/\d+\] {name}\s+ok", resumed.stdout, re.M), name
+    assert not any(p.exists() for p in stale)
+    for window in ("first_call", "steady", "recompile"):
+        found = list((run / "variants" / "matmul_only" / "profile" / window).rglob("*.xplane.pb"))
+        assert len(found) == 1, window
+
+    expected = {n: r["status"] for n, r in summary(cpu_run).items()}
+    got = {n: r["status"] for n, r in summary(run).items()}
+    assert list(got) == list(expected) and got == expected
+    assert manifest(run)["status"] == "complete" and manifest(run)["resumed"]
+    assert (run / "report.md").exists()
+
+
+def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: Path) -> None:
+    cfg = tmp_path / "three.yaml"
+    cfg.write_text(
+        FAILING.replace(
+            "  - name: bf16_unnormalized\n    mode: jit\n"
+            "    description: bf16 GEMM with the bf16 float-normalization pass disabled\n"
+            "    problem: {dtype: bfloat16}\n"
+            "    xla_options: {xla_disable_hlo_passes: float-normalization-bf16}\n",
+            "  - {name: eager, mode: eager}\n",
+        )
+    )
+    results = tmp_path / "results"
+    proc = popen_harness(f"--config={cfg}", results_root=results)
+    finished = wait_for_finished(proc, 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    run = (results / "faults" / "latest").resolve()
+    assert manifest(run)["status"] == "interrupted"
+    assert finished == ["xla"] and (run / "variants" / "xla" / "result.json").exists()
+    resumed = run_harness(f"--config={cfg}", f"--resume={run.name}", results_root=results)
+    assert resumed.returncode == 0, resumed.stderr
+    assert {n: r["status"] for n, r in summary(run).items()} == {
+        "xla": "ok",
+        "eager": "ok",
+        "matmul_only": "ok",
+    }
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(FAILING)
+    run = tmp_path / "results" / "faults" / "20240101-000000"
+    run.mkdir(parents=True)
+    config = {"experiment": "faults", "problem": {"m": 99}}
+    (run / "manifest.json").write_text(json.dumps({"status": "interrupted", "config": config}))
+    proc = run_harness(f"--config={cfg}", f"--resume={run.name}", results_root=tmp_path / "results")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: flag --resume={run.name}: problem.m: differs")
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes.
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "summary.json"
+    io.write_json(target, {"old": True})
+    with pytest.raises(UnicodeEncodeError):
+        io.write_text(target, '{"new": "\ud800"}')  # fails inside f.write, after the temp exists
+    with pytest.raises(TypeError):
+        io.write_json(target, {"new": object()})
+    assert json.loads(target.read_text()) == {"old": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_a_crash_before_the_rename_keeps_the_old_file(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "report.md"
+    io.write_text(target, "old\n")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        io.write_text(target, "new\n")
+    with pytest.raises(OSError, match="No space"):
+        io.copy_file(Path(__file__), target)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError):
+        io.copy_file(tmp_path / "missing.txt", target)
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
+# Writers that are allowed to open files for writing themselves.
+ATOMIC_WRITERS = {
+    "harness/io.py",  # write_text, copy_file (temp file + os.replace) and append_jsonl
+    "harness/hlo/analysis.py",  # write_json_atomic: its own temp file + os.replace
+}
+WRITER = re.compile(
+    r"(?<!io)\.write_text\(|\.write_bytes\(|json\.dump\(|shutil\.copy|"
+    r"open\([^)]*['\"][wax]b?['\"]|fdopen\([^)]*['\"][wa]"
+)
+
+
+def test_every_file_is_written_through_the_atomic_helpers() -> None:
+    found = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if WRITER.search(line) and rel not in ATOMIC_WRITERS:
+                found.append(f"{rel}:{i}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# Two runs at once.
+
+
+def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    args = ("--config=gelu.yaml", *TINY, "--config.select=xla")
+    procs = [popen_harness(*args, results_root=results) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in outs]
+    runs = [Path(re.search(r"^report: (.+)/report.md$", o, re.M)[1]) for o, _ in outs]
+    assert runs[0] != runs[1]
+    folders = sorted(p for p in (results / "gelu").iterdir() if not p.name.startswith("."))
+    assert [p.name for p in folders] == sorted([runs[0].name, runs[1].name, "latest"])
+    latest = (results / "gelu" / "latest").resolve()
+    assert latest in [r.resolve() for r in runs]
+    assert manifest(latest)["status"] == "complete"
+    assert list(summary(latest)) == ["xla"]
+    for run in runs:
+        assert manifest(run)["status"] == "complete"
+    assert not [p for p in (results / "gelu").iterdir() if p.name.startswith(".latest")]
