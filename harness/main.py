@@ -134,7 +134,10 @@ def main(argv: Sequence[str]) -> int:
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from e
         if not _RESUME.value:
-            workdir = io.new_run_dir(root, config.experiment.experiment)
+            try:
+                workdir = io.new_run_dir(root, config.experiment.experiment)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"flag --results_root={root}", "experiment", str(e)) from e
     except (ConfigError, ValueError) as e:
         # One line by default; --verbosity=1 adds the traceback above it.
         if logging.get_verbosity() >= 1:

@@ -91,6 +91,8 @@ def _fresh_variant_dir(workdir: Path, name: str) -> Path:
     dumps and profiles would mix with the new attempt's, so it is removed before the redo.
     """
     variants = workdir / "variants"
+    if (variants / name).is_symlink():  # never follow a planted link out of the run folder
+        (variants / name).unlink()
     variant_dir = io.confined(workdir, "variants", name)
     io.remove_tree(variants, variants / name)
     variant_dir.mkdir(parents=True)
