@@ -63,7 +63,7 @@ def cpu_dump(out: Path, fn: Callable, *args: object) -> tuple[Path, object]:
     return out, compiled
 
 
-def write_ladder(ir: Path, fn: Callable, *args: object) -> Path:
+def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = None) -> Path:
     """Write a harness IR ladder (jaxpr, stablehlo, hlo before/passes/after, index.json) for `fn`."""
     import jax
 
@@ -75,6 +75,7 @@ def write_ladder(ir: Path, fn: Callable, *args: object) -> Path:
             "xla_dump_to": str(dump),
             "xla_dump_hlo_as_text": True,
             "xla_dump_hlo_pass_re": ".*",
+            **(options or {}),
         },
     )
     (ir / "00-jaxpr.txt").write_text(str(jax.jit(fn).trace(*args).jaxpr))
