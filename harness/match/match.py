@@ -255,6 +255,20 @@ def _attribute(
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
+        consumer = _next_launch(event, window)
+        if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
+            # Eager dispatch uploads a primitive's host arguments (Python scalars) just
+            # before launching it: the copy belongs to the primitive launched next.
+            return Attribution(
+                event,
+                True,
+                "eager_host_argument",
+                f"H2D upload of {event.bytes} bytes, a host argument of the next launch "
+                f"{consumer.hlo_module}/{consumer.hlo_op}",
+                consumer.hlo_module,
+                consumer.hlo_op,
+                primitive_of(consumer.hlo_module or ""),
+            )
         return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
     clusters = _clusters_for(event, clusters_by_module)
     if clusters is None:
@@ -301,6 +315,9 @@ def _attribute(
     )
 
 
+CONDITION_KERNEL = re.compile(r"^set_\w*condition$")
+
+
 def _in_command_buffer(
     event: DeviceEvent, op: str, clusters: Sequence[ClusterLike], primitive: str | None
 ) -> Attribution:
@@ -310,6 +327,21 @@ def _in_command_buffer(
     if not members:
         members = list(clusters)
         scope = f"module {module} (the HLO does not say what {op} holds)"
+    if event.kind == "kernel" and CONDITION_KERNEL.match(event.name):
+        # CUDA-graph conditional nodes: XLA launches a small kernel that picks the branch or
+        # decides whether the loop goes on; it belongs to the conditional/while itself.
+        owners = [c for c in members if c.kind in ("conditional", "while")]
+        if len(owners) == 1:
+            return Attribution(
+                event,
+                True,
+                "command_buffer_condition",
+                f"kernel {event.name} evaluates the condition of {owners[0].kind} "
+                f"{owners[0].name} in {scope}",
+                module,
+                owners[0].name,
+                primitive,
+            )
     if event.kind == "kernel" and not is_library_kernel(event.name):
         for cluster in members:
             if kernel_name(cluster.name) == event.name:
@@ -350,11 +382,16 @@ def _in_command_buffer(
     )
 
 
+def _next_launch(event: DeviceEvent, window: Sequence[DeviceEvent]) -> DeviceEvent | None:
+    """Returns the first event of an XLA program that starts after `event` ends."""
+    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
+    return min(later, key=lambda e: e.start_ns, default=None)
+
+
 def _no_module_reason(event: DeviceEvent, window: Sequence[DeviceEvent]) -> str:
     if event.kind != "memcpy":
         return f"{event.kind} {event.name} carries no hlo_module stat"
-    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
-    consumer = min(later, key=lambda e: e.start_ns, default=None)
+    consumer = _next_launch(event, window)
     hint = (
         f"; the next launch is {consumer.hlo_module}/{consumer.hlo_op}"
         if consumer is not None
