@@ -22,8 +22,8 @@ from harness import io
 from harness.hlo.analysis import analyze_modules
 from harness.hlo.clusters import find_clusters
 from harness.hlo.parser import HloModule, ParseError, parse_file
-from harness.match.match import MatchReport, match_events
-from harness.profile.events import events_to_json, find_xplane, read_device_events
+from harness.match.match import MatchReport, kernels_document, match_events
+from harness.profile.events import find_xplane, read_device_events
 
 _DUMP_NAME = re.compile(r"^(module_\d+\.[^.]+(?:\.[^.]+)*?)\.(.+)$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]+\.after_")
@@ -114,19 +114,7 @@ def attach_profile(
     events = read_device_events(path)
     marked = any(e.step is not None for e in events)
     report = match_events(events, clusters, steps=None if marked else (steps or 1), mode=mode)
-    rows = events_to_json(a.event for a in report.attributions)
-    for row, a in zip(rows, report.attributions, strict=True):
-        row.update(
-            cluster=a.cluster,
-            primitive=a.primitive,
-            matched=a.matched,
-            rule=a.rule,
-            reason=a.reason,
-        )
-    io.write_json(
-        out / "kernels.json",
-        {"profile": str(path), "match": report.to_json() | {"attributions": None}, "events": rows},
-    )
+    io.write_json(out / "kernels.json", kernels_document(report, profile=str(path)))
     return report
 
 

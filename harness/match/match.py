@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from harness.profile.events import DeviceEvent
+from harness.profile.events import DeviceEvent, events_to_json
 
 Mode = Literal["jit", "eager"]
 ModuleKey = str | tuple[str, int]
@@ -187,6 +187,20 @@ def match_events(
         outside_window=len(events) - len(window),
         notes=notes,
     )
+
+
+def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
+    """Returns kernels.json: the match summary and every event with the cluster it came from."""
+    rows = events_to_json(a.event for a in report.attributions)
+    for row, a in zip(rows, report.attributions, strict=True):
+        row.update(
+            cluster=a.cluster,
+            primitive=a.primitive,
+            matched=a.matched,
+            rule=a.rule,
+            reason=a.reason,
+        )
+    return {**extra, "match": report.to_json() | {"attributions": None}, "events": rows}
 
 
 def primitive_of(module: str) -> str:
