@@ -114,9 +114,8 @@ def profile_keys(
     # The host gap compares like with like: each profiled step's wall time (its step marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in read_step_markers(load_profile(xplane)) if m.name == "step"]
-    report: MatchReport = match_events(
-        events, _module_clusters(vdir / "ir", eager), mode="eager" if eager else "jit"
-    )
+    clusters = _module_clusters(vdir / "ir", eager)
+    report: MatchReport = match_events(events, clusters, mode="eager" if eager else "jit")
     io.write_json(vdir / "kernels.json", kernels_document(report))
     gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
     keys = {
@@ -137,7 +136,35 @@ def profile_keys(
     kernels = [
         e.name for e in events if e.step == first_step and e.kind in ("kernel", "host_thunk")
     ]
+    keys["step_sequence"] = step_sequence(report, first_step)
+    # Clusters the profile never saw: an untaken branch, or work the profiler cannot see
+    # (kernels inside CUDA-graph conditional nodes are not traced).
+    launched = {a.cluster for a in report.attributions if a.matched}
+    keys["unlaunched_clusters"] = (
+        sorted(c.name for cs in clusters.values() for c in cs if c.name not in launched)
+        if report.attributions
+        else []
+    )
     return keys, kernels
+
+
+def step_sequence(report: MatchReport, step: int | None) -> list[str]:
+    """Returns one step's device events in launch order, each as the cluster it ran for.
+
+    Transfers are written with their direction, so a host callback's split of the program
+    shows as e.g. `cublas-lt-matmul.1, input_reduce_fusion, D2H(...), loop_multiply_fusion`.
+    """
+    out = []
+    for a in sorted(report.attributions, key=lambda a: a.event.start_ns):
+        if a.event.step != step:
+            continue
+        what = a.cluster or a.event.name
+        if a.event.kind == "memcpy":
+            what = f"{a.event.direction or 'memcpy'}({what})"
+        elif a.event.kind == "memset":
+            what = f"memset({what})"
+        out.append(what)
+    return out
 
 
 def compile_keys(vdir: Path, module: str | None) -> dict[str, Any]:

@@ -216,3 +216,16 @@ def test_live_first_call_window_is_the_one_annotated_call(
     report = match_events(events, cpu_clusters)
     assert report.steps == 1
     assert report.matched_fraction == 1.0
+
+
+def test_a_reused_command_buffer_kernel_is_spread_over_its_identical_fusions() -> None:
+    variant = "jit_bf16_tanh_large_nofusion"
+    clusters = fixture_clusters(variant)
+    report = match_events(fixture_events(variant), clusters, steps=FIXTURE_STEPS)
+    # XLA launched `wrapped_multiply_1` five times a step for wrapped_multiply.1 to .5.
+    reused = [a for a in report.attributions if a.rule == "command_buffer_reused_kernel"]
+    assert reused and {a.event.name for a in reused} <= {"wrapped_multiply_1", "wrapped_broadcast_1"}
+    launched = {name.split(":", 1)[1] for name in report.launches_per_cluster}
+    every = {c.name for cs in clusters.values() for c in cs}
+    assert launched == every  # each cluster of the program ran
+    assert all(n == 1.0 for k, n in report.launches_per_cluster.items() if "wrapped_" in k)

@@ -165,7 +165,9 @@ def match_events(
     marked = any(e.step is not None for e in events)
     window = [e for e in events if e.step is not None] if marked else list(events)
     n_steps, notes = _step_count(window, marked, steps)
-    attributions = tuple(_attribute(e, window, clusters_by_module, mode) for e in window)
+    attributions = _spread_reused_kernels(
+        tuple(_attribute(e, window, clusters_by_module, mode) for e in window), clusters_by_module
+    )
     matched = sum(a.matched for a in attributions)
     if not window:
         notes = (*notes, "no device events in the steady window")
@@ -187,6 +189,66 @@ def match_events(
         outside_window=len(events) - len(window),
         notes=notes,
     )
+
+
+def _structure(cluster: ClusterLike) -> tuple[Any, ...]:
+    return (
+        cluster.kind,
+        getattr(cluster, "output_shape", None),
+        tuple(getattr(cluster, "member_opcodes", ())),
+    )
+
+
+def _spread_reused_kernels(
+    attributions: tuple[Attribution, ...],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+) -> tuple[Attribution, ...]:
+    """Returns attributions with repeated launches of one reused kernel spread over its twins.
+
+    XLA compiles structurally identical fusions once and launches that kernel for each of
+    them (seen in the H200 command-buffer fixture: `wrapped_multiply_1` ran five times a step
+    for `wrapped_multiply.1` to `.5`). The n-th launch in a step goes to the n-th of those
+    clusters, in program order, among the twins whose own kernel name never appears (cycling
+    through them when the window holds several unmarked steps).
+    """
+    names_seen = {a.event.name for a in attributions}
+    counts: Counter[tuple[Any, ...]] = Counter()
+    out = []
+    for a in attributions:
+        if a.rule != "command_buffer_kernel" or a.cluster is None:
+            out.append(a)
+            continue
+        clusters = [c for k, cs in clusters_by_module.items() if k == a.module for c in cs]
+        named = next((c for c in clusters if c.name == a.cluster), None)
+        twins = [named] + [
+            c
+            for c in clusters
+            if c is not named
+            and named is not None
+            and _structure(c) == _structure(named)
+            and kernel_name(c.name) not in names_seen
+        ]
+        key = (a.event.step, a.module, a.event.name)
+        index = counts[key]
+        counts[key] += 1
+        # Without step markers the window holds every step: launches cycle through the twins.
+        if named is None or len(twins) == 1 or index % len(twins) == 0:
+            out.append(a)
+            continue
+        twin = twins[index % len(twins)]
+        out.append(
+            Attribution(
+                a.event,
+                True,
+                "command_buffer_reused_kernel",
+                f"kernel {a.event.name} launched again for {twin.name}, a structurally identical "
+                f"fusion XLA compiled once (launch {index + 1} of this kernel in the step)",
+                a.module,
+                twin.name,
+                a.primitive,
+            )
+        )
+    return tuple(out)
 
 
 def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
