@@ -102,7 +102,7 @@ def test_command_buffer_kernels_are_matched_by_instruction_name() -> None:
     report = match_events(fixture_events(variant), fixture_clusters(variant), steps=FIXTURE_STEPS)
     rules = {a.event.name: a.rule for a in report.attributions}
     assert rules["wrapped_tanh"] == "command_buffer_kernel"
-    assert rules["wrapped_multiply_1"] == "command_buffer_kernel"
+    assert rules["wrapped_multiply_1"] in ("command_buffer_kernel", "command_buffer_reused_kernel")
     library = [a for a in report.attributions if a.event.name.startswith("nvjet_")]
     assert {(a.rule, a.cluster) for a in library} == {
         ("command_buffer_library", "cublas-lt-matmul.1")
@@ -224,7 +224,10 @@ def test_a_reused_command_buffer_kernel_is_spread_over_its_identical_fusions() -
     report = match_events(fixture_events(variant), clusters, steps=FIXTURE_STEPS)
     # XLA launched `wrapped_multiply_1` five times a step for wrapped_multiply.1 to .5.
     reused = [a for a in report.attributions if a.rule == "command_buffer_reused_kernel"]
-    assert reused and {a.event.name for a in reused} <= {"wrapped_multiply_1", "wrapped_broadcast_1"}
+    assert reused and {a.event.name for a in reused} <= {
+        "wrapped_multiply_1",
+        "wrapped_broadcast_1",
+    }
     launched = {name.split(":", 1)[1] for name in report.launches_per_cluster}
     every = {c.name for cs in clusters.values() for c in cs}
     assert launched == every  # each cluster of the program ran

@@ -166,7 +166,9 @@ def match_events(
     window = [e for e in events if e.step is not None] if marked else list(events)
     n_steps, notes = _step_count(window, marked, steps)
     attributions = _spread_reused_kernels(
-        tuple(_attribute(e, window, clusters_by_module, mode) for e in window), clusters_by_module
+        tuple(_attribute(e, window, clusters_by_module, mode) for e in window),
+        clusters_by_module,
+        n_steps,
     )
     matched = sum(a.matched for a in attributions)
     if not window:
@@ -202,6 +204,7 @@ def _structure(cluster: ClusterLike) -> tuple[Any, ...]:
 def _spread_reused_kernels(
     attributions: tuple[Attribution, ...],
     clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    n_steps: int,
 ) -> tuple[Attribution, ...]:
     """Returns attributions with repeated launches of one reused kernel spread over its twins.
 
@@ -212,14 +215,16 @@ def _spread_reused_kernels(
     through them when the window holds several unmarked steps).
     """
     names_seen = {a.event.name for a in attributions}
+    in_window = Counter((a.module, a.event.name) for a in attributions)
     counts: Counter[tuple[Any, ...]] = Counter()
     out = []
     for a in attributions:
         if a.rule != "command_buffer_kernel" or a.cluster is None:
             out.append(a)
             continue
-        clusters = [c for k, cs in clusters_by_module.items() if k == a.module for c in cs]
+        clusters = list(_clusters_for(a.event, clusters_by_module) or ())
         named = next((c for c in clusters if c.name == a.cluster), None)
+        launches = max(1, round(in_window[(a.module, a.event.name)] / n_steps))
         twins = [named] + [
             c
             for c in clusters
@@ -228,6 +233,7 @@ def _spread_reused_kernels(
             and _structure(c) == _structure(named)
             and kernel_name(c.name) not in names_seen
         ]
+        twins = twins[:launches]
         key = (a.event.step, a.module, a.event.name)
         index = counts[key]
         counts[key] += 1
