@@ -1,0 +1,74 @@
+"""The analyze CLI on every fixture dump folder and on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hlo_helpers import H200, require_fixtures
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = sorted(p.name for p in H200.iterdir()) if H200.is_dir() else []
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.analyze", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
+    dump = require_fixtures() / variant / "dump"
+    has_hlo = any(p.name.endswith("after_optimizations.txt") for p in dump.iterdir())
+    proc = _cli(f"--dump={dump}", f"--out={tmp_path}")
+    if not has_hlo:  # eager and matmul_only dumps hold only a config.pbtxt
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == f"{dump}: no HLO modules found"
+        return
+    assert proc.returncode == 0, proc.stderr
+    outs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(outs) == 2 and all(o.startswith("module_") for o in outs)
+    for out in outs:
+        assert sorted(p.name for p in (tmp_path / out).iterdir()) == ["cost.json", "fusions.json"]
+        fusions = json.loads((tmp_path / out / "fusions.json").read_text())
+        assert fusions["modules"][0]["reverse_map"]
+    if variant == "jit_bf16_tanh_large_notriton":
+        assert proc.stdout.count("__cublas$lt$matmul (BIAS_GELU)") == 2
+
+
+def test_cli_module_filter_and_single_file(tmp_path: Path) -> None:
+    dump = require_fixtures() / "jit_bf16_tanh_large" / "dump"
+    proc = _cli(f"--dump={dump}", f"--out={tmp_path}", "--module=module_5970")
+    assert proc.returncode == 0 and [p.name for p in tmp_path.iterdir()] == [
+        "module_5970.jit_gelu_linear"
+    ]
+    one = next(dump.glob("module_5970.*.0034.*.txt"))
+    proc = _cli(f"--dump={one}", f"--out={tmp_path / 'one'}")
+    assert proc.returncode == 0 and "module_5970" in proc.stdout
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "unrelated", "not_hlo", "broken_hlo"])
+def test_cli_bad_input_is_one_line_and_exit_2(kind: str, tmp_path: Path) -> None:
+    target = tmp_path / kind
+    if kind == "empty":
+        target.mkdir()
+    elif kind == "unrelated":
+        target.mkdir()
+        (target / "notes.txt").write_text("hello\n")
+        (target / "data.bin").write_bytes(b"\x00\x01")
+    elif kind == "not_hlo":
+        target.write_text("just text\n")
+    elif kind == "broken_hlo":
+        target.write_text("HloModule m\n\nENTRY %e {\n  %a = f32[] parameter(0)\n")
+    proc = _cli(f"--dump={target}", f"--out={tmp_path / 'out'}")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert str(target) in proc.stderr and "Traceback" not in proc.stderr
