@@ -54,6 +54,37 @@ class VariantData:
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.stage == name), None)
 
+    def clusters(self) -> list[dict[str, Any]]:
+        """Returns every cluster of fusions.json, over all its modules, in file order."""
+        mods = self.fusions.get("modules")
+        groups = (
+            [m.get("clusters") for m in mods if isinstance(m, dict)]
+            if isinstance(mods, list)
+            else []
+        )
+        groups.append(self.fusions.get("clusters"))
+        return [c for g in groups if isinstance(g, list) for c in g if isinstance(c, dict)]
+
+    def reverse_map(self) -> dict[str, list[str]]:
+        """Returns pre-optimization op -> clusters holding it, merged over fusions.json's modules.
+
+        With several modules (eager: one per primitive) each op is prefixed by its module.
+        """
+        mods = self.fusions.get("modules")
+        maps = [
+            (str(m.get("module", "")), m.get("reverse_map"))
+            for m in (mods if isinstance(mods, list) else [])
+            if isinstance(m, dict)
+        ]
+        maps.append(("", self.fusions.get("reverse_map")))
+        maps = [(n, m) for n, m in maps if isinstance(m, dict) and m]
+        out: dict[str, list[str]] = {}
+        for module, m in maps:
+            for op, cs in m.items():
+                key = f"{module}: {op}" if len(maps) > 1 and module else str(op)
+                out[key] = [str(c) for c in (cs if isinstance(cs, list) else [cs])]
+        return out
+
 
 @dataclass(frozen=True)
 class RunData:

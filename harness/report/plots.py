@@ -275,35 +275,24 @@ def timeline(run: RunData) -> Figure:
     return fig
 
 
-def reverse_map(fusions: dict[str, Any]) -> dict[str, list[str]]:
-    """Returns fusions.json's map of pre-optimization op -> clusters, whatever its key is called."""
-    for key in ("reverse_map", "reverse", "op_to_clusters", "ops"):
-        m = fusions.get(key)
-        if isinstance(m, dict):
-            return {
-                str(k): [str(c) for c in (v if isinstance(v, list) else [v])] for k, v in m.items()
-            }
-    return {}
-
-
 def fusion_partner(run: RunData) -> VariantData | None:
     """Returns the variant shown beside the baseline in the fusion map."""
     prefs = ("xla_no_fusion", "xla_library_epilogue", "xla_exact_gelu", "eager")
-    cands = [v for v in run.variants if v.name != run.baseline and reverse_map(v.fusions)]
+    cands = [v for v in run.variants if v.name != run.baseline and v.reverse_map()]
     return next((v for p in prefs for v in cands if v.name == p), cands[0] if cands else None)
 
 
 def fusion_map(run: RunData) -> Figure:
     """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
     base = run.variant(run.baseline)
-    panels = [v for v in (base, fusion_partner(run)) if v is not None and reverse_map(v.fusions)]
+    panels = [v for v in (base, fusion_partner(run)) if v is not None and v.reverse_map()]
     if not panels:
         raise NoData("no fusions.json reverse map for the baseline or any other variant")
-    height = max(len(reverse_map(v.fusions)) for v in panels)
+    height = max(len(v.reverse_map()) for v in panels)
     fig = Figure(figsize=(5.2 * len(panels), 1.2 + 0.22 * height), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, v in zip(axes, panels, strict=True):
-        m = reverse_map(v.fusions)
+        m = v.reverse_map()
         ops = list(m)
         clusters: list[str] = []
         for cs in m.values():

@@ -145,8 +145,8 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
 
 def clusters_table(v: VariantData) -> Table | None:
     """Returns the variant's clusters with their source ops and the kernels matched to them."""
-    clusters = v.fusions.get("clusters")
-    if not isinstance(clusters, list) or not clusters:
+    clusters = v.clusters()
+    if not clusters:
         return None
     steps = len({k.get("step") for k in v.kernels if k.get("step") is not None}) or 1
     by_cluster: dict[str, Counter[str]] = {}
