@@ -116,7 +116,8 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#1d1d1f}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}h3{margin-top:1.3em}
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;display:block;overflow-x:auto}
-th,td{border:1px solid #d0d0d0;padding:3px 6px;text-align:left;vertical-align:top}
+th,td{border:1px solid #d0d0d0;padding:3px 6px;text-align:left;vertical-align:top;white-space:nowrap}
+td:nth-child(2){white-space:normal;min-width:6em}
 th{background:#f2f2f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f3f3f5;padding:0 2px;border-radius:3px}
 pre{background:#f6f6f8;border:1px solid #e2e2e6;padding:.6em;overflow-x:auto;font-size:12px}
