@@ -28,10 +28,9 @@ from harness.hlo import analysis as hlo_analysis
 from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.diverge import first_divergence
 from harness.hlo.parser import parse_file
-from harness.match.match import MatchReport, match_events
+from harness.match.match import MatchReport, kernels_document, match_events
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import (
-    events_to_json,
     find_xplane,
     load_profile,
     read_device_events,
@@ -118,18 +117,7 @@ def profile_keys(
     report: MatchReport = match_events(
         events, _module_clusters(vdir / "ir", eager), mode="eager" if eager else "jit"
     )
-    rows = events_to_json(a.event for a in report.attributions)
-    for row, a in zip(rows, report.attributions, strict=True):
-        row.update(
-            cluster=a.cluster,
-            primitive=a.primitive,
-            matched=a.matched,
-            rule=a.rule,
-            reason=a.reason,
-        )
-    io.write_json(
-        vdir / "kernels.json", {"match": report.to_json() | {"attributions": None}, "events": rows}
-    )
+    io.write_json(vdir / "kernels.json", kernels_document(report))
     gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
     keys = {
         "kernels_per_step": report.kernels_per_step,

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from harness.profile.events import DeviceEvent
+from harness.profile.events import DeviceEvent, events_to_json
 
 Mode = Literal["jit", "eager"]
 ModuleKey = str | tuple[str, int]
@@ -189,6 +189,20 @@ def match_events(
     )
 
 
+def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
+    """Returns kernels.json: the match summary and every event with the cluster it came from."""
+    rows = events_to_json(a.event for a in report.attributions)
+    for row, a in zip(rows, report.attributions, strict=True):
+        row.update(
+            cluster=a.cluster,
+            primitive=a.primitive,
+            matched=a.matched,
+            rule=a.rule,
+            reason=a.reason,
+        )
+    return {**extra, "match": report.to_json() | {"attributions": None}, "events": rows}
+
+
 def primitive_of(module: str) -> str:
     """Return the jax primitive an eager module ran: `jit_integer_pow` -> `integer_pow`."""
     return module.removeprefix("jit_")
@@ -255,6 +269,20 @@ def _attribute(
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
+        consumer = _next_launch(event, window)
+        if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
+            # Eager dispatch uploads a primitive's host arguments (Python scalars) just
+            # before launching it: the copy belongs to the primitive launched next.
+            return Attribution(
+                event,
+                True,
+                "eager_host_argument",
+                f"H2D upload of {event.bytes} bytes, a host argument of the next launch "
+                f"{consumer.hlo_module}/{consumer.hlo_op}",
+                consumer.hlo_module,
+                consumer.hlo_op,
+                primitive_of(consumer.hlo_module or ""),
+            )
         return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
     clusters = _clusters_for(event, clusters_by_module)
     if clusters is None:
@@ -301,6 +329,9 @@ def _attribute(
     )
 
 
+CONDITION_KERNEL = re.compile(r"^set_\w*condition$")
+
+
 def _in_command_buffer(
     event: DeviceEvent, op: str, clusters: Sequence[ClusterLike], primitive: str | None
 ) -> Attribution:
@@ -310,6 +341,21 @@ def _in_command_buffer(
     if not members:
         members = list(clusters)
         scope = f"module {module} (the HLO does not say what {op} holds)"
+    if event.kind == "kernel" and CONDITION_KERNEL.match(event.name):
+        # CUDA-graph conditional nodes: XLA launches a small kernel that picks the branch or
+        # decides whether the loop goes on; it belongs to the conditional/while itself.
+        owners = [c for c in members if c.kind in ("conditional", "while")]
+        if len(owners) == 1:
+            return Attribution(
+                event,
+                True,
+                "command_buffer_condition",
+                f"kernel {event.name} evaluates the condition of {owners[0].kind} "
+                f"{owners[0].name} in {scope}",
+                module,
+                owners[0].name,
+                primitive,
+            )
     if event.kind == "kernel" and not is_library_kernel(event.name):
         for cluster in members:
             if kernel_name(cluster.name) == event.name:
@@ -350,11 +396,16 @@ def _in_command_buffer(
     )
 
 
+def _next_launch(event: DeviceEvent, window: Sequence[DeviceEvent]) -> DeviceEvent | None:
+    """Returns the first event of an XLA program that starts after `event` ends."""
+    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
+    return min(later, key=lambda e: e.start_ns, default=None)
+
+
 def _no_module_reason(event: DeviceEvent, window: Sequence[DeviceEvent]) -> str:
     if event.kind != "memcpy":
         return f"{event.kind} {event.name} carries no hlo_module stat"
-    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
-    consumer = min(later, key=lambda e: e.start_ns, default=None)
+    consumer = _next_launch(event, window)
     hint = (
         f"; the next launch is {consumer.hlo_module}/{consumer.hlo_op}"
         if consumer is not None
