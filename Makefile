@@ -8,7 +8,7 @@ CONFIG ?= gelu.yaml
 FLAGS ?=
 RUN ?= results/gelu/latest
 
-.PHONY: experiment test lint report compare clean-venv
+.PHONY: experiment test lint report compare index clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,22 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check harness tests benchmarks
 	$(PY) -m ruff format --check harness tests benchmarks
+
+# Re-render a saved run's report.md, report.html and plots/ (never imports jax).
+report: $(VENV)/.installed
+	$(PY) -m harness.report --run=$(RUN)
+
+# Compare two runs: make compare A=results/gelu/<run_a> B=results/gelu/<run_b> [OUT=dir]
+A ?=
+B ?=
+OUT ?= results/compare/$(notdir $(A))_vs_$(notdir $(B))
+compare: $(VENV)/.installed
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
+	$(PY) -m harness.report.compare --a=$(A) --b=$(B) --out=$(OUT)
+
+# Rewrite results/index.html, the list of every run (write_report also does this).
+index: $(VENV)/.installed
+	$(PY) -c "from pathlib import Path; from harness.report.index import write_results_index as w; print(w(Path('results')))"
 
 clean-venv:
 	rm -rf $(VENV)

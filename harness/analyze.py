@@ -2,11 +2,15 @@
 
 For each module in an XLA dump folder (or a single HLO text file) writes
 `<out>/<module>/fusions.json` and `cost.json` and prints one table row per module.
+With `--xplane=FILE_OR_PROFILE_DIR` it also attributes every device event of that profile to
+a cluster of those modules and writes `<out>/kernels.json` (the whole profile is the window;
+`--steps` says how many steps it holds unless the profile marks them).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +18,12 @@ from typing import Any
 
 from absl import app, flags
 
+from harness import io
 from harness.hlo.analysis import analyze_modules
+from harness.hlo.clusters import find_clusters
 from harness.hlo.parser import HloModule, ParseError, parse_file
+from harness.match.match import MatchReport, kernels_document, match_events
+from harness.profile.events import find_xplane, read_device_events
 
 _DUMP_NAME = re.compile(r"^(module_\d+\.[^.]+(?:\.[^.]+)*?)\.(.+)$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]+\.after_")
@@ -37,6 +45,7 @@ class ModuleResult:
     key: str
     out_dir: Path
     summary: dict[str, Any]
+    module: str = ""
 
 
 def _is_hlo(path: Path) -> bool:
@@ -82,15 +91,31 @@ def find_modules(dump: Path) -> list[ModuleFiles]:
     return found
 
 
-def attach_profile(results: list[ModuleResult], xplane: Path | None) -> list[ModuleResult]:
-    """Extension point for matching profiled kernels (an `--xplane=FILE`) to clusters.
+def attach_profile(
+    results: list[ModuleResult], xplane: Path, out: Path, steps: int | None, mode: str
+) -> MatchReport:
+    """Attributes the profile's device events to the clusters of the analysed modules.
 
-    Not implemented: returns `results` unchanged. A profile matcher should read the xplane,
-    join kernel `hlo_op` stats to cluster names in `<out_dir>/fusions.json` and return
-    results with the matched timings added.
+    Clusters are keyed by module name and by (name, XLA module number), which the profile
+    calls program_id, so a recompiled module with the same name is told apart.
     """
-    del xplane
-    return results
+    clusters: dict[Any, tuple[Any, ...]] = {}
+    for r in results:
+        found = (
+            find_clusters(parse_file(r.out_dir / "hlo.txt"))
+            if (r.out_dir / "hlo.txt").exists()
+            else ()
+        )
+        clusters.setdefault(r.module, found)
+        number = re.match(r"^module_(\d+)\.", r.key)
+        if number:
+            clusters[(r.module, int(number.group(1)))] = found
+    path = find_xplane(xplane) if xplane.is_dir() else xplane
+    events = read_device_events(path)
+    marked = any(e.step is not None for e in events)
+    report = match_events(events, clusters, steps=None if marked else (steps or 1), mode=mode)
+    io.write_json(out / "kernels.json", kernels_document(report, profile=str(path)))
+    return report
 
 
 def analyze_dump(dump: Path, out: Path, module_re: str = "") -> list[ModuleResult]:
@@ -103,7 +128,9 @@ def analyze_dump(dump: Path, out: Path, module_re: str = "") -> list[ModuleResul
         after: HloModule = parse_file(files.after)
         before = [parse_file(files.before)] if files.before and files.before != files.after else []
         out_dir = out / files.key
-        results.append(ModuleResult(files.key, out_dir, analyze_modules([after], before, out_dir)))
+        summary = analyze_modules([after], before, out_dir)
+        shutil.copyfile(files.after, out_dir / "hlo.txt")
+        results.append(ModuleResult(files.key, out_dir, summary, after.name))
     if not results:
         raise ValueError(f"{dump}: no module matches --module={module_re!r}")
     return results
@@ -127,17 +154,42 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("dump", None, "XLA dump folder or one HLO text file.")
 flags.DEFINE_string("out", None, "Output folder; one subfolder per module.")
 flags.DEFINE_string("module", "", "Only modules whose key matches this regex.")
+flags.DEFINE_string("xplane", None, "A jax.profiler profile (.xplane.pb or its folder) to match.")
+flags.DEFINE_integer("steps", None, "Steps the profile holds, when it has no step markers.")
+flags.DEFINE_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
-def run(dump: Path, out: Path, module_re: str) -> int:
+def run(
+    dump: Path,
+    out: Path,
+    module_re: str,
+    xplane: Path | None = None,
+    steps: int | None = None,
+    mode: str = "jit",
+) -> int:
     """CLI body: analyse, print the table; bad input gives one stderr line and status 2."""
     try:
-        results = attach_profile(analyze_dump(dump, out, module_re), None)
+        results = analyze_dump(dump, out, module_re)
     except (ValueError, OSError, re.error) as e:
         msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
         print(msg.splitlines()[0] if msg else f"{dump}: failed", file=sys.stderr)
         return 2
     print(format_table(results))
+    if xplane is None:
+        return 0
+    try:
+        report = attach_profile(results, xplane, out, steps, mode)
+    except (ValueError, OSError) as e:
+        print(
+            f"{xplane}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr
+        )
+        return 2
+    print(
+        f"profile: {report.events_in_window} device events, matched {report.matched_fraction:.3f}, "
+        f"{report.kernels_per_step:g} kernels and {report.device_ops_per_step:g} device ops a step, "
+        f"device time {report.device_time_per_step_s * 1e3:.3f} ms a step; "
+        f"{len(report.unmatched)} unmatched (see {out / 'kernels.json'})"
+    )
     return 0
 
 
@@ -146,7 +198,8 @@ def main(argv: list[str]) -> int:
     if not FLAGS.dump or not FLAGS.out:
         print("--dump and --out are required", file=sys.stderr)
         return 2
-    return run(Path(FLAGS.dump), Path(FLAGS.out), FLAGS.module)
+    xplane = Path(FLAGS.xplane) if FLAGS.xplane else None
+    return run(Path(FLAGS.dump), Path(FLAGS.out), FLAGS.module, xplane, FLAGS.steps, FLAGS.mode)
 
 
 if __name__ == "__main__":

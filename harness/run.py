@@ -52,6 +52,23 @@ def preflight(exp: Experiment) -> None:
     xla_options.check(exp)
 
 
+def device_ceilings(environment: dict[str, Any]) -> dict[str, Any]:
+    """Returns the device's peak FLOP/s and bandwidth: known constants, or a CPU calibration."""
+    from harness.report import ceilings
+
+    known = ceilings.known_ceilings(environment)
+    if known is not None:
+        return known
+    if environment["platform"] == "cpu":
+        return ceilings.calibrate_cpu()
+    return {
+        "device": environment["device_kind"],
+        "peak_flops_per_s": None,
+        "peak_bytes_per_s": None,
+        "source": "no ceiling known for this device; add it to harness/report/ceilings.py",
+    }
+
+
 @contextmanager
 def _interruptible() -> Iterator[None]:
     """Turns SIGTERM into an exception (SIGINT already is one) for the duration of the run."""
@@ -169,6 +186,8 @@ def run(config: LoadedConfig, workdir: Path, resume: bool = False) -> int:
         manifest["resumed"] = io.utc_now()
     io.write_json(workdir / "manifest.json", manifest)
     io.point_latest(workdir)
+    if not (workdir / "ceilings.json").exists():
+        io.write_json(workdir / "ceilings.json", device_ceilings(manifest["environment"]))
 
     records: dict[str, dict[str, Any]] = {}
     todo = exp.selected_variants

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,11 +63,12 @@ def cpu_dump(out: Path, fn: Callable, *args: object) -> tuple[Path, object]:
 
 
 def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = None) -> Path:
-    """Write a harness IR ladder (jaxpr, stablehlo, hlo before/passes/after, index.json) for `fn`."""
+    """Writes the harness IR ladder for `fn` with the harness's own ladder writer."""
     import jax
 
-    ir.mkdir(parents=True, exist_ok=True)
-    dump = ir / "_dump"
+    from harness.capture import ladder
+
+    dump = ir.parent / f"{ir.name}_dump"
     jitted = jax.jit(
         fn,
         compiler_options={
@@ -78,30 +78,9 @@ def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = N
             **(options or {}),
         },
     )
-    (ir / "00-jaxpr.txt").write_text(str(jax.jit(fn).trace(*args).jaxpr))
-    lowered = jitted.lower(*args)
-    (ir / "10-stablehlo.mlir").write_text(lowered.as_text())
+    traced = jitted.trace(*args)
+    lowered = traced.lower()
     lowered.compile()
-    name = next(dump.glob("*before_optimizations.txt")).name.split(".before_optimizations")[0]
-    (ir / "20-hlo-before-optimizations.txt").write_text(
-        (dump / f"{name}.before_optimizations.txt").read_text()
-    )
-    (ir / "40-hlo-after-optimizations.txt").write_text(
-        (dump / f"{name}.cpu_after_optimizations.txt").read_text()
-    )
-    passes = ir / "30-passes"
-    passes.mkdir()
-    prefix = f"{name}."
-    for p in sorted(dump.glob(f"{prefix}[0-9][0-9][0-9][0-9].*.txt")):
-        number, pipeline, rest = p.name[len(prefix) :].split(".", 2)
-        pass_name = rest.split(".")[0].removeprefix("after_")
-        (passes / f"{number}-{pipeline}-{pass_name}.txt").write_text(p.read_text())
-    stages = [
-        {"order": 0, "stage": "jaxpr", "path": "00-jaxpr.txt"},
-        {"order": 10, "stage": "stablehlo", "path": "10-stablehlo.mlir"},
-        {"order": 20, "stage": "hlo_before", "path": "20-hlo-before-optimizations.txt"},
-        {"order": 30, "stage": "passes", "path": "30-passes"},
-        {"order": 40, "stage": "hlo_after", "path": "40-hlo-after-optimizations.txt"},
-    ]
-    (ir / "index.json").write_text(json.dumps({"stages": stages}))
+    module = ladder.dump_modules(dump.iterdir())[0]
+    ladder.write_ladder(ir, module, jaxpr=str(traced.jaxpr), stablehlo=lowered.as_text())
     return ir

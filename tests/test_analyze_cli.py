@@ -37,7 +37,11 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     outs = sorted(p.name for p in tmp_path.iterdir())
     assert len(outs) == 2 and all(o.startswith("module_") for o in outs)
     for out in outs:
-        assert sorted(p.name for p in (tmp_path / out).iterdir()) == ["cost.json", "fusions.json"]
+        assert sorted(p.name for p in (tmp_path / out).iterdir()) == [
+            "cost.json",
+            "fusions.json",
+            "hlo.txt",
+        ]
         fusions = json.loads((tmp_path / out / "fusions.json").read_text())
         assert fusions["modules"][0]["reverse_map"]
     if variant == "jit_bf16_tanh_large_notriton":
@@ -72,3 +76,38 @@ def test_cli_bad_input_is_one_line_and_exit_2(kind: str, tmp_path: Path) -> None
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert str(target) in proc.stderr and "Traceback" not in proc.stderr
+
+
+# Device ops a step, from the fixture README's table (Memset counted).
+README_DEVICE_OPS = {
+    "jit_bf16_tanh_large": 3,
+    "jit_bf16_tanh_large_notriton": 2,
+    "jit_bf16_erf_large": 3,
+    "jit_bf16_tanh_large_nofusion": 17,
+    "jit_bf16_tanh_large_emitters": 2,
+}
+
+
+@pytest.mark.parametrize("variant", sorted(README_DEVICE_OPS))
+def test_cli_matches_a_profile_from_the_same_program(variant: str, tmp_path: Path) -> None:
+    folder = require_fixtures() / variant
+    proc = _cli(
+        f"--dump={folder / 'dump'}",
+        f"--out={tmp_path}",
+        f"--xplane={folder / 'profile.xplane.pb'}",
+        "--steps=3",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "matched 1.000" in proc.stdout
+    match = json.loads((tmp_path / "kernels.json").read_text())["match"]
+    assert match["matched_fraction"] == 1.0
+    assert match["device_ops_per_step"] == README_DEVICE_OPS[variant]
+
+
+def test_cli_reports_a_corrupt_profile_in_one_line(tmp_path: Path) -> None:
+    folder = require_fixtures() / "jit_bf16_tanh_large"
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes((folder / "profile.xplane.pb").read_bytes()[:5000])
+    proc = _cli(f"--dump={folder / 'dump'}", f"--out={tmp_path / 'out'}", f"--xplane={bad}")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr

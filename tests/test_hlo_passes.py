@@ -41,10 +41,10 @@ def test_timeline_explains_where_fusion_structure_changed() -> None:
 
 
 def test_harness_pass_names_are_accepted(tmp_path: Path) -> None:
-    assert pass_file_info(Path("0034-fusion-priority-fusion.txt")) == (
+    assert pass_file_info(Path("0034.fusion.priority-fusion.txt")) == (
         34,
-        "",
-        "fusion-priority-fusion",
+        "fusion",
+        "priority-fusion",
     )
     assert pass_file_info(
         Path(

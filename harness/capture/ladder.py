@@ -6,7 +6,7 @@ the HLO stages, which are then folders):
     00-jaxpr.txt                       the traced program
     10-stablehlo.mlir                  what JAX hands to XLA
     20-hlo-before-optimizations.txt
-    30-passes/NNNN-<pipeline>-<pass>.txt   the module after each pass that changed it
+    30-passes/NNNN.<pipeline>.<pass>.txt   the module after each pass that changed it
     35-priority-fusion-decisions.txt   GPU: each fusion the priority-fusion pass weighed, and why
     40-hlo-after-optimizations.txt
     41-hlo-after-optimizations-recompile.txt   the new-shape module
@@ -65,7 +65,7 @@ def classify(rest: str) -> tuple[int, str, str] | None:
         return 20, "hlo_before", "20-hlo-before-optimizations.txt"
     m = _PASS_FILE.match(rest)
     if m:
-        return 30, "passes", f"30-passes/{m['index']}-{m['pipeline']}-{m['pass']}.txt"
+        return 30, "passes", f"30-passes/{m['index']}.{m['pipeline']}.{m['pass']}.txt"
     if rest == "priority_fusion_dump.txt":
         return 35, "fusion_decisions", "35-priority-fusion-decisions.txt"
     if rest.endswith("_after_optimizations.txt"):

@@ -68,6 +68,20 @@ def step_times(fn: Callable[[], Any], warmup: int, steps: int) -> list[float]:
     return [timed(fn)[1] for _ in range(steps)]
 
 
+def pipelined_step_time(fn: Callable[[], Any], steps: int) -> float:
+    """Returns wall seconds per call when `steps` calls are issued back to back, blocking once.
+
+    Blocking after every step (step_times) leaves the device idle while the host dispatches
+    the next call; this is the time per step when dispatch overlaps the device's work.
+    """
+    start = time.perf_counter()
+    out = None
+    for _ in range(steps):
+        out = fn()
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / steps
+
+
 def step_stats(times: list[float]) -> dict[str, float]:
     """Returns the median, p10 and p90 of step times."""
     arr = np.asarray(times)

@@ -141,11 +141,12 @@ def _measure_steps(
     exp: Experiment, ctx: Context, call: Callable[[], Any]
 ) -> tuple[dict[str, float], list[float]]:
     times = timing.step_times(call, exp.measure.warmup, exp.measure.steps)
+    pipelined = timing.pipelined_step_time(call, exp.measure.steps)
     with profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled):
         for i in range(exp.profile.steps):
             with jax.profiler.StepTraceAnnotation("step", step_num=i):
                 jax.block_until_ready(call())
-    return timing.step_stats(times), times
+    return {**timing.step_stats(times), "step_time_pipelined_s": pipelined}, times
 
 
 def _numerics(

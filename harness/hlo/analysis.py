@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness import io
 from harness.hlo.clusters import Cluster, find_clusters, reverse_map
 from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
 from harness.hlo.diverge import read_index
 from harness.hlo.parser import HloModule, parse_file
 from harness.hlo.passes import pass_timeline
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` via a temp file and os.replace (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def hlo_files(path: Path) -> list[Path]:
@@ -95,8 +80,8 @@ def analyze_modules(
         total = ModuleCost("all", tuple(cc for c in costs for cc in c.clusters))
         cost_doc["xla"] = xla_cost
         cost_doc["xla_disagreements"] = compare_with_xla(total, xla_cost)
-    write_json_atomic(out_dir / "fusions.json", fusions)
-    write_json_atomic(out_dir / "cost.json", cost_doc)
+    io.write_json(out_dir / "fusions.json", fusions)
+    io.write_json(out_dir / "cost.json", cost_doc)
     return summary(clusters, costs)
 
 
@@ -117,5 +102,5 @@ def analyze_ir(ir_dir: Path, out_dir: Path, xla_cost: dict | None = None) -> dic
     result = analyze_modules(after, before, Path(out_dir), xla_cost)
     passes = stages.get("passes")
     timeline = pass_timeline(sorted(passes.iterdir())) if passes and passes.is_dir() else ()
-    write_json_atomic(Path(out_dir) / "passes.json", {"passes": [e.to_json() for e in timeline]})
+    io.write_json(Path(out_dir) / "passes.json", {"passes": [e.to_json() for e in timeline]})
     return result

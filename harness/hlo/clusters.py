@@ -25,6 +25,7 @@ NON_EXECUTING = frozenset(
     }
 )
 DESCEND = frozenset({"call", "while", "conditional", "async-start"})
+CONTROL_FLOW = frozenset({"while", "conditional"})
 LIBRARY_PREFIXES = (
     "__cublas$",
     "__cudnn$",
@@ -162,6 +163,10 @@ def _walk(
         if inst.opcode in NON_EXECUTING:
             continue
         if inst.opcode in DESCEND and inst.called_computations:
+            if inst.opcode in CONTROL_FLOW:
+                # The branch or loop decision itself runs: a thunk on the CPU, a predicate copy
+                # to the host on the GPU. Its events carry this instruction's name.
+                out.append(_cluster(module, comp, inst, parent))
             for name in inst.called_computations:
                 sub = module.computations.get(name)
                 if sub is not None:
@@ -177,6 +182,7 @@ def find_clusters(module: HloModule) -> tuple[Cluster, ...]:
 
     ENTRY is walked; `call`/`while`/`conditional`/`async-start` descend into the computations
     they run (e.g. a command buffer), whose units get `parent` = the calling instruction.
+    `while` and `conditional` are units themselves too, for the decision they execute.
     Parameters, constants, tuples, get-tuple-element, bitcasts and `*-done` halves are skipped.
     """
     out: list[Cluster] = []

@@ -235,7 +235,15 @@ class Instruction:
     def called_computations(self) -> tuple[str, ...]:
         """Names of computations referenced by calls/to_apply/condition/body/branches."""
         out: list[str] = []
-        for key in ("calls", "to_apply", "condition", "body", "branch_computations"):
+        for key in (
+            "calls",
+            "to_apply",
+            "condition",
+            "body",
+            "branch_computations",
+            "true_computation",
+            "false_computation",
+        ):
             raw = self.attrs.get(key)
             if raw:
                 out.extend(p.strip().lstrip("%") for p in raw.strip("{}").split(",") if p.strip())

@@ -33,7 +33,8 @@ XLA_PASS_FILE = re.compile(
     r"^module_\d+\.(?P<module>.+)\.(?P<index>\d{4})\.(?P<pipeline>[^.]+)"
     r"\.after_(?P<pass>.+?)(?:\.before_(?P<next>.+))?\.txt$"
 )
-HARNESS_PASS_FILE = re.compile(r"^(?P<index>\d{4})-(?P<label>.+)\.txt$")
+# The harness ladder's `30-passes/NNNN.<pipeline>.<pass>.txt` (XLA's names hold no dots).
+HARNESS_PASS_FILE = re.compile(r"^(?P<index>\d{4})\.(?P<pipeline>[^.]+)\.(?P<pass>[^.]+)\.txt$")
 
 
 def _computation_order(module: HloModule) -> list[Computation]:
@@ -118,17 +119,16 @@ class PassEntry:
 
 
 def pass_file_info(path: Path) -> tuple[int, str, str] | None:
-    """(index, pipeline, pass) from an XLA per-pass dump name or a harness `NNNN-label.txt`.
+    """(index, pipeline, pass) from an XLA per-pass dump name or a harness ladder name.
 
-    Harness labels join pipeline and pass with `-`, which both may contain, so the whole
-    label is returned as the pass and the pipeline is ''. Returns None for other names.
+    Returns None for other names.
     """
     m = XLA_PASS_FILE.match(path.name)
     if m is not None:
         return int(m["index"]), m["pipeline"], m["pass"]
     h = HARNESS_PASS_FILE.match(path.name)
     if h is not None:
-        return int(h["index"]), "", h["label"]
+        return int(h["index"]), h["pipeline"], h["pass"]
     return None
 
 

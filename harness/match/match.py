@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from harness.profile.events import DeviceEvent
+from harness.profile.events import DeviceEvent, events_to_json
 
 Mode = Literal["jit", "eager"]
 ModuleKey = str | tuple[str, int]
@@ -165,7 +165,11 @@ def match_events(
     marked = any(e.step is not None for e in events)
     window = [e for e in events if e.step is not None] if marked else list(events)
     n_steps, notes = _step_count(window, marked, steps)
-    attributions = tuple(_attribute(e, window, clusters_by_module, mode) for e in window)
+    attributions = _spread_reused_kernels(
+        tuple(_attribute(e, window, clusters_by_module, mode) for e in window),
+        clusters_by_module,
+        n_steps,
+    )
     matched = sum(a.matched for a in attributions)
     if not window:
         notes = (*notes, "no device events in the steady window")
@@ -187,6 +191,84 @@ def match_events(
         outside_window=len(events) - len(window),
         notes=notes,
     )
+
+
+def _structure(cluster: ClusterLike) -> tuple[Any, ...]:
+    return (
+        cluster.kind,
+        getattr(cluster, "output_shape", None),
+        tuple(getattr(cluster, "member_opcodes", ())),
+    )
+
+
+def _spread_reused_kernels(
+    attributions: tuple[Attribution, ...],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    n_steps: int,
+) -> tuple[Attribution, ...]:
+    """Returns attributions with repeated launches of one reused kernel spread over its twins.
+
+    XLA compiles structurally identical fusions once and launches that kernel for each of
+    them (seen in the H200 command-buffer fixture: `wrapped_multiply_1` ran five times a step
+    for `wrapped_multiply.1` to `.5`). The n-th launch in a step goes to the n-th of those
+    clusters, in program order, among the twins whose own kernel name never appears (cycling
+    through them when the window holds several unmarked steps).
+    """
+    names_seen = {a.event.name for a in attributions}
+    in_window = Counter((a.module, a.event.name) for a in attributions)
+    counts: Counter[tuple[Any, ...]] = Counter()
+    out = []
+    for a in attributions:
+        if a.rule != "command_buffer_kernel" or a.cluster is None:
+            out.append(a)
+            continue
+        clusters = list(_clusters_for(a.event, clusters_by_module) or ())
+        named = next((c for c in clusters if c.name == a.cluster), None)
+        launches = max(1, round(in_window[(a.module, a.event.name)] / n_steps))
+        twins = [named] + [
+            c
+            for c in clusters
+            if c is not named
+            and named is not None
+            and _structure(c) == _structure(named)
+            and kernel_name(c.name) not in names_seen
+        ]
+        twins = twins[:launches]
+        key = (a.event.step, a.module, a.event.name)
+        index = counts[key]
+        counts[key] += 1
+        # Without step markers the window holds every step: launches cycle through the twins.
+        if named is None or len(twins) == 1 or index % len(twins) == 0:
+            out.append(a)
+            continue
+        twin = twins[index % len(twins)]
+        out.append(
+            Attribution(
+                a.event,
+                True,
+                "command_buffer_reused_kernel",
+                f"kernel {a.event.name} launched again for {twin.name}, a structurally identical "
+                f"fusion XLA compiled once (launch {index + 1} of this kernel in the step)",
+                a.module,
+                twin.name,
+                a.primitive,
+            )
+        )
+    return tuple(out)
+
+
+def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
+    """Returns kernels.json: the match summary and every event with the cluster it came from."""
+    rows = events_to_json(a.event for a in report.attributions)
+    for row, a in zip(rows, report.attributions, strict=True):
+        row.update(
+            cluster=a.cluster,
+            primitive=a.primitive,
+            matched=a.matched,
+            rule=a.rule,
+            reason=a.reason,
+        )
+    return {**extra, "match": report.to_json() | {"attributions": None}, "events": rows}
 
 
 def primitive_of(module: str) -> str:
@@ -255,6 +337,20 @@ def _attribute(
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
+        consumer = _next_launch(event, window)
+        if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
+            # Eager dispatch uploads a primitive's host arguments (Python scalars) just
+            # before launching it: the copy belongs to the primitive launched next.
+            return Attribution(
+                event,
+                True,
+                "eager_host_argument",
+                f"H2D upload of {event.bytes} bytes, a host argument of the next launch "
+                f"{consumer.hlo_module}/{consumer.hlo_op}",
+                consumer.hlo_module,
+                consumer.hlo_op,
+                primitive_of(consumer.hlo_module or ""),
+            )
         return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
     clusters = _clusters_for(event, clusters_by_module)
     if clusters is None:
@@ -301,6 +397,9 @@ def _attribute(
     )
 
 
+CONDITION_KERNEL = re.compile(r"^set_\w*condition$")
+
+
 def _in_command_buffer(
     event: DeviceEvent, op: str, clusters: Sequence[ClusterLike], primitive: str | None
 ) -> Attribution:
@@ -310,6 +409,21 @@ def _in_command_buffer(
     if not members:
         members = list(clusters)
         scope = f"module {module} (the HLO does not say what {op} holds)"
+    if event.kind == "kernel" and CONDITION_KERNEL.match(event.name):
+        # CUDA-graph conditional nodes: XLA launches a small kernel that picks the branch or
+        # decides whether the loop goes on; it belongs to the conditional/while itself.
+        owners = [c for c in members if c.kind in ("conditional", "while")]
+        if len(owners) == 1:
+            return Attribution(
+                event,
+                True,
+                "command_buffer_condition",
+                f"kernel {event.name} evaluates the condition of {owners[0].kind} "
+                f"{owners[0].name} in {scope}",
+                module,
+                owners[0].name,
+                primitive,
+            )
     if event.kind == "kernel" and not is_library_kernel(event.name):
         for cluster in members:
             if kernel_name(cluster.name) == event.name:
@@ -350,11 +464,16 @@ def _in_command_buffer(
     )
 
 
+def _next_launch(event: DeviceEvent, window: Sequence[DeviceEvent]) -> DeviceEvent | None:
+    """Returns the first event of an XLA program that starts after `event` ends."""
+    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
+    return min(later, key=lambda e: e.start_ns, default=None)
+
+
 def _no_module_reason(event: DeviceEvent, window: Sequence[DeviceEvent]) -> str:
     if event.kind != "memcpy":
         return f"{event.kind} {event.name} carries no hlo_module stat"
-    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
-    consumer = min(later, key=lambda e: e.start_ns, default=None)
+    consumer = _next_launch(event, window)
     hint = (
         f"; the next launch is {consumer.hlo_module}/{consumer.hlo_op}"
         if consumer is not None

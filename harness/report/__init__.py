@@ -1,1 +1,19 @@
-"""report stage of the harness pipeline."""
+"""Report stage: renders a saved run folder to report.md, report.html and plots/.
+
+`write_report(workdir)` is the entry point run.py calls at the end of a run; it reads only the
+run's files and never imports jax.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_report(workdir: Path) -> Path:
+    """Writes the run's report files; returns the path of report.md."""
+    from harness.report.markdown import write_report as _write
+
+    return _write(workdir)
+
+
+__all__ = ["write_report"]

@@ -1,4 +1,8 @@
-"""report.md: one table comparing every variant with the matmul_only lower bound."""
+"""write_report(workdir): report.md, report.html, plots/ and the indexes of a saved run.
+
+Reads only files in the run folder (and never imports jax), so a report can be rendered again
+from a saved run at any time: `python -m harness.report --run=results/gelu/latest`.
+"""
 
 from __future__ import annotations
 
@@ -6,54 +10,59 @@ from pathlib import Path
 from typing import Any
 
 from harness import io
+from harness.report import ceilings as ceilings_mod
+from harness.report import data, doc, index, observations, plots, sections
 
 
-def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1e3:.3f}"
+def resolve_ceilings(run: data.RunData) -> dict[str, Any]:
+    """Returns the run's ceilings: ceilings.json, else known constants, else a CPU calibration now.
 
-
-def _s(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds:.3f}"
-
-
-def summary_table(variants: dict[str, dict[str, Any]]) -> list[str]:
-    """Returns the markdown rows of the variant table."""
-    bound = variants.get("matmul_only", {}).get("step_time_median_s")
-    rows = [
-        "| variant | status | step median ms (p10–p90) | × matmul_only | first call s | compile s | recompile s | numerics |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, r in variants.items():
-        median = r.get("step_time_median_s")
-        ratio = f"{median / bound:.2f}" if median and bound else "–"
-        spread = (
-            f"{_ms(median)} ({_ms(r.get('step_time_p10_s'))}–{_ms(r.get('step_time_p90_s'))})"
-            if median is not None
-            else "–"
+    A calibration made here (not at capture) is written to ceilings.json with a note saying so,
+    so the next rendering reuses it.
+    """
+    if run.ceilings:
+        return run.ceilings
+    known = ceilings_mod.known_ceilings(run.environment)
+    if known:
+        return known
+    if run.platform == "cpu":
+        measured = ceilings_mod.calibrate_cpu()
+        measured["note"] = (
+            "ceilings.json was absent: the CPU ceiling was calibrated when the report was "
+            f"rendered ({measured['measured_at']}), not at capture"
         )
-        numerics = {True: "ok", False: "FAIL", None: "–"}[r.get("numerics_ok")]
-        status = r.get("status", "?")
-        if status != "ok" and r.get("reason"):
-            status += f": {r['reason']}"
-        rows.append(
-            f"| {name} | {status} | {spread} | {ratio} | {_s(r.get('first_call_s'))} | {_s(r.get('compile_s'))} "
-            f"| {_s(r.get('recompile_s'))} | {numerics} |"
-        )
-    return rows
+        io.write_json(run.path / "ceilings.json", measured)
+        return measured
+    return {}
+
+
+def render(
+    run: data.RunData, ceilings: dict[str, Any], plot_outcomes: tuple[plots.PlotOutcome, ...]
+) -> tuple[str, str]:
+    """Returns (markdown, html) of the report: two renderings of the same blocks."""
+    texts = observations.read_emitter_texts(run)
+    obs = observations.all_observations(run, texts)
+    blocks = sections.report_blocks(run, obs, plot_outcomes, ceilings)
+    title = f"{run.experiment} {run.run_id}"
+    return doc.to_markdown(blocks), doc.to_html(blocks, title)
 
 
 def write_report(workdir: Path) -> Path:
-    """Writes report.md from summary.json and manifest.json; returns its path."""
-    summary = io.read_json(workdir / "summary.json")
-    manifest = io.read_json(workdir / "manifest.json")
-    env = manifest["environment"]
-    lines = [
-        f"# {summary['experiment']}: run {manifest['run_id']}",
-        "",
-        f"{env['device_kind']} ({env['platform']}), jax {env['jax']}, jaxlib {env['jaxlib']}, flax {env['flax']}, "
-        f"Python {env['python']}.",
-        "",
-        *summary_table(summary["variants"]),
-        "",
-    ]
-    return io.write_text(workdir / "report.md", "\n".join(lines))
+    """Writes report.md, report.html, plots/*.png|svg, the run's index.html and the results index.
+
+    The results index (<results>/index.html) is only rewritten when the run sits in the
+    <results>/<experiment>/<run_id> layout.
+
+    Returns the path of report.md (run.py prints it).
+    """
+    workdir = Path(workdir)
+    run = data.load_run(workdir)
+    ceilings = resolve_ceilings(run)
+    outcomes = plots.save_plots(run, ceilings, run.path / "plots")
+    md, html = render(run, ceilings, outcomes)
+    io.write_text(run.path / "report.html", html)
+    io.write_text(run.path / "report.md", md)
+    index.write_run_index(run.path)
+    if run.path.parent.name == run.experiment:  # laid out as <results>/<experiment>/<run_id>
+        index.write_results_index(run.path.parent.parent)
+    return workdir / "report.md"

@@ -1,0 +1,72 @@
+"""Number formatting shared by every table, so report.md and report.html print identical figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.data import MISSING
+
+
+def num(value: Any) -> float | None:
+    """Returns `value` as a float, or None when it is absent or not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def ms(seconds: Any) -> str:
+    v = num(seconds)
+    return MISSING if v is None else f"{v * 1e3:.3f} ms"
+
+
+def secs(seconds: Any) -> str:
+    v = num(seconds)
+    return MISSING if v is None else f"{v:.3f} s"
+
+
+def count(value: Any) -> str:
+    """Returns a per-step count: integers without decimals, fractions with one."""
+    v = num(value)
+    if v is None:
+        return MISSING
+    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
+
+
+def ratio(a: Any, b: Any) -> str:
+    x, y = num(a), num(b)
+    return MISSING if x is None or not y else f"{x / y:.2f}×"
+
+
+def si(value: Any, unit: str = "") -> str:
+    """Returns `value` with an SI prefix, e.g. 1.35e+11 FLOP -> '135 GFLOP'."""
+    v = num(value)
+    if v is None:
+        return MISSING
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+def tflops(value: Any) -> str:
+    v = num(value)
+    return MISSING if v is None else f"{v / 1e12:.3g}"
+
+
+def pct(value: Any) -> str:
+    v = num(value)
+    return MISSING if v is None else f"{v * 100:.1f}%"
+
+
+def sci(value: Any) -> str:
+    v = num(value)
+    return MISSING if v is None else f"{v:.2e}"
+
+
+def text(value: Any) -> str:
+    """Returns a short cell for any value: MISSING for None/empty, yes/no for booleans."""
+    if value is None or value == "" or value == [] or value == {}:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

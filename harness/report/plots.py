@@ -1,0 +1,355 @@
+"""The report's figures: each function takes run data and returns a matplotlib Figure.
+
+Functions are pure (no pyplot state, no files); `save_plots` at the edge writes PNG and SVG under
+plots/ and turns a figure whose data is missing into a note instead of a crash.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from harness.report import fmt
+from harness.report.data import RunData, VariantData
+
+PLOT_NAMES = ("launches", "step_time", "compile_time", "roofline", "timeline", "fusion_map")
+FORMATS = ("png", "svg")
+DPI = 110
+
+
+class NoData(Exception):
+    """The figure's data is absent from this run; the message says which."""
+
+
+@dataclass(frozen=True)
+class PlotOutcome:
+    """One plot's result: the files written (relative to the run) or why it was skipped."""
+
+    name: str
+    files: tuple[str, ...]
+    note: str = ""
+
+
+def _bar_axes(fig: Figure, names: list[str]) -> Any:
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return ax
+
+
+def _transfer_count(v: VariantData) -> float | None:
+    rows = v.get("transfers_per_step")
+    if not isinstance(rows, list):
+        return None
+    return sum(
+        fmt.num(r.get("count", r.get("count_per_step"))) or 0 for r in rows if isinstance(r, dict)
+    )
+
+
+def launches(run: RunData) -> Figure:
+    """Returns grouped bars: device kernels and transfers per step for each measured variant."""
+    vs = [v for v in run.variants if fmt.num(v.get("kernels_per_step")) is not None]
+    if not vs:
+        raise NoData("no variant has kernels_per_step")
+    fig = Figure(figsize=(8, 3.6), dpi=DPI, layout="constrained")
+    ax = _bar_axes(fig, [v.name for v in vs])
+    x = range(len(vs))
+    k = [fmt.num(v.get("kernels_per_step")) or 0 for v in vs]
+    t = [_transfer_count(v) or 0 for v in vs]
+    ax.bar([i - 0.2 for i in x], k, 0.4, label="kernels per step", color="#4472c4")
+    ax.bar([i + 0.2 for i in x], t, 0.4, label="transfers per step", color="#ed7d31")
+    for i, (a, b) in enumerate(zip(k, t, strict=True)):
+        ax.annotate(fmt.count(a), (i - 0.2, a), ha="center", va="bottom", fontsize=7)
+        ax.annotate(fmt.count(b), (i + 0.2, b), ha="center", va="bottom", fontsize=7)
+    ax.set_ylabel("per step")
+    ax.set_title(f"Launches and transfers per step ({run.platform})", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def step_time(run: RunData) -> Figure:
+    """Returns median step time bars with p10–p90 whiskers and the matmul_only bound as a line."""
+    vs = [v for v in run.variants if v.measured]
+    if not vs:
+        raise NoData("no variant has a step time")
+    fig = Figure(figsize=(8, 3.6), dpi=DPI, layout="constrained")
+    ax = _bar_axes(fig, [v.name for v in vs])
+    med = [v.get("step_time_median_s") * 1e3 for v in vs]
+    lo = [
+        m - (fmt.num(v.get("step_time_p10_s")) or m / 1e3) * 1e3
+        for m, v in zip(med, vs, strict=True)
+    ]
+    hi = [
+        (fmt.num(v.get("step_time_p90_s")) or m / 1e3) * 1e3 - m
+        for m, v in zip(med, vs, strict=True)
+    ]
+    colors = ["#a5a5a5" if v.name == "matmul_only" else "#4472c4" for v in vs]
+    ax.bar(range(len(vs)), med, color=colors, yerr=[lo, hi], capsize=3, ecolor="#333")
+    bound = run.variant("matmul_only")
+    if bound is not None and bound.measured:
+        b = bound.get("step_time_median_s") * 1e3
+        ax.axhline(b, color="#c00000", ls="--", lw=1, label=f"matmul_only {b:.3f} ms")
+        ax.legend(fontsize=8)
+    ax.set_ylabel("step time, ms (median, p10–p90)")
+    ax.set_title("Steady-state step time", fontsize=10)
+    return fig
+
+
+def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
+    """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
+    seg: dict[str, float] = {}
+    for key, label in (("trace_s", "trace"), ("lower_s", "lower")):
+        if fmt.num(v.get(key)) is not None:
+            seg[label] = float(v.get(key))
+    xla = fmt.num(v.get("xla_compile_s"))
+    by = v.get("compile_by_pipeline") if isinstance(v.get("compile_by_pipeline"), dict) else {}
+    if by:
+        for p in pipelines:
+            seg[f"XLA {p}"] = float(fmt.num(by.get(p)) or 0.0)
+        other = sum(float(fmt.num(s) or 0) for p, s in by.items() if p not in pipelines)
+        seg["XLA other pipelines"] = other
+        if xla is not None:
+            seg["rest of XLA compile"] = max(
+                0.0, xla - sum(float(fmt.num(s) or 0) for s in by.values())
+            )
+    elif xla is not None:
+        seg["XLA compile"] = xla
+    return seg
+
+
+def top_pipelines(run: RunData, n: int = 5) -> list[str]:
+    """Returns the `n` XLA pipelines with the largest compile time summed over variants."""
+    total: dict[str, float] = {}
+    for v in run.variants:
+        by = v.get("compile_by_pipeline")
+        if isinstance(by, dict):
+            for p, s in by.items():
+                total[p] = total.get(p, 0.0) + (fmt.num(s) or 0.0)
+    return sorted(total, key=lambda p: -total[p])[:n]
+
+
+def compile_time(run: RunData) -> Figure:
+    """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline."""
+    pipes = top_pipelines(run)
+    rows = [(v.name, compile_segments(v, pipes)) for v in run.variants]
+    rows = [(n, s) for n, s in rows if s]
+    if not rows:
+        raise NoData("no variant has trace_s, lower_s or xla_compile_s")
+    labels: list[str] = []
+    for _, s in rows:
+        labels += [k for k in s if k not in labels]
+    fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
+    ax = _bar_axes(fig, [n for n, _ in rows])
+    cmap = matplotlib.colormaps["tab10"]
+    bottom = [0.0] * len(rows)
+    for j, label in enumerate(labels):
+        vals = [s.get(label, 0.0) * 1e3 for _, s in rows]
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 10))
+        bottom = [b + x for b, x in zip(bottom, vals, strict=True)]
+    ax.set_ylabel("compile time, ms")
+    ax.set_title("First-call compile time by phase", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def _intensity(v: VariantData) -> float | None:
+    ai = fmt.num(v.get("arithmetic_intensity"))
+    if ai is None:
+        f, b = fmt.num(v.get("flops")), fmt.num(v.get("bytes"))
+        ai = f / b if f and b else None
+    return ai
+
+
+def roofline(run: RunData, ceilings: dict[str, Any]) -> Figure:
+    """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under the ceilings."""
+    pts = [
+        (v.name, _intensity(v), fmt.num(v.get("achieved_flops_per_s")))
+        for v in run.variants
+        if v.measured
+    ]
+    pts = [(n, ai, f) for n, ai, f in pts if ai and f]
+    if not pts:
+        raise NoData("no variant has both arithmetic_intensity and achieved_flops_per_s")
+    peak, bw = fmt.num(ceilings.get("peak_flops_per_s")), fmt.num(ceilings.get("peak_bytes_per_s"))
+    fig = Figure(figsize=(7, 4.2), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [ai for _, ai, _ in pts]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    if peak and bw:
+        lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
+        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.plot(
+            grid,
+            [min(peak, bw * x) for x in grid],
+            color="#c00000",
+            lw=1.5,
+            label=f"ceiling: {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",
+        )
+    for name, ai, f in pts:
+        ax.scatter([ai], [f], s=25, zorder=3)
+        ax.annotate(name, (ai, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("arithmetic intensity, FLOP/byte")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.grid(True, which="both", alpha=0.25)
+    src = ceilings.get("source", "no ceilings known")
+    ax.set_title(f"Roofline ({run.platform}); ceilings {src[:70]}", fontsize=8)
+    if peak and bw:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def step_events(v: VariantData) -> tuple[list[dict[str, Any]], str]:
+    """Returns one step's device events (the second marked step when there are several)."""
+    steps = sorted({r["step"] for r in v.kernels if isinstance(r.get("step"), int)})
+    if steps:
+        step = steps[1] if len(steps) > 1 else steps[0]
+        return [r for r in v.kernels if r.get("step") == step], f"step {step}"
+    return list(v.kernels), "whole profile"
+
+
+def timeline(run: RunData) -> Figure:
+    """Returns an Nsight-style Gantt per variant: one step's events on their streams.
+
+    Events are coloured by cluster; the grey band is the median wall step, so the uncovered part
+    of it is the host gap.
+    """
+    rows = []
+    for v in run.variants:
+        evs, label = step_events(v)
+        evs = [
+            e
+            for e in evs
+            if fmt.num(e.get("start_ns")) is not None and fmt.num(e.get("duration_ns")) is not None
+        ]
+        if evs:
+            rows.append((v, evs, label))
+    if not rows:
+        raise NoData("no variant has kernels.json events")
+    clusters = sorted({str(e.get("cluster") or e.get("name")) for _, evs, _ in rows for e in evs})
+    cmap = matplotlib.colormaps["tab20"]
+    color = {c: cmap(i % 20) for i, c in enumerate(clusters)}
+    fig = Figure(figsize=(9, 1.0 + 1.1 * len(rows)), dpi=DPI, layout="constrained")
+    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    for ax, (v, evs, label) in zip(axes, rows, strict=True):
+        t0 = min(e["start_ns"] for e in evs)
+        streams = sorted({str(e.get("stream", "")) for e in evs})
+        for e in evs:
+            y = streams.index(str(e.get("stream", "")))
+            c = color[str(e.get("cluster") or e.get("name"))]
+            ax.barh(
+                y,
+                e["duration_ns"] / 1e3,
+                left=(e["start_ns"] - t0) / 1e3,
+                height=0.6,
+                color=c,
+                edgecolor="none",
+            )
+        wall = fmt.num(v.get("step_time_median_s"))
+        if wall:
+            ax.axvspan(0, wall * 1e6, color="#dddddd", alpha=0.5, zorder=0)
+        gap = fmt.num(v.get("host_gap_per_step_s"))
+        note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
+        ax.set_yticks(range(len(streams)))
+        ax.set_yticklabels([s[:22] for s in streams], fontsize=6)
+        ax.set_title(f"{v.name} ({label}, {len(evs)} events){note}", fontsize=8, loc="left")
+        ax.tick_params(axis="x", labelsize=7)
+    axes[-1].set_xlabel("µs from the step's first device event (grey: median wall step)")
+    shown = clusters[:12]
+    fig.legend(
+        handles=[Patch(color=color[c], label=c[:30]) for c in shown],
+        fontsize=6,
+        loc="outside right upper",
+    )
+    return fig
+
+
+def fusion_partner(run: RunData) -> VariantData | None:
+    """Returns the variant shown beside the baseline in the fusion map."""
+    prefs = ("xla_no_fusion", "xla_library_epilogue", "xla_exact_gelu", "eager")
+    cands = [v for v in run.variants if v.name != run.baseline and v.reverse_map()]
+    return next((v for p in prefs for v in cands if v.name == p), cands[0] if cands else None)
+
+
+def fusion_map(run: RunData) -> Figure:
+    """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
+    base = run.variant(run.baseline)
+    panels = [v for v in (base, fusion_partner(run)) if v is not None and v.reverse_map()]
+    if not panels:
+        raise NoData("no fusions.json reverse map for the baseline or any other variant")
+    height = max(len(v.reverse_map()) for v in panels)
+    fig = Figure(figsize=(5.2 * len(panels), 1.2 + 0.22 * height), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, v in zip(axes, panels, strict=True):
+        m = v.reverse_map()
+        ops = list(m)
+        clusters: list[str] = []
+        for cs in m.values():
+            clusters += [c for c in cs if c not in clusters]
+        for i, op in enumerate(ops):
+            for c in m[op]:
+                ax.scatter([clusters.index(c)], [i], s=40, color="#4472c4")
+            if not m[op]:
+                ax.annotate("folded away", (0, i), fontsize=6, color="#888", va="center")
+        ax.set_yticks(range(len(ops)))
+        ax.set_yticklabels([o[:38] for o in ops], fontsize=6)
+        ax.set_xticks(range(len(clusters)))
+        ax.set_xticklabels([c[:24] for c in clusters], rotation=45, ha="right", fontsize=6)
+        ax.set_xlim(-0.5, max(len(clusters), 1) - 0.5)
+        ax.invert_yaxis()
+        ax.grid(alpha=0.25)
+        ax.set_title(f"{v.name}: {len(ops)} ops → {len(clusters)} clusters", fontsize=9)
+    return fig
+
+
+def plot_functions(ceilings: dict[str, Any]) -> dict[str, Callable[[RunData], Figure]]:
+    """Returns each plot's name and the function that draws it."""
+    return {
+        "launches": launches,
+        "step_time": step_time,
+        "compile_time": compile_time,
+        "roofline": lambda run: roofline(run, ceilings),
+        "timeline": timeline,
+        "fusion_map": fusion_map,
+    }
+
+
+def save_plots(run: RunData, ceilings: dict[str, Any], out: Path) -> tuple[PlotOutcome, ...]:
+    """Writes plots/<name>.png and .svg for every plot with data; returns what happened to each.
+
+    Stale files of a skipped plot are removed, so the folder always matches the report.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name, fn in plot_functions(ceilings).items():
+        try:
+            fig = fn(run)
+        except NoData as e:
+            results.append(PlotOutcome(name, (), f"skipped: {e}"))
+        except Exception as e:  # a plot must never break the report
+            last = traceback.format_exception_only(e)[-1].strip()
+            results.append(PlotOutcome(name, (), f"skipped: the plot failed ({last})"))
+        else:
+            files = []
+            for ext in FORMATS:
+                path = out / f"{name}.{ext}"
+                tmp = out / f".{name}.tmp.{ext}"
+                fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
+                tmp.replace(path)
+                files.append(f"{out.name}/{path.name}")
+            results.append(PlotOutcome(name, tuple(files)))
+            continue
+        for ext in FORMATS:
+            (out / f"{name}.{ext}").unlink(missing_ok=True)
+    return tuple(results)

@@ -1,0 +1,108 @@
+"""The analysis stage on a real tiny CPU run: clusters, kernels, compile passes, divergence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+JIT = [
+    "xla",
+    "xla_no_fusion",
+    "xla_exact_gelu",
+    "xla_host_callback",
+    "xla_mixed_dtype",
+    "xla_flax_linen",
+    "xla_flax_nnx",
+    "xla_lax_cond",
+    "matmul_only",
+]
+
+
+def summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())["variants"]
+
+
+def read(run: Path, variant: str, name: str) -> dict:
+    return json.loads((run / "variants" / variant / name).read_text())
+
+
+@pytest.mark.parametrize("name", JIT)
+def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
+    r = summary(cpu_run)[name]
+    assert r["matched_fraction"] == 1.0, read(cpu_run, name, "kernels.json")["match"]["unmatched"]
+    assert r["analysis_errors"] == []
+    events = read(cpu_run, name, "kernels.json")["events"]
+    clusters = {
+        c["name"] for m in read(cpu_run, name, "fusions.json")["modules"] for c in m["clusters"]
+    }
+    assert events and all(e["cluster"] in clusters for e in events)
+    assert r["kernels_per_step"] == len(events) / 2  # profile.steps=2 in the tiny run
+
+
+def test_eager_launches_more_kernels_than_the_fused_program(cpu_run):
+    s = summary(cpu_run)
+    assert s["eager"]["kernels_per_step"] >= 3
+    assert s["eager"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
+    assert s["eager"]["matched_fraction"] == 1.0
+    primitives = {e["primitive"] for e in read(cpu_run, "eager", "kernels.json")["events"]}
+    assert {"tanh", "integer_pow", "add", "multiply"} <= primitives
+
+
+def test_no_fusion_launches_one_kernel_per_elementwise_op(cpu_run):
+    s = summary(cpu_run)
+    assert s["xla_no_fusion"]["fusion_count"] > s["xla"]["fusion_count"]
+    assert s["xla_no_fusion"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
+
+
+def test_host_callback_splits_the_compiled_program(cpu_run):
+    s = summary(cpu_run)
+    clusters = [
+        c
+        for m in read(cpu_run, "xla_host_callback", "fusions.json")["modules"]
+        for c in m["clusters"]
+    ]
+    assert any("callback" in (c["target"] or "") for c in clusters)
+    assert s["xla_host_callback"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
+
+
+def test_first_divergence_names_the_stage_that_explains_each_variant(cpu_run):
+    s = summary(cpu_run)
+    assert s["xla"]["first_divergence"] is None  # the baseline
+    exact = s["xla_exact_gelu"]["first_divergence"]
+    assert exact["stage"] == "jaxpr" and "tanh" in exact["detail"] and "erf" in exact["detail"]
+    nofusion = s["xla_no_fusion"]["first_divergence"]
+    assert nofusion["stage"] == "passes" and "fusion" in nofusion["detail"]
+    assert s["xla_mixed_dtype"]["first_divergence"]["stage"] == "jaxpr"
+    assert s["matmul_only"]["first_divergence"]["stage"] == "jaxpr"
+    for name in JIT[1:]:
+        assert s[name]["first_divergence"]["detail"], name
+
+
+def test_reverse_map_places_every_gelu_op(cpu_run):
+    fusions = read(cpu_run, "xla", "fusions.json")
+    (module,) = fusions["modules"]
+    rmap = module["reverse_map"]
+    tanh = [held for op, held in rmap.items() if "/tanh" in op]
+    assert tanh and all(held for held in tanh)
+    dots = [held for op, held in rmap.items() if "dot_general" in op]
+    assert dots and all(held for held in dots)
+
+
+def test_compile_time_is_broken_down_by_pass(cpu_run):
+    r = summary(cpu_run)["xla"]
+    assert r["xla_compile_top_passes"], r
+    compile_doc = read(cpu_run, "xla", "compile.json")
+    first = compile_doc["first_call"]
+    assert first["total_compile_s"] > 0
+    assert first["passes_total_s"] <= first["total_compile_s"]
+    assert "recompile" in compile_doc and compile_doc["recompile"]["total_compile_s"] > 0
+    assert r["recompile_fusion_changed"] is False  # halving m does not change what fuses
+
+
+def test_cost_model_counts_the_gemm(cpu_run):
+    r = summary(cpu_run)["matmul_only"]
+    assert r["flops"] == 2 * 16 * 32 * 32
+    assert summary(cpu_run)["xla"]["flops"] > r["flops"]
+    assert summary(cpu_run)["xla"]["arithmetic_intensity"] > 0

@@ -1,0 +1,204 @@
+"""The report stage on real tiny CPU runs: files, figures, verdicts, comparison, robustness."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness.report import compare, data, observations, plots, write_report
+from harness.report.observations import NOT_HERE, NOT_MEASURED, YES
+from tests.conftest import REPO, TINY, run_harness
+
+EXPECTED_PLOTS = {f"{n}.{ext}" for n in plots.PLOT_NAMES for ext in plots.FORMATS}
+
+
+@pytest.fixture(scope="module")
+def rendered(cpu_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tiny run, laid out as <results>/gelu/<run_id>, its report rendered again."""
+    root = tmp_path_factory.mktemp("report_results")
+    run = root / "gelu" / cpu_run.name
+    shutil.copytree(cpu_run, run, symlinks=True)
+    for stale in ("report.md", "report.html", "index.html"):
+        (run / stale).unlink(missing_ok=True)
+    shutil.rmtree(run / "plots", ignore_errors=True)
+    write_report(run)
+    return run
+
+
+class _Tables(HTMLParser):
+    """Collects the text of every table cell, row by row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, text: str) -> None:
+        if self.cell is not None:
+            self.cell.append(text)
+
+
+def md_tables(text: str) -> list[list[list[str]]]:
+    """Returns every Markdown table's rows of cells, separator rows left out."""
+    tables: list[list[list[str]]] = []
+    previous = False
+    for line in text.splitlines():
+        is_row = line.startswith("| ")
+        if is_row:
+            if not previous:
+                tables.append([])
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            tables[-1].append([re.sub(r"`([^`]*)`", r"\1", c) for c in cells])
+        elif line.startswith("|---"):
+            is_row = True
+        previous = is_row
+    return tables
+
+
+def test_plots_are_exactly_the_six_figures_in_png_and_svg(rendered):
+    assert {p.name for p in (rendered / "plots").iterdir()} == EXPECTED_PLOTS
+    html = (rendered / "report.html").read_text()
+    for name in plots.PLOT_NAMES:
+        assert f'src="plots/{name}.png"' in html
+        assert f"](plots/{name}.png)" in (rendered / "report.md").read_text()
+
+
+def test_markdown_and_html_state_the_same_figures(rendered):
+    parser = _Tables()
+    parser.feed((rendered / "report.html").read_text())
+    md = md_tables((rendered / "report.md").read_text())
+    assert len(md) == len(parser.tables) and md
+    assert md == parser.tables
+    summary = md[0]
+    assert summary[0][0] == "variant" and len(summary) == 1 + 12
+    xla = next(r for r in summary if r[0] == "xla")
+    record = json.loads((rendered / "summary.json").read_text())["variants"]["xla"]
+    assert f"{record['step_time_median_s'] * 1e3:.3f} ms" in xla[4]
+    assert xla[2] == f"{record['kernels_per_step']:.0f}"
+
+
+def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
+    run = data.load_run(rendered)
+    got = {
+        o.key: o for o in observations.all_observations(run, observations.read_emitter_texts(run))
+    }
+    assert {k: o.verdict for k, o in got.items()} == {
+        "eager_launches": NOT_HERE,  # ≥ 3 launches, but the CPU has nothing to transfer
+        "first_call_pause": YES,
+        "library_epilogue": YES,  # fewer kernels than eager
+        "new_shape_pause": YES,
+        "host_callback_split": YES,
+        "cache_miss_log": YES,
+        "later_ir_names_hardware": NOT_HERE,  # LLVM loops only
+        "flops_counted": YES,
+    }
+    assert "now f32[8,32] and before f32[16,32]" in got["cache_miss_log"].evidence[0]
+    assert "br label" in got["later_ir_names_hardware"].quote
+    md = (rendered / "report.md").read_text()
+    assert md.count("reproduced: ") == 8
+
+
+def test_ladder_links_point_at_real_files(rendered):
+    html = (rendered / "report.html").read_text()
+    links = re.findall(r'href="(variants/[^"]+)"', html)
+    assert len(links) > 40
+    for link in links:
+        assert (rendered / link).exists(), link
+
+
+def test_indexes_list_the_run(rendered):
+    index = (rendered.parent.parent / "index.html").read_text()
+    assert f"gelu/{rendered.name}/report.html" in index
+    run_index = (rendered / "index.html").read_text()
+    assert 'href="report.html"' in run_index and 'href="plots/timeline.png"' in run_index
+
+
+def test_rerender_never_imports_jax(rendered):
+    code = (
+        "import sys; from harness.report.__main__ import main; "
+        f"rc = main(['--run={rendered}']); "
+        "assert 'jax' not in sys.modules, 'jax was imported'; sys.exit(rc)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"report: {rendered}/report.md" in proc.stdout
+
+
+def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_path):
+    run = tmp_path / "gelu" / "bare"
+    shutil.copytree(rendered, run, symlinks=True)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["variants"] = {
+        "xla": {"status": "ok", "step_time_median_s": 0.001},
+        "eager": {},
+        "matmul_only": {"status": "failed", "reason": "boom"},
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    for name in ("fusions.json", "kernels.json"):
+        for p in run.glob(f"variants/*/{name}"):
+            p.unlink()
+    (run / "manifest.json").write_text("{}")
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "reproduced: not measured" in md
+    for name in ("launches", "roofline", "timeline", "fusion_map", "compile_time"):
+        assert f"**{name}**: skipped: " in md
+    assert {p.name for p in (run / "plots").iterdir()} == {"step_time.png", "step_time.svg"}
+
+
+def test_observations_on_an_empty_run_are_not_measured(tmp_path):
+    run = data.RunData(path=tmp_path, manifest={}, experiment="x", baseline="xla", variants=())
+    verdicts = {o.verdict for o in observations.all_observations(run, {})}
+    assert verdicts == {NOT_MEASURED}
+
+
+@pytest.fixture(scope="module")
+def fast_math_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second tiny run of three variants with one XLA option changed on xla."""
+    root = tmp_path_factory.mktemp("fast_math")
+    proc = run_harness(
+        "--config=gelu.yaml",
+        *TINY,
+        "--config.select=eager,xla,matmul_only",
+        "--config.variants.xla.xla_options.xla_cpu_enable_fast_math=true",
+        results_root=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return (root / "gelu" / "latest").resolve()
+
+
+def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
+    md, html = compare.compare_runs(rendered, fast_math_run, tmp_path / "cmp")
+    text = md.read_text()
+    assert "xla_cpu_enable_fast_math" in text
+    table = next(t for t in md_tables(text) if t[0][:2] == ["variant", "clusters"])
+    rows = {r[0]: r for r in table[1:]}
+    assert set(rows) == {"eager", "xla", "matmul_only"}
+    # the option reaches XLA as a compile option, not in the traced program: jaxpr and
+    # StableHLO agree, so the first difference is at or after hlo_before
+    assert rows["xla"][6] not in ("jaxpr", "stablehlo")
+    assert "<table>" in html.read_text()
