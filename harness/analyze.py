@@ -10,7 +10,6 @@ a cluster of those modules and writes `<out>/kernels.json` (the whole profile is
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +128,7 @@ def analyze_dump(dump: Path, out: Path, module_re: str = "") -> list[ModuleResul
         before = [parse_file(files.before)] if files.before and files.before != files.after else []
         out_dir = out / files.key
         summary = analyze_modules([after], before, out_dir)
-        shutil.copyfile(files.after, out_dir / "hlo.txt")
+        io.copy_file(files.after, out_dir / "hlo.txt")
         results.append(ModuleResult(files.key, out_dir, summary, after.name))
     if not results:
         raise ValueError(f"{dump}: no module matches --module={module_re!r}")

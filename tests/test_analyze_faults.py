@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.test_profile_faults import PROFILE
+from test_profile_faults import PROFILE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
-from tests.conftest import run_harness
+from conftest import run_harness
 
 MINIMAL = """\
 experiment: t

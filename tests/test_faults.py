@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import REPO, TINY, run_harness
 
 from harness import io
-from tests.conftest import REPO, TINY, run_harness
 
 FINISHED = re.compile(r"^\[(\d+)/(\d+)\] (\S+)\s+(ok|failed|skipped)\b")
 

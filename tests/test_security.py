@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import REPO, run_harness
 
 from harness import io
 from harness.config import ConfigError, load
 from harness.run import _fresh_variant_dir
-from tests.conftest import REPO, run_harness
 
 HARNESS = REPO / "harness"
 SOURCES = sorted(HARNESS.rglob("*.py"))
