@@ -44,8 +44,13 @@ def options_to_check(exp: Experiment) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _child_env() -> dict[str, str]:
-    """The environment for the child: this one, without the harness's eager dump folder."""
+    """The environment for the child: this one, on the CPU, without the eager dump folder.
+
+    Option names and types live in one DebugOptions proto for every backend, so the CPU
+    checks them; and a child on the GPU would contend with the parent for device memory.
+    """
     env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     folder = environment.process_dump_dir()
