@@ -84,9 +84,15 @@ def _pause(run: RunData, key: str, claim: str, field: str, label: str) -> Observ
         return _missing(key, claim, f"{field} and step time for the baseline")
     pause, step = float(v.get(field)), float(v.get("step_time_median_s"))
     factor = pause / step
+    compile_line = (
+        f"{v.get('recompile_backend_compiles')} XLA compile(s) for the new shape, "
+        f"{fmt.secs(v.get('recompile_xla_compile_s'))}"
+        if field == "recompile_s"
+        else f"compile {fmt.secs(v.get('compile_s'))}, of which XLA {fmt.secs(v.get('xla_compile_s'))}"
+    )
     ev = (
         f"{v.name}: {label} {fmt.ms(pause)} = {factor:.0f}× the median step {fmt.ms(step)}",
-        f"compile {fmt.secs(v.get('compile_s'))}, of which XLA {fmt.secs(v.get('xla_compile_s'))}",
+        compile_line,
     )
     return Observation(key, claim, YES if factor >= PAUSE_FACTOR else NO, ev)
 
