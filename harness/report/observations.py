@@ -85,7 +85,7 @@ def _pause(run: RunData, key: str, claim: str, field: str, label: str) -> Observ
     pause, step = float(v.get(field)), float(v.get("step_time_median_s"))
     factor = pause / step
     compile_line = (
-        f"{v.get('recompile_backend_compiles')} XLA compile(s) for the new shape, "
+        f"{v.get('recompile_backend_compiles')} XLA compilations for the new shape, "
         f"{fmt.secs(v.get('recompile_xla_compile_s'))}"
         if field == "recompile_s"
         else f"compile {fmt.secs(v.get('compile_s'))}, of which XLA {fmt.secs(v.get('xla_compile_s'))}"
