@@ -84,6 +84,15 @@ def divergence(v: VariantData, baseline: str) -> str:
     return fmt.text(d)
 
 
+def same_size(v: VariantData, bound: VariantData | None) -> bool:
+    """True when the bound ran the same m, k, n and batch, so a time ratio means something."""
+    if bound is None:
+        return False
+    dims = ("m", "k", "n", "batch")
+    a, b = v.get("problem") or {}, bound.get("problem") or {}
+    return all(a.get(d) == b.get(d) for d in dims)
+
+
 def summary_row(
     v: VariantData, bound: VariantData | None, run: RunData, ceilings: dict[str, Any]
 ) -> tuple[str, ...]:
@@ -103,7 +112,7 @@ def summary_row(
         fmt.count(v.get("kernels_per_step")),
         transfers(v),
         spread,
-        fmt.ratio(med, bound.get("step_time_median_s") if bound else None),
+        fmt.ratio(med, bound.get("step_time_median_s") if same_size(v, bound) else None),
         fmt.secs(v.get("first_call_s")),
         fmt.secs(v.get("compile_s")),
         fmt.secs(v.get("recompile_s")),
@@ -340,7 +349,10 @@ def report_blocks(
         ),
         Heading(2, "Summary", "summary"),
         summary_table(run, ceilings),
-        Para(f'Ratios are against `matmul_only`; "{MISSING}" means the run has no such figure.'),
+        Para(
+            f"Ratios are against `matmul_only`, for variants of the same size; "
+            f'"{MISSING}" means the run has no such figure.'
+        ),
         *observation_blocks(obs),
         *plot_blocks(plots),
         Heading(2, "Variants", "variants"),
