@@ -115,7 +115,7 @@ def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
         "flops_counted": YES,
     }
     assert "now f32[8,32] and before f32[16,32]" in got["cache_miss_log"].evidence[0]
-    assert "br label" in got["later_ir_names_hardware"].quote
+    assert "phi i64" in got["later_ir_names_hardware"].quote
     md = (rendered / "report.md").read_text()
     assert md.count("reproduced: ") == 8
 

@@ -22,6 +22,7 @@ class Stage:
     stage: str
     path: str
     is_dir: bool
+    exists: bool = True
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
                 stage=str(s.get("stage", s["path"])),
                 path=f"variants/{name}/ir/{s['path']}",
                 is_dir=target.is_dir(),
+                exists=target.exists(),
             )
         )
     return tuple(sorted(out, key=lambda s: s.order))

@@ -187,20 +187,21 @@ def cache_miss_explains(run: RunData) -> Observation:
 
 # What a later IR says about loops, thread blocks and memory spaces, by stage.
 IR_PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
+    # A PTX `bra` may be a plain branch, so loops come from Triton's scf.for and LLVM's loop
+    # metadata or phi nodes only. Triton comes first so quotes prefer the highest-level IR.
     "loops": (
-        ("ptx", r"^\s*\$?L__BB\w*:|bra(\.uni)?\s"),
-        ("llvm", r"br label|llvm\.loop|\bphi\b"),
         ("triton", r"scf\.for"),
+        ("llvm", r"llvm\.loop|\bphi\b"),
     ),
     "thread blocks": (
+        ("triton", r"tt\.get_program_id"),
         ("ptx", r"%tid\.[xyz]|%ctaid\.[xyz]"),
         ("llvm", r"nvvm\.read\.ptx\.sreg\.(tid|ctaid)"),
-        ("triton", r"tt\.get_program_id"),
     ),
     "memory spaces": (
+        ("triton", r"ttg\.local_alloc|#smem|shared"),
         ("ptx", r"\.shared|\.global|ld\.shared|st\.shared"),
         ("llvm", r"addrspace\(3\)|addrspace\(1\)"),
-        ("triton", r"ttg\.local_alloc|#smem|shared"),
     ),
 }
 
@@ -287,7 +288,7 @@ EMITTER_STAGES = ("triton", "llvm", "ptx")
 
 
 def read_emitter_texts(
-    run: RunData, limit: int = 2_000_000, per_stage: int = 4
+    run: RunData, limit: int = 500_000, per_stage: int = 200
 ) -> dict[str, list[tuple[str, str]]]:
     """Reads (at the edge) the first `limit` characters of up to `per_stage` files per emitter stage.
 

@@ -210,6 +210,8 @@ def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
     if v.stages:
         items = tuple(
             f"{s.order:02d} `{s.stage}`: [{s.path}]({s.path}{'/' if s.is_dir else ''})"
+            if s.exists
+            else f"{s.order:02d} `{s.stage}`: {s.path} (not kept in this copy of the run)"
             for s in v.stages
         )
         out += [Para("IR ladder:"), Bullets(items)]
