@@ -1,0 +1,40 @@
+module @jit_gelu_linear attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<8192x8192xbf16>, %arg1: tensor<8192x8192xbf16>, %arg2: tensor<8192xbf16>) -> (tensor<8192x8192xbf16> {jax.result_info = "result"}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<8192x8192xbf16>, tensor<8192x8192xbf16>) -> tensor<8192x8192xbf16>
+    %1 = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<8192xbf16>) -> tensor<1x8192xbf16>
+    %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<1x8192xbf16>) -> tensor<8192x8192xbf16>
+    %3 = stablehlo.add %0, %2 : tensor<8192x8192xbf16>
+    %4 = stablehlo.convert %3 : (tensor<8192x8192xbf16>) -> tensor<8192x8192xf32>
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %5 = stablehlo.reduce(%4 init: %cst) applies stablehlo.add across dimensions = [0, 1] : (tensor<8192x8192xf32>, tensor<f32>) -> tensor<f32>
+    %cst_0 = stablehlo.constant dense<0x4C800000> : tensor<f32>
+    %6 = stablehlo.divide %5, %cst_0 : tensor<f32>
+    %7 = stablehlo.convert %6 : (tensor<f32>) -> tensor<bf16>
+    %cst_1 = stablehlo.constant dense<0.000000e+00> : tensor<bf16>
+    %8 = stablehlo.compare GT, %7, %cst_1, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>
+    %9 = stablehlo.convert %8 : (tensor<i1>) -> tensor<i32>
+    %10 = "stablehlo.case"(%9) ({
+      stablehlo.return %3 : tensor<8192x8192xbf16>
+    }, {
+      %11 = stablehlo.multiply %3, %3 : tensor<8192x8192xbf16>
+      %12 = stablehlo.multiply %11, %3 : tensor<8192x8192xbf16>
+      %cst_2 = stablehlo.constant dense<4.467770e-02> : tensor<bf16>
+      %13 = stablehlo.broadcast_in_dim %cst_2, dims = [] : (tensor<bf16>) -> tensor<8192x8192xbf16>
+      %14 = stablehlo.multiply %13, %12 : tensor<8192x8192xbf16>
+      %15 = stablehlo.add %3, %14 : tensor<8192x8192xbf16>
+      %cst_3 = stablehlo.constant dense<7.968750e-01> : tensor<bf16>
+      %16 = stablehlo.broadcast_in_dim %cst_3, dims = [] : (tensor<bf16>) -> tensor<8192x8192xbf16>
+      %17 = stablehlo.multiply %16, %15 : tensor<8192x8192xbf16>
+      %18 = stablehlo.tanh %17 : tensor<8192x8192xbf16>
+      %cst_4 = stablehlo.constant dense<1.000000e+00> : tensor<bf16>
+      %19 = stablehlo.broadcast_in_dim %cst_4, dims = [] : (tensor<bf16>) -> tensor<8192x8192xbf16>
+      %20 = stablehlo.add %19, %18 : tensor<8192x8192xbf16>
+      %cst_5 = stablehlo.constant dense<5.000000e-01> : tensor<bf16>
+      %21 = stablehlo.broadcast_in_dim %cst_5, dims = [] : (tensor<bf16>) -> tensor<8192x8192xbf16>
+      %22 = stablehlo.multiply %21, %20 : tensor<8192x8192xbf16>
+      %23 = stablehlo.multiply %3, %22 : tensor<8192x8192xbf16>
+      stablehlo.return %23 : tensor<8192x8192xbf16>
+    }) : (tensor<i32>) -> tensor<8192x8192xbf16>
+    return %10 : tensor<8192x8192xbf16>
+  }
+}
