@@ -6,12 +6,14 @@ crash never leaves a half-written file behind.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +41,27 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def write_text(path: Path, text: str) -> Path:
-    """Writes `text` to `path` atomically; returns the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+@contextlib.contextmanager
+def _replacing(target: Path) -> Iterator[Path]:
+    """Yields a temporary path beside `target`; when the block succeeds it is synced to disk
+    and renamed over `target`, otherwise removed, so `target` is never half-written."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
+        yield Path(tmp)
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Writes `text` to `path` atomically; returns the path."""
+    with _replacing(path) as tmp:
+        tmp.write_text(text)
     return path
 
 
@@ -61,18 +71,9 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def copy_file(source: Path, target: Path) -> Path:
-    """Copies `source` to `target` atomically (temp file in target's folder, then rename)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
+    """Copies `source` to `target` atomically; returns the target."""
+    with _replacing(target) as tmp:
         shutil.copyfile(source, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return target
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,20 +25,45 @@ TINY = (
 )
 
 
+def harness_env() -> dict[str, str]:
+    """The environment a fresh `python -m harness` gets: the repo importable, no XLA_FLAGS."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+def harness_argv(*args: str, results_root: Path) -> list[str]:
+    return [sys.executable, "-m", "harness", f"--results_root={results_root}", *args]
+
+
 def run_harness(
     *args: str, results_root: Path, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """Runs `python -m harness` as a user would, in a fresh process, from the repo root."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("XLA_FLAGS", None)
     return subprocess.run(
-        [sys.executable, "-m", "harness", f"--results_root={results_root}", *args],
+        harness_argv(*args, results_root=results_root),
         cwd=REPO,
-        env=env,
+        env=harness_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def run_analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    """Runs `python -m harness.analyze` in a fresh process from the repo root."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.analyze", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def read_summary(run: Path) -> dict:
+    """Returns summary.json's variants of a run folder."""
+    return json.loads((run / "summary.json").read_text())["variants"]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import read_summary
 
 JIT = [
     "xla",
@@ -20,17 +21,13 @@ JIT = [
 ]
 
 
-def summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())["variants"]
-
-
 def read(run: Path, variant: str, name: str) -> dict:
     return json.loads((run / "variants" / variant / name).read_text())
 
 
 @pytest.mark.parametrize("name", JIT)
 def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
-    r = summary(cpu_run)[name]
+    r = read_summary(cpu_run)[name]
     assert r["matched_fraction"] == 1.0, read(cpu_run, name, "kernels.json")["match"]["unmatched"]
     assert r["analysis_errors"] == []
     events = read(cpu_run, name, "kernels.json")["events"]
@@ -42,7 +39,7 @@ def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
 
 
 def test_eager_launches_more_kernels_than_the_fused_program(cpu_run):
-    s = summary(cpu_run)
+    s = read_summary(cpu_run)
     assert s["eager"]["kernels_per_step"] >= 3
     assert s["eager"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
     assert s["eager"]["matched_fraction"] == 1.0
@@ -51,13 +48,13 @@ def test_eager_launches_more_kernels_than_the_fused_program(cpu_run):
 
 
 def test_no_fusion_launches_one_kernel_per_elementwise_op(cpu_run):
-    s = summary(cpu_run)
+    s = read_summary(cpu_run)
     assert s["xla_no_fusion"]["fusion_count"] > s["xla"]["fusion_count"]
     assert s["xla_no_fusion"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
 
 
 def test_host_callback_splits_the_compiled_program(cpu_run):
-    s = summary(cpu_run)
+    s = read_summary(cpu_run)
     clusters = [
         c
         for m in read(cpu_run, "xla_host_callback", "fusions.json")["modules"]
@@ -68,7 +65,7 @@ def test_host_callback_splits_the_compiled_program(cpu_run):
 
 
 def test_first_divergence_names_the_stage_that_explains_each_variant(cpu_run):
-    s = summary(cpu_run)
+    s = read_summary(cpu_run)
     assert s["xla"]["first_divergence"] is None  # the baseline
     exact = s["xla_exact_gelu"]["first_divergence"]
     assert exact["stage"] == "jaxpr" and "tanh" in exact["detail"] and "erf" in exact["detail"]
@@ -91,7 +88,7 @@ def test_reverse_map_places_every_gelu_op(cpu_run):
 
 
 def test_compile_time_is_broken_down_by_pass(cpu_run):
-    r = summary(cpu_run)["xla"]
+    r = read_summary(cpu_run)["xla"]
     assert r["xla_compile_top_passes"], r
     compile_doc = read(cpu_run, "xla", "compile.json")
     first = compile_doc["first_call"]
@@ -102,7 +99,7 @@ def test_compile_time_is_broken_down_by_pass(cpu_run):
 
 
 def test_cost_model_counts_the_gemm(cpu_run):
-    r = summary(cpu_run)["matmul_only"]
+    r = read_summary(cpu_run)["matmul_only"]
     assert r["flops"] == 2 * 16 * 32 * 32
-    assert summary(cpu_run)["xla"]["flops"] > r["flops"]
-    assert summary(cpu_run)["xla"]["arithmetic_intensity"] > 0
+    assert read_summary(cpu_run)["xla"]["flops"] > r["flops"]
+    assert read_summary(cpu_run)["xla"]["arithmetic_intensity"] > 0

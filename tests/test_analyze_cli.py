@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_analyze
 from hlo_helpers import H200, require_fixtures
 
-REPO = Path(__file__).resolve().parents[1]
 VARIANTS = sorted(p.name for p in H200.iterdir()) if H200.is_dir() else []
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.analyze", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     dump = require_fixtures() / variant / "dump"
     has_hlo = any(p.name.endswith("after_optimizations.txt") for p in dump.iterdir())
-    proc = _cli(f"--dump={dump}", f"--out={tmp_path}")
+    proc = run_analyze(f"--dump={dump}", f"--out={tmp_path}")
     if not has_hlo:  # eager and matmul_only dumps hold only a config.pbtxt
         assert proc.returncode == 2
         assert proc.stderr.strip() == f"{dump}: no HLO modules found"
@@ -50,12 +38,12 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
 
 def test_cli_module_filter_and_single_file(tmp_path: Path) -> None:
     dump = require_fixtures() / "jit_bf16_tanh_large" / "dump"
-    proc = _cli(f"--dump={dump}", f"--out={tmp_path}", "--module=module_5970")
+    proc = run_analyze(f"--dump={dump}", f"--out={tmp_path}", "--module=module_5970")
     assert proc.returncode == 0 and [p.name for p in tmp_path.iterdir()] == [
         "module_5970.jit_gelu_linear"
     ]
     one = next(dump.glob("module_5970.*.0034.*.txt"))
-    proc = _cli(f"--dump={one}", f"--out={tmp_path / 'one'}")
+    proc = run_analyze(f"--dump={one}", f"--out={tmp_path / 'one'}")
     assert proc.returncode == 0 and "module_5970" in proc.stdout
 
 
@@ -72,7 +60,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(kind: str, tmp_path: Path) -> None
         target.write_text("just text\n")
     elif kind == "broken_hlo":
         target.write_text("HloModule m\n\nENTRY %e {\n  %a = f32[] parameter(0)\n")
-    proc = _cli(f"--dump={target}", f"--out={tmp_path / 'out'}")
+    proc = run_analyze(f"--dump={target}", f"--out={tmp_path / 'out'}")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert str(target) in proc.stderr and "Traceback" not in proc.stderr
@@ -91,7 +79,7 @@ README_DEVICE_OPS = {
 @pytest.mark.parametrize("variant", sorted(README_DEVICE_OPS))
 def test_cli_matches_a_profile_from_the_same_program(variant: str, tmp_path: Path) -> None:
     folder = require_fixtures() / variant
-    proc = _cli(
+    proc = run_analyze(
         f"--dump={folder / 'dump'}",
         f"--out={tmp_path}",
         f"--xplane={folder / 'profile.xplane.pb'}",
@@ -108,6 +96,6 @@ def test_cli_reports_a_corrupt_profile_in_one_line(tmp_path: Path) -> None:
     folder = require_fixtures() / "jit_bf16_tanh_large"
     bad = tmp_path / "bad.xplane.pb"
     bad.write_bytes((folder / "profile.xplane.pb").read_bytes()[:5000])
-    proc = _cli(f"--dump={folder / 'dump'}", f"--out={tmp_path / 'out'}", f"--xplane={bad}")
+    proc = run_analyze(f"--dump={folder / 'dump'}", f"--out={tmp_path / 'out'}", f"--xplane={bad}")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr

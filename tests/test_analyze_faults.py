@@ -5,23 +5,11 @@ broken module; these add the cases it leaves out.)"""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_analyze
 from test_profile_faults import PROFILE
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.analyze", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -33,13 +21,13 @@ def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *words: str) 
 
 
 def test_no_flags() -> None:
-    assert_one_line_exit_2(analyze(), "--dump and --out are required")
+    assert_one_line_exit_2(run_analyze(), "--dump and --out are required")
 
 
 def test_a_binary_profile_given_as_the_dump(tmp_path: Path) -> None:
     if not PROFILE.is_file():
         pytest.skip(f"fixture absent: {PROFILE}")
-    assert_one_line_exit_2(analyze(f"--dump={PROFILE}", f"--out={tmp_path}"), str(PROFILE))
+    assert_one_line_exit_2(run_analyze(f"--dump={PROFILE}", f"--out={tmp_path}"), str(PROFILE))
 
 
 def test_a_dump_folder_whose_module_is_truncated_names_the_file_and_line(tmp_path: Path) -> None:
@@ -47,7 +35,7 @@ def test_a_dump_folder_whose_module_is_truncated_names_the_file_and_line(tmp_pat
     dump.mkdir()
     bad = dump / "module_0001.jit_f.cpu_after_optimizations.txt"
     bad.write_text("HloModule jit_f\n\nENTRY %main (a: f32[2]) -> f32[2] {\n  %a = f32[2] para")
-    proc = analyze(f"--dump={dump}", f"--out={tmp_path / 'out'}")
+    proc = run_analyze(f"--dump={dump}", f"--out={tmp_path / 'out'}")
     assert_one_line_exit_2(proc, str(bad))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
 
@@ -55,4 +43,4 @@ def test_a_dump_folder_whose_module_is_truncated_names_the_file_and_line(tmp_pat
 def test_an_invalid_module_filter_regex(tmp_path: Path) -> None:
     dump = tmp_path / "m.txt"
     dump.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
-    assert_one_line_exit_2(analyze(f"--dump={dump}", f"--out={tmp_path}", "--module=("))
+    assert_one_line_exit_2(run_analyze(f"--dump={dump}", f"--out={tmp_path}", "--module=("))

@@ -8,12 +8,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY, run_harness
+from conftest import REPO, TINY, harness_argv, harness_env, read_summary, run_harness
 
 from harness import io
 
@@ -38,22 +37,16 @@ variants:
 """
 
 
-def summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())["variants"]
-
-
 def manifest(run: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())
 
 
 def popen_harness(*args: str, results_root: Path) -> subprocess.Popen[str]:
     """Starts `python -m harness` like run_harness, but returns at once."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("XLA_FLAGS", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "harness", f"--results_root={results_root}", *args],
+        harness_argv(*args, results_root=results_root),
         cwd=REPO,
-        env=env,
+        env=harness_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -88,7 +81,7 @@ def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     proc = run_harness(f"--config={cfg}", results_root=tmp_path / "results")
     assert proc.returncode == 1, proc.stderr
     run = (tmp_path / "results" / "faults" / "latest").resolve()
-    variants = summary(run)
+    variants = read_summary(run)
     assert list(variants) == ["xla", "bf16_unnormalized", "matmul_only"]
     assert variants["xla"]["status"] == "ok" and variants["matmul_only"]["status"] == "ok"
     failed = variants["bf16_unnormalized"]
@@ -163,8 +156,8 @@ def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path: Path, cpu_run
         found = list((run / "variants" / "matmul_only" / "profile" / window).rglob("*.xplane.pb"))
         assert len(found) == 1, window
 
-    expected = {n: r["status"] for n, r in summary(cpu_run).items()}
-    got = {n: r["status"] for n, r in summary(run).items()}
+    expected = {n: r["status"] for n, r in read_summary(cpu_run).items()}
+    got = {n: r["status"] for n, r in read_summary(run).items()}
     assert list(got) == list(expected) and got == expected
     assert manifest(run)["status"] == "complete" and manifest(run)["resumed"]
     assert (run / "report.md").exists()
@@ -192,7 +185,7 @@ def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: 
     assert finished == ["xla"] and (run / "variants" / "xla" / "result.json").exists()
     resumed = run_harness(f"--config={cfg}", f"--resume={run.name}", results_root=results)
     assert resumed.returncode == 0, resumed.stderr
-    assert {n: r["status"] for n, r in summary(run).items()} == {
+    assert {n: r["status"] for n, r in read_summary(run).items()} == {
         "xla": "ok",
         "eager": "ok",
         "matmul_only": "ok",
@@ -284,7 +277,7 @@ def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: 
     latest = (results / "gelu" / "latest").resolve()
     assert latest in [r.resolve() for r in runs]
     assert manifest(latest)["status"] == "complete"
-    assert list(summary(latest)) == ["xla"]
+    assert list(read_summary(latest)) == ["xla"]
     for run in runs:
         assert manifest(run)["status"] == "complete"
     assert not [p for p in (results / "gelu").iterdir() if p.name.startswith(".latest")]

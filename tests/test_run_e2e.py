@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, run_harness
+from conftest import TINY, read_summary, run_harness
 
 from harness.config import load
 from harness.variants import expression
@@ -40,12 +39,8 @@ SUMMARY_KEYS = {
 }
 
 
-def summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())["variants"]
-
-
 def test_every_cpu_variant_is_ok_and_the_gpu_one_skipped(cpu_run):
-    variants = summary(cpu_run)
+    variants = read_summary(cpu_run)
     assert list(variants) == [v.name for v in load("gelu.yaml").experiment.variants]
     for name, record in variants.items():
         if name in ("xla_library_epilogue", "xla_small_gemm"):
@@ -57,7 +52,7 @@ def test_every_cpu_variant_is_ok_and_the_gpu_one_skipped(cpu_run):
 
 
 def test_measured_variants_have_numbers_and_pass_numerics(cpu_run):
-    for name, r in summary(cpu_run).items():
+    for name, r in read_summary(cpu_run).items():
         if r["status"] != "ok" or r["mode"] == "jit_python_branch":
             continue
         assert 0 < r["step_time_p10_s"] <= r["step_time_median_s"] <= r["step_time_p90_s"], name
@@ -67,21 +62,21 @@ def test_measured_variants_have_numbers_and_pass_numerics(cpu_run):
 
 
 def test_python_branch_is_an_expected_error_not_a_crash(cpu_run):
-    r = summary(cpu_run)["xla_python_branch"]
+    r = read_summary(cpu_run)["xla_python_branch"]
     assert r["status"] == "ok"
     assert r["expected_error"]["type"] in ("TracerBoolConversionError", "ConcretizationTypeError")
     assert (cpu_run / "variants" / "xla_python_branch" / "expected_error.txt").exists()
 
 
 def test_recompile_is_explained_by_the_new_shape(cpu_run):
-    r = summary(cpu_run)["xla"]
+    r = read_summary(cpu_run)["xla"]
     assert "now f32[8,32] and before f32[16,32]" in r["recompile_explanation"]
     assert (cpu_run / "variants" / "xla" / "recompile.txt").exists()
     assert r["recompile_backend_compiles"] == 1  # the new module alone, no helper compiles
 
 
 def test_host_callback_printed_once_per_call(cpu_run):
-    r = summary(cpu_run)["xla_host_callback"]
+    r = read_summary(cpu_run)["xla_host_callback"]
     # first call + warmup + timed steps + pipelined steps + profiled steps + recompile
     assert r["callback_lines"] == 1 + 1 + 3 + 3 + 2 + 1
     text = (cpu_run / "variants" / "xla_host_callback" / "callback_output.txt").read_text()
@@ -108,7 +103,7 @@ def test_eager_ladder_holds_one_module_per_primitive(cpu_run):
     assert [s["stage"] for s in index] == EAGER_STAGES
     modules = sorted(p.name.split("-", 1)[1] for p in (ir / "40-hlo-after-optimizations").iterdir())
     assert "jit_tanh.txt" in modules and "jit_integer_pow.txt" in modules
-    assert summary(cpu_run)["eager"]["eager_modules"]
+    assert read_summary(cpu_run)["eager"]["eager_modules"]
 
 
 def test_profiles_are_kept_as_jax_writes_them(cpu_run):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from absl import app, flags
 
+from harness import io
+
 _RUN = flags.DEFINE_string("run", None, "The run folder to copy.")
 _TO = flags.DEFINE_string("to", None, "The folder to create, e.g. results/reference/h200.")
 
@@ -41,10 +43,7 @@ def export(run: Path, dest: Path) -> list[Path]:
     copied = []
     for path in sorted(p for p in run.rglob("*") if p.is_file() and not p.is_symlink()):
         if kept(path, run):
-            target = dest / path.relative_to(run)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-            copied.append(target)
+            copied.append(io.copy_file(path, dest / path.relative_to(run)))
     return copied
 
 
