@@ -15,6 +15,7 @@ and adds their headline numbers to the variant's summary entry.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import traceback
 from collections import Counter
@@ -27,14 +28,12 @@ from harness.config.schema import Experiment
 from harness.hlo import analysis as hlo_analysis
 from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.diverge import first_divergence
-from harness.hlo.parser import parse_file
+from harness.hlo.parser import HloModule, parse_file
 from harness.match.match import MatchReport, kernels_document, match_events
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import (
     find_xplane,
-    load_profile,
-    read_device_events,
-    read_step_markers,
+    read_events_and_markers,
 )
 
 REQUIRED = (
@@ -44,6 +43,17 @@ REQUIRED = (
     "flops_analytic", "flops_xla", "bytes_xla",
     "max_abs_err", "numerics_ok",
 )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path, mtime_ns: int) -> HloModule:
+    del mtime_ns  # part of the cache key: a rewritten file is parsed again
+    return parse_file(path)
+
+
+def parsed(path: Path) -> HloModule:
+    """Returns the module in `path`, parsed once however many analyses ask for it."""
+    return _parsed(path, path.stat().st_mtime_ns)
 
 
 def _xla_cost(record: dict[str, Any]) -> dict[str, float] | None:
@@ -62,11 +72,11 @@ def _module_clusters(ir: Path, eager: bool) -> dict[Any, tuple[Cluster, ...]]:
     if not after.exists():
         return {}
     if not eager:
-        module = parse_file(after)
+        module = parsed(after)
         return {module.name: find_clusters(module)}
     out: dict[Any, tuple[Cluster, ...]] = {}
     for path in sorted(after.iterdir()):
-        module = parse_file(path)
+        module = parsed(path)
         clusters = find_clusters(module)
         # Eager file names start with XLA's module number, which the profile calls program_id.
         program_id = int(path.name.split("-", 1)[0])
@@ -97,8 +107,8 @@ def recompile_fusion_changed(ir: Path) -> bool | None:
     )
     if not (first.exists() and again.exists()):
         return None
-    return structure(find_clusters(parse_file(first))) != structure(
-        find_clusters(parse_file(again))
+    return structure(find_clusters(parsed(first))) != structure(
+        find_clusters(parsed(again))
     )
 
 
@@ -110,10 +120,10 @@ def profile_keys(
     if not steady.exists():
         return {}, []
     xplane = find_xplane(steady)
-    events = read_device_events(xplane)
+    events, markers = read_events_and_markers(xplane)
     # The host gap compares like with like: each profiled step's wall time (its step marker)
     # against the device time of the same step, since profiling itself slows the host.
-    walls = [m.duration_s for m in read_step_markers(load_profile(xplane)) if m.name == "step"]
+    walls = [m.duration_s for m in markers if m.name == "step"]
     clusters = _module_clusters(vdir / "ir", eager)
     report: MatchReport = match_events(events, clusters, mode="eager" if eager else "jit")
     io.write_json(vdir / "kernels.json", kernels_document(report))

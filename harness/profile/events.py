@@ -189,7 +189,14 @@ def read_step_markers(profile: ProfileData) -> tuple[StepMarker, ...]:
 def read_device_events(
     xplane_path: Path | str, steps: int | None = None
 ) -> tuple[DeviceEvent, ...]:
-    """Return every device event of a profile as normalized rows, in time order.
+    """Return every device event of a profile as normalized rows, in time order."""
+    return read_events_and_markers(xplane_path, steps)[0]
+
+
+def read_events_and_markers(
+    xplane_path: Path | str, steps: int | None = None
+) -> tuple[tuple[DeviceEvent, ...], tuple[StepMarker, ...]]:
+    """Return a profile's device events (normalized, in time order) and its step markers.
 
     GPU profiles give the events of all `/device:*` planes; a profile without
     device planes gives the CPU client's thunk events (host events with an
@@ -214,7 +221,8 @@ def read_device_events(
             f"{path}: expected {steps} marked steps, the profile has {len(marked)} ({marked})"
         )
     assigned = [_with_step(row, markers, launches) for row in rows]
-    return tuple(sorted(assigned, key=lambda r: (r.start_ns, r.device, r.stream)))
+    events = tuple(sorted(assigned, key=lambda r: (r.start_ns, r.device, r.stream)))
+    return events, tuple(markers)
 
 
 def assign_step(
