@@ -107,9 +107,7 @@ def recompile_fusion_changed(ir: Path) -> bool | None:
     )
     if not (first.exists() and again.exists()):
         return None
-    return structure(find_clusters(parsed(first))) != structure(
-        find_clusters(parsed(again))
-    )
+    return structure(find_clusters(parsed(first))) != structure(find_clusters(parsed(again)))
 
 
 def profile_keys(

@@ -153,9 +153,3 @@ def _write_index(ir_dir: Path, stages: Iterable[Stage]) -> tuple[Stage, ...]:
     ordered = tuple(sorted(stages, key=lambda s: s.order))
     io.write_json(ir_dir / "index.json", {"stages": [dataclasses.asdict(s) for s in ordered]})
     return ordered
-
-
-def read_index(ir_dir: Path) -> tuple[Stage, ...]:
-    """Returns the stages listed in `ir_dir/index.json`, in order."""
-    data = io.read_json(ir_dir / "index.json")
-    return tuple(Stage(**s) for s in data["stages"])

@@ -102,3 +102,13 @@ def known_ceilings(environment: dict[str, Any]) -> dict[str, Any] | None:
     if "H200" in kind:
         return dict(H200)
     return None
+
+
+def device_ceilings(environment: dict[str, Any]) -> dict[str, Any] | None:
+    """Returns the device's ceilings: known constants, else a CPU calibration, else None."""
+    known = known_ceilings(environment)
+    if known is not None:
+        return known
+    if environment.get("platform") == "cpu":
+        return calibrate_cpu()
+    return None

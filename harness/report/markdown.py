@@ -22,18 +22,16 @@ def resolve_ceilings(run: data.RunData) -> dict[str, Any]:
     """
     if run.ceilings:
         return run.ceilings
-    known = ceilings_mod.known_ceilings(run.environment)
-    if known:
-        return known
-    if run.platform == "cpu":
-        measured = ceilings_mod.calibrate_cpu()
+    measured = ceilings_mod.device_ceilings({**run.environment, "platform": run.platform})
+    if measured is None:
+        return {}
+    if "measured_at" in measured:  # calibrated now, not at capture: say so and keep it
         measured["note"] = (
             "ceilings.json was absent: the CPU ceiling was calibrated when the report was "
             f"rendered ({measured['measured_at']}), not at capture"
         )
         io.write_json(run.path / "ceilings.json", measured)
-        return measured
-    return {}
+    return measured
 
 
 def render(

@@ -135,11 +135,6 @@ def build_function(variant: Variant) -> ArrayFn:
     return gelu_linear
 
 
-def module_name(variant: Variant) -> str:
-    """Returns the name XLA gives the study's module: `jit_` plus the function's name."""
-    return "jit_" + build_function(variant).__name__
-
-
 def make_inputs(p: Problem, seed: int) -> Inputs:
     """Returns seeded x, W (scaled by 1/sqrt(k)) and b, already on the device."""
     kx, kw, kb = jax.random.split(jax.random.key(seed), 3)
