@@ -41,17 +41,64 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def _umask() -> int:
+    """Returns the process's umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Files are created as a plain open() would create them: 0666 less the user's umask. mkstemp
+# alone would leave them 0600, unreadable to anyone serving or sharing the results folder.
+FILE_MODE = 0o666 & ~_umask()
+
+
+class OutsideOutput(ValueError):
+    """A write that would land outside the folder the running command declared as its output."""
+
+
+_ALLOWED: list[Path] = []
+
+
+@contextlib.contextmanager
+def writes_confined_to(*roots: Path) -> Iterator[None]:
+    """Within the block, every write through this module must land inside one of `roots`.
+
+    Each entry point declares its output folder this way; a link planted inside it that points
+    elsewhere (a `plots` link, a variant folder replaced by a link, `latest` redirected) then
+    makes the write fail with OutsideOutput instead of following the link out.
+    """
+    resolved = [Path(r).resolve() for r in roots]
+    _ALLOWED.extend(resolved)
+    try:
+        yield
+    finally:
+        for r in resolved:
+            _ALLOWED.remove(r)
+
+
+def check_inside(path: Path) -> Path:
+    """Returns `path` resolved; raises OutsideOutput when writes are confined and it is outside."""
+    real = Path(path).resolve()
+    if _ALLOWED and not any(real == r or r in real.parents for r in _ALLOWED):
+        raise OutsideOutput(f"{path} resolves to {real}, outside the output folder")
+    return real
+
+
 @contextlib.contextmanager
 def _replacing(target: Path) -> Iterator[Path]:
     """Yields a temporary path beside `target`; when the block succeeds it is synced to disk
     and renamed over `target`, otherwise removed, so `target` is never half-written."""
+    check_inside(target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
+    check_inside(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     try:
         yield Path(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -96,6 +143,7 @@ def remove_tree(root: Path, path: Path) -> None:
 def append_jsonl(path: Path, record: Any) -> None:
     """Appends one JSON object as a line; one short write, so lines never interleave."""
     line = json.dumps(_clean(record), default=_json_default) + "\n"
+    check_inside(path)
     with open(path, "a") as f:
         f.write(line)
 
@@ -128,14 +176,106 @@ def new_run_dir(results_root: Path, experiment: str) -> Path:
     raise RuntimeError(f"no free run folder under {parent}")
 
 
-def point_latest(run_dir: Path) -> None:
-    """Points `<experiment>/latest` at run_dir, atomically replacing any older link."""
+def point_latest(run_dir: Path) -> str | None:
+    """Points `<experiment>/latest` at run_dir, atomically replacing an older link.
+
+    Returns why it did not, when `latest` is something other than a link (a folder or file
+    the tool did not make, which it never replaces).
+    """
     link = run_dir.parent / "latest"
+    if link.exists() and not link.is_symlink():
+        return f"{link} is not a link the harness made; left as it is"
     tmp = run_dir.parent / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
     os.replace(tmp, link)
+    return None
+
+
+class Locked(RuntimeError):
+    """Another process holds the run's lock."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Holds an exclusive lock on the run folder for the block; raises Locked if taken.
+
+    The lock (`fcntl.flock` on `<run>/.lock`) goes with the process: a killed run never
+    leaves a stale one.
+    """
+    import fcntl
+
+    path = run_dir / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Locked(f"{run_dir} is in use by another harness process") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+MARKER = ".harness-output"
+
+
+class NotOurs(ValueError):
+    """An output folder the tool did not make, which it refuses to replace."""
+
+
+def holds_run(path: Path, depth: int = 3) -> bool:
+    """True when `path` or a folder under it (to `depth` levels) holds a run's manifest or summary."""
+    frontier = [path]
+    for _ in range(depth + 1):
+        nxt = []
+        for folder in frontier:
+            if (folder / "manifest.json").is_file() or (folder / "summary.json").is_file():
+                return True
+            try:
+                nxt += [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+            except OSError:
+                continue
+        frontier = nxt
+    return False
+
+
+def claim_output(path: Path, tool: str) -> Path:
+    """Returns `path` as a folder this tool may fill: made now, or empty, or made by the same
+    tool before (its marker file says so, and its old contents are removed).
+
+    Raises NotOurs for anything else: a link, a file, a folder holding a run or a tree of runs
+    (the results root, the source run, an ancestor of them), or someone else's folder.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise NotOurs(f"{path} is a link; name a folder of its own")
+    if path.exists() and not path.is_dir():
+        raise NotOurs(f"{path} exists and is not a folder")
+    marker = path / MARKER
+    if path.is_dir() and any(path.iterdir()):
+        mine = False
+        if marker.is_file() and not marker.is_symlink():
+            try:
+                mine = read_json(marker).get("tool") == tool
+            except (OSError, ValueError, AttributeError):
+                mine = False
+        if not mine:
+            what = "holds a run or runs" if holds_run(path) else "was not made by this tool"
+            raise NotOurs(
+                f"{path} {what}; {tool} only replaces an empty folder or one it made itself"
+            )
+        for child in path.iterdir():
+            if child.name == MARKER:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                remove_tree(path, child)
+            else:
+                child.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(marker, {"tool": tool, "made": utc_now()})
+    return path

@@ -1,32 +1,41 @@
-"""python -m harness.reanalyze --run=DIR: redo the analysis of a saved run without running JAX.
+"""python -m harness.reanalyze --run=DIR: redo the analysis and report of a saved run.
 
-Useful after the analyzers improve, or on a run captured on another machine (an H200 run
-analyzed on a laptop).
+No JAX runs: useful after the analyzers improve, or on a run captured on another machine
+(an H200 run analyzed on a laptop).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
-_RUN = flags.DEFINE_string("run", "results/gelu/latest", "The run folder to analyze again.")
+from harness import cli
 
 
 def main(argv: Sequence[str]) -> int:
-    del argv
-    from harness.analysis import reanalyze
+    from harness import io, run
+    from harness.config.schema import build_experiment
 
-    run = Path(_RUN.value)
-    if not (run / "manifest.json").exists():
-        print(f"error: {run}: not a run folder (no manifest.json)", file=sys.stderr)
-        return 2
-    summary = reanalyze(run.resolve())
-    print(f"analyzed {len(summary['variants'])} variants: {run / 'summary.json'}")
+    cli.no_extra_arguments(argv)
+    workdir = Path(flags.FLAGS.run).resolve()
+    manifest_path = workdir / "manifest.json"
+    if not manifest_path.is_file():
+        raise cli.UsageError(f"{flags.FLAGS.run}: not a run folder (no manifest.json)")
+    try:
+        manifest = io.read_json(manifest_path)
+        config = manifest["config"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise cli.UsageError(f"{manifest_path}: unreadable manifest ({e})") from None
+    exp = build_experiment(config, str(manifest_path))
+    with io.writes_confined_to(workdir), io.run_lock(workdir):
+        summary = run.finalize(workdir, exp)
+        run.write_report(workdir)
+    print(f"analyzed {len(summary.variants)} variants: {workdir / 'summary.json'}")
     return 0
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: sys.exit(main(argv)))
+    flags.DEFINE_string("run", "results/gelu/latest", "The run folder to analyze again.")
+    cli.start(main)

@@ -1,167 +1,477 @@
-"""run(config, workdir): capture every variant, analyze what was saved, write the summary.
+"""run(config, workdir, session): the study, supervised, from capture to report.
 
-Data flows one way: config -> variants -> capture (variants/<name>/...) -> analyze -> report.
-Each stage reads and writes plain files, so analysis and the report can be redone from a saved
-run without running JAX again.
+Data flows one way: config -> variants -> capture -> timing -> analysis -> report. This process
+never runs JAX itself: a worker process (harness.worker) captures the variants in turn and
+then times them all together; this supervisor reads its events, and when a worker dies (an
+XLA CHECK failure, SIGABRT, SIGSEGV) records the variant it was on as failed, with the signal
+and the last lines of its stderr, and starts another worker for the rest. On a GPU each
+variant is captured in a process of its own (`capture.isolation: auto`), so its compile
+pause includes its own autotuning and no cache another variant left; on a CPU, where XLA
+does not autotune, one worker captures every variant, and a process per variant would only
+cost start-ups.
+
+After the workers, the analysis reads the saved files into summary.json and the report
+renders it. Each stage reads and writes plain files, so `--resume`, `python -m
+harness.reanalyze` and `make report` can redo the later stages from a saved run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import signal
+import subprocess
 import sys
+import tempfile
 import time
-import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness import io
-from harness.capture import environment, xla_options
-from harness.capture import variant as capture
 from harness.config import ConfigError, LoadedConfig
-from harness.config.schema import Experiment, Variant, to_plain
-from harness.variants import expression
+from harness.config.schema import Experiment, to_plain
+from harness.records import SchemaError, to_json
+from harness.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
+
+REPO = Path(__file__).resolve().parents[1]
+STDERR_TAIL = 12
 
 
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived; finished variants are kept and the run is marked interrupted."""
 
 
-def preflight(exp: Experiment) -> None:
-    """Checks what only the installed jaxlib and the device can check, before any folder exists.
-
-    XLA option names and value types are checked by compiling a trivial function with each
-    option in a child process (harness.capture.xla_options): an unknown name passed through
-    XLA_FLAGS would abort the process, some bad values abort it even through compiler_options,
-    and either becomes a ConfigError naming the key.
-    """
-    platform = environment.platform()
-    limit, where = environment.memory_bytes()
-    for v in exp.selected_variants:
-        if platform not in v.platforms:
-            continue
-        need = expression.problem_bytes(v.problem)
-        if need > 0.8 * limit:
-            raise ConfigError(
-                "config",
-                f"variants.{v.name}.problem",
-                f"needs about {need / 2**30:.1f} GiB, more than 80% of the {limit / 2**30:.1f} GiB of {where}; "
-                "make m, k or n smaller",
-            )
-    xla_options.check(exp)
-
-
-def device_ceilings(environment: dict[str, Any]) -> dict[str, Any]:
-    """Returns the ceilings written to ceilings.json at capture, saying so when none is known."""
-    from harness.report import ceilings
-
-    return ceilings.device_ceilings(environment) or {
-        "device": environment["device_kind"],
-        "peak_flops_per_s": None,
-        "peak_bytes_per_s": None,
-        "source": "no ceiling known for this device; add it to harness/report/ceilings.py",
-    }
-
-
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """Turns SIGTERM into an exception (SIGINT already is one) for the duration of the run."""
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Turns SIGINT and SIGTERM into Interrupted for the block; a second signal is ignored
+    while the first is being handled, so a double Ctrl-C still ends cleanly."""
 
     def handler(signum: int, frame: Any) -> None:
         del frame
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Interrupted(signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
 
 
-def _progress(i: int, total: int, name: str, record: dict[str, Any]) -> None:
-    status = record["status"]
-    line = f"[{i}/{total}] {name:<24} {status:<7}"
-    if status == "ok" and record.get("step_time_median_s") is not None:
-        line += (
-            f" step {record['step_time_median_s'] * 1e3:8.3f} ms"
-            f" (p10 {record['step_time_p10_s'] * 1e3:.3f}, p90 {record['step_time_p90_s'] * 1e3:.3f})"
-            f"  first call {record['first_call_s']:.3f} s"
+# --- the worker process -----------------------------------------------------------------------
+
+
+@dataclass
+class WorkerDied(Exception):
+    """The worker process ended without finishing its job."""
+
+    returncode: int
+    stderr_tail: tuple[str, ...]
+    last: dict[str, Any] = field(default_factory=dict)
+
+    def how(self) -> str:
+        if self.returncode < 0:
+            return f"crashed the process ({self.signal_name()})"
+        return f"ended the process with status {self.returncode}"
+
+    def signal_name(self) -> str | None:
+        if self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+
+def worker_env() -> dict[str, str]:
+    """The worker's environment: this one, with the harness importable and JAX not grabbing
+    three quarters of the GPU's memory up front (torch variants share the device)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class WorkerProcess:
+    """One `python -m harness.worker`: jobs go to its stdin, events come back on a pipe."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        read_fd, write_fd = os.pipe()
+        # Unlinked at once: a killed run leaves no temporary file behind.
+        self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.worker", str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=self.log,
+            pass_fds=(write_fd,),
+            env=worker_env(),
+            cwd=REPO,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches the supervisor, which ends the worker
         )
-        if record.get("recompile_s") is not None:
-            line += f"  recompile {record['recompile_s']:.3f} s"
-        line += "  numerics " + ("ok" if record.get("numerics_ok") else "FAIL")
-    elif record.get("reason"):
-        line += f" {record['reason']}"
+        os.close(write_fd)
+        self.events = os.fdopen(read_fd, "r")
+        self.last: dict[str, Any] = {}
+
+    def send(self, op: str, **fields: Any) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died; the next read says how
+
+    def next_event(self) -> dict[str, Any]:
+        """Returns the worker's next event; raises WorkerDied when it ends without one."""
+        line = self.events.readline()
+        if not line:
+            raise WorkerDied(self.proc.wait(), self.stderr_tail(), dict(self.last))
+        event = json.loads(line)
+        if event.get("event") in ("start", "try", "timing_compile"):
+            self.last = event
+        if event.get("event") == "error":
+            self.proc.wait()
+            raise WorkerDied(
+                self.proc.returncode or 1,
+                tuple(
+                    str(event.get("traceback") or event.get("message")).splitlines()[-STDERR_TAIL:]
+                ),
+                dict(self.last),
+            )
+        return event
+
+    def expect(self, *names: str) -> dict[str, Any]:
+        """Returns the next event, which must be one of `names` (others are passed over)."""
+        while True:
+            event = self.next_event()
+            if event["event"] in names:
+                return event
+
+    def stderr_tail(self, lines: int = STDERR_TAIL) -> tuple[str, ...]:
+        self.log.flush()
+        self.log.seek(0, os.SEEK_END)
+        size = self.log.tell()
+        self.log.seek(max(0, size - 16384))
+        text = self.log.read().decode(errors="replace")
+        return tuple(line for line in text.splitlines() if line.strip())[-lines:]
+
+    def save_log(self, workdir: Path | None) -> None:
+        if workdir is None or not workdir.is_dir():
+            return
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace")
+        if text.strip():
+            io.write_text(workdir / "logs" / f"worker-{self.number}.log", text)
+
+    def close(self, workdir: Path | None = None) -> None:
+        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.save_log(workdir)
+        self.events.close()
+        self.log.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+# --- preflight: a session starts before any folder exists -------------------------------------
+
+
+@dataclass
+class Session:
+    """The live worker and what it reported about the machine."""
+
+    config: LoadedConfig
+    worker: WorkerProcess
+    environment: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    workers: int = 1
+
+    @property
+    def platform(self) -> str:
+        return str(self.environment.get("platform"))
+
+
+def hello(worker: WorkerProcess, exp: Experiment, source: str, checks: bool) -> dict[str, Any]:
+    """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails."""
+    worker.send("hello", config=json.loads(json.dumps(to_plain(exp))), source=source, checks=checks)
+    try:
+        event = worker.expect("hello")
+        environment = event["environment"]
+        if checks:
+            done = worker.expect("preflight_ok", "config_error")
+            if done["event"] == "config_error":
+                raise ConfigError("config", done["key"], done["problem"])
+    except WorkerDied as e:
+        last = e.last
+        if last.get("event") == "try":
+            shown = ", ".join(f"{k}={v!r}" for k, v in last["options"].items())
+            what = (
+                "another value"
+                if len(last["options"]) == 1
+                else "options that XLA accepts together"
+            )
+            raise ConfigError(
+                "config", last["key"], f"XLA {e.how()} compiling with {shown}; choose {what}"
+            ) from None
+        tail = e.stderr_tail[-1] if e.stderr_tail else "no output"
+        raise ConfigError(
+            "config", "", f"the JAX worker failed to start: {e.how()}: {tail}"
+        ) from None
+    return environment
+
+
+@contextlib.contextmanager
+def session(config: LoadedConfig) -> Iterator[Session]:
+    """Starts the first worker and runs the preflight; yields the session, then ends it.
+
+    Raises ConfigError (naming the key) for what only the installed jaxlib or the device can
+    check; no folder exists yet at that point.
+    """
+    from harness.config.load import blame
+
+    worker = WorkerProcess(1)
+    try:
+        try:
+            env = hello(worker, config.experiment, str(config.path), checks=True)
+        except ConfigError as e:
+            raise blame(config.path, config.overrides, e) from None
+        yield Session(config, worker, env)
+    finally:
+        worker.kill() if worker.proc.poll() is None else None
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def _progress(
+    i: int, total: int, name: str, record: CaptureRecord | None, kept: bool = False
+) -> None:
+    if record is None:
+        print(f"[{i}/{total}] {name:<24} failed", flush=True)
+        return
+    if kept:
+        print(
+            f"[{i}/{total}] {name:<24} kept from the interrupted run ({record.status})", flush=True
+        )
+        return
+    line = f"[{i}/{total}] {name:<24} {record.status:<7}"
+    if record.status == "ok" and record.latency_blocked_s:
+        from harness import stats
+
+        latency = stats.median(record.latency_blocked_s)
+        line += f" call {latency * 1e3:8.3f} ms"
+        if record.pauses and record.pauses.first_call_s is not None:
+            line += f"  first call {record.pauses.first_call_s:.3f} s"
+        if record.recompile and record.recompile.seconds is not None:
+            line += f"  recompile {record.recompile.seconds:.3f} s"
+        if record.numerics is not None:
+            line += "  numerics " + ("ok" if record.numerics.ok else "FAIL")
+    elif record.reason:
+        line += f" {record.reason}"
     print(line, flush=True)
 
 
 def _fresh_variant_dir(workdir: Path, name: str) -> Path:
-    """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there.
-
-    A variant folder without result.json is partial (the run was interrupted inside it); its
-    dumps and profiles would mix with the new attempt's, so it is removed before the redo.
-    """
+    """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there."""
     variants = workdir / "variants"
+    variants.mkdir(exist_ok=True)
     if (variants / name).is_symlink():  # never follow a planted link out of the run folder
         (variants / name).unlink()
-    variant_dir = io.confined(workdir, "variants", name)
+    vdir = io.confined(workdir, "variants", name)
     io.remove_tree(variants, variants / name)
-    variant_dir.mkdir(parents=True)
-    return variant_dir
+    vdir.mkdir(parents=True)
+    return vdir
 
 
-def capture_variant(exp: Experiment, v: Variant, workdir: Path, platform: str) -> dict[str, Any]:
-    """Returns the variant's record; a failure is recorded, never raised (except interrupts)."""
-    base = {
-        "mode": v.mode,
-        "description": v.description,
-        "xla_options": dict(v.xla_options),
-        "problem": to_plain(v.problem),
-    }
-    if platform not in v.platforms:
-        return {
-            **base,
-            "status": "skipped",
-            "reason": f"applies to {', '.join(v.platforms)}; this run is on {platform}",
-        }
-    variant_dir = _fresh_variant_dir(workdir, v.name)
-    ctx = capture.Context(
-        variant_dir=variant_dir, platform=platform, process_dump=environment.process_dump_dir()
-    )
-    started = time.perf_counter()
+def kept_record(workdir: Path, name: str) -> CaptureRecord | None:
+    """Returns a finished variant's record on resume, or None when it must be redone."""
+    vdir = workdir / "variants" / name
+    if vdir.is_symlink() or not (vdir / RESULT_FILE).is_file():
+        return None
     try:
-        record = {**base, "status": "ok", "reason": None, **capture.run_variant(exp, v, ctx)}
-    except (KeyboardInterrupt, Interrupted):
-        raise
-    except Exception as e:
-        io.write_text(variant_dir / "error.txt", traceback.format_exc())
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        record = {**base, "status": "failed", "reason": f"{type(e).__name__}: {first}"[:500]}
-    record["wall_s"] = time.perf_counter() - started
-    return record
+        return load_capture(vdir / RESULT_FILE)
+    except SchemaError:
+        return None  # corrupt: the variant is captured again
 
 
-def finalize(workdir: Path, exp: Experiment, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Analyzes the saved variants and writes summary.json and the report; returns the summary."""
-    from harness import analysis
-    from harness.report import markdown
+def _crash_record(exp: Experiment, name: str, died: WorkerDied) -> CaptureRecord:
+    return CaptureRecord(
+        status="failed",
+        reason=f"{died.how()} while capturing it",
+        mode=exp.variant(name).mode,
+        module=None,
+        failure=Failure(
+            kind="crash",
+            signal=died.signal_name(),
+            exit_code=died.returncode if died.returncode >= 0 else None,
+            stderr_tail=died.stderr_tail,
+        ),
+    )
 
-    summary = {
-        "experiment": exp.experiment,
-        "baseline": exp.baseline,
-        "variants": analysis.analyze_run(workdir, exp, records),
-    }
-    io.write_json(workdir / "summary.json", summary)
-    markdown.write_report(workdir)
-    return summary
+
+@dataclass
+class Supervisor:
+    """Runs the capture and timing jobs over workers, replacing a worker that dies."""
+
+    session: Session
+    workdir: Path
+    exp: Experiment
+
+    def _new_worker(self) -> WorkerProcess:
+        self.session.workers += 1
+        worker = WorkerProcess(self.session.workers)
+        hello(worker, self.exp, str(self.session.config.path), checks=False)
+        return worker
+
+    def _replace(self) -> WorkerProcess:
+        self.session.worker.close(self.workdir)
+        self.session.worker = self._new_worker()
+        return self.session.worker
+
+    def capture(
+        self, names: list[str], per_variant: bool, numbers: dict[str, int], total: int
+    ) -> dict[str, CaptureRecord]:
+        """Captures `names`; returns their records (a crash is recorded, never raised)."""
+        records: dict[str, CaptureRecord] = {}
+        todo = list(names)
+        first = True
+        while todo:
+            worker = self.session.worker
+            if per_variant and not first:
+                worker = self._replace()
+            first = False
+            batch = todo[:1] if per_variant else list(todo)
+            for name in batch:
+                _fresh_variant_dir(self.workdir, name)
+            worker.send(
+                "capture",
+                workdir=str(self.workdir),
+                variants=batch,
+                fresh_process=per_variant,
+            )
+            try:
+                for _ in batch:
+                    worker.expect("start")
+                    done = worker.expect("done")
+                    name = done["variant"]
+                    records[name] = load_capture(self.workdir / "variants" / name / RESULT_FILE)
+                    todo.remove(name)
+                    _progress(numbers[name], total, name, records[name])
+            except WorkerDied as died:
+                name = died.last.get("variant")
+                if name is None or name not in todo:
+                    raise
+                record = _crash_record(self.exp, name, died)
+                io.write_json(self.workdir / "variants" / name / RESULT_FILE, to_json(record))
+                records[name] = record
+                todo.remove(name)
+                _progress(numbers[name], total, name, record)
+                print(f"    {died.how()}; a new worker takes over", file=sys.stderr, flush=True)
+                self.session.worker.save_log(self.workdir)
+                self.session.worker = self._new_worker()
+                first = True  # the new worker is fresh: capture the next variant in it
+        return records
+
+    def ceilings_and_timing(self, timed: list[str], cache: Path | None) -> None:
+        """Measures the ceilings and times `timed` together, in the current worker."""
+        worker = self.session.worker
+        worker.send(
+            "ceilings",
+            workdir=str(self.workdir),
+            cache=str(cache) if cache else None,
+            remeasure=False,
+        )
+        worker.expect("ceilings_done")
+        excluded: dict[str, str] = {}
+        todo = list(timed)
+        for _attempt in range(3):
+            worker = self.session.worker
+            worker.send("time", workdir=str(self.workdir), variants=todo, excluded=excluded)
+            try:
+                worker.expect("timed")
+                return
+            except WorkerDied as died:
+                name = (
+                    died.last.get("variant") if died.last.get("event") == "timing_compile" else None
+                )
+                print(f"    timing: {died.how()}", file=sys.stderr, flush=True)
+                if name in todo:
+                    excluded[name] = f"{died.how()} while compiling it for timing"
+                    todo.remove(name)
+                else:
+                    excluded.update({n: f"timing failed: {died.how()}" for n in todo})
+                    todo = []
+                self.session.worker.save_log(self.workdir)
+                self.session.worker = self._new_worker()
+                if not todo:
+                    break
+        from harness.summary import TimingRecord
+
+        io.write_json(
+            self.workdir / "timing.json",
+            to_json(
+                TimingRecord(
+                    rounds=0,
+                    target_batch_s=0.0,
+                    wall_s=0.0,
+                    baseline=None,
+                    repeat=None,
+                    variants={},
+                    excluded=excluded,
+                )
+            ),
+        )
 
 
-def run(config: LoadedConfig, workdir: Path, resume: bool = False) -> int:
-    """Runs the experiment into `workdir`; returns 0 when every variant is ok or skipped, else 1."""
+def git_commit() -> str | None:
+    """Returns the harness checkout's commit (with '+dirty' for local changes), when git knows it."""
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def manifest_for(
+    config: LoadedConfig, workdir: Path, environment: dict[str, Any]
+) -> dict[str, Any]:
     exp = config.experiment
-    platform = environment.platform()
-    manifest = {
+    return {
         "experiment": exp.experiment,
         "run_id": workdir.name,
         "config_file": str(config.path),
@@ -169,56 +479,117 @@ def run(config: LoadedConfig, workdir: Path, resume: bool = False) -> int:
         "overrides": [
             {"key": o.key, "value": o.value, "previous": o.previous} for o in config.overrides
         ],
-        "environment": environment.describe(),
+        "environment": {**environment, "git_commit": git_commit()},
         "compiler_options": {v.name: dict(v.xla_options) for v in exp.selected_variants},
         "started": io.utc_now(),
         "status": "running",
     }
+
+
+def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = False) -> int:
+    """Runs the study into `workdir`; returns 0 when every variant is ok or skipped, 1 when
+    one failed, 130 when interrupted."""
+    with io.writes_confined_to(workdir), io.run_lock(workdir):
+        return _run(config, workdir, session, resume)
+
+
+def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) -> int:
+    exp = config.experiment
+    platform = session.platform
+    manifest = manifest_for(config, workdir, session.environment)
     if resume and (workdir / "manifest.json").exists():
-        manifest["started"] = io.read_json(workdir / "manifest.json").get(
-            "started", manifest["started"]
-        )
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            manifest["started"] = io.read_json(workdir / "manifest.json").get(
+                "started", manifest["started"]
+            )
         manifest["resumed"] = io.utc_now()
     io.write_json(workdir / "manifest.json", manifest)
-    io.point_latest(workdir)
-    if not (workdir / "ceilings.json").exists():
-        io.write_json(workdir / "ceilings.json", device_ceilings(manifest["environment"]))
+    note = io.point_latest(workdir)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
-    records: dict[str, dict[str, Any]] = {}
-    todo = exp.selected_variants
+    stages: dict[str, float] = {}
     status = "complete"
+    clock = time.perf_counter()
+    selected = exp.selected_variants
+    records: dict[str, CaptureRecord] = {}
     try:
-        with _interruptible():
-            for i, v in enumerate(todo, 1):
-                saved = workdir / "variants" / v.name / "result.json"
-                if resume and saved.exists():
-                    records[v.name] = io.read_json(saved)
-                    print(
-                        f"[{i}/{len(todo)}] {v.name:<24} kept from the interrupted run", flush=True
+        with interruptible():
+            todo = []
+            for i, v in enumerate(selected, 1):
+                if platform not in v.platforms:
+                    vdir = _fresh_variant_dir(workdir, v.name)
+                    record = CaptureRecord(
+                        status="skipped",
+                        reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}",
+                        mode=v.mode,
+                        module=None,
                     )
+                    io.write_json(vdir / RESULT_FILE, to_json(record))
+                    records[v.name] = record
+                    _progress(i, len(selected), v.name, record)
                     continue
-                record = capture_variant(exp, v, workdir, platform)
-                records[v.name] = record
-                if record["status"] != "skipped":
-                    io.write_json(workdir / "variants" / v.name / "result.json", record)
-                io.append_jsonl(workdir / "metrics.jsonl", {"variant": v.name, **record})
-                _progress(i, len(todo), v.name, record)
+                kept = kept_record(workdir, v.name) if resume else None
+                if kept is not None:
+                    records[v.name] = kept
+                    _progress(i, len(selected), v.name, kept, kept=True)
+                    continue
+                todo.append(v.name)
+            per_variant = exp.capture.isolation == "per_variant" or (
+                exp.capture.isolation == "auto" and platform == "gpu"
+            )
+            supervisor = Supervisor(session, workdir, exp)
+            numbers = {v.name: i for i, v in enumerate(selected, 1)}
+            records.update(supervisor.capture(todo, per_variant, numbers, len(selected)))
+            stages["capture_s"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            timed = [n for n, r in records.items() if r.status == "ok" and r.expected_error is None]
+            timed = [v.name for v in selected if v.name in timed]
+            cache = None
+            if platform == "cpu":
+                cache = workdir.parent.parent / ".cache" / "ceilings.json"
+            with io.writes_confined_to(workdir.parent.parent / ".cache"):
+                supervisor.ceilings_and_timing(timed, cache)
+            stages["timing_s"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            session.worker.close(workdir)
+            summary = finalize(workdir, exp)
+            stages["analysis_s"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            write_report(workdir)
+            stages["report_s"] = time.perf_counter() - clock
     except (KeyboardInterrupt, Interrupted) as e:
         status = "interrupted"
+        session.worker.kill()
+        manifest.update(status=status, finished=io.utc_now())
+        io.write_json(workdir / "manifest.json", manifest)
+        kept = sum(
+            1
+            for v in selected
+            if platform in v.platforms and kept_record(workdir, v.name) is not None
+        )
         print(
-            f"interrupted ({e or 'SIGINT'}): {len(records)} of {len(todo)} variants kept; "
+            f"interrupted ({e or 'SIGINT'}): {kept} of {len(selected)} variants kept; "
             f"finish with --resume={workdir.name}",
             file=sys.stderr,
             flush=True,
         )
-
-    summary = finalize(workdir, exp, records)
-    failed = [n for n, r in summary["variants"].items() if r.get("status") == "failed"]
+        return 130
+    failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
     manifest.update(
-        status=status if status == "interrupted" else ("failed" if failed else "complete"),
+        status="failed" if failed else status,
         finished=io.utc_now(),
+        stages_s=stages,
+        workers=session.workers,
     )
     io.write_json(workdir / "manifest.json", manifest)
+    total = sum(stages.values())
+    print(
+        "time: "
+        + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in stages.items())
+        + f" (total {total:.1f} s)",
+        flush=True,
+    )
     print(f"report: {workdir / 'report.md'}", flush=True)
     if failed:
         print(
@@ -226,6 +597,21 @@ def run(config: LoadedConfig, workdir: Path, resume: bool = False) -> int:
             file=sys.stderr,
             flush=True,
         )
-    if status == "interrupted":
-        return 130
-    return 1 if failed else 0
+        return 1
+    return 0
+
+
+def finalize(workdir: Path, exp: Experiment) -> Any:
+    """Analyzes the saved run and writes summary.json; returns the summary."""
+    from harness import analyze
+    from harness.summary import SUMMARY_FILE, summary_json
+
+    summary = analyze.analyze_run(workdir, exp)
+    io.write_json(workdir / SUMMARY_FILE, summary_json(summary))
+    return summary
+
+
+def write_report(workdir: Path) -> None:
+    from harness.report import write_report as render
+
+    render(workdir)

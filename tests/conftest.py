@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ TINY = (
     "--config.measure.steps=3",
     "--config.measure.warmup=1",
     "--config.profile.steps=2",
+    "--config.timing.rounds=4",
+    "--config.timing.budget_s=0.5",
 )
 
 
@@ -62,8 +65,14 @@ def run_analyze(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def read_summary(run: Path) -> dict:
-    """Returns summary.json's variants of a run folder."""
-    return json.loads((run / "summary.json").read_text())["variants"]
+    """Returns summary.json's variants of a run folder, typed (harness.summary.VariantSummary)."""
+    from harness.summary import load_summary
+
+    return load_summary(run / "summary.json").variants
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
 
 
 @pytest.fixture(scope="session")
@@ -83,3 +92,20 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"the tiny study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
     return (root / "gelu" / "latest").resolve()
+
+
+@dataclass(frozen=True)
+class CapturedProfiles:
+    """The jax.profiler windows the real capture stage wrote for one variant of the tiny run."""
+
+    root: Path
+    steps: int
+
+    def folder(self, kind: str) -> Path:
+        return self.root / kind
+
+
+@pytest.fixture(scope="session")
+def live(cpu_run: Path) -> CapturedProfiles:
+    """The tiny run's `xla` profiles (first_call, steady, recompile): real capture output."""
+    return CapturedProfiles(cpu_run / "variants" / "xla" / "profile", steps=2)

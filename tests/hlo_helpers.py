@@ -66,7 +66,7 @@ def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = N
     """Writes the harness IR ladder for `fn` with the harness's own ladder writer."""
     import jax
 
-    from harness.capture import ladder
+    from harness import ladder
 
     dump = ir.parent / f"{ir.name}_dump"
     jitted = jax.jit(
@@ -82,5 +82,9 @@ def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = N
     lowered = traced.lower()
     lowered.compile()
     module = ladder.dump_modules(dump.iterdir())[0]
-    ladder.write_ladder(ir, module, jaxpr=str(traced.jaxpr), stablehlo=lowered.as_text())
+    writer = ladder.LadderWriter(ir)
+    writer.text("jaxpr", str(traced.jaxpr))
+    writer.text("stablehlo", lowered.as_text())
+    writer.module(module)
+    writer.finish()
     return ir

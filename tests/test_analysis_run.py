@@ -28,29 +28,31 @@ def read(run: Path, variant: str, name: str) -> dict:
 @pytest.mark.parametrize("name", JIT)
 def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
     r = read_summary(cpu_run)[name]
-    assert r["matched_fraction"] == 1.0, read(cpu_run, name, "kernels.json")["match"]["unmatched"]
-    assert r["analysis_errors"] == []
+    assert r.profile.matched_fraction == 1.0, read(cpu_run, name, "kernels.json")["match"][
+        "unmatched"
+    ]
+    assert r.analysis_errors == ()
     events = read(cpu_run, name, "kernels.json")["events"]
     clusters = {
         c["name"] for m in read(cpu_run, name, "fusions.json")["modules"] for c in m["clusters"]
     }
     assert events and all(e["cluster"] in clusters for e in events)
-    assert r["kernels_per_step"] == len(events) / 2  # profile.steps=2 in the tiny run
+    assert r.profile.kernels_per_step == len(events) / 2  # profile.steps=2 in the tiny run
 
 
 def test_eager_launches_more_kernels_than_the_fused_program(cpu_run):
     s = read_summary(cpu_run)
-    assert s["eager"]["kernels_per_step"] >= 3
-    assert s["eager"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
-    assert s["eager"]["matched_fraction"] == 1.0
+    assert s["eager"].profile.kernels_per_step >= 3
+    assert s["eager"].profile.kernels_per_step > s["xla"].profile.kernels_per_step
+    assert s["eager"].profile.matched_fraction == 1.0
     primitives = {e["primitive"] for e in read(cpu_run, "eager", "kernels.json")["events"]}
     assert {"tanh", "integer_pow", "add", "multiply"} <= primitives
 
 
 def test_no_fusion_launches_one_kernel_per_elementwise_op(cpu_run):
     s = read_summary(cpu_run)
-    assert s["xla_no_fusion"]["fusion_count"] > s["xla"]["fusion_count"]
-    assert s["xla_no_fusion"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
+    assert s["xla_no_fusion"].hlo.fusion_count > s["xla"].hlo.fusion_count
+    assert s["xla_no_fusion"].profile.kernels_per_step > s["xla"].profile.kernels_per_step
 
 
 def test_host_callback_splits_the_compiled_program(cpu_run):
@@ -61,20 +63,21 @@ def test_host_callback_splits_the_compiled_program(cpu_run):
         for c in m["clusters"]
     ]
     assert any("callback" in (c["target"] or "") for c in clusters)
-    assert s["xla_host_callback"]["kernels_per_step"] > s["xla"]["kernels_per_step"]
+    assert s["xla_host_callback"].profile.kernels_per_step > s["xla"].profile.kernels_per_step
 
 
 def test_first_divergence_names_the_stage_that_explains_each_variant(cpu_run):
     s = read_summary(cpu_run)
-    assert s["xla"]["first_divergence"] is None  # the baseline
-    exact = s["xla_exact_gelu"]["first_divergence"]
-    assert exact["stage"] == "jaxpr" and "tanh" in exact["detail"] and "erf" in exact["detail"]
-    nofusion = s["xla_no_fusion"]["first_divergence"]
-    assert nofusion["stage"] == "passes" and "fusion" in nofusion["detail"]
-    assert s["xla_mixed_dtype"]["first_divergence"]["stage"] == "jaxpr"
-    assert s["matmul_only"]["first_divergence"]["stage"] == "jaxpr"
+    assert s["xla"].comparison.first_divergence is None  # the baseline
+    exact = s["xla_exact_gelu"].comparison.first_divergence
+    assert exact.stage == "jaxpr" and "tanh" in exact.detail and "erf" in exact.detail
+    nofusion = s["xla_no_fusion"].comparison.first_divergence
+    assert nofusion.stage == "passes" and "fusion" in nofusion.detail
+    assert s["xla_mixed_dtype"].comparison.first_divergence.stage == "jaxpr"
+    assert s["matmul_only"].comparison.first_divergence.stage == "jaxpr"
     for name in JIT[1:]:
-        assert s[name]["first_divergence"]["detail"], name
+        d = s[name].comparison.first_divergence
+        assert d.detail and d.against == "xla", name
 
 
 def test_reverse_map_places_every_gelu_op(cpu_run):
@@ -89,17 +92,18 @@ def test_reverse_map_places_every_gelu_op(cpu_run):
 
 def test_compile_time_is_broken_down_by_pass(cpu_run):
     r = read_summary(cpu_run)["xla"]
-    assert r["xla_compile_top_passes"], r
+    top = r.compile.top_passes
+    assert top and all(p.pipeline and p.name and p.total_s > 0 for p in top), top
     compile_doc = read(cpu_run, "xla", "compile.json")
     first = compile_doc["first_call"]
     assert first["total_compile_s"] > 0
     assert first["passes_total_s"] <= first["total_compile_s"]
     assert "recompile" in compile_doc and compile_doc["recompile"]["total_compile_s"] > 0
-    assert r["recompile_fusion_changed"] is False  # halving m does not change what fuses
+    assert r.compile.recompile_fusion_changed is False  # halving m does not change what fuses
 
 
 def test_cost_model_counts_the_gemm(cpu_run):
-    r = read_summary(cpu_run)["matmul_only"]
-    assert r["flops"] == 2 * 16 * 32 * 32
-    assert read_summary(cpu_run)["xla"]["flops"] > r["flops"]
-    assert read_summary(cpu_run)["xla"]["arithmetic_intensity"] > 0
+    r = read_summary(cpu_run)["matmul_only"].cost
+    assert r.flops == 2 * 16 * 32 * 32
+    assert read_summary(cpu_run)["xla"].cost.flops > r.flops
+    assert read_summary(cpu_run)["xla"].cost.arithmetic_intensity > 0

@@ -19,10 +19,10 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     proc = run_analyze(f"--dump={dump}", f"--out={tmp_path}")
     if not has_hlo:  # eager and matmul_only dumps hold only a config.pbtxt
         assert proc.returncode == 2
-        assert proc.stderr.strip() == f"{dump}: no HLO modules found"
+        assert proc.stderr.strip() == f"error: {dump}: no HLO modules found"
         return
     assert proc.returncode == 0, proc.stderr
-    outs = sorted(p.name for p in tmp_path.iterdir())
+    outs = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
     assert len(outs) == 2 and all(o.startswith("module_") for o in outs)
     for out in outs:
         assert sorted(p.name for p in (tmp_path / out).iterdir()) == [
@@ -39,7 +39,7 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
 def test_cli_module_filter_and_single_file(tmp_path: Path) -> None:
     dump = require_fixtures() / "jit_bf16_tanh_large" / "dump"
     proc = run_analyze(f"--dump={dump}", f"--out={tmp_path}", "--module=module_5970")
-    assert proc.returncode == 0 and [p.name for p in tmp_path.iterdir()] == [
+    assert proc.returncode == 0 and [p.name for p in tmp_path.iterdir() if p.name[0] != "."] == [
         "module_5970.jit_gelu_linear"
     ]
     one = next(dump.glob("module_5970.*.0034.*.txt"))

@@ -73,13 +73,13 @@ CASES = {
         _with("n: 4}", "n: 4, bias: maybe}"), (), CFG, "problem.bias", "expected bool"
     ),
     "wrong_type_section": Case(MINIMAL + "measure: 3\n", (), CFG, "measure", "expected a mapping"),
-    "m_zero": Case(_with("m: 8", "m: 0"), (), CFG, "problem.m", "integer > 0"),
+    "m_zero": Case(_with("m: 8", "m: 0"), (), CFG, "problem.m", "must be in [2, 1048576]"),
     "k_negative_flag": Case(
         MINIMAL,
         ("--config.problem.k=-1",),
         "flag --config.problem.k",
         "problem.k",
-        "integer > 0",
+        "must be in [1, 1048576]",
     ),
     "n_not_integer": Case(_with("n: 4", "n: 4.5"), (), CFG, "problem.n", "expected int"),
     "m_not_integer_flag": Case(
@@ -94,7 +94,7 @@ CASES = {
         (),
         CFG,
         "variants.xla.problem.batch[1]",
-        "integer > 0",
+        "must be in [1, 4096]",
     ),
     "unsupported_dtype": Case(
         _with("n: 4}", "n: 4, dtype: float8}"),
@@ -104,7 +104,7 @@ CASES = {
         "allowed: float32, bfloat16, float16",
     ),
     "too_big_for_memory": Case(
-        _with("m: 8, k: 4, n: 4", "m: 4000000, k: 4000000, n: 8"),
+        _with("m: 8, k: 4, n: 4", "m: 131072, k: 131072, n: 8"),
         (),
         CFG,
         "variants.xla.problem",

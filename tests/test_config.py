@@ -102,7 +102,7 @@ def test_config_is_immutable():
     [
         (MINIMAL.replace("problem:", "problm:"), [], "problm", "did you mean 'problem'"),
         (MINIMAL.replace("mode: jit", "mod: jit"), [], "variants.xla.mod", "did you mean 'mode'"),
-        (MINIMAL.replace("m: 8", "m: 0"), [], "problem.m", "> 0"),
+        (MINIMAL.replace("m: 8", "m: 0"), [], "problem.m", "must be in [2, 1048576]"),
         (MINIMAL.replace("m: 8", "m: eight"), [], "problem.m", "expected int"),
         (
             MINIMAL,

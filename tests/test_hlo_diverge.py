@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import pytest
 from hlo_helpers import write_ladder
 
-from harness.hlo.analysis import analyze_ir
+from harness.analyze import sections
 from harness.hlo.diverge import first_divergence, normalize_jaxpr
+from harness.ladder import read_ladder
 
 ARGS = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32,)))
 
@@ -82,31 +83,13 @@ def test_jaxpr_normalisation_ignores_variable_names() -> None:
     assert normalize_jaxpr(a) == normalize_jaxpr(b)
 
 
-def test_analyze_ir_writes_all_three_files(ladders: dict[str, Path], tmp_path: Path) -> None:
-    summary = analyze_ir(ladders["tanh"], tmp_path, xla_cost={"flops": 10496.0})
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "cost.json",
-        "fusions.json",
-        "passes.json",
-    ]
-    assert summary["flops"] == 10496.0
-    assert summary["fusion_count"] >= 1 and summary["transcendentals"] == 256
-    assert set(summary) >= {"library_calls", "bytes", "arithmetic_intensity"}
-
-
-def test_analyze_ir_aggregates_eager_module_directories(
+def test_the_hlo_section_writes_its_files_and_fingerprints_the_program(
     ladders: dict[str, Path], tmp_path: Path
 ) -> None:
-    eager = tmp_path / "eager"
-    (eager / "hlo_after").mkdir(parents=True)
-    for name in ("tanh", "erf"):
-        (eager / "hlo_after" / f"{name}.txt").write_text(
-            (ladders[name] / "40-hlo-after-optimizations.txt").read_text()
-        )
-    (eager / "index.json").write_text(
-        '{"stages": [{"order": 40, "stage": "hlo_after", "path": "hlo_after"}]}'
-    )
-    one = analyze_ir(ladders["tanh"], tmp_path / "one")
-    both = analyze_ir(eager, tmp_path / "both")
-    assert both["flops"] > one["flops"]
-    assert both["fusion_count"] >= 2 * one["fusion_count"] - 1
+    hlo = sections.hlo(tmp_path, read_ladder(ladders["tanh"]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fusions.json", "passes.json"]
+    assert hlo.fusion_count >= 1 and hlo.cluster_count >= hlo.fusion_count
+    again = sections.hlo(tmp_path / "again", read_ladder(ladders["tanh_again"]))
+    other = sections.hlo(tmp_path / "erf", read_ladder(ladders["erf"]))
+    assert hlo.fingerprint.digest == again.fingerprint.digest
+    assert hlo.fingerprint.digest != other.fingerprint.digest

@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-import jax
 import pytest
+from conftest import CapturedProfiles
 
 from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.parser import parse_file, parse_module
@@ -17,8 +17,13 @@ from harness.match.match import (
     primitive_of,
     union_busy_ns,
 )
-from harness.profile.events import DeviceEvent, find_xplane, read_device_events
-from harness.profile.live import LiveCapture, capture_profiles, gelu_linear
+from harness.profile.events import (
+    DeviceEvent,
+    find_xplane,
+    load_profile,
+    read_device_events,
+    read_step_markers,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"
@@ -183,19 +188,13 @@ def test_primitive_of_strips_the_jit_prefix() -> None:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> LiveCapture:
-    return capture_profiles(tmp_path_factory.mktemp("live"), steps=3)
-
-
-@pytest.fixture(scope="module")
-def cpu_clusters() -> dict[str, tuple[ClusterLike, ...]]:
-    x, w, b = jax.numpy.ones((8, 16)), jax.numpy.ones((16, 16)), jax.numpy.ones((16,))
-    text = jax.jit(gelu_linear).lower(x, w, b).compile().as_text()
+def cpu_clusters(cpu_run) -> dict[str, tuple[ClusterLike, ...]]:
+    text = (cpu_run / "variants" / "xla" / "ir" / "40-hlo-after-optimizations.txt").read_text()
     return {"jit_gelu_linear": find_clusters(parse_module(text))}
 
 
 def test_live_cpu_steady_profile_is_fully_matched(
-    live: LiveCapture, cpu_clusters: dict[str, tuple[ClusterLike, ...]]
+    live: CapturedProfiles, cpu_clusters: dict[str, tuple[ClusterLike, ...]]
 ) -> None:
     events = read_device_events(find_xplane(live.folder("steady")), steps=live.steps)
     report = match_events(events, cpu_clusters)
@@ -203,14 +202,16 @@ def test_live_cpu_steady_profile_is_fully_matched(
     assert report.matched_fraction == 1.0, [a.reason for a in report.unmatched]
     assert report.kernels_per_step == len(cpu_clusters["jit_gelu_linear"])
     assert len(report.device_time_by_step_s) == live.steps
-    for busy, wall in zip(report.device_time_by_step_s, live.steady_wall_s, strict=True):
+    markers = read_step_markers(load_profile(find_xplane(live.folder("steady"))))
+    walls = [m.duration_s for m in markers if m.name == "step"]
+    for busy, wall in zip(report.device_time_by_step_s, walls, strict=True):
         assert 0 < busy < wall
     data = json.loads(json.dumps(report.to_json()))
     assert data["matched_fraction"] == 1.0 and data["unmatched"] == []
 
 
 def test_live_first_call_window_is_the_one_annotated_call(
-    live: LiveCapture, cpu_clusters: dict[str, tuple[ClusterLike, ...]]
+    live: CapturedProfiles, cpu_clusters: dict[str, tuple[ClusterLike, ...]]
 ) -> None:
     events = read_device_events(find_xplane(live.folder("first_call")))
     report = match_events(events, cpu_clusters)

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import CapturedProfiles
 
 from harness.profile.events import (
     DeviceEvent,
@@ -25,7 +26,6 @@ from harness.profile.events import (
     read_device_events,
     read_step_markers,
 )
-from harness.profile.live import LiveCapture, capture_profiles
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"
@@ -40,11 +40,6 @@ def fixture_profile(variant: str) -> Path:
 
 def probe(variant: str) -> dict:
     return json.loads((FIXTURES / variant / "probe.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> LiveCapture:
-    return capture_profiles(tmp_path_factory.mktemp("live"), steps=3)
 
 
 # --- GPU fixtures ------------------------------------------------------------------------
@@ -123,30 +118,30 @@ def test_rows_survive_a_json_round_trip() -> None:
 # --- live CPU profiles (jax CPU, our capture convention) ---------------------------------
 
 
-def test_find_xplane_resolves_the_folder_jax_profiler_trace_writes(live: LiveCapture) -> None:
+def test_find_xplane_resolves_the_folder_jax_profiler_trace_writes(live: CapturedProfiles) -> None:
     path = find_xplane(live.folder("steady"))
     assert path.name.endswith(".xplane.pb")
     assert path.parent.parent.name == "profile" and path.parents[2].name == "plugins"
 
 
 def test_step_trace_annotation_shows_up_as_a_named_host_event_with_step_num(
-    live: LiveCapture,
+    live: CapturedProfiles,
 ) -> None:
     markers = read_step_markers(load_profile(find_xplane(live.folder("steady"))))
-    assert [(m.name, m.step) for m in markers] == [("step", 0), ("step", 1), ("step", 2)]
+    assert [(m.name, m.step) for m in markers] == [("step", i) for i in range(live.steps)]
     assert all(a.end_ns <= b.start_ns for a, b in itertools.pairwise(markers))
     first = read_step_markers(load_profile(find_xplane(live.folder("first_call"))))
     assert [(m.name, m.step) for m in first] == [("first_call", 0)]
 
 
-def test_cpu_thunks_become_rows_assigned_to_the_step_that_ran_them(live: LiveCapture) -> None:
+def test_cpu_thunks_become_rows_assigned_to_the_step_that_ran_them(live: CapturedProfiles) -> None:
     rows = read_device_events(find_xplane(live.folder("steady")), steps=live.steps)
     assert rows, "the CPU thunk executor emits one event per thunk"
     assert {r.kind for r in rows} == {"host_thunk"}
     assert {r.hlo_module for r in rows} == {"jit_gelu_linear"}
     assert not any(r.name.startswith("end: ") for r in rows)
     by_step = Counter(r.step for r in rows)
-    assert set(by_step) == {0, 1, 2}
+    assert set(by_step) == set(range(live.steps))
     assert len(set(by_step.values())) == 1, f"each step runs the same thunks: {by_step}"
     markers = {
         m.step: m for m in read_step_markers(load_profile(find_xplane(live.folder("steady"))))
@@ -156,7 +151,7 @@ def test_cpu_thunks_become_rows_assigned_to_the_step_that_ran_them(live: LiveCap
 
 
 def test_expected_step_count_that_disagrees_with_the_markers_is_an_error(
-    live: LiveCapture,
+    live: CapturedProfiles,
 ) -> None:
     with pytest.raises(ProfileError, match="expected 5 marked steps"):
         read_device_events(find_xplane(live.folder("steady")), steps=5)

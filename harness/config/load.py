@@ -50,26 +50,116 @@ def resolve_path(name: str) -> Path:
     return path
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Returns the YAML mapping in `path`; syntax errors name their line."""
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000  # aliases counted as expanded: a billion-laughs file stops here
+MAX_YAML_DEPTH = 32
+
+
+def safe_yaml(text: str, source: str) -> Any:
+    """Returns the plain data of YAML `text`, refusing what a config never needs.
+
+    `yaml.safe_load` semantics (no tags that build objects), plus: at most MAX_YAML_BYTES,
+    MAX_YAML_NODES nodes counting aliases as expanded, MAX_YAML_DEPTH levels of nesting, and
+    no key twice in one mapping. Every refusal is a ConfigError naming `source` and the line.
+    """
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(source, "", f"is {len(text)} bytes; configs are at most {MAX_YAML_BYTES}")
+    depth = _bracket_depth(text)
+    if depth > MAX_YAML_DEPTH:
+        raise ConfigError(source, "", f"nests {depth} levels deep; at most {MAX_YAML_DEPTH}")
+    loader = yaml.SafeLoader(text)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(str(path), "", f"cannot read: {e}") from e
-    try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, source)
+        return loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         if isinstance(e, yaml.constructor.ConstructorError):
             raise ConfigError(
-                str(path),
+                source,
                 "",
                 f"YAML tag not allowed at {where}: {problem}; "
                 "configs are plain YAML (mappings, lists, strings, numbers, booleans)",
             ) from e
-        raise ConfigError(str(path), "", f"YAML syntax error at {where}: {problem}") from e
+        raise ConfigError(source, "", f"YAML syntax error at {where}: {problem}") from e
+    except RecursionError:
+        raise ConfigError(source, "", f"nests too deep; at most {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def _bracket_depth(text: str) -> int:
+    """Returns the deepest nesting of flow brackets outside quotes and comments (block
+    nesting is bounded by indentation, which the node walk checks)."""
+    depth = deepest = 0
+    for line in text.splitlines():
+        quote = ""
+        previous = " "
+        for ch in line:
+            if quote:
+                if ch == quote:
+                    quote = ""
+            elif ch == "#" and previous in " \t":
+                break
+            elif ch in "\"'" and previous in " \t[{,:":
+                quote = ch
+            elif ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}":
+                depth = max(0, depth - 1)
+            previous = ch
+    return deepest
+
+
+def _check_nodes(root: yaml.Node, source: str) -> None:
+    """Walks the node graph once per alias use, bounding its size and depth, and refuses a
+    mapping that holds the same key twice (PyYAML would keep the last one silently)."""
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise ConfigError(
+                source, "", f"expands to over {MAX_YAML_NODES} values (through aliases?)"
+            )
+        if depth > MAX_YAML_DEPTH:
+            line = node.start_mark.line + 1
+            raise ConfigError(
+                source, "", f"nests deeper than {MAX_YAML_DEPTH} levels at line {line}"
+            )
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    line = key.start_mark.line + 1
+                    if key.value in first:
+                        raise ConfigError(
+                            source,
+                            schema.shown(key.value),
+                            f"duplicate key: at line {first[key.value]} and again at line {line}",
+                        )
+                    first[key.value] = line
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Returns the YAML mapping in `path`; every problem is a ConfigError naming the file."""
+    try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(str(path), "", f"is larger than {MAX_YAML_BYTES} bytes")
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(str(path), "", f"cannot read: {e}") from e
+    data = safe_yaml(text, str(path))
     if not isinstance(data, dict):
         raise ConfigError(
             str(path), "", f"the top level must be a mapping of keys, got {type(data).__name__}"
@@ -110,9 +200,11 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
         return [_cast(t.strip(), item, source, key) for t in items]
     if tp in (int, float, bool) or origin is not None:
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(source, key, f"cannot read {text!r} as a value") from e
+            value = safe_yaml(text, source)
+        except ConfigError as e:
+            raise ConfigError(
+                source, key, f"cannot read {schema.shown(text)} as a value: {e.problem}"
+            ) from e
         if tp is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if value == "null":
@@ -123,8 +215,8 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
 
 def _scalar(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return safe_yaml(text, "flag")
+    except ConfigError:
         return text
 
 
@@ -148,7 +240,9 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
             if not found:
                 names = [v.get("name") for v in variants if isinstance(v, dict)]
                 raise ConfigError(
-                    source, ov.key, f"no variant named {name!r}" + schema.suggest(name, names)
+                    source,
+                    ov.key,
+                    f"no variant named {schema.shown(name)}" + schema.suggest(name, names),
                 )
             if i + 2 >= len(parts):
                 raise ConfigError(

@@ -14,6 +14,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config.roles import ROLES
+
 DTYPES = ("float32", "bfloat16", "float16")
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
@@ -26,6 +28,18 @@ MODES = (
     "jit_lax_cond",
 )
 PLATFORMS = ("cpu", "gpu", "tpu")
+ISOLATION = ("auto", "shared", "per_variant")
+# Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after
+# multiplying out, and counts stay small enough that a typo cannot run for a day.
+MAX_DIM = 1 << 20
+MAX_SEED = (1 << 32) - 1
+
+
+def ranged(default: Any, lo: float, hi: float, doc: str = "") -> Any:
+    """A numeric config field with its allowed range, checked by validate_ranges."""
+    return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -50,10 +64,10 @@ def _one_line(text: str) -> str:
 class Problem:
     """y = gelu(x @ W + b) with x of shape batch + [m, k], W [k, n], b [n]."""
 
-    m: int = 256
-    k: int = 512
-    n: int = 512
-    batch: tuple[int, ...] = ()
+    m: int = ranged(256, 2, MAX_DIM, "rows of x (halved for the recompile, so ≥ 2)")
+    k: int = ranged(512, 1, MAX_DIM, "the contracted dimension")
+    n: int = ranged(512, 1, MAX_DIM, "columns of W")
+    batch: tuple[int, ...] = ranged((), 1, 4096, "leading batch dimensions of x")
     dtype: str = "float32"
     w_dtype: str | None = None
     gelu: str = "tanh"
@@ -81,10 +95,10 @@ class Problem:
 class Measure:
     """How each variant is timed and checked."""
 
-    warmup: int = 2
-    steps: int = 20
+    warmup: int = ranged(2, 0, 1000, "untimed calls before the blocked per-call latency")
+    steps: int = ranged(20, 1, 100_000, "blocked calls timed for the per-call latency")
     recompile: bool = True
-    numerics_rows: int = 256
+    numerics_rows: int = ranged(256, 1, 1 << 20, "rows of y checked against the float64 reference")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +106,7 @@ class Profile:
     """jax.profiler capture: the first call, `steps` steady-state steps, and the recompile."""
 
     enabled: bool = True
-    steps: int = 3
+    steps: int = ranged(3, 1, 1000, "steady-state steps in the profiled window")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +115,29 @@ class Dump:
 
     passes: bool = True
     emitters: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingOptions:
+    """The timing stage: every variant timed in the same rounds, alternating, after capture."""
+
+    rounds: int = ranged(0, 0, 1000, "timing rounds; 0 picks 10 on a CPU and 5 on a GPU")
+    batch_s: float = ranged(0.1, 0.0001, 10.0, "target seconds of back-to-back calls per batch")
+    budget_s: float = ranged(30.0, 0.01, 3600.0, "the timing stage's time budget in seconds")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureOptions:
+    """How variants are isolated from each other while they are captured."""
+
+    isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportOptions:
+    """What the report writes besides report.md and report.html."""
+
+    svg: bool = False  # each plot as SVG too, next to the PNG the report shows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +150,7 @@ class Variant:
     problem: Problem = Problem()
     xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORMS
+    roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +159,16 @@ class Experiment:
 
     experiment: str = "gelu"
     description: str = ""
-    seed: int = 0
+    seed: int = ranged(0, 0, MAX_SEED, "the PRNG seed of the inputs")
     baseline: str = "xla"
     select: tuple[str, ...] = ()
     problem: Problem = Problem()
     measure: Measure = Measure()
     profile: Profile = Profile()
     dump: Dump = Dump()
+    timing: TimingOptions = TimingOptions()
+    capture: CaptureOptions = CaptureOptions()
+    report: ReportOptions = ReportOptions()
     variants: tuple[Variant, ...] = ()
 
     @property
@@ -149,39 +190,45 @@ def _allowed(values: typing.Iterable[str]) -> str:
 
 def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(source, key, f"{value!r} is not supported; {_allowed(allowed)}")
+        raise ConfigError(source, key, f"{shown(value)} is not supported; {_allowed(allowed)}")
 
 
-def _positive(source: str, key: str, value: int) -> None:
-    if value <= 0:
-        raise ConfigError(source, key, f"must be an integer > 0, got {value}")
+def validate_ranges(obj: Any, source: str, path: str) -> None:
+    """Checks every numeric field that declares a range, in `obj` and the sections inside it."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{path}.{f.name}" if path else f.name
+        if "range" in f.metadata:
+            lo, hi = f.metadata["range"]
+            for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
+                if not lo <= v <= hi:
+                    where = key if i is None else f"{key}[{i}]"
+                    raise ConfigError(
+                        source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
+                    )
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            validate_ranges(value, source, key)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def shown(value: Any) -> str:
+    """Returns a value for an error message, cut short: a 10**23 seed is printed, not a novel."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def validate_problem(p: Problem, source: str, path: str) -> None:
-    for dim in ("m", "k", "n"):
-        _positive(source, f"{path}.{dim}", getattr(p, dim))
-    for i, d in enumerate(p.batch):
-        _positive(source, f"{path}.batch[{i}]", d)
+    validate_ranges(p, source, path)
+    if p.rows * p.k > 1 << 34 or p.rows * p.n > 1 << 34 or p.k * p.n > 1 << 34:
+        raise ConfigError(source, path, "the problem is larger than 2**34 elements in one array")
     _choice(source, f"{path}.dtype", p.dtype, DTYPES)
     if p.w_dtype is not None:
         _choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
     _choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
     _choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
-    if p.m < 2:
-        raise ConfigError(
-            source, f"{path}.m", f"must be ≥ 2 so the recompile can halve it, got {p.m}"
-        )
-
-
-def validate_measure(m: Measure, source: str) -> None:
-    if m.warmup < 0:
-        raise ConfigError(source, "measure.warmup", f"must be ≥ 0, got {m.warmup}")
-    _positive(source, "measure.steps", m.steps)
-    _positive(source, "measure.numerics_rows", m.numerics_rows)
-
-
-def validate_profile(p: Profile, source: str) -> None:
-    _positive(source, "profile.steps", p.steps)
 
 
 def validate_name(source: str, key: str, name: str) -> None:
@@ -189,14 +236,26 @@ def validate_name(source: str, key: str, name: str) -> None:
         raise ConfigError(
             source,
             key,
-            f"{name!r} is not a safe name; use 1-64 letters, digits, '_', '-' or '.', "
+            f"{shown(name)} is not a safe name; use 1-64 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit, without '/' or '..'",
         )
 
 
+# XLA options that name a file or folder: XLA would read or write there, outside the run.
+_PATH_OPTION = re.compile(r"(_dir|_to|_from|_path|_paths|_file|_filename|_prefix)$")
+
+
 def validate_xla_option(source: str, key: str, value: object) -> None:
-    if not key.rsplit(".", 1)[-1].startswith("xla_"):
+    name = key.rsplit(".", 1)[-1]
+    if not name.startswith("xla_"):
         raise ConfigError(source, key, "XLA option names start with 'xla_'")
+    if _PATH_OPTION.search(name):
+        raise ConfigError(
+            source,
+            key,
+            "names a file or folder, which would make XLA read or write outside the run folder; "
+            "the harness pins its own dumps under each variant's folder",
+        )
     if not isinstance(value, bool | int | float | str):
         raise ConfigError(
             source, key, f"must be a bool, number or string, got {type(value).__name__}"
@@ -206,8 +265,8 @@ def validate_xla_option(source: str, key: str, value: object) -> None:
 def validate_experiment(e: Experiment, source: str) -> None:
     validate_name(source, "experiment", e.experiment)
     validate_problem(e.problem, source, "problem")
-    validate_measure(e.measure, source)
-    validate_profile(e.profile, source)
+    validate_ranges(e, source, "")  # the seed and every section's numbers
+    _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
     if not e.variants:
         raise ConfigError(
             source, "variants", "the variant list is empty; name at least one variant"
@@ -220,21 +279,29 @@ def validate_experiment(e: Experiment, source: str) -> None:
             raise ConfigError(
                 source,
                 f"{where}.name",
-                f"duplicate variant name {v.name!r}; each variant needs a unique name",
+                f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
             )
         seen.add(v.name)
         _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
         validate_problem(v.problem, source, f"variants.{v.name}.problem")
+        if not v.platforms:
+            raise ConfigError(
+                source, f"variants.{v.name}.platforms", f"is empty; {_allowed(PLATFORMS)}"
+            )
         for p in v.platforms:
             _choice(source, f"variants.{v.name}.platforms", p, PLATFORMS)
+        for r in v.roles:
+            _choice(source, f"variants.{v.name}.roles", r, ROLES)
         for opt, value in v.xla_options.items():
             validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
     names = [v.name for v in e.variants]
     if e.baseline not in seen:
-        raise ConfigError(source, "baseline", f"{e.baseline!r} names no variant; {_allowed(names)}")
+        raise ConfigError(
+            source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
+        )
     for s in e.select:
         if s not in seen:
-            raise ConfigError(source, "select", f"{s!r} names no variant; {_allowed(names)}")
+            raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,10 +340,10 @@ def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
                 return coerce(value, arg, source, key)
             except ConfigError:
                 continue
-        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+            raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
         (item,) = typing.get_args(tp)[:1]
         return tuple(coerce(v, item, source, f"{key}[{i}]") for i, v in enumerate(value))
     if tp is bool:
@@ -293,7 +360,7 @@ def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
             return value
     else:
         return value
-    raise ConfigError(source, key, f"expected {_type_name(tp)}, got {value!r}")
+    raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
 
 
 def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> Any:
@@ -324,7 +391,9 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
             )
         elif key == "xla_options":
             if not isinstance(value, Mapping):
-                raise ConfigError(source, full, f"expected a mapping of XLA options, got {value!r}")
+                raise ConfigError(
+                    source, full, f"expected a mapping of XLA options, got {shown(value)}"
+                )
             kwargs[key] = types.MappingProxyType(dict(value))
         else:
             kwargs[key] = coerce(value, tp, source, full)
@@ -353,11 +422,11 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
     """Returns a Variant whose problem is the experiment's problem updated by its own overrides."""
     where = f"variants[{index}]"
     if not isinstance(raw, Mapping):
-        raise ConfigError(source, where, f"expected a mapping, got {raw!r}")
+        raise ConfigError(source, where, f"expected a mapping, got {shown(raw)}")
     if "name" not in raw:
         raise ConfigError(source, f"{where}.name", "is required")
     if not isinstance(raw["name"], str):
-        raise ConfigError(source, f"{where}.name", f"expected str, got {raw['name']!r}")
+        raise ConfigError(source, f"{where}.name", f"expected str, got {shown(raw['name'])}")
     shared = build(Problem, top.get("problem", {}) or {}, source, "problem")
     body = {k: v for k, v in raw.items() if k != "problem"}
     variant = build(Variant, body, source, f"variants.{raw['name']}")

@@ -3,13 +3,13 @@ optimized HLO -> kernels, each compared after normalising away names and source 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import ladder
 from harness.hlo.clusters import find_clusters
 from harness.hlo.parser import HloModule, parse_file
 from harness.hlo.passes import (
@@ -32,21 +32,6 @@ _JAXPR_PRIM = re.compile(r"=\s+([a-z_][a-z0-9_]*)(?=[\[\s])")
 _MLIR_LOC = re.compile(r"\s*loc\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _MLIR_SSA = re.compile(r"%[\w#.]+")
 _MLIR_OP = re.compile(r"\b(stablehlo\.[a-z_]+|chlo\.[a-z_]+|func\.call|call)\b")
-
-
-def read_index(ir: Path) -> dict[str, Path]:
-    """Stage name -> path from a ladder's index.json (missing files are left out)."""
-    index = ir / "index.json"
-    try:
-        stages = json.loads(index.read_text())["stages"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{index}: not a readable IR index ({e})") from None
-    out: dict[str, Path] = {}
-    for entry in sorted(stages, key=lambda s: s.get("order", 0)):
-        path = ir / str(entry.get("path", ""))
-        if entry.get("stage") and path.exists():
-            out[str(entry["stage"])] = path
-    return out
 
 
 def normalize_jaxpr(text: str) -> str:
@@ -107,20 +92,15 @@ def _first_line_diff(stage: str, a: str, b: str) -> str:
     return f"{stage} differs in length ({len(a.splitlines())} vs {len(b.splitlines())} lines)"
 
 
-def _modules(path: Path) -> list[HloModule]:
-    if path.is_dir():
-        files = sorted(
-            p for p in path.iterdir() if p.is_file() and p.read_bytes()[:9] == b"HloModule"
-        )
-        return [parse_file(p) for p in files]
-    return [parse_file(path)]
+def _modules(files: Sequence[Path]) -> list[HloModule]:
+    return [parse_file(p) for p in files]
 
 
 def _opcodes(modules: Sequence[HloModule]) -> Counter[str]:
     return Counter(i.opcode for m in modules for _, i in m.instructions())
 
 
-def _compare_hlo(stage: str, a: Path, b: Path) -> str:
+def _compare_hlo(stage: str, a: Sequence[Path], b: Sequence[Path]) -> str:
     ma, mb = _modules(a), _modules(b)
     if [structural_fingerprint(m) for m in ma] == [structural_fingerprint(m) for m in mb]:
         return ""
@@ -174,37 +154,37 @@ def first_divergence(
     Stages present in only one ladder are skipped. Kernel name lists, when both are given,
     are compared last.
     """
-    sa, sb = read_index(Path(ir_a)), read_index(Path(ir_b))
-    if "jaxpr" in sa and "jaxpr" in sb:
-        ta, tb = sa["jaxpr"].read_text(), sb["jaxpr"].read_text()
-        if normalize_jaxpr(ta) != normalize_jaxpr(tb):
-            detail = _describe_counts("jaxpr", jaxpr_primitives(ta), jaxpr_primitives(tb))
-            return Divergence(
-                "jaxpr",
-                detail or _first_line_diff("jaxpr", normalize_jaxpr(ta), normalize_jaxpr(tb)),
-            )
-    if "stablehlo" in sa and "stablehlo" in sb:
-        ta, tb = (
-            normalize_mlir(sa["stablehlo"].read_text()),
-            normalize_mlir(sb["stablehlo"].read_text()),
-        )
-        if ta != tb:
-            detail = _describe_counts(
-                "stablehlo", Counter(_MLIR_OP.findall(ta)), Counter(_MLIR_OP.findall(tb))
-            )
-            return Divergence("stablehlo", detail or _first_line_diff("stablehlo", ta, tb))
-    for stage in ("hlo_before", "passes", "hlo_after"):
-        if stage not in sa or stage not in sb:
-            continue
-        if stage == "passes":
-            if sa[stage].is_dir() and sb[stage].is_dir():
-                detail = _compare_passes(sa[stage], sb[stage])
-                if detail:
-                    return Divergence("passes", detail)
-            continue
-        detail = _compare_hlo(stage, sa[stage], sb[stage])
-        if detail:
-            return Divergence(stage, detail)
+    la, lb = ladder.read_ladder(Path(ir_a)), ladder.read_ladder(Path(ir_b))
+    both = [
+        s
+        for s in ("jaxpr", "stablehlo", "hlo_before", "spmd", "passes", "hlo_after")
+        if la.has(s) and lb.has(s)
+    ]
+    for stage in both:
+        if stage == "jaxpr":
+            ta, tb = la.files(stage)[0].read_text(), lb.files(stage)[0].read_text()
+            if normalize_jaxpr(ta) != normalize_jaxpr(tb):
+                detail = _describe_counts("jaxpr", jaxpr_primitives(ta), jaxpr_primitives(tb))
+                return Divergence(
+                    "jaxpr",
+                    detail or _first_line_diff("jaxpr", normalize_jaxpr(ta), normalize_jaxpr(tb)),
+                )
+        elif stage == "stablehlo":
+            ta = normalize_mlir(la.files(stage)[0].read_text())
+            tb = normalize_mlir(lb.files(stage)[0].read_text())
+            if ta != tb:
+                detail = _describe_counts(
+                    "stablehlo", Counter(_MLIR_OP.findall(ta)), Counter(_MLIR_OP.findall(tb))
+                )
+                return Divergence("stablehlo", detail or _first_line_diff("stablehlo", ta, tb))
+        elif stage == "passes":
+            detail = _compare_passes(la.path(stage), lb.path(stage))
+            if detail:
+                return Divergence("passes", detail)
+        else:
+            detail = _compare_hlo(stage, la.hlo_files(stage), lb.hlo_files(stage))
+            if detail:
+                return Divergence(stage, detail)
     if kernels_a is not None and kernels_b is not None and list(kernels_a) != list(kernels_b):
         detail = _describe_counts("kernels", Counter(kernels_a), Counter(kernels_b))
         return Divergence("kernels", detail or "kernels differ in order")

@@ -74,6 +74,17 @@ class TimedName:
 
 
 @dataclass(frozen=True)
+class TimedPass:
+    """One pass of one pipeline: how often it ran, inclusive and self seconds."""
+
+    name: str
+    pipeline: str
+    count: int
+    total_s: float
+    self_s: float
+
+
+@dataclass(frozen=True)
 class CompileBreakdown:
     """Where the compile pause went, for one module (compile.json)."""
 
@@ -83,7 +94,7 @@ class CompileBreakdown:
     total_compile_s: float
     top_level: tuple[TimedName, ...]
     pipelines: tuple[TimedName, ...]
-    passes: tuple[TimedName, ...]
+    passes: tuple[TimedPass, ...]
     autotuning_s: float
     autotune_events: tuple[TimedName, ...]
     jax_events: tuple[TimedName, ...]
@@ -93,7 +104,7 @@ class CompileBreakdown:
     def passes_total_s(self) -> float:
         return sum(p.total_s for p in self.passes)
 
-    def top_passes(self, n: int = 10) -> tuple[TimedName, ...]:
+    def top_passes(self, n: int = 10) -> tuple[TimedPass, ...]:
         """Return the n passes with the most inclusive time."""
         return tuple(sorted(self.passes, key=lambda p: -p.total_s)[:n])
 
@@ -140,7 +151,7 @@ def compile_breakdown(xplane_path: Path | str, module_name: str | None = None) -
         total_compile_s=sum(r.duration_ns for r in roots) * 1e-9,
         top_level=_aggregate(c for r in roots for c in r.children),
         pipelines=_aggregate(pipelines),
-        passes=_aggregate(passes),
+        passes=_aggregate_passes(passes),
         autotuning_s=sum(s.duration_ns for s in autotune) * 1e-9,
         autotune_events=_aggregate(autotune),
         jax_events=_aggregate(s for s in spans if s.name in JAX_EVENTS),
@@ -165,19 +176,38 @@ def _is_pipeline(span: Span, module_name: str | None) -> bool:
 
 def _pipelines_and_passes(
     inside: Sequence[Span], module_name: str | None
-) -> tuple[list[Span], list[Span]]:
+) -> tuple[list[Span], list[tuple[str, Span]]]:
+    """Returns the pipeline spans and each pass span with the pipeline it ran in."""
     pipelines: list[Span] = []
-    passes: list[Span] = []
+    passes: list[tuple[str, Span]] = []
     for span in inside:
         if _is_pipeline(span, module_name):
-            pipelines.append(_renamed(span, pipeline_name(span) or span.name))
+            name = pipeline_name(span) or span.name
+            pipelines.append(_renamed(span, name))
             for child in span.children:
                 if any(_is_pipeline(s, module_name) for s in child.walk()):
                     # a fixed-point (HloPassFix) wrapper around a pipeline of the same name
                     pipelines.append(_renamed(child, f"{child.name} [fixed-point wrapper]"))
                 else:
-                    passes.append(child)
+                    passes.append((name, child))
     return pipelines, passes
+
+
+def _aggregate_passes(passes: Iterable[tuple[str, Span]]) -> tuple[TimedPass, ...]:
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    total: dict[tuple[str, str], float] = defaultdict(float)
+    own: dict[tuple[str, str], float] = defaultdict(float)
+    for pipeline, s in passes:
+        key = (pipeline, s.name)
+        count[key] += 1
+        total[key] += s.duration_ns * 1e-9
+        own[key] += s.self_ns * 1e-9
+    return tuple(
+        sorted(
+            (TimedPass(n, p, count[(p, n)], total[(p, n)], own[(p, n)]) for p, n in count),
+            key=lambda t: (-t.total_s, t.pipeline, t.name),
+        )
+    )
 
 
 def _renamed(span: Span, name: str) -> Span:

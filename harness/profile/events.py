@@ -33,7 +33,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from jax.profiler import ProfileData
+try:  # the class jax.profiler.ProfileData re-exports, without importing all of JAX
+    from jaxlib._profile_data import ProfileData
+except ImportError:  # a jaxlib that keeps it elsewhere
+    from jax.profiler import ProfileData
 
 EventKind = Literal["kernel", "memcpy", "memset", "host_thunk"]
 Direction = Literal["H2D", "D2H", "D2D", "P2P"]

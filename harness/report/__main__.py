@@ -5,26 +5,30 @@ Reads only the run folder; jax is never imported.
 
 from __future__ import annotations
 
-import argparse
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness.report.markdown import write_report
+from absl import flags
+
+from harness import cli
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.report", description=__doc__)
-    parser.add_argument("--run", default="results/gelu/latest", help="a run folder")
-    args = parser.parse_args(argv)
-    run = Path(args.run)
+def main(argv: Sequence[str]) -> int:
+    from harness import io
+    from harness.report.markdown import write_report
+
+    cli.no_extra_arguments(argv)
+    run = Path(flags.FLAGS.run)
     if not (run / "summary.json").is_file():
-        print(f"--run={run}: no summary.json there, not a finished run folder", file=sys.stderr)
-        return 2
-    path = write_report(run)
+        raise cli.UsageError(f"--run={run}: no summary.json there, not a finished run folder")
+    real = run.resolve()
+    with io.writes_confined_to(real):
+        path = write_report(real)
     print(f"report: {path}")
     print(f"html:   {path.with_suffix('.html')}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    flags.DEFINE_string("run", "results/gelu/latest", "A run folder.")
+    cli.start(main)

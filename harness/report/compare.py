@@ -1,23 +1,30 @@
 """python -m harness.report.compare --a=RUN --b=RUN --out=DIR: what changed between two runs.
 
-For each variant present in both runs: clusters, library calls, kernels per step, step time,
-compile time, and the first IR stage where the two ladders differ. Typical uses: two jax
-versions, CPU against GPU, the same config with other flags. Reads only the run folders.
+It states its ground first: the config differences and the environments, and a warning when
+the two ran different problem sizes (then speed is compared per FLOP, never as a step ratio).
+Then, for each variant in both runs: clusters, library calls, kernels per step, the step time
+with both runs' intervals and a verdict, and the first IR stage where the two ladders differ.
+A pair that compiled to the same program is never called faster or slower: across runs its
+difference is drift. Reads only the run folders.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from harness import io
+from harness import io, stats
+from harness.records import first_difference
 from harness.report import data, doc, fmt
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
+
+LIST_LIMIT = 6  # longer lists are cut to a count and this many examples
+NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
 
 
 @dataclass(frozen=True)
@@ -31,12 +38,13 @@ class VariantChange:
     library_calls: str
     kernels_per_step: str
     step_time: str
+    verdict: str
     compile_time: str
     divergence_stage: str
     divergence_detail: str
 
 
-def cluster_signature(c: dict) -> str:
+def cluster_signature(c: dict[str, Any]) -> str:
     """Returns a cluster's identity across runs: kind, library target and epilogue, its name
     with numeric suffixes removed (fusion.3 and fusion.7 are the same kind of thing)."""
     name = re.sub(r"(\.\d+)+$", "", str(c.get("name", "?")))
@@ -52,99 +60,101 @@ def cluster_changes(a: VariantData, b: VariantData) -> tuple[tuple[str, ...], tu
     return tuple(sorted((cb - ca).elements())), tuple(sorted((ca - cb).elements()))
 
 
+def shorten(items: Sequence[str], limit: int = LIST_LIMIT) -> str:
+    """Returns a list as text, cut to `limit` examples and a count of the rest."""
+    shown = ", ".join(f"`{s}`" for s in items[:limit])
+    return shown + (
+        f" and {len(items) - limit} more ({len(items)} in all)" if len(items) > limit else ""
+    )
+
+
 def _arrow(x: str, y: str) -> str:
     return x if x == y else f"{x} → {y}"
 
 
 def _libs(v: VariantData) -> str:
-    calls = v.get("library_calls")
-    if not isinstance(calls, list):
+    h = v.summary.hlo
+    if h.fusion_count is None:
         return MISSING
-    return "; ".join(f"{c.get('target')}+{c.get('epilogue') or '∅'}" for c in calls) or "none"
+    return "; ".join(f"{c.target}+{c.epilogue or '∅'}" for c in h.library_calls) or "none"
 
 
-_NOISE = (
-    (re.compile(r"(\.\d+)+\b"), ""),  # instruction / module id suffixes
-    (re.compile(r", metadata=\{[^}]*\}"), ""),
-    (re.compile(r"loc\([^)]*\)"), ""),
-    (re.compile(r"0x[0-9a-f]+"), "0x"),
-    (re.compile(r"/[\w./-]+\.py:\d+(:\d+)?"), "FILE"),
-    (re.compile(r"#loc\d*"), "#loc"),
-)
+def same_problem(ra: RunData, rb: RunData) -> bool:
+    """True when the two runs' configs ran the same problem sizes and dtypes."""
+    pa = (ra.manifest.get("config") or {}).get("problem")
+    pb = (rb.manifest.get("config") or {}).get("problem")
+    return pa == pb
 
 
-def normalise(text: str) -> str:
-    """Returns IR text with names' numeric ids, metadata, locations and paths removed."""
-    for rx, repl in _NOISE:
-        text = rx.sub(repl, text)
-    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
+def step_verdict(a: VariantData, b: VariantData, floor: float) -> tuple[str, str]:
+    """Returns (step cell, verdict cell) for one variant across two runs."""
+    ta, tb = a.summary.timing, b.summary.timing
+    cell = _arrow(fmt.step(ta.step_s, ta.step_ci95_s), fmt.step(tb.step_s, tb.step_ci95_s))
+    fa, fb = a.summary.hlo.fingerprint, b.summary.hlo.fingerprint
+    same = fa is not None and fb is not None and fa.digest == fb.digest
+    if same:
+        return cell, "same program in both runs: any difference is run-to-run drift"
+    if not ta.round_step_s or not tb.round_step_s:
+        return cell, MISSING
+    estimate = stats.independent_ratio(tb.round_step_s, ta.round_step_s)
+    decision = stats.decide(estimate, floor)
+    words = fmt.VERDICT_WORDS.get(decision.verdict, decision.verdict)
+    lo, hi = estimate.ci95
+    return cell, f"b/a {estimate.ratio:.3f}× ({lo:.3f}–{hi:.3f}): {words} in b"
 
 
-def _stage_text(run: RunData, stage: data.Stage) -> str:
-    p = run.path / stage.path
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    return "\n".join(f.read_text(errors="replace") for f in files if f.is_file())
+def per_flop(v: VariantData) -> str:
+    s = v.summary
+    flops = s.cost.flops_analytic
+    if not s.timing.step_s or not flops:
+        return MISSING
+    return f"{s.timing.step_s / flops * 1e12:.3f} ps/FLOP ({fmt.tflops(flops / s.timing.step_s)} TFLOP/s)"
 
 
-def simple_divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
-    """Returns the first common ladder stage whose normalised text differs, and its first line."""
-    stages_b = {s.stage: s for s in b.stages}
-    for s in a.stages:
-        if s.stage not in stages_b:
-            continue
-        ta, tb = normalise(_stage_text(ra, s)), normalise(_stage_text(rb, stages_b[s.stage]))
-        if ta != tb:
-            la, lb = ta.splitlines(), tb.splitlines()
-            i = next(
-                (i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y),
-                min(len(la), len(lb)),
-            )
-            first = la[i] if i < len(la) else "(ends)"
-            other = lb[i] if i < len(lb) else "(ends)"
-            return s.stage, f"line {i + 1}: `{first[:100]}` vs `{other[:100]}`"
-    return "none", "no difference in any common stage"
-
-
-def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
-    """Returns (stage, detail): harness.hlo.diverge when available, else a normalised text diff."""
-    if not a.stages or not b.stages:
-        return MISSING, "one of the runs has no IR ladder for this variant"
-    try:
-        from harness.hlo.diverge import first_divergence
-    except ImportError:
-        return simple_divergence(ra, a, rb, b)
-    try:
-        d = first_divergence(
-            ra.path / "variants" / a.name / "ir", rb.path / "variants" / b.name / "ir"
-        )
-    except Exception as e:  # an unparsable stage must not stop the comparison
-        stage, detail = simple_divergence(ra, a, rb, b)
-        return stage, f"{detail} (diverge failed: {type(e).__name__})"
-    return d.stage, d.detail
-
-
-def variant_change(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> VariantChange:
+def variant_change(
+    ra: RunData, a: VariantData, rb: RunData, b: VariantData, floor: float
+) -> VariantChange:
     """Returns what changed for one variant between the two runs."""
     added, removed = cluster_changes(a, b)
-    ma, mb = a.get("step_time_median_s"), b.get("step_time_median_s")
-    step = _arrow(fmt.ms(ma), fmt.ms(mb))
-    if fmt.num(ma) and fmt.num(mb) and ma != mb:
-        step += f" ({fmt.ratio(mb, ma)})"
+    if same_problem(ra, rb):
+        step, verdict = step_verdict(a, b, floor)
+    else:
+        step, verdict = (
+            _arrow(per_flop(a), per_flop(b)),
+            "sizes differ: compared per FLOP, no verdict",
+        )
     stage, detail = divergence(ra, a, rb, b)
+    ka, kb = a.summary.profile.kernels_per_step, b.summary.profile.kernels_per_step
     return VariantChange(
         name=a.name,
         clusters=_arrow(str(len(a.clusters()) or MISSING), str(len(b.clusters()) or MISSING)),
         clusters_added=added,
         clusters_removed=removed,
         library_calls=_arrow(_libs(a), _libs(b)),
-        kernels_per_step=_arrow(
-            fmt.count(a.get("kernels_per_step")), fmt.count(b.get("kernels_per_step"))
-        ),
+        kernels_per_step=_arrow(fmt.count(ka), fmt.count(kb)),
         step_time=step,
-        compile_time=_arrow(fmt.secs(a.get("compile_s")), fmt.secs(b.get("compile_s"))),
+        verdict=verdict,
+        compile_time=_arrow(
+            fmt.secs(a.summary.compile.compile_s), fmt.secs(b.summary.compile.compile_s)
+        ),
         divergence_stage=stage,
         divergence_detail=detail,
     )
+
+
+def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
+    """Returns (stage, detail) where the two ladders first differ (harness.hlo.diverge)."""
+    from harness.hlo.diverge import first_divergence
+
+    if not a.stages or not b.stages:
+        return MISSING, "one of the runs has no IR ladder for this variant"
+    try:
+        d = first_divergence(
+            ra.path / "variants" / a.name / "ir", rb.path / "variants" / b.name / "ir"
+        )
+    except Exception as e:  # an unparsable stage must not stop the comparison
+        return MISSING, f"the ladders could not be compared ({type(e).__name__}: {str(e)[:120]})"
+    return d.stage, d.detail
 
 
 def _run_label(run: RunData) -> str:
@@ -155,32 +165,78 @@ def _run_label(run: RunData) -> str:
     )
 
 
+def config_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
+    """Returns every config key whose value differs between the runs: (key, a, b)."""
+    ca, cb = ra.manifest.get("config") or {}, rb.manifest.get("config") or {}
+    out: list[tuple[str, str, str]] = []
+    _walk_diff(ca, cb, "", out)
+    return out
+
+
+def _walk_diff(a: Any, b: Any, path: str, out: list[tuple[str, str, str]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            _walk_diff(a.get(k), b.get(k), f"{path}.{k}" if path else k, out)
+    elif (
+        isinstance(a, list)
+        and isinstance(b, list)
+        and all(isinstance(x, dict) and "name" in x for x in a + b)
+    ):
+        by_a, by_b = {x["name"]: x for x in a}, {x["name"]: x for x in b}
+        for name in [*by_a, *(n for n in by_b if n not in by_a)]:
+            _walk_diff(by_a.get(name), by_b.get(name), f"{path}.{name}", out)
+    elif first_difference(a, b, path) is not None:
+        out.append((path, fmt.text(a)[:80], fmt.text(b)[:80]))
+
+
+def ground_blocks(ra: RunData, rb: RunData) -> list[Block]:
+    """Returns what the comparison stands on: config differences, sizes, noise floors."""
+    diffs = config_differences(ra, rb)
+    blocks: list[Block] = [Heading(2, "Config differences")]
+    if diffs:
+        rows = tuple(diffs[:40])
+        blocks.append(Table(("key", "a", "b"), rows))
+        if len(diffs) > 40:
+            blocks.append(Para(f"and {len(diffs) - 40} more keys ({len(diffs)} in all)."))
+    else:
+        blocks.append(Para("None: both runs used the same config."))
+    if not same_problem(ra, rb):
+        blocks.append(
+            Para(
+                "**Warning: the two runs ran different problem sizes or dtypes.** Step times are not "
+                "comparable as ratios; each variant is compared per FLOP (time per analytic FLOP) instead."
+            )
+        )
+    na, nb = ra.summary.noise, rb.summary.noise
+    fa, fb = (na.floor if na else None), (nb.floor if nb else None)
+    blocks.append(
+        Para(
+            f"Noise floors (each run's baseline against itself): a {fmt.pct(fa)}, b {fmt.pct(fb)}."
+        )
+    )
+    if fa and fb and max(fa, fb) / max(min(fa, fb), 1e-6) > NOISE_RATIO:
+        blocks.append(
+            Para(
+                f"**The noise floors differ by more than {NOISE_RATIO:.0f}×**: one run was much "
+                "noisier, so small differences between them are not resolved."
+            )
+        )
+    return blocks
+
+
 def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tuple[Block, ...]:
     """Returns the comparison page as document blocks."""
     env_keys = ("platform", "device_kind", "jax", "jaxlib", "flax", "python", "git_commit")
     env_rows = tuple(
         (k, fmt.text(ra.environment.get(k)), fmt.text(rb.environment.get(k))) for k in env_keys
     )
-    opts = tuple(
-        (
-            n,
-            fmt.text(ra.manifest.get("compiler_options", {}).get(n)),
-            fmt.text(rb.manifest.get("compiler_options", {}).get(n)),
-        )
-        for n in sorted(set(ra.names()) & set(rb.names()))
-        if ra.manifest.get("compiler_options", {}).get(n)
-        != rb.manifest.get("compiler_options", {}).get(n)
-    )
     only = sorted(set(ra.names()) ^ set(rb.names()))
     blocks: list[Block] = [
         Heading(1, f"Comparison: {ra.run_id} against {rb.run_id}"),
         Bullets((f"a = {_run_label(ra)}", f"b = {_run_label(rb)}")),
+        *ground_blocks(ra, rb),
         Heading(2, "Environment"),
         Table(("what", "a", "b"), env_rows),
-    ]
-    if opts:
-        blocks += [Para("XLA options that differ:"), Table(("variant", "a", "b"), opts)]
-    blocks += [
         Heading(2, "Variants in both runs"),
         Table(
             (
@@ -188,7 +244,8 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
                 "clusters",
                 "library calls",
                 "kernels/step",
-                "step median",
+                "step",
+                "verdict",
                 "compile",
                 "first IR divergence",
             ),
@@ -199,6 +256,7 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
                     c.library_calls,
                     c.kernels_per_step,
                     c.step_time,
+                    c.verdict,
                     c.compile_time,
                     c.divergence_stage,
                 )
@@ -207,23 +265,28 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
         ),
     ]
     if only:
-        blocks.append(Para("In one run only: " + ", ".join(f"`{n}`" for n in only)))
+        blocks.append(Para("In one run only: " + shorten(only)))
     for c in changes:
         blocks.append(Heading(3, c.name))
         items = [f"first IR divergence: `{c.divergence_stage}` — {c.divergence_detail}"]
         if c.clusters_added:
-            items.append("clusters only in b: " + ", ".join(f"`{s}`" for s in c.clusters_added))
+            items.append("clusters only in b: " + shorten(c.clusters_added))
         if c.clusters_removed:
-            items.append("clusters only in a: " + ", ".join(f"`{s}`" for s in c.clusters_removed))
+            items.append("clusters only in a: " + shorten(c.clusters_removed))
         blocks.append(Bullets(tuple(items)))
+    for label, run in (("a", ra), ("b", rb)):
+        if run.notes:
+            blocks += [Para(f"Notes on {label}:"), Bullets(run.notes)]
     return tuple(blocks)
 
 
 def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path]:
     """Writes out/compare.md and out/compare.html for runs a and b; returns their paths."""
     ra, rb = data.load_run(a), data.load_run(b)
+    na, nb = ra.summary.noise, rb.summary.noise
+    floor = max(na.floor if na else 0.0, nb.floor if nb else 0.0)
     changes = [
-        variant_change(ra, va, rb, vb)
+        variant_change(ra, va, rb, vb, floor)
         for va in ra.variants
         if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok
     ]
@@ -233,22 +296,33 @@ def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path]:
     return md, html
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.report.compare", description=__doc__)
-    parser.add_argument("--a", required=True, help="first run folder")
-    parser.add_argument("--b", required=True, help="second run folder")
-    parser.add_argument("--out", required=True, help="folder for compare.md and compare.html")
-    args = parser.parse_args(argv)
-    for flag, run in (("--a", args.a), ("--b", args.b)):
+def main(argv: Sequence[str]) -> int:
+    from absl import flags
+
+    from harness import cli
+
+    cli.no_extra_arguments(argv)
+    a, b, out = flags.FLAGS.a, flags.FLAGS.b, flags.FLAGS.out
+    if not a or not b or not out:
+        raise cli.UsageError("--a, --b and --out are required")
+    for flag, run in (("--a", a), ("--b", b)):
         if not (Path(run) / "summary.json").is_file():
-            print(
-                f"{flag}={run}: no summary.json there, not a finished run folder", file=sys.stderr
-            )
-            return 2
-    md, html = compare_runs(Path(args.a), Path(args.b), Path(args.out))
+            raise cli.UsageError(f"{flag}={run}: no summary.json there, not a finished run folder")
+    target = io.claim_output(Path(out), "compare")
+    with io.writes_confined_to(target):
+        md, html = compare_runs(Path(a), Path(b), target)
     print(f"comparison: {md}\nhtml:       {html}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from absl import flags
+
+    from harness import cli
+
+    # Flags are defined only when this module is the entry point, so importing it elsewhere
+    # (a test, another tool) never clashes with their flags.
+    flags.DEFINE_string("a", None, "First run folder.")
+    flags.DEFINE_string("b", None, "Second run folder.")
+    flags.DEFINE_string("out", None, "Folder for compare.md and compare.html.")
+    cli.start(main)

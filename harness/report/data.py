@@ -1,7 +1,9 @@
-"""A saved run read back into frozen dataclasses: the only place the report touches run files.
+"""A saved run read back for the report: the typed summary plus the per-variant analysis files.
 
-Every per-variant file is optional. A file that is absent or unreadable becomes an empty value
-and a note, so a run captured before a stage existed (or one that failed half-way) still renders.
+The summary is read only through harness.summary.load_summary, which validates it and names
+the file and key of anything wrong. Every per-variant file is optional: a file that is absent
+or unreadable becomes an empty value and a note, so a run captured before a stage existed (or
+one that failed half-way) still renders.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness import ladder
+from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
 
 MISSING = "–"
 
@@ -27,30 +32,32 @@ class Stage:
 
 @dataclass(frozen=True)
 class VariantData:
-    """What the report needs from variants/<name>/: summary entry plus the optional files."""
+    """One variant: its typed summary plus the optional analysis files of variants/<name>/."""
 
     name: str
-    summary: dict[str, Any]
+    summary: VariantSummary
     stages: tuple[Stage, ...] = ()
     fusions: dict[str, Any] = field(default_factory=dict)
     kernels: tuple[dict[str, Any], ...] = ()
     passes: dict[str, Any] = field(default_factory=dict)
     compile: dict[str, Any] = field(default_factory=dict)
-    step_times_s: tuple[float, ...] = ()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Returns the summary value of `key`, or `default` when the key is absent or null."""
-        value = self.summary.get(key)
-        return default if value is None else value
 
     @property
     def ok(self) -> bool:
-        return self.summary.get("status") == "ok"
+        return self.summary.identity.status == "ok"
 
     @property
     def measured(self) -> bool:
-        """True when the variant ran and has a steady step time."""
-        return self.ok and self.summary.get("step_time_median_s") is not None
+        """True when the variant ran and has a steady time per step."""
+        return self.ok and self.summary.timing.step_s is not None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.summary.identity.roles
+
+    @property
+    def framework(self) -> str:
+        return self.summary.identity.framework
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.stage == name), None)
@@ -63,7 +70,6 @@ class VariantData:
             if isinstance(mods, list)
             else []
         )
-        groups.append(self.fusions.get("clusters"))
         return [c for g in groups if isinstance(g, list) for c in g if isinstance(c, dict)]
 
     def reverse_map(self) -> dict[str, list[str]]:
@@ -77,7 +83,6 @@ class VariantData:
             for m in (mods if isinstance(mods, list) else [])
             if isinstance(m, dict)
         ]
-        maps.append(("", self.fusions.get("reverse_map")))
         maps = [(n, m) for n, m in maps if isinstance(m, dict) and m]
         out: dict[str, list[str]] = {}
         for module, m in maps:
@@ -89,33 +94,64 @@ class VariantData:
 
 @dataclass(frozen=True)
 class RunData:
-    """One run folder read back: manifest, summary, variants in config order, ceilings."""
+    """One run folder read back: manifest, typed summary, variants in config order, ceilings."""
 
     path: Path
     manifest: dict[str, Any]
-    experiment: str
-    baseline: str
+    summary: RunSummary
     variants: tuple[VariantData, ...]
     ceilings: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property
+    def experiment(self) -> str:
+        return self.summary.experiment
+
+    @property
+    def baseline(self) -> str:
+        return self.summary.baseline
+
+    @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
+        return str(self.manifest.get("run_id") or self.summary.run_id or self.path.name)
 
     @property
     def environment(self) -> dict[str, Any]:
-        return self.manifest.get("environment") or {}
+        env = self.manifest.get("environment")
+        return env if isinstance(env, dict) else {}
 
     @property
     def platform(self) -> str:
-        return str(self.environment.get("platform") or "unknown")
+        return str(self.summary.platform or self.environment.get("platform") or "unknown")
 
     def variant(self, name: str) -> VariantData | None:
         return next((v for v in self.variants if v.name == name), None)
 
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
+
+    def by_role(
+        self, role: str, framework: str = "jax", like: VariantData | None = None
+    ) -> VariantData | None:
+        """Returns the first variant with `role` in `framework` (and of `like`'s size)."""
+        for v in self.variants:
+            if (
+                role in v.roles
+                and v.framework == framework
+                and (like is None or same_size(v, like))
+            ):
+                return v
+        return None
+
+    def with_role(self, role: str, framework: str = "jax") -> list[VariantData]:
+        return [v for v in self.variants if role in v.roles and v.framework == framework]
+
+
+def same_size(a: VariantData, b: VariantData) -> bool:
+    """True when two variants ran the same m, k, n and batch, so a time ratio means something."""
+    pa, pb = a.summary.identity.problem, b.summary.identity.problem
+    return all(pa.get(d) == pb.get(d) for d in ("m", "k", "n", "batch"))
 
 
 def _read_json(path: Path, notes: list[str]) -> Any:
@@ -130,73 +166,83 @@ def _read_json(path: Path, notes: list[str]) -> Any:
 
 
 def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
-    """Returns the variant's IR ladder from ir/index.json, paths made relative to the run folder."""
+    """Returns the variant's IR ladder, paths made relative to the run folder."""
     ir = run / "variants" / name / "ir"
-    index = _read_json(ir / "index.json", notes) or {}
+    if not ladder.has_ladder(ir):
+        return ()
+    try:
+        raw = json.loads((ir / ladder.INDEX).read_text()).get("stages", [])
+    except (OSError, ValueError, AttributeError) as e:
+        notes.append(f"{name}: ir/index.json could not be read: {e}")
+        return ()
     out = []
-    for s in index.get("stages", []):
-        if not isinstance(s, dict) or "path" not in s:
+    for s in raw if isinstance(raw, list) else []:
+        if not isinstance(s, dict) or s.get("stage") not in ladder.KINDS:
             continue
-        target = ir / s["path"]
+        rel = str(s.get("path", ""))
+        if rel.startswith("/") or ".." in Path(rel).parts:
+            notes.append(
+                f"{name}: ir/index.json names a path outside the ladder ({rel!r}); left out"
+            )
+            continue
+        target = ir / rel
         out.append(
             Stage(
-                order=int(s.get("order", 0)),
-                stage=str(s.get("stage", s["path"])),
-                path=f"variants/{name}/ir/{s['path']}",
-                is_dir=target.is_dir(),
-                exists=target.exists(),
+                order=ladder.KINDS[s["stage"]].order,
+                stage=str(s["stage"]),
+                path=f"variants/{name}/ir/{rel}",
+                is_dir=target.is_dir() and not target.is_symlink(),
+                exists=target.exists() and not target.is_symlink(),
             )
         )
     return tuple(sorted(out, key=lambda s: s.order))
 
 
 def _kernel_rows(data: Any) -> tuple[dict[str, Any], ...]:
-    """Returns kernels.json's event rows whether it is a list or {"events": [...]}."""
-    if isinstance(data, dict):
-        data = data.get("events") or data.get("kernels") or []
-    return tuple(r for r in data or [] if isinstance(r, dict))
+    rows = data.get("events") if isinstance(data, dict) else None
+    return tuple(r for r in rows or [] if isinstance(r, dict))
 
 
-def read_variant(run: Path, name: str, summary: dict[str, Any], notes: list[str]) -> VariantData:
+def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]) -> VariantData:
     """Returns one variant's data; missing files leave their fields empty."""
     vdir = run / "variants" / name
-    timings = _read_json(vdir / "timings.json", notes) or {}
     fusions = _read_json(vdir / "fusions.json", notes)
     passes = _read_json(vdir / "passes.json", notes)
     compile_ = _read_json(vdir / "compile.json", notes)
     return VariantData(
         name=name,
-        summary=summary if isinstance(summary, dict) else {},
+        summary=summary,
         stages=read_stages(run, name, notes),
         fusions=fusions if isinstance(fusions, dict) else {},
         kernels=_kernel_rows(_read_json(vdir / "kernels.json", notes)),
-        passes=passes if isinstance(passes, dict) else {"passes": passes} if passes else {},
+        passes=passes if isinstance(passes, dict) else {},
         compile=compile_ if isinstance(compile_, dict) else {},
-        step_times_s=tuple(
-            float(t) for t in timings.get("step_times_s", []) if isinstance(t, int | float)
-        ),
     )
 
 
 def load_run(path: Path | str) -> RunData:
-    """Returns the run folder at `path` read back; raises FileNotFoundError without summary.json."""
+    """Returns the run folder at `path` read back.
+
+    Raises FileNotFoundError without summary.json and SchemaError (naming the file and key)
+    for a summary that does not match the schema.
+    """
     run = Path(path).resolve()
-    if not (run / "summary.json").is_file():
+    if not (run / SUMMARY_FILE).is_file():
         raise FileNotFoundError(f"{run} has no summary.json: not a finished run folder")
     notes: list[str] = []
-    summary = _read_json(run / "summary.json", notes) or {}
-    manifest = _read_json(run / "manifest.json", notes) or {}
+    summary = load_summary(run / SUMMARY_FILE)
+    manifest = _read_json(run / "manifest.json", notes)
+    ceilings = _read_json(run / "ceilings.json", notes)
+    timing = _read_json(run / "timing.json", notes)
     variants = tuple(
-        read_variant(run, name, entry, notes)
-        for name, entry in (summary.get("variants") or {}).items()
+        read_variant(run, name, entry, notes) for name, entry in summary.variants.items()
     )
-    ceilings = _read_json(run / "ceilings.json", notes) or {}
     return RunData(
         path=run,
-        manifest=manifest,
-        experiment=str(summary.get("experiment") or manifest.get("experiment") or run.parent.name),
-        baseline=str(summary.get("baseline") or ""),
+        manifest=manifest if isinstance(manifest, dict) else {},
+        summary=summary,
         variants=variants,
         ceilings=ceilings if isinstance(ceilings, dict) else {},
+        timing=timing if isinstance(timing, dict) else {},
         notes=tuple(notes),
     )

@@ -70,3 +70,48 @@ def text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def ci(bounds: Any, scale: float = 1e3, unit: str = "") -> str:
+    """Returns an interval `lo–hi` scaled (ms by default), or '' without one."""
+    if not isinstance(bounds, list | tuple) or len(bounds) != 2:
+        return ""
+    lo, hi = num(bounds[0]), num(bounds[1])
+    if lo is None or hi is None:
+        return ""
+    return f"{lo * scale:.3f}–{hi * scale:.3f}{unit}"
+
+
+def step(value: Any, bounds: Any = None) -> str:
+    """Returns a step time in ms with its 95% interval when there is one."""
+    v = num(value)
+    if v is None:
+        return MISSING
+    interval = ci(bounds)
+    return f"{v * 1e3:.3f} ms" + (f" ({interval})" if interval else "")
+
+
+VERDICT_WORDS = {
+    "same_program": "same program",
+    "indistinguishable": "no resolvable difference",
+    "faster": "faster",
+    "slower": "slower",
+    "not_comparable": "not comparable",
+}
+
+
+def verdict(v: Any) -> str:
+    """Returns a comparison cell: the ratio with its interval and the verdict in words.
+
+    A pair that is the same program or indistinguishable is never called faster or slower:
+    the cell says so, and gives the ratio only as measured noise.
+    """
+    if v is None:
+        return MISSING
+    words = VERDICT_WORDS.get(v.verdict, v.verdict)
+    if v.ratio is None:
+        return words
+    interval = f" ({v.ci95[0]:.3f}–{v.ci95[1]:.3f})" if v.ci95 else ""
+    if v.verdict in ("same_program", "indistinguishable"):
+        return f"{words}: {v.ratio:.3f}×{interval}"
+    return f"{v.ratio:.3f}×{interval} {words}"

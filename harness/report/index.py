@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import io
+from harness.records import SchemaError
 from harness.report import fmt
 from harness.report.doc import Bullets, Heading, Para, Table, to_html
+from harness.summary import RunSummary, load_summary
 
 
 @dataclass(frozen=True)
@@ -25,25 +27,24 @@ class RunRow:
     headline: tuple[str, ...]
 
 
-def run_row(root: Path, run: Path, summary: dict[str, Any], manifest: dict[str, Any]) -> RunRow:
+def run_row(root: Path, run: Path, summary: RunSummary, manifest: dict[str, Any]) -> RunRow:
     """Returns the index row of one run: date, device and its headline numbers."""
-    variants = summary.get("variants") or {}
-    base = variants.get(summary.get("baseline") or "xla") or {}
-    bound = (variants.get("matmul_only") or {}).get("step_time_median_s")
-    env = manifest.get("environment") or {}
+    variants = summary.variants
+    base = variants.get(summary.baseline)
+    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
     report = "report.html" if (run / "report.html").exists() else "index.html"
     return RunRow(
         href=f"{run.relative_to(root)}/{report}",
-        experiment=str(summary.get("experiment") or run.parent.name),
+        experiment=summary.experiment or run.parent.name,
         run_id=run.name,
         started=str(manifest.get("started") or fmt.text(None)),
         device=f"{fmt.text(env.get('device_kind'))} ({fmt.text(env.get('platform'))})",
         status=str(manifest.get("status") or fmt.text(None)),
         headline=(
-            fmt.ms(base.get("step_time_median_s")),
-            fmt.ratio(base.get("step_time_median_s"), bound),
-            fmt.secs(base.get("first_call_s")),
-            str(sum(1 for r in variants.values() if r.get("status") == "ok")) + f"/{len(variants)}",
+            fmt.step(base.timing.step_s, base.timing.step_ci95_s) if base else fmt.text(None),
+            fmt.verdict(base.comparison.vs_lower_bound) if base else fmt.text(None),
+            fmt.secs(base.compile.first_call_s) if base else fmt.text(None),
+            str(sum(1 for r in variants.values() if r.ok)) + f"/{len(variants)}",
         ),
     )
 
@@ -61,7 +62,7 @@ def find_runs(root: Path) -> list[Path]:
     )
 
 
-def results_index_html(rows: list[RunRow]) -> str:
+def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
     table = Table(
         (
             "run",
@@ -70,7 +71,7 @@ def results_index_html(rows: list[RunRow]) -> str:
             "device",
             "status",
             "baseline step",
-            "× matmul_only",
+            "baseline vs lower bound",
             "first call",
             "variants ok",
         ),
@@ -79,23 +80,32 @@ def results_index_html(rows: list[RunRow]) -> str:
             for r in rows
         ),
     )
-    return to_html((Heading(1, "Runs"), Para(f"{len(rows)} runs, newest first."), table), "Runs")
+    blocks: list[Any] = [Heading(1, "Runs"), Para(f"{len(rows)} runs, newest first."), table]
+    if skipped:
+        blocks += [Para("Left out (their files could not be read):"), Bullets(tuple(skipped))]
+    return to_html(tuple(blocks), "Runs")
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def write_results_index(root: Path) -> Path:
-    """Writes root/index.html listing every run under root; returns its path."""
-    rows = [
-        run_row(root, r, _read(r / "summary.json"), _read(r / "manifest.json"))
-        for r in find_runs(root)
-    ]
-    return io.write_text(root / "index.html", results_index_html(rows))
+    """Writes root/index.html listing every run under root; a run whose summary cannot be read
+    is listed apart with the reason, never fatal to the others."""
+    rows, skipped = [], []
+    for r in find_runs(root):
+        try:
+            summary = load_summary(r / "summary.json")
+        except SchemaError as e:
+            skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
+            continue
+        rows.append(run_row(root, r, summary, _manifest(r / "manifest.json")))
+    return io.write_text(root / "index.html", results_index_html(rows, skipped))
 
 
 def run_index_html(run: Path) -> str:

@@ -1,9 +1,10 @@
-"""The textbook's observations, each checked against this run by one small pure function.
+"""The textbook's observations, one verdict per claim, each checked against this run.
 
-Each function takes the run's data (and, for the IR observation, excerpts of emitter files read
-at the edge) and returns an Observation: the claim, a verdict, and the figures behind it. A
-verdict is "yes", "no", "not on this platform", or "not measured" when the run lacks the numbers
-(named in the evidence) to decide.
+Each function takes the run's data (and, for the IR claims, excerpts of emitter files read at
+the edge) and returns Observations: the claim, a verdict, and the figures behind it. Variants
+are found by role (harness.config.roles), never by name, so renaming a variant in the config
+changes nothing here. A verdict is "yes", "no", "not on this platform", or "not measured"
+with the reason: the run lacks the variant or the figures to decide.
 """
 
 from __future__ import annotations
@@ -29,170 +30,212 @@ class Observation:
     quote: str = ""
 
 
-def _missing(key: str, claim: str, what: str) -> Observation:
-    return Observation(key, claim, NOT_MEASURED, (f"this run has no {what}",))
+def _missing(key: str, claim: str, why: str) -> Observation:
+    return Observation(key, claim, NOT_MEASURED, (why,))
 
 
 def _transfers(v: VariantData) -> tuple[float, float] | None:
-    """Returns (count, bytes) of transfers per step summed over directions, None if unknown."""
-    rows = v.get("transfers_per_step")
-    if not isinstance(rows, list):
+    """Returns (count, bytes) of transfers per step over all directions; None if not profiled."""
+    p = v.summary.profile
+    if p.kernels_per_step is None:
         return None
-    n = sum(
-        fmt.num(r.get("count", r.get("count_per_step"))) or 0 for r in rows if isinstance(r, dict)
-    )
-    b = sum(
-        fmt.num(r.get("bytes", r.get("bytes_per_step"))) or 0 for r in rows if isinstance(r, dict)
-    )
-    return n, b
+    return sum(t.count for t in p.transfers_per_step), sum(t.bytes for t in p.transfers_per_step)
 
 
-def eager_launches(run: RunData) -> Observation:
-    """Eager dispatch issues one launch per primitive (≥ 3) plus temporary transfers."""
-    key, claim = "eager_launches", "Eager issues ≥ 3 launches per step plus temporary transfers."
-    v = run.variant("eager")
+def eager(run: RunData) -> list[Observation]:
+    """Eager dispatch issues one launch per primitive (≥ 3), and temporary transfers."""
+    k1, c1 = "eager_launches", "Eager issues three or more launches per step."
+    k2, c2 = "eager_transfers", "Eager adds temporary host-device transfers per step."
+    v = run.by_role("eager")
     if v is None or not v.ok:
-        return _missing(key, claim, "eager variant")
-    kernels = fmt.num(v.get("kernels_per_step"))
-    modules = v.get("eager_modules") or []
+        why = (
+            "this run has no variant in the `eager` role"
+            if v is None
+            else f"{v.name} {v.summary.identity.status}"
+        )
+        return [_missing(k1, c1, why), _missing(k2, c2, why)]
+    kernels = v.summary.profile.kernels_per_step
+    modules = v.summary.identity.eager_modules
     ev: list[str] = []
     if kernels is not None:
-        ev.append(f"eager runs {fmt.count(kernels)} device kernels per step")
+        ev.append(f"{v.name}: {fmt.count(kernels)} device kernels per step")
     if modules:
         ev.append(f"{len(modules)} primitive modules compiled: {', '.join(modules)}")
     launches = kernels if kernels is not None else (len(modules) or None)
-    if launches is None:
-        return _missing(key, claim, "kernels_per_step or eager_modules for eager")
+    first = (
+        _missing(k1, c1, f"{v.name} has neither a profile nor eager modules")
+        if launches is None
+        else Observation(k1, c1, YES if launches >= 3 else NO, tuple(ev))
+    )
     t = _transfers(v)
-    if t is not None:
-        ev.append(f"{fmt.count(t[0])} transfers per step ({fmt.si(t[1], 'B')})")
-    if launches < 3:
-        return Observation(key, claim, NO, tuple(ev))
     if t is None:
-        return Observation(key, claim, NOT_MEASURED, (*ev, "transfers_per_step is absent"))
-    if t[0] > 0:
-        return Observation(key, claim, YES, tuple(ev))
-    if run.platform == "cpu":
-        ev.append("on the CPU host memory is device memory, so there is nothing to transfer")
-        return Observation(key, claim, NOT_HERE, tuple(ev))
-    return Observation(key, claim, NO, tuple(ev))
+        second = _missing(k2, c2, f"{v.name} was not profiled")
+    else:
+        tev = (f"{v.name}: {fmt.count(t[0])} transfers per step ({fmt.si(t[1], 'B')})",)
+        if t[0] > 0:
+            second = Observation(k2, c2, YES, tev)
+        elif run.platform == "cpu":
+            second = Observation(
+                k2,
+                c2,
+                NOT_HERE,
+                (*tev, "on a CPU host memory is device memory: nothing to transfer"),
+            )
+        else:
+            second = Observation(k2, c2, NO, tev)
+    return [first, second]
 
 
-def _pause(run: RunData, key: str, claim: str, field: str, label: str) -> Observation:
-    v = run.variant(run.baseline) or run.variant("xla")
-    if v is None or not v.measured or fmt.num(v.get(field)) is None:
-        return _missing(key, claim, f"{field} and step time for the baseline")
-    pause, step = float(v.get(field)), float(v.get("step_time_median_s"))
+def _pause(run: RunData, key: str, claim: str, which: str) -> Observation:
+    v = run.by_role("baseline")
+    if v is None or not v.ok:
+        return _missing(key, claim, "this run has no baseline that ran")
+    c, step = v.summary.compile, v.summary.timing.step_s
+    pause = c.first_call_s if which == "first" else c.recompile_s
+    if pause is None or step is None:
+        return _missing(
+            key,
+            claim,
+            f"{v.name} has no {'first-call' if which == 'first' else 'recompile'} pause or step time",
+        )
     factor = pause / step
-    compile_line = (
-        f"{v.get('recompile_backend_compiles')} XLA compilations for the new shape, "
-        f"{fmt.secs(v.get('recompile_xla_compile_s'))}"
-        if field == "recompile_s"
-        else f"compile {fmt.secs(v.get('compile_s'))}, of which XLA {fmt.secs(v.get('xla_compile_s'))}"
+    label = "first call" if which == "first" else "recompile"
+    detail = (
+        f"compile {fmt.secs(c.compile_s)}, of which XLA {fmt.secs(c.xla_compile_s)}"
+        + (f", autotuning {fmt.secs(c.autotuning_s)}" if c.autotuning_s else "")
+        if which == "first"
+        else f"{fmt.text(c.recompile_backend_compiles)} XLA compilations for the new shape, "
+        f"{fmt.secs(c.recompile_xla_compile_s)}"
     )
-    ev = (
-        f"{v.name}: {label} {fmt.ms(pause)} = {factor:.0f}× the median step {fmt.ms(step)}",
-        compile_line,
-    )
+    ev = (f"{v.name}: {label} {fmt.ms(pause)} = {factor:.0f}× the step {fmt.ms(step)}", detail)
     return Observation(key, claim, YES if factor >= PAUSE_FACTOR else NO, ev)
 
 
-def first_call_pause(run: RunData) -> Observation:
-    """The first compiled call pauses: it traces, lowers and compiles before it runs."""
-    return _pause(
-        run, "first_call_pause", "The first compiled call pauses.", "first_call_s", "first call"
-    )
+def first_call_pause(run: RunData) -> list[Observation]:
+    return [_pause(run, "first_call_pause", "The first compiled call pauses.", "first")]
 
 
-def new_shape_pause(run: RunData) -> Observation:
-    """A call with a new input shape pauses again: the cache key changed, so XLA recompiles."""
-    return _pause(run, "new_shape_pause", "A new shape pauses again.", "recompile_s", "recompile")
+def new_shape_pause(run: RunData) -> list[Observation]:
+    return [_pause(run, "new_shape_pause", "A new shape pauses again.", "recompile")]
 
 
-def _libs(v: VariantData | None) -> list[dict]:
-    calls = v.get("library_calls") if v else None
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+def fused_epilogue(run: RunData) -> list[Observation]:
+    """Compiled calls use a library matmul with a fused epilogue; and fewer kernels than eager."""
+    k1 = "library_epilogue"
+    c1 = "A compiled call runs one library matmul with a fused epilogue."
+    k2 = "fewer_kernels"
+    c2 = "A compiled call runs fewer kernels than eager."
+    compiled = [v for v in run.with_role("compiled") if v.ok and "lower_bound" not in v.roles]
+    found = [
+        (v, c)
+        for v in compiled
+        for c in v.summary.hlo.library_calls
+        if c.epilogue and c.epilogue not in ("DEFAULT",)
+    ]
+    if found:
+        ev = tuple(
+            f"{v.name}: {c.target} with epilogue {c.epilogue} ({c.cluster})" for v, c in found[:4]
+        )
+        first = Observation(k1, c1, YES, ev)
+    elif any(v.summary.hlo.fusion_count is not None for v in compiled):
+        libs = [
+            f"{v.name}: {', '.join(c.target for c in v.summary.hlo.library_calls) or 'none'}"
+            for v in compiled[:4]
+        ]
+        first = Observation(k1, c1, NO, tuple(f"library calls — {x}" for x in libs))
+    else:
+        first = _missing(k1, c1, "no compiled variant was analyzed")
+    e, b = run.by_role("eager"), run.by_role("baseline")
+    ke = e.summary.profile.kernels_per_step if e else None
+    kb = b.summary.profile.kernels_per_step if b else None
+    if ke is None or kb is None:
+        second = _missing(k2, c2, "kernels per step needs a profiled eager variant and baseline")
+    else:
+        second = Observation(
+            k2,
+            c2,
+            YES if kb < ke else NO,
+            (f"kernels per step: {e.name} {fmt.count(ke)}, {b.name} {fmt.count(kb)}",),
+        )
+    return [first, second]
 
 
-def library_epilogue(run: RunData) -> Observation:
-    """Compiled calls use a library matmul with a fused epilogue, or fewer generated kernels."""
-    key = "library_epilogue"
-    claim = "Later calls show a library matmul with a fused epilogue, or fewer generated kernels than eager."
-    ev: list[str] = []
-    fused = False
-    for name in ("xla", "xla_library_epilogue"):
-        v = run.variant(name)
-        if v is None:
-            continue
-        if not v.ok:
-            ev.append(f"{name}: {v.get('status')} ({v.get('reason', '')})")
-            continue
-        libs = _libs(v)
-        if v.get("library_calls") is not None:
-            shown = ", ".join(
-                f"{c.get('target')} + {c.get('epilogue') or 'no epilogue'}" for c in libs
+def host_callback_split(run: RunData) -> list[Observation]:
+    """A host callback splits the compiled region: more kernels or transfers than the baseline."""
+    key, claim = "host_callback_split", "A host callback (print) splits the compiled region."
+    cb, base = run.by_role("host_callback"), run.by_role("baseline")
+    if cb is None or base is None or not cb.ok or not base.ok:
+        return [
+            _missing(
+                key, claim, "needs a variant in the `host_callback` role and a baseline that ran"
             )
-            ev.append(f"{name}: library calls {shown or 'none'}")
-        fused |= any(c.get("epilogue") for c in libs)
-    eager, xla = run.variant("eager"), run.variant("xla")
-    ke = fmt.num(eager.get("kernels_per_step")) if eager else None
-    kx = fmt.num(xla.get("kernels_per_step")) if xla else None
-    fewer = ke is not None and kx is not None and kx < ke
-    if ke is not None and kx is not None:
-        ev.append(f"kernels per step: eager {fmt.count(ke)}, xla {fmt.count(kx)}")
-    if fused or fewer:
-        return Observation(key, claim, YES, tuple(ev))
-    measured_libs = any("library calls" in e for e in ev)
-    if not measured_libs and (ke is None or kx is None):
-        return _missing(key, claim, "library_calls or kernels_per_step")
-    return Observation(key, claim, NO, tuple(ev))
-
-
-def host_callback_split(run: RunData) -> Observation:
-    """A host callback splits the compiled region: more kernels or transfers than plain jit."""
-    key, claim = "host_callback_split", "A host callback splits the compiled region."
-    cb, xla = run.variant("xla_host_callback"), run.variant("xla")
-    if cb is None or xla is None or not cb.ok or not xla.ok:
-        return _missing(key, claim, "xla_host_callback and xla variants")
-    ev: list[str] = []
-    more = False
-    for field in ("kernels_per_step", "device_ops_per_step"):
-        a, b = fmt.num(cb.get(field)), fmt.num(xla.get(field))
-        if a is not None and b is not None:
-            ev.append(f"{field.replace('_', ' ')}: callback {fmt.count(a)}, xla {fmt.count(b)}")
-            more |= a > b
-    ta, tb = _transfers(cb), _transfers(xla)
+        ]
+    pa, pb = cb.summary.profile, base.summary.profile
+    if pa.kernels_per_step is None or pb.kernels_per_step is None:
+        return [_missing(key, claim, "needs both variants profiled")]
+    ev = [
+        f"kernels per step: {cb.name} {fmt.count(pa.kernels_per_step)}, {base.name} {fmt.count(pb.kernels_per_step)}",
+        f"device ops per step: {cb.name} {fmt.count(pa.device_ops_per_step)}, {base.name} {fmt.count(pb.device_ops_per_step)}",
+    ]
+    ta, tb = _transfers(cb), _transfers(base)
+    more = pa.kernels_per_step > pb.kernels_per_step or (pa.device_ops_per_step or 0) > (
+        pb.device_ops_per_step or 0
+    )
     if ta is not None and tb is not None:
-        ev.append(f"transfers per step: callback {fmt.count(ta[0])}, xla {fmt.count(tb[0])}")
+        ev.append(
+            f"transfers per step: {cb.name} {fmt.count(ta[0])}, {base.name} {fmt.count(tb[0])}"
+        )
         more |= ta[0] > tb[0]
-    if cb.get("callback_lines"):
-        ev.append(f"the callback printed {cb.get('callback_lines')} lines (once per call)")
-    if len(ev) <= 1 and not more:
-        return _missing(key, claim, "kernels_per_step or transfers_per_step for both variants")
-    return Observation(key, claim, YES if more else NO, tuple(ev))
+    if pa.step_sequence:
+        ev.append(f"{cb.name}'s step: {', '.join(pa.step_sequence[:8])}")
+    if cb.summary.identity.callback_lines:
+        ev.append(f"the callback printed {cb.summary.identity.callback_lines} lines")
+    return [Observation(key, claim, YES if more else NO, tuple(ev))]
 
 
-def cache_miss_explains(run: RunData) -> Observation:
+def traced_branch(run: RunData) -> list[Observation]:
+    """A data-dependent Python branch cannot stay inside the compiled region."""
+    key = "traced_branch"
+    claim = "A data-dependent branch splits (or is refused by) the compiled region."
+    v = run.by_role("traced_branch")
+    if v is None:
+        return [_missing(key, claim, "this run has no variant in the `traced_branch` role")]
+    err = v.summary.identity.expected_error
+    ev = []
+    if err is not None:
+        ev.append(f"{v.name}: jit refused it: {err.type}: {err.message[:160]}")
+    d = run.by_role("device_branch")
+    if d is not None and d.ok:
+        ev.append(
+            f"{d.name} keeps the branch on the device (lax.cond): {fmt.count(d.summary.profile.kernels_per_step)} kernels per step"
+        )
+    return [
+        Observation(
+            key,
+            claim,
+            YES if err is not None else NO,
+            tuple(ev) or (f"{v.name}: {v.summary.identity.status}",),
+        )
+    ]
+
+
+def cache_miss_explains(run: RunData) -> list[Observation]:
     """The tracing cache-miss log names the argument whose shape changed."""
-    key, claim = "cache_miss_log", "The cache-miss log explains the recompile."
-    v = run.variant(run.baseline) or run.variant("xla")
-    text = v.get("recompile_explanation") if v else None
+    key, claim = "cache_miss_log", "The compiler's log explains the recompile."
+    v = run.by_role("baseline")
+    text = v.summary.compile.recompile_explanation if v else None
     if not text:
-        return _missing(key, claim, "recompile_explanation for the baseline")
+        return [_missing(key, claim, "the baseline has no recompile explanation")]
     named = re.search(r"now \S+ and before \S+", text)
     ev = (f"{v.name}: " + (named.group(0) if named else "no changed argument named"),)
-    verdict = YES if "CACHE MISS" in text and named else NO
-    return Observation(key, claim, verdict, ev, quote=text)
+    return [Observation(key, claim, YES if "CACHE MISS" in text and named else NO, ev, quote=text)]
 
 
 # What a later IR says about loops, thread blocks and memory spaces, by stage.
 IR_PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     # A PTX `bra` may be a plain branch, so loops come from Triton's scf.for and LLVM's loop
     # metadata or phi nodes only. Triton comes first so quotes prefer the highest-level IR.
-    "loops": (
-        ("triton", r"scf\.for"),
-        ("llvm", r"llvm\.loop|\bphi\b"),
-    ),
+    "loops": (("triton", r"scf\.for"), ("llvm", r"llvm\.loop|\bphi\b")),
     "thread blocks": (
         ("triton", r"tt\.get_program_id"),
         ("ptx", r"%tid\.[xyz]|%ctaid\.[xyz]"),
@@ -204,6 +247,7 @@ IR_PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("llvm", r"addrspace\(3\)|addrspace\(1\)"),
     ),
 }
+_GPU_ONLY = ("thread blocks", "memory spaces")
 
 
 def ir_excerpts(
@@ -217,58 +261,62 @@ def ir_excerpts(
             rx = re.compile(pat)
             for path, text in texts.get(stage, ()):
                 for line in text.splitlines():
-                    if rx.search(line) and len(found) < per_part:
+                    if len(found) >= per_part:
+                        break
+                    if rx.search(line):
                         found.append(f"{path}: {line.strip()[:140]}")
         out[part] = found
     return out
 
 
-def later_ir_names_hardware(
-    run: RunData, texts: Mapping[str, Sequence[tuple[str, str]]]
-) -> Observation:
-    """A later IR (Triton, LLVM, PTX) names loops, thread blocks and memory spaces."""
-    key = "later_ir_names_hardware"
-    claim = "A later IR names loops, thread blocks and memory spaces."
-    if not any(texts.values()):
-        return _missing(key, claim, "Triton, LLVM or PTX stage files")
-    found = ir_excerpts(texts)
-    ev = tuple(f"{part}: {'found' if lines else 'not found'}" for part, lines in found.items())
-    quote = "\n".join(line for lines in found.values() for line in lines)
-    if all(found.values()):
-        return Observation(key, claim, YES, ev, quote)
-    if found["loops"] and run.platform == "cpu":
-        note = "the CPU's LLVM IR has loops; thread blocks and shared memory are GPU concepts"
-        return Observation(key, claim, NOT_HERE, (*ev, note), quote)
-    return Observation(key, claim, NO, ev, quote)
+def later_ir(run: RunData, texts: Mapping[str, Sequence[tuple[str, str]]]) -> list[Observation]:
+    """A later IR (Triton, LLVM, PTX) names loops, thread blocks and memory spaces: three claims."""
+    out = []
+    have = any(texts.values())
+    found = ir_excerpts(texts) if have else {}
+    for part in IR_PATTERNS:
+        key = f"later_ir_{part.replace(' ', '_')}"
+        claim = f"A later IR names {part}."
+        if not have:
+            out.append(_missing(key, claim, "this run kept no Triton, LLVM or PTX stage"))
+            continue
+        lines = found[part]
+        if lines:
+            out.append(Observation(key, claim, YES, (f"{len(lines)} quoted",), "\n".join(lines)))
+        elif part in _GPU_ONLY and run.platform == "cpu":
+            out.append(
+                Observation(
+                    key, claim, NOT_HERE, ("thread blocks and shared memory are GPU concepts",)
+                )
+            )
+        else:
+            out.append(Observation(key, claim, NO, ("no line of the kept IR matches",)))
+    return out
 
 
-def flops_counted(run: RunData) -> Observation:
-    """FLOPs and bytes are counted: the analytic count against XLA's cost analysis."""
+def flops_counted(run: RunData) -> list[Observation]:
+    """FLOPs and bytes are counted: ours against XLA's cost analysis."""
     key, claim = "flops_counted", "FLOPs and bytes are counted."
-    v = run.variant(run.baseline) or run.variant("xla")
-    if v is None or fmt.num(v.get("flops_analytic")) is None:
-        return _missing(key, claim, "flops_analytic for the baseline")
-    a, x, b = v.get("flops_analytic"), v.get("flops_xla"), v.get("bytes_xla")
+    v = run.by_role("baseline")
+    if v is None or v.summary.cost.flops_analytic is None:
+        return [_missing(key, claim, "the baseline has no FLOP count")]
+    c = v.summary.cost
     ev = [
-        f"{v.name}: analytic {fmt.si(a, 'FLOP')}, XLA {fmt.si(x, 'FLOP')} ({fmt.ratio(x, a)} of analytic), "
-        f"XLA bytes {fmt.si(b, 'B')}"
+        f"{v.name}: analytic {fmt.si(c.flops_analytic, 'FLOP')}, ours {fmt.si(c.flops, 'FLOP')}, "
+        f"XLA {fmt.si(c.flops_xla, 'FLOP')}; bytes ours {fmt.si(c.bytes, 'B')}, XLA {fmt.si(c.bytes_xla, 'B')}"
     ]
-    flagged = [
-        f"{n}: {d}"
-        for n in (w.name for w in run.variants)
-        for d in (run.variant(n).get("flops_disagreement") or [])
-    ]
-    ev += [f"disagreement flagged: {d}" for d in flagged] or ["no disagreement flagged"]
-    verdict = YES if fmt.num(x) is not None and fmt.num(b) is not None else NO
-    return Observation(key, claim, verdict, tuple(ev))
+    ev += [f"flagged: {d}" for d in c.disagreements[:3]] or ["no disagreement flagged"]
+    verdict = YES if c.flops is not None and c.bytes is not None else NO
+    return [Observation(key, claim, verdict, tuple(ev))]
 
 
-SUMMARY_OBSERVATIONS: tuple[Callable[[RunData], Observation], ...] = (
-    eager_launches,
+SUMMARY_OBSERVATIONS: tuple[Callable[[RunData], list[Observation]], ...] = (
+    eager,
     first_call_pause,
-    library_epilogue,
+    fused_epilogue,
     new_shape_pause,
     host_callback_split,
+    traced_branch,
     cache_miss_explains,
 )
 
@@ -277,11 +325,10 @@ def all_observations(
     run: RunData, texts: Mapping[str, Sequence[tuple[str, str]]]
 ) -> tuple[Observation, ...]:
     """Returns every observation in the textbook's order."""
-    return (
-        *(f(run) for f in SUMMARY_OBSERVATIONS),
-        later_ir_names_hardware(run, texts),
-        flops_counted(run),
-    )
+    out: list[Observation] = []
+    for f in SUMMARY_OBSERVATIONS:
+        out += f(run)
+    return (*out, *later_ir(run, texts), *flops_counted(run))
 
 
 EMITTER_STAGES = ("triton", "llvm", "ptx")
@@ -290,20 +337,22 @@ EMITTER_STAGES = ("triton", "llvm", "ptx")
 def read_emitter_texts(
     run: RunData, limit: int = 500_000, per_stage: int = 200
 ) -> dict[str, list[tuple[str, str]]]:
-    """Reads (at the edge) the first `limit` characters of up to `per_stage` files per emitter stage.
-
-    The baseline's files come first, then the other variants', so quotes prefer the baseline.
-    """
-    order = sorted(run.variants, key=lambda v: v.name != run.baseline)
+    """Reads (at the edge) the first `limit` characters of up to `per_stage` files per emitter
+    stage; the baseline's files come first, so quotes prefer it."""
+    order = sorted(run.variants, key=lambda v: "baseline" not in v.roles)
     out: dict[str, list[tuple[str, str]]] = {s: [] for s in EMITTER_STAGES}
     for v in order:
         for s in v.stages:
-            if s.stage not in out or len(out[s.stage]) >= per_stage:
+            if s.stage not in out or len(out[s.stage]) >= per_stage or not s.exists:
                 continue
             p = run.path / s.path
-            files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+            files = (
+                sorted(f for f in p.iterdir() if f.is_file() and not f.is_symlink())
+                if p.is_dir()
+                else [p]
+            )
             for f in files:
-                if len(out[s.stage]) >= per_stage or not f.is_file():
+                if len(out[s.stage]) >= per_stage:
                     break
                 with open(f, errors="replace") as fh:
                     out[s.stage].append((str(Path(f).relative_to(run.path)), fh.read(limit)))

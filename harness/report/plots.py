@@ -6,6 +6,7 @@ plots/ and turns a figure whose data is missing into a note instead of a crash.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +19,15 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from harness import io
 from harness.report import fmt
-from harness.report.data import RunData, VariantData
+from harness.report.data import RunData, VariantData, same_size
 
 PLOT_NAMES = ("launches", "step_time", "compile_time", "roofline", "timeline", "fusion_map")
-FORMATS = ("png", "svg")
+FORMATS = ("png", "svg")  # PNG is what the report shows; SVG is written on request
 DPI = 110
+VERDICT_COLORS = {"faster": "#2e7d32", "slower": "#c62828"}
+NO_DIFFERENCE_COLOR = "#9e9e9e"
 
 
 class NoData(Exception):
@@ -47,25 +51,16 @@ def _bar_axes(fig: Figure, names: list[str]) -> Any:
     return ax
 
 
-def _transfer_count(v: VariantData) -> float | None:
-    rows = v.get("transfers_per_step")
-    if not isinstance(rows, list):
-        return None
-    return sum(
-        fmt.num(r.get("count", r.get("count_per_step"))) or 0 for r in rows if isinstance(r, dict)
-    )
-
-
 def launches(run: RunData) -> Figure:
-    """Returns grouped bars: device kernels and transfers per step for each measured variant."""
-    vs = [v for v in run.variants if fmt.num(v.get("kernels_per_step")) is not None]
+    """Returns grouped bars: device kernels and transfers per step for each profiled variant."""
+    vs = [v for v in run.variants if v.summary.profile.kernels_per_step is not None]
     if not vs:
         raise NoData("no variant has kernels_per_step")
     fig = Figure(figsize=(8, 3.6), dpi=DPI, layout="constrained")
     ax = _bar_axes(fig, [v.name for v in vs])
     x = range(len(vs))
-    k = [fmt.num(v.get("kernels_per_step")) or 0 for v in vs]
-    t = [_transfer_count(v) or 0 for v in vs]
+    k = [v.summary.profile.kernels_per_step or 0 for v in vs]
+    t = [sum(tr.count for tr in v.summary.profile.transfers_per_step) for v in vs]
     ax.bar([i - 0.2 for i in x], k, 0.4, label="kernels per step", color="#4472c4")
     ax.bar([i + 0.2 for i in x], t, 0.4, label="transfers per step", color="#ed7d31")
     for i, (a, b) in enumerate(zip(k, t, strict=True)):
@@ -78,41 +73,62 @@ def launches(run: RunData) -> Figure:
 
 
 def step_time(run: RunData) -> Figure:
-    """Returns median step time bars with p10–p90 whiskers and the matmul_only bound as a line."""
+    """Returns time-per-step bars with 95% intervals and the lower bound as a line.
+
+    Bars are in config order, never ranked. Their colour is the verdict against the baseline:
+    green faster, red slower, grey when the pair is the same program or no difference the run
+    can resolve; the baseline itself is blue.
+    """
     vs = [v for v in run.variants if v.measured]
     if not vs:
-        raise NoData("no variant has a step time")
-    fig = Figure(figsize=(8, 3.6), dpi=DPI, layout="constrained")
+        raise NoData("no variant has a timed step")
+    fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
     ax = _bar_axes(fig, [v.name for v in vs])
-    med = [v.get("step_time_median_s") * 1e3 for v in vs]
-    lo = [
-        m - (fmt.num(v.get("step_time_p10_s")) or m / 1e3) * 1e3
-        for m, v in zip(med, vs, strict=True)
-    ]
-    hi = [
-        (fmt.num(v.get("step_time_p90_s")) or m / 1e3) * 1e3 - m
-        for m, v in zip(med, vs, strict=True)
-    ]
-    colors = ["#a5a5a5" if v.name == "matmul_only" else "#4472c4" for v in vs]
+    med = [v.summary.timing.step_s * 1e3 for v in vs]
+    lo, hi = [], []
+    for m, v in zip(med, vs, strict=True):
+        c = v.summary.timing.step_ci95_s
+        lo.append(m - c[0] * 1e3 if c else 0.0)
+        hi.append(c[1] * 1e3 - m if c else 0.0)
+    colors = []
+    for v in vs:
+        verdict = v.summary.comparison.vs_baseline
+        if "baseline" in v.roles:
+            colors.append("#4472c4")
+        elif verdict is None:
+            colors.append("#bdbdbd")
+        else:
+            colors.append(VERDICT_COLORS.get(verdict.verdict, NO_DIFFERENCE_COLOR))
     ax.bar(range(len(vs)), med, color=colors, yerr=[lo, hi], capsize=3, ecolor="#333")
-    bound = run.variant("matmul_only")
+    handles = [
+        Patch(color="#4472c4", label="baseline"),
+        Patch(color=VERDICT_COLORS["faster"], label="faster than baseline"),
+        Patch(color=VERDICT_COLORS["slower"], label="slower than baseline"),
+        Patch(color=NO_DIFFERENCE_COLOR, label="no resolvable difference / same program"),
+    ]
+    base = run.by_role("baseline")
+    bound = run.by_role("lower_bound", like=base) if base else run.by_role("lower_bound")
     if bound is not None and bound.measured:
-        b = bound.get("step_time_median_s") * 1e3
-        ax.axhline(b, color="#c00000", ls="--", lw=1, label=f"matmul_only {b:.3f} ms")
-        ax.legend(fontsize=8)
-    ax.set_ylabel("step time, ms (median, p10–p90)")
-    ax.set_title("Steady-state step time", fontsize=10)
+        b = bound.summary.timing.step_s * 1e3
+        line = ax.axhline(
+            b, color="#c00000", ls="--", lw=1, label=f"lower bound {bound.name} {b:.3f} ms"
+        )
+        handles.append(line)
+    ax.legend(handles=handles, fontsize=7)
+    ax.set_ylabel("time per step, ms (median, 95% CI)")
+    ax.set_title("Steady-state time per step (interleaved rounds)", fontsize=10)
     return fig
 
 
 def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
     """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
     seg: dict[str, float] = {}
-    for key, label in (("trace_s", "trace"), ("lower_s", "lower")):
-        if fmt.num(v.get(key)) is not None:
-            seg[label] = float(v.get(key))
-    xla = fmt.num(v.get("xla_compile_s"))
-    by = v.get("compile_by_pipeline") if isinstance(v.get("compile_by_pipeline"), dict) else {}
+    c = v.summary.compile
+    for value, label in ((c.trace_s, "trace"), (c.lower_s, "lower")):
+        if value is not None:
+            seg[label] = float(value)
+    xla = c.xla_compile_s
+    by = c.by_pipeline or {}
     if by:
         for p in pipelines:
             seg[f"XLA {p}"] = float(fmt.num(by.get(p)) or 0.0)
@@ -131,10 +147,8 @@ def top_pipelines(run: RunData, n: int = 5) -> list[str]:
     """Returns the `n` XLA pipelines with the largest compile time summed over variants."""
     total: dict[str, float] = {}
     for v in run.variants:
-        by = v.get("compile_by_pipeline")
-        if isinstance(by, dict):
-            for p, s in by.items():
-                total[p] = total.get(p, 0.0) + (fmt.num(s) or 0.0)
+        for p, s in (v.summary.compile.by_pipeline or {}).items():
+            total[p] = total.get(p, 0.0) + (fmt.num(s) or 0.0)
     return sorted(total, key=lambda p: -total[p])[:n]
 
 
@@ -162,50 +176,53 @@ def compile_time(run: RunData) -> Figure:
     return fig
 
 
-def _intensity(v: VariantData) -> float | None:
-    ai = fmt.num(v.get("arithmetic_intensity"))
-    if ai is None:
-        f, b = fmt.num(v.get("flops")), fmt.num(v.get("bytes"))
-        ai = f / b if f and b else None
-    return ai
-
-
-def roofline(run: RunData, ceilings: dict[str, Any]) -> Figure:
-    """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under the ceilings."""
+def roofline(run: RunData) -> Figure:
+    """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under each
+    variant's own ceiling (its GEMM precision), and the copy bandwidth."""
     pts = [
-        (v.name, _intensity(v), fmt.num(v.get("achieved_flops_per_s")))
+        (
+            v.name,
+            v.summary.cost.arithmetic_intensity,
+            v.summary.cost.achieved_flops_per_s,
+            v.summary.cost.peak_precision,
+        )
         for v in run.variants
         if v.measured
     ]
-    pts = [(n, ai, f) for n, ai, f in pts if ai and f]
+    pts = [(n, ai, f, p) for n, ai, f, p in pts if ai and f]
     if not pts:
-        raise NoData("no variant has both arithmetic_intensity and achieved_flops_per_s")
-    peak, bw = fmt.num(ceilings.get("peak_flops_per_s")), fmt.num(ceilings.get("peak_bytes_per_s"))
+        raise NoData("no variant has both arithmetic intensity and achieved FLOP/s")
+    peaks = run.ceilings.get("peaks") or {}
+    bw = fmt.num(run.ceilings.get("peak_bytes_per_s"))
     fig = Figure(figsize=(7, 4.2), dpi=DPI, layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    xs = [ai for _, ai, _ in pts]
+    xs = [ai for _, ai, _, _ in pts]
     lo, hi = min(xs) / 4, max(xs) * 4
-    if peak and bw:
+    cmap = matplotlib.colormaps["tab10"]
+    used = sorted({p for *_, p in pts if p in peaks})
+    for j, prec in enumerate(used):
+        peak = fmt.num(peaks[prec].get("flops_per_s"))
+        if not peak or not bw:
+            continue
         lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
         grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(
             grid,
             [min(peak, bw * x) for x in grid],
-            color="#c00000",
+            color=cmap(j),
             lw=1.5,
-            label=f"ceiling: {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",
+            label=f"{prec} ceiling {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",
         )
-    for name, ai, f in pts:
+    for name, ai, f, _ in pts:
         ax.scatter([ai], [f], s=25, zorder=3)
         ax.annotate(name, (ai, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("arithmetic intensity, FLOP/byte")
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="both", alpha=0.25)
-    src = ceilings.get("source", "no ceilings known")
-    ax.set_title(f"Roofline ({run.platform}); ceilings {src[:70]}", fontsize=8)
-    if peak and bw:
+    ax.set_title(f"Roofline ({run.platform}), ceilings measured in this run", fontsize=9)
+    if used:
         ax.legend(fontsize=7, loc="lower right")
     return fig
 
@@ -256,16 +273,13 @@ def timeline(run: RunData) -> Figure:
                 color=c,
                 edgecolor="none",
             )
-        wall = fmt.num(v.get("step_time_median_s"))
-        if wall:
-            ax.axvspan(0, wall * 1e6, color="#dddddd", alpha=0.5, zorder=0)
-        gap = fmt.num(v.get("host_gap_per_step_s"))
+        gap = v.summary.profile.host_gap_per_step_s
         note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
         ax.set_yticks(range(len(streams)))
         ax.set_yticklabels([s[:22] for s in streams], fontsize=6)
         ax.set_title(f"{v.name} ({label}, {len(evs)} events){note}", fontsize=8, loc="left")
         ax.tick_params(axis="x", labelsize=7)
-    axes[-1].set_xlabel("µs from the step's first device event (grey: median wall step)")
+    axes[-1].set_xlabel("µs from the step's first device event")
     shown = clusters[:12]
     fig.legend(
         handles=[Patch(color=color[c], label=c[:30]) for c in shown],
@@ -276,15 +290,26 @@ def timeline(run: RunData) -> Figure:
 
 
 def fusion_partner(run: RunData) -> VariantData | None:
-    """Returns the variant shown beside the baseline in the fusion map."""
-    prefs = ("xla_no_fusion", "xla_library_epilogue", "xla_exact_gelu", "eager")
-    cands = [v for v in run.variants if v.name != run.baseline and v.reverse_map()]
-    return next((v for p in prefs for v in cands if v.name == p), cands[0] if cands else None)
+    """Returns the variant shown beside the baseline in the fusion map: the compiled variant of
+    the same size whose clusters differ most in number from the baseline's."""
+    base = run.by_role("baseline")
+    cands = [
+        v
+        for v in run.variants
+        if "baseline" not in v.roles
+        and v.reverse_map()
+        and "eager" not in v.roles
+        and (base is None or same_size(v, base))
+    ]
+    if not cands:
+        return None
+    n = len(base.clusters()) if base else 0
+    return max(cands, key=lambda v: abs(len(v.clusters()) - n))
 
 
 def fusion_map(run: RunData) -> Figure:
     """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
-    base = run.variant(run.baseline)
+    base = run.by_role("baseline")
     panels = [v for v in (base, fusion_partner(run)) if v is not None and v.reverse_map()]
     if not panels:
         raise NoData("no fusions.json reverse map for the baseline or any other variant")
@@ -313,26 +338,27 @@ def fusion_map(run: RunData) -> Figure:
     return fig
 
 
-def plot_functions(ceilings: dict[str, Any]) -> dict[str, Callable[[RunData], Figure]]:
-    """Returns each plot's name and the function that draws it."""
-    return {
-        "launches": launches,
-        "step_time": step_time,
-        "compile_time": compile_time,
-        "roofline": lambda run: roofline(run, ceilings),
-        "timeline": timeline,
-        "fusion_map": fusion_map,
-    }
+PLOTS: dict[str, Callable[[RunData], Figure]] = {
+    "launches": launches,
+    "step_time": step_time,
+    "compile_time": compile_time,
+    "roofline": roofline,
+    "timeline": timeline,
+    "fusion_map": fusion_map,
+}
 
 
-def save_plots(run: RunData, ceilings: dict[str, Any], out: Path) -> tuple[PlotOutcome, ...]:
-    """Writes plots/<name>.png and .svg for every plot with data; returns what happened to each.
+def save_plots(
+    run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
+) -> tuple[PlotOutcome, ...]:
+    """Writes plots/<name>.<format> for every plot with data; returns what happened to each.
 
-    Stale files of a skipped plot are removed, so the folder always matches the report.
+    Stale files of a skipped plot, or of a format not asked for, are removed, so the folder
+    always matches the report.
     """
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for name, fn in plot_functions(ceilings).items():
+    for name, fn in PLOTS.items():
         try:
             fig = fn(run)
         except NoData as e:
@@ -342,13 +368,17 @@ def save_plots(run: RunData, ceilings: dict[str, Any], out: Path) -> tuple[PlotO
             results.append(PlotOutcome(name, (), f"skipped: the plot failed ({last})"))
         else:
             files = []
-            for ext in FORMATS:
+            for ext in formats:
                 path = out / f"{name}.{ext}"
                 tmp = out / f".{name}.tmp.{ext}"
+                io.check_inside(tmp)
                 fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
+                os.chmod(tmp, io.FILE_MODE)
                 tmp.replace(path)
                 files.append(f"{out.name}/{path.name}")
             results.append(PlotOutcome(name, tuple(files)))
+            for ext in set(FORMATS) - set(formats):
+                (out / f"{name}.{ext}").unlink(missing_ok=True)
             continue
         for ext in FORMATS:
             (out / f"{name}.{ext}").unlink(missing_ok=True)

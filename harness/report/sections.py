@@ -14,120 +14,142 @@ from harness.report.observations import Observation
 from harness.report.plots import PlotOutcome
 
 SUMMARY_HEADER = (
-    "variant", "status", "kernels/step", "transfers/step", "step median (p10–p90)",
-    "× matmul_only", "first call", "compile", "recompile", "fusions", "library calls",
+    "variant", "status", "kernels/step", "transfers/step", "step (95% CI)",
+    "vs lower bound", "vs baseline", "first call", "recompile", "fusions", "library calls",
     "TFLOP/s", "of peak", "numerics", "first divergence",
 )  # fmt: skip
 
 PLOT_CAPTIONS = {
     "launches": "Device kernels and transfers per step, per variant.",
-    "step_time": "Median step time with p10–p90 whiskers; the dashed line is matmul_only.",
+    "step_time": "Time per step from the interleaved timing rounds, with 95% intervals; the dashed "
+    "line is the lower bound. Bars are coloured by their verdict against the baseline; grey means "
+    "no difference the run can resolve.",
     "compile_time": "First-call compile time: trace, lower, XLA passes by pipeline, the rest of XLA compile.",
     "roofline": "Arithmetic intensity against achieved FLOP/s under the device's measured ceilings.",
-    "timeline": "One step per variant: device events on their streams, coloured by cluster; grey is the median wall step.",
+    "timeline": "One step per variant: device events on their streams, coloured by cluster.",
     "fusion_map": "Which pre-optimization ops ended up in which cluster: the baseline and one other variant.",
 }
 
 
 def library_calls(v: VariantData) -> str:
     """Returns 'target + epilogue' for each library call, or MISSING when not analyzed."""
-    calls = v.get("library_calls")
-    if not isinstance(calls, list):
+    h = v.summary.hlo
+    if h.fusion_count is None:
         return MISSING
-    if not calls:
+    if not h.library_calls:
         return "none"
-    return "; ".join(
-        f"{c.get('target', '?')} + {c.get('epilogue') or 'no epilogue'}"
-        for c in calls
-        if isinstance(c, dict)
-    )
+    return "; ".join(f"{c.target} + {c.epilogue or 'no epilogue'}" for c in h.library_calls)
 
 
 def transfers(v: VariantData) -> str:
-    rows = v.get("transfers_per_step")
-    if not isinstance(rows, list):
+    p = v.summary.profile
+    if p.kernels_per_step is None:
         return MISSING
-    if not rows:
+    if not p.transfers_per_step:
         return "0"
     return ", ".join(
-        f"{fmt.count(r.get('count', r.get('count_per_step')))} {r.get('direction', '?')}"
-        f" ({fmt.si(r.get('bytes', r.get('bytes_per_step')), 'B')})"
-        for r in rows
-        if isinstance(r, dict)
+        f"{fmt.count(t.count)} {t.direction} ({fmt.si(t.bytes, 'B')})" for t in p.transfers_per_step
     )
 
 
-def fraction_of_peak(v: VariantData, ceilings: dict[str, Any]) -> str:
-    """Returns the summary's fraction_of_peak, else achieved FLOP/s over the ceilings' peak."""
-    f = fmt.num(v.get("fraction_of_peak"))
-    if f is None:
-        a, p = fmt.num(v.get("achieved_flops_per_s")), fmt.num(ceilings.get("peak_flops_per_s"))
-        f = a / p if a is not None and p else None
-    return fmt.pct(f)
+def fraction_of_peak(v: VariantData) -> str:
+    c = v.summary.cost
+    if c.fraction_of_peak is not None:
+        return f"{fmt.pct(c.fraction_of_peak)} of {c.peak_precision}"
+    if c.fraction_withheld:
+        return "withheld"
+    return MISSING
 
 
 def numerics(v: VariantData) -> str:
-    ok = v.summary.get("numerics_ok")
-    if ok is None:
+    n = v.summary.numerics
+    if n.ok is None:
         return MISSING
-    err = v.get("rel_fro_err")
-    tail = f" (rel {fmt.sci(err)} vs tol {fmt.sci(v.get('tolerance'))})" if err is not None else ""
-    return ("ok" if ok else "FAIL") + tail
-
-
-def divergence(v: VariantData, baseline: str) -> str:
-    if v.name == baseline:
-        return "baseline"
-    d = v.get("first_divergence")
-    if isinstance(d, dict):
-        return str(d.get("stage") or MISSING)
-    return fmt.text(d)
-
-
-def same_size(v: VariantData, bound: VariantData | None) -> bool:
-    """True when the bound ran the same m, k, n and batch, so a time ratio means something."""
-    if bound is None:
-        return False
-    dims = ("m", "k", "n", "batch")
-    a, b = v.get("problem") or {}, bound.get("problem") or {}
-    return all(a.get(d) == b.get(d) for d in dims)
-
-
-def summary_row(
-    v: VariantData, bound: VariantData | None, run: RunData, ceilings: dict[str, Any]
-) -> tuple[str, ...]:
-    """Returns one variant's summary-table cells, each formatted once for both renderings."""
-    status = str(v.get("status", "?"))
-    if v.get("reason"):
-        status += f": {v.get('reason')}"
-    med = v.get("step_time_median_s")
-    spread = (
-        f"{fmt.ms(med)} ({fmt.ms(v.get('step_time_p10_s'))}–{fmt.ms(v.get('step_time_p90_s'))})"
-        if med is not None
-        else MISSING
+    tail = (
+        f" (rel {fmt.sci(n.rel_fro_err)} vs tol {fmt.sci(n.tolerance)})"
+        if n.rel_fro_err is not None
+        else ""
     )
+    return ("ok" if n.ok else "FAIL") + tail
+
+
+def divergence(v: VariantData) -> str:
+    if "baseline" in v.roles:
+        return "baseline"
+    d = v.summary.comparison.first_divergence
+    return d.stage if d else MISSING
+
+
+def status(v: VariantData) -> str:
+    i = v.summary.identity
+    return i.status + (f": {i.reason}" if i.reason else "")
+
+
+def summary_row(v: VariantData) -> tuple[str, ...]:
+    """Returns one variant's summary-table cells, each formatted once for both renderings."""
+    s = v.summary
     return (
         v.name,
-        status,
-        fmt.count(v.get("kernels_per_step")),
+        status(v),
+        fmt.count(s.profile.kernels_per_step),
         transfers(v),
-        spread,
-        fmt.ratio(med, bound.get("step_time_median_s") if same_size(v, bound) else None),
-        fmt.secs(v.get("first_call_s")),
-        fmt.secs(v.get("compile_s")),
-        fmt.secs(v.get("recompile_s")),
-        fmt.count(v.get("fusion_count")),
+        fmt.step(s.timing.step_s, s.timing.step_ci95_s),
+        fmt.verdict(s.comparison.vs_lower_bound),
+        fmt.verdict(s.comparison.vs_baseline),
+        fmt.secs(s.compile.first_call_s),
+        fmt.secs(s.compile.recompile_s),
+        fmt.count(s.hlo.fusion_count),
         library_calls(v),
-        fmt.tflops(v.get("achieved_flops_per_s")),
-        fraction_of_peak(v, ceilings),
+        fmt.tflops(s.cost.achieved_flops_per_s),
+        fraction_of_peak(v),
         numerics(v),
-        divergence(v, run.baseline),
+        divergence(v),
     )
 
 
-def summary_table(run: RunData, ceilings: dict[str, Any]) -> Table:
-    bound = run.variant("matmul_only")
-    return Table(SUMMARY_HEADER, tuple(summary_row(v, bound, run, ceilings) for v in run.variants))
+def summary_table(run: RunData) -> Table:
+    return Table(SUMMARY_HEADER, tuple(summary_row(v) for v in run.variants))
+
+
+def noise_blocks(run: RunData) -> list[Block]:
+    """Returns what the run can resolve: the baseline against itself, and the device clocks."""
+    n = run.summary.noise
+    if n is None:
+        return [
+            Para(
+                "Noise: this run has no timing rounds, so no difference between variants is resolved."
+            )
+        ]
+    parts = []
+    if n.self_ratio is not None and n.self_ci95:
+        parts.append(
+            f"`{n.baseline}` against itself over {n.rounds} rounds: {n.self_ratio:.4f}× "
+            f"(95% CI {n.self_ci95[0]:.4f}–{n.self_ci95[1]:.4f}), so differences under "
+            f"{n.floor * 100:.1f}% are noise"
+        )
+    if n.sm_clock_spread is not None:
+        parts.append(
+            f"SM clock spread {fmt.pct(n.sm_clock_spread)} over the rounds ({n.context_source})"
+        )
+    elif n.context_source:
+        parts.append(f"device clocks: {n.context_source}")
+    if n.flagged_rounds:
+        parts.append(
+            f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
+        )
+    off = [
+        f"`{v.name}` {v.summary.profile.device_vs_step * 100:+.0f}%"
+        for v in run.variants
+        if v.summary.profile.device_vs_step is not None
+        and abs(v.summary.profile.device_vs_step) > 0.05
+    ]
+    if off:
+        parts.append(
+            "profiled device time per step differs from the timed step by more than 5% for "
+            + ", ".join(off)
+            + " (a host-bound step, or clocks that moved between the profiled and the timed windows)"
+        )
+    return [Para("**Noise.** " + "; ".join(parts) + "." if parts else "**Noise.** not measured.")]
 
 
 def observation_blocks(obs: Sequence[Observation]) -> list[Block]:
@@ -146,7 +168,8 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
         png = next((f for f in p.files if f.endswith(".png")), None)
         if png:
             svg = next((f for f in p.files if f.endswith(".svg")), "")
-            out.append(Image(png, p.name, f"{PLOT_CAPTIONS.get(p.name, p.name)} ([svg]({svg}))"))
+            caption = PLOT_CAPTIONS.get(p.name, p.name) + (f" ([svg]({svg}))" if svg else "")
+            out.append(Image(png, p.name, caption))
         else:
             out.append(Para(f"**{p.name}**: {p.note}"))
     return out
@@ -164,8 +187,6 @@ def clusters_table(v: VariantData) -> Table | None:
             by_cluster.setdefault(str(k["cluster"]), Counter())[str(k.get("name"))] += 1
     rows = []
     for c in clusters:
-        if not isinstance(c, dict):
-            continue
         name = str(c.get("name", "?"))
         kern = by_cluster.get(name, Counter())
         matched = ", ".join(f"{n[:40]} ×{fmt.count(m / steps)}" for n, m in kern.most_common(3))
@@ -190,104 +211,115 @@ def clusters_table(v: VariantData) -> Table | None:
     )
 
 
+def top_passes_table(v: VariantData) -> list[Block]:
+    c = v.summary.compile
+    if not c.top_passes:
+        return []
+    out: list[Block] = [
+        Para("Top compile passes:"),
+        Table(
+            ("pass", "pipeline", "time"),
+            tuple((p.name, p.pipeline or MISSING, fmt.ms(p.total_s)) for p in c.top_passes[:8]),
+        ),
+    ]
+    if c.notes:
+        out.append(Bullets(tuple(c.notes)))
+    return out
+
+
 def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
     """Returns one variant's section: ladder, divergence, clusters, passes, compile passes."""
-    out: list[Block] = [Heading(3, f"{v.name}", f"variant-{v.name}")]
-    desc = v.get("description", "")
+    s = v.summary
+    i = s.identity
+    out: list[Block] = [Heading(3, v.name, f"variant-{v.name}")]
+    roles = f"; roles: {', '.join(i.roles)}" if i.roles else ""
     out.append(
         Para(
-            f"{desc} — mode `{v.get('mode', MISSING)}`, status {v.get('status', '?')}"
-            + (f": {v.get('reason')}" if v.get("reason") else "")
+            f"{i.description} — mode `{i.mode}`{roles}, status {i.status}"
+            + (f": {i.reason}" if i.reason else "")
         )
     )
-    if v.get("xla_options"):
+    if i.xla_options:
         out.append(
-            Para(
-                "XLA options: "
-                + ", ".join(f"`{k}={val}`" for k, val in v.get("xla_options").items())
-            )
+            Para("XLA options: " + ", ".join(f"`{k}={val}`" for k, val in i.xla_options.items()))
         )
+    if i.failure and i.failure.stderr_tail:
+        out.append(Code("\n".join(i.failure.stderr_tail)))
     if v.stages:
         items = tuple(
-            f"{s.order:02d} `{s.stage}`: [{s.path}]({s.path}{'/' if s.is_dir else ''})"
-            if s.exists
-            else f"{s.order:02d} `{s.stage}`: {s.path} (not kept in this copy of the run)"
-            for s in v.stages
+            f"{st.order:02d} `{st.stage}`: [{st.path}]({st.path}{'/' if st.is_dir else ''})"
+            if st.exists
+            else f"{st.order:02d} `{st.stage}`: {st.path} (not kept in this copy of the run)"
+            for st in v.stages
         )
         out += [Para("IR ladder:"), Bullets(items)]
-    d = v.get("first_divergence")
-    if v.name == run.baseline:
+    d = s.comparison.first_divergence
+    if "baseline" in v.roles:
         out.append(Para("First divergence: this is the baseline."))
-    elif isinstance(d, dict):
-        out.append(
-            Para(
-                f"First divergence from {run.baseline}: at `{d.get('stage', MISSING)}`. {d.get('detail', '')}".strip()
-            )
-        )
+    elif d is not None:
+        out.append(Para(f"First divergence from `{d.against}`: at `{d.stage}`. {d.detail}".strip()))
     else:
         out.append(
             Para(f"First divergence from {run.baseline}: {MISSING} (not analyzed in this run).")
         )
+    for label, verdict in (
+        ("lower bound", s.comparison.vs_lower_bound),
+        ("baseline", s.comparison.vs_baseline),
+    ):
+        if verdict is not None:
+            out.append(
+                Para(
+                    f"Against the {label} `{verdict.against}`: {fmt.verdict(verdict)} — {verdict.why}."
+                )
+            )
     table = clusters_table(v)
     out.append(
-        Para(f"Clusters (fusion count {fmt.count(v.get('fusion_count'))}):")
+        Para(f"Clusters (fusion count {fmt.count(s.hlo.fusion_count)}):")
         if table
         else Para(f"Clusters: {MISSING} (no fusions.json).")
     )
     if table:
         out.append(table)
-    changing = v.get("fusion_changing_passes")
-    if isinstance(changing, list) and changing:
+    if s.hlo.fusion_changing_passes:
         out.append(Para("Passes that changed the fusion structure:"))
         out.append(
             Table(
                 ("#", "pass", "pipeline", "what changed"),
                 tuple(
-                    (
-                        fmt.text(p.get("index")),
-                        fmt.text(p.get("pass")),
-                        fmt.text(p.get("pipeline")),
-                        fmt.text(p.get("sentence")),
-                    )
-                    for p in changing
-                    if isinstance(p, dict)
+                    (str(p.index), p.name, p.pipeline, p.sentence)
+                    for p in s.hlo.fusion_changing_passes
                 ),
             )
         )
-    top = v.get("xla_compile_top_passes")
-    if isinstance(top, list) and top:
-        out.append(Para("Top compile passes:"))
-        out.append(
-            Table(
-                ("pass", "pipeline", "time"),
-                tuple(
-                    (fmt.text(p.get("name")), fmt.text(p.get("pipeline")), fmt.ms(p.get("seconds")))
-                    for p in top[:8]
-                    if isinstance(p, dict)
-                ),
-            )
-        )
+    out += top_passes_table(v)
     extra = []
-    if v.get("recompile_s") is not None:
+    if s.compile.recompile_s is not None:
         extra.append(
-            f"recompile pause {fmt.secs(v.get('recompile_s'))}"
+            f"recompile pause {fmt.secs(s.compile.recompile_s)}"
             + (
-                f"; fusion changed on recompile: {fmt.text(v.get('recompile_fusion_changed'))}"
-                if v.get("recompile_fusion_changed") is not None
+                f"; fusion changed on recompile: {fmt.text(s.compile.recompile_fusion_changed)}"
+                if s.compile.recompile_fusion_changed is not None
                 else ""
             )
         )
-    if v.get("flops_disagreement"):
-        extra += [f"FLOP count: {d}" for d in v.get("flops_disagreement")]
-    if v.get("host_gap_per_step_s") is not None:
+    extra += [f"FLOP count: {d}" for d in s.cost.disagreements]
+    if s.cost.fraction_withheld:
+        extra.append(f"fraction of peak withheld: {s.cost.fraction_withheld}")
+    if s.profile.host_gap_per_step_s is not None:
         extra.append(
-            f"device time per step {fmt.ms(v.get('device_time_per_step_s'))}, host gap {fmt.ms(v.get('host_gap_per_step_s'))}, matched {fmt.pct(v.get('matched_fraction'))} of events"
+            f"device time per step {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
+            f"{fmt.ms(s.profile.host_gap_per_step_s)}, matched {fmt.pct(s.profile.matched_fraction)} of events"
         )
+    if s.timing.latency_blocked_median_s is not None:
+        extra.append(
+            f"blocked per-call latency (dispatch included) {fmt.ms(s.timing.latency_blocked_median_s)} "
+            f"(p10 {fmt.ms(s.timing.latency_blocked_p10_s)}, p90 {fmt.ms(s.timing.latency_blocked_p90_s)})"
+        )
+    extra += [f"analysis error: {e}" for e in s.analysis_errors]
     if extra:
         out.append(Bullets(tuple(extra)))
-    if isinstance(v.get("expected_error"), dict):
-        e = v.get("expected_error")
-        out.append(Code(f"{e.get('type')}: {e.get('message')}"))
+    if i.expected_error is not None:
+        out.append(Code(f"{i.expected_error.type}: {i.expected_error.message}"))
     return out
 
 
@@ -308,6 +340,14 @@ def environment_blocks(run: RunData) -> list[Block]:
         )
     )
     rows += tuple((k, fmt.text(m.get(k))) for k in ("config_file", "started", "finished", "status"))
+    stages = m.get("stages_s")
+    if isinstance(stages, dict) and stages:
+        rows += (
+            (
+                "time by stage",
+                ", ".join(f"{k.removesuffix('_s')} {fmt.secs(val)}" for k, val in stages.items()),
+            ),
+        )
     out: list[Block] = [Heading(2, "Environment", "environment"), Table(("what", "value"), rows)]
     overrides = m.get("overrides") or []
     if overrides:
@@ -323,38 +363,55 @@ def environment_blocks(run: RunData) -> list[Block]:
     else:
         out.append(Para("No overrides: the config file as written."))
     cfg = m.get("config") or {}
-    shown = {k: cfg[k] for k in ("problem", "measure", "profile", "dump") if k in cfg}
+    shown = {
+        k: cfg[k]
+        for k in ("problem", "measure", "profile", "dump", "timing", "capture")
+        if k in cfg
+    }
     if shown:
         out.append(Code(json.dumps(shown, indent=1), "json"))
     return out
 
 
-def headline(run: RunData, ceilings: dict[str, Any]) -> str:
+def ceilings_line(ceilings: dict[str, Any]) -> str:
+    peaks = ceilings.get("peaks") or {}
+    if not peaks:
+        return "no ceilings measured"
+    shown = ", ".join(
+        f"{p} {fmt.si(v.get('flops_per_s'), 'FLOP/s')}" for p, v in sorted(peaks.items())
+    )
+    bw = fmt.si(ceilings.get("peak_bytes_per_s"), "B/s")
+    return f"{shown}; copy {bw} (measured {ceilings.get('measured_at', '?')})"
+
+
+def headline(run: RunData) -> str:
     env = run.environment
     return (
         f"{fmt.text(env.get('device_kind'))} ({run.platform}), jax {fmt.text(env.get('jax'))}, "
         f"jaxlib {fmt.text(env.get('jaxlib'))}, flax {fmt.text(env.get('flax'))}. "
-        f"Baseline `{run.baseline}`. Ceilings: {ceilings.get('source', 'none known')}."
+        f"Baseline `{run.baseline}`. Ceilings: {ceilings_line(run.ceilings)}."
     )
 
 
 def report_blocks(
-    run: RunData, obs: Sequence[Observation], plots: Sequence[PlotOutcome], ceilings: dict[str, Any]
+    run: RunData, obs: Sequence[Observation], plots: Sequence[PlotOutcome]
 ) -> tuple[Block, ...]:
-    """Returns the whole report: summary, observations, plots, variants, environment, notes."""
+    """Returns the whole report: summary, noise, observations, plots, variants, environment."""
     blocks: list[Block] = [
         Heading(1, f"{run.experiment}: run {run.run_id}"),
-        Para(headline(run, ceilings)),
+        Para(headline(run)),
         Para(
             "[summary](#summary) · [observations](#observations) · [plots](#plots) · "
             "[variants](#variants) · [environment](#environment) · [run folder](index.html)"
         ),
         Heading(2, "Summary", "summary"),
-        summary_table(run, ceilings),
+        summary_table(run),
         Para(
-            f"Ratios are against `matmul_only`, for variants of the same size; "
+            "Step times come from interleaved timing rounds; a ratio is the median of per-round "
+            "ratios with its 95% bootstrap interval, and pairs only variants of the same size. "
             f'"{MISSING}" means the run has no such figure.'
         ),
+        *noise_blocks(run),
         *observation_blocks(obs),
         *plot_blocks(plots),
         Heading(2, "Variants", "variants"),
@@ -362,9 +419,6 @@ def report_blocks(
     for v in run.variants:
         blocks += variant_blocks(v, run)
     blocks += environment_blocks(run)
-    notes = [*run.notes]
-    if ceilings.get("note"):
-        notes.append(str(ceilings["note"]))
-    if notes:
-        blocks += [Heading(2, "Notes", "notes"), Bullets(tuple(notes))]
+    if run.notes:
+        blocks += [Heading(2, "Notes", "notes"), Bullets(tuple(run.notes))]
     return tuple(blocks)

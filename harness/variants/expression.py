@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harness.config.schema import Problem, Variant
+from harness.summary import Numerics
 
 ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -144,6 +145,21 @@ def make_inputs(p: Problem, seed: int) -> Inputs:
     return Inputs(*jax.block_until_ready((x, w.astype(p.weight_dtype), b)))
 
 
+_INPUTS: dict[tuple, Inputs] = {}
+
+
+def inputs_for(p: Problem, seed: int) -> Inputs:
+    """Returns make_inputs(p, seed), made once per distinct input shapes, dtypes and seed.
+
+    Variants that differ only in what they compute (the GELU form, the frontend, options)
+    share their inputs, so the data is generated once and is bit-identical across them.
+    """
+    key = (p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)
+    if key not in _INPUTS:
+        _INPUTS[key] = make_inputs(p, seed)
+    return _INPUTS[key]
+
+
 def halve_rows(x: jax.Array) -> jax.Array:
     """Returns x with m halved: the new shape that forces a recompile."""
     return x[..., : x.shape[-2] // 2, :]
@@ -181,27 +197,29 @@ def tolerance(p: Problem) -> float:
     return TOLERANCE[narrowest]
 
 
-def numerics(
-    y: jax.Array, ref: np.ndarray, rows: np.ndarray, tol: float
-) -> dict[str, float | bool]:
+def numerics(y: jax.Array, ref: np.ndarray, rows: np.ndarray, tol: float) -> Numerics:
     """Returns max abs/rel error and the relative Frobenius error with a pass/fail verdict."""
     got = np.asarray(y).astype(np.float64)[..., rows, :]
     diff = np.abs(got - ref)
     rel_fro = float(np.linalg.norm(diff) / max(np.linalg.norm(ref), 1e-30))
     finite = bool(np.isfinite(got).all())
-    return {
-        "max_abs_err": float(diff.max()),
-        "max_rel_err": float((diff / np.maximum(np.abs(ref), 1e-6)).max()),
-        "rel_fro_err": rel_fro,
-        "tolerance": tol,
-        "numerics_ok": finite and rel_fro <= tol,
-    }
+    return Numerics(
+        max_abs_err=float(diff.max()),
+        max_rel_err=float((diff / np.maximum(np.abs(ref), 1e-6)).max()),
+        rel_fro_err=rel_fro,
+        tolerance=tol,
+        ok=finite and rel_fro <= tol,
+    )
+
+
+_ITEM = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def input_bytes(p: Problem) -> int:
+    """Returns the bytes of x, W and b."""
+    return p.rows * p.k * _ITEM[p.dtype] + (p.k * p.n + p.n) * _ITEM[p.weight_dtype]
 
 
 def problem_bytes(p: Problem) -> int:
     """Returns a working-set estimate: x, W, b, y and two temporaries of y's size."""
-    item = {"float32": 4, "bfloat16": 2, "float16": 2}
-    x = p.rows * p.k * item[p.dtype]
-    w = (p.k * p.n + p.n) * item[p.weight_dtype]
-    y = p.rows * p.n * 4
-    return x + w + 3 * y
+    return input_bytes(p) + 3 * p.rows * p.n * 4

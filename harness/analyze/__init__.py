@@ -1,0 +1,314 @@
+"""Analysis stage: a saved run (or any XLA dump) read into summaries and analysis files.
+
+    analyze_run(workdir, exp)   every variant's sections, then the comparisons over the run
+    modules                     HLO modules into fusions.json, cost.json, passes.json
+    sections                    one producer per summary section
+    dump                        any program's dump folder (python -m harness.analyze)
+
+It reads only files under the run folder and never runs JAX, so it can be redone on a saved
+run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import io, ladder, stats
+from harness.analyze import sections
+from harness.config.schema import Experiment, Variant
+from harness.hlo.diverge import first_divergence
+from harness.records import SchemaError, from_json
+from harness.summary import (
+    RESULT_FILE,
+    SCHEMA_VERSION,
+    TIMING_FILE,
+    CaptureRecord,
+    Comparison,
+    Divergence,
+    Hlo,
+    Identity,
+    Noise,
+    Numerics,
+    RunSummary,
+    TimingRecord,
+    VariantSummary,
+    Verdict,
+    load_capture,
+)
+
+
+def _guarded(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
+    """Runs one analysis; a failure is recorded in the variant's entry, never raised."""
+    try:
+        return fn()
+    except Exception as e:
+        errors.append(f"{what}: {type(e).__name__}: {e}".splitlines()[0][:300])
+        errors.append(traceback.format_exc(limit=3).splitlines()[-1][:300])
+        return default
+
+
+def read_timing(workdir: Path) -> TimingRecord | None:
+    """Returns timing.json, or None when the run has none (or it is unreadable)."""
+    path = workdir / TIMING_FILE
+    if not path.is_file():
+        return None
+    try:
+        return from_json(TimingRecord, io.read_json(path), str(path))
+    except (OSError, ValueError):
+        return None
+
+
+def read_ceilings(workdir: Path) -> dict[str, Any]:
+    path = workdir / "ceilings.json"
+    try:
+        found = io.read_json(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        found = {}
+    return found if isinstance(found, dict) else {}
+
+
+def capture_of(workdir: Path, v: Variant) -> CaptureRecord:
+    """Returns a variant's capture record; a missing or corrupt one reads as a failure."""
+    path = workdir / "variants" / v.name / RESULT_FILE
+    if not path.is_file():
+        return CaptureRecord(
+            status="failed", reason="not captured (no result.json)", mode=v.mode, module=None
+        )
+    try:
+        return load_capture(path)
+    except SchemaError as e:
+        return CaptureRecord(
+            status="failed", reason=f"result.json unreadable: {e}"[:500], mode=v.mode, module=None
+        )
+
+
+def analyze_variant(
+    workdir: Path,
+    exp: Experiment,
+    v: Variant,
+    timed: TimingRecord | None,
+    ceilings: dict[str, Any],
+    platform: str,
+) -> tuple[VariantSummary, list[str]]:
+    """Returns one variant's summary (every section) and its first step's kernel names."""
+    record = capture_of(workdir, v)
+    vdir = workdir / "variants" / v.name
+    ident = sections.identity(exp, v, record)
+    timing = sections.timing(v.name, record, timed)
+    numerics = record.numerics or Numerics()
+    if record.status != "ok" or not ladder.has_ladder(vdir / "ir"):
+        return (
+            VariantSummary(
+                identity=ident,
+                timing=timing,
+                compile=sections.compile_(vdir, record, None),
+                numerics=numerics,
+            ),
+            [],
+        )
+    errors: list[str] = []
+    lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / "ir"), None)
+    if lad is None:
+        return VariantSummary(
+            identity=ident, timing=timing, numerics=numerics, analysis_errors=tuple(errors)
+        ), []
+    changed = _guarded(errors, "recompile", lambda: sections.recompile_fusion_changed(lad), None)
+    hlo = _guarded(errors, "hlo", lambda: sections.hlo(vdir, lad), Hlo())
+    compile_ = _guarded(errors, "compile", lambda: sections.compile_(vdir, record, changed), None)
+    cost = _guarded(
+        errors,
+        "cost",
+        lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
+        None,
+    )
+    profile, kernels = _guarded(
+        errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
+    )
+    summary = VariantSummary(
+        identity=ident,
+        timing=timing,
+        **{
+            k: val
+            for k, val in (
+                ("compile", compile_),
+                ("hlo", hlo),
+                ("cost", cost),
+                ("profile", profile),
+            )
+            if val is not None
+        },
+        numerics=numerics,
+        analysis_errors=tuple(errors),
+    )
+    return summary, kernels
+
+
+def same_size(a: VariantSummary, b: VariantSummary) -> bool:
+    """True when two variants ran the same m, k, n and batch (ratios pair only those)."""
+    dims = ("m", "k", "n", "batch")
+    return all(a.identity.problem.get(d) == b.identity.problem.get(d) for d in dims)
+
+
+def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> VariantSummary | None:
+    """Returns the variant holding `role` in the same framework and of the same size."""
+    me = summaries[name]
+    for other in summaries.values():
+        if (
+            role in other.identity.roles
+            and other.identity.framework == me.identity.framework
+            and same_size(me, other)
+        ):
+            return other
+    return None
+
+
+def verdict(
+    name: str,
+    other: VariantSummary | None,
+    summaries: dict[str, VariantSummary],
+    timed: TimingRecord | None,
+    floor: float,
+) -> Verdict | None:
+    """Returns this variant's speed against `other`, from paired rounds, with its verdict."""
+    if other is None:
+        return None
+    me = summaries[name]
+    against = next(n for n, s in summaries.items() if s is other)
+    if against == name:
+        return None
+    fa, fb = me.hlo.fingerprint, other.hlo.fingerprint
+    same = fa is not None and fb is not None and fa.digest == fb.digest
+    a = timed.variants.get(name) if timed else None
+    b = timed.variants.get(against) if timed else None
+    estimate = None
+    if a and b and a.round_step_s and len(a.round_step_s) == len(b.round_step_s):
+        estimate = stats.ratio_estimate(a.round_step_s, b.round_step_s)
+    decision = stats.decide(estimate, floor, same_program=same)
+    return Verdict(
+        against=against,
+        ratio=estimate.ratio if estimate else None,
+        ci95=estimate.ci95 if estimate else None,
+        verdict=decision.verdict,
+        why=decision.why,
+    )
+
+
+def noise(timed: TimingRecord | None) -> stats.RatioEstimate | None:
+    """Returns the baseline's ratio to itself over the rounds (the run's A/A comparison)."""
+    if timed is None or not timed.baseline or not timed.repeat:
+        return None
+    a, b = timed.variants.get(timed.repeat), timed.variants.get(timed.baseline)
+    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
+        return None
+    return stats.ratio_estimate(a.round_step_s, b.round_step_s)
+
+
+CLOCK_TOLERANCE = 0.05
+
+
+def noise_section(
+    timed: TimingRecord | None, self_ratio: stats.RatioEstimate | None
+) -> Noise | None:
+    """Returns the run's noise floor and the device clocks around the timing rounds."""
+    if timed is None:
+        return None
+    from harness.timing.clocks import clock_spread
+
+    readings = [r for c in timed.context for r in (c.before, c.after) if r]
+    median_clock = [
+        r.get("sm_clock_mhz") for r in readings if isinstance(r.get("sm_clock_mhz"), int | float)
+    ]
+    mid = stats.median(median_clock) if median_clock else None
+    flagged = tuple(
+        c.round
+        for c in timed.context
+        if mid
+        and any(
+            isinstance(r.get("sm_clock_mhz"), int | float)
+            and abs(r["sm_clock_mhz"] - mid) > CLOCK_TOLERANCE * mid
+            for r in (c.before, c.after)
+        )
+    )
+    return Noise(
+        baseline=timed.baseline,
+        self_ratio=self_ratio.ratio if self_ratio else None,
+        self_ci95=self_ratio.ci95 if self_ratio else None,
+        floor=stats.noise_floor(self_ratio),
+        rounds=timed.rounds,
+        context_source=timed.context_source,
+        sm_clock_spread=clock_spread(readings),
+        flagged_rounds=flagged,
+    )
+
+
+def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
+    """Returns the run's summary: every selected variant's sections, then the comparisons."""
+    timed = read_timing(workdir)
+    ceilings = read_ceilings(workdir)
+    manifest = (
+        io.read_json(workdir / "manifest.json") if (workdir / "manifest.json").is_file() else {}
+    )
+    platform = str(
+        (manifest.get("environment") or {}).get("platform") or ceilings.get("platform") or ""
+    )
+    summaries: dict[str, VariantSummary] = {}
+    kernels: dict[str, list[str]] = {}
+    for v in exp.selected_variants:
+        summaries[v.name], kernels[v.name] = analyze_variant(
+            workdir, exp, v, timed, ceilings, platform
+        )
+    self_ratio = noise(timed)
+    floor = stats.noise_floor(self_ratio)
+    base_ir = workdir / "variants" / exp.baseline / "ir"
+    out: dict[str, VariantSummary] = {}
+    for name, s in summaries.items():
+        ir = workdir / "variants" / name / "ir"
+        errors = list(s.analysis_errors)
+        divergence = None
+        if name != exp.baseline and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
+            found = _guarded(
+                errors,
+                "divergence",
+                lambda ir=ir, name=name: first_divergence(
+                    base_ir, ir, kernels.get(exp.baseline), kernels.get(name)
+                ),
+                None,
+            )
+            if found is not None:
+                divergence = Divergence(exp.baseline, found.stage, found.detail)
+        comparison = Comparison(
+            first_divergence=divergence,
+            vs_baseline=verdict(name, partner(summaries, name, "baseline"), summaries, timed, floor)
+            if s.timing.step_s
+            else None,
+            vs_lower_bound=verdict(
+                name, partner(summaries, name, "lower_bound"), summaries, timed, floor
+            )
+            if s.timing.step_s
+            else None,
+        )
+        out[name] = VariantSummary(
+            **{
+                **{
+                    f: getattr(s, f)
+                    for f in ("identity", "timing", "compile", "hlo", "cost", "profile", "numerics")
+                }
+            },
+            comparison=comparison,
+            analysis_errors=tuple(errors),
+        )
+    return RunSummary(
+        schema_version=SCHEMA_VERSION,
+        experiment=exp.experiment,
+        run_id=workdir.name,
+        platform=platform or None,
+        baseline=exp.baseline,
+        noise=noise_section(timed, self_ratio),
+        variants=out,
+    )
+
+
+__all__ = ["Identity", "analyze_run", "analyze_variant"]

@@ -1,0 +1,89 @@
+"""HLO modules into the analysis files: fusions.json, cost.json and passes.json.
+
+Shared by the analysis of a run's variants and by `python -m harness.analyze` on any dump.
+Modules are parsed once per process (`parsed`), however many analyses ask for them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.hlo.clusters import Cluster, find_clusters, reverse_map
+from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
+from harness.hlo.parser import HloModule, parse_file
+from harness.hlo.passes import pass_timeline
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path, mtime_ns: int, size: int) -> HloModule:
+    del mtime_ns, size  # part of the cache key: a rewritten file is parsed again
+    return parse_file(path)
+
+
+def parsed(path: Path) -> HloModule:
+    """Returns the module in `path`, parsed once however many analyses ask for it."""
+    st = path.stat()
+    return _parsed(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _clusters(module: HloModule) -> tuple[Cluster, ...]:
+    return find_clusters(module)
+
+
+def clusters_of(module: HloModule) -> tuple[Cluster, ...]:
+    """Returns find_clusters(module), computed once per parsed module."""
+    return _clusters(module)
+
+
+def fusions_document(after: Sequence[HloModule], before: Sequence[HloModule]) -> dict[str, Any]:
+    """Returns fusions.json: clusters per module and, where the module before optimization
+    is known (paired by name), the reverse map from each of its ops to the clusters."""
+    by_name = {m.name: m for m in before}
+    modules: list[dict[str, Any]] = []
+    for module in after:
+        clusters = clusters_of(module)
+        entry: dict[str, Any] = {
+            "module": module.name,
+            "path": module.path,
+            "clusters": [c.to_json() for c in clusters],
+        }
+        pre = by_name.get(module.name)
+        if pre is not None:
+            rmap = reverse_map(pre, module, clusters)
+            entry["reverse_map"] = rmap
+            entry["folded_away"] = sorted(k for k, v in rmap.items() if not v)
+        modules.append(entry)
+    return {"modules": modules}
+
+
+def costs_of(after: Sequence[HloModule]) -> list[ModuleCost]:
+    """Returns our cost model of each module."""
+    return [module_cost(m, clusters_of(m)) for m in after]
+
+
+def cost_document(costs: Sequence[ModuleCost], xla: dict[str, float] | None) -> dict[str, Any]:
+    """Returns cost.json: per module and cluster, and XLA's figures with the disagreements."""
+    doc: dict[str, Any] = {"modules": [c.to_json() for c in costs]}
+    if xla is not None:
+        total = ModuleCost("all", tuple(cc for c in costs for cc in c.clusters))
+        doc["xla"] = xla
+        doc["xla_disagreements"] = compare_with_xla(total, xla)
+    return doc
+
+
+def passes_document(pass_files: Sequence[Path]) -> dict[str, Any]:
+    """Returns passes.json: the module after each pass that changed it."""
+    return {"passes": [e.to_json() for e in pass_timeline(sorted(pass_files))]}
+
+
+def library_calls(clusters: Sequence[Cluster]) -> list[Cluster]:
+    return [c for c in clusters if c.is_library]
+
+
+def fusion_count(clusters: Sequence[Cluster]) -> int:
+    """Fusions XLA generated code for (library fusions such as YNNPACK GEMMs are not)."""
+    return sum(1 for c in clusters if c.kind.startswith("k") and not c.is_library)

@@ -1,0 +1,332 @@
+"""The producers of summary.json's sections: one function per section, each from saved files.
+
+Every function reads what the capture and timing stages wrote for one variant (and writes the
+analysis files it derives: fusions.json, cost.json, passes.json, kernels.json, compile.json)
+and returns its own section of harness.summary. No key is produced twice.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness import io, ladder, stats
+from harness.analyze import modules as hlo_files
+from harness.config.roles import roles_of
+from harness.config.schema import Experiment, Variant, to_plain
+from harness.hlo.fingerprint import fingerprint
+from harness.match.match import MatchReport, kernels_document, match_events
+from harness.precision import precision as gemm_precision
+from harness.profile.compile import compile_breakdown
+from harness.profile.events import find_xplane, read_events_and_markers
+from harness.summary import (
+    CaptureRecord,
+    Compile,
+    CompilePass,
+    Cost,
+    Fingerprint,
+    Hlo,
+    Identity,
+    LibraryCall,
+    PassChange,
+    Profile,
+    Timing,
+    TimingRecord,
+    Transfer,
+)
+
+# A fraction of peak is reported only for a variant whose FLOPs are mostly its GEMM's.
+GEMM_DOMINATED = 0.8
+
+
+def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
+    """Returns what the variant is (config) and what became of it (capture record)."""
+    return Identity(
+        status=record.status,
+        reason=record.reason,
+        mode=v.mode,
+        framework="jax",
+        description=v.description,
+        roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles),
+        problem=to_plain(v.problem),
+        xla_options=dict(v.xla_options),
+        module=record.module,
+        wall_s=record.wall_s,
+        expected_error=record.expected_error,
+        failure=record.failure,
+        callback_lines=record.callback_lines,
+        eager_modules=record.eager_modules,
+    )
+
+
+def timing(name: str, record: CaptureRecord, timed: TimingRecord | None) -> Timing:
+    """Returns the variant's time per step from the timing stage and its blocked latency."""
+    latency = list(record.latency_blocked_s)
+    blocked = (
+        {
+            "latency_blocked_median_s": stats.median(latency),
+            "latency_blocked_p10_s": stats.percentile(latency, 10),
+            "latency_blocked_p90_s": stats.percentile(latency, 90),
+        }
+        if latency
+        else {}
+    )
+    entry = timed.variants.get(name) if timed else None
+    if entry is None or not entry.round_step_s:
+        return Timing(**blocked)
+    rounds = list(entry.round_step_s)
+    return Timing(
+        step_s=stats.median(rounds),
+        step_ci95_s=stats.bootstrap_ci(rounds),
+        rounds=len(rounds),
+        calls_per_batch=entry.calls_per_batch,
+        round_step_s=tuple(rounds),
+        interleaved=True,
+        **blocked,
+    )
+
+
+def compile_(vdir: Path, record: CaptureRecord, fusion_changed: bool | None) -> Compile:
+    """Returns the compile pauses and, from the first-call profile, XLA's time by pass.
+
+    Writes compile.json (the first call's and the recompile's breakdowns)."""
+    p, r = record.pauses, record.recompile
+    breakdown: dict[str, Any] = {}
+    for window in ("first_call", "recompile"):
+        folder = vdir / "profile" / window
+        if folder.is_dir() and not folder.is_symlink():
+            breakdown[window] = compile_breakdown(find_xplane(folder), record.module)
+    if breakdown:
+        io.write_json(vdir / "compile.json", {k: b.to_json() for k, b in breakdown.items()})
+    first = breakdown.get("first_call")
+    return Compile(
+        first_call_s=p.first_call_s if p else None,
+        compile_s=p.compile_s if p else None,
+        trace_s=p.trace_s if p else None,
+        lower_s=p.lower_s if p else None,
+        xla_compile_s=p.xla_compile_s if p else None,
+        first_execute_s=p.first_execute_s if p else None,
+        fresh_process=p.fresh_process if p else None,
+        recompile_s=r.seconds if r else None,
+        recompile_explanation=r.explanation if r else None,
+        recompile_backend_compiles=r.backend_compiles if r else None,
+        recompile_xla_compile_s=r.xla_compile_s if r else None,
+        recompile_fusion_changed=fusion_changed,
+        top_passes=tuple(
+            CompilePass(t.name, t.pipeline, t.count, t.total_s, t.self_s)
+            for t in (first.top_passes(10) if first else ())
+        ),
+        by_pipeline={t.name: t.total_s for t in first.pipelines} if first else {},
+        autotuning_s=first.autotuning_s if first else None,
+        notes=first.notes if first else (),
+    )
+
+
+def recompile_fusion_changed(lad: ladder.Ladder) -> bool | None:
+    """Returns whether the new-shape module's fusion structure differs from the first one's."""
+    first, again = lad.hlo_files("hlo_after"), lad.hlo_files("hlo_after_recompile")
+    if len(first) != 1 or len(again) != 1:
+        return None
+    return _structure(hlo_files.parsed(first[0])) != _structure(hlo_files.parsed(again[0]))
+
+
+def _structure(module: Any) -> list[tuple[Any, ...]]:
+    return sorted(
+        (c.kind, c.backend_kind, c.target, c.epilogue, c.member_opcodes)
+        for c in hlo_files.clusters_of(module)
+    )
+
+
+def hlo(vdir: Path, lad: ladder.Ladder) -> Hlo:
+    """Returns what XLA made of the program; writes fusions.json and passes.json."""
+    after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
+    before = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_before")]
+    if not after:
+        return Hlo()
+    io.write_json(vdir / "fusions.json", hlo_files.fusions_document(after, before))
+    passes = hlo_files.passes_document(lad.files("passes"))
+    io.write_json(vdir / "passes.json", passes)
+    clusters = [c for m in after for c in hlo_files.clusters_of(m)]
+    found = fingerprint(lad)
+    return Hlo(
+        fusion_count=hlo_files.fusion_count(clusters),
+        cluster_count=len(clusters),
+        library_calls=tuple(
+            LibraryCall(c.target, c.epilogue or None, c.name)
+            for c in hlo_files.library_calls(clusters)
+        ),
+        fusion_changing_passes=tuple(
+            PassChange(p["index"], p["pipeline"], p["pass"], p["explanation"])
+            for p in passes["passes"]
+            if p.get("changed_fusions")
+        ),
+        fingerprint=Fingerprint(found.digest, found.hlo, found.thunks, found.code)
+        if found
+        else None,
+    )
+
+
+def cost(
+    vdir: Path,
+    lad: ladder.Ladder,
+    v: Variant,
+    record: CaptureRecord,
+    step_s: float | None,
+    ceilings: dict[str, Any],
+    platform: str,
+) -> Cost:
+    """Returns work and traffic (ours and XLA's) against this variant's ceiling; writes cost.json."""
+    after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
+    costs = hlo_files.costs_of(after)
+    x = record.xla_cost
+    xla = (
+        {
+            k: val
+            for k, val in (
+                ("flops", x.flops),
+                ("bytes accessed", x.bytes),
+                ("transcendentals", x.transcendentals),
+            )
+            if val is not None
+        }
+        if x is not None
+        else None
+    )
+    if costs:
+        doc = hlo_files.cost_document(costs, xla or None)
+        io.write_json(vdir / "cost.json", doc)
+        disagreements = tuple(doc.get("xla_disagreements") or ())
+    else:
+        disagreements = ()
+    if x is not None and x.error:
+        disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
+    flops = sum(c.flops for c in costs) if costs else None
+    moved = sum(c.bytes for c in costs) if costs else None
+    analytic = record.flops_analytic
+    work = flops or analytic
+    achieved = work / step_s if work and step_s else None
+    p = v.problem
+    precision = gemm_precision(platform, p.dtype, p.weight_dtype)
+    peak = (ceilings.get("peaks") or {}).get(precision) or {}
+    peak_flops = peak.get("flops_per_s")
+    fraction, withheld = None, None
+    if achieved is not None and peak_flops:
+        fraction = achieved / peak_flops
+        if analytic and flops and analytic < GEMM_DOMINATED * flops:
+            fraction, withheld = (
+                None,
+                (
+                    f"the GEMM is only {analytic / flops:.0%} of this variant's FLOPs, so a GEMM "
+                    "ceiling does not bound it"
+                ),
+            )
+        elif fraction > 1.0:
+            withheld = (
+                f"achieved {achieved:.3g} FLOP/s exceeds the {precision} ceiling "
+                f"{peak_flops:.3g} measured in this run: the ceiling or the step time is off by "
+                "noise, so no fraction is given"
+            )
+            fraction = None
+    elif achieved is not None:
+        withheld = f"no {precision} ceiling was measured in this run"
+    return Cost(
+        flops_analytic=analytic,
+        flops=flops,
+        bytes=moved,
+        transcendentals=sum(c.transcendentals for c in costs) if costs else None,
+        arithmetic_intensity=(flops / moved) if flops and moved else None,
+        flops_xla=x.flops if x else None,
+        bytes_xla=x.bytes if x else None,
+        transcendentals_xla=x.transcendentals if x else None,
+        disagreements=disagreements,
+        achieved_flops_per_s=achieved,
+        achieved_bytes_per_s=moved / step_s if moved and step_s else None,
+        peak_flops_per_s=peak_flops,
+        peak_precision=precision,
+        peak_source=peak.get("source"),
+        fraction_of_peak=fraction,
+        fraction_withheld=withheld,
+    )
+
+
+def _module_clusters(lad: ladder.Ladder, eager: bool) -> dict[Any, tuple[Any, ...]]:
+    """Returns clusters keyed as the matcher expects: module name, or (name, program id) in eager."""
+    out: dict[Any, tuple[Any, ...]] = {}
+    for path in lad.hlo_files("hlo_after"):
+        module = hlo_files.parsed(path)
+        clusters = hlo_files.clusters_of(module)
+        if eager:
+            # Eager file names start with XLA's module number, which the profile calls program_id.
+            out[(module.name, int(path.name.split("-", 1)[0]))] = clusters
+        out.setdefault(module.name, clusters)
+    return out
+
+
+def profile(
+    vdir: Path, lad: ladder.Ladder, mode: str, step_s: float | None
+) -> tuple[Profile, list[str]]:
+    """Returns the steady window's device timeline and one step's kernel names; writes
+    kernels.json (every event with the cluster it is attributed to)."""
+    steady = vdir / "profile" / "steady"
+    if not steady.is_dir() or steady.is_symlink():
+        return Profile(), []
+    events, markers = read_events_and_markers(find_xplane(steady))
+    # The host gap compares like with like: each profiled step's wall time (its marker)
+    # against the device time of the same step, since profiling itself slows the host.
+    walls = [m.duration_s for m in markers if m.name == "step"]
+    eager = mode == "eager"
+    clusters = _module_clusters(lad, eager)
+    report: MatchReport = match_events(events, clusters, mode="eager" if eager else "jit")
+    io.write_json(vdir / "kernels.json", kernels_document(report))
+    gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
+    first_step = min((e.step for e in events if e.step is not None), default=None)
+    kernels = [
+        e.name for e in events if e.step == first_step and e.kind in ("kernel", "host_thunk")
+    ]
+    launched = {a.cluster for a in report.attributions if a.matched}
+    return (
+        Profile(
+            kernels_per_step=report.kernels_per_step,
+            device_ops_per_step=report.device_ops_per_step,
+            transfers_per_step=tuple(
+                Transfer(t.direction, t.count_per_step, t.bytes_per_step)
+                for t in report.transfers_per_step
+            ),
+            device_time_per_step_s=report.device_time_per_step_s,
+            profiled_step_time_s=statistics.median(walls) if walls else None,
+            host_gap_per_step_s=statistics.median(gaps) if gaps else None,
+            matched_fraction=report.matched_fraction,
+            unmatched_events=len(report.unmatched),
+            launches_per_cluster=dict(report.launches_per_cluster),
+            step_sequence=tuple(step_sequence(report, first_step)),
+            unlaunched_clusters=tuple(
+                sorted(c.name for cs in clusters.values() for c in cs if c.name not in launched)
+            )
+            if report.attributions
+            else (),
+            device_vs_step=report.device_time_per_step_s / step_s - 1.0
+            if step_s and report.device_time_per_step_s
+            else None,
+        ),
+        kernels,
+    )
+
+
+def step_sequence(report: MatchReport, step: int | None) -> list[str]:
+    """Returns one step's device events in launch order, each as the cluster it ran for.
+
+    Transfers are written with their direction, so a host callback's split of the program
+    shows as e.g. `cublas-lt-matmul.1, input_reduce_fusion, D2H(...), loop_multiply_fusion`.
+    """
+    out = []
+    for a in sorted(report.attributions, key=lambda a: a.event.start_ns):
+        if a.event.step != step:
+            continue
+        what = a.cluster or a.event.name
+        if a.event.kind == "memcpy":
+            what = f"{a.event.direction or 'memcpy'}({what})"
+        elif a.event.kind == "memset":
+            what = f"memset({what})"
+        out.append(what)
+    return out

@@ -1,0 +1,175 @@
+"""Device ceilings measured at capture: the GEMM rate per precision, and the copy bandwidth.
+
+A variant's fraction of peak is only meaningful against the ceiling of the arithmetic its
+GEMM actually used: bf16 and f16 dense on tensor cores; float32 at JAX's default precision
+runs on TF32 tensor cores on NVIDIA GPUs; float32 at HIGHEST precision (and float32 on a CPU)
+is true f32. So the ceiling is measured per precision, with XLA's own GEMM (`x @ w` under
+`jax.jit`), best of many batches: at a large square size and at each distinct GEMM shape of
+the run, the largest rate found being the ceiling. A variant's GEMM can then not beat its
+own ceiling except by noise, which the analysis withholds rather than prints.
+
+On a CPU the measurement is cached under the results root (`.cache/ceilings.json`), keyed
+by host, CPU count and jax version, with its age; it is re-measured when stale or asked.
+Written to the run as ceilings.json; the report only reads it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform as pyplatform
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import io
+from harness.precision import NOTE as PRECISION_NOTE
+from harness.precision import gemm_dtype, precision
+
+CACHE_MAX_AGE_S = 7 * 24 * 3600
+_ITEM = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    m: int
+    k: int
+    n: int
+    x_dtype: str
+    w_dtype: str
+
+
+def _best_batch(
+    fn: Callable[[], Any], wait: Callable[[Any], Any], budget_s: float, calls: int
+) -> float:
+    """Returns the fastest per-call time over batches of `calls` that fit in `budget_s`."""
+    best = float("inf")
+    start = time.perf_counter()
+    n = 0
+    while n < 3 or (time.perf_counter() - start < budget_s and n < 200):
+        t0 = time.perf_counter()
+        out = None
+        for _ in range(calls):
+            out = fn()
+        wait(out)
+        best = min(best, (time.perf_counter() - t0) / calls)
+        n += 1
+    return best
+
+
+def measure_gemm(shape: GemmShape, budget_s: float) -> float:
+    """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((shape.m, shape.k), np.float32), shape.x_dtype)
+    w = jnp.asarray(rng.standard_normal((shape.k, shape.n), np.float32), shape.w_dtype)
+    f = jax.jit(lambda a, b: a @ b)
+    jax.block_until_ready(f(x, w))
+    flops = 2.0 * shape.m * shape.k * shape.n
+    one = _best_batch(lambda: f(x, w), jax.block_until_ready, budget_s / 4, 1)
+    calls = max(1, min(1000, int(0.02 / max(one, 1e-7))))  # batches of ~20 ms
+    return flops / _best_batch(lambda: f(x, w), jax.block_until_ready, budget_s, calls)
+
+
+def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
+    """Returns the best bytes/s (read + written) of a copy of `nbytes` in device memory.
+
+    On a CPU, NumPy's copy (one memcpy) is also timed: XLA's elementwise kernel there is
+    not always the fastest way through host memory, and a ceiling is the best one found.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    a = jnp.ones((nbytes // 4,), jnp.float32)
+    f = jax.jit(lambda v: v * 2.0)
+    jax.block_until_ready(f(a))
+    best = 2.0 * a.nbytes / _best_batch(lambda: f(a), jax.block_until_ready, budget_s, 1)
+    if platform == "cpu":
+        src = np.ones(nbytes // 4, np.float32)
+        dst = np.empty_like(src)
+        t = _best_batch(lambda: np.copyto(dst, src), lambda out: out, budget_s, 1)
+        best = max(best, 2.0 * src.nbytes / t)
+    return best
+
+
+def _host_key(environment: dict[str, Any]) -> str:
+    return (
+        "|".join(str(environment.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
+        + f"|{pyplatform.node()}|{os.cpu_count()}"
+    )
+
+
+def _shape_key(shape: GemmShape) -> str:
+    return f"{shape.m}x{shape.k}x{shape.n}:{shape.x_dtype}:{shape.w_dtype}"
+
+
+def measure(
+    environment: dict[str, Any],
+    shapes: Iterable[GemmShape],
+    cache: Path | None,
+    remeasure: bool = False,
+    budget_s: float = 0.5,
+) -> dict[str, Any]:
+    """Returns ceilings.json: per precision the best GEMM rate found, and the copy bandwidth.
+
+    `cache` (CPU only) holds earlier measurements of this host; entries younger than
+    CACHE_MAX_AGE_S are reused unless `remeasure`.
+    """
+    platform = str(environment.get("platform"))
+    host = _host_key(environment)
+    now = time.time()
+    cached: dict[str, Any] = {}
+    if cache is not None and not remeasure and cache.is_file():
+        try:
+            stored = io.read_json(cache)
+            if isinstance(stored, dict) and stored.get("host") == host:
+                cached = {
+                    k: v
+                    for k, v in (stored.get("entries") or {}).items()
+                    if isinstance(v, dict) and now - float(v.get("at", 0)) < CACHE_MAX_AGE_S
+                }
+        except (OSError, ValueError):
+            cached = {}
+    entries = dict(cached)
+    square = 8192 if platform == "gpu" else 1024
+    wanted = list(dict.fromkeys(shapes))
+    for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
+        wanted.append(GemmShape(square, square, square, dtype, dtype))
+    for shape in wanted:
+        key = _shape_key(shape)
+        if key not in entries:
+            entries[key] = {"flops_per_s": measure_gemm(shape, budget_s), "at": now}
+    if "copy" not in entries:
+        nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
+        entries["copy"] = {"bytes_per_s": measure_copy(nbytes, budget_s, platform), "at": now}
+    if cache is not None:
+        io.write_json(cache, {"host": host, "entries": entries})
+    peaks: dict[str, dict[str, Any]] = {}
+    for shape in wanted:
+        p = precision(platform, shape.x_dtype, shape.w_dtype)
+        rate = float(entries[_shape_key(shape)]["flops_per_s"])
+        if rate > peaks.get(p, {}).get("flops_per_s", 0.0):
+            peaks[p] = {
+                "flops_per_s": rate,
+                "source": f"best XLA GEMM measured at {shape.m}×{shape.k}×{shape.n} "
+                f"({shape.x_dtype} × {shape.w_dtype}); {PRECISION_NOTE[p]}",
+            }
+    oldest = min(float(v.get("at", now)) for v in entries.values())
+    return {
+        "device": environment.get("device_kind"),
+        "platform": platform,
+        "peaks": peaks,
+        "peak_bytes_per_s": float(entries["copy"]["bytes_per_s"]),
+        "bytes_source": "best device copy (bytes read + written) measured at capture",
+        "measured_at": datetime.datetime.fromtimestamp(oldest, datetime.UTC).isoformat(
+            timespec="seconds"
+        ),
+        "age_s": now - oldest,
+        "cache": str(cache) if cache is not None and cached else None,
+    }

@@ -1,0 +1,122 @@
+"""Checks only the installed jaxlib and the device can make, before any run folder exists.
+
+They run in the capture worker (harness.worker), which the supervisor starts before it creates
+the run folder: each distinct XLA option set is compiled once into a trivial program, and the
+problem sizes are checked against the device's memory. Most bad options raise, which becomes a
+ConfigError naming the key; some abort the process instead (`xla_cpu_parallel_codegen_split_count:
+-1` ends in SIGABRT), so the worker announces each set before trying it, through `announce`,
+and the supervisor names the last one announced when the worker dies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.config.schema import ConfigError, Experiment, Variant
+from harness.variants import expression
+
+
+def option_sets(exp: Experiment, platform: str) -> list[tuple[str, dict[str, Any]]]:
+    """Returns (config key, options) to compile with, each distinct set once: every option
+    alone, then each variant's full set, since some options are fine alone and abort XLA
+    together (xla_disable_hlo_passes with xla_enable_hlo_passes_only fails a CHECK)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
+
+    def add(key: str, options: dict[str, Any]) -> None:
+        ident = tuple(sorted((k, repr(v)) for k, v in options.items()))
+        if ident not in seen:
+            seen.add(ident)
+            out.append((key, options))
+
+    variants = [v for v in exp.selected_variants if platform in v.platforms]
+    for v in variants:
+        for name, value in v.xla_options.items():
+            add(f"variants.{v.name}.xla_options.{name}", {name: value})
+    for v in variants:
+        if len(v.xla_options) > 1:
+            add(f"variants.{v.name}.xla_options", dict(v.xla_options))
+    return out
+
+
+def check_options(
+    exp: Experiment, platform: str, announce: Callable[[str, dict[str, Any]], None]
+) -> None:
+    """Compiles a trivial program with each option set; raises ConfigError for a rejected one."""
+    import jax
+
+    sets = option_sets(exp, platform)
+    if not sets:
+        return
+    import jaxlib
+
+    probe = jax.jit(lambda a: a + 1)
+    arg = np.zeros((2,), np.float32)  # a NumPy argument: no eager compile of its own
+    for key, options in sets:
+        announce(key, options)
+        try:
+            probe.lower(arg).compile(compiler_options=options)
+        except Exception as e:  # XLA raises a runtime error naming the option
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "No such compile option" in first:
+                first += "; valid names are the DebugOptions fields of this jaxlib"
+            raise ConfigError(
+                "config",
+                key,
+                f"rejected by the installed jaxlib {jaxlib.__version__}: {first[:300]}",
+            ) from None
+
+
+def device_memory() -> tuple[int, str]:
+    """Returns the memory a problem must fit in and where that number came from."""
+    import jax
+
+    device = jax.devices()[0]
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # CPU devices may not implement memory_stats
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), f"{device.device_kind} bytes_limit"
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(pages), "host physical memory"
+
+
+def held_bytes(variants: list[Variant], seed: int) -> int:
+    """Returns the bytes the timing stage holds at once: every distinct input set, plus the
+    largest single variant's output and temporaries (outputs are transient, one at a time)."""
+    inputs: dict[tuple, int] = {}
+    largest = 0
+    for v in variants:
+        p = v.problem
+        inputs[(p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)] = expression.input_bytes(p)
+        largest = max(largest, expression.problem_bytes(p) - expression.input_bytes(p))
+    return sum(inputs.values()) + largest
+
+
+def check_memory(exp: Experiment, platform: str) -> None:
+    """Raises ConfigError when one variant, or all timed variants held at once, would need
+    more than 80% of the device's memory: refused from an estimate, before any allocation."""
+    limit, where = device_memory()
+    variants = [v for v in exp.selected_variants if platform in v.platforms]
+    for v in variants:
+        need = expression.problem_bytes(v.problem)
+        if need > 0.8 * limit:
+            raise ConfigError(
+                "config",
+                f"variants.{v.name}.problem",
+                f"needs about {need / 2**30:.1f} GiB, more than 80% of the "
+                f"{limit / 2**30:.1f} GiB of {where}; make m, k or n smaller",
+            )
+    need = held_bytes(variants, exp.seed)
+    if need > 0.8 * limit:
+        raise ConfigError(
+            "config",
+            "variants",
+            f"the timed variants together hold about {need / 2**30:.1f} GiB, more than 80% of "
+            f"the {limit / 2**30:.1f} GiB of {where}; select fewer variants or smaller problems",
+        )

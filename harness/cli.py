@@ -1,0 +1,123 @@
+"""The one CLI system: every entry point is an absl app whose errors are one line.
+
+`start(main)` runs `main(argv)` under absl; a user's mistake (a ConfigError, a missing or
+foreign file, a folder it may not write) prints `error: <what>` on one line and exits 2, an
+interrupt exits 130 without a traceback, and `--verbosity=1` adds the traceback for anyone
+debugging the harness itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from absl import app, flags, logging
+
+USAGE_ERROR = 2
+INTERRUPTED = 130
+
+
+class UsageError(ValueError):
+    """A command-line mistake: reported as one line, exit status 2."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from harness.config.schema import ConfigError
+    from harness.io import Locked, NotOurs, OutsideOutput
+    from harness.records import SchemaError
+
+    return (
+        ConfigError,
+        SchemaError,
+        UsageError,
+        Locked,
+        NotOurs,
+        OutsideOutput,
+        FileNotFoundError,
+        PermissionError,
+    )
+
+
+def one_line(e: BaseException) -> str:
+    """Returns an exception as one printable line, bounded in length."""
+    text = str(e) or type(e).__name__
+    text = " ".join(text.split())
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def _parser(known_only: bool) -> Callable[[list[str]], list[str]]:
+    def parse(argv: list[str]) -> list[str]:
+        try:
+            return flags.FLAGS(argv, known_only=known_only)
+        except flags.Error as e:
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            sys.exit(USAGE_ERROR)
+
+    return parse
+
+
+def guarded(main: Callable[[Sequence[str]], int]) -> Callable[[Sequence[str]], int]:
+    """Returns `main` with user errors as one line (status 2) and interrupts as status 130."""
+
+    def run(argv: Sequence[str]) -> int:
+        # Library INFO logs would bury the one-line errors; --verbosity=0 brings them back.
+        if not flags.FLAGS["verbosity"].present:
+            logging.set_verbosity(logging.WARNING)
+        try:
+            return main(argv)
+        except _user_errors() as e:
+            if logging.get_verbosity() >= 1:
+                traceback.print_exc()
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            return USAGE_ERROR
+        except OSError as e:  # disk full, read-only folder, a name too long
+            if logging.get_verbosity() >= 1:
+                traceback.print_exc()
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            return USAGE_ERROR
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return INTERRUPTED
+
+    return run
+
+
+def start(main: Callable[[Sequence[str]], int], known_only: bool = False) -> None:
+    """Runs `main` as an absl app and exits with its status."""
+    body = guarded(main)
+    try:
+        app.run(lambda argv: sys.exit(body(argv)), flags_parser=_parser(known_only))
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED)
+
+
+def config_overrides(argv: Sequence[str]) -> list[str]:
+    """Returns the --config.* overrides; any other leftover argument is a usage error."""
+    from harness.config import ConfigError
+
+    extra = list(argv[1:])
+    for arg in extra:
+        if arg.startswith("--config."):
+            continue
+        if not arg.startswith("-"):
+            problem = "unexpected positional argument; options look like --config.KEY=VALUE"
+            raise ConfigError(f"argument {arg[:80]!r}", "", problem)
+        name = arg.lstrip("-").split("=", 1)[0].split(".", 1)[0]
+        hint = f" (did you mean --config.{arg.split('.', 1)[1]}?)" if "." in arg else ""
+        if not hint or not difflib.get_close_matches(name, ["config"], n=1, cutoff=0.6):
+            hint = ""
+        raise ConfigError(
+            f"flag {arg[:200]}",
+            "",
+            f"unknown flag{hint}; overrides look like --config.KEY=VALUE (see --helpfull)",
+        )
+    return extra
+
+
+def no_extra_arguments(argv: Sequence[str]) -> None:
+    """Raises UsageError for positional arguments an entry point does not take."""
+    if len(argv) > 1:
+        raise UsageError(f"unexpected argument {argv[1][:80]!r}; see --helpfull")

@@ -1,0 +1,51 @@
+"""What each variant stands for in the study, derived from the config alone.
+
+The report and the comparisons find variants by role (the baseline, the lower bound, eager,
+the host callback, ...), never by the names one config happens to use. A role comes from the
+variant's mode, its XLA options, the config's `baseline`, or the variant's own `roles` key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+ROLES = (
+    "baseline",  # the config's baseline: every comparison's reference
+    "lower_bound",  # the GEMM alone: no fused variant can beat it
+    "eager",  # op-by-op dispatch
+    "host_callback",  # a host callback inside the compiled region
+    "traced_branch",  # a Python branch on a traced value (refused by jit, split by Dynamo)
+    "device_branch",  # the same branch kept on the device (lax.cond)
+    "library_epilogue",  # the GEMM's epilogue fused into the library call
+    "compiled",  # any whole-program compile
+)
+
+MODE_ROLES: dict[str, tuple[str, ...]] = {
+    "eager": ("eager",),
+    "jit": ("compiled",),
+    "matmul_only": ("lower_bound", "compiled"),
+    "jit_host_callback": ("host_callback", "compiled"),
+    "jit_python_branch": ("traced_branch",),
+    "jit_lax_cond": ("device_branch", "compiled"),
+}
+
+# XLA options whose documented effect is to hand the GEMM's epilogue to the library.
+_LIBRARY_EPILOGUE_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
+
+def roles_of(
+    name: str,
+    mode: str,
+    xla_options: Mapping[str, Any],
+    baseline: str,
+    explicit: Iterable[str] = (),
+) -> tuple[str, ...]:
+    """Returns the variant's roles, in ROLES order, without repeats."""
+    found = set(MODE_ROLES.get(mode, ()))
+    found |= set(explicit)
+    if name == baseline:
+        found.add("baseline")
+    if any(xla_options.get(k) == v for k, v in _LIBRARY_EPILOGUE_OPTIONS.items()):
+        found.add("library_epilogue")
+    return tuple(r for r in ROLES if r in found) + tuple(sorted(found - set(ROLES)))

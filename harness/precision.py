@@ -1,0 +1,31 @@
+"""What arithmetic a GEMM of given dtypes runs on, so it is scored against the right ceiling.
+
+bf16 and f16 run dense on tensor cores. float32 at JAX's default matmul precision runs on TF32
+tensor cores on NVIDIA GPUs; at HIGHEST, and on a CPU, it is true f32. A bf16 x with an f32 W
+promotes to f32 (the mixed-dtype trap), so it runs at the f32 (TF32) rate.
+"""
+
+from __future__ import annotations
+
+SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+NOTE = {
+    "tf32": "float32 at JAX's default precision runs on TF32 tensor cores on NVIDIA GPUs",
+    "f32": "true float32 arithmetic",
+    "bf16": "bfloat16 dense",
+    "f16": "float16 dense",
+}
+
+
+def gemm_dtype(x_dtype: str, w_dtype: str) -> str:
+    """Returns the dtype the GEMM runs in: the promotion of x's and W's dtypes."""
+    if x_dtype == w_dtype:
+        return x_dtype
+    return "float32"  # f32 with anything, and bf16 with f16, promote to f32 in JAX
+
+
+def precision(platform: str, x_dtype: str, w_dtype: str, matmul_precision: str = "default") -> str:
+    """Returns the arithmetic a GEMM of these dtypes runs on: `bf16`, `f16`, `tf32` or `f32`."""
+    dtype = gemm_dtype(x_dtype, w_dtype)
+    if dtype == "float32" and platform == "gpu" and matmul_precision != "highest":
+        return "tf32"
+    return SHORT[dtype]

@@ -1,0 +1,246 @@
+"""Typed JSON records: frozen dataclasses written as JSON and read back with validation.
+
+Every file a run writes is one of these records (harness.summary defines them). A field
+documents itself through `doc(...)`, so the key tables in results/README.md are generated
+from the same classes the writers and readers use, and a reader names the file and the key
+of any value that does not have the declared type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+# A value the schema leaves open (a config mapping, a plain dict of figures).
+Plain = Any
+# The default of a mapping field: a new empty dict per record.
+EMPTY = object()
+
+
+class SchemaError(ValueError):
+    """A record that does not match its schema; names the file and the dotted key."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        self.source, self.key, self.problem = source, key, problem
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {problem}")
+
+
+def doc(text: str, default: Any = None) -> Any:
+    """Returns a dataclass field with a default and its documentation for the key tables."""
+    if default is EMPTY:
+        return dataclasses.field(default_factory=dict, metadata={"doc": text})
+    if isinstance(default, list | dict | set):
+        raise TypeError("mutable defaults are not allowed; use a tuple, None or EMPTY")
+    return dataclasses.field(default=default, metadata={"doc": text})
+
+
+def to_json(obj: Any) -> Any:
+    """Returns plain JSON data for a record: dataclasses become dicts, tuples lists, NaN None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_json(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return "list"
+    if origin is dict or tp is dict:
+        return "object"
+    if dataclasses.is_dataclass(tp):
+        return "object"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_json(cls: type, data: Any, source: str, key: str = "") -> Any:
+    """Returns `cls` built from JSON `data`; raises SchemaError naming `source` and the key."""
+    return _value(cls, data, source, key)
+
+
+def _value(tp: Any, value: Any, source: str, key: str) -> Any:
+    if tp is Any:
+        return value
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise SchemaError(source, key, f"expected {_type_name(tp)}, got null")
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _value(arg, value, source, key)
+            except SchemaError as e:
+                errors.append(e)
+        raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise SchemaError(source, key, f"expected a list, got {_shown(value)}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], v, source, f"{key}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise SchemaError(source, key, f"expected a list of {len(args)}, got {len(value)}")
+        return tuple(
+            _value(a, v, source, f"{key}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise SchemaError(source, key, f"expected an object, got {_shown(value)}")
+        args = typing.get_args(tp) or (str, Any)
+        return {str(k): _value(args[1], v, source, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return _record(tp, value, source, key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    else:
+        raise TypeError(f"unsupported schema type {tp!r} at {key}")
+    raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}")
+
+
+def _record(cls: type, value: Any, source: str, key: str) -> Any:
+    if not isinstance(value, dict):
+        raise SchemaError(source, key, f"expected an object, got {_shown(value)}")
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for k in value:
+        if k not in names:
+            raise SchemaError(source, f"{key}.{k}" if key else str(k), "unknown key")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        sub = f"{key}.{f.name}" if key else f.name
+        if f.name in value:
+            kwargs[f.name] = _value(hints[f.name], value[f.name], source, sub)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SchemaError(source, sub, "is required")
+    return cls(**kwargs)
+
+
+def _shown(value: Any) -> str:
+    """Returns a short description of a value for an error: its type and a bounded repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def _element(tp: Any) -> tuple[Any, str]:
+    """Returns the record type inside an optional/tuple/dict annotation and the key suffix."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if arg is not type(None):
+                inner, suffix = _element(arg)
+                if dataclasses.is_dataclass(inner):
+                    return inner, suffix
+        return tp, ""
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            inner, suffix = _element(args[0])
+            return inner, "[]" + suffix
+    if origin is dict:
+        inner, suffix = _element(typing.get_args(tp)[1])
+        return inner, ".<name>" + suffix
+    return tp, ""
+
+
+def documented_keys(cls: type, prefix: str = "") -> Iterator[tuple[str, str, str]]:
+    """Yields (dotted key, JSON type, documentation) for every field, nested records expanded."""
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        inner, suffix = _element(hints[f.name])
+        yield key, _type_name(hints[f.name]), f.metadata.get("doc", "")
+        if dataclasses.is_dataclass(inner):
+            yield from documented_keys(inner, f"{key}{suffix}.")
+
+
+def emitted_keys(cls: type, data: Any, prefix: str = "") -> set[str]:
+    """Returns the dotted keys present in JSON `data` of record `cls`, in documented_keys' notation.
+
+    Walks the data and the class together, so the keys inside open mappings (a config's
+    problem, per-cluster counts) are not expanded, while nested records are; a key the class
+    does not know is returned as it is, for the caller to flag. A record field written as
+    null (or a list of records written empty) is emitted with all its keys: the writer wrote
+    the field, and there was nothing in it this time.
+    """
+    out: set[str] = set()
+    if not isinstance(data, dict):
+        return out
+    hints = _hints(cls)
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        out.add(key)
+        if k not in hints:
+            continue
+        inner, suffix = _element(hints[k])
+        if not dataclasses.is_dataclass(inner):
+            continue
+        if v is None or v == [] or v == {}:
+            out |= {key for key, _, _ in documented_keys(inner, f"{key}{suffix}.")}
+        elif suffix == "":
+            out |= emitted_keys(inner, v, f"{key}.")
+        elif suffix.startswith("[]"):
+            for item in v if isinstance(v, list) else ():
+                out |= emitted_keys(inner, item, f"{key}[].")
+        elif suffix.startswith(".<name>"):
+            for item in v.values() if isinstance(v, dict) else ():
+                out |= emitted_keys(inner, item, f"{key}.<name>.")
+    return out
+
+
+def markdown_table(cls: type, prefix: str = "") -> str:
+    """Returns the Markdown key table of a record: key, JSON type, meaning."""
+    rows = ["| key | type | meaning |", "|---|---|---|"]
+    for key, kind, text in documented_keys(cls, prefix):
+        rows.append(f"| `{key}` | {kind} | {text} |")
+    return "\n".join(rows)
+
+
+def first_difference(a: Any, b: Any, path: str) -> str | None:
+    """Returns the dotted key where two plain values first differ, or None when equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            found = first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if a == b else path

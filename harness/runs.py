@@ -1,0 +1,100 @@
+"""Run folders: where a study writes (`<results_root>/<experiment>/<run_id>`) and resuming one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness import io
+from harness.config import ConfigError, LoadedConfig
+from harness.config.schema import to_plain, validate_name
+from harness.records import first_difference
+
+
+def results_root(value: str) -> Path:
+    """Returns the results root; an empty or dangerous one is a ConfigError naming the flag.
+
+    Refused: an empty value (it would write into the current folder), the filesystem root, the
+    home folder itself, the harness's own source tree, and a path that is a file.
+    """
+    source = f"flag --results_root={value[:200]}"
+    if not value.strip():
+        raise ConfigError(source, "results_root", "is empty; name a folder, e.g. results")
+    root = Path(value).expanduser()
+    real = root.resolve()
+    repo = Path(__file__).resolve().parents[1]
+    dangerous = {
+        Path("/").resolve(),
+        Path.home().resolve(),
+        repo,
+        repo / "harness",
+        repo / "configs",
+    }
+    if real in dangerous or real in repo.parents:
+        raise ConfigError(
+            source, "results_root", f"{real} is not a results folder; name a folder of its own"
+        )
+    if root.exists() and not root.is_dir():
+        raise ConfigError(source, "results_root", f"{root} exists and is not a folder")
+    return root
+
+
+def new_run(root: Path, config: LoadedConfig) -> Path:
+    """Creates and returns a fresh run folder for the experiment."""
+    try:
+        return io.new_run_dir(root, config.experiment.experiment)
+    except ValueError as e:
+        raise ConfigError(f"flag --results_root={root}", "experiment", str(e)) from e
+
+
+def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:
+    """Returns the folder of run `run_id`, checked to be resumable with this config."""
+    source = f"flag --resume={run_id[:80]}"
+    validate_name(source, "resume", run_id)
+    experiment = config.experiment.experiment
+    try:
+        workdir = io.confined(root, experiment, run_id)
+    except ValueError as e:
+        raise ConfigError(source, "resume", str(e)) from e
+    link = root / experiment / run_id
+    if link.is_symlink():
+        raise ConfigError(source, "resume", f"{link} is a link; resume a run folder itself")
+    if not (workdir / "manifest.json").is_file():
+        parent = root / experiment
+        found = (
+            sorted(
+                p.name for p in parent.iterdir() if p.is_dir() and (p / "manifest.json").is_file()
+            )
+            if parent.is_dir()
+            else []
+        )
+        listed = ", ".join(found[-10:]) if found else "none yet"
+        raise ConfigError(
+            source, "resume", f"no run {run_id!r} under {parent}; runs there: {listed}"
+        )
+    _check_same_config(workdir, source, config)
+    with io.run_lock(workdir):
+        pass  # refuse now, before the preflight, when another process holds the run
+    return workdir
+
+
+def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None:
+    """Refuses to resume a run with a config other than the one it started with."""
+    try:
+        manifest = io.read_json(workdir / "manifest.json")
+        before = manifest.get("config") if isinstance(manifest, dict) else None
+    except (OSError, ValueError) as e:
+        raise ConfigError(
+            source, "resume", f"{workdir / 'manifest.json'} is unreadable: {e}"
+        ) from e
+    if before is None:
+        raise ConfigError(source, "resume", f"{workdir / 'manifest.json'} holds no config")
+    now = json.loads(json.dumps(to_plain(config.experiment)))
+    diff = first_difference(before, now, "")
+    if diff is not None:
+        raise ConfigError(
+            source,
+            diff or "<config>",
+            "differs from the config the run started with; resume with the same config and "
+            "overrides (see its manifest.json), or start a new run",
+        )

@@ -1,0 +1,673 @@
+"""The results contract: summary.json, defined once as frozen dataclasses, one section per concern.
+
+A run's summary.json is a `RunSummary`: run-level facts and, per variant, a `VariantSummary`
+made of sections (identity, timing, compile, hlo, cost, profile, numerics, comparison). Each
+section has exactly one producer, a function of the analysis stage that reads the saved files
+(harness.analyze.sections), so no key is ever written twice. The report, compare and the
+results index read summaries only through `load_summary`, which validates every value and
+names the file and key of any that is wrong; results/README.md's key table is generated from
+these classes (`python -m harness.summary` prints it) and a test keeps the two equal.
+
+`SCHEMA_VERSION` goes up with every change to these classes. Older summaries are migrated
+on load (`migrate`); a newer one is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.records import EMPTY, Plain, SchemaError, doc, from_json, markdown_table, to_json
+
+SCHEMA_VERSION = 2
+
+
+# --- identity ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    type: str = doc("the exception's class name")
+    message: str = doc("its first line")
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str = doc("`exception` (raised in the variant) or `crash` (the process died)")
+    signal: str | None = doc("the signal that ended the process, e.g. `SIGABRT`, for a crash")
+    exit_code: int | None = doc("the process's exit status, for a crash")
+    stderr_tail: tuple[str, ...] = doc("the last lines the process wrote to stderr", ())
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the variant is and what became of it (producer: the run and the capture record)."""
+
+    status: str = doc("`ok`, `skipped` or `failed`")
+    reason: str | None = doc("why skipped or failed; for an expected error, what was expected")
+    mode: str = doc(
+        "how the expression ran: `eager`, `jit`, `matmul_only`, `jit_host_callback`, ..."
+    )
+    framework: str = doc("`jax` (or `torch` for the PyTorch row)")
+    description: str = doc("the config's description", "")
+    roles: tuple[str, ...] = doc(
+        "what the variant stands for in the study (`baseline`, `lower_bound`, `eager`, "
+        "`host_callback`, `traced_branch`, `device_branch`, `library_epilogue`, `compiled`), "
+        "from its mode, options, the config's `baseline` and its `roles` key",
+        (),
+    )
+    problem: dict[str, Plain] = doc(
+        "the problem it ran: m, k, n, batch, dtype, w_dtype, gelu, bias, frontend", EMPTY
+    )
+    xla_options: dict[str, Plain] = doc("the XLA options of its compile", EMPTY)
+    module: str | None = doc("the XLA module name (`jit_gelu_linear`)")
+    wall_s: float | None = doc("wall time the harness spent capturing it")
+    expected_error: ExpectedError | None = doc("the error a variant was expected to raise")
+    failure: Failure | None = doc("how a failed variant failed")
+    callback_lines: int | None = doc("lines a host callback printed during the variant")
+    eager_modules: tuple[str, ...] = doc("the primitive modules eager dispatch compiled", ())
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Steady-state speed (producer: the timing stage's timing.json)."""
+
+    step_s: float | None = doc(
+        "time per step: the median over timing rounds of back-to-back calls blocked once per batch"
+    )
+    step_ci95_s: tuple[float, float] | None = doc("95% confidence interval of `step_s`")
+    rounds: int | None = doc("timing rounds the median is over")
+    calls_per_batch: int | None = doc("back-to-back calls in each round's batch")
+    round_step_s: tuple[float, ...] = doc("each round's time per step", ())
+    interleaved: bool | None = doc(
+        "true when every variant was timed in the same rounds, alternating, so ratios pair rounds"
+    )
+    latency_blocked_median_s: float | None = doc(
+        "one call blocked with `block_until_ready`: dispatch and synchronisation included (median)"
+    )
+    latency_blocked_p10_s: float | None = doc("its 10th percentile")
+    latency_blocked_p90_s: float | None = doc("its 90th percentile")
+
+
+# --- compile ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompilePass:
+    name: str = doc("the pass")
+    pipeline: str | None = doc("its pipeline, or null when the saved files do not say")
+    count: int = doc("how many times it ran")
+    total_s: float = doc("inclusive seconds")
+    self_s: float = doc("seconds outside nested events")
+
+
+@dataclass(frozen=True)
+class Compile:
+    """Compile and first-call pauses (producer: the capture record and the first-call profile)."""
+
+    first_call_s: float | None = doc("the first call: trace + lower + compile + first execution")
+    compile_s: float | None = doc("trace + lower + XLA compile of the first call")
+    trace_s: float | None = doc("tracing to a jaxpr")
+    lower_s: float | None = doc("lowering to StableHLO")
+    xla_compile_s: float | None = doc("XLA's compile")
+    first_execute_s: float | None = doc("the first execution after the compile")
+    fresh_process: bool | None = doc(
+        "true when the variant compiled in a process of its own, so its pause includes its own "
+        "autotuning and no cache left by another variant"
+    )
+    recompile_s: float | None = doc("the pause of the call with m halved")
+    recompile_explanation: str | None = doc("JAX's cache-miss log for that call")
+    recompile_backend_compiles: int | None = doc("XLA compiles the new shape caused")
+    recompile_xla_compile_s: float | None = doc("their seconds")
+    recompile_fusion_changed: bool | None = doc(
+        "whether the new-shape module's fusion structure differs from the first module's"
+    )
+    top_passes: tuple[CompilePass, ...] = doc("the slowest passes of the first XLA compile", ())
+    by_pipeline: dict[str, float] = doc("seconds per XLA pass pipeline, first compile", EMPTY)
+    autotuning_s: float | None = doc("seconds in the GPU GEMM autotuner (`config-assigner`)")
+    notes: tuple[str, ...] = doc("what the compile breakdown could not determine, and why", ())
+
+
+# --- hlo --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    target: str = doc("the library entry: `__cublas$lt$matmul`, `__ynn_fusion`, ...")
+    epilogue: str | None = doc("the fused GEMM epilogue (`BIAS`, `BIAS_GELU`, ...) if any")
+    cluster: str | None = doc("the cluster (HLO instruction) that calls it")
+
+
+@dataclass(frozen=True)
+class PassChange:
+    index: int = doc("the pass's position in the compile")
+    pipeline: str = doc("its pipeline")
+    name: str = doc("the pass")
+    sentence: str = doc("what it changed in the fusion structure")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    digest: str = doc("one hash over the parts below: equal digests mean the same program")
+    hlo: str | None = doc(
+        "the optimized HLO with backend configs and schedule order, names and metadata ignored"
+    )
+    thunks: str | None = doc("the thunk (launch) sequence, where XLA dumps one")
+    code: str | None = doc("the emitted LLVM IR or PTX, symbols renamed, where XLA dumps it")
+
+
+@dataclass(frozen=True)
+class Hlo:
+    """What XLA made of the program (producer: HLO analysis of the IR ladder)."""
+
+    fusion_count: int | None = doc("fusions in the HLO after optimization")
+    cluster_count: int | None = doc("units the device executes: fusions, library calls, lone ops")
+    library_calls: tuple[LibraryCall, ...] = doc(
+        "library calls (cuBLAS, cuBLASLt, YNNPACK, ...)", ()
+    )
+    fusion_changing_passes: tuple[PassChange, ...] = doc(
+        "passes that changed the fusion structure", ()
+    )
+    fingerprint: Fingerprint | None = doc(
+        "the compiled program's identity (harness.hlo.fingerprint)"
+    )
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work and traffic against the device's ceilings (producer: the cost model and ceilings)."""
+
+    flops_analytic: float | None = doc("2·rows·k·n, the GEMM")
+    flops: float | None = doc("FLOPs by our cost model of the optimized HLO")
+    bytes: float | None = doc("bytes read and written at cluster boundaries, by our cost model")
+    transcendentals: float | None = doc("transcendental evaluations, by our cost model")
+    arithmetic_intensity: float | None = doc("`flops` / `bytes`")
+    flops_xla: float | None = doc("XLA's `cost_analysis()` flops")
+    bytes_xla: float | None = doc("XLA's `cost_analysis()` bytes accessed")
+    transcendentals_xla: float | None = doc("XLA's `cost_analysis()` transcendentals")
+    disagreements: tuple[str, ...] = doc(
+        "where XLA's counts cannot be right, or differ from ours", ()
+    )
+    achieved_flops_per_s: float | None = doc("`flops` (else `flops_analytic`) over `timing.step_s`")
+    achieved_bytes_per_s: float | None = doc("`bytes` over `timing.step_s`")
+    peak_flops_per_s: float | None = doc("the ceiling for this variant's dtype and GEMM precision")
+    peak_precision: str | None = doc("which ceiling: `bf16`, `f16`, `tf32`, `f32`, ...")
+    peak_source: str | None = doc("where the ceiling came from")
+    fraction_of_peak: float | None = doc("`achieved_flops_per_s` / `peak_flops_per_s`")
+    fraction_withheld: str | None = doc("why `fraction_of_peak` is not given, when it is not")
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transfer:
+    direction: str = doc("`H2D`, `D2H`, `D2D` or `P2P`")
+    count: float = doc("copies per step")
+    bytes: float = doc("bytes per step")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The device timeline of the steady window (producer: profile matching)."""
+
+    kernels_per_step: float | None = doc("kernel launches (or CPU thunks) per step")
+    device_ops_per_step: float | None = doc("kernels + memsets + memcpys per step")
+    transfers_per_step: tuple[Transfer, ...] = doc("host/device copies per step, by direction", ())
+    device_time_per_step_s: float | None = doc("union of device busy intervals per profiled step")
+    profiled_step_time_s: float | None = doc("the wall time of a profiled step (its step marker)")
+    host_gap_per_step_s: float | None = doc("profiled step wall time − device time")
+    matched_fraction: float | None = doc(
+        "device events attributed to a cluster / all device events"
+    )
+    unmatched_events: int | None = doc(
+        "events that could not be attributed (kernels.json says why)"
+    )
+    launches_per_cluster: dict[str, float] = doc(
+        "launches per step of each `module:cluster`", EMPTY
+    )
+    step_sequence: tuple[str, ...] = doc(
+        "one step's device events in launch order, as clusters", ()
+    )
+    unlaunched_clusters: tuple[str, ...] = doc(
+        "clusters the profile never saw: an untaken branch, or work the profiler cannot see", ()
+    )
+    device_vs_step: float | None = doc(
+        "profiled device time per step / `timing.step_s` − 1: beyond ±5% the two windows ran "
+        "differently (clocks, or the host bound the step)"
+    )
+
+
+# --- numerics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """The result against a float64 NumPy reference (producer: the capture record)."""
+
+    max_abs_err: float | None = doc("largest absolute error")
+    max_rel_err: float | None = doc("largest relative error")
+    rel_fro_err: float | None = doc("relative Frobenius error ‖y − ref‖ / ‖ref‖")
+    tolerance: float | None = doc("the allowed `rel_fro_err` for the narrowest input dtype")
+    ok: bool | None = doc("finite and within tolerance")
+
+
+# --- comparison -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Divergence:
+    against: str = doc("the variant compared with")
+    stage: str = doc("the first IR stage where the two differ (`none` when none does)")
+    detail: str = doc("how, in one sentence")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    against: str = doc("the variant compared with")
+    ratio: float | None = doc("this variant's `step_s` over the other's (median of paired rounds)")
+    ci95: tuple[float, float] | None = doc("95% bootstrap interval of the ratio")
+    verdict: str = doc(
+        "`same_program`, `indistinguishable`, `faster`, `slower` or `not_comparable`"
+    )
+    why: str = doc("what decided the verdict", "")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How the variant relates to the others (producer: the comparison over the run)."""
+
+    first_divergence: Divergence | None = doc("against the baseline")
+    vs_baseline: Verdict | None = doc("speed against the baseline of the same framework and size")
+    vs_lower_bound: Verdict | None = doc(
+        "speed against the lower bound of the same framework and size"
+    )
+
+
+# --- the variant and the run ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    identity: Identity = doc("what the variant is")
+    timing: Timing = doc("steady-state speed", Timing())
+    compile: Compile = doc("compile pauses", Compile())
+    hlo: Hlo = doc("what XLA made of it", Hlo())
+    cost: Cost = doc("work, traffic and ceilings", Cost())
+    profile: Profile = doc("the device timeline", Profile())
+    numerics: Numerics = doc("against the float64 reference", Numerics())
+    comparison: Comparison = doc("against the other variants", Comparison())
+    analysis_errors: tuple[str, ...] = doc(
+        "analyses that failed for this variant (the run goes on)", ()
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.identity.status == "ok"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the run can resolve: the baseline timed against itself, and the device's clocks."""
+
+    baseline: str | None = doc("the variant timed twice per round")
+    self_ratio: float | None = doc("its second slot over its first, median of paired rounds")
+    self_ci95: tuple[float, float] | None = doc("the 95% interval of that ratio")
+    floor: float = doc("the smallest relative difference the run resolves (from the interval)", 0.0)
+    rounds: int | None = doc("timing rounds")
+    context_source: str | None = doc("where the device readings came from, or why there are none")
+    sm_clock_spread: float | None = doc("(max − min) / max of the SM clock over all readings")
+    flagged_rounds: tuple[int, ...] = doc("rounds whose SM clock moved by more than 5%", ())
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    schema_version: int = doc("the version of this schema the file was written with")
+    experiment: str = doc("the config's experiment name")
+    run_id: str = doc("the run folder's name")
+    platform: str | None = doc("`cpu` or `gpu`")
+    baseline: str = doc("the config's baseline variant")
+    noise: Noise | None = doc("the run's own noise floor and device clocks")
+    variants: dict[str, VariantSummary] = doc("every selected variant, in config order", EMPTY)
+
+
+# --- what the capture stage writes per variant (variants/<name>/result.json) ------------------
+
+
+@dataclass(frozen=True)
+class Pauses:
+    first_call_s: float | None = doc("the first call: trace + lower + compile + first execution")
+    compile_s: float | None = doc("trace + lower + XLA compile")
+    trace_s: float | None = doc("tracing")
+    lower_s: float | None = doc("lowering")
+    xla_compile_s: float | None = doc("XLA's compile")
+    first_execute_s: float | None = doc("the first execution")
+    backend_compiles: int | None = doc("XLA compiles during the first call")
+    fresh_process: bool | None = doc("compiled in a process of its own")
+
+
+@dataclass(frozen=True)
+class Recompile:
+    seconds: float | None = doc("the pause of the call with m halved")
+    explanation: str | None = doc("JAX's cache-miss log for it")
+    backend_compiles: int | None = doc("XLA compiles it caused")
+    xla_compile_s: float | None = doc("their seconds")
+
+
+@dataclass(frozen=True)
+class XlaCost:
+    flops: float | None = doc("XLA's cost_analysis flops")
+    bytes: float | None = doc("bytes accessed")
+    transcendentals: float | None = doc("transcendentals")
+    error: str | None = doc("why XLA's cost analysis is unavailable")
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    """One variant's raw capture: what the capture stage measured, before any analysis."""
+
+    status: str = doc("`ok`, `skipped` or `failed`")
+    reason: str | None = doc("why skipped or failed")
+    mode: str = doc("the variant's mode")
+    module: str | None = doc("the XLA module name")
+    wall_s: float | None = doc("seconds spent capturing")
+    failure: Failure | None = doc("how it failed")
+    expected_error: ExpectedError | None = doc("the error it was expected to raise")
+    callback_lines: int | None = doc("lines a host callback printed")
+    eager_modules: tuple[str, ...] = doc("primitive modules eager dispatch compiled", ())
+    pauses: Pauses | None = doc("the first call's pauses")
+    recompile: Recompile | None = doc("the new-shape call")
+    latency_blocked_s: tuple[float, ...] = doc("blocked per-call times after warm-up", ())
+    numerics: Numerics | None = doc("against the float64 reference")
+    xla_cost: XlaCost | None = doc("XLA's cost analysis of the compiled program")
+    flops_analytic: float | None = doc("2·rows·k·n")
+    notes: tuple[str, ...] = doc("what the capture could not do, and why", ())
+
+
+RESULT_FILE = "result.json"
+
+
+def load_capture(path: Path) -> CaptureRecord:
+    """Returns a variant's result.json; raises SchemaError naming the file and key."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SchemaError(str(path), "", f"unreadable: {e}") from e
+    return from_json(CaptureRecord, data, str(path))
+
+
+# --- what the timing stage writes (timing.json) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedVariant:
+    round_step_s: tuple[float, ...] = doc("time per step in each round, in round order", ())
+    calls_per_batch: int | None = doc("back-to-back calls per batch")
+    note: str | None = doc("e.g. compiled again for timing, and whether it matched the capture")
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    round: int = doc("the round")
+    before: dict[str, Plain] = doc(
+        "device readings before the round (clocks, temperature, power)", EMPTY
+    )
+    after: dict[str, Plain] = doc("device readings after it", EMPTY)
+
+
+@dataclass(frozen=True)
+class TimingRecord:
+    """The timing stage's rounds: every variant in the same rounds, alternating."""
+
+    rounds: int = doc("rounds run")
+    target_batch_s: float = doc("the target seconds of one batch")
+    wall_s: float = doc("seconds the stage took")
+    baseline: str | None = doc("the variant timed twice per round, to measure the run's noise")
+    repeat: str | None = doc("the name of its second slot")
+    orders: tuple[tuple[str, ...], ...] = doc("each round's order", ())
+    variants: dict[str, TimedVariant] = doc(
+        "per timed variant (and the baseline's second slot)", EMPTY
+    )
+    excluded: dict[str, str] = doc("variants not timed, and why", EMPTY)
+    context_source: str | None = doc("where the device readings come from, or why there are none")
+    context: tuple[RoundContext, ...] = doc("the device readings around each round", ())
+
+
+TIMING_FILE = "timing.json"
+
+
+SUMMARY_FILE = "summary.json"
+
+
+def load_summary(path: Path) -> RunSummary:
+    """Returns the summary at `path`, migrated to this schema; raises SchemaError naming the key.
+
+    A summary written by a newer harness (a larger schema_version) is refused, since its
+    meaning may have changed.
+    """
+    source = str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
+    except ValueError as e:
+        raise SchemaError(source, "", f"not JSON: {e}") from e
+    return parse_summary(data, source)
+
+
+def parse_summary(data: Any, source: str) -> RunSummary:
+    """Returns the RunSummary of JSON data, migrating older versions; raises SchemaError."""
+    if not isinstance(data, dict):
+        raise SchemaError(source, "", f"expected a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise SchemaError(source, "schema_version", f"expected an integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            source,
+            "schema_version",
+            f"{version} is newer than this harness reads ({SCHEMA_VERSION}); update the harness",
+        )
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data, source)
+        version = data["schema_version"]
+    return from_json(RunSummary, data, source)
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """Returns the JSON data of a summary, as written to summary.json."""
+    return to_json(summary)
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+# Version 1 wrote every variant as one flat dict merged from six producers. Each flat key
+# maps to its section here; keys that no section keeps are listed in V1_DROPPED with why.
+V1_KEYS: dict[str, tuple[str, str]] = {
+    "status": ("identity", "status"),
+    "reason": ("identity", "reason"),
+    "mode": ("identity", "mode"),
+    "description": ("identity", "description"),
+    "problem": ("identity", "problem"),
+    "xla_options": ("identity", "xla_options"),
+    "module": ("identity", "module"),
+    "wall_s": ("identity", "wall_s"),
+    "expected_error": ("identity", "expected_error"),
+    "callback_lines": ("identity", "callback_lines"),
+    "eager_modules": ("identity", "eager_modules"),
+    "step_time_pipelined_s": ("timing", "step_s"),
+    "step_time_median_s": ("timing", "latency_blocked_median_s"),
+    "step_time_p10_s": ("timing", "latency_blocked_p10_s"),
+    "step_time_p90_s": ("timing", "latency_blocked_p90_s"),
+    "first_call_s": ("compile", "first_call_s"),
+    "compile_s": ("compile", "compile_s"),
+    "trace_s": ("compile", "trace_s"),
+    "lower_s": ("compile", "lower_s"),
+    "xla_compile_s": ("compile", "xla_compile_s"),
+    "first_execute_s": ("compile", "first_execute_s"),
+    "recompile_s": ("compile", "recompile_s"),
+    "recompile_explanation": ("compile", "recompile_explanation"),
+    "recompile_backend_compiles": ("compile", "recompile_backend_compiles"),
+    "recompile_xla_compile_s": ("compile", "recompile_xla_compile_s"),
+    "recompile_fusion_changed": ("compile", "recompile_fusion_changed"),
+    "compile_by_pipeline": ("compile", "by_pipeline"),
+    "autotuning_s": ("compile", "autotuning_s"),
+    "fusion_count": ("hlo", "fusion_count"),
+    "cluster_count": ("hlo", "cluster_count"),
+    "flops_analytic": ("cost", "flops_analytic"),
+    "flops": ("cost", "flops"),
+    "bytes": ("cost", "bytes"),
+    "transcendentals": ("cost", "transcendentals"),
+    "arithmetic_intensity": ("cost", "arithmetic_intensity"),
+    "flops_xla": ("cost", "flops_xla"),
+    "bytes_xla": ("cost", "bytes_xla"),
+    "transcendentals_xla": ("cost", "transcendentals_xla"),
+    "flops_disagreement": ("cost", "disagreements"),
+    "achieved_flops_per_s": ("cost", "achieved_flops_per_s"),
+    "achieved_bytes_per_s": ("cost", "achieved_bytes_per_s"),
+    "peak_flops_per_s": ("cost", "peak_flops_per_s"),
+    "peak_dtype": ("cost", "peak_precision"),
+    "peak_source": ("cost", "peak_source"),
+    "fraction_of_peak": ("cost", "fraction_of_peak"),
+    "kernels_per_step": ("profile", "kernels_per_step"),
+    "device_ops_per_step": ("profile", "device_ops_per_step"),
+    "device_time_per_step_s": ("profile", "device_time_per_step_s"),
+    "profiled_step_time_s": ("profile", "profiled_step_time_s"),
+    "host_gap_per_step_s": ("profile", "host_gap_per_step_s"),
+    "matched_fraction": ("profile", "matched_fraction"),
+    "unmatched_events": ("profile", "unmatched_events"),
+    "launches_per_cluster": ("profile", "launches_per_cluster"),
+    "step_sequence": ("profile", "step_sequence"),
+    "unlaunched_clusters": ("profile", "unlaunched_clusters"),
+    "max_abs_err": ("numerics", "max_abs_err"),
+    "max_rel_err": ("numerics", "max_rel_err"),
+    "rel_fro_err": ("numerics", "rel_fro_err"),
+    "tolerance": ("numerics", "tolerance"),
+    "numerics_ok": ("numerics", "ok"),
+}
+V1_DROPPED = {
+    # Per-pass rows had no pipeline; the migration keeps them with pipeline null (below).
+    "xla_compile_top_passes": "moved to compile.top_passes, each pass with its pipeline",
+    "library_calls": "moved to hlo.library_calls, each call with its cluster",
+    "fusion_changing_passes": "moved to hlo.fusion_changing_passes (`pass` renamed `name`)",
+    "transfers_per_step": "moved to profile.transfers_per_step",
+    "first_divergence": "moved to comparison.first_divergence, with the variant compared with",
+    "analysis_errors": "kept at the variant's top level",
+}
+
+
+def _migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Returns version-2 data for a version-1 summary (flat variants) read from `source`."""
+    from harness.config.roles import roles_of
+
+    baseline = str(data.get("baseline") or "")
+    variants_in = data.get("variants")
+    if not isinstance(variants_in, dict):
+        raise SchemaError(source, "variants", "expected an object of variants")
+    out: dict[str, Any] = {}
+    for name, flat in variants_in.items():
+        if not isinstance(flat, dict):
+            raise SchemaError(source, f"variants.{name}", "expected an object")
+        v: dict[str, dict[str, Any]] = {
+            s: {}
+            for s in (
+                "identity",
+                "timing",
+                "compile",
+                "hlo",
+                "cost",
+                "profile",
+                "numerics",
+                "comparison",
+            )
+        }
+        for key, value in flat.items():
+            if key in V1_KEYS:
+                section, field = V1_KEYS[key]
+                v[section][field] = value
+            elif key not in V1_DROPPED:
+                raise SchemaError(source, f"variants.{name}.{key}", "unknown version-1 key")
+        ident = v["identity"]
+        ident.setdefault("status", "failed")
+        ident.setdefault("mode", "jit")
+        ident["framework"] = "jax"
+        ident.setdefault("problem", {})
+        ident.setdefault("xla_options", {})
+        ident["roles"] = list(
+            roles_of(name, ident["mode"], ident["xla_options"], baseline, explicit=())
+        )
+        if v["timing"].get("step_s") is not None:
+            v["timing"]["rounds"] = 1
+            v["timing"]["interleaved"] = False
+        if v["cost"].get("peak_precision") == "bfloat16":
+            v["cost"]["peak_precision"] = "bf16"
+        elif v["cost"].get("peak_precision") == "float32":
+            v["cost"]["peak_precision"] = "f32"
+        v["compile"]["top_passes"] = [
+            {
+                "name": p.get("name"),
+                "pipeline": None,
+                "count": p.get("count", 1),
+                "total_s": p.get("total_s", 0.0),
+                "self_s": p.get("self_s", 0.0),
+            }
+            for p in flat.get("xla_compile_top_passes") or []
+            if isinstance(p, dict)
+        ]
+        if v["compile"]["top_passes"]:
+            v["compile"]["notes"] = [
+                "pass pipelines unknown: this run was saved before pipelines were recorded per "
+                "pass, and its compile profile is not kept"
+            ]
+        v["hlo"]["library_calls"] = [
+            {"target": c.get("target"), "epilogue": c.get("epilogue") or None, "cluster": None}
+            for c in flat.get("library_calls") or []
+            if isinstance(c, dict)
+        ]
+        v["hlo"]["fusion_changing_passes"] = [
+            {
+                "index": p.get("index"),
+                "pipeline": p.get("pipeline"),
+                "name": p.get("pass"),
+                "sentence": p.get("sentence"),
+            }
+            for p in flat.get("fusion_changing_passes") or []
+            if isinstance(p, dict)
+        ]
+        v["profile"]["transfers_per_step"] = [
+            {"direction": t.get("direction"), "count": t.get("count"), "bytes": t.get("bytes")}
+            for t in flat.get("transfers_per_step") or []
+            if isinstance(t, dict)
+        ]
+        d = flat.get("first_divergence")
+        if isinstance(d, dict):
+            v["comparison"]["first_divergence"] = {"against": baseline, **d}
+        out[name] = {**v, "analysis_errors": flat.get("analysis_errors") or []}
+    return {
+        "schema_version": 2,
+        "experiment": data.get("experiment") or "",
+        "run_id": data.get("run_id") or Path(source).parent.name,
+        "platform": data.get("platform"),
+        "baseline": baseline,
+        "variants": out,
+    }
+
+
+MIGRATIONS = {1: _migrate_v1}
+
+
+def key_table() -> str:
+    """Returns the Markdown table of every summary.json key, for results/README.md."""
+    return markdown_table(RunSummary)
+
+
+if __name__ == "__main__":
+    print(key_table())

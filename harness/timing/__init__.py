@@ -1,0 +1,1 @@
+"""Timing stage: every captured variant timed together, in interleaved rounds (rounds.py)."""

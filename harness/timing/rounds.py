@@ -1,0 +1,133 @@
+"""The timing stage: every variant timed in the same rounds, alternating, so ratios pair up.
+
+Each round runs every variant once, in an order that rotates and reverses from round to round:
+a batch of back-to-back calls long enough to time well, blocked once at the end. A variant's
+time per step in a round is the batch's wall time over its calls. Whatever drifts during the
+stage (clocks, temperature, other load) then hits every variant in every round alike, and a
+ratio of two variants taken round by round cancels it (harness.stats).
+
+The baseline is timed twice in every round, in two places of the order, so the run measures
+its own noise: the ratio of the baseline to itself.
+
+This module times callables and knows nothing of JAX: the caller passes each variant's call
+and the function that waits for its result.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+AA_SUFFIX = "#again"  # the baseline's second slot in every round
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One thing to time: its name, one call, and how to wait for what the call returned."""
+
+    name: str
+    call: Callable[[], Any]
+    wait: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class RoundSample:
+    """The device context around one round (clocks, temperature, power), as read."""
+
+    round: int
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Per variant, the time per step in each round; plus how the rounds were run."""
+
+    step_s: dict[str, tuple[float, ...]]
+    calls_per_batch: dict[str, int]
+    orders: tuple[tuple[str, ...], ...]
+    samples: tuple[RoundSample, ...]
+    target_batch_s: float
+    wall_s: float
+
+
+def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
+    """Returns round r's order: rotated by r, and reversed on odd rounds."""
+    n = len(names)
+    rotated = [names[(i + r) % n] for i in range(n)] if n else []
+    return tuple(reversed(rotated) if r % 2 else rotated)
+
+
+def _batch(t: Timed, calls: int) -> float:
+    """Returns the wall seconds of `calls` back-to-back calls, blocked once at the end."""
+    start = time.perf_counter()
+    out = None
+    for _ in range(calls):
+        out = t.call()
+    t.wait(out)
+    return time.perf_counter() - start
+
+
+def calls_for(t: Timed, target_s: float, max_calls: int = 100_000) -> int:
+    """Returns how many back-to-back calls fill about `target_s` (at least 1)."""
+    calls = 1
+    while True:
+        elapsed = _batch(t, calls)
+        if elapsed >= target_s or calls >= max_calls:
+            return calls
+        grow = target_s / max(elapsed, 1e-7)
+        calls = min(max_calls, max(calls + 1, math.ceil(calls * min(grow * 1.1, 10.0))))
+
+
+def time_rounds(
+    timed: Sequence[Timed],
+    rounds: int,
+    target_batch_s: float,
+    warmup: int = 1,
+    sample: Callable[[], dict[str, Any]] | None = None,
+) -> Rounds:
+    """Times every entry of `timed` in `rounds` interleaved rounds.
+
+    `sample`, when given, reads the device context before and after each round.
+    """
+    started = time.perf_counter()
+    for t in timed:
+        for _ in range(warmup):
+            t.wait(t.call())
+    calls = {t.name: calls_for(t, target_batch_s) for t in timed}
+    by_name = {t.name: t for t in timed}
+    names = [t.name for t in timed]
+    out: dict[str, list[float]] = {n: [] for n in names}
+    orders = []
+    samples = []
+    for r in range(rounds):
+        order = round_order(names, r)
+        orders.append(order)
+        before = sample() if sample else {}
+        for name in order:
+            out[name].append(_batch(by_name[name], calls[name]) / calls[name])
+        samples.append(RoundSample(r, before, sample() if sample else {}))
+    return Rounds(
+        step_s={n: tuple(v) for n, v in out.items()},
+        calls_per_batch=calls,
+        orders=tuple(orders),
+        samples=tuple(samples),
+        target_batch_s=target_batch_s,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def plan(
+    variants: int, rounds: int, batch_s: float, budget_s: float, step_estimate_s: float
+) -> tuple[int, float]:
+    """Returns (rounds, target batch seconds) that fit the budget.
+
+    The rounds are kept; the batch shrinks to fit `budget_s` (with a fifth of it left for
+    warm-up and calibration), but never below two steps of the slowest variant.
+    """
+    slots = max(1, variants) * max(1, rounds)
+    batch = min(batch_s, 0.8 * budget_s / slots)
+    return rounds, max(batch, 2 * step_estimate_s)

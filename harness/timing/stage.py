@@ -1,0 +1,81 @@
+"""Runs the timing stage over the variants a worker holds and returns timing.json's record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import stats
+from harness.config.schema import Experiment
+from harness.summary import RESULT_FILE, RoundContext, TimedVariant, TimingRecord, load_capture
+from harness.timing import clocks, rounds
+
+DEFAULT_ROUNDS = {"cpu": 10, "gpu": 5}
+
+
+def _wait(out: Any) -> Any:
+    import jax
+
+    return jax.block_until_ready(out)
+
+
+def step_estimate(workdir: Path, names: list[str]) -> float:
+    """Returns the slowest captured variant's median blocked call, a floor for batch length."""
+    found = []
+    for name in names:
+        path = workdir / "variants" / name / RESULT_FILE
+        try:
+            times = load_capture(path).latency_blocked_s
+        except (ValueError, OSError):
+            continue
+        if times:
+            found.append(stats.median(times))
+    return max(found, default=0.0)
+
+
+def run(
+    exp: Experiment,
+    calls: dict[str, Callable[[], Any]],
+    platform: str,
+    workdir: Path,
+    notes: dict[str, str],
+    excluded: dict[str, str],
+) -> TimingRecord:
+    """Times `calls` in interleaved rounds, the baseline twice per round; returns the record."""
+    names = list(calls)
+    timed = [rounds.Timed(n, calls[n], _wait) for n in names]
+    baseline = exp.baseline if exp.baseline in calls else None
+    repeat = f"{baseline}{rounds.AA_SUFFIX}" if baseline else None
+    if baseline:
+        # The second slot sits half-way round the order from the first, so the A/A pair is
+        # as far apart in each round as two variants can be.
+        at = names.index(baseline) + (len(names) + 1) // 2
+        timed.insert(at % (len(timed) + 1), rounds.Timed(repeat, calls[baseline], _wait))
+    count = exp.timing.rounds or DEFAULT_ROUNDS.get(platform, 10)
+    count, target = rounds.plan(
+        len(timed), count, exp.timing.batch_s, exp.timing.budget_s, step_estimate(workdir, names)
+    )
+    read, source = clocks.reader(platform)
+    result = rounds.time_rounds(
+        timed, count, target, warmup=max(1, exp.measure.warmup), sample=read
+    )
+    return TimingRecord(
+        rounds=count,
+        target_batch_s=target,
+        wall_s=result.wall_s,
+        baseline=baseline,
+        repeat=repeat,
+        orders=result.orders,
+        variants={
+            t.name: TimedVariant(
+                round_step_s=result.step_s[t.name],
+                calls_per_batch=result.calls_per_batch[t.name],
+                note=notes.get(t.name),
+            )
+            for t in timed
+        },
+        excluded=dict(excluded),
+        context_source=source,
+        context=tuple(RoundContext(s.round, s.before, s.after) for s in result.samples),
+    )

@@ -1,0 +1,200 @@
+"""python -m harness.worker EVENTS_FD: the process that runs JAX for a study.
+
+The supervisor (harness.run) starts it, sends it jobs as JSON lines on stdin, and reads what
+happens as JSON lines on the file descriptor EVENTS_FD (stdout is left to the program being
+studied: a host callback prints there). Jobs, in the order the supervisor sends them:
+
+  {"op": "hello", "config": {...}, "source": "...", "checks": true}
+      imports JAX, describes the machine, and (with checks) runs the preflight: each XLA
+      option set is compiled once and the problems are checked against the device's memory.
+  {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false}
+      captures the variants in turn (harness.capture), each into variants/<name>/.
+  {"op": "ceilings", "workdir": "...", "cache": "..." | null, "remeasure": false}
+      measures the device's ceilings into ceilings.json.
+  {"op": "time", "workdir": "...", "variants": [...]}
+      times the variants together in interleaved rounds (harness.timing), compiling again
+      any variant another worker captured; writes timing.json.
+
+If the worker dies (an XLA CHECK failure, SIGABRT, SIGSEGV), the supervisor records the
+variant it had announced as failed and starts another worker for the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io as stdio
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EVENTS: Any = None
+
+
+def send(event: str, **fields: Any) -> None:
+    """Writes one event line for the supervisor."""
+    EVENTS.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+    EVENTS.flush()
+
+
+def _die_with_parent() -> None:
+    """Asks Linux to end this process when the supervisor dies, so none is ever orphaned."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def _quiet_exit(signum: int, frame: Any) -> None:
+    del frame
+    os._exit(128 + signum)
+
+
+class Worker:
+    """The state one worker keeps between jobs: the config and what it has compiled."""
+
+    def __init__(self) -> None:
+        self.exp: Any = None
+        self.platform = ""
+        self.environment: dict[str, Any] = {}
+        self.calls: dict[str, Callable[[], Any]] = {}
+
+    def hello(self, job: dict[str, Any]) -> None:
+        from harness.capture import environment, preflight
+        from harness.config.schema import ConfigError, build_experiment
+
+        self.exp = build_experiment(job["config"], job.get("source", "config"))
+        self.environment = environment.describe()
+        self.platform = self.environment["platform"]
+        limit, where = preflight.device_memory()
+        send("hello", environment=self.environment, memory=[limit, where])
+        if not job.get("checks"):
+            return
+        try:
+            preflight.check_memory(self.exp, self.platform)
+            preflight.check_options(
+                self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
+            )
+        except ConfigError as e:
+            send("config_error", key=e.key, problem=e.problem)
+            return
+        send("preflight_ok")
+
+    def capture(self, job: dict[str, Any]) -> None:
+        from harness import io
+        from harness.capture.variant import Context, capture_variant
+        from harness.records import to_json
+        from harness.summary import RESULT_FILE, CaptureRecord, Failure
+        from harness.variants import expression
+
+        workdir = Path(job["workdir"])
+        # Inputs are made once per distinct problem, before any variant clears JAX's caches,
+        # so variants sharing a problem share bit-identical data and none pays for making it.
+        for name in job["variants"]:
+            v = self.exp.variant(name)
+            if v.mode != "jit_python_branch":
+                expression.inputs_for(v.problem, self.exp.seed)
+        for name in job["variants"]:
+            variant = self.exp.variant(name)
+            vdir = workdir / "variants" / name
+            send("start", variant=name)
+            ctx = Context(vdir, self.platform, fresh_process=bool(job.get("fresh_process")))
+            try:
+                captured = capture_variant(self.exp, variant, ctx)
+                record = captured.record
+                if captured.call is not None:
+                    self.calls[name] = captured.call
+            except Exception as e:
+                io.write_text(vdir / "error.txt", traceback.format_exc())
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                record = CaptureRecord(
+                    status="failed",
+                    reason=f"{type(e).__name__}: {first}"[:500],
+                    mode=variant.mode,
+                    module=None,
+                    failure=Failure(kind="exception", signal=None, exit_code=None),
+                )
+            io.write_json(vdir / RESULT_FILE, to_json(record))
+            send("done", variant=name, status=record.status)
+
+    def ceilings(self, job: dict[str, Any]) -> None:
+        from harness import io
+        from harness.capture import ceilings
+
+        shapes = []
+        for v in self.exp.selected_variants:
+            if self.platform in v.platforms and v.mode != "jit_python_branch":
+                p = v.problem
+                shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
+        cache = Path(job["cache"]) if job.get("cache") else None
+        found = ceilings.measure(self.environment, shapes, cache, bool(job.get("remeasure")))
+        io.write_json(Path(job["workdir"]) / "ceilings.json", found)
+        send("ceilings_done")
+
+    def time(self, job: dict[str, Any]) -> None:
+        from harness import io
+        from harness.capture.variant import compile_for_timing
+        from harness.records import to_json
+        from harness.timing import stage
+
+        workdir = Path(job["workdir"])
+        notes: dict[str, str] = {}
+        for name in job["variants"]:
+            if name not in self.calls:
+                send("timing_compile", variant=name)
+                call, note = compile_for_timing(self.exp, self.exp.variant(name), workdir)
+                self.calls[name] = call
+                if note:
+                    notes[name] = note
+        buffer = stdio.StringIO()
+        with contextlib.redirect_stdout(buffer):  # host callbacks print on every call
+            record = stage.run(
+                self.exp,
+                {n: self.calls[n] for n in job["variants"]},
+                self.platform,
+                workdir,
+                notes,
+                excluded=job.get("excluded") or {},
+            )
+        io.write_json(workdir / "timing.json", to_json(record))
+        send("timed")
+
+
+def main(argv: list[str]) -> int:
+    global EVENTS
+    EVENTS = os.fdopen(int(argv[1]), "w", buffering=1)
+    _die_with_parent()
+    signal.signal(signal.SIGINT, _quiet_exit)
+    signal.signal(signal.SIGTERM, _quiet_exit)
+    worker = Worker()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        op = job.get("op")
+        if op not in ("hello", "capture", "ceilings", "time"):
+            send("error", message=f"unknown op {op!r}")
+            return 2
+        try:
+            getattr(worker, op)(job)
+        except Exception as e:
+            send(
+                "error",
+                op=op,
+                message=f"{type(e).__name__}: {e}"[:2000],
+                traceback=traceback.format_exc(),
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
