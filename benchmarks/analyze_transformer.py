@@ -1,0 +1,114 @@
+"""Time the HLO analysis of a deep transformer train step: parse, clusters, reverse map, cost.
+
+Run: python benchmarks/analyze_transformer.py [--blocks=48] [--width=256] [--dump=DIR]
+
+Compiles the train step of `benchmarks/parse_hlo.py`'s flax transformer on CPU with
+`xla_dump_to` a temporary folder (about 15-25 s; nothing is kept), then times, on the
+before/after-optimization pair XLA dumped: parsing both modules, `find_clusters`,
+`reverse_map` and `module_cost`. Prints each phase's seconds and the total, and how the
+reverse map placed the ops. `--dump=DIR` reuses a folder an earlier run dumped (with
+`--keep=DIR`). The target for the default 48-block model is a total of at most 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from parse_hlo import transformer_step_hlo  # noqa: E402
+
+from harness.hlo.clusters import find_clusters, reverse_map  # noqa: E402
+from harness.hlo.cost import module_cost  # noqa: E402
+from harness.hlo.parser import parse_file  # noqa: E402
+
+
+def dump_pair(blocks: int, width: int, out: Path) -> tuple[Path, Path]:
+    """Compile the transformer step with XLA dumping into `out`; returns the (before, after)
+    optimization HLO files of the train-step module."""
+    transformer_step_hlo(
+        blocks,
+        width,
+        compiler_options={
+            "xla_dump_to": str(out),
+            "xla_dump_hlo_as_text": True,
+            "xla_dump_hlo_module_re": ".*loss.*",
+        },
+    )
+    return find_pair(out)
+
+
+def find_pair(dump: Path) -> tuple[Path, Path]:
+    """The largest module's before- and after-optimization files in an XLA dump folder."""
+    after = max(dump.glob("*cpu_after_optimizations.txt"), key=lambda p: p.stat().st_size)
+    prefix = after.name.removesuffix("cpu_after_optimizations.txt")
+    before = dump / f"{prefix}before_optimizations.txt"
+    if not before.is_file():
+        raise SystemExit(f"{dump}: no {before.name} beside {after.name}")
+    return before, after
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=48)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--dump", type=Path, help="analyse this XLA dump folder instead of compiling")
+    ap.add_argument("--keep", type=Path, help="copy the dumped pair into this folder")
+    args = ap.parse_args()
+
+    if args.dump:
+        before_path, after_path = find_pair(args.dump)
+        tmp = None
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="analyze_transformer_"))
+        t0 = time.perf_counter()
+        before_path, after_path = dump_pair(args.blocks, args.width, tmp)
+        print(f"compile + dump: {time.perf_counter() - t0:.1f} s (not part of the total)")
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for p in (before_path, after_path):
+                shutil.copy(p, args.keep / p.name)
+    try:
+        phases: list[tuple[str, float]] = []
+
+        def timed(name: str, fn):  # noqa: ANN001, ANN202
+            t = time.perf_counter()
+            result = fn()
+            phases.append((name, time.perf_counter() - t))
+            return result
+
+        before = timed("parse before", lambda: parse_file(before_path))
+        after = timed("parse after", lambda: parse_file(after_path))
+        clusters = timed("find_clusters", lambda: find_clusters(after))
+        rmap = timed("reverse_map", lambda: reverse_map(before, after, clusters))
+        cost = timed("module_cost", lambda: module_cost(after, clusters))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    mb = (before_path.stat().st_size + after_path.stat().st_size) / 1e6
+    print(
+        f"modules: {before.instruction_count()} instructions before, "
+        f"{after.instruction_count()} after ({mb:.1f} MB); {len(clusters)} clusters"
+    )
+    for name, seconds in phases:
+        print(f"{name:14} {seconds:7.2f} s")
+    print(f"{'total':14} {sum(s for _, s in phases):7.2f} s")
+    print(f"reverse map ({rmap.method}): {len(rmap.mapping)} ops, {len(rmap.folded_away)} held by none")
+    for note in rmap.notes:
+        print(f"  {note}")
+    print(
+        f"cost: {cost.flops:.3g} flops, {cost.transcendentals:.3g} transcendentals, "
+        f"{cost.bytes:.3g} bytes; uncosted {dict(getattr(cost, 'uncosted', ())) or 'none'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
