@@ -17,16 +17,20 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from parse_hlo import transformer_step_hlo  # noqa: E402
+from parse_hlo import transformer_step_hlo
 
-from harness.hlo.clusters import find_clusters, reverse_map  # noqa: E402
-from harness.hlo.cost import module_cost  # noqa: E402
-from harness.hlo.parser import parse_file  # noqa: E402
+from harness.hlo.clusters import find_clusters, reverse_map
+from harness.hlo.cost import module_cost
+from harness.hlo.parser import parse_file
+
+T = TypeVar("T")
 
 
 def dump_pair(blocks: int, width: int, out: Path) -> tuple[Path, Path]:
@@ -77,7 +81,7 @@ def main() -> int:
     try:
         phases: list[tuple[str, float]] = []
 
-        def timed(name: str, fn):  # noqa: ANN001, ANN202
+        def timed(name: str, fn: Callable[[], T]) -> T:
             t = time.perf_counter()
             result = fn()
             phases.append((name, time.perf_counter() - t))
@@ -100,12 +104,14 @@ def main() -> int:
     for name, seconds in phases:
         print(f"{name:14} {seconds:7.2f} s")
     print(f"{'total':14} {sum(s for _, s in phases):7.2f} s")
-    print(f"reverse map ({rmap.method}): {len(rmap.mapping)} ops, {len(rmap.folded_away)} held by none")
+    print(
+        f"reverse map ({rmap.method}): {len(rmap.mapping)} ops, {len(rmap.folded_away)} held by none"
+    )
     for note in rmap.notes:
         print(f"  {note}")
     print(
         f"cost: {cost.flops:.3g} flops, {cost.transcendentals:.3g} transcendentals, "
-        f"{cost.bytes:.3g} bytes; uncosted {dict(getattr(cost, 'uncosted', ())) or 'none'}"
+        f"{cost.bytes:.3g} bytes; uncosted {dict(cost.uncosted) or 'none'}"
     )
     return 0
 
