@@ -489,20 +489,28 @@ def _elements(inst: Instruction) -> int:
 
 
 _METADATA = re.compile(r'metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}')
+_OP_NAME = re.compile(r'(?:^|\s)op_name=("(?:[^"\\]|\\.)*")')
+_FRAME = re.compile(r"(?:^|\s)stack_frame_id=(\d+)")
 
 
 def _meta_fields(inst: Instruction) -> tuple[str, str]:
-    """(op_name, stack_frame_id) from the metadata, read without parsing every attribute."""
+    """(op_name, stack_frame_id) from the metadata, read without parsing every attribute
+    (the reverse map reads them for every instruction of both modules)."""
     text = inst.attr_text
     if "metadata=" not in text:
         return "", ""
     m = _METADATA.search(text)
-    meta = parse_metadata(m.group(1)) if m is not None else inst.metadata
-    return meta.get("op_name", ""), meta.get("stack_frame_id", "")
-
-
-def _op_key(inst: Instruction) -> str:
-    return f"{inst.name} ({inst.op_name})" if inst.op_name else inst.name
+    if m is None:  # unusual text: let the parser decide
+        meta = inst.metadata
+        return meta.get("op_name", ""), meta.get("stack_frame_id", "")
+    body = m.group(1)
+    name = _OP_NAME.search(body)
+    frame = _FRAME.search(body)
+    op_name = ""
+    if name is not None:
+        quoted = name.group(1)
+        op_name = parse_metadata("op_name=" + quoted)["op_name"] if "\\" in quoted else quoted[1:-1]
+    return op_name, frame.group(1) if frame is not None else ""
 
 
 def _before_ops(before: HloModule) -> list[tuple[Computation, Instruction]]:
@@ -1137,7 +1145,7 @@ def reverse_map(
     undecided = m.undecided()
     for _, op in m.ops:
         held = sorted(m.clusters_of(op))
-        key = _op_key(op)
+        key = f"{op.name} ({m.opn[id(op)]})" if m.opn[id(op)] else op.name
         mapping[key] = tuple(clusters[ci].name for ci in held)
         placed_by[key] = m.how.get(id(op), "")
         counts[placed_by[key] or "unplaced"] += 1
