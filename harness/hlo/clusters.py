@@ -456,7 +456,8 @@ class ReverseMap:
     "rewrite" (same op_name and frame under a documented rewrite: dot -> GEMM custom-call or
     split-K reduce, reshape/transpose/copy -> bitcast), "structure" (an op without metadata
     found along def-use edges from placed neighbours), "library" (absorbed into an adjacent
-    library call, e.g. bias add and GELU in a cuBLASLt BIAS_GELU epilogue), or "" (unplaced).
+    library call, e.g. bias add and GELU in a cuBLASLt BIAS_GELU epilogue), "inlined" (a
+    `call` whose body XLA inlined: the clusters of its body's ops), or "" (unplaced).
     `method`: what identity means for this pair of modules. `notes`: what could not be done
     exactly, with counts.
     """
@@ -488,24 +489,19 @@ def _elements(inst: Instruction) -> int:
     return shape.elements if shape is not None else -1
 
 
-_METADATA = re.compile(r'metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}')
-_OP_NAME = re.compile(r'(?:^|\s)op_name=("(?:[^"\\]|\\.)*")')
-_FRAME = re.compile(r"(?:^|\s)stack_frame_id=(\d+)")
+_OP_NAME = re.compile(r'\bop_name=("(?:[^"\\]|\\.)*")')
+_FRAME = re.compile(r"\bstack_frame_id=(\d+)")
 
 
 def _meta_fields(inst: Instruction) -> tuple[str, str]:
     """(op_name, stack_frame_id) from the metadata, read without parsing every attribute
     (the reverse map reads them for every instruction of both modules)."""
     text = inst.attr_text
-    if "metadata=" not in text:
+    at = text.find("metadata={")
+    if at < 0:
         return "", ""
-    m = _METADATA.search(text)
-    if m is None:  # unusual text: let the parser decide
-        meta = inst.metadata
-        return meta.get("op_name", ""), meta.get("stack_frame_id", "")
-    body = m.group(1)
-    name = _OP_NAME.search(body)
-    frame = _FRAME.search(body)
+    name = _OP_NAME.search(text, at)
+    frame = _FRAME.search(text, at)
     op_name = ""
     if name is not None:
         quoted = name.group(1)
@@ -584,6 +580,38 @@ def _frame_keys(before: HloModule, after: HloModule) -> tuple[dict[str, object],
     return keys(before), keys(after)
 
 
+def _call_sites(inst: Instruction) -> list[tuple[str, int, int]]:
+    """(called computation, its parameter number, the operand index feeding it) for each
+    parameter a call site feeds: fusion/call/async-start operand k feeds parameter k; a
+    conditional's operand i+1 feeds branch i's parameter; a while's operand feeds the
+    parameter of its body and its condition."""
+    op = inst.opcode
+    if op in ("fusion", "call", "async-start"):
+        return [(c, k, k) for c in inst.called_computations for k in range(len(inst.operands))]
+    if op == "conditional":
+        return [
+            (c, 0, b + 1)
+            for b, c in enumerate(inst.called_computations)
+            if b + 1 < len(inst.operands)
+        ]
+    if op == "while" and inst.operands:
+        return [(c, 0, 0) for c in inst.called_computations]
+    return []
+
+
+def _returned(inst: Instruction) -> list[str]:
+    """The computations whose root is `inst`'s value: a fusion's or call's callee, every
+    branch of a conditional, a while's body."""
+    if inst.opcode in ("fusion", "call"):
+        return list(inst.called_computations[:1])
+    if inst.opcode == "conditional":
+        return list(inst.called_computations)
+    if inst.opcode == "while":
+        body = (inst.attr("body") or "").strip().lstrip("%")
+        return [body] if body else []
+    return []
+
+
 class _After:
     """Indexes of the optimized module, built once: instructions by id, by (op_name, opcode)
     and by cluster; def-use resolved through fusion boundaries and forwarding instructions."""
@@ -597,7 +625,11 @@ class _After:
         self.op_name: dict[int, str] = {}
         self.frame: dict[int, object] = {}
         self.by_key: dict[tuple[str, str], list[int]] = {}
-        self.callers: dict[str, list[tuple[Computation, Instruction]]] = {}
+        # (computation, parameter number) -> the call sites' operands that feed it, and the
+        # instructions whose value is a computation's root (fusion, call, branch, loop).
+        self.sources: dict[tuple[str, int], list[tuple[Computation, str]]] = {}
+        self.targets: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        self.returns: dict[str, list[Instruction]] = {}
         executing: dict[str, Instruction] = {}
         for comp in after.computations.values():
             for inst in comp.instructions:
@@ -612,9 +644,11 @@ class _After:
                     self.by_key.setdefault((self.op_name[i], inst.opcode), []).append(i)
                 if inst.opcode not in NON_EXECUTING:
                     executing.setdefault(inst.name, inst)
-                if inst.opcode in ("fusion", "call", "async-start"):
-                    for name in inst.called_computations:
-                        self.callers.setdefault(name, []).append((comp, inst))
+                for name, param, k in _call_sites(inst):
+                    self.sources.setdefault((name, param), []).append((comp, inst.operands[k]))
+                    self.targets.setdefault((i, k), []).append((name, param))
+                for name in _returned(inst):
+                    self.returns.setdefault(name, []).append(inst)
         self.cluster_of: dict[int, list[int]] = {}
         for ci, cluster in enumerate(clusters):
             inst = executing.get(cluster.name)
@@ -665,14 +699,14 @@ class _After:
         if depth < 16:
             if op == "parameter" and (inst.literal or "").strip().isdigit():
                 k = int((inst.literal or "").strip())
-                for caller_comp, caller in self.callers.get(comp.name, ()):
-                    if k < len(caller.operands):
-                        out.extend(self.producers(caller_comp, caller.operands[k], depth + 1))
-            elif op in ("fusion", "call") and inst.called_computations:
-                sub = self.module.computations.get(inst.called_computations[0])
-                root = sub.root if sub is not None else None
-                if sub is not None and root is not None:
-                    out.extend(self._through(sub, root, index, depth + 1))
+                for caller_comp, operand in self.sources.get((comp.name, k), ()):
+                    out.extend(self.producers(caller_comp, operand, depth + 1))
+            elif op in ("fusion", "call", "conditional", "while"):
+                for name in _returned(inst):
+                    sub = self.module.computations.get(name)
+                    root = sub.root if sub is not None else None
+                    if sub is not None and root is not None:
+                        out.extend(self._through(sub, root, index, depth + 1))
             elif op == "get-tuple-element" and inst.operands:
                 raw = (inst.attr("index") or "").strip()
                 sub_index = int(raw) if raw.isdigit() else None
@@ -718,10 +752,10 @@ class _After:
             nxt = list(self._root_of.get(x, ()))
             for u, k in users.get(x, ()):
                 out.add(u)
-                inst = self.inst[u]
-                op = inst.opcode
-                if op in ("fusion", "call", "async-start"):
-                    nxt.extend(self._params.get((c, k), 0) for c in inst.called_computations)
+                op = self.inst[u].opcode
+                targets = self.targets.get((u, k))
+                if targets:
+                    nxt.extend(self._params.get(t, 0) for t in targets)
                 elif self._forwards(op, u):
                     nxt.append(u)
             for n in nxt:
@@ -754,8 +788,8 @@ class _After:
                 if inst.opcode == "parameter" and raw.isdigit():
                     self._params[(comp.name, int(raw))] = id(inst)
             root = comp.root
-            if root is not None and comp.name in self.callers:
-                self._root_of[id(root)] = [id(c) for _, c in self.callers[comp.name]]
+            if root is not None and comp.name in self.returns:
+                self._root_of[id(root)] = [id(c) for c in self.returns[comp.name]]
 
 
 class _Matcher:
@@ -769,10 +803,25 @@ class _Matcher:
         self.by_name: dict[str, Instruction] = {}
         self.users: dict[int, list[Instruction]] = {}
         self.comp_of: dict[int, Computation] = {}
-        self.opn: dict[int, str] = {}
+        self.opn: dict[int, str] = {}  # op_name as the optimized module will carry it
+        self.raw_opn: dict[int, str] = {}  # op_name as written in the module before
+        self.body: dict[str, list[Instruction]] = {}
         raw_frames: dict[int, str] = {}
+        prefix: dict[str, str] = {}
         for comp, inst in every:
-            self.opn[id(inst)], raw_frames[id(inst)] = _meta_fields(inst)
+            raw, raw_frames[id(inst)] = _meta_fields(inst)
+            self.raw_opn[id(inst)] = raw
+            # XLA's call inliner prefixes an inlined op's op_name with the call's (jax names
+            # ops in a called function relative to it) and gives it a new stack frame.
+            outer = prefix.get(comp.name, "")
+            inlined = bool(outer and raw and not raw.startswith(outer + "/"))
+            self.opn[id(inst)] = f"{outer}/{raw}" if inlined else raw
+            if inlined:
+                raw_frames[id(inst)] = ""
+            if inst.opcode == "call":
+                for name in inst.called_computations:
+                    prefix[name] = self.opn[id(inst)]
+            self.body.setdefault(comp.name, []).append(inst)
             self.by_name.setdefault(inst.name, inst)
             self.comp_of[id(inst)] = comp
             for operand in inst.operands:
@@ -1000,9 +1049,16 @@ class _Matcher:
 
     def place_rewritten(self) -> None:
         """Unplaced ops whose op_name and frame survive on an instruction of another opcode
-        that no pre-optimization op explains (algebraic rewrites such as x/c -> x*(1/c)),
-        when that instruction is connected to the op's placed neighbours."""
+        that no pre-optimization op explains (algebraic rewrites such as x/c -> x*(1/c) or
+        x-1 -> x+(-1)): the instructions connected to the op's placed neighbours, or, when
+        no neighbour is placed, all of them if the op is the only unplaced one with that
+        op_name and frame."""
         explained = {(self.opn[id(op)], op.opcode) for _, op in self.ops if self.opn[id(op)]}
+        unplaced = Counter(
+            (self.opn[id(op)], self.bframe[id(op)])
+            for _, op in self.ops
+            if id(op) not in self.cand and self.opn[id(op)]
+        )
         for _, op in self.ops:
             if id(op) in self.cand or not self.opn[id(op)]:
                 continue
@@ -1016,11 +1072,11 @@ class _Matcher:
             ]
             if not pool:
                 continue
-            linked: set[int] = set()
-            for allowed in (self.from_operands(op), self.from_users(op)):
-                if allowed:
-                    linked |= allowed
+            sides = [a for a in (self.from_operands(op), self.from_users(op)) if a is not None]
+            linked = set().union(*sides) if sides else set()
             found = [i for i in pool if i in linked]
+            if not found and not sides and unplaced[(self.opn[id(op)], frame)] == 1:
+                found = pool
             if found:
                 self.cand[id(op)] = frozenset(found)
                 self.how[id(op)] = "rewrite"
@@ -1047,6 +1103,19 @@ class _Matcher:
                 if any(claims[i] > 1 for i in self.cand.get(id(op), ())):
                     out.add(id(op))
         return out
+
+    def place_inlined_calls(self) -> None:
+        """A `call` the optimizer inlined maps to the clusters of the ops in its body."""
+        for _, op in self.ops[::-1]:  # inner calls come later in the walk: place them first
+            if op.opcode != "call" or self.clusters_of(op):
+                continue
+            held: set[int] = set()
+            for name in op.called_computations:
+                for inner in self.body.get(name, ()):
+                    held |= self.clusters_of(inner)
+            if held:
+                self.library[id(op)] = held
+                self.how[id(op)] = "inlined"
 
     def clusters_of(self, op: Instruction) -> set[int]:
         out: set[int] = set(self.library.get(id(op), ()))
@@ -1109,6 +1178,8 @@ def reverse_map(
        opcode that no pre-optimization op explains, connected to its neighbours.
     5. Library: ops still unplaced join an adjacent library call along def-use edges (a bias
        add and GELU in a cuBLASLt BIAS_GELU epilogue whose metadata names only the dot).
+    6. Inlined: a `call` XLA inlined maps to the clusters of its body's ops (whose op_names
+       the inliner prefixed with the call's, as the matching expects).
     Ops still unplaced map to () ("folded away"). Parameters are not listed.
     """
     clusters = find_clusters(after) if clusters is None else clusters
@@ -1137,6 +1208,7 @@ def reverse_map(
         m.place_rewritten()
         m.place_by_structure(named=True)
     m.absorb_into_libraries()
+    m.place_inlined_calls()
 
     mapping: dict[str, tuple[str, ...]] = {}
     placed_by: dict[str, str] = {}
@@ -1145,7 +1217,7 @@ def reverse_map(
     undecided = m.undecided()
     for _, op in m.ops:
         held = sorted(m.clusters_of(op))
-        key = f"{op.name} ({m.opn[id(op)]})" if m.opn[id(op)] else op.name
+        key = f"{op.name} ({m.raw_opn[id(op)]})" if m.raw_opn[id(op)] else op.name
         mapping[key] = tuple(clusters[ci].name for ci in held)
         placed_by[key] = m.how.get(id(op), "")
         counts[placed_by[key] or "unplaced"] += 1
