@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from hlo_helpers import gpu_file
+from hlo_helpers import FIXTURES, gpu_file
 
 from harness.hlo.clusters import (
     REWRITES,
@@ -203,6 +203,23 @@ def test_nofusion_command_buffer_maps_each_op_to_its_own_wrapped_kernel() -> Non
     assert len(claims) == len(set(claims)) == len(clusters) - 3  # 2 converts hold no op
     assert m["constant.7"] == ()  # an ENTRY constant executes nowhere on its own
     assert any("do not execute on their own" in n for n in rmap.notes)
+    assert_mapped_by_construction(before, after, rmap)
+
+
+def _fixture_pairs() -> list[Path]:
+    return sorted(FIXTURES.glob("*/*/dump/*gpu_after_optimizations.txt"))
+
+
+@pytest.mark.parametrize(
+    "after_path", _fixture_pairs(), ids=lambda p: f"{p.parts[-4]}-{p.name[:11]}"
+)
+def test_every_fixture_pair_maps_only_to_clusters_that_hold_the_op(after_path: Path) -> None:
+    before_path = after_path.with_name(
+        after_path.name.split(".sm_9.0a")[0] + ".before_optimizations.txt"
+    )
+    before, after = parse_file(before_path), parse_file(after_path)
+    rmap = reverse_map(before, after)
+    assert sum(bool(v) for v in rmap.mapping.values()) > len(rmap.mapping) // 2
     assert_mapped_by_construction(before, after, rmap)
 
 
