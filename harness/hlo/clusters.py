@@ -454,8 +454,10 @@ class ReverseMap:
     `placed_by`: op key -> the evidence: "name" (an instruction's name derives from the op's,
     e.g. `tanh.1` -> `tanh.1.9`), "identity" (same op_name, opcode and source frame),
     "rewrite" (same op_name and frame under a documented rewrite: dot -> GEMM custom-call or
-    split-K reduce, reshape/transpose/copy -> bitcast), "structure" (an op without metadata
-    found along def-use edges from placed neighbours), "library" (absorbed into an adjacent
+    split-K reduce, reshape/transpose/copy -> bitcast; or under another opcode no op
+    explains, an algebraic rewrite such as x/c -> x*(1/c)), "structure" (found along def-use
+    edges from placed neighbours: an op without metadata such as a constant, or an op merged
+    into a neighbour's instruction of the same opcode and frame), "library" (absorbed into an adjacent
     library call, e.g. bias add and GELU in a cuBLASLt BIAS_GELU epilogue), "inlined" (a
     `call` whose body XLA inlined: the clusters of its body's ops), or "" (unplaced).
     `method`: what identity means for this pair of modules. `notes`: what could not be done
@@ -972,7 +974,11 @@ class _Matcher:
         return out
 
     def _prefer_shape(
-        self, op: Instruction, found: frozenset[int], by_size: dict[int, list[int]], sizes: set
+        self,
+        op: Instruction,
+        found: frozenset[int],
+        by_size: dict[int, list[int]],
+        sizes: set[int],
     ) -> frozenset[int]:
         """Among candidates shared by several same-identity ops: those with the op's element
         count (same dtype first; layout normalization changes dims, float normalization
