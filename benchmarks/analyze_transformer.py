@@ -108,7 +108,8 @@ def main() -> int:
     total_wall, total_cpu = sum(p[1] for p in phases), sum(p[2] for p in phases)
     print(f"{'total':14} {total_wall:7.2f} {total_cpu:7.2f}")
     print(
-        f"reverse map ({rmap.method}): {len(rmap.mapping)} ops, {len(rmap.folded_away)} held by none"
+        f"reverse map ({rmap.method}): {len(rmap.mapping)} ops, "
+        f"{len(rmap.folded_away)} held by none"
     )
     for note in rmap.notes:
         print(f"  {note}")

@@ -186,7 +186,9 @@ def test_convolution_flops_equal_xla_for_every_layout_and_window(lhs, rhs, kwarg
 
 
 def test_batch_grouped_convolution_before_optimization_equals_xla() -> None:
-    fn = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", batch_group_count=2)  # noqa: E731
+    def fn(x: jax.Array, w: jax.Array) -> jax.Array:
+        return lax.conv_general_dilated(x, w, (1, 1), "SAME", batch_group_count=2)
+
     ours, xla = _lowered(fn, jnp.ones((4, 3, 8, 8)), jnp.ones((4, 3, 3, 3)))
     assert ours.flops == xla["flops"] > 0
 

@@ -457,8 +457,8 @@ class ReverseMap:
     split-K reduce, reshape/transpose/copy -> bitcast; or under another opcode no op
     explains, an algebraic rewrite such as x/c -> x*(1/c)), "structure" (found along def-use
     edges from placed neighbours: an op without metadata such as a constant, or an op merged
-    into a neighbour's instruction of the same opcode and frame), "library" (absorbed into an adjacent
-    library call, e.g. bias add and GELU in a cuBLASLt BIAS_GELU epilogue), "inlined" (a
+    into a neighbour's instruction of the same opcode and frame), "library" (absorbed into an
+    adjacent library call, e.g. bias add and GELU in a cuBLASLt BIAS_GELU epilogue), "inlined" (a
     `call` whose body XLA inlined: the clusters of its body's ops), or "" (unplaced).
     `method`: what identity means for this pair of modules. `notes`: what could not be done
     exactly, with counts.
