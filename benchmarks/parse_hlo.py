@@ -22,8 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.hlo.parser import parse_module
 
 
-def transformer_step_hlo(blocks: int, width: int, seq: int = 16, batch: int = 2) -> str:
-    """The after-optimizations HLO text of a `blocks`-deep transformer train step on CPU."""
+def transformer_step(
+    blocks: int, width: int, seq: int = 16, batch: int = 2
+) -> tuple[Callable[..., object], tuple[object, ...]]:
+    """The train step (value_and_grad of a mean-square loss) of a `blocks`-deep flax
+    transformer of width `width`, and its (params, x) arguments, ready for `jax.jit`."""
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
@@ -58,8 +61,22 @@ def transformer_step_hlo(blocks: int, width: int, seq: int = 16, batch: int = 2)
     def loss(p: dict, x: jax.Array) -> jax.Array:
         return jnp.mean(model.apply(p, x) ** 2)
 
-    step = jax.jit(jax.value_and_grad(loss))
-    return step.lower(params, x).compile().as_text()
+    return jax.value_and_grad(loss), (params, x)
+
+
+def transformer_step_hlo(
+    blocks: int,
+    width: int,
+    seq: int = 16,
+    batch: int = 2,
+    compiler_options: dict[str, object] | None = None,
+) -> str:
+    """The after-optimizations HLO text of a `blocks`-deep transformer train step on CPU
+    (compiled with `compiler_options`, e.g. `xla_dump_to`, when given)."""
+    import jax
+
+    step, args = transformer_step(blocks, width, seq, batch)
+    return jax.jit(step, compiler_options=compiler_options).lower(*args).compile().as_text()
 
 
 def cpp_parser() -> Callable[[str], object] | None:
