@@ -137,10 +137,22 @@ class Compile:
 
 
 @dataclass(frozen=True)
+class Gemm:
+    m: int = doc("rows of the output")
+    k: int = doc("the contracted size")
+    n: int = doc("columns of the output")
+    batch: int = doc("batch count (1 for a plain GEMM)")
+    lhs_dtype: str = doc("x's element type")
+    rhs_dtype: str = doc("W's element type")
+    out_dtype: str = doc("the output's element type")
+
+
+@dataclass(frozen=True)
 class LibraryCall:
     target: str = doc("the library entry: `__cublas$lt$matmul`, `__ynn_fusion`, ...")
     epilogue: str | None = doc("the fused GEMM epilogue (`BIAS`, `BIAS_GELU`, ...) if any")
     cluster: str | None = doc("the cluster (HLO instruction) that calls it")
+    gemm: Gemm | None = doc("what it computes, for a GEMM: so a CPU and a GPU run pair like for like")
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,7 @@ def fusions_document(after: Sequence[HloModule], before: Sequence[HloModule]) ->
         }
         pre = by_name.get(module.name)
         if pre is not None:
-            rmap = reverse_map(pre, module, clusters)
-            entry["reverse_map"] = rmap
-            entry["folded_away"] = sorted(k for k, v in rmap.items() if not v)
+            entry.update(reverse_map(pre, module, clusters).to_json())
         modules.append(entry)
     return {"modules": modules}
 
@@ -86,4 +84,4 @@ def library_calls(clusters: Sequence[Cluster]) -> list[Cluster]:
 
 def fusion_count(clusters: Sequence[Cluster]) -> int:
     """Fusions XLA generated code for (library fusions such as YNNPACK GEMMs are not)."""
-    return sum(1 for c in clusters if c.kind.startswith("k") and not c.is_library)
+    return sum(1 for c in clusters if c.is_fusion)

@@ -26,6 +26,7 @@ from harness.summary import (
     CompilePass,
     Cost,
     Fingerprint,
+    Gemm,
     Hlo,
     Identity,
     LibraryCall,
