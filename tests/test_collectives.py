@@ -107,9 +107,113 @@ def test_a_malformed_group_in_a_real_module_names_the_file_and_instruction() -> 
     path = next((x2("k_sharded_replicated_out") / "dump").glob("*gpu_after_optimizations.txt"))
     text = path.read_text().replace("{'axis_0'}, use_global", "{'axis_9'}, use_global")
     module = parse_module(text, str(path))
-    with pytest.raises(CollectiveError, match=r"all-reduce\.3: group axis 'axis_9' is not a mesh axis") as err:
+    with pytest.raises(
+        CollectiveError, match=r"all-reduce\.3: group axis 'axis_9' is not a mesh axis"
+    ) as err:
         find_collectives(module)
     assert str(err.value).startswith(str(path))
+
+
+# --- async forms (no backend we can run makes them: CPU collectives are synchronous and the
+# H200 fixtures' are `is_sync`), written in XLA's syntax and checked by XLA's own parser -------
+
+ASYNC_HLO = """
+HloModule async_collectives, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %sum = f32[] add(%a, %b)
+}
+
+%wrapped_reduce_scatter (p: f32[64,48]) -> f32[16,48] {
+  %p = f32[64,48]{1,0} parameter(0)
+  ROOT %reduce-scatter.1 = f32[16,48]{1,0} reduce-scatter(%p), channel_id=3, replica_groups=[1,4]<=[4], use_global_device_ids=true, dimensions={0}, to_apply=%add
+}
+
+ENTRY %main (x: f32[64,48]) -> (f32[64,48], f32[256,48], f32[16,48], f32[64,48], f32[64,48]) {
+  %x = f32[64,48]{1,0} parameter(0)
+  %all-reduce-start = f32[64,48]{1,0} all-reduce-start(%x), channel_id=1, replica_groups=[2,2]<=[2,2]T(1,0), use_global_device_ids=true, to_apply=%add
+  %all-reduce-done = f32[64,48]{1,0} all-reduce-done(%all-reduce-start)
+  %all-gather-start = (f32[64,48]{1,0}, f32[256,48]{1,0}) all-gather-start(%x), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  %all-gather-done = f32[256,48]{1,0} all-gather-done(%all-gather-start)
+  %async-start = ((f32[64,48]{1,0}), f32[16,48]{1,0}, s32[]) async-start(%x), calls=%wrapped_reduce_scatter
+  %async-done = f32[16,48]{1,0} async-done(%async-start)
+  %collective-permute-start = (f32[64,48]{1,0}, f32[64,48]{1,0}) collective-permute-start(%x), channel_id=4, source_target_pairs={{0,1},{1,0},{2,3},{3,2}}
+  %collective-permute-done = f32[64,48]{1,0} collective-permute-done(%collective-permute-start)
+  %collective-broadcast = f32[64,48]{1,0} collective-broadcast(%x), channel_id=5, replica_groups={{0,1},{2,3}}
+  ROOT %t = (f32[64,48]{1,0}, f32[256,48]{1,0}, f32[16,48]{1,0}, f32[64,48]{1,0}, f32[64,48]{1,0}) tuple(%all-reduce-done, %all-gather-done, %async-done, %collective-permute-done, %collective-broadcast)
+}
+"""
+F32 = 64 * 48 * 4
+
+
+def xla_printed(text: str) -> str:
+    """The module as XLA's own parser reads and its printer writes it."""
+    hlo = pytest.importorskip("jaxlib._hlo")
+    return hlo.hlo_module_from_text(text).to_string()
+
+
+def by_opcode(text: str) -> dict[str, Collective]:
+    return {c.opcode: c for c in find_collectives(parse_module(text, "async.hlo"))}
+
+
+def test_async_pairs_and_wrapped_collectives_count_once_with_the_done_result() -> None:
+    found = by_opcode(ASYNC_HLO)
+    assert list(found) == [
+        "reduce-scatter",
+        "all-reduce",
+        "all-gather",
+        "collective-permute",
+        "collective-broadcast",
+    ]
+    ar, ag, rs = found["all-reduce"], found["all-gather"], found["reduce-scatter"]
+    assert (ar.name, ar.is_async, ar.replica_groups, ar.group_syntax) == (
+        "all-reduce-start",
+        True,
+        ((0, 2), (1, 3)),
+        "iota",
+    )
+    assert ar.sent_bytes == 2 * 1 * F32 // 2
+    assert (ag.out_shape, ag.out_bytes, ag.sent_bytes) == ("f32[256,48]{1,0}", 4 * F32, 3 * F32)
+    assert (rs.name, rs.wrapper, rs.hlo_ops, rs.computation) == (
+        "reduce-scatter.1",
+        "async-start",
+        ("reduce-scatter.1", "async-start"),
+        "main",
+    )
+    assert (rs.in_bytes, rs.out_bytes, rs.sent_bytes, rs.reduction) == (
+        F32,
+        F32 // 4,
+        3 * F32 // 4,
+        "sum",
+    )
+    cp, cb = found["collective-permute"], found["collective-broadcast"]
+    assert (cp.is_async, cp.participants, cp.sent_bytes, cp.out_shape) == (
+        True,
+        4,
+        F32,
+        "f32[64,48]{1,0}",
+    )
+    assert (cb.participants, cb.sent_bytes) == (2, F32)
+
+
+def test_xla_prints_the_wrapped_collective_as_a_start_done_pair_with_the_same_bytes() -> None:
+    printed = xla_printed(ASYNC_HLO)
+    assert "reduce-scatter-start(" in printed  # XLA's sugar for the async-start wrapper
+    ours, xla = by_opcode(ASYNC_HLO), by_opcode(printed)
+    rs = xla["reduce-scatter"]
+    assert (rs.name, rs.hlo_opcode, rs.is_async, rs.out_shape) == (
+        "async-start",
+        "reduce-scatter-start",
+        True,
+        "f32[16,48]{1,0}",
+    )
+    fields = ("opcode", "replica_groups", "participants", "in_bytes", "out_bytes", "sent_bytes")
+    for opcode in ours:
+        assert [getattr(xla[opcode], f) for f in fields] == [
+            getattr(ours[opcode], f) for f in fields
+        ]
 
 
 # --- the 2xH200 fixtures --------------------------------------------------------------------------

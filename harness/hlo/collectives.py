@@ -3,7 +3,8 @@
 After SPMD partitioning every cross-device transfer is one HLO instruction: `all-reduce`,
 `all-gather`, `reduce-scatter`, `collective-permute`, `all-to-all`, `ragged-all-to-all` or
 `collective-broadcast`, possibly split into an async `-start`/`-done` pair or wrapped in an
-`async-start` that calls a computation holding the collective. Each becomes one `Collective`.
+`async-start` that calls a computation holding the collective (which XLA prints as
+`<collective>-start`/`-done` named `async-start`). Each becomes one `Collective`.
 
 Replica groups hold *logical* ids. With `use_global_device_ids=true` (what the SPMD
 partitioner writes) an id is `replica * num_partitions + partition`; jax runs partition `p` on
@@ -49,7 +50,10 @@ COLLECTIVES = frozenset(
         "collective-broadcast",
     }
 )
-ASYNC_STARTS = frozenset({"all-reduce-start", "all-gather-start", "collective-permute-start"})
+# `all-reduce-start`, `all-gather-start` and `collective-permute-start` are async ops of their
+# own; XLA prints any other collective wrapped in `async-start` the same way
+# (`%async-start = ((operands), result, s32[]) reduce-scatter-start(...)`).
+ASYNC_STARTS = frozenset(f"{op}-start" for op in COLLECTIVES)
 REDUCTIONS = {
     "add": "sum",
     "maximum": "max",
@@ -295,9 +299,7 @@ def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
             prefix = 1
             for i, pre, sub in sorted(mine, key=lambda r: r[1]):
                 if pre % prefix:
-                    raise ValueError(
-                        f"{where}: overlapping sub-axes of {names[axis]!r} in {text}"
-                    )
+                    raise ValueError(f"{where}: overlapping sub-axes of {names[axis]!r} in {text}")
                 if pre != prefix:
                     reshape.append(pre // prefix)
                     prefix = pre
@@ -459,7 +461,10 @@ def _pairs(inst: Instruction, where: str) -> tuple[tuple[int, int], ...]:
     raw = attribute_text(inst, "source_target_pairs")
     if raw is None:
         raise CollectiveError(f"{where}: collective-permute without source_target_pairs")
-    pairs = _explicit(raw, where)
+    try:
+        pairs = _explicit(raw, where)
+    except ValueError as err:
+        raise CollectiveError(str(err)) from None
     if any(len(p) != 2 for p in pairs):
         raise CollectiveError(
             f"{where}: source_target_pairs must be {{source,target}} pairs: {raw}"
