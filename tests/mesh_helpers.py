@@ -131,10 +131,8 @@ SCRIPT = textwrap.dedent(
                     jax.block_until_ready(f(*args))
         outputs = y if isinstance(y, tuple) else (y,)
         np.savez(folder / "outputs.npz", *[np.asarray(o) for o in outputs])
-        record[name] = {
-            "assignment": [d.id for d in mesh.devices.flat],
-            "module": "jit_" + getattr(fn, "__name__", name),
-        }
+        # Partition p runs on mesh.devices.flat[p]: the map from replica-group ids to devices.
+        record[name] = {"assignment": [d.id for d in mesh.devices.flat]}
     (out / "capture.json").write_text(json.dumps(record))
     """
 )
