@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -734,8 +734,3 @@ def collective_origins(
             made_by, pass_name = "later-pass", stage.pass_name
         out.append(Origin(c.name, c.opcode, made_by, stage.label, pass_name, stage.path))
     return tuple(out)
-
-
-def collectives_by_name(collectives: Iterable[Collective]) -> Mapping[str, Collective]:
-    """Returns each collective under every `hlo_op` its device events may carry."""
-    return {op: c for c in collectives for op in c.hlo_ops}
