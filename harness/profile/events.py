@@ -88,6 +88,11 @@ class DeviceEvent:
     block: tuple[int, int, int] | None = None
     registers: int | None = None
     occupancy_pct: float | None = None
+    # Which device ran it: the N of `/device:GPU:N`, or on the CPU the thunk's
+    # `device_ordinal` stat (all CPU devices share the host plane and its threads).
+    device_ordinal: int | None = None
+    # The CPU client's `run_id` stat: one id per execution, shared by all its devices.
+    run_id: int | None = None
 
     @property
     def end_ns(self) -> float:
@@ -302,6 +307,7 @@ def _gpu_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
                     block=details.block,
                     registers=details.registers,
                     occupancy_pct=details.occupancy_pct,
+                    device_ordinal=plane_ordinal(plane.name),
                 )
 
 
@@ -330,7 +336,16 @@ def _cpu_thunk_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
                     stream=line.name,
                     start_ns=float(event.start_ns),
                     duration_ns=float(event.duration_ns),
+                    device_ordinal=_to_int(stats.get("device_ordinal")),
+                    run_id=_to_int(stats.get("run_id")),
                 )
+
+
+def plane_ordinal(plane: str) -> int | None:
+    """Returns N of a `/device:GPU:N` (or TPU) plane name, else None."""
+    if not DEVICE_PLANE_RE.match(plane):
+        return None
+    return int(plane.rpartition(":")[2])
 
 
 def host_launch_times(profile: ProfileData) -> dict[int, float]:
