@@ -917,7 +917,9 @@ class _Frame:
             # Older logs carry no dynamo_graph_break_reason artifact: the restart reasons
             # of a frame that still made a graph are its breaks.
             breaks = tuple(GraphBreak(self.compile_id, r, None, r, True) for r in restart)
-        metrics = {k: v for k, v in {**self.runtime, **m}.items() if not k.endswith("_config")}
+        # The runtime entry (2.11: autotuning at the first call) fills what the compile left None.
+        merged = {**m, **{k: v for k, v in self.runtime.items() if m.get(k) is None}}
+        metrics = {k: v for k, v in merged.items() if not k.endswith("_config")}
         return FrameCompile(
             compile_id=self.compile_id,
             function=self.function or _opt_str(m.get("co_name")),
