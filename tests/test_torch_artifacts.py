@@ -22,7 +22,7 @@ from harness.inductor.artifacts import (
     parse_output_code,
     read_graph_dir,
     read_graphs,
-    read_torch_trace,
+    read_trace_log,
     read_trace_records,
 )
 from harness.inductor.clusters import (
@@ -59,7 +59,7 @@ def probe(name: str) -> dict:
 def facts():
     """The TORCH_TRACE facts of the three compile cases, read once."""
     return {
-        n: read_torch_trace(case(n) / "torch_trace.log")
+        n: read_trace_log(case(n) / "torch_trace.log")
         for n in ("compile_default", "compile_graph_break", "compile_recompile")
     }
 

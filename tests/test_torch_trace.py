@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.inductor.artifacts import read_graphs, read_torch_trace
+from harness.inductor.artifacts import read_graphs, read_trace_log
 from harness.inductor.clusters import clusters_by_graph
 from harness.match.match import is_library_kernel, kernels_document
 from harness.match.torch_match import eager_clusters, match_torch_events
@@ -32,7 +32,7 @@ def path(*parts: str) -> Path:
 
 def compiled(case: str, linked: bool = True):
     """(trace rows, clusters by graph, compile id -> graph) of one compile case."""
-    facts = read_torch_trace(path("compile", case, "torch_trace.log"))
+    facts = read_trace_log(path("compile", case, "torch_trace.log"))
     graphs = read_graphs(path("compile", case, "inductor"), facts if linked else None)
     rows = read_profile(path("compile", case, "profile_trace.json.gz"))
     return rows, clusters_by_graph(graphs), facts.graph_by_compile_id if linked else None

@@ -254,7 +254,7 @@ def parse_output_code(text: str, source: str = "") -> OutputCode:
                 handle=pending_handle,
                 source_nodes=pending_nodes[0],
                 original_aten=pending_nodes[1],
-                arguments=args.rstrip(")").strip(),
+                arguments=args.strip().removesuffix(")").strip(),
                 line=number,
             )
         )
@@ -795,6 +795,7 @@ class DynamoSession:
 
     @property
     def guard_count(self) -> int:
+        """Guards installed over all frames (each compiled frame guards its own cache entry)."""
         return sum(f.guard_count or 0 for f in self.frames)
 
     @property
@@ -843,8 +844,8 @@ class TorchTraceFacts:
 
     @property
     def graph_by_compile_id(self) -> dict[str, str]:
-        """compile id -> AOT id of the graph it produced, in the main session."""
-        return {f.compile_id: aot for f in self.main.frames for aot in f.aot_ids[-1:]}
+        """compile id -> AOT id of the graph it produced (its forward graph), in the main session."""
+        return {f.compile_id: aot for f in self.main.frames for aot in f.aot_ids[:1]}
 
     def to_json(self) -> dict[str, Any]:
         main = self.main
@@ -870,7 +871,7 @@ def break_headline(text: str) -> str:
     return (useful or lines or [text.strip()])[0]
 
 
-def read_torch_trace(path: Path | str) -> TorchTraceFacts:
+def read_trace_log(path: Path | str) -> TorchTraceFacts:
     """Return the compile facts of a TORCH_TRACE log (a file, or a folder of `*.log` files:
     the newest one is read, as `tlparse --latest` does)."""
     file = _trace_file(Path(path))

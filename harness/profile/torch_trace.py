@@ -220,14 +220,6 @@ def torch_trace_from_json(data: Mapping[str, Any], path: str = "") -> TorchTrace
         rows = [context.host_row(op) for op in ops if context.is_host_work(op)]
         if ops and not rows:
             notes.append("no GPU events and no CPU op that ran graph kernels or eager ATen ops")
-        if any(op.name.startswith(GRAPH_CALL_PREFIX) for op in ops) and not any(
-            r.graph_op and not r.graph_op.startswith("aten::") for r in rows
-        ):
-            notes.append(
-                "compiled graphs ran but no Inductor C++ kernel appears as a CPU op: "
-                "set torch._inductor.config.cpp.enable_kernel_profile "
-                "(TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1) before compiling"
-            )
     stepped = [_with_step(r, markers, launches) for r in rows]
     events = tuple(
         sorted(stepped, key=lambda r: (r.event.start_ns, r.event.device, r.event.stream))
