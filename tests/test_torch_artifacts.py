@@ -14,16 +14,12 @@ import pytest
 
 from harness.inductor.artifacts import (
     ArtifactError,
-    break_headline,
-    compile_times,
     find_graph_dirs,
     graphs_from_trace,
     parse_fx_graph,
     parse_output_code,
     read_graph_dir,
     read_graphs,
-    read_trace_log,
-    read_trace_records,
 )
 from harness.inductor.clusters import (
     clusters_by_graph,
@@ -32,6 +28,12 @@ from harness.inductor.clusters import (
     reverse_map,
     shape_bytes,
     summary,
+)
+from harness.inductor.trace_log import (
+    break_headline,
+    compile_times,
+    read_trace_log,
+    read_trace_records,
 )
 
 COMPILE = (

@@ -21,14 +21,9 @@ import pytest
 from conftest import REPO, harness_env
 
 from harness.capture import torch_env
-from harness.inductor.artifacts import (
-    InductorGraph,
-    TorchTraceFacts,
-    find_graph_dirs,
-    read_graphs,
-    read_trace_log,
-)
+from harness.inductor.artifacts import InductorGraph, find_graph_dirs, read_graphs
 from harness.inductor.clusters import clusters_by_graph, graph_clusters, reverse_map
+from harness.inductor.trace_log import TorchTraceFacts, read_trace_log
 from harness.match.torch_match import match_torch_events
 from harness.profile.torch_trace import TorchTrace
 from harness.profile.torch_trace import read_torch_trace as read_profile

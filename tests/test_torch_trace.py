@@ -7,12 +7,14 @@ ProfilerStep markers, so the step count is given, as for the XLA fixtures.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness.inductor.artifacts import read_graphs, read_trace_log
+from harness.inductor.artifacts import read_graphs
 from harness.inductor.clusters import clusters_by_graph
+from harness.inductor.trace_log import read_trace_log
 from harness.match.match import is_library_kernel, kernels_document
 from harness.match.torch_match import eager_clusters, match_torch_events
 from harness.profile.events import ProfileError
@@ -184,3 +186,22 @@ def test_unreadable_traces_name_the_file(tmp_path):
         read_profile(other)
     with pytest.raises(ValueError, match="no step markers"):
         match_torch_events(read_profile(path("compile", "eager", "profile_trace.json.gz")), {})
+
+
+def test_second_gemm_of_a_graph_goes_to_the_second_extern_call():
+    """The n-th aten::mm under one graph call is the wrapper's n-th extern_kernels.mm.
+
+    The fixture graph has one GEMM; a second extern call is added to its clusters and the
+    real GEMM rows are relabelled as the graph call's second and third aten::mm.
+    """
+    rows, clusters, by_compile = compiled("compile_default")
+    gemm, fused = clusters["0_inference"]
+    second = replace(gemm, name="extern_kernels.mm:3")
+    two = {"0_inference": (gemm, fused, second)}
+    mm_rows = [r for r in rows.events if r.cpu_op == "aten::mm"]
+    relabelled = [replace(r, graph_op_ordinal=1) for r in mm_rows[:2]]
+    relabelled += [replace(r, graph_op_ordinal=2) for r in mm_rows[2:4]]
+    report = match_torch_events(relabelled, two, steps=1, graph_by_compile_id=by_compile)
+    assert [a.cluster for a in report.attributions[:2]] == ["extern_kernels.mm:3"] * 2
+    assert [a.rule for a in report.attributions[2:]] == ["unknown_call"] * 2
+    assert "only 2 cluster(s) launched as aten::mm" in report.attributions[2].reason

@@ -27,12 +27,12 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.inductor.artifacts import break_headline
+from harness.inductor.trace_log import break_headline
 
 
 @dataclass(frozen=True)
@@ -398,7 +398,7 @@ class TorchCaptureState:
     applied: tuple[ConfigSetting, ...] = ()
     unavailable: tuple[NotAvailable, ...] = ()
     trace_redirected: bool = False
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -421,7 +421,9 @@ def torch_capture_env(
     block, e.g. in a fresh worker). When torch is already imported, also patches the live
     config: `force_disable_caches`, `trace.enabled`, `trace.debug_dir`, the provenance flag,
     `cpp.enable_kernel_profile`, and moves the TORCH_TRACE handler to the new folder.
-    Everything is restored on exit. Missing features are listed in `unavailable`.
+    Everything is restored on exit, except what a torch imported inside the block read from
+    the environment at import (a fresh worker keeps those settings; that is the point).
+    Missing features are listed in `unavailable`.
     """
     dirs = capture_dirs(variant_dir)
     for d in (dirs.inductor_cache, dirs.triton_cache, dirs.debug, dirs.trace):

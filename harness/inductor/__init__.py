@@ -1,5 +1,7 @@
-"""PyTorch Inductor stage: read torch.compile's debug artifacts and TORCH_TRACE logs.
+"""PyTorch Inductor stage: read what torch.compile wrote, as XLA's HLO stage reads its dumps.
 
-Pure readers (no torch import): `artifacts` parses the files Inductor and Dynamo wrote,
-`clusters` turns one compiled graph into the harness's clusters and reverse map.
+Pure readers (no torch import): `trace_log` reads the TORCH_TRACE log (compiles, graph
+breaks, recompiles, guards, compile-time phases), `artifacts` reads Inductor's debug folder
+into one `InductorGraph` per compiled graph, and `clusters` turns a graph into the harness's
+clusters and fusions.json reverse map.
 """

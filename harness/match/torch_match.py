@@ -108,23 +108,20 @@ def _primitive(op: str) -> str:
     return op.split("::", 1)[-1]
 
 
-def _eager(row: TorchDeviceEvent, rule_base: str, why: str) -> Attribution:
-    e, op = row.event, row.cpu_op or ""
-    rule = {"memset": f"{rule_base}_memset", "memcpy": f"{rule_base}_transfer"}.get(
-        e.kind, f"{rule_base}_op"
-    )
-    if rule_base == "outside_graph":
-        rule = "outside_graph"
-    return Attribution(e, True, rule, why, EAGER_MODULE, op, _primitive(op))
+def _to_op(row: TorchDeviceEvent, rule: str, why: str) -> Attribution:
+    """An event matched to the ATen op that launched (or is) it, module "eager"."""
+    op = row.cpu_op or ""
+    return Attribution(row.event, True, rule, why, EAGER_MODULE, op, _primitive(op))
 
 
 def _attribute_eager(row: TorchDeviceEvent) -> Attribution:
     e = row.event
     if row.cpu_op is None:
         return Attribution(e, False, "no_launcher", _no_launcher(row), None)
+    rule = {"memset": "eager_memset", "memcpy": "eager_transfer"}.get(e.kind, "eager_op")
     what = {"memset": "memset", "memcpy": f"Memcpy{e.direction or ''}"}.get(e.kind, e.kind)
     how = "ran as" if e.kind == "host_thunk" else "launched by"
-    return _eager(row, "eager", f"{what} {e.name} {how} {row.cpu_op}: one eager ATen op")
+    return _to_op(row, rule, f"{what} {e.name} {how} {row.cpu_op}: one eager ATen op")
 
 
 def _no_launcher(row: TorchDeviceEvent) -> str:
@@ -149,45 +146,28 @@ def _attribute_compiled(
             if row.compile_region
             else "outside every compiled region: eager code around the compiled function"
         )
-        return _eager(row, "outside_graph", f"{e.kind} {e.name} launched by {row.cpu_op} {where}")
+        return _to_op(row, "outside_graph", f"{e.kind} {e.name} launched by {row.cpu_op} {where}")
     candidates, scope = _candidate_graphs(row, clusters_by_graph, graph_by_compile_id)
-    base, _ = strip_graph_prefix(e.name)
     if e.kind in ("kernel", "host_thunk"):
+        base, _ = strip_graph_prefix(e.name)
         hits = [
             (key, c)
             for key in candidates
             for c in clusters_by_graph.get(key, ())
             if c.kind in KERNEL_KINDS and c.name == base
         ]
-        if len(hits) == 1:
-            key, c = hits[0]
-            return Attribution(
-                e,
-                True,
-                "inductor_kernel",
-                f"kernel {e.name} is {c.kind} kernel {c.name} of graph {key}{scope}",
-                key,
-                c.name,
-            )
         if len(hits) > 1:
             return _ambiguous(row, [k for k, _ in hits])
+        if hits:
+            key, c = hits[0]
+            why = f"kernel {e.name} is {c.kind} kernel {c.name} of graph {key}{scope}"
+            return Attribution(e, True, "inductor_kernel", why, key, c.name)
     op = strip_graph_prefix(row.graph_op or "")[0]
-    launched = [
-        (
-            key,
-            [
-                c
-                for c in clusters_by_graph.get(key, ())
-                if launcher_op(c.kind, c.name, c.target or "") == op
-            ],
-        )
-        for key in candidates
-    ]
-    launched = [(k, cs) for k, cs in launched if cs]
+    launched = _launched_by(op, candidates, clusters_by_graph)
     if len(launched) > 1:
-        return _ambiguous(row, [k for k, _ in launched])
+        return _ambiguous(row, list(launched))
     if launched:
-        key, owners = launched[0]
+        ((key, owners),) = launched.items()
         index = row.graph_op_ordinal or 0
         if index >= len(owners):
             return Attribution(
@@ -211,31 +191,41 @@ def _attribute_compiled(
     )
 
 
+def _launched_by(
+    op: str, candidates: Sequence[str], clusters_by_graph: Mapping[str, Sequence[ClusterLike]]
+) -> dict[str, list[ClusterLike]]:
+    """Returns graph -> its clusters that run as CPU op `op`, in launch order (graphs with none
+    left out): the n-th `aten::mm` of a graph call is the n-th of these."""
+    out = {}
+    for key in candidates:
+        owners = [
+            c
+            for c in clusters_by_graph.get(key, ())
+            if launcher_op(c.kind, c.name, c.target or "") == op
+        ]
+        if owners:
+            out[key] = owners
+    return out
+
+
 def _launch_rule(
     row: TorchDeviceEvent, c: ClusterLike, op: str, key: str, scope: str
 ) -> tuple[str, str]:
+    """Returns (rule, reason) for an event launched under the op that runs cluster `c`."""
     e = row.event
+    where = f"({c.name}, graph {key}{scope})"
     nth = f"call {(row.graph_op_ordinal or 0) + 1} of {op}"
     if c.kind in KERNEL_KINDS:
-        return (
-            "inductor_launcher",
-            f"{e.kind} {e.name} ran under launcher {op} of kernel {c.name} (graph {key}{scope})",
-        )
+        return "inductor_launcher", f"{e.kind} {e.name} ran under launcher {op} {where}"
     target = c.target or c.name
     if e.kind == "memset":
         return (
             "memset_for_gemm",
-            f"memset launched by {nth} before its library kernel: {target} ({c.name}, graph {key}{scope})",
+            f"memset launched by {nth} before its library kernel: {target} {where}",
         )
     if e.kind == "memcpy":
-        return (
-            "extern_transfer",
-            f"Memcpy{e.direction or ''} launched by {nth}: {target} ({c.name}, graph {key}{scope})",
-        )
-    return (
-        "extern_call",
-        f"{e.kind} {e.name} launched by {nth}: extern call {target} ({c.name}, graph {key}{scope})",
-    )
+        return "extern_transfer", f"Memcpy{e.direction or ''} launched by {nth}: {target} {where}"
+    return "extern_call", f"{e.kind} {e.name} launched by {nth}: extern call {target} {where}"
 
 
 def _candidate_graphs(
