@@ -118,6 +118,9 @@ def test_artifacts_are_written_into_the_variant_folder(cpu_run: CpuRun, graphs):
         assert (first / "inductor_provenance_tracking_node_mappings.json").is_file()
         assert graphs[0].provenance is not None
     assert list(dirs.trace.glob("*.log")), "TORCH_TRACE wrote no log into the variant folder"
+    # trace.enabled makes Dynamo log too; its debug root was moved into the variant folder.
+    assert "torch._dynamo.config.debug_dir_root" in {a.path for a in cpu_run.state.applied}
+    assert list(dirs.debug.rglob("torchdynamo/debug.log"))
     # Leaving the block restored the live config.
     assert cpu_run.after_exit == (False, None)
 

@@ -324,9 +324,12 @@ def _provenance_patch(config: ModuleType, level: int) -> list[tuple[str, str, An
 
 @contextlib.contextmanager
 def _patched(
-    config: ModuleType, changes: list[tuple[str, str, Any]]
+    config: ModuleType, changes: list[tuple[str, str, Any]], where: str = "torch._inductor.config"
 ) -> Iterator[list[ConfigSetting]]:
-    """Set `config.<group>.<name>` for each change inside the block; restore afterwards."""
+    """Set `config.<group>.<name>` for each change inside the block; restore afterwards.
+
+    Changes whose attribute this torch lacks are skipped (the caller compares with what was
+    applied to report them)."""
     saved: list[tuple[Any, str, Any]] = []
     applied: list[ConfigSetting] = []
     try:
@@ -336,8 +339,7 @@ def _patched(
                 continue
             saved.append((holder, name, getattr(holder, name)))
             setattr(holder, name, value)
-            where = f"{group}.{name}" if group else name
-            applied.append(ConfigSetting(f"torch._inductor.config.{where}", value))
+            applied.append(ConfigSetting(f"{where}.{group + '.' if group else ''}{name}", value))
         yield applied
     finally:
         for holder, name, old in reversed(saved):
@@ -467,25 +469,41 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 def _live_config(
     dirs: TorchCaptureDirs, kernel_profile: bool
 ) -> Iterator[tuple[list[ConfigSetting], list[NotAvailable]]]:
-    config = _inductor_config()
-    if isinstance(config, NotAvailable):
-        yield [], [config]
-        return
-    changes: list[tuple[str, str, Any]] = [
-        ("", "force_disable_caches", True),
-        ("trace", "enabled", True),
-        ("trace", "debug_dir", str(dirs.debug)),
-        *_provenance_patch(config, 1),
+    """Patch the imported Inductor and Dynamo configs for the block (see torch_capture_env)."""
+    inductor = _inductor_config()
+    torch = _torch()
+    dynamo = torch if isinstance(torch, NotAvailable) else _attr(torch, "_dynamo.config")
+    wanted: list[tuple[ModuleType | NotAvailable, str, list[tuple[str, str, Any]]]] = [
+        (
+            inductor,
+            "torch._inductor.config",
+            [
+                ("", "force_disable_caches", True),
+                ("trace", "enabled", True),
+                ("trace", "debug_dir", str(dirs.debug)),
+                *(() if isinstance(inductor, NotAvailable) else _provenance_patch(inductor, 1)),
+                *((("cpp", "enable_kernel_profile", True),) if kernel_profile else ()),
+            ],
+        ),
+        # trace.enabled also makes Dynamo write debug logs under its own debug root (the
+        # current folder by default): keep those in the variant folder too.
+        (dynamo, "torch._dynamo.config", [("", "debug_dir_root", str(dirs.debug))]),
     ]
-    if kernel_profile:
-        changes.append(("cpp", "enable_kernel_profile", True))
-    with _patched(config, changes) as applied:
-        done = {a.path.removeprefix("torch._inductor.config.") for a in applied}
-        unavailable = [
-            NotAvailable(f"torch._inductor.config.{g + '.' if g else ''}{n} does not exist")
-            for g, n, _ in changes
-            if (f"{g}.{n}" if g else n) not in done
-        ]
+    applied: list[ConfigSetting] = []
+    unavailable: list[NotAvailable] = []
+    with contextlib.ExitStack() as stack:
+        for config, where, changes in wanted:
+            if isinstance(config, NotAvailable):
+                unavailable.append(config)
+                continue
+            done = stack.enter_context(_patched(config, changes, where))
+            applied.extend(done)
+            paths = {a.path for a in done}
+            unavailable.extend(
+                NotAvailable(f"{path} does not exist")
+                for g, n, _ in changes
+                if (path := f"{where}.{g + '.' if g else ''}{n}") not in paths
+            )
         yield applied, unavailable
 
 
