@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness.hlo.clusters import Cluster
@@ -275,14 +275,3 @@ def summary(clusters: Iterable[Cluster]) -> dict[str, Any]:
             {"target": c.target, "epilogue": c.epilogue} for c in clusters if c.is_library
         ],
     }
-
-
-def kernel_names(clusters: Mapping[str, Sequence[Cluster]]) -> dict[str, list[str]]:
-    """Return Inductor kernel name -> the graphs that define it (names can repeat across
-    graphs: a recompile generates `triton_poi_fused_add_gelu_0` again)."""
-    out: dict[str, list[str]] = {}
-    for key, cs in clusters.items():
-        for c in cs:
-            if c.kind in ("triton", "cpp"):
-                out.setdefault(c.name, []).append(key)
-    return out
