@@ -26,7 +26,6 @@ from harness.summary import (
     CompilePass,
     Cost,
     Fingerprint,
-    Gemm,
     Hlo,
     Identity,
     LibraryCall,
