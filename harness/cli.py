@@ -12,6 +12,7 @@ import difflib
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from absl import app, flags, logging
 
@@ -121,3 +122,21 @@ def no_extra_arguments(argv: Sequence[str]) -> None:
     """Raises UsageError for positional arguments an entry point does not take."""
     if len(argv) > 1:
         raise UsageError(f"unexpected argument {argv[1][:80]!r}; see --helpfull")
+
+
+def run_folder(value: str, flag: str, need: str = "summary.json") -> Path:
+    """Returns the run folder a flag names, resolved; a UsageError for anything else.
+
+    `latest` is a link to a sibling run; a link that leads out of its own folder (a planted
+    `latest`) is refused, so nothing is ever written where the link points.
+    """
+    path = Path(value)
+    if path.is_symlink() and path.resolve().parent != path.parent.resolve():
+        raise UsageError(
+            f"{flag}={value} is a link to {path.resolve()}, outside its own folder; "
+            "name the run folder itself"
+        )
+    real = path.resolve()
+    if not (real / need).is_file():
+        raise UsageError(f"{flag}={value}: no {need} there, not a finished run folder")
+    return real

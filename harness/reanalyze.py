@@ -7,7 +7,6 @@ No JAX runs: useful after the analyzers improve, or on a run captured on another
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from absl import flags
 
@@ -19,10 +18,8 @@ def main(argv: Sequence[str]) -> int:
     from harness.config.schema import build_experiment
 
     cli.no_extra_arguments(argv)
-    workdir = Path(flags.FLAGS.run).resolve()
+    workdir = cli.run_folder(flags.FLAGS.run, "--run", need="manifest.json")
     manifest_path = workdir / "manifest.json"
-    if not manifest_path.is_file():
-        raise cli.UsageError(f"{flags.FLAGS.run}: not a run folder (no manifest.json)")
     try:
         manifest = io.read_json(manifest_path)
         config = manifest["config"]

@@ -296,6 +296,8 @@ def _progress(
 def _fresh_variant_dir(workdir: Path, name: str) -> Path:
     """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there."""
     variants = workdir / "variants"
+    if variants.is_symlink():  # planted: replace the link, never write through it
+        variants.unlink()
     variants.mkdir(exist_ok=True)
     if (variants / name).is_symlink():  # never follow a planted link out of the run folder
         (variants / name).unlink()
@@ -493,101 +495,141 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         return _run(config, workdir, session, resume)
 
 
-def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) -> int:
+ENVIRONMENT_FAULT = 1  # disk full, a read-only folder: the run could not go on
+
+
+def _stage(name: str) -> None:
+    """Says which stage the run is in, so a user (and a test) sees where time goes."""
+    print(f"-- {name}", flush=True)
+
+
+def _capture_plan(
+    exp: Experiment, workdir: Path, platform: str, resume: bool
+) -> tuple[dict[str, CaptureRecord], list[str]]:
+    """Returns the records already decided (skipped here, kept from an interrupted run) and the
+    variants still to capture, in config order; skipped variants get their result.json now."""
+    records: dict[str, CaptureRecord] = {}
+    todo = []
+    selected = exp.selected_variants
+    for i, v in enumerate(selected, 1):
+        if platform not in v.platforms:
+            vdir = _fresh_variant_dir(workdir, v.name)
+            record = CaptureRecord(
+                status="skipped",
+                reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}",
+                mode=v.mode,
+                module=None,
+            )
+            io.write_json(vdir / RESULT_FILE, to_json(record))
+            records[v.name] = record
+            _progress(i, len(selected), v.name, record)
+            continue
+        kept = kept_record(workdir, v.name) if resume else None
+        if kept is not None:
+            records[v.name] = kept
+            _progress(i, len(selected), v.name, kept, kept=True)
+            continue
+        todo.append(v.name)
+    return records, todo
+
+
+def _stages(
+    config: LoadedConfig, workdir: Path, session: Session, resume: bool, seconds: dict[str, float]
+) -> Any:
+    """Runs capture, timing, analysis and report; records each stage's seconds; returns the
+    summary."""
     exp = config.experiment
     platform = session.platform
-    manifest = manifest_for(config, workdir, session.environment)
-    if resume and (workdir / "manifest.json").exists():
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            manifest["started"] = io.read_json(workdir / "manifest.json").get(
-                "started", manifest["started"]
-            )
-        manifest["resumed"] = io.utc_now()
-    io.write_json(workdir / "manifest.json", manifest)
-    note = io.point_latest(workdir)
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-
-    stages: dict[str, float] = {}
-    status = "complete"
     clock = time.perf_counter()
-    selected = exp.selected_variants
-    records: dict[str, CaptureRecord] = {}
+    records, todo = _capture_plan(exp, workdir, platform, resume)
+    per_variant = exp.capture.isolation == "per_variant" or (
+        exp.capture.isolation == "auto" and platform == "gpu"
+    )
+    supervisor = Supervisor(session, workdir, exp)
+    numbers = {v.name: i for i, v in enumerate(exp.selected_variants, 1)}
+    records.update(supervisor.capture(todo, per_variant, numbers, len(numbers)))
+    seconds["capture_s"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    timed = [
+        v.name
+        for v in exp.selected_variants
+        if v.name in records
+        and records[v.name].status == "ok"
+        and not records[v.name].expected_error
+    ]
+    _stage(f"timing {len(timed)} variants together")
+    cache = workdir.parent.parent / ".cache" / "ceilings.json" if platform == "cpu" else None
+    with io.writes_confined_to(workdir.parent.parent / ".cache"):
+        supervisor.ceilings_and_timing(timed, cache)
+    session.worker.close(workdir)
+    seconds["timing_s"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    _stage("analysis")
+    summary = finalize(workdir, exp)
+    seconds["analysis_s"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    _stage("report")
+    write_report(workdir)
+    seconds["report_s"] = time.perf_counter() - clock
+    return summary
+
+
+def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) -> int:
+    exp = config.experiment
+    manifest = manifest_for(config, workdir, session.environment)
+    seconds: dict[str, float] = {}
     try:
         with interruptible():
-            todo = []
-            for i, v in enumerate(selected, 1):
-                if platform not in v.platforms:
-                    vdir = _fresh_variant_dir(workdir, v.name)
-                    record = CaptureRecord(
-                        status="skipped",
-                        reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}",
-                        mode=v.mode,
-                        module=None,
-                    )
-                    io.write_json(vdir / RESULT_FILE, to_json(record))
-                    records[v.name] = record
-                    _progress(i, len(selected), v.name, record)
-                    continue
-                kept = kept_record(workdir, v.name) if resume else None
-                if kept is not None:
-                    records[v.name] = kept
-                    _progress(i, len(selected), v.name, kept, kept=True)
-                    continue
-                todo.append(v.name)
-            per_variant = exp.capture.isolation == "per_variant" or (
-                exp.capture.isolation == "auto" and platform == "gpu"
-            )
-            supervisor = Supervisor(session, workdir, exp)
-            numbers = {v.name: i for i, v in enumerate(selected, 1)}
-            records.update(supervisor.capture(todo, per_variant, numbers, len(selected)))
-            stages["capture_s"] = time.perf_counter() - clock
-            clock = time.perf_counter()
-            timed = [n for n, r in records.items() if r.status == "ok" and r.expected_error is None]
-            timed = [v.name for v in selected if v.name in timed]
-            cache = None
-            if platform == "cpu":
-                cache = workdir.parent.parent / ".cache" / "ceilings.json"
-            with io.writes_confined_to(workdir.parent.parent / ".cache"):
-                supervisor.ceilings_and_timing(timed, cache)
-            stages["timing_s"] = time.perf_counter() - clock
-            clock = time.perf_counter()
-            session.worker.close(workdir)
-            summary = finalize(workdir, exp)
-            stages["analysis_s"] = time.perf_counter() - clock
-            clock = time.perf_counter()
-            write_report(workdir)
-            stages["report_s"] = time.perf_counter() - clock
+            if resume and (workdir / "manifest.json").exists():
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    before = io.read_json(workdir / "manifest.json")
+                    manifest["started"] = before.get("started", manifest["started"])
+                manifest["resumed"] = io.utc_now()
+            io.write_json(workdir / "manifest.json", manifest)
+            note = io.point_latest(workdir)
+            if note:
+                print(f"note: {note}", file=sys.stderr)
+            summary = _stages(config, workdir, session, resume, seconds)
     except (KeyboardInterrupt, Interrupted) as e:
-        status = "interrupted"
         session.worker.kill()
-        manifest.update(status=status, finished=io.utc_now())
-        io.write_json(workdir / "manifest.json", manifest)
         kept = sum(
             1
-            for v in selected
-            if platform in v.platforms and kept_record(workdir, v.name) is not None
+            for v in exp.selected_variants
+            if session.platform in v.platforms and kept_record(workdir, v.name) is not None
         )
+        recorded = _record_end(workdir, manifest, "interrupted")
         print(
-            f"interrupted ({e or 'SIGINT'}): {kept} of {len(selected)} variants kept; "
-            f"finish with --resume={workdir.name}",
+            f"interrupted ({e or 'SIGINT'}): {kept} of {len(exp.selected_variants)} variants kept"
+            + (
+                f"; finish with --resume={workdir.name}"
+                if recorded
+                else "; the run's state could not be recorded"
+            ),
             file=sys.stderr,
             flush=True,
         )
         return 130
+    except OSError as e:  # disk full, a read-only folder, a name too long
+        session.worker.kill()
+        recorded = _record_end(workdir, manifest, "failed", reason=f"{e.strerror or e}")
+        where = f"{e.filename}: " if e.filename else ""
+        tail = (
+            f"; finished variants are kept: fix it and finish with --resume={workdir.name}"
+            if recorded
+            else "; the run's state could not be recorded"
+        )
+        print(f"error: {where}{e.strerror or e}{tail}", file=sys.stderr, flush=True)
+        return ENVIRONMENT_FAULT
     failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
-    manifest.update(
-        status="failed" if failed else status,
-        finished=io.utc_now(),
-        stages_s=stages,
-        workers=session.workers,
-    )
-    io.write_json(workdir / "manifest.json", manifest)
-    total = sum(stages.values())
+    manifest.update(stages_s=seconds, workers=session.workers)
+    _record_end(workdir, manifest, "failed" if failed else "complete")
     print(
         "time: "
-        + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in stages.items())
-        + f" (total {total:.1f} s)",
+        + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in seconds.items())
+        + f" (total {sum(seconds.values()):.1f} s)",
         flush=True,
     )
     print(f"report: {workdir / 'report.md'}", flush=True)
@@ -599,6 +641,18 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
         )
         return 1
     return 0
+
+
+def _record_end(workdir: Path, manifest: dict[str, Any], status: str, reason: str = "") -> bool:
+    """Writes the manifest's final status; returns False when even that cannot be written."""
+    manifest.update(status=status, finished=io.utc_now())
+    if reason:
+        manifest["reason"] = reason
+    try:
+        io.write_json(workdir / "manifest.json", manifest)
+    except OSError:
+        return False
+    return True
 
 
 def finalize(workdir: Path, exp: Experiment) -> Any:

@@ -39,12 +39,30 @@ def results_root(value: str) -> Path:
     return root
 
 
+_CREATED: list[Path] = []
+
+
 def new_run(root: Path, config: LoadedConfig) -> Path:
     """Creates and returns a fresh run folder for the experiment."""
     try:
-        return io.new_run_dir(root, config.experiment.experiment)
+        workdir = io.new_run_dir(root, config.experiment.experiment)
     except ValueError as e:
         raise ConfigError(f"flag --results_root={root}", "experiment", str(e)) from e
+    _CREATED.append(workdir)
+    return workdir
+
+
+def abandon() -> None:
+    """Removes run folders this process created that hold no manifest yet (an interrupt
+    between creating the folder and starting the run): no empty folder is left behind."""
+    for workdir in _CREATED:
+        try:
+            if workdir.is_dir() and not (workdir / "manifest.json").exists():
+                for child in workdir.iterdir():
+                    child.unlink()  # only the lock file can be there
+                workdir.rmdir()
+        except OSError:
+            pass
 
 
 def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:

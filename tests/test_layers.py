@@ -24,6 +24,7 @@ LIBRARIES = (
     "harness.stats",
     "harness.precision",
     "harness.cli",
+    "harness.textsafety",
     "harness.config",
     "harness.hlo",
     "harness.profile",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io as stdio
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,6 +97,8 @@ def analytic_flops(variant: Variant) -> float:
 
 def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured:
     """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
+    if variant.mode == "test_abort":  # a test of crash isolation: die as an XLA CHECK would
+        os.abort()
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
     fn = expression.build_function(variant)
     inputs = expression.inputs_for(variant.problem, exp.seed)

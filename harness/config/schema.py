@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import types
 import typing
@@ -27,6 +28,9 @@ MODES = (
     "jit_python_branch",
     "jit_lax_cond",
 )
+# Modes that exist to test the harness itself: `test_abort` kills the capture process with
+# SIGABRT, as an XLA CHECK failure would. They are refused unless HARNESS_TEST_MODES=1.
+TEST_MODES = ("test_abort",)
 PLATFORMS = ("cpu", "gpu", "tpu")
 ISOLATION = ("auto", "shared", "per_variant")
 # Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after
@@ -282,7 +286,8 @@ def validate_experiment(e: Experiment, source: str) -> None:
                 f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
             )
         seen.add(v.name)
-        _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
+        allowed = MODES + (TEST_MODES if os.environ.get("HARNESS_TEST_MODES") == "1" else ())
+        _choice(source, f"variants.{v.name}.mode", v.mode, allowed)
         validate_problem(v.problem, source, f"variants.{v.name}.problem")
         if not v.platforms:
             raise ConfigError(

@@ -6,7 +6,6 @@ Reads only the run folder; jax is never imported.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from absl import flags
 
@@ -18,10 +17,7 @@ def main(argv: Sequence[str]) -> int:
     from harness.report.markdown import write_report
 
     cli.no_extra_arguments(argv)
-    run = Path(flags.FLAGS.run)
-    if not (run / "summary.json").is_file():
-        raise cli.UsageError(f"--run={run}: no summary.json there, not a finished run folder")
-    real = run.resolve()
+    real = cli.run_folder(flags.FLAGS.run, "--run")
     with io.writes_confined_to(real):
         path = write_report(real)
     print(f"report: {path}")

@@ -305,12 +305,10 @@ def main(argv: Sequence[str]) -> int:
     a, b, out = flags.FLAGS.a, flags.FLAGS.b, flags.FLAGS.out
     if not a or not b or not out:
         raise cli.UsageError("--a, --b and --out are required")
-    for flag, run in (("--a", a), ("--b", b)):
-        if not (Path(run) / "summary.json").is_file():
-            raise cli.UsageError(f"{flag}={run}: no summary.json there, not a finished run folder")
+    ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
     target = io.claim_output(Path(out), "compare")
     with io.writes_confined_to(target):
-        md, html = compare_runs(Path(a), Path(b), target)
+        md, html = compare_runs(ra, rb, target)
     print(f"comparison: {md}\nhtml:       {html}")
     return 0
 

@@ -56,7 +56,7 @@ def main(argv: Sequence[str]) -> int:
     run, to = flags.FLAGS.run, flags.FLAGS.to
     if not run or not to:
         raise cli.UsageError("--run and --to are required")
-    copied = export(Path(run), Path(to))
+    copied = export(cli.run_folder(run, "--run"), Path(to))
     with io.writes_confined_to(Path(to)):
         write_report(Path(to))
     size = sum(p.stat().st_size for p in Path(to).rglob("*") if p.is_file())

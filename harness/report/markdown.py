@@ -36,6 +36,9 @@ def write_report(workdir: Path) -> Path:
     <results>/<experiment>/<run_id> layout. Returns the path of report.md.
     """
     run = data.load_run(workdir)
+    for own in ("plots", "report.md", "report.html", "index.html"):
+        if (run.path / own).is_symlink():  # planted: replace the link, never write through it
+            (run.path / own).unlink()
     outcomes = plots.save_plots(run, run.path / "plots", plot_formats(run))
     md, html = render(run, outcomes)
     io.write_text(run.path / "report.html", html)
