@@ -9,6 +9,7 @@ debugging the harness itself.
 from __future__ import annotations
 
 import difflib
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -89,8 +90,17 @@ def guarded(main: Callable[[Sequence[str]], int]) -> Callable[[Sequence[str]], i
 def start(main: Callable[[Sequence[str]], int], known_only: bool = False) -> None:
     """Runs `main` as an absl app and exits with its status."""
     body = guarded(main)
+
+    def run(argv: list[str]) -> None:
+        code = body(argv)
+        # The work is done: a late Ctrl-C (the second of a double press) must not kill the
+        # interpreter while it shuts down, which Python lets the default handler do.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(code)
+
     try:
-        app.run(lambda argv: sys.exit(body(argv)), flags_parser=_parser(known_only))
+        app.run(run, flags_parser=_parser(known_only))
     except KeyboardInterrupt:
         sys.exit(INTERRUPTED)
 
@@ -140,3 +150,19 @@ def run_folder(value: str, flag: str, need: str = "summary.json") -> Path:
     if not (real / need).is_file():
         raise UsageError(f"{flag}={value}: no {need} there, not a finished run folder")
     return real
+
+
+def define_string(name: str, default: str | None, help_text: str) -> None:
+    """Defines a string flag unless an entry point already has (tests run several in one process)."""
+    if name not in flags.FLAGS:
+        flags.DEFINE_string(name, default, help_text)
+
+
+def define_integer(name: str, default: int | None, help_text: str) -> None:
+    if name not in flags.FLAGS:
+        flags.DEFINE_integer(name, default, help_text)
+
+
+def define_enum(name: str, default: str, values: list[str], help_text: str) -> None:
+    if name not in flags.FLAGS:
+        flags.DEFINE_enum(name, default, values, help_text)

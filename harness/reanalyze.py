@@ -33,6 +33,10 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+def define_flags() -> None:
+    cli.define_string("run", "results/gelu/latest", "The run folder to analyze again.")
+
+
 if __name__ == "__main__":
-    flags.DEFINE_string("run", "results/gelu/latest", "The run folder to analyze again.")
+    define_flags()
     cli.start(main)

@@ -46,13 +46,15 @@ class Interrupted(Exception):
 
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
-    """Turns SIGINT and SIGTERM into Interrupted for the block; a second signal is ignored
-    while the first is being handled, so a double Ctrl-C still ends cleanly."""
+    """Turns SIGINT and SIGTERM into Interrupted for the block. From the first signal on, both
+    are ignored for the rest of the process, so a double Ctrl-C still ends cleanly."""
+    fired: list[int] = []
 
     def handler(signum: int, frame: Any) -> None:
         del frame
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        fired.append(signum)
         raise Interrupted(signal.Signals(signum).name)
 
     previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
@@ -61,8 +63,9 @@ def interruptible() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        if not fired:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
 
 
 # --- the worker process -----------------------------------------------------------------------

@@ -19,14 +19,12 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    flags.DEFINE_string("dump", None, "XLA dump folder or one HLO text file.")
-    flags.DEFINE_string("out", None, "Output folder; one subfolder per module.")
-    flags.DEFINE_string("module", "", "Only modules whose key matches this regex.")
-    flags.DEFINE_string(
-        "xplane", None, "A jax.profiler profile (.xplane.pb or its folder) to match."
-    )
-    flags.DEFINE_integer("steps", None, "Steps the profile holds, when it has no step markers.")
-    flags.DEFINE_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
+    cli.define_string("dump", None, "XLA dump folder or one HLO text file.")
+    cli.define_string("out", None, "Output folder; one subfolder per module.")
+    cli.define_string("module", "", "Only modules whose key matches this regex.")
+    cli.define_string("xplane", None, "A jax.profiler profile (.xplane.pb or its folder).")
+    cli.define_integer("steps", None, "Steps the profile holds, when it has no step markers.")
+    cli.define_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
 def main(argv: Sequence[str]) -> int:

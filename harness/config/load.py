@@ -67,8 +67,9 @@ def safe_yaml(text: str, source: str) -> Any:
     depth = _bracket_depth(text)
     if depth > MAX_YAML_DEPTH:
         raise ConfigError(source, "", f"nests {depth} levels deep; at most {MAX_YAML_DEPTH}")
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -89,7 +90,8 @@ def safe_yaml(text: str, source: str) -> Any:
     except RecursionError:
         raise ConfigError(source, "", f"nests too deep; at most {MAX_YAML_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _bracket_depth(text: str) -> int:

@@ -25,6 +25,10 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+def define_flags() -> None:
+    cli.define_string("run", "results/gelu/latest", "A run folder.")
+
+
 if __name__ == "__main__":
-    flags.DEFINE_string("run", "results/gelu/latest", "A run folder.")
+    define_flags()
     cli.start(main)

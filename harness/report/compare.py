@@ -313,14 +313,17 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from absl import flags
-
+def define_flags() -> None:
+    """Flags are defined only by an entry point, so importing this module never clashes."""
     from harness import cli
 
-    # Flags are defined only when this module is the entry point, so importing it elsewhere
-    # (a test, another tool) never clashes with their flags.
-    flags.DEFINE_string("a", None, "First run folder.")
-    flags.DEFINE_string("b", None, "Second run folder.")
-    flags.DEFINE_string("out", None, "Folder for compare.md and compare.html.")
+    cli.define_string("a", None, "First run folder.")
+    cli.define_string("b", None, "Second run folder.")
+    cli.define_string("out", None, "Folder for compare.md and compare.html.")
+
+
+if __name__ == "__main__":
+    from harness import cli
+
+    define_flags()
     cli.start(main)

@@ -64,11 +64,15 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from absl import flags
-
+def define_flags() -> None:
     from harness import cli
 
-    flags.DEFINE_string("run", None, "The run folder to copy.")
-    flags.DEFINE_string("to", None, "The folder to create, e.g. results/reference/h200.")
+    cli.define_string("run", None, "The run folder to copy.")
+    cli.define_string("to", None, "The folder to create, e.g. results/reference/h200.")
+
+
+if __name__ == "__main__":
+    from harness import cli
+
+    define_flags()
     cli.start(main)
