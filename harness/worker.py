@@ -68,11 +68,13 @@ class Worker:
         self.calls: dict[str, Callable[[], Any]] = {}
 
     def hello(self, job: dict[str, Any]) -> None:
-        from harness.capture import environment, preflight
+        from harness.capture import environment, mesh, preflight
         from harness.config.schema import ConfigError, build_experiment
 
         self.exp = build_experiment(job["config"], job.get("source", "config"))
-        self.environment = environment.describe()
+        # Before the first device query: jax fixes its CPU device count when it starts.
+        forced = mesh.request_host_devices(self.exp.cpu_devices)
+        self.environment = {**environment.describe(), "host_devices": forced}
         self.platform = self.environment["platform"]
         limit, where = preflight.device_memory()
         send("hello", environment=self.environment, memory=[limit, where])
@@ -170,6 +172,8 @@ class Worker:
 
 def main(argv: list[str]) -> int:
     global EVENTS
+    # NVLink multicast (NVLS) stays off in every worker, whatever the caller's environment.
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
     EVENTS = os.fdopen(int(argv[1]), "w", buffering=1)
     _die_with_parent()
     signal.signal(signal.SIGINT, _quiet_exit)

@@ -3,6 +3,7 @@
     analyze_run(workdir, exp)   every variant's sections, then the comparisons over the run
     modules                     HLO modules into fusions.json, cost.json, passes.json
     sections                    one producer per summary section
+    comm                        the communication of a sharded variant (its `comm` section)
     dump                        any program's dump folder (python -m harness.analyze)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder, stats
-from harness.analyze import sections
+from harness.analyze import comm, sections
 from harness.config.schema import Experiment, Variant
 from harness.hlo.diverge import first_divergence
 from harness.records import SchemaError, from_json
@@ -127,6 +128,9 @@ def analyze_variant(
     profile, kernels = _guarded(
         errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
     )
+    comm_ = _guarded(
+        errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
+    )
     summary = VariantSummary(
         identity=ident,
         timing=timing,
@@ -137,6 +141,7 @@ def analyze_variant(
                 ("hlo", hlo),
                 ("cost", cost),
                 ("profile", profile),
+                ("comm", comm_),
             )
             if val is not None
         },
@@ -294,7 +299,16 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             **{
                 **{
                     f: getattr(s, f)
-                    for f in ("identity", "timing", "compile", "hlo", "cost", "profile", "numerics")
+                    for f in (
+                        "identity",
+                        "timing",
+                        "compile",
+                        "hlo",
+                        "cost",
+                        "profile",
+                        "numerics",
+                        "comm",
+                    )
                 }
             },
             comparison=comparison,
