@@ -143,6 +143,7 @@ class Worker:
 
     def time(self, job: dict[str, Any]) -> None:
         from harness import io
+        from harness.capture import mesh
         from harness.capture.variant import compile_for_timing
         from harness.records import to_json
         from harness.timing import stage
@@ -156,6 +157,11 @@ class Worker:
                 self.calls[name] = call
                 if note:
                     notes[name] = note
+        if mesh.blocks_every_call():
+            notes = {
+                n: "; ".join(filter(None, (notes.get(n), mesh.BLOCKING_NOTE)))
+                for n in job["variants"]
+            }
         buffer = stdio.StringIO()
         with contextlib.redirect_stdout(buffer):  # host callbacks print on every call
             record = stage.run(

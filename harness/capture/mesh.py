@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 from harness.config.schema import Variant
 
@@ -50,3 +52,28 @@ def unavailable(variant: Variant) -> str | None:
         f"its mesh {list(variant.sharding.mesh)} needs {need} devices; "
         f"this {jax.default_backend()} process has {have}"
     )
+
+
+BLOCKING_NOTE = (
+    "blocked per call: on a CPU with several devices XLA deadlocks at a collective's "
+    "rendezvous when many multi-device executions are in flight at once, so in such a "
+    "process every call waits for the one before"
+)
+
+
+def blocks_every_call() -> bool:
+    """True in a CPU process with several devices, where each call must finish before the next
+    starts (BLOCKING_NOTE); the timing rounds then time blocked calls for every variant alike."""
+    import jax
+
+    return jax.default_backend() == "cpu" and jax.device_count() > 1
+
+
+def blocking(call: Callable[[], Any]) -> Callable[[], Any]:
+    """Returns `call` made to wait for its own result."""
+    import jax
+
+    def blocked() -> Any:
+        return jax.block_until_ready(call())
+
+    return blocked

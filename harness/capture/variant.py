@@ -25,7 +25,7 @@ from typing import Any
 import jax
 
 from harness import io, ladder
-from harness.capture import dumping, measure
+from harness.capture import dumping, measure, mesh
 from harness.config.schema import Experiment, Variant
 from harness.summary import CaptureRecord, ExpectedError, Numerics, Pauses, Recompile, XlaCost
 from harness.variants import expression, sharded
@@ -98,9 +98,7 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
     if variant.sharding.enabled:
-        from harness.capture.mesh import unavailable
-
-        reason = unavailable(variant)
+        reason = mesh.unavailable(variant)
         if reason is not None:
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
@@ -122,6 +120,8 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     record = dataclasses.replace(
         record, callback_lines=len(printed.splitlines()), wall_s=time.perf_counter() - started
     )
+    if call is not None and mesh.blocks_every_call():
+        call = mesh.blocking(call)
     return Captured(record, call)
 
 
@@ -354,4 +354,8 @@ def compile_for_timing(
             if same
             else "; its optimized HLO DIFFERS from the captured one (autotuning chose anew?)"
         )
-    return (lambda: compiled(*args)), note
+
+    def call() -> Any:
+        return compiled(*args)
+
+    return (mesh.blocking(call) if mesh.blocks_every_call() else call), note
