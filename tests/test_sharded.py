@@ -344,3 +344,23 @@ def test_the_partition_id_memset_counts_as_attributed_compute(tmp_path: Path) ->
     c, _ = gpu_comm(tmp_path, "n_sharded_replicated_out", "n_replicated")
     assert [x.opcode for x in c.collectives] == ["all-gather"]
     assert c.matched_fraction == 1.0 and c.collective_matched_fraction == 1.0
+
+
+def test_the_options_that_change_communication_are_known_to_the_installed_jaxlib() -> None:
+    from harness.capture import preflight
+
+    exp = load("gelu_h200x2.yaml").experiment
+    tried: list[str] = []
+    preflight.check_options(exp, "gpu", lambda key, options: tried.append(key))
+    assert {
+        "variants.ag_windowed.xla_options.xla_gpu_threshold_for_windowed_einsum_mib",
+        "variants.ag_windowed.xla_options.xla_gpu_multi_streamed_windowed_einsum",
+        "variants.k_replicated_lhs.xla_options.xla_gpu_enable_latency_hiding_scheduler",
+        "variants.k_replicated_sync.xla_options.xla_gpu_disable_async_collectives",
+    } <= set(tried)
+    # An older name of the async switch is gone: preflight names the key that set it.
+    old = "variants.k_replicated_sync.xla_options.xla_gpu_enable_async_collectives"
+    exp = load("gelu_h200x2.yaml", [f"--config.{old}=false"]).experiment
+    with pytest.raises(ConfigError, match="No such compile option") as err:
+        preflight.check_options(exp, "gpu", lambda key, options: None)
+    assert err.value.key == old
