@@ -343,7 +343,8 @@ class Comm:
         "every collective of the optimized HLO (comm.json has all their fields)", ()
     )
     sent_bytes_per_call: int | None = doc(
-        "bytes each device sends per call of the program: the sum of `sent_bytes`"
+        "bytes each device sends per call of the program: the sum of `sent_bytes` (a "
+        "collective inside a loop counted once)"
     )
     compute_per_step_s: float | None = doc("compute per step, mean over devices")
     communication_per_step_s: float | None = doc("communication per step, mean over devices")

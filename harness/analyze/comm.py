@@ -122,23 +122,19 @@ def scaling(
     a = timed.variants.get(ref.name) if timed else None
     b = timed.variants.get(v.name) if timed else None
     if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
-        return Scaling(against=ref.name, devices=devices, speedup=None, speedup_ci95=None,
-                       efficiency=None, efficiency_ci95=None), (
-            f"no paired timing rounds of {v.name} and {ref.name}"
-        )  # fmt: skip
+        unmeasured = Scaling(ref.name, devices, None, None, None, None)
+        return unmeasured, f"no paired timing rounds of {v.name} and {ref.name}"
     est = stats.ratio_estimate(a.round_step_s, b.round_step_s)
     lo, hi = est.ci95
-    return (
-        Scaling(
-            against=ref.name,
-            devices=devices,
-            speedup=est.ratio,
-            speedup_ci95=(lo, hi),
-            efficiency=est.ratio / devices,
-            efficiency_ci95=(lo / devices, hi / devices),
-        ),
-        None,
+    measured = Scaling(
+        against=ref.name,
+        devices=devices,
+        speedup=est.ratio,
+        speedup_ci95=(lo, hi),
+        efficiency=est.ratio / devices,
+        efficiency_ci95=(lo / devices, hi / devices),
     )
+    return measured, None
 
 
 def _summaries(
