@@ -12,6 +12,7 @@ run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -295,25 +296,8 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             if s.timing.step_s
             else None,
         )
-        out[name] = VariantSummary(
-            **{
-                **{
-                    f: getattr(s, f)
-                    for f in (
-                        "identity",
-                        "timing",
-                        "compile",
-                        "hlo",
-                        "cost",
-                        "profile",
-                        "numerics",
-                        "comm",
-                    )
-                }
-            },
-            comparison=comparison,
-            analysis_errors=tuple(errors),
-        )
+        # Every section as analyzed, with the comparisons over the run added.
+        out[name] = dataclasses.replace(s, comparison=comparison, analysis_errors=tuple(errors))
     return RunSummary(
         schema_version=SCHEMA_VERSION,
         experiment=exp.experiment,
