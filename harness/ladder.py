@@ -132,6 +132,8 @@ def classify(rest: str) -> tuple[str, str] | None:
     """
     if rest == "before_optimizations.txt":
         return "hlo_before", ""
+    if rest == "after_spmd_partitioner.txt":  # the summary dump, written without per-pass dumps
+        return "spmd", ""
     m = _PASS_FILE.match(rest)
     if m:
         if m["pass"] == "spmd-partitioning":
@@ -180,11 +182,20 @@ class LadderWriter:
         io.copy_file(source, self._target(stage, name))
 
     def module(self, module: DumpModule) -> None:
-        """Copies one compiled module's XLA dump files into their stages."""
+        """Copies one compiled module's XLA dump files into their stages.
+
+        The SPMD partitioner's per-pass dump is both the `spmd` stage and a pass of the
+        pass timeline, so the timeline runs across the partitioning.
+        """
+        per_pass = any(_PASS_FILE.match(rest) for rest, _ in module.files)
         for rest, path in module.files:
             found = classify(rest)
-            if found is not None:
-                self.copy(found[0], path, found[1])
+            if found is None or (found[0] == "spmd" and per_pass and not _PASS_FILE.match(rest)):
+                continue  # with per-pass dumps, the partitioner's own pass file is the stage
+            self.copy(found[0], path, found[1])
+            m = _PASS_FILE.match(rest)
+            if found[0] == "spmd" and m:
+                self.copy("passes", path, f"{m['index']}.{m['pipeline']}.{m['pass']}.txt")
 
     def recompile(self, module: DumpModule) -> None:
         """Copies the optimized HLO of the new-shape recompile."""

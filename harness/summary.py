@@ -1,7 +1,7 @@
 """The results contract: summary.json, defined once as frozen dataclasses, one section per concern.
 
 A run's summary.json is a `RunSummary`: run-level facts and, per variant, a `VariantSummary`
-made of sections (identity, timing, compile, hlo, cost, profile, numerics, comparison). Each
+made of sections (identity, timing, compile, hlo, cost, profile, numerics, comm, comparison). Each
 section has exactly one producer, a function of the analysis stage that reads the saved files
 (harness.analyze.sections), so no key is ever written twice. The report, compare and the
 results index read summaries only through `load_summary`, which validates every value and
@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.records import EMPTY, Plain, SchemaError, doc, from_json, markdown_table, to_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -260,6 +260,115 @@ class Profile:
     )
 
 
+# --- comm -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CollectiveSummary:
+    name: str = doc("the HLO instruction that runs it (an async pair's `-start`)")
+    opcode: str = doc(
+        "`all-reduce`, `all-gather`, `reduce-scatter`, `collective-permute`, `all-to-all`, ..."
+    )
+    replica_groups: tuple[tuple[int, ...], ...] = doc(
+        "the groups of logical ids (partitions) that communicate", ()
+    )
+    device_groups: tuple[tuple[int, ...], ...] = doc(
+        "the same groups as device ids, through the mesh's device assignment", ()
+    )
+    participants: int = doc("devices in each group")
+    dtype: str = doc("element type of the payload")
+    in_shape: str = doc("its operand shapes on one device")
+    out_shape: str = doc("its result shape on one device")
+    payload_bytes: int = doc("N: the bytes the ring model is applied to (`model`)")
+    sent_bytes: int = doc("bytes each device sends per call under the ring model")
+    received_bytes: int = doc("bytes each device receives per call")
+    model: str = doc("the byte model applied, e.g. `ring all-reduce: 2(P-1)/P * N_in`")
+    made_by: str = doc(
+        "what inserted it: `spmd-partitioner`, `later-pass` (a collective optimization after "
+        "partitioning), `program` (written in the program, e.g. shard_map's psum), "
+        "`compiler` (no partitioning stage to tell), `unknown`"
+    )
+    pass_name: str = doc("the pass whose dump first shows it, where per-pass dumps say", "")
+    op_name: str = doc("the source op (jax's op_name metadata)", "")
+    source: str = doc("the source file and line", "")
+    time_per_step_s: float | None = doc("its measured time per step, mean over devices")
+    events_per_step: float | None = doc("profiled events per device and step (1: one kernel)")
+    achieved_bytes_per_s: float | None = doc("`sent_bytes` / `time_per_step_s`")
+    link_expected_s: float | None = doc(
+        "`sent_bytes` over the run's measured link bandwidth (ceilings.json `link_bytes_per_s`)"
+    )
+    link_efficiency: float | None = doc(
+        "`link_expected_s` / `time_per_step_s`: 1.0 at the measured link speed"
+    )
+
+
+@dataclass(frozen=True)
+class DeviceComm:
+    device: int = doc("the device id")
+    events_per_step: float = doc("profiled events of this device per step")
+    compute_s: float = doc("union of its non-collective events per step")
+    communication_s: float = doc("union of its collective events per step")
+    overlapped_s: float = doc("communication hidden under compute on its other streams")
+    exposed_s: float = doc("communication no compute hides: `communication_s` − `overlapped_s`")
+    idle_s: float = doc("its span in the step (first start to last end) minus busy time")
+    busy_s: float = doc("union of all its events per step")
+
+
+@dataclass(frozen=True)
+class Scaling:
+    against: str = doc("the one-device variant of the same problem, timed in the same rounds")
+    devices: int = doc("devices this variant runs on")
+    speedup: float | None = doc("the one-device step over this step, median of paired rounds")
+    speedup_ci95: tuple[float, float] | None = doc("95% bootstrap interval of `speedup`")
+    efficiency: float | None = doc("`speedup` / `devices`")
+    efficiency_ci95: tuple[float, float] | None = doc("95% interval of `efficiency`")
+
+
+@dataclass(frozen=True)
+class Comm:
+    """A sharded variant's communication (producer: harness.analyze.comm)."""
+
+    devices: int | None = doc("devices in the variant's mesh")
+    mesh: tuple[int, ...] = doc("devices along each mesh axis", ())
+    axes: tuple[str, ...] = doc("the mesh axes' names", ())
+    specs: dict[str, Plain] = doc(
+        "the PartitionSpecs of x, w, b and out, and the output's sharding as jax reported it",
+        EMPTY,
+    )
+    shard_map: str | None = doc("the hand-written shard_map body (`psum`, `psum_scatter`), if any")
+    device_assignment: tuple[int, ...] = doc(
+        "the device id that runs each partition (`mesh.devices.flat`)", ()
+    )
+    collectives: tuple[CollectiveSummary, ...] = doc(
+        "every collective of the optimized HLO (comm.json has all their fields)", ()
+    )
+    sent_bytes_per_call: int | None = doc(
+        "bytes each device sends per call of the program: the sum of `sent_bytes` (a "
+        "collective inside a loop counted once)"
+    )
+    compute_per_step_s: float | None = doc("compute per step, mean over devices")
+    communication_per_step_s: float | None = doc("communication per step, mean over devices")
+    exposed_per_step_s: float | None = doc(
+        "exposed communication per step (no compute hides it), mean over devices"
+    )
+    idle_per_step_s: float | None = doc("idle time per step, mean over devices")
+    per_device: tuple[DeviceComm, ...] = doc("the same per device", ())
+    matched_fraction: float | None = doc(
+        "events of the steady window attributed to a cluster or a collective / all events"
+    )
+    collective_events: int | None = doc(
+        "events of the window that look like collectives (a collective opcode in their name "
+        "or hlo_op, or an NCCL kernel)"
+    )
+    collective_matched_fraction: float | None = doc(
+        "of those, the fraction attributed to one of the module's collectives"
+    )
+    link_bytes_per_s: float | None = doc("the run's measured link bandwidth (ceilings.json)")
+    link_source: str | None = doc("how it was measured")
+    scaling: Scaling | None = doc("speed against the one-device variant of the same problem")
+    notes: tuple[str, ...] = doc("what this analysis could not determine, and why", ())
+
+
 # --- numerics ---------------------------------------------------------------------------------
 
 
@@ -318,6 +427,7 @@ class VariantSummary:
     cost: Cost = doc("work, traffic and ceilings", Cost())
     profile: Profile = doc("the device timeline", Profile())
     numerics: Numerics = doc("against the float64 reference", Numerics())
+    comm: Comm = doc("communication, for a variant sharded over devices", Comm())
     comparison: Comparison = doc("against the other variants", Comparison())
     analysis_errors: tuple[str, ...] = doc(
         "analyses that failed for this variant (the run goes on)", ()
@@ -385,6 +495,18 @@ class XlaCost:
 
 
 @dataclass(frozen=True)
+class MeshRecord:
+    mesh: tuple[int, ...] = doc("devices along each mesh axis")
+    axes: tuple[str, ...] = doc("the axes' names")
+    devices: int = doc("devices in the mesh")
+    device_assignment: tuple[int, ...] = doc("the device id of each partition")
+    device_kind: str = doc("what the devices are")
+    specs: dict[str, str] = doc("PartitionSpec of x, w, b and out", EMPTY)
+    shard_map: str | None = doc("the shard_map body, if any")
+    output_sharding: str | None = doc("the result's PartitionSpec as jax reported it")
+
+
+@dataclass(frozen=True)
 class CaptureRecord:
     """One variant's raw capture: what the capture stage measured, before any analysis."""
 
@@ -404,6 +526,7 @@ class CaptureRecord:
     xla_cost: XlaCost | None = doc("XLA's cost analysis of the compiled program")
     flops_analytic: float | None = doc("2·rows·k·n")
     notes: tuple[str, ...] = doc("what the capture could not do, and why", ())
+    mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
 
 
 RESULT_FILE = "result.json"
@@ -675,7 +798,13 @@ def _migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-MIGRATIONS = {1: _migrate_v1}
+def _migrate_v2(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Returns version-3 data for version 2, which had no `comm` section (it defaults)."""
+    del source
+    return {**data, "schema_version": 3}
+
+
+MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
 
 
 def key_table() -> str:

@@ -68,11 +68,13 @@ class Worker:
         self.calls: dict[str, Callable[[], Any]] = {}
 
     def hello(self, job: dict[str, Any]) -> None:
-        from harness.capture import environment, preflight
+        from harness.capture import environment, mesh, preflight
         from harness.config.schema import ConfigError, build_experiment
 
         self.exp = build_experiment(job["config"], job.get("source", "config"))
-        self.environment = environment.describe()
+        # Before the first device query: jax fixes its CPU device count when it starts.
+        forced = mesh.request_host_devices(self.exp.cpu_devices)
+        self.environment = {**environment.describe(), "host_devices": forced}
         self.platform = self.environment["platform"]
         limit, where = preflight.device_memory()
         send("hello", environment=self.environment, memory=[limit, where])
@@ -141,6 +143,7 @@ class Worker:
 
     def time(self, job: dict[str, Any]) -> None:
         from harness import io
+        from harness.capture import mesh
         from harness.capture.variant import compile_for_timing
         from harness.records import to_json
         from harness.timing import stage
@@ -154,6 +157,11 @@ class Worker:
                 self.calls[name] = call
                 if note:
                     notes[name] = note
+        if mesh.blocks_every_call():
+            notes = {
+                n: "; ".join(filter(None, (notes.get(n), mesh.BLOCKING_NOTE)))
+                for n in job["variants"]
+            }
         buffer = stdio.StringIO()
         with contextlib.redirect_stdout(buffer):  # host callbacks print on every call
             record = stage.run(
@@ -170,6 +178,8 @@ class Worker:
 
 def main(argv: list[str]) -> int:
     global EVENTS
+    # NVLink multicast (NVLS) stays off in every worker, whatever the caller's environment.
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
     EVENTS = os.fdopen(int(argv[1]), "w", buffering=1)
     _die_with_parent()
     signal.signal(signal.SIGINT, _quiet_exit)

@@ -13,7 +13,7 @@ import pytest
 from mesh_helpers import MeshCapture, mesh_capture, x2, x2_module
 
 from harness.hlo.clusters import find_clusters
-from harness.hlo.collectives import find_collectives, id_clusters
+from harness.hlo.collectives import find_collectives
 from harness.hlo.parser import parse_file
 from harness.match.comm import (
     CommReport,
@@ -39,14 +39,11 @@ def gpu_events(variant: str) -> tuple[DeviceEvent, ...]:
     return read_events_and_markers(x2(variant) / "profile.xplane.pb")[0]
 
 
-def gpu_report(
-    variant: str, events: tuple[DeviceEvent, ...] | None = None, ids: bool = True
-) -> CommReport:
+def gpu_report(variant: str, events: tuple[DeviceEvent, ...] | None = None) -> CommReport:
     module = x2_module(variant)
-    clusters = find_clusters(module) + (id_clusters(module) if ids else ())
     return communication_report(
         gpu_events(variant) if events is None else events,
-        {module.name: clusters},
+        {module.name: find_clusters(module)},
         {module.name: find_collectives(module)},
     )
 
@@ -56,7 +53,7 @@ def live_report(live: MeshCapture, variant: str) -> tuple[CommReport, tuple[Devi
     events = read_events_and_markers(find_xplane(live.profile(variant)))[0]
     report = communication_report(
         events,
-        {module.name: find_clusters(module) + id_clusters(module)},
+        {module.name: find_clusters(module)},
         {module.name: find_collectives(module)},
     )
     return report, events
@@ -123,13 +120,15 @@ def test_reduce_scatter_and_all_gather_are_timed_on_both_gpus(
     assert timing.achieved_bandwidth_Bps == pytest.approx(64 * 2**20 / timing.time_s)
 
 
-def test_partition_id_memsets_need_the_id_clusters() -> None:
-    # The GPU writes partition-id with a memset whose hlo_op names it; clusters.py calls
-    # partition-id non-executing, so without id_clusters those memsets stay unmatched.
-    bare = gpu_report("n_sharded_replicated_out", ids=False)
-    assert bare.matched_fraction == pytest.approx(30 / 36)
-    assert all("partition-id.1" in reason for reason in bare.unmatched)
-    assert gpu_report("n_sharded_replicated_out").matched_fraction == 1.0
+def test_partition_id_memsets_are_clusters_of_their_own() -> None:
+    # The GPU writes partition-id with a 4-byte memset whose hlo_op names it.
+    module = x2_module("n_sharded_replicated_out")
+    ids = [c for c in find_clusters(module) if c.kind == "partition-id"]
+    assert [c.name for c in ids] == ["partition-id.1"]
+    report = gpu_report("n_sharded_replicated_out")
+    assert (report.matched_fraction, report.unmatched) == (1.0, ())
+    memsets = [e for e in gpu_events("n_sharded_replicated_out") if e.hlo_op == "partition-id.1"]
+    assert memsets and all(e.kind == "memset" for e in memsets)
 
 
 def test_attribution_never_reads_nccl_kernel_names() -> None:

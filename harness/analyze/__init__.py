@@ -3,6 +3,7 @@
     analyze_run(workdir, exp)   every variant's sections, then the comparisons over the run
     modules                     HLO modules into fusions.json, cost.json, passes.json
     sections                    one producer per summary section
+    comm                        the communication of a sharded variant (its `comm` section)
     dump                        any program's dump folder (python -m harness.analyze)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
@@ -11,13 +12,14 @@ run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import io, ladder, stats
-from harness.analyze import sections
+from harness.analyze import comm, sections
 from harness.config.schema import Experiment, Variant
 from harness.hlo.diverge import first_divergence
 from harness.records import SchemaError, from_json
@@ -127,6 +129,9 @@ def analyze_variant(
     profile, kernels = _guarded(
         errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
     )
+    comm_ = _guarded(
+        errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
+    )
     summary = VariantSummary(
         identity=ident,
         timing=timing,
@@ -137,6 +142,7 @@ def analyze_variant(
                 ("hlo", hlo),
                 ("cost", cost),
                 ("profile", profile),
+                ("comm", comm_),
             )
             if val is not None
         },
@@ -290,16 +296,8 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             if s.timing.step_s
             else None,
         )
-        out[name] = VariantSummary(
-            **{
-                **{
-                    f: getattr(s, f)
-                    for f in ("identity", "timing", "compile", "hlo", "cost", "profile", "numerics")
-                }
-            },
-            comparison=comparison,
-            analysis_errors=tuple(errors),
-        )
+        # Every section as analyzed, with the comparisons over the run added.
+        out[name] = dataclasses.replace(s, comparison=comparison, analysis_errors=tuple(errors))
     return RunSummary(
         schema_version=SCHEMA_VERSION,
         experiment=exp.experiment,

@@ -48,7 +48,7 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         mode=v.mode,
         framework="jax",
         description=v.description,
-        roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles),
+        roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled),
         problem=to_plain(v.problem),
         xla_options=dict(v.xla_options),
         module=record.module,

@@ -1,4 +1,5 @@
-"""Device ceilings measured at capture: the GEMM rate per precision, and the copy bandwidth.
+"""Device ceilings measured at capture: the GEMM rate per precision, the copy bandwidth, and
+with several devices the link bandwidth between them (harness.capture.link).
 
 A variant's fraction of peak is only meaningful against the ceiling of the arithmetic its
 GEMM actually used: bf16 and f16 dense on tensor cores; float32 at JAX's default precision
@@ -148,6 +149,14 @@ def measure(
     if "copy" not in entries:
         nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
         entries["copy"] = {"bytes_per_s": measure_copy(nbytes, budget_s, platform), "at": now}
+    devices = int(environment.get("device_count") or 1)
+    link_key = f"link:{devices}"
+    if devices > 1 and link_key not in entries:
+        from harness.capture.link import measure_link
+
+        found = measure_link(platform, budget_s, _best_batch)
+        if found is not None:
+            entries[link_key] = {**found, "at": now}
     if cache is not None:
         io.write_json(cache, {"host": host, "entries": entries})
     peaks: dict[str, dict[str, Any]] = {}
@@ -161,12 +170,15 @@ def measure(
                 f"({shape.x_dtype} × {shape.w_dtype}); {PRECISION_NOTE[p]}",
             }
     oldest = min(float(v.get("at", now)) for v in entries.values())
+    link = entries.get(link_key) if devices > 1 else None
     return {
         "device": environment.get("device_kind"),
         "platform": platform,
         "peaks": peaks,
         "peak_bytes_per_s": float(entries["copy"]["bytes_per_s"]),
         "bytes_source": "best device copy (bytes read + written) measured at capture",
+        "link_bytes_per_s": float(link["bytes_per_s"]) if link else None,
+        "link_source": str(link["source"]) if link else f"{devices} device: no link to measure",
         "measured_at": datetime.datetime.fromtimestamp(oldest, datetime.UTC).isoformat(
             timespec="seconds"
         ),

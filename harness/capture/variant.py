@@ -26,10 +26,10 @@ from typing import Any
 import jax
 
 from harness import io, ladder
-from harness.capture import dumping, measure
+from harness.capture import dumping, measure, mesh
 from harness.config.schema import Experiment, Variant
 from harness.summary import CaptureRecord, ExpectedError, Numerics, Pauses, Recompile, XlaCost
-from harness.variants import expression
+from harness.variants import expression, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +100,12 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     if variant.mode == "test_abort":  # a test of crash isolation: die as an XLA CHECK would
         os.abort()
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
+    if variant.sharding.enabled:
+        reason = mesh.unavailable(variant)
+        if reason is not None:
+            return Captured(
+                CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
+            )
     fn = expression.build_function(variant)
     inputs = expression.inputs_for(variant.problem, exp.seed)
     started = time.perf_counter()
@@ -117,6 +123,8 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     record = dataclasses.replace(
         record, callback_lines=len(printed.splitlines()), wall_s=time.perf_counter() - started
     )
+    if call is not None and mesh.blocks_every_call():
+        call = mesh.blocking(call)
     return Captured(record, call)
 
 
@@ -162,8 +170,9 @@ def _capture_jit(
         **dumping.dump_options(dump_dir, f"^{module}$", exp.dump, ctx.platform),
         **variant.xla_options,
     }
-    jitted = jax.jit(fn, compiler_options=options)
-    args = (inputs.x, inputs.w, inputs.b)
+    placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
+    jitted = jax.jit(placed.fn, compiler_options=options, **placed.jit_kwargs)
+    args = placed.args
     with _window(exp, ctx, "first_call") as events:
         traced, trace_s = measure.timed(lambda: jitted.trace(*args))
         lowered, lower_s = measure.timed(traced.lower)
@@ -187,8 +196,8 @@ def _capture_jit(
     numerics = _numerics(exp, variant, y, inputs)
     # The half-size input is made before the timed window: slicing is itself an eager op
     # that would otherwise add its own compile to the recompile pause.
-    x_half = jax.block_until_ready(expression.halve_rows(inputs.x))
-    recompile = _recompile(exp, ctx, lambda: jitted(x_half, inputs.w, inputs.b))
+    half = jax.block_until_ready(placed.halved())
+    recompile = _recompile(exp, ctx, lambda: jitted(*half))
     modules = (
         [m for m in ladder.dump_modules(dump_dir.iterdir()) if m.name == module]
         if dump_dir.exists()
@@ -218,6 +227,9 @@ def _capture_jit(
         xla_cost=xla_cost(compiled),
         flops_analytic=analytic_flops(variant),
         notes=() if modules else ("XLA wrote no dump for this module",),
+        mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
+        if placed.record is not None
+        else None,
     )
     return record, call
 
@@ -327,7 +339,13 @@ def compile_for_timing(
     args = (inputs.x, inputs.w, inputs.b)
     if variant.mode == "eager":
         return (lambda: fn(*args)), "eager: called again in the timing process"
-    compiled = jax.jit(fn, compiler_options=dict(variant.xla_options)).lower(*args).compile()
+    placed = sharded.place(variant, fn, inputs)
+    args = placed.args
+    compiled = (
+        jax.jit(placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs)
+        .lower(*args)
+        .compile()
+    )
     note = "compiled again for timing"
     found = ladder.read_ladder(workdir / "variants" / variant.name / "ir").hlo_files("hlo_after")
     if found:
@@ -339,4 +357,8 @@ def compile_for_timing(
             if same
             else "; its optimized HLO DIFFERS from the captured one (autotuning chose anew?)"
         )
-    return (lambda: compiled(*args)), note
+
+    def call() -> Any:
+        return compiled(*args)
+
+    return (mesh.blocking(call) if mesh.blocks_every_call() else call), note

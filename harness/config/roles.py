@@ -19,6 +19,8 @@ ROLES = (
     "device_branch",  # the same branch kept on the device (lax.cond)
     "library_epilogue",  # the GEMM's epilogue fused into the library call
     "compiled",  # any whole-program compile
+    "sharded",  # spread over a mesh of devices (its `sharding` key)
+    "one_device",  # the unsharded program that sharded variants of its size scale against
 )
 
 MODE_ROLES: dict[str, tuple[str, ...]] = {
@@ -40,10 +42,13 @@ def roles_of(
     xla_options: Mapping[str, Any],
     baseline: str,
     explicit: Iterable[str] = (),
+    sharded: bool = False,
 ) -> tuple[str, ...]:
     """Returns the variant's roles, in ROLES order, without repeats."""
     found = set(MODE_ROLES.get(mode, ()))
     found |= set(explicit)
+    if sharded:
+        found.add("sharded")
     if name == baseline:
         found.add("baseline")
     if any(xla_options.get(k) == v for k, v in _LIBRARY_EPILOGUE_OPTIONS.items()):

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.config.roles import ROLES
+from harness.config.sharding import Sharding
+from harness.config.sharding import problems as sharding_problems
 
 DTYPES = ("float32", "bfloat16", "float16")
 GELU_FORMS = ("tanh", "erf")
@@ -155,6 +157,8 @@ class Variant:
     xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORMS
     roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
+    # A mesh and PartitionSpecs (harness.config.sharding); the default, no mesh, is one device.
+    sharding: Sharding = dataclasses.field(default_factory=Sharding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +184,15 @@ class Experiment:
         if not self.select:
             return self.variants
         return tuple(v for v in self.variants if v.name in self.select)
+
+    @property
+    def cpu_devices(self) -> int:
+        """Returns the host devices a CPU run must force: the largest mesh of a selected
+        variant that runs on a CPU (1 when none is sharded)."""
+        return max(
+            (v.sharding.devices for v in self.selected_variants if "cpu" in v.platforms),
+            default=1,
+        )
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -299,6 +312,13 @@ def validate_experiment(e: Experiment, source: str) -> None:
             _choice(source, f"variants.{v.name}.roles", r, ROLES)
         for opt, value in v.xla_options.items():
             validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
+        validate_ranges(v.sharding, source, f"variants.{v.name}.sharding")
+        p = v.problem
+        found = sharding_problems(
+            v.sharding, p.x_shape, p.k, p.n, e.measure.recompile, v.mode, p.frontend
+        )
+        if found is not None:
+            raise ConfigError(source, f"variants.{v.name}.sharding.{found[0]}", found[1])
     names = [v.name for v in e.variants]
     if e.baseline not in seen:
         raise ConfigError(

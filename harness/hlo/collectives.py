@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from harness.hlo.clusters import Cluster, _cluster
 from harness.hlo.parser import Computation, HloModule, Instruction, parse_file
 from harness.hlo.passes import XLA_PASS_FILE, pass_file_info
 from harness.hlo.shapes import ArrayShape, Shape, leaves, parse_shape
@@ -372,39 +371,6 @@ def parse_replica_groups(
     return ReplicaGroups(groups, syntax, raw)
 
 
-def attribute_text(inst: Instruction, key: str) -> str | None:
-    """Returns the raw text of one attribute, read from `inst.attr_text` itself.
-
-    The parser's attribute splitter cuts at every top-level comma, which breaks the mesh form
-    `replica_groups=mesh[...], device_ids=(...) {...}` into two attributes; this reads up to
-    the next `, name=` instead, keeping balanced brackets and parentheses together.
-    """
-    text = inst.attr_text
-    m = re.search(rf"(?:^|,\s*){re.escape(key)}=", text)
-    if m is None:
-        return None
-    start = m.end()
-    depth = 0
-    i = start
-    while i < len(text):
-        ch = text[i]
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        elif ch == '"':
-            j = text.find('"', i + 1)
-            while j > 0 and text[j - 1] == "\\":
-                j = text.find('"', j + 1)
-            i = j if j > 0 else len(text)
-        elif ch == "," and depth == 0:
-            nxt = re.match(r",\s*([\w.\-]+)=", text[i:])
-            if nxt is not None and nxt.group(1) != "device_ids":
-                break
-        i += 1
-    return text[start:i].strip()
-
-
 # --- collectives ------------------------------------------------------------------------------
 
 
@@ -458,7 +424,7 @@ def _ring_bytes(opcode: str, p: int, n_in: int, n_out: int) -> tuple[int, int, s
 
 
 def _pairs(inst: Instruction, where: str) -> tuple[tuple[int, int], ...]:
-    raw = attribute_text(inst, "source_target_pairs")
+    raw = inst.attr("source_target_pairs")
     if raw is None:
         raise CollectiveError(f"{where}: collective-permute without source_target_pairs")
     try:
@@ -511,7 +477,7 @@ def _collective(
         payload, sent, received = n_in, sends * n_in, recvs * n_in
         model = "collective-permute: N_in per source->target pair (self pairs move nothing)"
     else:
-        raw = attribute_text(inst, "replica_groups")
+        raw = inst.attr("replica_groups")
         try:
             groups = parse_replica_groups(raw if raw is not None else "{}", n_devices, where)
         except ValueError as err:
@@ -579,21 +545,6 @@ def find_collectives(module: HloModule) -> tuple[Collective, ...]:
         wrapper, wrapper_comp = wrapped.get(comp.name, (None, None))
         out.append(_collective(module, comp, inst, inst.opcode, wrapper, wrapper_comp))
     return tuple(out)
-
-
-def id_clusters(module: HloModule) -> tuple[Cluster, ...]:
-    """Returns a cluster for each `partition-id`/`replica-id` of ENTRY.
-
-    They execute: on the CPU each is a thunk, on the GPU a 4-byte memset (the H200 fixture
-    `n_sharded_replicated_out` has `Memset` with `hlo_op=partition-id.1`), but
-    `clusters.NON_EXECUTING` lists them, so `find_clusters` leaves them out. Add these to a
-    partitioned module's clusters to attribute those events.
-    """
-    return tuple(
-        _cluster(module, module.entry, inst, "")
-        for inst in module.entry.instructions
-        if inst.opcode in ("partition-id", "replica-id")
-    )
 
 
 # --- which pass made each collective ------------------------------------------------------------

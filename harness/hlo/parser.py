@@ -114,7 +114,11 @@ def parse_attributes(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in parts:
         key, eq, value = part.partition("=")
-        if eq:
+        if eq and key.strip() == "device_ids" and out.get("replica_groups", "").startswith("mesh"):
+            # The mesh form `replica_groups=mesh[...], device_ids=(...) {...}` is one value
+            # with a top-level comma inside it.
+            out["replica_groups"] += f", {part.strip()}"
+        elif eq:
             out[key.strip()] = value.strip()
         elif part:
             out[part] = ""

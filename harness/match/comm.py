@@ -25,12 +25,14 @@ bandwidth for these collectives.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import mean
 from typing import Any, Protocol
 
+from harness.hlo.collectives import COLLECTIVES
 from harness.match.match import Attribution, ClusterLike, ModuleKey, match_events
 from harness.profile.devices import device_of
 from harness.profile.events import DeviceEvent
@@ -122,6 +124,16 @@ class CommReport:
     collectives: tuple[CollectiveTiming, ...]
     unmatched: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
+    collective_like_events: int = 0
+    collective_like_matched: int = 0
+
+    @property
+    def collective_matched_fraction(self) -> float | None:
+        """Returns the share of collective-looking events attributed to a collective (None
+        when the window has none)."""
+        if not self.collective_like_events:
+            return None
+        return self.collective_like_matched / self.collective_like_events
 
     def device(self, device: int) -> DeviceSummary:
         """Returns one device's per-step summary; KeyError names the known devices."""
@@ -156,6 +168,9 @@ class CommReport:
             ],
             "unmatched": list(self.unmatched),
             "notes": list(self.notes),
+            "collective_like_events": self.collective_like_events,
+            "collective_like_matched": self.collective_like_matched,
+            "collective_matched_fraction": self.collective_matched_fraction,
         }
 
 
@@ -191,6 +206,9 @@ def communication_report(
         if not a.matched and c is None
     )
     known = {c.name: c for cs in collectives_by_module.values() for c in cs}
+    # Collective events: those attributed to a collective, and those that look like one but
+    # were not (the fraction's denominator must include the ones attribution missed).
+    like = [c is not None or looks_collective(e) for e, c in zip(window, comm_of, strict=True)]
     return CommReport(
         steps=match.steps,
         marked_steps=match.marked_steps,
@@ -203,7 +221,26 @@ def communication_report(
         collectives=_timings(window, comm_of, known, devices, match.steps),
         unmatched=unmatched,
         notes=match.notes,
+        collective_like_events=sum(like),
+        collective_like_matched=sum(c is not None for c in comm_of),
     )
+
+
+_COLLECTIVE_NAME = re.compile(
+    r"^(?:"
+    + "|".join(sorted(COLLECTIVES, key=len, reverse=True))
+    + r")(?:-start|-done)?(?:[.\d]|$)"
+)
+
+
+def looks_collective(event: DeviceEvent) -> bool:
+    """True when an event's hlo_op or name is a collective's (`all-reduce.3`, the CPU thunk
+    `reduce_scatter.7`) or it is an NCCL kernel: a check on attribution, never a way to
+    attribute."""
+    for text in (event.hlo_op or "", event.name):
+        if _COLLECTIVE_NAME.match(text.replace("_", "-")) or text.lower().startswith("nccl"):
+            return True
+    return False
 
 
 def _key(item: tuple[tuple[int, int | None], Any]) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.observations import Observation
 from harness.report.plots import PlotOutcome
+from harness.report.sharded import sharded_blocks
 
 SUMMARY_HEADER = (
     "variant", "status", "kernels/step", "transfers/step", "step (95% CI)",
@@ -414,6 +415,7 @@ def report_blocks(
         *noise_blocks(run),
         *observation_blocks(obs),
         *plot_blocks(plots),
+        *sharded_blocks(run),
         Heading(2, "Variants", "variants"),
     ]
     for v in run.variants:

@@ -1,0 +1,305 @@
+"""The `comm` section of a sharded variant: its collectives, the time they take, and scaling.
+
+From the saved files of one variant (the IR ladder, the raw XLA dump, the steady profile) and
+the run's ceilings and timing rounds:
+- every collective of the optimized HLO with its groups (as partitions and as devices), bytes
+  per device under the ring model, source op, and the pass that inserted it
+  (harness.hlo.collectives);
+- per device and step the compute, communication, exposed communication and idle time, and
+  each collective's measured time and achieved bandwidth (harness.match.comm), against the
+  link bandwidth measured in this run (ceilings.json `link_bytes_per_s`);
+- speedup and efficiency against the one-device variant of the same problem, from the paired
+  timing rounds (harness.stats).
+Writes comm.json (every figure) and returns the summary's `Comm` section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import io, ladder, stats
+from harness.analyze import modules as hlo_files
+from harness.config.schema import Experiment, Variant
+from harness.hlo.collectives import (
+    Collective,
+    Origin,
+    Stage,
+    collective_origins,
+    find_collectives,
+    stages_from_dump,
+)
+from harness.hlo.passes import pass_file_info
+from harness.match.comm import CommReport, communication_report, compare_with_link
+from harness.profile.events import find_xplane, read_events_and_markers
+from harness.summary import (
+    CaptureRecord,
+    CollectiveSummary,
+    Comm,
+    DeviceComm,
+    MeshRecord,
+    Scaling,
+    TimingRecord,
+)
+
+COMM_FILE = "comm.json"
+
+
+def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
+    """Returns the module states of the variant's first compile from its raw XLA dump.
+
+    The raw names keep what the ladder's drop (`before_<next pass>`), which says which pass a
+    pipeline's start state belongs to. Returns () when the dump is not kept (an exported run).
+    """
+    dump = vdir / "dump"
+    if not dump.is_dir() or dump.is_symlink():
+        return ()
+    found = [m for m in ladder.dump_modules(dump.iterdir()) if module is None or m.name == module]
+    if not found:
+        return ()
+    return stages_from_dump([path for _, path in found[0].files])
+
+
+def ladder_stages(lad: ladder.Ladder) -> tuple[Stage, ...]:
+    """Returns the module states the IR ladder keeps, in compile order: before optimization,
+    each pass that changed the module, the partitioned module when no pass dumps exist, after
+    optimization. A pipeline's start state is credited to the pipeline."""
+    stages: list[Stage] = []
+    for stage in ("hlo_before", "passes", "spmd", "hlo_after"):
+        if stage == "spmd" and lad.files("passes"):
+            continue  # the partitioner's dump is one of the passes
+        for path in lad.hlo_files(stage):
+            info = pass_file_info(path)
+            if info is not None:
+                _, pipeline, name = info
+                label, credited = (
+                    f"{pipeline}/{name}",
+                    pipeline if name == "pipeline-start" else name,
+                )
+            else:
+                label = {
+                    "hlo_before": "before_optimizations",
+                    "spmd": "after_spmd_partitioner",
+                    "hlo_after": "after_optimizations",
+                }[stage]
+                credited = ""
+            stages.append(Stage(len(stages), label, credited, str(path)))
+    return tuple(stages)
+
+
+def reference_for(exp: Experiment, v: Variant) -> Variant | None:
+    """Returns the one-device variant a sharded variant scales against: the same problem and
+    mode, unsharded; one with the `one_device` role first, then the baseline, then one
+    without XLA options."""
+    same = [
+        u
+        for u in exp.selected_variants
+        if not u.sharding.enabled and u.problem == v.problem and u.mode == v.mode
+    ]
+    for pick in (
+        lambda u: "one_device" in u.roles,
+        lambda u: u.name == exp.baseline,
+        lambda u: not u.xla_options,
+    ):
+        found = next((u for u in same if pick(u)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def scaling(
+    exp: Experiment, v: Variant, devices: int, timed: TimingRecord | None
+) -> tuple[Scaling | None, str | None]:
+    """Returns the speedup and efficiency against the one-device variant, or a note why not.
+
+    Speedup is the median over paired timing rounds of (one-device step / this step), its
+    interval the bootstrap over those rounds; efficiency divides both by the devices.
+    """
+    ref = reference_for(exp, v)
+    if ref is None:
+        return None, "no one-device variant of the same problem and mode to scale against"
+    a = timed.variants.get(ref.name) if timed else None
+    b = timed.variants.get(v.name) if timed else None
+    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
+        unmeasured = Scaling(ref.name, devices, None, None, None, None)
+        return unmeasured, f"no paired timing rounds of {v.name} and {ref.name}"
+    est = stats.ratio_estimate(a.round_step_s, b.round_step_s)
+    lo, hi = est.ci95
+    measured = Scaling(
+        against=ref.name,
+        devices=devices,
+        speedup=est.ratio,
+        speedup_ci95=(lo, hi),
+        efficiency=est.ratio / devices,
+        efficiency_ci95=(lo / devices, hi / devices),
+    )
+    return measured, None
+
+
+def _summaries(
+    collectives: Sequence[Collective],
+    origins: dict[str, Origin],
+    mesh: MeshRecord,
+    report: CommReport | None,
+    link_Bps: float | None,
+) -> tuple[CollectiveSummary, ...]:
+    timings = {t.name: t for t in report.collectives} if report else {}
+    links = (
+        {r.collective: r for r in compare_with_link(report.collectives, link_Bps)}
+        if report and link_Bps
+        else {}
+    )
+    out = []
+    for c in collectives:
+        o, t, link = origins.get(c.name), timings.get(c.name), links.get(c.name)
+        try:
+            device_groups = c.device_groups(mesh.device_assignment)
+        except ValueError:
+            device_groups = ()
+        out.append(
+            CollectiveSummary(
+                name=c.name,
+                opcode=c.opcode,
+                replica_groups=c.replica_groups,
+                device_groups=device_groups,
+                participants=c.participants,
+                dtype=c.dtype,
+                in_shape=c.in_shape,
+                out_shape=c.out_shape,
+                payload_bytes=c.payload_bytes,
+                sent_bytes=c.sent_bytes,
+                received_bytes=c.received_bytes,
+                model=c.model,
+                made_by=o.made_by if o else "unknown",
+                pass_name=o.pass_name if o else "",
+                op_name=c.op_name,
+                source=c.source,
+                time_per_step_s=t.time_s if t else None,
+                events_per_step=t.events_per_step if t else None,
+                achieved_bytes_per_s=t.achieved_bandwidth_Bps if t else None,
+                link_expected_s=link.expected_s if link else None,
+                link_efficiency=link.efficiency if link else None,
+            )
+        )
+    return tuple(out)
+
+
+def _rel(path: str, vdir: Path) -> str:
+    """Returns a path relative to the variant folder when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(vdir.resolve()))
+    except ValueError:
+        return path
+
+
+def _origin_json(origin: Origin | None, vdir: Path) -> dict[str, str] | None:
+    if origin is None:
+        return None
+    return {**origin.to_json(), "path": _rel(origin.path, vdir)}
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def comm(
+    vdir: Path,
+    lad: ladder.Ladder,
+    exp: Experiment,
+    v: Variant,
+    record: CaptureRecord,
+    timed: TimingRecord | None,
+    ceilings: dict[str, Any],
+) -> Comm:
+    """Returns the variant's `comm` section (empty for an unsharded one); writes comm.json."""
+    mesh = record.mesh
+    if mesh is None:
+        return Comm()
+    notes: list[str] = []
+    after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
+    collectives = {m.name: find_collectives(m) for m in after}
+    clusters = {m.name: hlo_files.clusters_of(m) for m in after}
+    every = [c for cs in collectives.values() for c in cs]
+    stages = dump_stages(vdir, record.module) or ladder_stages(lad)
+    origins = {o.collective: o for o in collective_origins(every, stages)}
+    report: CommReport | None = None
+    steady = vdir / "profile" / "steady"
+    if steady.is_dir() and not steady.is_symlink():
+        events, _ = read_events_and_markers(find_xplane(steady))
+        report = communication_report(events, clusters, collectives)
+        notes += list(report.notes)
+    else:
+        notes.append("no steady-state profile: no time per device or collective")
+    link_Bps = ceilings.get("link_bytes_per_s")
+    link_Bps = float(link_Bps) if isinstance(link_Bps, int | float) and link_Bps > 0 else None
+    found_scaling, why = scaling(exp, v, mesh.devices, timed)
+    if why:
+        notes.append(why)
+    summaries = _summaries(every, origins, mesh, report, link_Bps)
+    per_device = (
+        tuple(
+            DeviceComm(
+                device=d.device,
+                events_per_step=d.events_per_step,
+                compute_s=d.compute_s,
+                communication_s=d.communication_s,
+                overlapped_s=d.overlapped_s,
+                exposed_s=d.exposed_s,
+                idle_s=d.idle_s,
+                busy_s=d.busy_s,
+            )
+            for d in report.per_device
+        )
+        if report
+        else ()
+    )
+    section = Comm(
+        devices=mesh.devices,
+        mesh=mesh.mesh,
+        axes=mesh.axes,
+        specs={**mesh.specs, "output_sharding": mesh.output_sharding},
+        shard_map=mesh.shard_map,
+        device_assignment=mesh.device_assignment,
+        collectives=summaries,
+        sent_bytes_per_call=sum(c.sent_bytes for c in every),
+        compute_per_step_s=_mean([d.compute_s for d in per_device]),
+        communication_per_step_s=_mean([d.communication_s for d in per_device]),
+        exposed_per_step_s=_mean([d.exposed_s for d in per_device]),
+        idle_per_step_s=_mean([d.idle_s for d in per_device]),
+        per_device=per_device,
+        matched_fraction=report.matched_fraction if report else None,
+        collective_events=report.collective_like_events if report else None,
+        collective_matched_fraction=report.collective_matched_fraction if report else None,
+        link_bytes_per_s=link_Bps,
+        link_source=ceilings.get("link_source"),
+        scaling=found_scaling,
+        notes=tuple(notes),
+    )
+    io.write_json(
+        vdir / COMM_FILE,
+        {
+            "collectives": [
+                c.to_json()
+                | {
+                    "origin": _origin_json(origins.get(c.name), vdir),
+                    "device_groups": [list(g) for g in s.device_groups],
+                }
+                for c, s in zip(every, summaries, strict=True)
+            ],
+            "stages": [
+                {
+                    "index": s.index,
+                    "label": s.label,
+                    "pass": s.pass_name,
+                    "path": _rel(s.path, vdir),
+                }
+                for s in stages
+            ],
+            "profile": report.to_json() if report else None,
+            "link": [r.to_json() for r in compare_with_link(report.collectives, link_Bps)]
+            if report and link_Bps
+            else [],
+        },
+    )
+    return section

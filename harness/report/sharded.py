@@ -1,0 +1,154 @@
+"""The report's section on sharded variants: collectives, bytes, exposed time, scaling.
+
+Built from each variant's `comm` summary section only (harness.analyze.comm wrote it); a run
+without a sharded variant gets no section.
+"""
+
+from __future__ import annotations
+
+from harness.report import fmt
+from harness.report.data import MISSING, RunData, VariantData
+from harness.report.doc import Block, Heading, Para, Table
+
+COLLECTIVES_HEADER = (
+    "variant", "collective", "opcode", "device groups", "sent / device", "made by",
+    "time / step", "achieved", "link model", "of link",
+)  # fmt: skip
+DEVICES_HEADER = (
+    "variant", "device", "compute / step", "communication", "exposed", "idle",
+)  # fmt: skip
+SCALING_HEADER = (
+    "variant", "mesh", "devices", "collectives", "sent / device", "comm / step",
+    "exposed / step", "step (95% CI)", "against", "speedup (95% CI)", "efficiency (95% CI)",
+)  # fmt: skip
+
+
+def sharded(run: RunData) -> list[VariantData]:
+    """Returns the run's variants that ran on a mesh, in config order."""
+    return [v for v in run.variants if v.summary.comm.devices is not None]
+
+
+def _groups(groups: tuple[tuple[int, ...], ...]) -> str:
+    return " ".join("{" + ",".join(map(str, g)) + "}" for g in groups) or MISSING
+
+
+def _interval(value: float | None, bounds: tuple[float, float] | None, fmt_: str) -> str:
+    if value is None:
+        return MISSING
+    text = format(value, fmt_)
+    return text + (f" ({format(bounds[0], fmt_)}–{format(bounds[1], fmt_)})" if bounds else "")
+
+
+def _mesh(v: VariantData) -> str:
+    c = v.summary.comm
+    axes = ", ".join(f"{a}={n}" for a, n in zip(c.axes, c.mesh, strict=False))
+    return f"[{axes}]" + (f" shard_map {c.shard_map}" if c.shard_map else "")
+
+
+def scaling_table(variants: list[VariantData]) -> Table:
+    """Returns one row per sharded variant: what it sends, what shows, how it scales."""
+    rows = []
+    for v in variants:
+        c, s = v.summary.comm, v.summary.comm.scaling
+        rows.append(
+            (
+                v.name,
+                _mesh(v),
+                fmt.count(c.devices),
+                ", ".join(x.opcode for x in c.collectives) or "none",
+                fmt.si(c.sent_bytes_per_call, "B"),
+                fmt.ms(c.communication_per_step_s),
+                fmt.ms(c.exposed_per_step_s),
+                fmt.step(v.summary.timing.step_s, v.summary.timing.step_ci95_s),
+                s.against if s else MISSING,
+                _interval(s.speedup, s.speedup_ci95, ".2f") if s else MISSING,
+                _interval(s.efficiency, s.efficiency_ci95, ".1%") if s else MISSING,
+            )
+        )
+    return Table(SCALING_HEADER, tuple(rows))
+
+
+def collectives_table(variants: list[VariantData]) -> Table | None:
+    """Returns one row per collective of every sharded variant, or None when none has one."""
+    rows = []
+    for v in variants:
+        for x in v.summary.comm.collectives:
+            rows.append(
+                (
+                    v.name,
+                    x.name,
+                    x.opcode,
+                    _groups(x.device_groups or x.replica_groups),
+                    fmt.si(x.sent_bytes, "B"),
+                    x.made_by + (f" ({x.pass_name})" if x.pass_name else ""),
+                    fmt.ms(x.time_per_step_s),
+                    fmt.si(x.achieved_bytes_per_s, "B/s"),
+                    fmt.ms(x.link_expected_s),
+                    fmt.pct(x.link_efficiency),
+                )
+            )
+    return Table(COLLECTIVES_HEADER, tuple(rows)) if rows else None
+
+
+def devices_table(variants: list[VariantData]) -> Table:
+    """Returns compute, communication, exposed and idle time per device and step."""
+    rows = tuple(
+        (
+            v.name,
+            str(d.device),
+            fmt.ms(d.compute_s),
+            fmt.ms(d.communication_s),
+            fmt.ms(d.exposed_s),
+            fmt.ms(d.idle_s),
+        )
+        for v in variants
+        for d in v.summary.comm.per_device
+    )
+    return Table(DEVICES_HEADER, rows)
+
+
+def sharded_blocks(run: RunData) -> list[Block]:
+    """Returns the section on sharded variants, or nothing when the run has none."""
+    variants = sharded(run)
+    if not variants:
+        return []
+    first = variants[0].summary.comm
+    link = (
+        f"Link bandwidth measured in this run: {fmt.si(first.link_bytes_per_s, 'B/s')} "
+        f"({first.link_source})."
+        if first.link_bytes_per_s
+        else f"No link bandwidth was measured in this run ({first.link_source or MISSING})."
+    )
+    out: list[Block] = [
+        Heading(2, "Sharded variants", "sharded"),
+        Para(
+            "Each sharded variant against the one-device variant of the same problem, timed in "
+            "the same rounds: speedup is the median of per-round ratios (one device / sharded) "
+            "with its 95% bootstrap interval, efficiency is speedup / devices. Communication "
+            "is the union of a device's collective events per step, exposed the part no "
+            "compute on another stream hides; both are means over devices. " + link
+        ),
+        scaling_table(variants),
+    ]
+    table = collectives_table(variants)
+    if table is not None:
+        out += [
+            Para(
+                "Collectives of the optimized HLO: bytes each device sends per call under the "
+                "ring model, which pass inserted each, its measured time per step (mean over "
+                "devices, rendezvous waits included) and the link model's time for its bytes."
+            ),
+            table,
+        ]
+    out += [
+        Para("Time per device and step, from the steady-state profile:"),
+        devices_table(variants),
+    ]
+    unmatched = [
+        f"`{v.name}` {fmt.pct(v.summary.comm.collective_matched_fraction)}"
+        for v in variants
+        if v.summary.comm.collective_matched_fraction not in (None, 1.0)
+    ]
+    if unmatched:
+        out.append(Para("Collective events not all attributed: " + ", ".join(unmatched) + "."))
+    return out
