@@ -55,9 +55,10 @@ class Rounds:
 
 
 def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
-    """Returns round r's order: rotated by r, and reversed on odd rounds."""
+    """Returns round r's order: the config order rotated by r // 2, reversed on odd rounds,
+    so over 2n rounds every variant runs in every position twice, in both directions."""
     n = len(names)
-    rotated = [names[(i + r) % n] for i in range(n)] if n else []
+    rotated = [names[(i + r // 2) % n] for i in range(n)] if n else []
     return tuple(reversed(rotated) if r % 2 else rotated)
 
 

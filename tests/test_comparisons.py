@@ -1,0 +1,185 @@
+"""Comparisons that can say "no difference": verdicts, intervals, same-program detection, peaks.
+
+The statistics run on synthetic samples whose answer is known; same-program detection and the
+ceilings on real CPU compiles and the tiny real run.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import read_summary
+from hlo_helpers import write_ladder
+
+from harness import stats
+from harness.hlo.fingerprint import fingerprint, normalize_llvm, normalize_ptx
+from harness.ladder import read_ladder
+from harness.precision import precision
+from harness.timing import rounds
+
+
+def samples(center: float, spread: float, n: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+# --- verdicts on synthetic samples --------------------------------------------------------------
+
+
+def test_equal_timings_are_indistinguishable() -> None:
+    a = samples(1.0, 0.01, 10, 1)
+    rng = random.Random(2)
+    b = [x * (1 + rng.uniform(-0.005, 0.005)) for x in a]  # the same time, measured again
+    estimate = stats.ratio_estimate(a, b)
+    assert stats.decide(estimate, floor=0.0).verdict == stats.INDISTINGUISHABLE
+
+
+def test_a_clear_difference_is_faster_or_slower() -> None:
+    base = samples(1.0, 0.01, 10, 3)
+    slow = [x * 1.2 for x in base]
+    assert stats.decide(stats.ratio_estimate(slow, base), 0.01).verdict == stats.SLOWER
+    assert stats.decide(stats.ratio_estimate(base, slow), 0.01).verdict == stats.FASTER
+
+
+def test_noise_hides_a_small_difference() -> None:
+    base = samples(1.0, 0.3, 6, 4)
+    other = [x * 1.03 * (1 + random.Random(i).uniform(-0.3, 0.3)) for i, x in enumerate(base)]
+    decision = stats.decide(stats.ratio_estimate(other, base), 0.0)
+    assert decision.verdict == stats.INDISTINGUISHABLE and "contains 1.0" in decision.why
+
+
+def test_a_difference_within_the_noise_floor_is_indistinguishable() -> None:
+    base = samples(1.0, 0.001, 10, 5)
+    other = [x * 1.02 for x in base]  # a tight interval away from 1.0 ...
+    estimate = stats.ratio_estimate(other, base)
+    assert stats.decide(estimate, floor=0.0).verdict == stats.SLOWER
+    decision = stats.decide(estimate, floor=0.05)  # ... but the run cannot resolve 2%
+    assert decision.verdict == stats.INDISTINGUISHABLE and "noise floor" in decision.why
+
+
+def test_the_same_program_is_never_faster_or_slower() -> None:
+    base = samples(1.0, 0.01, 10, 6)
+    decision = stats.decide(
+        stats.ratio_estimate([x * 2 for x in base], base), 0.0, same_program=True
+    )
+    assert decision.verdict == stats.SAME_PROGRAM
+
+
+def test_the_bootstrap_is_deterministic_and_brackets_the_median() -> None:
+    values = samples(2.0, 0.2, 15, 7)
+    first, again = stats.bootstrap_ci(values), stats.bootstrap_ci(values)
+    assert first == again
+    assert first[0] <= stats.median(values) <= first[1]
+
+
+def test_the_noise_floor_is_how_far_the_self_ratio_strays() -> None:
+    estimate = stats.RatioEstimate(1.01, (0.98, 1.03), 10)
+    assert stats.noise_floor(estimate) == pytest.approx(0.03)
+    assert stats.noise_floor(None) == 0.0
+
+
+def test_rounds_rotate_and_reverse_so_every_variant_takes_every_place() -> None:
+    names = ["a", "b", "c", "d"]
+    orders = [rounds.round_order(names, r) for r in range(2 * len(names))]
+    assert orders[0] == ("a", "b", "c", "d") and orders[1] == ("d", "c", "b", "a")
+    for name in names:
+        places = sorted(o.index(name) for o in orders)
+        assert places == [0, 0, 1, 1, 2, 2, 3, 3], name
+
+
+def test_the_budget_shrinks_batches_but_keeps_the_rounds() -> None:
+    assert rounds.plan(12, 10, batch_s=0.1, budget_s=3.0, step_estimate_s=0.001) == (
+        10,
+        pytest.approx(0.02),
+    )
+    # never under two steps of the slowest variant
+    assert rounds.plan(12, 10, batch_s=0.1, budget_s=0.1, step_estimate_s=0.01) == (
+        10,
+        pytest.approx(0.02),
+    )
+
+
+# --- same-program detection on real CPU compiles ---------------------------------------------------
+
+
+def test_frontends_that_only_name_things_differently_are_the_same_program(cpu_run: Path) -> None:
+    s = read_summary(cpu_run)
+    digest = {n: v.hlo.fingerprint.digest for n, v in s.items() if v.hlo.fingerprint}
+    assert digest["xla"] == digest["xla_flax_nnx"] == digest["xla_flax_linen"]
+    assert digest["xla"] != digest["xla_exact_gelu"]
+    assert s["xla_flax_nnx"].comparison.vs_baseline.verdict == stats.SAME_PROGRAM
+    assert s["xla_exact_gelu"].comparison.vs_baseline.verdict != stats.SAME_PROGRAM
+
+
+def gelu(x, w, b):
+    return jax.nn.gelu(x @ w + b)
+
+
+ARGS = (jnp.ones((16, 32)), jnp.ones((32, 32)), jnp.ones((32,)))
+
+
+@pytest.fixture(scope="module")
+def fast_math(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("fingerprints")
+    plain = write_ladder(root / "plain", gelu, *ARGS)
+    fast = write_ladder(root / "fast", gelu, *ARGS, options={"xla_cpu_enable_fast_math": True})
+    return plain, fast
+
+
+def test_an_option_acting_after_hlo_changes_only_the_code_part(
+    fast_math: tuple[Path, Path],
+) -> None:
+    plain, fast = (fingerprint(read_ladder(p)) for p in fast_math)
+    assert plain.hlo == fast.hlo  # fast-math leaves the optimized HLO as it was ...
+    assert plain.code != fast.code  # ... and changes the emitted LLVM IR
+    assert not plain.same_program(fast)
+    text = "\n".join(p.read_text() for p in (fast_math[1] / "70-llvm").iterdir())
+    assert "fast" in text or "reassoc" in text
+
+
+def test_code_normalisation_ignores_names_but_not_instructions() -> None:
+    a = "define void @fusion_1(ptr %0) {\n  %x = fadd float %0, 1.0 ; note\n  ret void\n}"
+    b = "define void @add_fusion_7(ptr %0) {\n  %y = fadd float %0, 1.0\n  ret void\n}"
+    c = "define void @add_fusion_7(ptr %0) {\n  %y = fadd reassoc float %0, 1.0\n  ret void\n}"
+    assert normalize_llvm(a) == normalize_llvm(b) != normalize_llvm(c)
+    p1 = ".visible .entry loop_fusion(\n.param .u64 loop_fusion_param_0\n)\n{\nld.param.u64 %rd1, [loop_fusion_param_0];\n}"
+    p2 = ".visible .entry other_fusion_3(\n.param .u64 other_fusion_3_param_0\n)\n{\nld.param.u64 %rd1, [other_fusion_3_param_0];\n}"
+    assert normalize_ptx(p1) == normalize_ptx(p2)
+
+
+# --- peaks that match what ran --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("platform", "x", "w", "expected"),
+    [
+        ("gpu", "bfloat16", "bfloat16", "bf16"),
+        ("gpu", "float16", "float16", "f16"),
+        ("gpu", "float32", "float32", "tf32"),  # JAX's default precision on NVIDIA
+        ("gpu", "bfloat16", "float32", "tf32"),  # the mixed-dtype trap promotes to f32
+        ("cpu", "float32", "float32", "f32"),
+        ("cpu", "bfloat16", "bfloat16", "bf16"),
+    ],
+)
+def test_the_ceiling_is_chosen_by_the_precision_the_gemm_ran(platform, x, w, expected) -> None:
+    assert precision(platform, x, w) == expected
+
+
+def test_true_f32_under_highest_precision() -> None:
+    assert precision("gpu", "float32", "float32", "highest") == "f32"
+
+
+def test_fraction_of_peak_never_exceeds_one(cpu_run: Path) -> None:
+    for name, v in read_summary(cpu_run).items():
+        c = v.cost
+        if c.fraction_of_peak is not None:
+            assert 0 < c.fraction_of_peak <= 1.0, name
+            assert c.peak_precision == "f32" and c.peak_source, name
+        elif v.timing.step_s and c.flops_analytic:
+            assert c.fraction_withheld, name  # withheld, and the reason given
+    bound = read_summary(cpu_run)["matmul_only"].cost
+    assert bound.fraction_of_peak is not None  # always given for the lower bound
