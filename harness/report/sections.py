@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from harness.report import findings as why
 from harness.report import fmt
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
@@ -176,7 +177,59 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
     return out
 
 
-def clusters_table(v: VariantData) -> Table | None:
+def findings_blocks(run: RunData) -> list[Block]:
+    """The Findings section: resolved differences, largest first; then what is noise."""
+    found, noise = why.findings(run)
+    out: list[Block] = [Heading(2, "Findings", "findings")]
+    if not found and not noise:
+        out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
+    for i, f in enumerate(found, 1):
+        out.append(Para(f"**{i}. {f.what}.** Why: {f.why}."))
+        out.append(Bullets(f.evidence))
+    if noise:
+        out.append(Para("No resolvable difference (noise, never ranked):"))
+        out.append(Bullets(tuple(noise)))
+    return out
+
+
+def changes_blocks(run: RunData) -> list[Block]:
+    """What to change: measured changes with their effect and trade-off; then untested ones."""
+    recs = why.recommendations(run)
+    out: list[Block] = [Heading(2, "What to change", "what-to-change")]
+    if recs:
+        out.append(
+            Table(
+                ("change", "measured effect", "trade-off"),
+                tuple((r.change, r.effect, r.tradeoff or MISSING) for r in recs),
+            )
+        )
+    else:
+        out.append(Para("No change measured in this run made a resolvable difference."))
+    later = why.untested(run)
+    if later:
+        out.append(Para("Untested in this run (add a variant to measure it):"))
+        for u in later:
+            out.append(Para(f"{u.change}: {u.why}."))
+            out.append(Code(u.snippet, "yaml"))
+    return out
+
+
+def boundaries_blocks(run: RunData, decisions: str) -> list[Block]:
+    """Why the baseline's clusters are separate launches, boundary by boundary, with evidence."""
+    base = run.by_role("baseline")
+    if base is None or not base.summary.profile.step_sequence:
+        return []
+    found = why.boundaries(run, base, decisions)
+    if not found:
+        return []
+    out: list[Block] = [Heading(3, f"Why `{base.name}`'s clusters are not one", "why-not-fused")]
+    for b in found:
+        out.append(Para(f"`{b.producer}` → `{b.consumer}`:"))
+        out.append(Bullets(b.reasons))
+    return out
+
+
+def clusters_table(v: VariantData, origins: dict[str, str] | None = None) -> Table | None:
     """Returns the variant's clusters with their source ops and the kernels matched to them."""
     clusters = v.clusters()
     if not clusters:
@@ -228,7 +281,9 @@ def top_passes_table(v: VariantData) -> list[Block]:
     return out
 
 
-def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
+def variant_blocks(
+    v: VariantData, run: RunData, origins: dict[str, str] | None = None
+) -> list[Block]:
     """Returns one variant's section: ladder, divergence, clusters, passes, compile passes."""
     s = v.summary
     i = s.identity
@@ -273,7 +328,7 @@ def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
                     f"Against the {label} `{verdict.against}`: {fmt.verdict(verdict)} — {verdict.why}."
                 )
             )
-    table = clusters_table(v)
+    table = clusters_table(v, origins)
     out.append(
         Para(f"Clusters (fusion count {fmt.count(s.hlo.fusion_count)}):")
         if table
@@ -395,16 +450,25 @@ def headline(run: RunData) -> str:
 
 
 def report_blocks(
-    run: RunData, obs: Sequence[Observation], plots: Sequence[PlotOutcome]
+    run: RunData,
+    obs: Sequence[Observation],
+    plots: Sequence[PlotOutcome],
+    decisions: str = "",
+    origins: dict[str, dict[str, str]] | None = None,
 ) -> tuple[Block, ...]:
-    """Returns the whole report: summary, noise, observations, plots, variants, environment."""
+    """Returns the whole report: findings and what to change first, then the summary, noise,
+    observations, plots, variants and environment."""
     blocks: list[Block] = [
         Heading(1, f"{run.experiment}: run {run.run_id}"),
         Para(headline(run)),
         Para(
-            "[summary](#summary) · [observations](#observations) · [plots](#plots) · "
-            "[variants](#variants) · [environment](#environment) · [run folder](index.html)"
+            "[findings](#findings) · [what to change](#what-to-change) · [summary](#summary) · "
+            "[observations](#observations) · [plots](#plots) · [variants](#variants) · "
+            "[environment](#environment) · [run folder](index.html)"
         ),
+        *findings_blocks(run),
+        *changes_blocks(run),
+        *boundaries_blocks(run, decisions),
         Heading(2, "Summary", "summary"),
         summary_table(run),
         Para(
@@ -419,7 +483,7 @@ def report_blocks(
         Heading(2, "Variants", "variants"),
     ]
     for v in run.variants:
-        blocks += variant_blocks(v, run)
+        blocks += variant_blocks(v, run, (origins or {}).get(v.name))
     blocks += environment_blocks(run)
     if run.notes:
         blocks += [Heading(2, "Notes", "notes"), Bullets(tuple(run.notes))]
