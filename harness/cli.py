@@ -134,7 +134,7 @@ def no_extra_arguments(argv: Sequence[str]) -> None:
         raise UsageError(f"unexpected argument {argv[1][:80]!r}; see --helpfull")
 
 
-def run_folder(value: str, flag: str, need: str = "summary.json") -> Path:
+def run_folder(value: str, flag: str, need: str | tuple[str, ...] = "summary.json") -> Path:
     """Returns the run folder a flag names, resolved; a UsageError for anything else.
 
     `latest` is a link to a sibling run; a link that leads out of its own folder (a planted
@@ -147,8 +147,11 @@ def run_folder(value: str, flag: str, need: str = "summary.json") -> Path:
             "name the run folder itself"
         )
     real = path.resolve()
-    if not (real / need).is_file():
-        raise UsageError(f"{flag}={value}: no {need} there, not a finished run folder")
+    names = (need,) if isinstance(need, str) else need
+    if not any((real / n).is_file() for n in names):
+        raise UsageError(
+            f"{flag}={value}: no {' or '.join(names)} there, not a finished run folder"
+        )
     return real
 
 

@@ -23,9 +23,15 @@ def main(argv: Sequence[str]) -> int:
     config = load(_CONFIG.value, cli.config_overrides(argv))
     root = runs.results_root(_RESULTS.value)
     workdir = runs.resume_dir(root, config, _RESUME.value) if _RESUME.value else None
+    if config.experiment.search.base and _RESUME.value:
+        raise cli.UsageError("--resume: a search is not resumable; start it again")
     with run.session(config) as session:
         workdir = workdir or runs.new_run(root, config)
-        return run.run(config, workdir, session, resume=workdir is not None and bool(_RESUME.value))
+        if config.experiment.search.base:
+            from harness.search import run_search
+
+            return run_search(config, workdir, session)
+        return run.run(config, workdir, session, resume=bool(_RESUME.value))
 
 
 def start() -> None:

@@ -33,8 +33,8 @@ from typing import IO, Any
 from harness import io
 from harness.config import ConfigError, LoadedConfig
 from harness.config.schema import Experiment, to_plain
-from harness.records import SchemaError, to_json
-from harness.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
+from harness.records import SchemaError, from_json, to_json
+from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
 
 REPO = Path(__file__).resolve().parents[1]
 STDERR_TAIL = 12
@@ -399,24 +399,32 @@ class Supervisor:
                 first = True  # the new worker is fresh: capture the next variant in it
         return records
 
-    def ceilings_and_timing(self, timed: list[str], cache: Path | None) -> None:
-        """Measures the ceilings and times `timed` together, in the current worker."""
-        worker = self.session.worker
-        worker.send(
-            "ceilings",
-            workdir=str(self.workdir),
-            cache=str(cache) if cache else None,
-            remeasure=False,
+    def configure(self, exp: Experiment) -> None:
+        """Hands the worker a new experiment (a search adds candidates as it goes)."""
+        self.exp = exp
+        self.session.worker.send("config", config=json.loads(json.dumps(to_plain(exp))))
+        self.session.worker.expect("configured")
+
+    def ceilings(self, cache: Path | None) -> None:
+        """Measures the device's ceilings into ceilings.json, in the current worker."""
+        self.session.worker.send(
+            "ceilings", workdir=str(self.workdir), cache=str(cache) if cache else None
         )
-        worker.expect("ceilings_done")
+        self.session.worker.expect("ceilings_done")
+
+    def time(self, timed: list[str], file: str = "timing.json") -> TimingRecord:
+        """Times `timed` together in the current worker; a variant whose compile for timing
+        kills the worker is excluded with the reason and the others are timed again."""
         excluded: dict[str, str] = {}
         todo = list(timed)
         for _attempt in range(3):
             worker = self.session.worker
-            worker.send("time", workdir=str(self.workdir), variants=todo, excluded=excluded)
+            worker.send(
+                "time", workdir=str(self.workdir), variants=todo, excluded=excluded, file=file
+            )
             try:
                 worker.expect("timed")
-                return
+                return from_json(TimingRecord, io.read_json(self.workdir / file), file)
             except WorkerDied as died:
                 name = (
                     died.last.get("variant") if died.last.get("event") == "timing_compile" else None
@@ -432,22 +440,11 @@ class Supervisor:
                 self.session.worker = self._new_worker()
                 if not todo:
                     break
-        from harness.summary import TimingRecord
-
-        io.write_json(
-            self.workdir / "timing.json",
-            to_json(
-                TimingRecord(
-                    rounds=0,
-                    target_batch_s=0.0,
-                    wall_s=0.0,
-                    baseline=None,
-                    repeat=None,
-                    variants={},
-                    excluded=excluded,
-                )
-            ),
+        empty = TimingRecord(
+            rounds=0, target_batch_s=0.0, wall_s=0.0, baseline=None, repeat=None, excluded=excluded
         )
+        io.write_json(self.workdir / file, to_json(empty))
+        return empty
 
 
 def git_commit() -> str | None:
@@ -564,7 +561,8 @@ def _stages(
     _stage(f"timing {len(timed)} variants together")
     cache = workdir.parent.parent / ".cache" / "ceilings.json" if platform == "cpu" else None
     with io.writes_confined_to(workdir.parent.parent / ".cache"):
-        supervisor.ceilings_and_timing(timed, cache)
+        supervisor.ceilings(cache)
+    supervisor.time(timed)
     session.worker.close(workdir)
     seconds["timing_s"] = time.perf_counter() - clock
 

@@ -90,6 +90,13 @@ class Worker:
             return
         send("preflight_ok")
 
+    def config(self, job: dict[str, Any]) -> None:
+        """Replaces the experiment (a search adds candidates as it goes); keeps what was compiled."""
+        from harness.config.schema import build_experiment
+
+        self.exp = build_experiment(job["config"], job.get("source", "config"))
+        send("configured")
+
     def capture(self, job: dict[str, Any]) -> None:
         from harness import io
         from harness.capture.variant import Context, capture_variant
@@ -137,7 +144,8 @@ class Worker:
                 p = v.problem
                 shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
         cache = Path(job["cache"]) if job.get("cache") else None
-        found = ceilings.measure(self.environment, shapes, cache, bool(job.get("remeasure")))
+        remeasure = bool(self.exp.capture.remeasure_ceilings)
+        found = ceilings.measure(self.environment, shapes, cache, remeasure)
         io.write_json(Path(job["workdir"]) / "ceilings.json", found)
         send("ceilings_done")
 
@@ -172,7 +180,7 @@ class Worker:
                 notes,
                 excluded=job.get("excluded") or {},
             )
-        io.write_json(workdir / "timing.json", to_json(record))
+        io.write_json(workdir / job.get("file", "timing.json"), to_json(record))
         send("timed")
 
 
@@ -190,7 +198,7 @@ def main(argv: list[str]) -> int:
             continue
         job = json.loads(line)
         op = job.get("op")
-        if op not in ("hello", "capture", "ceilings", "time"):
+        if op not in ("hello", "config", "capture", "ceilings", "time"):
             send("error", message=f"unknown op {op!r}")
             return 2
         try:

@@ -40,6 +40,10 @@ def option_sets(exp: Experiment, platform: str) -> list[tuple[str, dict[str, Any
     for v in variants:
         if len(v.xla_options) > 1:
             add(f"variants.{v.name}.xla_options", dict(v.xla_options))
+    if exp.search.base:
+        for name, values in exp.search.space.xla_options.items():
+            for value in values:
+                add(f"search.space.xla_options.{name}", {name: value})
     return out
 
 

@@ -137,6 +137,7 @@ class CaptureOptions:
     """How variants are isolated from each other while they are captured."""
 
     isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
+    remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +162,35 @@ class Variant:
     sharding: Sharding = dataclasses.field(default_factory=Sharding)
 
 
+STRATEGIES = ("grid", "coordinate")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSpace:
+    """The values a search tries: XLA options, and optionally W's dtype and the GELU form."""
+
+    xla_options: Mapping[str, tuple[bool | int | float | str, ...]] = dataclasses.field(
+        default_factory=dict
+    )
+    w_dtype: tuple[str, ...] = ()
+    gelu: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """A search for the fastest configuration of one variant (harness.search).
+
+    `base` names the variant the search starts from; an empty base means the config is a
+    study, not a search.
+    """
+
+    base: str = ""
+    strategy: str = "coordinate"  # grid: every combination; coordinate: one option at a time
+    budget_s: float = ranged(420.0, 1.0, 3600.0, "the search's time budget in seconds")
+    max_candidates: int = ranged(40, 1, 1000, "at most this many candidates are compiled")
+    space: SearchSpace = SearchSpace()
+
+
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """A whole study: the shared problem and the variants that compile it."""
@@ -177,6 +207,7 @@ class Experiment:
     timing: TimingOptions = TimingOptions()
     capture: CaptureOptions = CaptureOptions()
     report: ReportOptions = ReportOptions()
+    search: SearchOptions = SearchOptions()
     variants: tuple[Variant, ...] = ()
 
     @property
@@ -279,6 +310,27 @@ def validate_xla_option(source: str, key: str, value: object) -> None:
         )
 
 
+def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
+    if not s.base:
+        return
+    if s.base not in names:
+        raise ConfigError(
+            source, "search.base", f"{shown(s.base)} names no variant; {_allowed(names)}"
+        )
+    _choice(source, "search.strategy", s.strategy, STRATEGIES)
+    if not s.space.xla_options and not s.space.w_dtype and not s.space.gelu:
+        raise ConfigError(source, "search.space", "is empty; name XLA options with their values")
+    for name, values in s.space.xla_options.items():
+        key = f"search.space.xla_options.{name}"
+        validate_xla_option(source, key, values[0] if values else 0)
+        if not values:
+            raise ConfigError(source, key, "needs at least one value")
+    for d in s.space.w_dtype:
+        _choice(source, "search.space.w_dtype", d, DTYPES)
+    for g in s.space.gelu:
+        _choice(source, "search.space.gelu", g, GELU_FORMS)
+
+
 def validate_experiment(e: Experiment, source: str) -> None:
     validate_name(source, "experiment", e.experiment)
     validate_problem(e.problem, source, "problem")
@@ -320,6 +372,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
         if found is not None:
             raise ConfigError(source, f"variants.{v.name}.sharding.{found[0]}", found[1])
     names = [v.name for v in e.variants]
+    validate_search(e.search, source, names)
     if e.baseline not in seen:
         raise ConfigError(
             source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
@@ -413,6 +466,17 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
             kwargs[key] = tuple(
                 build_variant(v, source, i, raw)
                 for i, v in enumerate(_as_list(value, source, full))
+            )
+        elif key == "xla_options" and cls is SearchSpace:
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    source, full, f"expected a mapping of option: [values], got {shown(value)}"
+                )
+            kwargs[key] = types.MappingProxyType(
+                {
+                    str(k): coerce(v, tuple[bool | int | float | str, ...], source, f"{full}.{k}")
+                    for k, v in value.items()
+                }
             )
         elif key == "xla_options":
             if not isinstance(value, Mapping):

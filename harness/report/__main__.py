@@ -17,7 +17,7 @@ def main(argv: Sequence[str]) -> int:
     from harness.report.markdown import write_report
 
     cli.no_extra_arguments(argv)
-    real = cli.run_folder(flags.FLAGS.run, "--run")
+    real = cli.run_folder(flags.FLAGS.run, "--run", need=("summary.json", "search.json"))
     with io.writes_confined_to(real):
         path = write_report(real)
     print(f"report: {path}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import io
-from harness.report import data, doc, findings, index, observations, plots, sections
+from harness.report import data, doc, findings, index, observations, plots, search, sections
 
 
 def read_decisions(run: data.RunData) -> str:
@@ -59,12 +59,27 @@ def plot_formats(run: data.RunData) -> tuple[str, ...]:
     return ("png", "svg") if wanted is True else ("png",)
 
 
+def write_search_report(workdir: Path) -> Path:
+    """report.md, report.html and plots/search.png of a search's run folder."""
+    record = search.load(workdir)
+    plot = None
+    if any(c.step_s is not None for c in record.candidates):
+        plots.save_figure(search.figure(record), workdir / "plots" / "search.png")
+        plot = "plots/search.png"
+    blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
+    io.write_text(workdir / "report.html", doc.to_html(blocks, workdir.name))
+    io.write_text(workdir / "report.md", doc.to_markdown(blocks))
+    return workdir / "report.md"
+
+
 def write_report(workdir: Path) -> Path:
     """Writes report.md, report.html, plots/, the run's index.html and the results index.
 
     The results index (<results>/index.html) is only rewritten when the run sits in the
     <results>/<experiment>/<run_id> layout. Returns the path of report.md.
     """
+    if (workdir / "search.json").is_file() and not (workdir / "summary.json").is_file():
+        return write_search_report(workdir)
     run = data.load_run(workdir)
     for own in ("plots", "report.md", "report.html", "index.html"):
         if (run.path / own).is_symlink():  # planted: replace the link, never write through it

@@ -348,6 +348,19 @@ PLOTS: dict[str, Callable[[RunData], Figure]] = {
 }
 
 
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Writes a figure atomically (a temporary file renamed), with the user's umask; returns
+    the path."""
+    ext = path.suffix.lstrip(".")
+    tmp = path.with_name(f".{path.stem}.tmp.{ext}")
+    io.check_inside(tmp)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
+    os.chmod(tmp, io.FILE_MODE)
+    tmp.replace(path)
+    return path
+
+
 def save_plots(
     run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
 ) -> tuple[PlotOutcome, ...]:
@@ -367,15 +380,9 @@ def save_plots(
             last = traceback.format_exception_only(e)[-1].strip()
             results.append(PlotOutcome(name, (), f"skipped: the plot failed ({last})"))
         else:
-            files = []
-            for ext in formats:
-                path = out / f"{name}.{ext}"
-                tmp = out / f".{name}.tmp.{ext}"
-                io.check_inside(tmp)
-                fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
-                os.chmod(tmp, io.FILE_MODE)
-                tmp.replace(path)
-                files.append(f"{out.name}/{path.name}")
+            files = [
+                f"{out.name}/{save_figure(fig, out / f'{name}.{ext}').name}" for ext in formats
+            ]
             results.append(PlotOutcome(name, tuple(files)))
             for ext in set(FORMATS) - set(formats):
                 (out / f"{name}.{ext}").unlink(missing_ok=True)

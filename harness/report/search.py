@@ -1,0 +1,155 @@
+"""The search's report: candidates ranked with their intervals, the lower bound marked, what had
+no effect, what failed, and the best configuration ready to paste."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from harness import io
+from harness.records import from_json
+from harness.report import fmt
+from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
+from harness.summary import SEARCH_FILE, SearchRecord
+
+NO_DIFFERENCE = ("same_program", "indistinguishable")
+
+
+def load(run: Path) -> SearchRecord:
+    return from_json(SearchRecord, io.read_json(run / SEARCH_FILE), str(run / SEARCH_FILE))
+
+
+def ranked(record: SearchRecord) -> list:
+    """Timed candidates, fastest first (the default and the lower bound included)."""
+    return sorted((c for c in record.candidates if c.step_s is not None), key=lambda c: c.step_s)
+
+
+def figure(record: SearchRecord) -> Figure:
+    """Horizontal bars of time per step with 95% intervals; the lower bound as a line.
+
+    Candidates no faster than the default by the run's resolution are grey: never ranked as
+    wins."""
+    rows = ranked(record)
+    fig = Figure(figsize=(8, 0.9 + 0.32 * max(1, len(rows))), dpi=110, layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for i, c in enumerate(rows):
+        lo, hi = c.step_ci95_s or (c.step_s, c.step_s)
+        verdict = c.vs_default.verdict if c.vs_default else "default"
+        color = {"faster": "#2e7d32", "slower": "#c62828", "default": "#4472c4"}.get(
+            verdict, "#9e9e9e"
+        )
+        if c.name == record.lower_bound:
+            color = "#7f7f7f"
+        ax.barh(
+            i,
+            c.step_s * 1e3,
+            color=color,
+            xerr=[[c.step_s * 1e3 - lo * 1e3], [hi * 1e3 - c.step_s * 1e3]],
+            capsize=3,
+        )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{c.name}: {c.changed}"[:60] for c in rows], fontsize=7)
+    ax.invert_yaxis()
+    bound = next((c for c in rows if c.name == record.lower_bound), None)
+    if bound is not None:
+        ax.axvline(
+            bound.step_s * 1e3,
+            color="#c00000",
+            ls="--",
+            lw=1,
+            label=f"lower bound {bound.step_s * 1e3:.3f} ms",
+        )
+        ax.legend(fontsize=7)
+    ax.set_xlabel("time per step, ms (median, 95% CI)")
+    ax.set_title(
+        "Search: distinct programs, timed together (green: faster than the default)", fontsize=9
+    )
+    return fig
+
+
+def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
+    rows = ranked(record)
+    best = next((c for c in record.candidates if c.name == record.best), None)
+    out: list[Block] = [Heading(1, title)]
+    summary = (
+        f"Searched `{record.base}` ({record.strategy}, budget {record.budget_s:.0f} s, took "
+        f"{record.wall_s:.0f} s): {len(record.candidates)} candidates compiled, "
+        f"{record.same_program_count} of them the same program as an earlier one (not timed again)."
+    )
+    if record.stopped:
+        summary += f" Stopped early: {record.stopped}."
+    out.append(Para(summary))
+    if best is not None:
+        verdict = best.vs_default
+        effect = fmt.verdict(verdict) if verdict else "the default"
+        out += [
+            Heading(2, "Best configuration"),
+            Para(
+                f"`{best.name}` ({best.changed}): {fmt.step(best.step_s, best.step_ci95_s)}; "
+                f"against the default {effect}; against the lower bound {fmt.verdict(best.vs_lower_bound)}."
+            ),
+            Code(
+                "xla_options:\n"
+                + "\n".join(f"  {k}: {v!r}" for k, v in record.best_xla_options.items())
+                or "xla_options: {}",
+                "yaml",
+            ),
+            Code(f"XLA_FLAGS='{record.best_xla_flags}'", "sh"),
+        ]
+    out += [
+        Heading(2, "Ranked"),
+        Table(
+            (
+                "candidate",
+                "changed",
+                "step (95% CI)",
+                "vs default",
+                "vs lower bound",
+                "compile",
+                "numerics",
+            ),
+            tuple(
+                (
+                    c.name,
+                    c.changed,
+                    fmt.step(c.step_s, c.step_ci95_s),
+                    fmt.verdict(c.vs_default) if c.vs_default else "—",
+                    fmt.verdict(c.vs_lower_bound) if c.vs_lower_bound else "—",
+                    fmt.secs(c.compile_s),
+                    fmt.sci(c.rel_fro_err),
+                )
+                for c in rows
+            ),
+        ),
+    ]
+    if plot:
+        out.append(
+            Image(plot, "search", "Time per step of each distinct program, with 95% intervals.")
+        )
+    same = [c for c in record.candidates if c.status == "same_program"]
+    if same:
+        out += [
+            Heading(2, "Same program, not timed"),
+            Bullets(
+                tuple(
+                    f"`{c.name}` ({c.changed}) compiles to the program of `{c.same_program_as}`"
+                    for c in same
+                )
+            ),
+        ]
+    if record.no_effect:
+        out.append(
+            Para(
+                "Options with no effect on this program: "
+                + ", ".join(f"`{o}`" for o in record.no_effect)
+                + "."
+            )
+        )
+    bad = [c for c in record.candidates if c.status in ("failed", "wrong")]
+    if bad:
+        out += [
+            Heading(2, "Excluded"),
+            Bullets(tuple(f"`{c.name}` ({c.changed}): {c.status}: {c.reason}" for c in bad)),
+        ]
+    return tuple(out)

@@ -1,0 +1,350 @@
+"""run_search(config, workdir, session): the fastest XLA configuration of one variant, measured.
+
+Each candidate (harness.search.space) is compiled in the supervised worker, its numerics checked
+against the float64 reference, and its program fingerprinted from its saved ladder
+(harness.hlo.fingerprint: optimized HLO with backend configs, thunks, emitted code). A
+candidate whose program is one already seen is recorded as `same_program_as` and never timed:
+which options change nothing for this program is a finding of its own. The distinct programs are
+timed together in interleaved rounds, always with the default and the lower bound, and judged
+against the default from paired rounds (harness.stats).
+
+`grid` compiles every combination and times the distinct programs in one stage; `coordinate`
+starts from the default and changes one option at a time, moving to a value only when it is
+resolved as faster than the current best. Both stop at the budget, seconds or candidates.
+Writes search.json (harness.summary.SearchRecord) and a report of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from harness import io, stats
+from harness.config import LoadedConfig
+from harness.config.roles import roles_of
+from harness.config.schema import Dump, Experiment, SearchOptions, Variant
+from harness.hlo.fingerprint import fingerprint_dir
+from harness.records import to_json
+from harness.run import Interrupted, Session, Supervisor, interruptible, manifest_for
+from harness.search import space
+from harness.summary import (
+    SCHEMA_VERSION,
+    SEARCH_FILE,
+    Candidate,
+    CaptureRecord,
+    SearchRecord,
+    TimingRecord,
+    Verdict,
+)
+
+# Stop starting new candidates once this share of the budget is spent: timing still needs time.
+BUDGET_SHARE_FOR_COMPILES = 0.7
+
+
+def search_experiment(exp: Experiment, variants: list[Variant]) -> Experiment:
+    """The experiment a search captures: its candidates, light captures (no profiles, no
+    per-pass dumps, no recompile), the default as the baseline."""
+    return dataclasses.replace(
+        exp,
+        variants=tuple(variants),
+        select=(),
+        baseline=space.DEFAULT,
+        profile=dataclasses.replace(exp.profile, enabled=False),
+        measure=dataclasses.replace(exp.measure, recompile=False, steps=min(exp.measure.steps, 5)),
+        dump=Dump(passes=False, emitters=True),
+        search=SearchOptions(),  # the worker captures the candidates; the search runs here
+    )
+
+
+def lower_bound(exp: Experiment, base: Variant) -> Variant | None:
+    """The config's lower-bound variant of the base's size and platforms, if any."""
+    for v in exp.variants:
+        if "lower_bound" in roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles):
+            p, q = v.problem, base.problem
+            if (p.m, p.k, p.n, p.batch) == (q.m, q.k, q.n, q.batch):
+                return v
+    return None
+
+
+def _verdict(timed: TimingRecord, name: str, against: str, floor: float) -> Verdict | None:
+    a, b = timed.variants.get(name), timed.variants.get(against)
+    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
+        return None
+    estimate = stats.ratio_estimate(a.round_step_s, b.round_step_s)
+    decision = stats.decide(estimate, floor)
+    return Verdict(against, estimate.ratio, estimate.ci95, decision.verdict, decision.why)
+
+
+def _floor(timed: TimingRecord) -> float:
+    if not timed.baseline or not timed.repeat:
+        return 0.0
+    a, b = timed.variants.get(timed.repeat), timed.variants.get(timed.baseline)
+    if not a or not b or len(a.round_step_s) != len(b.round_step_s) or not a.round_step_s:
+        return 0.0
+    return stats.noise_floor(stats.ratio_estimate(a.round_step_s, b.round_step_s))
+
+
+@dataclasses.dataclass
+class Search:
+    """The state of one search: what was compiled, which programs were seen, what was timed."""
+
+    config: LoadedConfig
+    workdir: Path
+    supervisor: Supervisor
+    base: Variant
+    bound: Variant | None
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    points: dict[str, space.Point] = dataclasses.field(default_factory=dict)
+    records: dict[str, Candidate] = dataclasses.field(default_factory=dict)
+    programs: dict[str, str] = dataclasses.field(default_factory=dict)  # digest -> first name
+    stages: int = 0
+    stopped: str | None = None
+
+    @property
+    def exp(self) -> Experiment:
+        return self.config.experiment
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def out_of_budget(self) -> bool:
+        s = self.exp.search
+        if len(self.points) >= s.max_candidates + 1:
+            self.stopped = f"the candidate budget ({s.max_candidates}) was reached"
+        elif self.elapsed() > BUDGET_SHARE_FOR_COMPILES * s.budget_s:
+            self.stopped = f"the time budget ({s.budget_s:.0f} s) was nearly spent"
+        return self.stopped is not None
+
+    def variants(self) -> list[Variant]:
+        out = [space.variant_for(self.base, n, p) for n, p in self.points.items()]
+        return ([self.bound] if self.bound is not None else []) + out
+
+    def evaluate(self, points: list[space.Point]) -> list[str]:
+        """Compiles the new points; returns the names of those whose programs are new."""
+        fresh = []
+        for point in points:
+            if point in self.points.values():
+                continue
+            if self.points and self.out_of_budget():
+                break
+            name = space.DEFAULT if not self.points else f"c{len(self.points):02d}"
+            self.points[name] = point
+            fresh.append(name)
+        if not fresh:
+            return []
+        exp = search_experiment(self.exp, self.variants())
+        self.supervisor.configure(exp)
+        wanted = [n for n in fresh]
+        if self.bound is not None and self.bound.name not in self.records:
+            wanted.insert(0, self.bound.name)
+        numbers = {n: i for i, n in enumerate(wanted, len(self.records) + 1)}
+        captured = self.supervisor.capture(wanted, False, numbers, len(self.records) + len(wanted))
+        distinct = []
+        for name in wanted:
+            record = captured[name]
+            point = self.points.get(name, space.Point())
+            self.records[name] = self._candidate(name, point, record)
+            if self.records[name].status == "ok":
+                distinct.append(name)
+        return [n for n in distinct if n != (self.bound.name if self.bound else None)]
+
+    def _candidate(self, name: str, point: space.Point, record: CaptureRecord) -> Candidate:
+        variant = space.variant_for(self.base, name, point)
+        base = Candidate(
+            name=name,
+            xla_options=dict(variant.xla_options),
+            w_dtype=point.w_dtype,
+            gelu=point.gelu,
+            changed=point.describe(self.base) if name != space.DEFAULT else "as configured",
+            status="ok",
+            reason=None,
+            fingerprint=None,
+            same_program_as=None,
+            compile_s=record.pauses.xla_compile_s if record.pauses else None,
+        )
+        if record.status != "ok":
+            return dataclasses.replace(base, status="failed", reason=record.reason)
+        n = record.numerics
+        base = dataclasses.replace(
+            base, rel_fro_err=n.rel_fro_err if n else None, numerics_ok=n.ok if n else None
+        )
+        if n is not None and not n.ok:
+            return dataclasses.replace(
+                base, status="wrong", reason=f"numerics: {n.rel_fro_err:.2e} > {n.tolerance:.0e}"
+            )
+        found = fingerprint_dir(self.workdir / "variants" / name / "ir")
+        if found is None:
+            return dataclasses.replace(base, status="failed", reason="no optimized HLO was dumped")
+        base = dataclasses.replace(base, fingerprint=found.digest)
+        first = self.programs.setdefault(found.digest, name)
+        if first != name:
+            return dataclasses.replace(base, status="same_program", same_program_as=first)
+        return base
+
+    def time(self, names: list[str]) -> TimingRecord:
+        """Times the distinct programs `names` with the default and the lower bound."""
+        order = [space.DEFAULT, *[n for n in names if n != space.DEFAULT]]
+        if (
+            self.bound is not None
+            and self.records.get(self.bound.name, None)
+            and self.records[self.bound.name].status == "ok"
+        ):
+            order.append(self.bound.name)
+        self.stages += 1
+        print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
+        timed = self.supervisor.time(order, f"timing-{self.stages}.json")
+        floor = _floor(timed)
+        for name in order:
+            entry = timed.variants.get(name)
+            if entry is None or not entry.round_step_s or name not in self.records:
+                continue
+            rounds = list(entry.round_step_s)
+            self.records[name] = dataclasses.replace(
+                self.records[name],
+                step_s=stats.median(rounds),
+                step_ci95_s=stats.bootstrap_ci(rounds),
+                vs_default=_verdict(timed, name, space.DEFAULT, floor)
+                if name != space.DEFAULT
+                else None,
+                vs_lower_bound=_verdict(timed, name, self.bound.name, floor)
+                if self.bound
+                else None,
+            )
+        return timed
+
+
+def grid_search(search: Search) -> None:
+    points = list(space.grid(search.exp.search.space))
+    distinct = search.evaluate([space.Point(), *points])
+    search.time(distinct)
+
+
+def coordinate_search(search: Search) -> None:
+    current_name = space.DEFAULT
+    search.evaluate([space.Point()])
+    search.time([])
+    for axis, values in space.axes(search.exp.search.space):
+        current = search.points[current_name]
+        steps = space.coordinate_step(current, axis, values, search.base)
+        if not steps or search.stopped:
+            continue
+        distinct = search.evaluate(steps)
+        if not distinct:
+            continue
+        timed = search.time([current_name, *distinct])
+        floor = _floor(timed)
+        best = None
+        for name in distinct:
+            verdict = _verdict(timed, name, current_name, floor)
+            if (
+                verdict
+                and verdict.verdict == stats.FASTER
+                and (best is None or verdict.ratio < best[1])
+            ):
+                best = (name, verdict.ratio)
+        if best is not None:
+            current_name = best[0]
+            print(
+                f"   moved to {current_name} ({search.records[current_name].changed})", flush=True
+            )
+
+
+def best_of(records: dict[str, Candidate]) -> str:
+    """The fastest candidate resolved as faster than the default, else the default."""
+    faster = [
+        c
+        for c in records.values()
+        if c.vs_default is not None and c.vs_default.verdict == stats.FASTER and c.status == "ok"
+    ]
+    if not faster:
+        return space.DEFAULT
+    return min(faster, key=lambda c: c.vs_default.ratio).name
+
+
+def no_effect(search: Search) -> tuple[str, ...]:
+    """Options none of whose tried values changed the default's program."""
+    default_digest = (
+        search.records[space.DEFAULT].fingerprint if space.DEFAULT in search.records else None
+    )
+    out = []
+    for axis, _ in space.axes(search.exp.search.space):
+        tried = [
+            c
+            for n, c in search.records.items()
+            if n != space.DEFAULT
+            and search.points.get(n)
+            and axis in search.points[n].describe(search.base)
+        ]
+        if tried and all(
+            c.same_program_as == space.DEFAULT
+            or (c.fingerprint and c.fingerprint == default_digest)
+            for c in tried
+        ):
+            out.append(axis)
+    return tuple(out)
+
+
+def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
+    """Runs the config's search into `workdir`; returns 0, or 130 when interrupted."""
+    exp = config.experiment
+    base = exp.variant(exp.search.base)
+    bound = lower_bound(exp, base)
+    with io.writes_confined_to(workdir, workdir.parent.parent / ".cache"), io.run_lock(workdir):
+        manifest = {**manifest_for(config, workdir, session.environment), "kind": "search"}
+        io.write_json(workdir / "manifest.json", manifest)
+        io.point_latest(workdir)
+        supervisor = Supervisor(session, workdir, search_experiment(exp, [base]))
+        search = Search(config, workdir, supervisor, base, bound)
+        try:
+            with interruptible():
+                cache = (
+                    workdir.parent.parent / ".cache" / "ceilings.json"
+                    if session.platform == "cpu"
+                    else None
+                )
+                if exp.search.strategy == "grid":
+                    grid_search(search)
+                else:
+                    coordinate_search(search)
+                supervisor.ceilings(cache)
+        except Interrupted as e:
+            session.worker.kill()
+            manifest.update(status="interrupted", finished=io.utc_now())
+            io.write_json(workdir / "manifest.json", manifest)
+            print(
+                f"interrupted ({e}): the search is not resumable; start it again", file=sys.stderr
+            )
+            return 130
+        session.worker.close(workdir)
+        best = best_of(search.records)
+        options = search.records[best].xla_options if best in search.records else {}
+        record = SearchRecord(
+            schema_version=SCHEMA_VERSION,
+            base=base.name,
+            lower_bound=bound.name if bound else None,
+            strategy=exp.search.strategy,
+            budget_s=exp.search.budget_s,
+            wall_s=search.elapsed(),
+            stopped=search.stopped,
+            candidates=tuple(search.records.values()),
+            same_program_count=sum(
+                1 for c in search.records.values() if c.status == "same_program"
+            ),
+            no_effect=no_effect(search),
+            best=best,
+            best_xla_options=dict(options),
+            best_xla_flags=space.xla_flags(options),
+        )
+        io.write_json(workdir / SEARCH_FILE, to_json(record))
+        from harness.report import write_report
+
+        write_report(workdir)
+        manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
+        io.write_json(workdir / "manifest.json", manifest)
+    print(
+        f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
+    )
+    print(f"report: {workdir / 'report.md'}", flush=True)
+    return 0

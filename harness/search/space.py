@@ -1,0 +1,112 @@
+"""The candidates of a search: points of the configured space, as variants of the base.
+
+Pure functions over the config: a candidate is the base variant with some XLA options (and
+perhaps W's dtype or the GELU form) changed. `grid` enumerates every combination;
+`coordinate_step` changes one option of the current best at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from harness.config.schema import SearchSpace, Variant
+
+DEFAULT = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One configuration: option values (absent = XLA's default) and the problem's changes."""
+
+    options: tuple[tuple[str, Any], ...] = ()
+    w_dtype: str | None = None
+    gelu: str | None = None
+
+    def with_option(self, name: str, value: Any) -> Point:
+        kept = tuple((k, v) for k, v in self.options if k != name)
+        return dataclasses.replace(self, options=tuple(sorted((*kept, (name, value)))))
+
+    def describe(self, base: Variant) -> str:
+        parts = [f"{k}={v!r}" for k, v in self.options if base.xla_options.get(k) != v]
+        if self.w_dtype and self.w_dtype != base.problem.weight_dtype:
+            parts.append(f"w_dtype={self.w_dtype}")
+        if self.gelu and self.gelu != base.problem.gelu:
+            parts.append(f"gelu={self.gelu}")
+        return ", ".join(parts) or "as configured"
+
+
+def variant_for(base: Variant, name: str, point: Point) -> Variant:
+    """Returns the base variant changed to the point's configuration, under a new name."""
+    options = {**base.xla_options, **dict(point.options)}
+    problem = base.problem
+    if point.w_dtype:
+        problem = dataclasses.replace(problem, w_dtype=point.w_dtype)
+    if point.gelu:
+        problem = dataclasses.replace(problem, gelu=point.gelu)
+    return dataclasses.replace(
+        base,
+        name=name,
+        description=point.describe(base),
+        xla_options=types.MappingProxyType(options),
+        problem=problem,
+        roles=(),
+    )
+
+
+def axes(space: SearchSpace) -> list[tuple[str, tuple[Any, ...]]]:
+    """The space's axes in config order: each option, then W's dtype and the GELU form."""
+    out: list[tuple[str, tuple[Any, ...]]] = [(k, tuple(v)) for k, v in space.xla_options.items()]
+    if space.w_dtype:
+        out.append(("w_dtype", tuple(space.w_dtype)))
+    if space.gelu:
+        out.append(("gelu", tuple(space.gelu)))
+    return out
+
+
+def _set(point: Point, axis: str, value: Any) -> Point:
+    if axis == "w_dtype":
+        return dataclasses.replace(point, w_dtype=value)
+    if axis == "gelu":
+        return dataclasses.replace(point, gelu=value)
+    return point.with_option(axis, value)
+
+
+def grid(space: SearchSpace) -> Iterator[Point]:
+    """Every combination of the space's values."""
+    names = axes(space)
+    for values in itertools.product(*(v for _, v in names)):
+        point = Point()
+        for (axis, _), value in zip(names, values, strict=True):
+            point = _set(point, axis, value)
+        yield point
+
+
+def value_of(point: Point, axis: str, base: Variant) -> Any:
+    if axis == "w_dtype":
+        return point.w_dtype or base.problem.weight_dtype
+    if axis == "gelu":
+        return point.gelu or base.problem.gelu
+    return dict(point.options).get(axis, base.xla_options.get(axis))
+
+
+def coordinate_step(
+    current: Point, axis: str, values: tuple[Any, ...], base: Variant
+) -> list[Point]:
+    """The current point with one axis set to each of its other values."""
+    now = value_of(current, axis, base)
+    return [_set(current, axis, v) for v in values if v != now]
+
+
+def xla_flags(options: Mapping[str, Any]) -> str:
+    """The options as an XLA_FLAGS string."""
+
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return str(v)
+
+    return " ".join(f"--{k}={text(v)}" for k, v in sorted(options.items()))
