@@ -141,3 +141,11 @@ def test_run_files_are_written_with_the_users_umask(cpu_run: Path, tmp_path: Pat
         assert stat.S_IMODE(os.stat(cpu_run / name).st_mode) == expected, name
     path = io.write_json(tmp_path / "x.json", {})
     assert stat.S_IMODE(os.stat(path).st_mode) == expected
+
+
+def test_the_readme_search_table_is_the_generated_one() -> None:
+    from harness.summary import SEARCH_BEGIN, SEARCH_END, search_table
+
+    text = README.read_text()
+    start, end = text.index(SEARCH_BEGIN) + len(SEARCH_BEGIN), text.index(SEARCH_END)
+    assert text[start:end].strip() == search_table()

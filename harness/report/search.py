@@ -81,18 +81,21 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
         summary += f" Stopped early: {record.stopped}."
     out.append(Para(summary))
     if best is not None:
-        verdict = best.vs_default
-        effect = fmt.verdict(verdict) if verdict else "the default"
+        if best.vs_default is None:
+            said = "no candidate was resolved as faster than the default, so the default stays"
+        else:
+            said = f"against the default {fmt.verdict(best.vs_default)}"
+        options = record.best_xla_options
         out += [
             Heading(2, "Best configuration"),
             Para(
                 f"`{best.name}` ({best.changed}): {fmt.step(best.step_s, best.step_ci95_s)}; "
-                f"against the default {effect}; against the lower bound {fmt.verdict(best.vs_lower_bound)}."
+                f"{said}; against the lower bound {fmt.verdict(best.vs_lower_bound)}."
             ),
             Code(
-                "xla_options:\n"
-                + "\n".join(f"  {k}: {v!r}" for k, v in record.best_xla_options.items())
-                or "xla_options: {}",
+                "xla_options:" + "".join(f"\n  {k}: {v!r}" for k, v in options.items())
+                if options
+                else "xla_options: {}",
                 "yaml",
             ),
             Code(f"XLA_FLAGS='{record.best_xla_flags}'", "sh"),

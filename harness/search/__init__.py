@@ -209,7 +209,7 @@ class Search:
                 if name != space.DEFAULT
                 else None,
                 vs_lower_bound=_verdict(timed, name, self.bound.name, floor)
-                if self.bound
+                if self.bound and name != self.bound.name
                 else None,
             )
         return timed

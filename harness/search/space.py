@@ -96,8 +96,14 @@ def value_of(point: Point, axis: str, base: Variant) -> Any:
 def coordinate_step(
     current: Point, axis: str, values: tuple[Any, ...], base: Variant
 ) -> list[Point]:
-    """The current point with one axis set to each of its other values."""
+    """The current point with one axis set to each of its other values.
+
+    An option neither the base nor the current point sets has XLA's default, which the config
+    lists first, so the first value is not compiled again.
+    """
     now = value_of(current, axis, base)
+    if now is None and values:
+        now = values[0]
     return [_set(current, axis, v) for v in values if v != now]
 
 

@@ -1,0 +1,103 @@
+"""The search on the CPU: real compiles, deduplicated before timing, a failing candidate
+excluded, coordinate descent over a small space, and search.json's schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_harness
+
+from harness.config import load
+from harness.records import emitted_keys, from_json
+from harness.search import space
+from harness.summary import SearchRecord
+
+SEARCH = """\
+experiment: tiny_search
+problem: {m: 16, k: 32, n: 32, dtype: bfloat16}
+measure: {warmup: 1, steps: 3}
+profile: {enabled: false}
+timing: {rounds: 4, batch_s: 0.01, budget_s: 0.5}
+search:
+  base: xla
+  strategy: coordinate
+  budget_s: 120
+  max_candidates: 8
+  space:
+    xla_options:
+      xla_cpu_enable_fast_math: [false, true]
+      xla_cpu_prefer_vector_width: [256, 512]
+      # a real compile failure: the CPU dot emitter rejects an unnormalized bf16 GEMM
+      xla_disable_hlo_passes: ['', float-normalization-bf16]
+variants:
+  - {name: xla, mode: jit}
+  - {name: matmul_only, mode: matmul_only}
+"""
+
+
+@pytest.fixture(scope="module")
+def search_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("search")
+    cfg = root / "search.yaml"
+    cfg.write_text(SEARCH)
+    proc = run_harness(f"--config={cfg}", results_root=root / "results")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return (root / "results" / "tiny_search" / "latest").resolve()
+
+
+def record(run: Path) -> SearchRecord:
+    return from_json(SearchRecord, json.loads((run / "search.json").read_text()), "search.json")
+
+
+def test_identical_programs_are_recognised_and_not_timed(search_run: Path) -> None:
+    r = record(search_run)
+    by_name = {c.name: c for c in r.candidates}
+    width = [c for c in r.candidates if "xla_cpu_prefer_vector_width" in c.changed]
+    assert width and all(c.status == "same_program" and c.same_program_as for c in width)
+    assert all(c.step_s is None for c in width)  # never timed
+    assert r.same_program_count >= 1 and "xla_cpu_prefer_vector_width" in r.no_effect
+    fast = next(c for c in r.candidates if "xla_cpu_enable_fast_math=True" in c.changed)
+    assert fast.status == "ok" and fast.fingerprint != by_name["default"].fingerprint
+    assert fast.step_s is not None and fast.vs_default is not None and fast.vs_default.ci95
+
+
+def test_a_candidate_that_fails_to_compile_is_excluded_with_its_reason(search_run: Path) -> None:
+    r = record(search_run)
+    (failed,) = [c for c in r.candidates if "float-normalization-bf16" in c.changed]
+    assert failed.status == "failed" and "RET_CHECK" in failed.reason
+    assert r.best != failed.name
+
+
+def test_the_default_and_the_lower_bound_are_always_timed(search_run: Path) -> None:
+    r = record(search_run)
+    by_name = {c.name: c for c in r.candidates}
+    assert by_name["default"].step_s and by_name["matmul_only"].step_s
+    assert r.lower_bound == "matmul_only"
+    assert by_name["default"].vs_lower_bound.against == "matmul_only"
+    assert r.best in by_name and r.best_xla_flags == space.xla_flags(r.best_xla_options)
+    md = (search_run / "report.md").read_text()
+    assert "## Best configuration" in md and "XLA_FLAGS=" in md and "## Ranked" in md
+    assert (search_run / "plots" / "search.png").is_file()
+
+
+def test_search_json_holds_exactly_its_documented_keys(search_run: Path) -> None:
+    data = json.loads((search_run / "search.json").read_text())
+    from harness.records import documented_keys
+
+    assert emitted_keys(SearchRecord, data) == {k for k, _, _ in documented_keys(SearchRecord)}
+
+
+def test_coordinate_descent_changes_one_option_at_a_time() -> None:
+    exp = load("search_cpu.yaml").experiment
+    base = exp.variant(exp.search.base)
+    start = space.Point()
+    steps = space.coordinate_step(start, "xla_cpu_enable_fast_math", (False, True), base)
+    assert steps == [space.Point(options=(("xla_cpu_enable_fast_math", True),))]
+    moved = steps[0]
+    nxt = space.coordinate_step(moved, "xla_cpu_prefer_vector_width", (256, 512), base)
+    assert [dict(p.options) for p in nxt] == [
+        {"xla_cpu_enable_fast_math": True, "xla_cpu_prefer_vector_width": 512}
+    ]
+    assert len(list(space.grid(exp.search.space))) == 2**6
