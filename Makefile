@@ -8,7 +8,7 @@ CONFIG ?= gelu.yaml
 FLAGS ?=
 RUN ?= results/gelu/latest
 
-.PHONY: experiment test lint report compare index clean-venv
+.PHONY: experiment search test lint report compare index clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,14 @@ $(VENV)/.installed: pyproject.toml
 experiment: $(VENV)/.installed
 	$(PY) -m harness --config=$(CONFIG) $(FLAGS)
 
+# A config with a `search:` section: make search CONFIG=search_cpu.yaml
+search: $(VENV)/.installed
+	$(PY) -m harness --config=$(CONFIG) $(FLAGS)
+
 # pytest exits 5 when it collects no tests: that is a failure here, not a pass.
 test: $(VENV)/.installed
 	$(PY) -m ruff check harness tests benchmarks
-	$(PY) -m pytest -q tests; rc=$$?; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint: $(VENV)/.installed
