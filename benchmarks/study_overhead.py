@@ -1,0 +1,152 @@
+"""What the harness costs beyond the work it measures: the study against a bare JAX script.
+
+Run: python benchmarks/study_overhead.py [--config=gelu.yaml] [--pairs=2] [--results_root=DIR]
+
+The bare script (`--bare`, below) does what the harness's capture does, written plainly: for each
+variant of the config that runs on this platform, the same function and inputs
+(harness.variants.expression: that is the expression under study, not the harness), compiled
+with the same dump options (per-pass HLO, emitters on a GPU), the first call inside a profiled
+window, the warm-up and blocked steps, the profiled steady steps, the recompile with m halved
+in its own profiled window; eager variants dispatch op by op; the Python-branch variant is
+traced once. Both run as fresh processes, interleaved (bare, harness, bare, harness, ...), and
+the benchmark prints each wall time, the medians and their ratio. The harness's own breakdown
+line (capture, timing, analysis, report) is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def bare(config: str, out: Path) -> None:
+    """The study's capture work as a plain script: no worker, no files beyond XLA's and the
+    profiler's, no analysis, no timing rounds, no report."""
+    import jax
+
+    from harness.config import load
+    from harness.variants import expression
+
+    exp = load(config).experiment
+    platform = jax.default_backend()
+    m = exp.measure
+
+    def profiled(name: str):  # noqa: ANN202
+        return jax.profiler.trace(str(out / name))
+
+    for v in exp.selected_variants:
+        if platform not in v.platforms:
+            continue
+        jax.clear_caches()
+        fn = expression.build_function(v)
+        inputs = expression.inputs_for(v.problem, exp.seed)
+        args = (inputs.x, inputs.w, inputs.b)
+        if v.mode == "jit_python_branch":
+            try:
+                jax.jit(fn).trace(*args)
+            except jax.errors.ConcretizationTypeError:
+                pass
+            continue
+        if v.mode == "eager":
+            call = lambda fn=fn: fn(*args)  # noqa: E731
+            jitted = None
+        else:
+            opts = {
+                "xla_dump_to": str(out / v.name / "dump"),
+                "xla_dump_hlo_as_text": True,
+                "xla_dump_hlo_module_re": ".*",
+                **({"xla_dump_hlo_pass_re": ".*"} if exp.dump.passes else {}),
+                **(
+                    {"xla_dump_emitter_re": ".*"} if exp.dump.emitters and platform == "gpu" else {}
+                ),
+                **v.xla_options,
+            }
+            jitted = jax.jit(fn, compiler_options=opts)
+            call = lambda jitted=jitted: jitted(*args)  # noqa: E731
+        with profiled(f"{v.name}/first_call"):
+            y = jax.block_until_ready(call())
+        for _ in range(m.warmup):
+            jax.block_until_ready(call())
+        for _ in range(m.steps):
+            jax.block_until_ready(call())
+        with profiled(f"{v.name}/steady"):
+            for i in range(exp.profile.steps):
+                with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                    jax.block_until_ready(call())
+        if m.recompile:
+            half = jax.block_until_ready(expression.halve_rows(inputs.x))
+            target = jitted if jitted is not None else fn
+            with profiled(f"{v.name}/recompile"):
+                jax.block_until_ready(target(half, inputs.w, inputs.b))
+        del y
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return wall, proc.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="gelu.yaml")
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--results_root", default=None, help="default: a temporary folder")
+    parser.add_argument("--bare", action="store_true", help="run the bare script once (internal)")
+    parser.add_argument("--out", default=None, help="the bare script's output folder (internal)")
+    args = parser.parse_args()
+    if args.bare:
+        bare(args.config, Path(args.out))
+        return
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("XLA_FLAGS", None)
+    scratch = Path(tempfile.mkdtemp(prefix="study_overhead."))
+    root = Path(args.results_root) if args.results_root else scratch / "results"
+    walls: dict[str, list[float]] = {"bare": [], "harness": []}
+    breakdown = ""
+    try:
+        for i in range(args.pairs):
+            out = scratch / f"bare{i}"
+            wall, _ = timed(
+                [sys.executable, __file__, "--bare", f"--config={args.config}", f"--out={out}"], env
+            )
+            walls["bare"].append(wall)
+            print(f"bare    {wall:6.2f} s", flush=True)
+            wall, stdout = timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness",
+                    f"--config={args.config}",
+                    f"--results_root={root}",
+                ],
+                env,
+            )
+            walls["harness"].append(wall)
+            found = re.search(r"^time: .*$", stdout, re.M)
+            breakdown = found.group(0) if found else "(no breakdown line)"
+            print(f"harness {wall:6.2f} s   {breakdown}", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    b, h = statistics.median(walls["bare"]), statistics.median(walls["harness"])
+    print(
+        f"\nconfig {args.config}: bare median {b:.2f} s, harness median {h:.2f} s, ratio {h / b:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
