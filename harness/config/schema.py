@@ -14,11 +14,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from harness.config.roles import ROLES
+from harness.config.roles import ROLES, framework_of, roles_of
 
 DTYPES = ("float32", "bfloat16", "float16")
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
+TORCH_MODES = ("torch_eager", "torch_compile", "torch_matmul", "torch_print", "torch_branch")
 MODES = (
     "eager",
     "jit",
@@ -26,7 +27,10 @@ MODES = (
     "matmul_only",
     "jit_python_branch",
     "jit_lax_cond",
+    *TORCH_MODES,
 )
+# torch.compile's `mode` argument ("default" passes none).
+TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 PLATFORMS = ("cpu", "gpu", "tpu")
 ISOLATION = ("auto", "shared", "per_variant")
 # Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after
@@ -141,6 +145,15 @@ class ReportOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class TorchOptions:
+    """A PyTorch variant's `torch.compile(fn, mode=..., dynamic=..., fullgraph=...)` arguments."""
+
+    mode: str = "default"  # default | max-autotune-no-cudagraphs | reduce-overhead | max-autotune
+    dynamic: bool | None = None  # None: Dynamo's automatic dynamic shapes after a recompile
+    fullgraph: bool = False  # True: a graph break is an error instead of a split
+
+
+@dataclasses.dataclass(frozen=True)
 class Variant:
     """One way of compiling the expression."""
 
@@ -151,6 +164,12 @@ class Variant:
     xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORMS
     roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
+    torch: TorchOptions = TorchOptions()  # torch.compile's arguments, for the torch_* modes
+
+    @property
+    def framework(self) -> str:
+        """`jax` or `torch`, from the mode."""
+        return framework_of(self.mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,14 +313,69 @@ def validate_experiment(e: Experiment, source: str) -> None:
             _choice(source, f"variants.{v.name}.roles", r, ROLES)
         for opt, value in v.xla_options.items():
             validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
+        validate_torch_variant(v, source)
     names = [v.name for v in e.variants]
     if e.baseline not in seen:
         raise ConfigError(
             source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
         )
+    validate_baselines(e, source)
     for s in e.select:
         if s not in seen:
             raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
+
+
+def validate_torch_variant(v: Variant, source: str) -> None:
+    """Checks a variant's `torch:` section and what a torch_* mode cannot take."""
+    where = f"variants.{v.name}"
+    _choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
+    if v.framework != "torch":
+        if v.torch != TorchOptions():
+            raise ConfigError(
+                source,
+                f"{where}.torch",
+                f"applies to the torch_* modes ({', '.join(TORCH_MODES)}); mode is {v.mode!r}",
+            )
+        return
+    if v.mode == "torch_eager" and v.torch != TorchOptions():
+        raise ConfigError(source, f"{where}.torch", "torch_eager compiles nothing; remove it")
+    if v.xla_options:
+        raise ConfigError(
+            source, f"{where}.xla_options", "a torch variant runs no XLA compile; remove them"
+        )
+    if v.problem.frontend != "jnp":
+        raise ConfigError(
+            source,
+            f"{where}.problem.frontend",
+            f"torch variants compute x @ W + b with torch itself; got {v.problem.frontend!r}, "
+            "allowed: jnp",
+        )
+
+
+def framework_baselines(e: Experiment) -> dict[str, str]:
+    """Returns framework -> its baseline variant: the config's `baseline` for its own
+    framework, and for another framework the variant whose `roles` name `baseline`."""
+    out: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            out.setdefault(v.framework, v.name)
+    return out
+
+
+def validate_baselines(e: Experiment, source: str) -> None:
+    """Refuses two baselines in one framework: every comparison needs exactly one reference."""
+    seen: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" not in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            continue
+        if v.framework in seen:
+            raise ConfigError(
+                source,
+                f"variants.{v.name}.roles",
+                f"{seen[v.framework]!r} is already the {v.framework} baseline; each framework "
+                "has one (the config's `baseline`, or a variant with `roles: [baseline]`)",
+            )
+        seen[v.framework] = v.name
 
 
 # ---------------------------------------------------------------------------------------------
