@@ -135,6 +135,9 @@ class CaptureOptions:
     """How variants are isolated from each other while they are captured."""
 
     isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
+    torch_threads: int = ranged(
+        0, 0, 4096, "torch's intra-op threads and Inductor's compile workers; 0: torch's defaults"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
