@@ -16,9 +16,9 @@ from harness.report import data, doc, index, observations, plots, sections
 
 def render(run: data.RunData, plot_outcomes: tuple[plots.PlotOutcome, ...]) -> tuple[str, str]:
     """Returns (markdown, html) of the report: two renderings of the same blocks."""
-    texts = observations.read_emitter_texts(run)
-    obs = observations.all_observations(run, texts)
-    blocks = sections.report_blocks(run, obs, plot_outcomes)
+    texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
+    rows = observations.observation_table(run, texts)
+    blocks = sections.report_blocks(run, rows, plot_outcomes)
     title = f"{run.experiment} {run.run_id}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 
