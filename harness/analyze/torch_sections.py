@@ -303,12 +303,12 @@ def profile(
     eager = mode == "torch_eager"
     if eager:
         clusters: dict[str, tuple[Any, ...]] = {"eager": eager_clusters(trace)}
-        report = match_torch_events(trace, clusters, mode="eager")
+        report = match_torch_events(trace, clusters, steps=steps, mode="eager")
     else:
         graphs = cap.graphs_of(first) if cap else ()
         clusters = clusters_by_graph(graphs)
         by_id = cap.facts.graph_by_compile_id if cap and cap.facts else {}
-        report = match_torch_events(trace, clusters, graph_by_compile_id=by_id)
+        report = match_torch_events(trace, clusters, steps=steps, graph_by_compile_id=by_id)
     doc = kernels_document(report)
     launcher = {id(r.event): r for r in trace.events}
     for row, a in zip(doc["events"], report.attributions, strict=True):
