@@ -10,10 +10,15 @@ RUN ?= results/gelu/latest
 
 .PHONY: experiment test lint report compare index clean-venv
 
+# The torch extra comes too, so the PyTorch row's tests run. TORCH_INDEX serves torch's CPU
+# wheel (PyPI's Linux wheel of the same version pulls CUDA libraries, gigabytes); set it empty
+# to install from PyPI alone.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,torch]' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	touch $@
 
 experiment: $(VENV)/.installed
