@@ -101,7 +101,7 @@ def analyze_variant(
     ident = sections.identity(exp, v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
-    if v.framework == "torch" and record.status == "ok":
+    if v.framework == "torch" and record.status == "ok" and record.expected_error is None:
         return analyze_torch_variant(vdir, exp, v, record, timing, ceilings, platform)
     if record.status != "ok" or not ladder.has_ladder(vdir / "ir"):
         return (

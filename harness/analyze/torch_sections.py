@@ -239,7 +239,9 @@ def dynamo(
         compiled_graphs=len(cap.graphs_of(first)) if cap.graphs else None,
         guard_count=_guard_total(frames) if frames else _metric_guards(facts, first),
         dynamic_shapes=symbolic(cap.graphs_of(first)) if cap.graphs else None,
-        recompiles=len(again) if "compile_ids" in facts and facts.get("recompile_s") else None,
+        recompiles=len(again)
+        if "compile_ids" in facts and facts.get("recompile_s") is not None
+        else None,
         recompile_reasons=reasons_again,
         recompile_guard_count=(
             _guard_total(again_frames) if again_frames else _metric_guards(facts, again)
