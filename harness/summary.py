@@ -360,7 +360,8 @@ class Comparison:
     )
     vs_framework: Verdict | None = doc(
         "a PyTorch variant's speed against the JAX variant in its role and of its size (eager "
-        "against eager, lower bound against lower bound, any other against the JAX baseline)"
+        "against eager, lower bound against lower bound, a split branch against lax.cond, any "
+        "other against the JAX baseline)"
     )
 
 

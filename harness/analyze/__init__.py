@@ -210,17 +210,24 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
     return None
 
 
-# The role a torch variant is compared in against JAX, most specific first; a variant holding
-# none of them (a compiled variant with options) is compared with the JAX baseline.
-COUNTERPART_ROLES = ("baseline", "lower_bound", "eager", "host_callback", "traced_branch")
+# A torch variant's role -> the JAX role it is timed against, most specific first. A Python
+# branch JAX refuses to compile, so Dynamo's split branch meets the branch XLA keeps on the
+# device (lax.cond). A variant holding none of them (options on a compile) meets the baseline.
+COUNTERPART_ROLES = (
+    ("baseline", "baseline"),
+    ("lower_bound", "lower_bound"),
+    ("eager", "eager"),
+    ("host_callback", "host_callback"),
+    ("traced_branch", "device_branch"),
+)
 
 
 def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSummary | None:
-    """Returns the JAX variant a PyTorch variant is timed against: the same role, same size."""
+    """Returns the JAX variant a PyTorch variant is timed against: its role's, same size."""
     me = summaries[name]
     if me.identity.framework == "jax":
         return None
-    role = next((r for r in COUNTERPART_ROLES if r in me.identity.roles), "baseline")
+    role = next((j for t, j in COUNTERPART_ROLES if t in me.identity.roles), "baseline")
     for other in summaries.values():
         if (
             role in other.identity.roles

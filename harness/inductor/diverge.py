@@ -41,18 +41,23 @@ def split_graphs(text: str) -> list[str]:
 
 
 def _labels(graph: FxGraph) -> list[tuple[str, str, str]]:
-    """Returns (op, shape, inputs) per computing node: node names replaced by positions in
-    the inputs and by `_` in the op (`_ @ _`, `_.float`, `aten.mm.default`); the aliases
-    Dynamo writes for its inputs (`l_x_ = L_x_`) left out."""
-    names = [n.name for n in (*graph.inputs, *graph.nodes)]
-    position = {name: f"%{i}" for i, name in enumerate(names)}
+    """Returns (op, shape, inputs) per computing node: values numbered in order (inputs
+    first), names replaced by those numbers in the inputs and by `_` in the op (`_ @ _`,
+    `_.float`, `aten.mm.default`); the aliases Dynamo writes for its inputs (`l_x_ = L_x_`)
+    left out, so two graphs computing the same thing read the same whatever their names."""
+    position = {n.name: f"%{i}" for i, n in enumerate(graph.inputs)}
+    names = {n.name for n in (*graph.inputs, *graph.nodes)}
+    values = len(position)
     out = []
     for n in graph.nodes:
-        if n.target in position:  # `l_x_ = L_x_`: a new name, no computation
+        if n.target in position:  # `l_x_ = L_x_`: a new name for a value, no computation
+            position[n.name] = position[n.target]
             continue
-        op = _IDENT.sub(lambda m: "_" if m.group(0) in position else m.group(0), n.target)
+        op = _IDENT.sub(lambda m: "_" if m.group(0) in names else m.group(0), n.target)
         args = ", ".join(position.get(a, a) for a in n.args)
         out.append((op, normalize_shape(n.shape), args))
+        position[n.name] = f"%{values}"
+        values += 1
     return out
 
 
