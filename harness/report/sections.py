@@ -288,6 +288,7 @@ def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
     for label, verdict in (
         ("lower bound", s.comparison.vs_lower_bound),
         ("baseline", s.comparison.vs_baseline),
+        ("JAX variant in its role", s.comparison.vs_framework),
     ):
         if verdict is not None:
             out.append(
