@@ -228,8 +228,9 @@ def _breaks(v: VariantData) -> str:
         return ""
     where = f" at {d.break_locations[0].rsplit('/', 1)[-1]}" if d.break_locations else ""
     why = f": {d.break_reasons[0][:120]}{where}" if d.break_reasons else ""
+    breaks = d.graph_break_count or 0
     return (
-        f"{v.name}: {d.graph_count} graphs, {d.graph_break_count} graph breaks "
+        f"{v.name}: {d.graph_count} graphs, {breaks} graph break{'' if breaks == 1 else 's'} "
         f"({d.explain_source}){why}"
     )
 
