@@ -30,14 +30,16 @@ TINY = (
 
 # The PyTorch row's study shrunk the same way. torch_branch is left out: every Inductor compile
 # runs the C++ compiler (seconds each on two cores), and the print variant already breaks a
-# graph; the JAX variants stay for the comparisons and the JAX column of the observations.
+# graph (the branch under fullgraph=True stays: Dynamo refuses it before compiling anything);
+# the JAX variants stay for the comparisons and the JAX column of the observations.
 TINY_TORCH = (
     *TINY[:-3],
     "--config.profile.steps=3",
     "--config.timing.rounds=4",
     "--config.timing.budget_s=0.5",
     "--config.select=eager,xla,xla_host_callback,xla_python_branch,matmul_only,"
-    "torch_eager,torch_compile,torch_compile_dynamic,torch_print,torch_matmul",
+    "torch_eager,torch_compile,torch_compile_dynamic,torch_print,torch_branch_fullgraph,"
+    "torch_matmul",
 )
 
 

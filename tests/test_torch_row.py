@@ -315,17 +315,3 @@ def test_timing_rounds_wait_per_variant(tmp_path):
     )
     assert set(record.variants) == {"xla", "tc", "xla#again"}
     assert waited and set(waited) == {2}  # only tc's results, and every batch of it
-
-
-def test_fullgraph_refuses_the_print_as_an_expected_error(tmp_path):
-    """Dynamo refuses the graph break while tracing, before Inductor compiles anything."""
-    pytest.importorskip("torch")
-    config = TORCH_CONFIG + "  - {name: tp, mode: torch_print, torch: {fullgraph: true}}\n"
-    exp = load(write(tmp_path, config)).experiment
-    vdir = tmp_path / "run" / "tp"
-    captured = torch_variant.capture_torch_variant(exp, exp.variant("tp"), Context(vdir, "cpu"))
-    record = captured.record
-    assert record.status == "ok" and captured.call is None
-    assert record.reason == "expected: fullgraph=True makes a graph break an error"
-    assert record.expected_error is not None and "builtin" in record.expected_error.message
-    assert (vdir / "expected_error.txt").is_file()

@@ -37,7 +37,7 @@ TORCH_CPU_VERDICTS = {
     "fewer_kernels": YES,
     "new_shape_pause": YES,
     "host_callback_split": YES,
-    "traced_branch": NOT_MEASURED,  # torch_branch is not in the tiny run
+    "traced_branch": YES,  # torch.compile(fullgraph=True) refuses the branch
     "cache_miss_log": YES,
     "later_ir_loops": YES,  # the C++ kernel's for loops in output_code
     "later_ir_thread_blocks": NOT_HERE,
@@ -102,6 +102,15 @@ def print_line() -> int:
 
     lines = Path(torch_expression.__file__).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if 'print("gelu_linear' in line)
+
+
+def test_fullgraph_refuses_the_branch_as_an_expected_error(torch_run, summary):
+    s = summary["torch_branch_fullgraph"]
+    assert s.identity.status == "ok" and s.identity.roles == ("traced_branch", "compiled")
+    assert s.identity.reason == "expected: fullgraph=True makes a graph break an error"
+    assert s.identity.expected_error.type == "Unsupported"
+    assert s.analysis_errors == () and s.timing.step_s is None
+    assert (torch_run / "variants/torch_branch_fullgraph/expected_error.txt").is_file()
 
 
 def test_new_shape_recompile_reason_and_guards(torch_run, summary):
