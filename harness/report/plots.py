@@ -172,11 +172,11 @@ def compile_time(run: RunData) -> Figure:
         labels += [k for k in s if k not in labels]
     fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
     ax = _bar_axes(fig, [n for n, _ in rows])
-    cmap = matplotlib.colormaps["tab10"]
+    cmap = matplotlib.colormaps["tab20"]  # XLA's phases and torch.compile's, all told apart
     bottom = [0.0] * len(rows)
     for j, label in enumerate(labels):
         vals = [s.get(label, 0.0) * 1e3 for _, s in rows]
-        ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 10))
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 20))
         bottom = [b + x for b, x in zip(bottom, vals, strict=True)]
     ax.set_ylabel("compile time, ms")
     ax.set_title("First-call compile time by phase", fontsize=10)
