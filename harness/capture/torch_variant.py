@@ -131,17 +131,22 @@ def _steady(
     call: Callable[[], Any],
     wait: Callable[[Any], Any],
     device: str,
+    notes: list[str],
 ) -> list[float]:
-    """Returns blocked per-call times, then profiles `profile.steps` steps with torch.profiler."""
+    """Returns blocked per-call times, then profiles `profile.steps` steps with torch.profiler
+    (a profiler this torch lacks, or one that fails, is a note: the variant still counts)."""
     times = _step_times(call, wait, exp.measure.warmup, exp.measure.steps)
     if exp.profile.enabled:
-        profile_steps(
-            ctx.variant_dir / "profile" / "steady" / PROFILE_FILE,
-            call,
-            wait,
-            device,
-            exp.profile.steps,
-        )
+        try:
+            profile_steps(
+                ctx.variant_dir / "profile" / "steady" / PROFILE_FILE,
+                call,
+                wait,
+                device,
+                exp.profile.steps,
+            )
+        except Exception as e:
+            notes.append(f"torch.profiler not available: {type(e).__name__}: {e}"[:300])
     return times
 
 
@@ -189,7 +194,8 @@ def _capture_eager(
 
     y, first_call_s = _timed(call, wait)
     numerics = _numerics(exp, variant, y)
-    times = _steady(exp, ctx, call, wait, inputs.device)
+    notes: list[str] = []
+    times = _steady(exp, ctx, call, wait, inputs.device, notes)
     recompile = None
     if exp.measure.recompile:
         x_half = wait(tx.halve_rows(inputs.x))
@@ -200,7 +206,7 @@ def _capture_eager(
             0,
             None,
         )
-    notes = _eager_ladder(ctx.variant_dir / "ir", fn, args)
+    notes += _eager_ladder(ctx.variant_dir / "ir", fn, args)
     io.write_json(ctx.variant_dir / "timings.json", {"latency_blocked_s": times})
     io.write_json(
         ctx.variant_dir / TORCH_FILE,
@@ -298,7 +304,8 @@ def _capture_compiled(
         # Checked before any other call: under mode="reduce-overhead" a CUDA graph's replay
         # reuses its output buffers, so a later call would overwrite y.
         numerics = _numerics(exp, variant, y)
-        times = _steady(exp, ctx, call, wait, inputs.device)
+        notes: list[str] = []
+        times = _steady(exp, ctx, call, wait, inputs.device, notes)
         seen = [*known, *first_ids]
         steady_ids = _new_ids(seen)  # none expected: the steady calls hit the first graphs
         recompile_ids: list[str] = []
@@ -325,7 +332,7 @@ def _capture_compiled(
     )
     io.write_json(ctx.variant_dir / TORCH_FILE, facts)
     io.write_json(ctx.variant_dir / "timings.json", {"latency_blocked_s": times})
-    notes = write_compiled_ladder(ctx.variant_dir, first_ids, facts.get("recompile_started"))
+    notes += write_compiled_ladder(ctx.variant_dir, first_ids, facts.get("recompile_started"))
     notes += [str(u) for u in state.unavailable]
     if steady_ids:
         notes.append(f"Dynamo compiled again during the steady calls: {', '.join(steady_ids)}")

@@ -67,7 +67,8 @@ def set_threads(threads: int) -> None:
     import torch._inductor.config as inductor_config
 
     torch.set_num_threads(threads)
-    inductor_config.compile_threads = threads
+    if hasattr(inductor_config, "compile_threads"):
+        inductor_config.compile_threads = threads
 
 
 @dataclass(frozen=True)
