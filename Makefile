@@ -10,10 +10,12 @@ RUN ?= results/gelu/latest
 
 .PHONY: experiment search test lint report compare index clean-venv
 
+# The torch extra comes too (pinned to the CPU build, torch==2.13.0), so the PyTorch row's
+# tests run.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,torch]'
 	touch $@
 
 experiment: $(VENV)/.installed

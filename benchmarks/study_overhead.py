@@ -16,6 +16,7 @@ line (capture, timing, analysis, report) is printed too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -42,7 +43,7 @@ def bare(config: str, out: Path) -> None:
     platform = jax.default_backend()
     m = exp.measure
 
-    def profiled(name: str):  # noqa: ANN202
+    def profiled(name: str):
         return jax.profiler.trace(str(out / name))
 
     for v in exp.selected_variants:
@@ -53,13 +54,11 @@ def bare(config: str, out: Path) -> None:
         inputs = expression.inputs_for(v.problem, exp.seed)
         args = (inputs.x, inputs.w, inputs.b)
         if v.mode == "jit_python_branch":
-            try:
+            with contextlib.suppress(jax.errors.ConcretizationTypeError):
                 jax.jit(fn).trace(*args)
-            except jax.errors.ConcretizationTypeError:
-                pass
             continue
         if v.mode == "eager":
-            call = lambda fn=fn: fn(*args)  # noqa: E731
+            call = lambda fn=fn, args=args: fn(*args)  # noqa: E731
             jitted = None
         else:
             opts = {
@@ -73,7 +72,7 @@ def bare(config: str, out: Path) -> None:
                 **v.xla_options,
             }
             jitted = jax.jit(fn, compiler_options=opts)
-            call = lambda jitted=jitted: jitted(*args)  # noqa: E731
+            call = lambda jitted=jitted, args=args: jitted(*args)  # noqa: E731
         with profiled(f"{v.name}/first_call"):
             y = jax.block_until_ready(call())
         for _ in range(m.warmup):

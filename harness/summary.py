@@ -111,7 +111,9 @@ class Compile:
     """Compile and first-call pauses (producer: the capture record and the first-call profile)."""
 
     first_call_s: float | None = doc("the first call: trace + lower + compile + first execution")
-    compile_s: float | None = doc("trace + lower + XLA compile of the first call")
+    compile_s: float | None = doc(
+        "trace + lower + XLA compile of the first call; for PyTorch, Dynamo's whole compile"
+    )
     trace_s: float | None = doc("tracing to a jaxpr")
     lower_s: float | None = doc("lowering to StableHLO")
     xla_compile_s: float | None = doc("XLA's compile")
@@ -121,16 +123,60 @@ class Compile:
         "autotuning and no cache left by another variant"
     )
     recompile_s: float | None = doc("the pause of the call with m halved")
-    recompile_explanation: str | None = doc("JAX's cache-miss log for that call")
-    recompile_backend_compiles: int | None = doc("XLA compiles the new shape caused")
+    recompile_explanation: str | None = doc(
+        "JAX's cache-miss log for that call; for PyTorch, Dynamo's recompile reasons"
+    )
+    recompile_backend_compiles: int | None = doc(
+        "XLA compiles the new shape caused (PyTorch: Dynamo compiles)"
+    )
     recompile_xla_compile_s: float | None = doc("their seconds")
     recompile_fusion_changed: bool | None = doc(
         "whether the new-shape module's fusion structure differs from the first module's"
     )
     top_passes: tuple[CompilePass, ...] = doc("the slowest passes of the first XLA compile", ())
-    by_pipeline: dict[str, float] = doc("seconds per XLA pass pipeline, first compile", EMPTY)
-    autotuning_s: float | None = doc("seconds in the GPU GEMM autotuner (`config-assigner`)")
+    by_pipeline: dict[str, float] = doc(
+        "seconds per XLA pass pipeline, first compile; for PyTorch, per torch.compile phase: "
+        "`dynamo_tracing`, `guards`, `aot_autograd`, `inductor`, `kernel_compile` (Triton, or "
+        "the C++ compiler on a CPU)",
+        EMPTY,
+    )
+    autotuning_s: float | None = doc(
+        "seconds in the GPU GEMM autotuner (`config-assigner`); for PyTorch, Triton's autotuning"
+    )
     notes: tuple[str, ...] = doc("what the compile breakdown could not determine, and why", ())
+
+
+# --- dynamo (PyTorch variants) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dynamo:
+    """What torch.compile's Dynamo made of a PyTorch variant: graphs, breaks, guards and
+    recompiles (producer: torch.json from the capture, and the TORCH_TRACE log)."""
+
+    options: dict[str, Plain] = doc(
+        "the torch.compile arguments: `mode` (absent: default), `dynamic`, `fullgraph`", EMPTY
+    )
+    explain_source: str | None = doc(
+        "where the graph and break counts come from: `explain()`, or `TORCH_TRACE` when this "
+        "torch's explain() is not available"
+    )
+    graph_count: int | None = doc("graphs Dynamo captured from the function (1: no break)")
+    graph_break_count: int | None = doc("graph breaks in it")
+    break_reasons: tuple[str, ...] = doc("each break's one-line reason", ())
+    break_locations: tuple[str, ...] = doc("each break's `file:line` in the user's code", ())
+    compiled_graphs: int | None = doc("graphs Inductor compiled for the first call")
+    guard_count: int | None = doc("guards the first call's compiles installed")
+    dynamic_shapes: bool | None = doc("whether the first call's graphs have symbolic sizes")
+    recompiles: int | None = doc(
+        "Dynamo compiles the new-shape call caused (0: the first compile's guards held)"
+    )
+    recompile_reasons: tuple[str, ...] = doc("Dynamo's reason for each, as it logged it", ())
+    recompile_guard_count: int | None = doc("guards those recompiles installed")
+    recompile_dynamic_shapes: bool | None = doc(
+        "whether the new-shape graphs have symbolic sizes (automatic dynamic shapes)"
+    )
+    notes: tuple[str, ...] = doc("what could not be determined, and why", ())
 
 
 # --- hlo --------------------------------------------------------------------------------------
@@ -169,17 +215,25 @@ class PassChange:
 class Fingerprint:
     digest: str = doc("one hash over the parts below: equal digests mean the same program")
     hlo: str | None = doc(
-        "the optimized HLO with backend configs and schedule order, names and metadata ignored"
+        "the optimized HLO with backend configs and schedule order, names and metadata ignored "
+        "(PyTorch: the post-grad graphs)"
     )
-    thunks: str | None = doc("the thunk (launch) sequence, where XLA dumps one")
-    code: str | None = doc("the emitted LLVM IR or PTX, symbols renamed, where XLA dumps it")
+    thunks: str | None = doc(
+        "the thunk (launch) sequence, where XLA dumps one (PyTorch: the wrapper's launches)"
+    )
+    code: str | None = doc(
+        "the emitted LLVM IR or PTX, symbols renamed, where XLA dumps it (PyTorch: the "
+        "generated kernels' sources)"
+    )
 
 
 @dataclass(frozen=True)
 class Hlo:
     """What XLA made of the program (producer: HLO analysis of the IR ladder)."""
 
-    fusion_count: int | None = doc("fusions in the HLO after optimization")
+    fusion_count: int | None = doc(
+        "fusions in the HLO after optimization (PyTorch: kernels Inductor generated)"
+    )
     cluster_count: int | None = doc("units the device executes: fusions, library calls, lone ops")
     library_calls: tuple[LibraryCall, ...] = doc(
         "library calls (cuBLAS, cuBLASLt, YNNPACK, ...)", ()
@@ -413,6 +467,11 @@ class Comparison:
     vs_lower_bound: Verdict | None = doc(
         "speed against the lower bound of the same framework and size"
     )
+    vs_framework: Verdict | None = doc(
+        "a PyTorch variant's speed against the JAX variant in its role and of its size (eager "
+        "against eager, lower bound against lower bound, a split branch against lax.cond, any "
+        "other against the JAX baseline)"
+    )
 
 
 # --- the variant and the run ------------------------------------------------------------------
@@ -429,6 +488,7 @@ class VariantSummary:
     numerics: Numerics = doc("against the float64 reference", Numerics())
     comm: Comm = doc("communication, for a variant sharded over devices", Comm())
     comparison: Comparison = doc("against the other variants", Comparison())
+    dynamo: Dynamo | None = doc("torch.compile's graphs, breaks and recompiles (PyTorch only)")
     analysis_errors: tuple[str, ...] = doc(
         "analyses that failed for this variant (the run goes on)", ()
     )
@@ -848,7 +908,9 @@ def _migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _migrate_v2(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-3 data for version 2, which had no `comm` section (it defaults)."""
+    """Returns version-3 data for a version-2 summary: version 3 only added keys (the `comm`
+    section of sharded variants, the PyTorch row's `dynamo` section and
+    `comparison.vs_framework`), which read as absent."""
     del source
     return {**data, "schema_version": 3}
 

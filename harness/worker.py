@@ -66,6 +66,7 @@ class Worker:
         self.platform = ""
         self.environment: dict[str, Any] = {}
         self.calls: dict[str, Callable[[], Any]] = {}
+        self.waits: dict[str, Callable[[Any], Any]] = {}  # a torch variant's own wait
 
     def hello(self, job: dict[str, Any]) -> None:
         from harness.capture import environment, mesh, preflight
@@ -99,7 +100,7 @@ class Worker:
 
     def capture(self, job: dict[str, Any]) -> None:
         from harness import io
-        from harness.capture.variant import Context, capture_variant
+        from harness.capture.variant import Context
         from harness.records import to_json
         from harness.summary import RESULT_FILE, CaptureRecord, Failure
         from harness.variants import expression
@@ -117,10 +118,12 @@ class Worker:
             send("start", variant=name)
             ctx = Context(vdir, self.platform, fresh_process=bool(job.get("fresh_process")))
             try:
-                captured = capture_variant(self.exp, variant, ctx)
+                captured = _capture_for(variant)(self.exp, variant, ctx)
                 record = captured.record
                 if captured.call is not None:
                     self.calls[name] = captured.call
+                if captured.wait is not None:
+                    self.waits[name] = captured.wait
             except Exception as e:
                 io.write_text(vdir / "error.txt", traceback.format_exc())
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -161,7 +164,16 @@ class Worker:
         for name in job["variants"]:
             if name not in self.calls:
                 send("timing_compile", variant=name)
-                call, note = compile_for_timing(self.exp, self.exp.variant(name), workdir)
+                variant = self.exp.variant(name)
+                if variant.framework == "torch":
+                    from harness.capture import torch_variant
+
+                    call, wait, note = torch_variant.compile_for_timing(
+                        self.exp, variant, workdir, self.platform
+                    )
+                    self.waits[name] = wait
+                else:
+                    call, note = compile_for_timing(self.exp, variant, workdir)
                 self.calls[name] = call
                 if note:
                     notes[name] = note
@@ -179,9 +191,21 @@ class Worker:
                 workdir,
                 notes,
                 excluded=job.get("excluded") or {},
+                waits={n: self.waits[n] for n in job["variants"] if n in self.waits},
             )
         io.write_json(workdir / job.get("file", "timing.json"), to_json(record))
         send("timed")
+
+
+def _capture_for(variant: Any) -> Callable[..., Any]:
+    """Returns the capture function of the variant's framework (JAX, or the PyTorch row)."""
+    if variant.framework == "torch":
+        from harness.capture.torch_variant import capture_torch_variant
+
+        return capture_torch_variant
+    from harness.capture.variant import capture_variant
+
+    return capture_variant
 
 
 def main(argv: list[str]) -> int:

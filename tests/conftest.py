@@ -28,6 +28,21 @@ TINY = (
 )
 
 
+# The PyTorch row's study shrunk the same way. torch_branch is left out: every Inductor compile
+# runs the C++ compiler (seconds each on two cores), and the print variant already breaks a
+# graph (the branch under fullgraph=True stays: Dynamo refuses it before compiling anything);
+# the JAX variants stay for the comparisons and the JAX column of the observations.
+TINY_TORCH = (
+    *TINY[:-3],
+    "--config.profile.steps=3",
+    "--config.timing.rounds=4",
+    "--config.timing.budget_s=0.5",
+    "--config.select=eager,xla,xla_host_callback,xla_python_branch,matmul_only,"
+    "torch_eager,torch_compile,torch_compile_dynamic,torch_print,torch_branch_fullgraph,"
+    "torch_matmul",
+)
+
+
 def harness_env() -> dict[str, str]:
     """The environment a fresh `python -m harness` gets: the repo importable, no XLA_FLAGS."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -109,3 +124,18 @@ class CapturedProfiles:
 def live(cpu_run: Path) -> CapturedProfiles:
     """The tiny run's `xla` profiles (first_call, steady, recompile): real capture output."""
     return CapturedProfiles(cpu_run / "variants" / "xla" / "profile", steps=2)
+
+
+@pytest.fixture(scope="session")
+def torch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Returns the folder of one tiny run of configs/gelu_torch.yaml: the session's only
+    torch.compile (every torch test reads its files; one Inductor compile on two cores costs
+    seconds). Skipped when torch is not installed."""
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("torch_results")
+    proc = run_harness("--config=gelu_torch.yaml", *TINY_TORCH, results_root=root, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"the tiny torch study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return (root / "gelu_torch" / "latest").resolve()

@@ -126,7 +126,11 @@ def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
     assert "now f32[8,32] and before f32[16,32]" in got["cache_miss_log"].evidence[0]
     assert "phi i64" in got["later_ir_loops"].quote
     md = (rendered / "report.md").read_text()
-    assert md.count("reproduced: ") == len(CPU_VERDICTS)
+    table = next(t for t in md_tables(md) if t[0][0] == "claim")
+    assert table[0][1:] == ["JAX: verdict and evidence", "PyTorch: verdict and evidence"]
+    assert [row[1].split(" — ")[0] for row in table[1:]] == list(CPU_VERDICTS.values())
+    # This study has no PyTorch variant: its column says so, claim by claim.
+    assert all(row[2].startswith(NOT_MEASURED) for row in table[1:])
 
 
 def test_ladder_links_point_at_real_files(rendered):
@@ -181,7 +185,7 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
     (run / "manifest.json").write_text("{}")
     write_report(run)
     md = (run / "report.md").read_text()
-    assert "reproduced: not measured" in md
+    assert "| not measured — " in md
     for name in ("launches", "roofline", "timeline", "fusion_map", "compile_time"):
         assert f"**{name}**: skipped: " in md
     assert {p.name for p in (run / "plots").iterdir()} == {"step_time.png"}

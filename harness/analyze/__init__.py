@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder, stats
-from harness.analyze import comm, sections
-from harness.config.schema import Experiment, Variant
+from harness.analyze import comm, sections, torch_sections
+from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
+from harness.inductor.diverge import torch_first_divergence
 from harness.records import SchemaError, from_json
 from harness.summary import (
     RESULT_FILE,
@@ -101,6 +102,8 @@ def analyze_variant(
     ident = sections.identity(exp, v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
+    if v.framework == "torch" and record.status == "ok" and record.expected_error is None:
+        return analyze_torch_variant(vdir, exp, v, record, timing, ceilings, platform)
     if record.status != "ok" or not ladder.has_ladder(vdir / "ir"):
         return (
             VariantSummary(
@@ -152,6 +155,47 @@ def analyze_variant(
     return summary, kernels
 
 
+def analyze_torch_variant(
+    vdir: Path,
+    exp: Experiment,
+    v: Variant,
+    record: CaptureRecord,
+    timing: Any,
+    ceilings: dict[str, Any],
+    platform: str,
+) -> tuple[VariantSummary, list[str]]:
+    """Returns a PyTorch variant's summary: identity, timing, cost and numerics as for JAX, the
+    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace."""
+    errors: list[str] = []
+    found = torch_sections.analyze_torch(
+        vdir, v, record, exp.profile.steps, timing.step_s, errors, _guarded
+    )
+    lad = ladder.read_ladder(vdir / "ir") if ladder.has_ladder(vdir / "ir") else None
+    cost = (
+        _guarded(
+            errors,
+            "cost",
+            lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
+            None,
+        )
+        if lad is not None
+        else None
+    )
+    parts = {k: found.get(k) for k in ("compile", "hlo", "profile")}
+    if parts["compile"] is None:
+        parts["compile"] = sections.compile_(vdir, record, None)
+    summary = VariantSummary(
+        identity=sections.identity(exp, v, record),
+        timing=timing,
+        **{k: val for k, val in parts.items() if val is not None},
+        **({"cost": cost} if cost is not None else {}),
+        numerics=record.numerics or Numerics(),
+        dynamo=found.get("dynamo"),
+        analysis_errors=tuple(errors),
+    )
+    return summary, list(found.get("kernels") or [])
+
+
 def same_size(a: VariantSummary, b: VariantSummary) -> bool:
     """True when two variants ran the same m, k, n and batch (ratios pair only those)."""
     dims = ("m", "k", "n", "batch")
@@ -165,6 +209,34 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
         if (
             role in other.identity.roles
             and other.identity.framework == me.identity.framework
+            and same_size(me, other)
+        ):
+            return other
+    return None
+
+
+# A torch variant's role -> the JAX role it is timed against, most specific first. A Python
+# branch JAX refuses to compile, so Dynamo's split branch meets the branch XLA keeps on the
+# device (lax.cond). A variant holding none of them (options on a compile) meets the baseline.
+COUNTERPART_ROLES = (
+    ("baseline", "baseline"),
+    ("lower_bound", "lower_bound"),
+    ("eager", "eager"),
+    ("host_callback", "host_callback"),
+    ("traced_branch", "device_branch"),
+)
+
+
+def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSummary | None:
+    """Returns the JAX variant a PyTorch variant is timed against: its role's, same size."""
+    me = summaries[name]
+    if me.identity.framework == "jax":
+        return None
+    role = next((j for t, j in COUNTERPART_ROLES if t in me.identity.roles), "baseline")
+    for other in summaries.values():
+        if (
+            role in other.identity.roles
+            and other.identity.framework == "jax"
             and same_size(me, other)
         ):
             return other
@@ -268,23 +340,28 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         )
     self_ratio = noise(timed)
     floor = stats.noise_floor(self_ratio)
-    base_ir = workdir / "variants" / exp.baseline / "ir"
+    baselines = framework_baselines(exp)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
         ir = workdir / "variants" / name / "ir"
         errors = list(s.analysis_errors)
         divergence = None
-        if name != exp.baseline and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
+        # Each variant diverges from its own framework's baseline, through its own ladder.
+        torch = s.identity.framework == "torch"
+        base = baselines.get(s.identity.framework, exp.baseline)
+        base_ir = workdir / "variants" / base / "ir"
+        diverge = torch_first_divergence if torch else first_divergence
+        if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
             found = _guarded(
                 errors,
                 "divergence",
-                lambda ir=ir, name=name: first_divergence(
-                    base_ir, ir, kernels.get(exp.baseline), kernels.get(name)
+                lambda ir=ir, name=name, base=base, base_ir=base_ir, diverge=diverge: diverge(
+                    base_ir, ir, kernels.get(base), kernels.get(name)
                 ),
                 None,
             )
             if found is not None:
-                divergence = Divergence(exp.baseline, found.stage, found.detail)
+                divergence = Divergence(base, found.stage, found.detail)
         comparison = Comparison(
             first_divergence=divergence,
             vs_baseline=verdict(name, partner(summaries, name, "baseline"), summaries, timed, floor)
@@ -293,6 +370,9 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             vs_lower_bound=verdict(
                 name, partner(summaries, name, "lower_bound"), summaries, timed, floor
             )
+            if s.timing.step_s
+            else None,
+            vs_framework=verdict(name, counterpart(summaries, name), summaries, timed, floor)
             if s.timing.step_s
             else None,
         )

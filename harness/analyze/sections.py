@@ -46,7 +46,7 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         status=record.status,
         reason=record.reason,
         mode=v.mode,
-        framework="jax",
+        framework=v.framework,
         description=v.description,
         roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled),
         problem=to_plain(v.problem),

@@ -26,6 +26,7 @@ def describe() -> dict[str, Any]:
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "flax": _version(importlib.metadata, "flax"),
+        "torch": _version(importlib.metadata, "torch"),  # the PyTorch row's; not imported here
         "platform": jax.default_backend(),
         "device_kind": devices[0].device_kind,
         "device_count": len(devices),

@@ -103,11 +103,16 @@ class ExplainFacts:
         return {k: _jsonable(getattr(self, k)) for k in self.__dataclass_fields__}
 
 
-def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainFacts | NotAvailable:
+def explain(
+    fn: Callable[..., Any], *args: Any, keep_caches: bool = False, **kwargs: Any
+) -> ExplainFacts | NotAvailable:
     """Run `torch._dynamo.explain(fn)(*args, **kwargs)` and return its facts.
 
     Note: explain() resets Dynamo before and after it runs, so functions compiled earlier
-    recompile on their next call. Run it after the measured compile, not before.
+    recompile on their next call. With `keep_caches`, both resets are suspended
+    (`suspended_reset`): pass a function whose code object nothing compiled yet (its
+    explanation then starts from an empty cache anyway), and every other compiled function
+    keeps its graphs.
     """
     torch = _torch()
     if isinstance(torch, NotAvailable):
@@ -116,8 +121,9 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainFacts |
     if isinstance(explain_fn, NotAvailable):
         return explain_fn
     try:
-        runner = explain_fn(fn)
-        out = runner(*args, **kwargs) if callable(runner) else runner
+        with suspended_reset() if keep_caches else contextlib.nullcontext():
+            runner = explain_fn(fn)
+            out = runner(*args, **kwargs) if callable(runner) else runner
     except Exception as err:
         return NotAvailable(f"explain() raised {type(err).__name__}: {err}")
     reasons = list(getattr(out, "break_reasons", None) or [])
@@ -133,6 +139,26 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainFacts |
         op_count=_int_or(getattr(out, "op_count", None), None),
         guard_count=len(guards) if guards is not None else None,
     )
+
+
+@contextlib.contextmanager
+def suspended_reset() -> Iterator[None]:
+    """Makes `torch._dynamo.reset` a no-op inside the block.
+
+    explain() imports `reset` from `torch._dynamo` when it runs and calls it before and after
+    explaining, which drops every compiled graph of the process; a study that keeps compiled
+    variants for its timing stage cannot afford that.
+    """
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not hasattr(dynamo, "reset"):
+        yield
+        return
+    saved = dynamo.reset
+    dynamo.reset = lambda: None
+    try:
+        yield
+    finally:
+        dynamo.reset = saved
 
 
 def _user_location(reason: Any) -> str | None:
@@ -448,6 +474,22 @@ def torch_capture_env(
         yield TorchCaptureState(
             dirs, env, tuple(applied), tuple(missing), trace_redirected=redirected is True
         )
+
+
+@contextlib.contextmanager
+def torch_cache_env(variant_dir: Path | str) -> Iterator[TorchCaptureDirs]:
+    """Point only Inductor's and Triton's caches into the variant folder (caches stay on): for a
+    compile that is timed but not captured, whose files must still stay in the run folder."""
+    dirs = capture_dirs(variant_dir)
+    for d in (dirs.inductor_cache, dirs.triton_cache):
+        d.mkdir(parents=True, exist_ok=True)
+    with _environment(
+        {
+            "TORCHINDUCTOR_CACHE_DIR": str(dirs.inductor_cache),
+            "TRITON_CACHE_DIR": str(dirs.triton_cache),
+        }
+    ):
+        yield dirs
 
 
 @contextlib.contextmanager

@@ -43,10 +43,12 @@ class Context:
 
 @dataclasses.dataclass(frozen=True)
 class Captured:
-    """A captured variant: its record and, when it ran, one steady-state call to time."""
+    """A captured variant: its record and, when it ran, one steady-state call to time and the
+    function that waits for a call's result (None: `jax.block_until_ready`)."""
 
     record: CaptureRecord
     call: Callable[[], Any] | None = None
+    wait: Callable[[Any], Any] | None = None
 
 
 @contextlib.contextmanager

@@ -30,7 +30,21 @@ MODE_ROLES: dict[str, tuple[str, ...]] = {
     "jit_host_callback": ("host_callback", "compiled"),
     "jit_python_branch": ("traced_branch",),
     "jit_lax_cond": ("device_branch", "compiled"),
+    # The PyTorch row: the same roles, so the report pairs each torch variant with its JAX twin.
+    "torch_eager": ("eager",),
+    "torch_compile": ("compiled",),
+    "torch_matmul": ("lower_bound", "compiled"),
+    "torch_print": ("host_callback", "compiled"),
+    "torch_branch": ("traced_branch", "compiled"),
 }
+
+FRAMEWORKS = ("jax", "torch")
+
+
+def framework_of(mode: str) -> str:
+    """Returns the framework a mode runs in: `torch` for the `torch_*` modes, else `jax`."""
+    return "torch" if mode.startswith("torch_") else "jax"
+
 
 # XLA options whose documented effect is to hand the GEMM's epilogue to the library.
 _LIBRARY_EPILOGUE_OPTIONS = {"xla_gpu_enable_triton_gemm": False}

@@ -15,13 +15,14 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from harness.config.roles import ROLES
+from harness.config.roles import ROLES, framework_of, roles_of
 from harness.config.sharding import Sharding
 from harness.config.sharding import problems as sharding_problems
 
 DTYPES = ("float32", "bfloat16", "float16")
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
+TORCH_MODES = ("torch_eager", "torch_compile", "torch_matmul", "torch_print", "torch_branch")
 MODES = (
     "eager",
     "jit",
@@ -29,10 +30,13 @@ MODES = (
     "matmul_only",
     "jit_python_branch",
     "jit_lax_cond",
+    *TORCH_MODES,
 )
 # Modes that exist to test the harness itself: `test_abort` kills the capture process with
 # SIGABRT, as an XLA CHECK failure would. They are refused unless HARNESS_TEST_MODES=1.
 TEST_MODES = ("test_abort",)
+# torch.compile's `mode` argument ("default" passes none).
+TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 PLATFORMS = ("cpu", "gpu", "tpu")
 ISOLATION = ("auto", "shared", "per_variant")
 # Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after
@@ -138,6 +142,9 @@ class CaptureOptions:
 
     isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
     remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
+    torch_threads: int = ranged(
+        0, 0, 4096, "torch's intra-op threads and Inductor's compile workers; 0: torch's defaults"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +152,15 @@ class ReportOptions:
     """What the report writes besides report.md and report.html."""
 
     svg: bool = False  # each plot as SVG too, next to the PNG the report shows
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchOptions:
+    """A PyTorch variant's `torch.compile(fn, mode=..., dynamic=..., fullgraph=...)` arguments."""
+
+    mode: str = "default"  # default | max-autotune-no-cudagraphs | reduce-overhead | max-autotune
+    dynamic: bool | None = None  # None: Dynamo's automatic dynamic shapes after a recompile
+    fullgraph: bool = False  # True: a graph break is an error instead of a split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +176,12 @@ class Variant:
     roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
     # A mesh and PartitionSpecs (harness.config.sharding); the default, no mesh, is one device.
     sharding: Sharding = dataclasses.field(default_factory=Sharding)
+    torch: TorchOptions = TorchOptions()  # torch.compile's arguments, for the torch_* modes
+
+    @property
+    def framework(self) -> str:
+        """`jax` or `torch`, from the mode."""
+        return framework_of(self.mode)
 
 
 STRATEGIES = ("grid", "coordinate")
@@ -371,15 +393,70 @@ def validate_experiment(e: Experiment, source: str) -> None:
         )
         if found is not None:
             raise ConfigError(source, f"variants.{v.name}.sharding.{found[0]}", found[1])
+        validate_torch_variant(v, source)
     names = [v.name for v in e.variants]
     validate_search(e.search, source, names)
     if e.baseline not in seen:
         raise ConfigError(
             source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
         )
+    validate_baselines(e, source)
     for s in e.select:
         if s not in seen:
             raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
+
+
+def validate_torch_variant(v: Variant, source: str) -> None:
+    """Checks a variant's `torch:` section and what a torch_* mode cannot take."""
+    where = f"variants.{v.name}"
+    _choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
+    if v.framework != "torch":
+        if v.torch != TorchOptions():
+            raise ConfigError(
+                source,
+                f"{where}.torch",
+                f"applies to the torch_* modes ({', '.join(TORCH_MODES)}); mode is {v.mode!r}",
+            )
+        return
+    if v.mode == "torch_eager" and v.torch != TorchOptions():
+        raise ConfigError(source, f"{where}.torch", "torch_eager compiles nothing; remove it")
+    if v.xla_options:
+        raise ConfigError(
+            source, f"{where}.xla_options", "a torch variant runs no XLA compile; remove them"
+        )
+    if v.problem.frontend != "jnp":
+        raise ConfigError(
+            source,
+            f"{where}.problem.frontend",
+            f"torch variants compute x @ W + b with torch itself; got {v.problem.frontend!r}, "
+            "allowed: jnp",
+        )
+
+
+def framework_baselines(e: Experiment) -> dict[str, str]:
+    """Returns framework -> its baseline variant: the config's `baseline` for its own
+    framework, and for another framework the variant whose `roles` name `baseline`."""
+    out: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            out.setdefault(v.framework, v.name)
+    return out
+
+
+def validate_baselines(e: Experiment, source: str) -> None:
+    """Refuses two baselines in one framework: every comparison needs exactly one reference."""
+    seen: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" not in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            continue
+        if v.framework in seen:
+            raise ConfigError(
+                source,
+                f"variants.{v.name}.roles",
+                f"{seen[v.framework]!r} is already the {v.framework} baseline; each framework "
+                "has one (the config's `baseline`, or a variant with `roles: [baseline]`)",
+            )
+        seen[v.framework] = v.name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -85,6 +85,12 @@ def _describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
     return ""
 
 
+def describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
+    """Returns how two count tables differ, in one sentence ('' when equal): the ladder's
+    wording for any stage, also the PyTorch row's (harness.inductor.diverge)."""
+    return _describe_counts(stage, a, b)
+
+
 def _first_line_diff(stage: str, a: str, b: str) -> str:
     for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False)):
         if x != y:

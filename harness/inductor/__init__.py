@@ -2,6 +2,7 @@
 
 Pure readers (no torch import): `trace_log` reads the TORCH_TRACE log (compiles, graph
 breaks, recompiles, guards, compile-time phases), `artifacts` reads Inductor's debug folder
-into one `InductorGraph` per compiled graph, and `clusters` turns a graph into the harness's
-clusters and fusions.json reverse map.
+into one `InductorGraph` per compiled graph, `clusters` turns a graph into the harness's
+clusters and fusions.json reverse map, `captured` splits a variant's graphs by call (first,
+new shape) and fingerprints them, and `diverge` finds where two torch ladders first differ.
 """

@@ -34,6 +34,7 @@ class Bullets:
 class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    wrap: bool = False  # long prose in every cell: let the HTML cells wrap
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;display:block;overflow-x:auto}
 th,td{border:1px solid #d0d0d0;padding:3px 6px;text-align:left;vertical-align:top;white-space:nowrap}
 td:nth-child(2){white-space:normal;min-width:6em}
+table.wrap td{white-space:normal;min-width:16em}
 th{background:#f2f2f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f3f3f5;padding:0 2px;border-radius:3px}
 pre{background:#f6f6f8;border:1px solid #e2e2e6;padding:.6em;overflow-x:auto;font-size:12px}
@@ -149,7 +151,8 @@ def to_html(blocks: tuple[Block, ...], title: str) -> str:
                 "<tr>" + "".join(f"<td>{inline_html(c)}</td>" for c in row) + "</tr>"
                 for row in b.rows
             )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            cls = ' class="wrap"' if b.wrap else ""
+            body.append(f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif isinstance(b, Code):
             body.append(f"<pre><code>{html.escape(b.text.rstrip())}</code></pre>")
         elif isinstance(b, Image):

@@ -41,14 +41,14 @@ def read_pass_texts(run: data.RunData, v: data.VariantData) -> dict[str, str]:
 
 def render(run: data.RunData, plot_outcomes: tuple[plots.PlotOutcome, ...]) -> tuple[str, str]:
     """Returns (markdown, html) of the report: two renderings of the same blocks."""
-    texts = observations.read_emitter_texts(run)
-    obs = observations.all_observations(run, texts)
+    texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
+    rows = observations.observation_table(run, texts)
     origins = {
         v.name: findings.origins(v, passes)
         for v in run.variants
         if (passes := read_pass_texts(run, v))
     }
-    blocks = sections.report_blocks(run, obs, plot_outcomes, read_decisions(run), origins)
+    blocks = sections.report_blocks(run, rows, plot_outcomes, read_decisions(run), origins)
     title = f"{run.experiment} {run.run_id}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 

@@ -124,6 +124,11 @@ def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
     """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
     seg: dict[str, float] = {}
     c = v.summary.compile
+    if v.framework == "torch":  # by_pipeline holds torch.compile's phases, not XLA pipelines
+        seg = {f"torch {k}": float(fmt.num(s) or 0.0) for k, s in c.by_pipeline.items()}
+        if c.compile_s is not None and seg:
+            seg["torch other"] = max(0.0, c.compile_s - sum(seg.values()))
+        return seg
     for value, label in ((c.trace_s, "trace"), (c.lower_s, "lower")):
         if value is not None:
             seg[label] = float(value)
@@ -147,13 +152,16 @@ def top_pipelines(run: RunData, n: int = 5) -> list[str]:
     """Returns the `n` XLA pipelines with the largest compile time summed over variants."""
     total: dict[str, float] = {}
     for v in run.variants:
+        if v.framework != "jax":
+            continue
         for p, s in (v.summary.compile.by_pipeline or {}).items():
             total[p] = total.get(p, 0.0) + (fmt.num(s) or 0.0)
     return sorted(total, key=lambda p: -total[p])[:n]
 
 
 def compile_time(run: RunData) -> Figure:
-    """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline."""
+    """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline (for
+    PyTorch: torch.compile's phases)."""
     pipes = top_pipelines(run)
     rows = [(v.name, compile_segments(v, pipes)) for v in run.variants]
     rows = [(n, s) for n, s in rows if s]
@@ -164,11 +172,11 @@ def compile_time(run: RunData) -> Figure:
         labels += [k for k in s if k not in labels]
     fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
     ax = _bar_axes(fig, [n for n, _ in rows])
-    cmap = matplotlib.colormaps["tab10"]
+    cmap = matplotlib.colormaps["tab20"]  # XLA's phases and torch.compile's, all told apart
     bottom = [0.0] * len(rows)
     for j, label in enumerate(labels):
         vals = [s.get(label, 0.0) * 1e3 for _, s in rows]
-        ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 10))
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 20))
         bottom = [b + x for b, x in zip(bottom, vals, strict=True)]
     ax.set_ylabel("compile time, ms")
     ax.set_title("First-call compile time by phase", fontsize=10)

@@ -11,7 +11,7 @@ from harness.report import findings as why
 from harness.report import fmt
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
-from harness.report.observations import Observation
+from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
 from harness.report.plots import PlotOutcome
 from harness.report.sharded import sharded_blocks
 
@@ -154,13 +154,34 @@ def noise_blocks(run: RunData) -> list[Block]:
     return [Para("**Noise.** " + "; ".join(parts) + "." if parts else "**Noise.** not measured.")]
 
 
-def observation_blocks(obs: Sequence[Observation]) -> list[Block]:
+def observation_cell(o: Observation | None) -> str:
+    """Returns one framework's verdict and its evidence, for one cell of the table."""
+    if o is None:
+        return MISSING
+    return o.verdict + (" — " + "; ".join(o.evidence) if o.evidence else "")
+
+
+def observation_blocks(rows: Sequence[ObservationRow]) -> list[Block]:
+    """Returns the observations: claim | JAX verdict and evidence | PyTorch verdict and
+    evidence, then the quoted logs and IR lines that back them."""
     out: list[Block] = [Heading(2, "Observations", "observations")]
-    for i, o in enumerate(obs, 1):
-        out.append(Para(f"**{i}. {o.claim}** reproduced: {o.verdict}"))
-        out.append(Bullets(o.evidence))
-        if o.quote:
-            out.append(Code(o.quote))
+    header = ("claim", *(f"{name}: verdict and evidence" for name in FRAMEWORKS.values()))
+    out.append(
+        Table(
+            header,
+            tuple(
+                (f"{i}. {r.claim}", *(observation_cell(r.by_framework.get(f)) for f in FRAMEWORKS))
+                for i, r in enumerate(rows, 1)
+            ),
+            wrap=True,
+        )
+    )
+    for i, r in enumerate(rows, 1):
+        for f, name in FRAMEWORKS.items():
+            o = r.by_framework.get(f)
+            if o is not None and o.quote:
+                out.append(Para(f"Quoted for {i} ({name}):"))
+                out.append(Code(o.quote))
     return out
 
 
@@ -299,6 +320,8 @@ def variant_blocks(
         out.append(
             Para("XLA options: " + ", ".join(f"`{k}={val}`" for k, val in i.xla_options.items()))
         )
+    if s.dynamo is not None:
+        out.append(Para(dynamo_line(s.dynamo)))
     if i.failure and i.failure.stderr_tail:
         out.append(Code("\n".join(i.failure.stderr_tail)))
     if v.stages:
@@ -321,6 +344,7 @@ def variant_blocks(
     for label, verdict in (
         ("lower bound", s.comparison.vs_lower_bound),
         ("baseline", s.comparison.vs_baseline),
+        ("JAX variant in its role", s.comparison.vs_framework),
     ):
         if verdict is not None:
             out.append(
@@ -379,6 +403,30 @@ def variant_blocks(
     return out
 
 
+def dynamo_line(d: Any) -> str:
+    """Returns what Dynamo made of a PyTorch variant, in one paragraph."""
+    options = ", ".join(f"`{k}={v}`" for k, v in d.options.items()) or "defaults"
+    parts = [f"torch.compile({options})"]
+    if d.graph_count is not None:
+        breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
+        if d.break_reasons:
+            where = f" at `{d.break_locations[0]}`" if d.break_locations else ""
+            breaks += f": {d.break_reasons[0]}{where}"
+        parts.append(breaks)
+    if d.guard_count is not None:
+        parts.append(f"{d.guard_count} guards")
+    if d.dynamic_shapes:
+        parts.append("symbolic sizes from the first call")
+    if d.recompiles is not None:
+        again = f"new shape: {d.recompiles} recompile(s)"
+        if d.recompile_reasons:
+            again += f" ({d.recompile_reasons[0].splitlines()[0][:160]})"
+        if d.recompile_dynamic_shapes:
+            again += ", compiled with symbolic sizes (automatic dynamic shapes)"
+        parts.append(again)
+    return "Dynamo: " + "; ".join(parts) + "."
+
+
 def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
@@ -392,6 +440,7 @@ def environment_blocks(run: RunData) -> list[Block]:
             "jax",
             "jaxlib",
             "flax",
+            "torch",
             "git_commit",
         )
     )
@@ -442,16 +491,29 @@ def ceilings_line(ceilings: dict[str, Any]) -> str:
 
 def headline(run: RunData) -> str:
     env = run.environment
+    torch = env.get("torch")
+    bases = [
+        f"`{v.name}` ({FRAMEWORKS.get(v.framework, v.framework)})"
+        for v in run.variants
+        if "baseline" in v.roles
+    ]
     return (
         f"{fmt.text(env.get('device_kind'))} ({run.platform}), jax {fmt.text(env.get('jax'))}, "
-        f"jaxlib {fmt.text(env.get('jaxlib'))}, flax {fmt.text(env.get('flax'))}. "
-        f"Baseline `{run.baseline}`. Ceilings: {ceilings_line(run.ceilings)}."
+        f"jaxlib {fmt.text(env.get('jaxlib'))}, flax {fmt.text(env.get('flax'))}"
+        + (
+            f", torch {torch}"
+            if torch and any(v.framework == "torch" for v in run.variants)
+            else ""
+        )
+        + ". "
+        + (f"Baselines {', '.join(bases)}. " if len(bases) > 1 else f"Baseline `{run.baseline}`. ")
+        + f"Ceilings: {ceilings_line(run.ceilings)}."
     )
 
 
 def report_blocks(
     run: RunData,
-    obs: Sequence[Observation],
+    obs: Sequence[ObservationRow],
     plots: Sequence[PlotOutcome],
     decisions: str = "",
     origins: dict[str, dict[str, str]] | None = None,

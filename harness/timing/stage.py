@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +41,26 @@ def run(
     workdir: Path,
     notes: dict[str, str],
     excluded: dict[str, str],
+    waits: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> TimingRecord:
-    """Times `calls` in interleaved rounds, the baseline twice per round; returns the record."""
+    """Times `calls` in interleaved rounds, the baseline twice per round; returns the record.
+
+    `waits` gives a variant its own wait for a call's result (a torch variant's
+    `torch.cuda.synchronize()`); the others wait with `jax.block_until_ready`.
+    """
     names = list(calls)
-    timed = [rounds.Timed(n, calls[n], _wait) for n in names]
+    wait = dict(waits or {})
+    timed = [rounds.Timed(n, calls[n], wait.get(n, _wait)) for n in names]
     baseline = exp.baseline if exp.baseline in calls else None
     repeat = f"{baseline}{rounds.AA_SUFFIX}" if baseline else None
     if baseline:
         # The second slot sits half-way round the order from the first, so the A/A pair is
         # as far apart in each round as two variants can be.
         at = names.index(baseline) + (len(names) + 1) // 2
-        timed.insert(at % (len(timed) + 1), rounds.Timed(repeat, calls[baseline], _wait))
+        timed.insert(
+            at % (len(timed) + 1),
+            rounds.Timed(repeat, calls[baseline], wait.get(baseline, _wait)),
+        )
     count = exp.timing.rounds or DEFAULT_ROUNDS.get(platform, 10)
     count, target = rounds.plan(
         len(timed), count, exp.timing.batch_s, exp.timing.budget_s, step_estimate(workdir, names)

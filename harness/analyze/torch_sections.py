@@ -1,0 +1,399 @@
+"""The summary sections of a PyTorch variant, from what its capture wrote.
+
+Reads the variant folder (harness.capture.torch_variant's layout): torch.json (explain(), the
+compilation metrics, the compile ids of the first and the new-shape calls), the TORCH_TRACE
+log and Inductor's debug folder (harness.inductor), and torch.profiler's Chrome trace
+(harness.profile.torch_trace), attributed with harness.match.torch_match. Writes
+fusions.json, kernels.json and compile.json in the shapes the JAX variants' have, so the
+report's cluster tables, timeline and fusion map read them unchanged. The timing, cost and
+identity sections are the JAX producers' (harness.analyze.sections). Never imports torch.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import io, ladder
+from harness.analyze import sections
+from harness.capture.torch_env import capture_dirs
+from harness.config.schema import Variant
+from harness.inductor.captured import Captured, fingerprint, read_captured, structure, symbolic
+from harness.inductor.clusters import clusters_by_graph, fusions_document, graph_clusters
+from harness.inductor.trace_log import CompileTimes, compile_times
+from harness.match.match import MatchReport, kernels_document
+from harness.match.torch_match import eager_clusters, match_torch_events
+from harness.profile.torch_trace import read_torch_trace
+from harness.summary import (
+    CaptureRecord,
+    Compile,
+    Dynamo,
+    Fingerprint,
+    Hlo,
+    LibraryCall,
+    Profile,
+    Transfer,
+)
+
+TORCH_FILE = "torch.json"
+PROFILE_FILE = "torch_trace.json"
+# compile_times' fields -> the compile section's by_pipeline keys, in pipeline order.
+PHASES = (
+    ("dynamo_tracing_s", "dynamo_tracing"),
+    ("guards_s", "guards"),
+    ("aot_s", "aot_autograd"),
+    ("inductor_s", "inductor"),
+    ("kernel_compile_s", "kernel_compile"),
+)
+
+
+def read_torch_facts(vdir: Path) -> dict[str, Any]:
+    """Returns the variant's torch.json ({} when absent or unreadable)."""
+    path = vdir / TORCH_FILE
+    try:
+        found = io.read_json(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        found = {}
+    return found if isinstance(found, dict) else {}
+
+
+def compile_ids(facts: dict[str, Any], call: str) -> list[str]:
+    """Returns the Dynamo compile ids the capture recorded for `call` (`first_call`, `recompile`)."""
+    ids = (facts.get("compile_ids") or {}).get(call) or []
+    return [str(i) for i in ids if isinstance(i, str)]
+
+
+def captured(vdir: Path) -> Captured:
+    dirs = capture_dirs(vdir)
+    return read_captured(dirs.debug, dirs.trace)
+
+
+# --- hlo (what Inductor made of it) -----------------------------------------------------------
+
+
+def hlo(vdir: Path, cap: Captured, first: Sequence[str]) -> Hlo:
+    """Returns what Inductor generated for the first call; writes fusions.json (one module per
+    graph, XLA's shape: clusters, reverse map, folded-away nodes)."""
+    graphs = cap.graphs_of(first)
+    if not graphs:
+        return Hlo()
+    io.write_json(vdir / "fusions.json", fusions_document(graphs))
+    clusters = [c for g in graphs for c in graph_clusters(g)]
+    found = fingerprint(graphs)
+    return Hlo(
+        fusion_count=sum(c.kind in ("triton", "cpp") for c in clusters),
+        cluster_count=len(clusters),
+        library_calls=tuple(
+            LibraryCall(c.target or c.name, c.epilogue or None, c.name)
+            for c in clusters
+            if c.kind == "library"
+        ),
+        fingerprint=Fingerprint(found.digest, found.graph, found.launches, found.code)
+        if found
+        else None,
+    )
+
+
+def eager_fusions(vdir: Path, trace_clusters: Sequence[Any]) -> None:
+    """Writes fusions.json for eager: one `eager` module whose clusters are the ATen ops that
+    ran (nothing was compiled, so nothing was folded)."""
+    io.write_json(
+        vdir / "fusions.json",
+        {
+            "modules": [
+                {
+                    "module": "eager",
+                    "path": None,
+                    "clusters": [c.to_json() for c in trace_clusters],
+                    "reverse_map": {c.name: [c.name] for c in trace_clusters},
+                    "folded_away": [],
+                    "notes": ["torch eager: one cluster per ATen op the profile saw"],
+                }
+            ]
+        },
+    )
+
+
+# --- compile ----------------------------------------------------------------------------------
+
+
+def _times(cap: Captured, ids: Sequence[str]) -> CompileTimes | None:
+    frames = cap.frames(ids)
+    return compile_times(frames) if frames else None
+
+
+def compile_(
+    vdir: Path, record: CaptureRecord, cap: Captured, first: Sequence[str], again: Sequence[str]
+) -> Compile:
+    """Returns the compile pauses, the first compile split into torch.compile's phases, and
+    the new-shape call; writes compile.json (both calls' phases, per compile id)."""
+    p, r = record.pauses, record.recompile
+    first_times, again_times = _times(cap, first), _times(cap, again)
+    frames = {f.compile_id: f.to_json() for f in cap.frames([*first, *again])}
+    io.write_json(
+        vdir / "compile.json",
+        {
+            "first_call": first_times.to_json() if first_times else None,
+            "recompile": again_times.to_json() if again_times else None,
+            "frames": frames,
+            "guards": _guards(cap, first),
+        },
+    )
+    by_phase = (
+        {
+            key: float(getattr(first_times, attr))
+            for attr, key in PHASES
+            if getattr(first_times, attr) is not None
+        }
+        if first_times
+        else {}
+    )
+    notes = list(cap.notes)
+    if first_times is not None:
+        notes.append(
+            "phases from the TORCH_TRACE log's "
+            + (
+                "chromium events"
+                if first_times.source == "chromium_events"
+                else "compilation metrics"
+            )
+            + "; `aot_autograd` and `inductor` exclude the phases nested in them"
+        )
+    elif p is not None and p.backend_compiles:
+        notes.append("no TORCH_TRACE phases for the first call's compiles")
+    changed = None
+    if again:
+        a, b = structure(cap.graphs_of(first)), structure(cap.graphs_of(again))
+        changed = a != b if a and b else None
+    compile_s = p.compile_s if p else None
+    if compile_s is None and first_times is not None:
+        compile_s = first_times.total_s
+    return Compile(
+        first_call_s=p.first_call_s if p else None,
+        compile_s=compile_s,
+        first_execute_s=p.first_execute_s if p else None,
+        fresh_process=p.fresh_process if p else None,
+        recompile_s=r.seconds if r else None,
+        recompile_explanation=r.explanation if r else None,
+        recompile_backend_compiles=r.backend_compiles if r else None,
+        recompile_fusion_changed=changed,
+        by_pipeline=by_phase,
+        autotuning_s=first_times.autotune_s if first_times else None,
+        notes=tuple(notes),
+    )
+
+
+def _guards(cap: Captured, ids: Sequence[str]) -> list[str]:
+    """Returns the guard lines Dynamo logged for the compiles `ids` (`TENSOR_MATCH: ...`)."""
+    out: list[str] = []
+    for f in cap.frames(ids):
+        text = f.artifacts.get("dynamo_cpp_guards_str") or ""
+        out += [line.rstrip() for line in text.splitlines() if line.strip()]
+    return out
+
+
+# --- dynamo -----------------------------------------------------------------------------------
+
+
+def dynamo(
+    facts: dict[str, Any], cap: Captured, first: Sequence[str], again: Sequence[str]
+) -> Dynamo:
+    """Returns graphs, breaks, guards and recompiles: explain()'s counts when the capture
+    recorded them, else the TORCH_TRACE log's for the first call."""
+    notes: list[str] = []
+    explained = facts.get("explain")
+    frames = cap.frames(first)
+    emitted = [f for f in frames if f.graph_emitted]
+    breaks = [b for f in frames for b in f.graph_breaks if b.graph_emitted]
+    if isinstance(explained, dict):
+        source = "explain()"
+        graphs = explained.get("graph_count")
+        count = explained.get("graph_break_count")
+        reasons = tuple(str(r) for r in explained.get("break_reasons") or ())
+        locations = tuple(str(x) for x in explained.get("break_locations") or () if x)
+    elif cap.facts is not None:
+        source = "TORCH_TRACE"
+        if explained:
+            notes.append(f"explain(): {explained}")
+        graphs, count = len(emitted), len(breaks)
+        reasons = tuple(b.reason for b in breaks)
+        locations = tuple(b.location for b in breaks if b.location)
+    else:
+        source, graphs, count, reasons, locations = None, None, None, (), ()
+        notes.append("neither explain() nor a TORCH_TRACE log recorded the graphs")
+    again_frames = cap.frames(again)
+    reasons_again = tuple(
+        dict.fromkeys(f.recompile_reason for f in again_frames if f.recompile_reason)
+    )
+    if not reasons_again:
+        reasons_again = _metric_reasons(facts, again)
+    return Dynamo(
+        options=dict(facts.get("compile_kwargs") or {}),
+        explain_source=source,
+        graph_count=graphs if isinstance(graphs, int) else None,
+        graph_break_count=count if isinstance(count, int) else None,
+        break_reasons=reasons,
+        break_locations=locations,
+        compiled_graphs=len(cap.graphs_of(first)) if cap.graphs else None,
+        guard_count=_guard_total(frames) if frames else _metric_guards(facts, first),
+        dynamic_shapes=symbolic(cap.graphs_of(first)) if cap.graphs else None,
+        recompiles=len(again)
+        if "compile_ids" in facts and facts.get("recompile_s") is not None
+        else None,
+        recompile_reasons=reasons_again,
+        recompile_guard_count=(
+            _guard_total(again_frames) if again_frames else _metric_guards(facts, again)
+        )
+        if again
+        else None,
+        recompile_dynamic_shapes=symbolic(cap.graphs_of(again)) if again else None,
+        notes=tuple(notes),
+    )
+
+
+def _guard_total(frames: Sequence[Any]) -> int | None:
+    counts = [f.guard_count for f in frames if f.guard_count is not None]
+    return sum(counts) if counts else None
+
+
+def _metrics(facts: dict[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
+    rows = facts.get("metrics")
+    if not isinstance(rows, list):
+        return []
+    return [m for m in rows if isinstance(m, dict) and m.get("compile_id") in ids]
+
+
+def _metric_guards(facts: dict[str, Any], ids: Sequence[str]) -> int | None:
+    values = []
+    for m in _metrics(facts, ids):
+        try:
+            values.append(int(m.get("guard_count")))
+        except (TypeError, ValueError):
+            continue
+    return sum(values) if values else None
+
+
+def _metric_reasons(facts: dict[str, Any], ids: Sequence[str]) -> tuple[str, ...]:
+    found = [
+        str(m["recompile_reason"])
+        for m in _metrics(facts, ids)
+        if m.get("recompile_reason") not in (None, "None")
+    ]
+    return tuple(dict.fromkeys(found))
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+
+def profile(
+    vdir: Path,
+    mode: str,
+    cap: Captured | None,
+    first: Sequence[str],
+    steps: int,
+    step_s: float | None,
+) -> tuple[Profile, list[str], tuple[Any, ...]]:
+    """Returns the steady window's timeline, one step's kernel names, and (eager) the ATen ops
+    that ran as clusters; writes kernels.json, every event with its cluster and the CPU op
+    that launched it."""
+    path = vdir / "profile" / "steady" / PROFILE_FILE
+    if not path.is_file():
+        return Profile(), [], ()
+    trace = read_torch_trace(path, steps=steps)
+    eager = mode == "torch_eager"
+    if eager:
+        clusters: dict[str, tuple[Any, ...]] = {"eager": eager_clusters(trace)}
+        report = match_torch_events(trace, clusters, steps=steps, mode="eager")
+    else:
+        graphs = cap.graphs_of(first) if cap else ()
+        clusters = clusters_by_graph(graphs)
+        by_id = cap.facts.graph_by_compile_id if cap and cap.facts else {}
+        report = match_torch_events(trace, clusters, steps=steps, graph_by_compile_id=by_id)
+    doc = kernels_document(report)
+    launcher = {id(r.event): r for r in trace.events}
+    for row, a in zip(doc["events"], report.attributions, strict=True):
+        source = launcher.get(id(a.event))
+        row["cpu_op"] = source.cpu_op if source else None
+        row["compile_region"] = source.compile_region if source else None
+    io.write_json(vdir / "kernels.json", doc)
+    walls = [m.duration_s for m in trace.markers]
+    gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
+    first_step = min((e.event.step for e in trace.events if e.event.step is not None), default=None)
+    kernels = [
+        e.event.name
+        for e in trace.events
+        if e.event.step == first_step and e.event.kind in ("kernel", "host_thunk")
+    ]
+    launched = {a.cluster for a in report.attributions if a.matched}
+    return (
+        Profile(
+            kernels_per_step=report.kernels_per_step,
+            device_ops_per_step=report.device_ops_per_step,
+            transfers_per_step=tuple(
+                Transfer(t.direction, t.count_per_step, t.bytes_per_step)
+                for t in report.transfers_per_step
+            ),
+            device_time_per_step_s=report.device_time_per_step_s,
+            profiled_step_time_s=statistics.median(walls) if walls else None,
+            host_gap_per_step_s=statistics.median(gaps) if gaps else None,
+            matched_fraction=report.matched_fraction,
+            unmatched_events=len(report.unmatched),
+            launches_per_cluster=dict(report.launches_per_cluster),
+            step_sequence=tuple(sections.step_sequence(report, first_step)),
+            unlaunched_clusters=_unlaunched(report, clusters, launched),
+            device_vs_step=report.device_time_per_step_s / step_s - 1.0
+            if step_s and report.device_time_per_step_s
+            else None,
+        ),
+        kernels,
+        clusters.get("eager", ()) if eager else (),
+    )
+
+
+def _unlaunched(
+    report: MatchReport, clusters: dict[str, tuple[Any, ...]], launched: set[str | None]
+) -> tuple[str, ...]:
+    if not report.attributions:
+        return ()
+    return tuple(sorted(c.name for cs in clusters.values() for c in cs if c.name not in launched))
+
+
+# --- the variant ------------------------------------------------------------------------------
+
+
+def analyze_torch(
+    vdir: Path,
+    v: Variant,
+    record: CaptureRecord,
+    steps: int,
+    step_s: float | None,
+    errors: list[str],
+    guarded: Any,
+) -> dict[str, Any]:
+    """Returns the torch variant's sections (hlo, compile, dynamo, profile) and its first step's
+    kernel names, each analysis guarded: a failure is an analysis error, never a crash."""
+    facts = read_torch_facts(vdir)
+    first, again = compile_ids(facts, "first_call"), compile_ids(facts, "recompile")
+    eager = v.mode == "torch_eager"
+    cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
+    out: dict[str, Any] = {}
+    if cap is not None:
+        out["hlo"] = guarded(errors, "hlo", lambda: hlo(vdir, cap, first), Hlo())
+        out["compile"] = guarded(
+            errors, "compile", lambda: compile_(vdir, record, cap, first, again), None
+        )
+        out["dynamo"] = guarded(errors, "dynamo", lambda: dynamo(facts, cap, first, again), None)
+    found = guarded(
+        errors,
+        "profile",
+        lambda: profile(vdir, v.mode, cap, first, steps, step_s),
+        (None, [], ()),
+    )
+    out["profile"], out["kernels"], eager_ops = found
+    if eager and eager_ops:
+        guarded(errors, "fusions", lambda: eager_fusions(vdir, eager_ops), None)
+    if not ladder.has_ladder(vdir / "ir"):
+        errors.append("no IR ladder (ir/index.json)")
+    return out
