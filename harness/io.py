@@ -124,6 +124,22 @@ def copy_file(source: Path, target: Path) -> Path:
     return target
 
 
+def link_file(source: Path, target: Path) -> Path:
+    """Makes `target` the same file as `source` (a hard link, renamed into place), or a copy
+    where the file system cannot link; returns the target. For files never written again,
+    such as XLA's dumps that the IR ladder names by stage."""
+    check_inside(target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.link")
+    try:
+        tmp.unlink(missing_ok=True)
+        os.link(source, tmp)
+    except OSError:
+        return copy_file(source, target)
+    os.replace(tmp, target)
+    return target
+
+
 def remove_tree(root: Path, path: Path) -> None:
     """Deletes the folder `path`, which must lie inside `root` and not be a link; no-op if absent.
 

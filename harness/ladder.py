@@ -178,8 +178,9 @@ class LadderWriter:
         io.write_text(self._target(stage, name), text)
 
     def copy(self, stage: str, source: Path, name: str = "") -> None:
-        """Copies a file into a stage (or into a folder stage under `name`)."""
-        io.copy_file(source, self._target(stage, name))
+        """Puts a file into a stage (or into a folder stage under `name`): a hard link to XLA's
+        dump file where the file system allows, so the ladder costs no second copy."""
+        io.link_file(source, self._target(stage, name))
 
     def module(self, module: DumpModule) -> None:
         """Copies one compiled module's XLA dump files into their stages.
@@ -216,7 +217,7 @@ class LadderWriter:
                 name = f"{module.module_id:04d}-{module.name}.txt"
             kind = KINDS[stage]
             target = self.ir_dir / kind.path.removesuffix(".txt") / name
-            io.copy_file(path, target)
+            io.link_file(path, target)
             self._stages.setdefault(stage, Stage(stage, kind.order, kind.path.removesuffix(".txt")))
 
     def finish(self) -> tuple[Stage, ...]:

@@ -118,6 +118,10 @@ class Compile:
     lower_s: float | None = doc("lowering to StableHLO")
     xla_compile_s: float | None = doc("XLA's compile")
     first_execute_s: float | None = doc("the first execution after the compile")
+    backend_compiles: int | None = doc(
+        "XLA compiles during the first call (eager: one per primitive); for PyTorch, Dynamo "
+        "compiles"
+    )
     fresh_process: bool | None = doc(
         "true when the variant compiled in a process of its own, so its pause includes its own "
         "autotuning and no cache left by another variant"
@@ -759,6 +763,7 @@ V1_KEYS: dict[str, tuple[str, str]] = {
     "lower_s": ("compile", "lower_s"),
     "xla_compile_s": ("compile", "xla_compile_s"),
     "first_execute_s": ("compile", "first_execute_s"),
+    "backend_compiles": ("compile", "backend_compiles"),
     "recompile_s": ("compile", "recompile_s"),
     "recompile_explanation": ("compile", "recompile_explanation"),
     "recompile_backend_compiles": ("compile", "recompile_backend_compiles"),

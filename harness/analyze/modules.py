@@ -13,20 +13,14 @@ from typing import Any
 
 from harness.hlo.clusters import Cluster, find_clusters, reverse_map
 from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
-from harness.hlo.parser import HloModule, parse_file
+from harness.hlo.files import parse_cached
+from harness.hlo.parser import HloModule
 from harness.hlo.passes import pass_timeline
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(path: Path, mtime_ns: int, size: int) -> HloModule:
-    del mtime_ns, size  # part of the cache key: a rewritten file is parsed again
-    return parse_file(path)
 
 
 def parsed(path: Path) -> HloModule:
     """Returns the module in `path`, parsed once however many analyses ask for it."""
-    st = path.stat()
-    return _parsed(path, st.st_mtime_ns, st.st_size)
+    return parse_cached(path)
 
 
 @functools.lru_cache(maxsize=64)

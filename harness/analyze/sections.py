@@ -107,6 +107,7 @@ def compile_(vdir: Path, record: CaptureRecord, fusion_changed: bool | None) -> 
         lower_s=p.lower_s if p else None,
         xla_compile_s=p.xla_compile_s if p else None,
         first_execute_s=p.first_execute_s if p else None,
+        backend_compiles=p.backend_compiles if p else None,
         fresh_process=p.fresh_process if p else None,
         recompile_s=r.seconds if r else None,
         recompile_explanation=r.explanation if r else None,

@@ -174,6 +174,7 @@ def compile_(
         first_call_s=p.first_call_s if p else None,
         compile_s=compile_s,
         first_execute_s=p.first_execute_s if p else None,
+        backend_compiles=p.backend_compiles if p else None,
         fresh_process=p.fresh_process if p else None,
         recompile_s=r.seconds if r else None,
         recompile_explanation=r.explanation if r else None,

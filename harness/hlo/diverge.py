@@ -11,7 +11,8 @@ from pathlib import Path
 
 from harness import ladder
 from harness.hlo.clusters import find_clusters
-from harness.hlo.parser import HloModule, parse_file
+from harness.hlo.files import parse_cached as parse_file
+from harness.hlo.parser import HloModule
 from harness.hlo.passes import (
     explain_fusion_change,
     pass_file_info,

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.hlo.parser import HloModule, Instruction, parse_file, parse_module
+from harness.hlo.files import parse_cached as parse_file
+from harness.hlo.parser import HloModule, Instruction, parse_module
 from harness.ladder import Ladder
 
 # Attributes that name things or record provenance, not what the program computes.

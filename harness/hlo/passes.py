@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.hlo.clusters import backend_kind, epilogue
-from harness.hlo.parser import Computation, HloModule, Instruction, parse_file
+from harness.hlo.files import parse_cached
+from harness.hlo.parser import Computation, HloModule, Instruction
 
 IGNORED_ATTRS = frozenset(
     {
@@ -204,7 +205,7 @@ def pass_timeline(pass_files: Sequence[Path]) -> tuple[PassEntry, ...]:
     out: list[PassEntry] = []
     prev: HloModule | None = None
     for (index, pipeline, pass_name), path in infos:
-        module = parse_file(path)
+        module = parse_cached(path)
         fusions = sum(1 for _, i in module.instructions() if i.opcode == "fusion")
         explanation = explain_fusion_change(pass_name, prev, module) if prev is not None else ""
         out.append(

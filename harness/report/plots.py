@@ -270,17 +270,15 @@ def timeline(run: RunData) -> Figure:
     for ax, (v, evs, label) in zip(axes, rows, strict=True):
         t0 = min(e["start_ns"] for e in evs)
         streams = sorted({str(e.get("stream", "")) for e in evs})
+        # One collection per (stream, cluster): a Rectangle per event costs seconds to draw
+        # for a profile with thousands of kernels.
+        spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for e in evs:
-            y = streams.index(str(e.get("stream", "")))
-            c = color[str(e.get("cluster") or e.get("name"))]
-            ax.barh(
-                y,
-                e["duration_ns"] / 1e3,
-                left=(e["start_ns"] - t0) / 1e3,
-                height=0.6,
-                color=c,
-                edgecolor="none",
-            )
+            key = (streams.index(str(e.get("stream", ""))), str(e.get("cluster") or e.get("name")))
+            spans.setdefault(key, []).append(((e["start_ns"] - t0) / 1e3, e["duration_ns"] / 1e3))
+        for (y, cluster), xranges in spans.items():
+            ax.broken_barh(xranges, (y - 0.3, 0.6), facecolors=color[cluster], edgecolor="none")
+        ax.autoscale_view()
         gap = v.summary.profile.host_gap_per_step_s
         note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
         ax.set_yticks(range(len(streams)))
@@ -330,9 +328,10 @@ def fusion_map(run: RunData) -> Figure:
         clusters: list[str] = []
         for cs in m.values():
             clusters += [c for c in cs if c not in clusters]
+        points = [(clusters.index(c), i) for i, op in enumerate(ops) for c in m[op]]
+        if points:
+            ax.scatter(*zip(*points, strict=True), s=40, color="#4472c4")
         for i, op in enumerate(ops):
-            for c in m[op]:
-                ax.scatter([clusters.index(c)], [i], s=40, color="#4472c4")
             if not m[op]:
                 ax.annotate("folded away", (0, i), fontsize=6, color="#888", va="center")
         ax.set_yticks(range(len(ops)))
