@@ -4,6 +4,7 @@ pre-optimization op ended up."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.hlo.parser import Computation, HloModule, Instruction
@@ -153,12 +154,11 @@ def _cluster(module: HloModule, comp: Computation, inst: Instruction, parent: st
     )
 
 
-def _walk(
-    module: HloModule, comp: Computation, parent: str, out: list[Cluster], seen: set[str]
-) -> None:
-    if comp.name in seen:
-        return
-    seen.add(comp.name)
+def _units(
+    module: HloModule, comp: Computation, parent: str
+) -> Iterator[Cluster | tuple[Computation, str]]:
+    """The clusters of `comp` in text order, with `(computation, caller name)` in the place of
+    each computation that a `call`/`while`/`conditional`/`async-start` runs."""
     for inst in comp.instructions:
         if inst.opcode in NON_EXECUTING:
             continue
@@ -166,15 +166,39 @@ def _walk(
             if inst.opcode in CONTROL_FLOW:
                 # The branch or loop decision itself runs: a thunk on the CPU, a predicate copy
                 # to the host on the GPU. Its events carry this instruction's name.
-                out.append(_cluster(module, comp, inst, parent))
+                yield _cluster(module, comp, inst, parent)
             for name in inst.called_computations:
                 sub = module.computations.get(name)
                 if sub is not None:
-                    _walk(module, sub, inst.name, out, seen)
+                    yield sub, inst.name
             continue
         if inst.opcode.endswith("-done") or inst.opcode.endswith("-update"):
             continue
-        out.append(_cluster(module, comp, inst, parent))
+        yield _cluster(module, comp, inst, parent)
+
+
+def _walk(
+    module: HloModule, comp: Computation, parent: str, out: list[Cluster], seen: set[str]
+) -> None:
+    """Append the clusters of `comp` and of what it runs to `out`, depth first in text order.
+
+    An explicit stack of generators, not recursion: a chain of computations calling each
+    other is as deep as the input makes it. Each computation is walked once (`seen`).
+    """
+    if comp.name in seen:
+        return
+    seen.add(comp.name)
+    stack = [_units(module, comp, parent)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, Cluster):
+            out.append(item)
+        elif item[0].name not in seen:
+            sub, caller = item
+            seen.add(sub.name)
+            stack.append(_units(module, sub, caller))
 
 
 def find_clusters(module: HloModule) -> tuple[Cluster, ...]:
