@@ -68,6 +68,8 @@ _TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(")?|[()\[\]{},]')
 # `key=value` items. The lookbehind starts a key only at the start of a word, so a long run of
 # word characters without `=` is rejected once, not once per character (quadratic before).
 _META_ITEM = re.compile(r'(?<![\w.])([\w.]++)=("[^"\\]*+(?:\\.[^"\\]*+)*+"|[^\s}]*+)')
+# The same without commas, for `_matching_close`, which only follows brackets.
+_BRACKET = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(")?|[()\[\]{}]')
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 # Attributes that hold a list of dimension numbers (`dimensions={0,1}`); checked on access.
 _INT_LIST_ATTRS = frozenset(
@@ -78,6 +80,16 @@ _INT_LIST_ATTRS = frozenset(
         "lhs_batch_dims",
         "rhs_batch_dims",
     }
+)
+# Attributes that name called computations, in the order `called_computations` lists them.
+_CALL_ATTRS = (
+    "calls",
+    "to_apply",
+    "condition",
+    "body",
+    "branch_computations",
+    "true_computation",
+    "false_computation",
 )
 # Metadata fields that hold numbers (stack frame id, source position); checked on access.
 _INT_METADATA = frozenset(
@@ -144,13 +156,11 @@ def split_top_level(text: str, start: int = 0) -> list[str] | None:
 def _matching_close(text: str, open_pos: int) -> int:
     """Index of the bracket closing the one at `open_pos`, or -1 if it never closes."""
     stack: list[str] = []
-    for m in _TOKEN.finditer(text, open_pos):
+    for m in _BRACKET.finditer(text, open_pos):
         tok = m.group()
         if tok[0] == '"':
             if m.group(1) is None:
                 return -1
-            continue
-        if tok == ",":
             continue
         if tok in _OPENERS:
             stack.append(_OPENERS[tok])
@@ -168,6 +178,10 @@ def parse_attributes(text: str) -> dict[str, str]:
     parts = split_top_level(text)
     if parts is None:
         return {"": text}
+    return _attribute_dict(parts)
+
+
+def _attribute_dict(parts: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in parts:
         key, eq, value = part.partition("=")
@@ -257,8 +271,6 @@ def _gemm_config(gemm: object) -> GemmConfig:
     if not isinstance(gemm, dict):
         raise ValueError(f"gemm_backend_config is {type(gemm).__name__}, not an object")
     dnums = gemm.get("dot_dimension_numbers", {})
-    if dnums is None:
-        dnums = {}
     if not isinstance(dnums, dict):
         raise ValueError(f"dot_dimension_numbers is {type(dnums).__name__}, not an object")
     epilogue = gemm.get("epilogue", "DEFAULT")
@@ -316,6 +328,7 @@ class Instruction:
     __slots__ = (
         "_attrs",
         "_backend",
+        "_called",
         "_meta",
         "attr_col",
         "attr_text",
@@ -358,6 +371,7 @@ class Instruction:
         self._attrs: dict[str, str] | None = None
         self._meta: dict[str, str] | None = None
         self._backend: dict[str, Any] | None = None
+        self._called: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         return f"Instruction({self.name!r}, {self.opcode!r}, {self.shape_text!r})"
@@ -379,12 +393,15 @@ class Instruction:
     def attrs(self) -> dict[str, str]:
         """All attributes as raw strings, e.g. {'kind': 'kLoop', 'calls': '%fused'}.
 
-        Text that does not split (unbalanced brackets or quotes) is kept whole under `""`.
-        Raises ParseError when a dimension-list attribute (`dimensions`, `*_contracting_dims`,
-        `*_batch_dims`) holds anything but integers in 0..2**62.
+        Raises ParseError when the text does not split (a bracket or quote left open, so
+        every attribute after it would be lost) or a dimension-list attribute (`dimensions`,
+        `*_contracting_dims`, `*_batch_dims`) holds anything but integers in 0..2**62.
         """
         if self._attrs is None:
-            attrs = parse_attributes(self.attr_text)
+            parts = split_top_level(self.attr_text) if self.attr_text else []
+            if parts is None:
+                raise self.error("attributes do not balance: a bracket or quote is left open")
+            attrs = _attribute_dict(parts)
             for key in _INT_LIST_ATTRS.intersection(attrs):
                 try:
                     parse_int_list(attrs[key])
@@ -498,21 +515,21 @@ class Instruction:
 
     @property
     def called_computations(self) -> tuple[str, ...]:
-        """Names of computations referenced by calls/to_apply/condition/body/branches."""
-        out: list[str] = []
-        for key in (
-            "calls",
-            "to_apply",
-            "condition",
-            "body",
-            "branch_computations",
-            "true_computation",
-            "false_computation",
-        ):
-            raw = self.attrs.get(key)
-            if raw:
-                out.extend(p.strip().lstrip("%") for p in raw.strip("{}").split(",") if p.strip())
-        return tuple(out)
+        """Names of computations referenced by calls/to_apply/condition/body/branches.
+
+        Cached: every walk over the call graph reads it for every instruction.
+        """
+        if self._called is None:
+            attrs = self.attrs
+            out: list[str] = []
+            for key in _CALL_ATTRS:
+                raw = attrs.get(key)
+                if raw:
+                    out.extend(
+                        p.strip().lstrip("%") for p in raw.strip("{}").split(",") if p.strip()
+                    )
+            self._called = tuple(out)
+        return self._called
 
     @property
     def custom_call_target(self) -> str:
@@ -984,6 +1001,16 @@ def parse_module(text: str, path: str = "<string>") -> HloModule:
     """Parse one HLO text module. Raises ParseError (and nothing else) for bad input."""
     if not isinstance(text, str):
         raise ParseError(path, 1, 1, f"expected str, got {type(text).__name__}", "")
+    if not text.isascii():
+        # A str can hold lone surrogates, which no file can (parse_file decodes strictly) and
+        # which break every later encode (fingerprints, JSON output).
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            line = text.count("\n", 0, e.start) + 1
+            col = e.start - text.rfind("\n", 0, e.start)
+            shown = text.split("\n")[line - 1].encode("utf-8", "backslashreplace").decode()
+            raise ParseError(path, line, col, f"not Unicode text: {e.reason}", shown) from None
     lines = text.split("\n")
     try:
         return _scan(lines, path)

@@ -74,10 +74,13 @@ class ArrayShape:
         return (self.elements * DTYPE_BITS.get(self.dtype, 0) + 7) // 8
 
     def __str__(self) -> str:
-        dims = ",".join(
-            ("<=" if dyn else "") + ("?" if d < 0 else str(d))
-            for d, dyn in zip(self.dims, self.dynamic or (False,) * len(self.dims), strict=True)
-        )
+        if not self.dynamic and (not self.dims or min(self.dims) >= 0):
+            dims = ",".join(map(str, self.dims))
+        else:
+            dims = ",".join(
+                ("<=" if dyn else "") + ("?" if d < 0 else str(d))
+                for d, dyn in zip(self.dims, self.dynamic or (False,) * len(self.dims), strict=True)
+            )
         layout = "" if self.layout is None else "{" + self.layout + "}"
         return f"{self.dtype}[{dims}]{layout}"
 
@@ -124,6 +127,8 @@ MAX_TUPLE_DEPTH = 64
 # Possessive quantifiers: every piece is followed by a character it cannot contain, so the
 # match is linear and a failure never backtracks.
 _ARRAY = re.compile(r"\s*+([a-z][a-z0-9]*+)\[([^\]]*+)\](?:\{([^{}]*+)\})?\s*+")
+_BLANKS = re.compile(r"[ \t]*+")
+_PLAIN_DIMS = re.compile(r"[0-9]{1,19}+(?:,[0-9]{1,19}+)*+")
 _CACHED_TEXT = 256
 
 
@@ -170,12 +175,32 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+def _check_elements(dims: tuple[int, ...], whole: str) -> None:
+    """ShapeError unless the product of the (non-negative) dims fits int64."""
+    if len(dims) < 64:
+        if math.prod(dims) > MAX_ELEMENTS:
+            raise ShapeError(f"shape {clip(whole)} has more than 2**63-1 elements")
+        return
+    if 0 in dims:
+        return
+    big = [d for d in dims if d > 1]
+    # Every factor is >= 2, so more than 63 of them overflow without multiplying huge ints.
+    if len(big) > 63 or math.prod(big) > MAX_ELEMENTS:
+        raise ShapeError(f"shape {clip(whole)} has more than 2**63-1 elements")
+
+
 def _parse_dims(text: str, whole: str) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    if _PLAIN_DIMS.fullmatch(text):
+        # Static dims, the common case: converted and checked at C speed.
+        dims = tuple(map(int, text.split(",")))
+        if max(dims) > MAX_DIM:
+            raise ShapeError(f"a dimension of shape {clip(whole)} is above 2**62")
+        _check_elements(dims, whole)
+        return dims, ()
     if not text.strip():
         return (), ()
     dims: list[int] = []
     dyn: list[bool] = []
-    elements = 1
     for part in text.split(","):
         p = part.strip()
         is_dyn = p.startswith("<=")
@@ -191,18 +216,9 @@ def _parse_dims(text: str, whole: str) -> tuple[tuple[int, ...], tuple[bool, ...
                     f"expected an integer in 0..2**62, `<=N` or `?`"
                 )
             dims.append(d)
-            elements *= d
-            if elements > MAX_ELEMENTS:
-                raise ShapeError(f"shape {clip(whole)} has more than 2**63-1 elements")
         dyn.append(is_dyn)
+    _check_elements(tuple(d for d in dims if d >= 0), whole)
     return tuple(dims), tuple(dyn) if any(dyn) else ()
-
-
-def _skip_blanks(text: str, pos: int) -> int:
-    n = len(text)
-    while pos < n and text[pos] in " \t":
-        pos += 1
-    return pos
 
 
 def _parse_at(text: str, pos: int, whole: str) -> tuple[Shape, int]:
@@ -212,9 +228,12 @@ def _parse_at(text: str, pos: int, whole: str) -> tuple[Shape, int]:
     """
     n = len(text)
     open_tuples: list[list[Shape]] = []
+    # Wide tuples repeat their element shapes: parse each distinct one once.
+    arrays: dict[tuple[str, str, str | None], ArrayShape] = {}
+    blanks = _BLANKS.match
     while True:
         if open_tuples:
-            pos = _skip_blanks(text, pos)
+            pos = blanks(text, pos).end()
         if pos < n and text[pos] == "(":
             if len(open_tuples) >= MAX_TUPLE_DEPTH:
                 raise ShapeError(
@@ -232,12 +251,16 @@ def _parse_at(text: str, pos: int, whole: str) -> tuple[Shape, int]:
             m = _ARRAY.match(text, pos)
             if m is None:
                 raise ShapeError(f"not a shape: {clip(whole)}")
-            dims, dyn = _parse_dims(m.group(2), whole)
-            shape = ArrayShape(m.group(1), dims, m.group(3), dyn)
+            key = m.group(1, 2, 3)
+            array = arrays.get(key)
+            if array is None:
+                dims, dyn = _parse_dims(key[1], whole)
+                array = arrays[key] = ArrayShape(key[0], dims, key[2], dyn)
+            shape = array
             pos = m.end()
         while open_tuples:
             open_tuples[-1].append(shape)
-            pos = _skip_blanks(text, pos)
+            pos = blanks(text, pos).end()
             if pos < n and text[pos] == ",":
                 pos += 1
                 break
