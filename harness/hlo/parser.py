@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,15 @@ from harness.hlo.shapes import (
     parse_shape,
     strip_comments,
 )
+
+
+class _Bad(ValueError):
+    """What is wrong with a lazy part of an instruction (and the attribute it is in)."""
+
+    def __init__(self, what: str, key: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.key = key
 
 
 class ParseError(ValueError):
@@ -328,6 +337,7 @@ class Instruction:
     __slots__ = (
         "_attrs",
         "_backend",
+        "_bad",
         "_called",
         "_meta",
         "attr_col",
@@ -372,6 +382,8 @@ class Instruction:
         self._meta: dict[str, str] | None = None
         self._backend: dict[str, Any] | None = None
         self._called: tuple[str, ...] | None = None
+        # Lazy parts that failed: part -> (what, attribute key) of their ParseError.
+        self._bad: dict[str, tuple[str, str]] | None = None
 
     def __repr__(self) -> str:
         return f"Instruction({self.name!r}, {self.opcode!r}, {self.shape_text!r})"
@@ -389,6 +401,18 @@ class Instruction:
         """Operand instruction names with any `#k` tuple index removed."""
         return tuple(o.partition("#")[0] for o in self.operands)
 
+    def _lazy(self, part: str, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """`read()`, with its failure (a _Bad) raised as a located ParseError and remembered,
+        so that the next access raises again without re-reading a possibly huge text."""
+        bad = self._bad
+        if bad is not None and part in bad:
+            raise self.error(*bad[part])
+        try:
+            return read()
+        except _Bad as e:
+            self._bad = {**(bad or {}), part: (e.what, e.key)}
+            raise self.error(e.what, e.key) from None
+
     @property
     def attrs(self) -> dict[str, str]:
         """All attributes as raw strings, e.g. {'kind': 'kLoop', 'calls': '%fused'}.
@@ -398,24 +422,30 @@ class Instruction:
         `*_contracting_dims`, `*_batch_dims`) holds anything but integers in 0..2**62.
         """
         if self._attrs is None:
-            parts = split_top_level(self.attr_text) if self.attr_text else []
-            if parts is None:
-                raise self.error("attributes do not balance: a bracket or quote is left open")
-            attrs = _attribute_dict(parts)
-            for key in _INT_LIST_ATTRS.intersection(attrs):
-                try:
-                    parse_int_list(attrs[key])
-                except ValueError as e:
-                    raise self.error(f"{key}: {e}", key) from None
-            self._attrs = attrs
+            self._attrs = self._lazy("attrs", self._read_attrs)
         return self._attrs
+
+    def _read_attrs(self) -> dict[str, str]:
+        parts = split_top_level(self.attr_text) if self.attr_text else []
+        if parts is None:
+            raise _Bad("attributes do not balance: a bracket or quote is left open")
+        attrs = _attribute_dict(parts)
+        for key in _INT_LIST_ATTRS.intersection(attrs):
+            try:
+                parse_int_list(attrs[key])
+            except ValueError as e:
+                raise _Bad(f"{key}: {e}", key) from None
+        return attrs
 
     def attr(self, key: str, default: str | None = None) -> str | None:
         """One raw attribute value, or `default`."""
         return self.attrs.get(key, default)
 
     def int_list_attr(self, key: str) -> tuple[int, ...]:
-        """A dimension-list attribute such as `lhs_contracting_dims={1}` as (1,); () if absent."""
+        """A dimension-list attribute such as `lhs_contracting_dims={1}` as (1,); () if absent.
+
+        Raises ParseError (located) unless every entry is an integer in 0..2**62.
+        """
         raw = self.attrs.get(key)
         if not raw:
             return ()
@@ -432,16 +462,17 @@ class Instruction:
         integer in 0..2**62.
         """
         if self._meta is None:
-            raw = self.attrs.get("metadata")
-            meta = parse_metadata(raw) if raw else {}
-            for key in _INT_METADATA.intersection(meta):
-                if decimal(meta[key], MAX_ID) is None:
-                    raise self.error(
-                        f"metadata {key}={clip(meta[key])} is not an integer in 0..2**62",
-                        "metadata",
-                    )
-            self._meta = meta
+            self._meta = self._lazy("metadata", self._read_metadata)
         return self._meta
+
+    def _read_metadata(self) -> dict[str, str]:
+        raw = self.attrs.get("metadata")
+        meta = parse_metadata(raw) if raw else {}
+        for key in _INT_METADATA.intersection(meta):
+            if decimal(meta[key], MAX_ID) is None:
+                what = f"metadata {key}={clip(meta[key])} is not an integer in 0..2**62"
+                raise _Bad(what, "metadata")
+        return meta
 
     @property
     def op_name(self) -> str:
@@ -460,26 +491,29 @@ class Instruction:
         a fusion `kind` is a string; violations are ParseErrors.
         """
         if self._backend is None:
-            raw = self.attrs.get("backend_config")
-            cfg: dict[str, Any] = {}
-            if raw:
-                try:
-                    cfg = parse_json_config(raw)
-                except ValueError as e:
-                    if self.opcode != "custom-call" or _looks_like_json(raw):
-                        raise self.error(str(e), "backend_config") from None
-                try:
-                    if cfg.get("gemm_backend_config") is not None:
-                        _gemm_config(cfg["gemm_backend_config"])
-                        if not leaves(self.shape):
-                            raise ValueError(
-                                f"GEMM {self.opcode} has no output array (shape {clip(self.shape_text)})"
-                            )
-                    _fusion_kind(cfg)
-                except ValueError as e:
-                    raise self.error(str(e), "backend_config") from None
-            self._backend = cfg
+            self._backend = self._lazy("backend_config", self._read_backend)
         return self._backend
+
+    def _read_backend(self) -> dict[str, Any]:
+        raw = self.attrs.get("backend_config")
+        if not raw:
+            return {}
+        try:
+            cfg = parse_json_config(raw)
+        except ValueError as e:
+            if self.opcode != "custom-call" or _looks_like_json(raw):
+                raise _Bad(str(e), "backend_config") from None
+            return {}
+        try:
+            if cfg.get("gemm_backend_config") is not None:
+                _gemm_config(cfg["gemm_backend_config"])
+                if not leaves(self.shape):
+                    shape = clip(self.shape_text)
+                    raise ValueError(f"GEMM {self.opcode} has no output array (shape {shape})")
+            _fusion_kind(cfg)
+        except ValueError as e:
+            raise _Bad(str(e), "backend_config") from None
+        return cfg
 
     def gemm_config(self) -> GemmConfig | None:
         """The typed `gemm_backend_config` of a library GEMM call, or None when there is none.

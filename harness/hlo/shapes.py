@@ -64,7 +64,7 @@ class ArrayShape:
     @property
     def elements(self) -> int:
         """Number of elements; 0 when any dimension is unbounded."""
-        if any(d < 0 for d in self.dims):
+        if self.dims and min(self.dims) < 0:
             return 0
         return math.prod(self.dims)
 
