@@ -1,16 +1,18 @@
 """Fuzz the HLO parser and what reads its output, with mutated fixtures and hostile structure.
 
-    python benchmarks/fuzz_hlo.py                 # 100,000 cases, a few minutes
+    python benchmarks/fuzz_hlo.py                 # 100,000 cases, ten minutes or so
     python benchmarks/fuzz_hlo.py --cases 5000 --seed 1
+    python benchmarks/fuzz_hlo.py --case 4711     # replay one case (same --seed)
 
-Each case is one HLO text from one family:
+Each case is one HLO text from one family (drawn with the weights in WEIGHTS, from a random
+generator seeded by `seed:index`, so any case replays alone):
 
     mutate      a fixture module (every `HloModule` text file under ../shared/fixtures),
                 truncated, replaced, inserted, deleted, lines swapped/duplicated, two files
-                spliced, a number flipped, a bracket dropped
-    nesting     tuple shapes, brackets (attributes, JSON, metadata, header, operands) and
-                call chains (call, fusion, while, conditional; cycles too), up to 131,072 deep
-                and 10,000 computations
+                spliced, a number flipped (to huge or odd ones too), a bracket dropped
+    nesting     tuple shapes, brackets (attributes, JSON, metadata, header, operands, layout)
+                up to 131,072 deep, and chains of computations calling each other (call,
+                fusion, while, conditional; cycles too) up to CHAIN_MAX long
     long_line   a line of up to 1 MB in the module header, a computation header, an
                 instruction, an attribute, metadata, a table row, a comment, and lines built
                 to defeat the parser's old backtracking regexes
@@ -18,7 +20,7 @@ Each case is one HLO text from one family:
                 one numeric slot of a module that uses every kind of slot
     attribute   a malformed backend_config (bad JSON, wrong types in the GEMM or fusion
                 config), metadata, replica_groups, dimension lists, tuple index, shape
-    quote       a quote deleted, added, or the text cut just after one
+    quote       a quote deleted, added or escaped, or the text cut just after one
     unicode     odd Unicode (zero-width, bidi, combining, line separators, lone surrogates,
                 lookalike punctuation, non-ASCII digits) put in, or swapped for ASCII
     gemm_shape  a library GEMM custom-call whose shape is `()`, `(())` or a tuple of tokens
@@ -35,23 +37,22 @@ structural_fingerprint, prints the module and parses the print again. A case end
     FAIL        anything else: another exception, a ParseError without a location, or a
                 printed module that does not parse back
 
-Prints the case count and outcomes per family, the slowest case with its time, and every FAIL
-(the first few in full); exits 1 when any case failed or took longer than --max-seconds.
+Prints the case count and outcomes per family with the mean and slowest CPU time of a case
+(CPU, not wall, time: the machines this runs on are shared), the slowest case, and every FAIL
+(the first few in full); exits 1 when any case failed or took more than --max-seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import random
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -134,11 +135,11 @@ LOOKALIKES = {"%": "％", "=": "＝", "(": "（", "{": "｛", '"': "＂", "1": "
 # tables, metadata with stack frames, a cuBLAS GEMM with a gemm_backend_config and a tuple
 # output read through `#0`, a dot, a fusion with a backend kind, a collective with
 # replica_groups, a reduce with a reducer, a call, a while loop and a conditional.
-# Call chains stop at 2,048 computations here: clusters, cost and fingerprint then take about
-# 0.15 ms per computation on a shared CPU, so 10,000 would exceed the 1 s per case on their
-# own. tests/test_parser_bounds.py runs the 10,000-deep chains.
-CHAIN_EXP = 11
-CHAIN_MAX = 2048
+# Call chains stop at 1,024 computations here: clusters, cost, fingerprint and the reparse
+# take 0.15 to 0.25 ms of CPU per computation between them, so a 10,000-deep chain would pass
+# the 1 s per case on its own. tests/test_parser_bounds.py runs the 10,000-deep chains.
+CHAIN_EXP = 10
+CHAIN_MAX = 1024
 # Nesting goes to 2**17 = 131,072 levels; long lines to 2**max_exp characters (1 MB).
 NEST_EXP = 17
 GEMM_CONFIG = (
@@ -400,38 +401,38 @@ def fixture_texts() -> list[tuple[str, str]]:
     return out
 
 
-def mutate(data: st.DataObject, sources: list[tuple[str, str]]) -> tuple[str, str, str]:
+def mutate(rng: random.Random, sources: list[tuple[str, str]]) -> tuple[str, str, str]:
     """Returns (fixture name, description of the mutation, mutated text)."""
-    name, text = data.draw(st.sampled_from(sources))
-    action = data.draw(st.sampled_from(ACTIONS))
-    pos = data.draw(st.integers(0, len(text)))
+    name, text = rng.choice(sources)
+    action = rng.choice(ACTIONS)
+    pos = rng.randint(0, len(text))
     what = f"{action}@{pos}"
     if action == "truncate":
         text = text[:pos]
     elif action == "replace":
-        new = data.draw(st.text(min_size=1, max_size=6))
+        new = _random_text(rng)
         text, what = text[:pos] + new + text[pos + 1 :], f"{what} {new!r}"
     elif action == "insert":
-        new = data.draw(st.sampled_from(STRUCTURAL))
+        new = rng.choice(STRUCTURAL)
         text, what = text[:pos] + new + text[pos:], f"{what} {new!r}"
     elif action == "delete":
-        end = data.draw(st.integers(pos, min(len(text), pos + 80)))
+        end = rng.randint(pos, min(len(text), pos + 80))
         text, what = text[:pos] + text[end:], f"{what}..{end}"
     elif action in ("swap_lines", "duplicate_line"):
         lines = text.split("\n")
-        i = data.draw(st.integers(0, len(lines) - 1))
-        j = data.draw(st.integers(0, len(lines) - 1))
+        i = rng.randint(0, len(lines) - 1)
+        j = rng.randint(0, len(lines) - 1)
         if action == "swap_lines":
             lines[i], lines[j] = lines[j], lines[i]
         else:
             lines.insert(j, lines[i])
         text, what = "\n".join(lines), f"{action} {i},{j}"
     elif action == "splice":
-        other_name, other = data.draw(st.sampled_from(sources))
-        cut = data.draw(st.integers(0, len(other)))
+        other_name, other = rng.choice(sources)
+        cut = rng.randint(0, len(other))
         text, what = text[:pos] + other[cut:], f"splice@{pos} + {other_name}[{cut}:]"
     elif action == "number":
-        text, what = _replace_number(text, pos, data.draw(st.sampled_from(NUMBERS)))
+        text, what = _replace_number(text, pos, rng.choice(NUMBERS))
     else:  # drop_bracket
         brackets = [i for i, c in enumerate(text) if c in "{}()[]"]
         if brackets:
@@ -455,10 +456,26 @@ def _replace_number(text: str, pick: int, new: str) -> tuple[str, str]:
     return text[:at] + new + text[end:], f"number@{at} {text[at:end]}->{shown}"
 
 
-def _size(data: st.DataObject, max_exp: int) -> int:
+def _random_text(rng: random.Random) -> str:
+    """1 to 6 characters: mostly HLO punctuation and ASCII, sometimes any code point."""
+    out = []
+    for _ in range(rng.randint(1, 6)):
+        r = rng.random()
+        if r < 0.4:
+            out.append(rng.choice(STRUCTURAL))
+        elif r < 0.8:
+            out.append(chr(rng.randint(32, 126)))
+        elif r < 0.9:
+            out.append(rng.choice(ODD_UNICODE))
+        else:
+            out.append(chr(rng.randint(0, 0x10FFFF)))
+    return "".join(out)
+
+
+def _size(rng: random.Random, max_exp: int) -> int:
     """A size spread evenly over orders of magnitude: 2**e plus a little, e <= max_exp."""
-    e = data.draw(st.integers(0, max_exp))
-    return (1 << e) + data.draw(st.integers(0, 3))
+    e = rng.randint(0, max_exp)
+    return (1 << e) + rng.randint(0, 3)
 
 
 def _one_module(body: list[str], comps: str = "", header: str = "") -> str:
@@ -466,27 +483,25 @@ def _one_module(body: list[str], comps: str = "", header: str = "") -> str:
     return f"HloModule m{header}\n\n{comps}ENTRY %main (x: f32[4]) -> f32[4] {{\n{lines}\n}}\n"
 
 
-def gen_nesting(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_nesting(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """Deep tuples, brackets and call chains."""
-    kind = data.draw(
-        st.sampled_from(
-            [
-                "tuple_shape",
-                "tuple_shape_wide",
-                "tuple_param",
-                "attr_braces",
-                "attr_unbalanced",
-                "json",
-                "json_unbalanced",
-                "metadata",
-                "header",
-                "operands",
-                "layout",
-                "call_chain",
-            ]
-        )
+    kind = rng.choice(
+        [
+            "tuple_shape",
+            "tuple_shape_wide",
+            "tuple_param",
+            "attr_braces",
+            "attr_unbalanced",
+            "json",
+            "json_unbalanced",
+            "metadata",
+            "header",
+            "operands",
+            "layout",
+            "call_chain",
+        ]
     )
-    depth = _size(data, min(max_exp, NEST_EXP))
+    depth = _size(rng, min(max_exp, NEST_EXP))
     o, c = "(" * depth, ")" * depth
     x = "%x = f32[4]{0} parameter(0)"
     if kind == "tuple_shape":
@@ -511,7 +526,7 @@ def gen_nesting(data: st.DataObject, max_exp: int) -> tuple[str, str]:
         text = _one_module([x, f"ROOT %n = f32[4]{{0}} negate(%x), sharding={'{' * depth}"])
     elif kind == "json":
         cfg = '{"a":' + "[" * depth + "]" * depth + "}"
-        op = data.draw(st.sampled_from(["negate", "custom-call"]))
+        op = rng.choice(["negate", "custom-call"])
         text = _one_module([x, f"ROOT %n = f32[4]{{0}} {op}(%x), backend_config={cfg}"])
     elif kind == "json_unbalanced":
         cfg = '{"a":' + '[{"b":' * depth
@@ -526,15 +541,15 @@ def gen_nesting(data: st.DataObject, max_exp: int) -> tuple[str, str]:
     elif kind == "layout":
         text = _one_module([x, f"ROOT %n = f32[4]{{{'{' * depth}0{'}' * depth}}} negate(%x)"])
     else:
-        return gen_call_chain(data, max_exp)
+        return gen_call_chain(rng, max_exp)
     return f"{kind} depth={depth}", text
 
 
-def gen_call_chain(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_call_chain(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """Computations calling each other in a chain (or a cycle) up to CHAIN_MAX long."""
-    n = min(_size(data, min(max_exp, CHAIN_EXP)), CHAIN_MAX)
-    how = data.draw(st.sampled_from(["call", "fusion", "while", "conditional", "mixed"]))
-    cycle = data.draw(st.booleans())
+    n = min(_size(rng, min(max_exp, CHAIN_EXP)), CHAIN_MAX)
+    how = rng.choice(["call", "fusion", "while", "conditional", "mixed"])
+    cycle = rng.random() < 0.5
     ops = ["call", "fusion", "while", "conditional"]
     comps = []
 
@@ -563,36 +578,34 @@ def gen_call_chain(data: st.DataObject, max_exp: int) -> tuple[str, str]:
     return f"call_chain {how} n={n} cycle={cycle}", _one_module(entry, "\n".join(comps) + "\n")
 
 
-def gen_long_line(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_long_line(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """One line of up to 2**max_exp characters in each position, plain or pathological."""
-    where = data.draw(
-        st.sampled_from(
-            [
-                "module_header",
-                "module_attr",
-                "comp_header",
-                "comp_name",
-                "comp_blanks",
-                "inst_name",
-                "dims",
-                "layout",
-                "operands",
-                "attribute",
-                "metadata",
-                "metadata_key",
-                "backend_config",
-                "literal",
-                "comment",
-                "comments_unclosed",
-                "quotes_escaped",
-                "table_row",
-                "blank_run",
-                "head_no_equals",
-                "fast_no_close",
-            ]
-        )
+    where = rng.choice(
+        [
+            "module_header",
+            "module_attr",
+            "comp_header",
+            "comp_name",
+            "comp_blanks",
+            "inst_name",
+            "dims",
+            "layout",
+            "operands",
+            "attribute",
+            "metadata",
+            "metadata_key",
+            "backend_config",
+            "literal",
+            "comment",
+            "comments_unclosed",
+            "quotes_escaped",
+            "table_row",
+            "blank_run",
+            "head_no_equals",
+            "fast_no_close",
+        ]
     )
-    n = _size(data, max_exp)
+    n = _size(rng, max_exp)
     x = "%x = f32[4]{0} parameter(0)"
     neg = "ROOT %n = f32[4]{0} negate(%x)"
     if where == "module_header":
@@ -606,7 +619,7 @@ def gen_long_line(data: st.DataObject, max_exp: int) -> tuple[str, str]:
         text = f"HloModule m\n\nENTRY %{'c' * n} (x: f32[4]) -> f32[4] {{\n  ROOT {x}\n}}\n"
     elif where == "comp_blanks":
         # The old header regex backtracked cubically over blanks not followed by `{`.
-        tail = data.draw(st.sampled_from(["x", "{ x", "", "{"]))
+        tail = rng.choice(["x", "{ x", "", "{"])
         text = f"HloModule m\n\n%c{' ' * n}{tail}\n  ROOT {x}\n}}\n"
     elif where == "inst_name":
         text = _one_module(
@@ -650,31 +663,31 @@ def gen_long_line(data: st.DataObject, max_exp: int) -> tuple[str, str]:
     return f"long_line {where} n={n}", text
 
 
-def gen_number(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_number(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """One numeric slot of the template replaced by a huge or odd number."""
     del max_exp
-    pick = data.draw(st.integers(0, 10_000))
-    new = data.draw(st.sampled_from(NUMBERS))
+    pick = rng.randint(0, 10_000)
+    new = rng.choice(NUMBERS)
     text, what = _replace_number(BASE, pick, new)
     return what, text
 
 
-def gen_attribute(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_attribute(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """One slot of the template (backend_config, metadata, replica_groups, ...) malformed."""
     del max_exp
-    slot = data.draw(st.sampled_from(sorted(MALFORMED)))
-    value = data.draw(st.sampled_from(MALFORMED[slot]))
+    slot = rng.choice(sorted(MALFORMED))
+    value = rng.choice(MALFORMED[slot])
     shown = value if len(value) <= 60 else f"{value[:40]}...({len(value)} chars)"
     return f"attribute {slot}={shown}", template(**{slot: value})
 
 
-def gen_quote(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_quote(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """A quote deleted or added, or the text cut just after a quote."""
     del max_exp
     text = BASE
     quotes = [i for i, c in enumerate(text) if c == '"']
-    at = quotes[data.draw(st.integers(0, len(quotes) - 1))]
-    how = data.draw(st.sampled_from(["delete", "double", "cut", "escape"]))
+    at = quotes[rng.randint(0, len(quotes) - 1)]
+    how = rng.choice(["delete", "double", "cut", "escape"])
     if how == "delete":
         return f"quote delete@{at}", text[:at] + text[at + 1 :]
     if how == "double":
@@ -684,34 +697,34 @@ def gen_quote(data: st.DataObject, max_exp: int) -> tuple[str, str]:
     return f"quote cut@{at}", text[: at + 1]
 
 
-def gen_unicode(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_unicode(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """Odd Unicode put into the template, or its ASCII punctuation swapped for lookalikes."""
     del max_exp
     text = BASE
-    if data.draw(st.integers(0, 3)) == 0:
-        old = data.draw(st.sampled_from(sorted(LOOKALIKES)))
-        count = data.draw(st.sampled_from([1, 2, 10_000]))
+    if rng.randint(0, 3) == 0:
+        old = rng.choice(sorted(LOOKALIKES))
+        count = rng.choice([1, 2, 10_000])
         return f"unicode {old!r}->{LOOKALIKES[old]!r} x{count}", text.replace(
             old, LOOKALIKES[old], count
         )
-    char = data.draw(st.sampled_from(ODD_UNICODE))
-    at = data.draw(st.integers(0, len(text)))
-    if data.draw(st.booleans()):
+    char = rng.choice(ODD_UNICODE)
+    at = rng.randint(0, len(text))
+    if rng.random() < 0.5:
         return f"unicode insert@{at} {char!r}", text[:at] + char + text[at:]
     return f"unicode replace@{at} {char!r}", text[:at] + char + text[at + 1 :]
 
 
-def gen_gemm_shape(data: st.DataObject, max_exp: int) -> tuple[str, str]:
+def gen_gemm_shape(rng: random.Random, max_exp: int) -> tuple[str, str]:
     """A library GEMM whose output shape has no array, with or without its GEMM config."""
     del max_exp
-    shape = data.draw(st.sampled_from(["()", "(())", "(token[], token[])", "((), ())"]))
-    config = data.draw(st.sampled_from([GEMM_CONFIG, "{}", '{"operation_queue_id":"0"}']))
-    operand = data.draw(st.sampled_from(["%gemm#0", "%gemm", "%x"]))
+    shape = rng.choice(["()", "(())", "(token[], token[])", "((), ())"])
+    config = rng.choice([GEMM_CONFIG, "{}", '{"operation_queue_id":"0"}'])
+    operand = rng.choice(["%gemm#0", "%gemm", "%x"])
     text = template(gemm_shape=shape, gemm_config=config, gemm_operand=operand)
     return f"gemm_shape {shape} config={config[:24]} operand={operand}", text
 
 
-GENERATORS: dict[str, Callable[[st.DataObject, int], tuple[str, str]]] = {
+GENERATORS: dict[str, Callable[[random.Random, int], tuple[str, str]]] = {
     "nesting": gen_nesting,
     "long_line": gen_long_line,
     "number": gen_number,
@@ -723,16 +736,34 @@ GENERATORS: dict[str, Callable[[st.DataObject, int], tuple[str, str]]] = {
 FAMILIES = ("mutate", *GENERATORS)
 
 
+# How often each family is drawn (weights; mutation stays the largest share).
+WEIGHTS = {
+    "mutate": 30,
+    "nesting": 15,
+    "long_line": 10,
+    "number": 15,
+    "attribute": 10,
+    "quote": 5,
+    "unicode": 10,
+    "gemm_shape": 5,
+}
+
+
 def generate(
-    data: st.DataObject, sources: list[tuple[str, str]], max_exp: int = 20
+    rng: random.Random, sources: list[tuple[str, str]], max_exp: int = 20
 ) -> tuple[str, str, str]:
     """Returns (family, description, text) of one case; sizes go up to 2**max_exp."""
-    family = data.draw(st.sampled_from(FAMILIES))
+    family = rng.choices(FAMILIES, [WEIGHTS[f] for f in FAMILIES])[0]
     if family == "mutate":
-        name, what, text = mutate(data, sources)
+        name, what, text = mutate(rng, sources)
         return family, f"{name} {what}", text
-    what, text = GENERATORS[family](data, max_exp)
+    what, text = GENERATORS[family](rng, max_exp)
     return family, what, text
+
+
+def case_rng(seed: int, index: int) -> random.Random:
+    """The generator of case `index`: each case can be replayed alone (`--case`)."""
+    return random.Random(f"{seed}:{index}")
 
 
 def _located(e: ParseError, lines: int, inst: Instruction | None = None) -> None:
@@ -794,20 +825,33 @@ def check(text: str) -> str:
 
 @dataclass
 class Tally:
-    """Outcome counts and the slowest case of one family."""
+    """Outcome counts, CPU seconds and the slowest case (by CPU time) of one family."""
 
     outcomes: collections.Counter[str]
     seconds: float = 0.0
     slowest: float = 0.0
+    slowest_wall: float = 0.0
     slowest_case: str = ""
+
+
+def timed_check(text: str) -> tuple[str, float, float, str]:
+    """(outcome, CPU seconds, wall seconds, failure report or '') of one case."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    report = ""
+    try:
+        outcome = check(text)
+    except Exception:
+        outcome, report = "FAIL", traceback.format_exc()
+    return outcome, time.process_time() - c0, time.perf_counter() - w0, report
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--case", type=int, default=-1, help="replay this one case (its index)")
     ap.add_argument("--show", type=int, default=5, help="print this many failures in full")
-    ap.add_argument("--max-seconds", type=float, default=1.0, help="slowest case allowed")
+    ap.add_argument("--max-seconds", type=float, default=1.0, help="most CPU time for a case")
     ap.add_argument("--max-exp", type=int, default=20, help="sizes up to 2**max_exp")
     args = ap.parse_args()
 
@@ -815,48 +859,39 @@ def main() -> int:
     if not sources:
         print(f"no HLO fixtures under {FIXTURES}", file=sys.stderr)
         return 2
+    if args.case >= 0:
+        family, what, text = generate(case_rng(args.seed, args.case), sources, args.max_exp)
+        outcome, cpu, wall, report = timed_check(text)
+        print(f"case {args.case}: {family}: {what}: {outcome} ({cpu:.3f} s CPU, {wall:.3f} s)")
+        print(report, end="")
+        return 1 if report else 0
+
     tallies = {f: Tally(collections.Counter()) for f in FAMILIES}
     failures: list[str] = []
     slow: list[str] = []
-
-    @seed(args.seed)
-    @settings(
-        max_examples=args.cases,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(data=st.data())
-    def case(data: st.DataObject) -> None:
-        family, what, text = generate(data, sources, args.max_exp)
-        tally = tallies[family]
-        t0 = time.perf_counter()
-        try:
-            outcome = check(text)
-        except Exception:
-            outcome = "FAIL"
-            failures.append(
-                f"{family}: {what}\n{traceback.format_exc()}--- text ---\n{text[:2000]}"
-            )
-        took = time.perf_counter() - t0
-        tally.outcomes[outcome] += 1
-        tally.seconds += took
-        if took > tally.slowest:
-            tally.slowest, tally.slowest_case = took, f"{what} ({len(text)} chars, {outcome})"
-        if took > args.max_seconds:
-            slow.append(f"{family}: {what} took {took:.2f} s")
-
     print(f"fuzzing the HLO parser: {len(sources)} fixture modules under {FIXTURES}")
     t0 = time.perf_counter()
-    case()
+    for index in range(args.cases):
+        family, what, text = generate(case_rng(args.seed, index), sources, args.max_exp)
+        outcome, cpu, wall, report = timed_check(text)
+        if report:
+            failures.append(f"case {index} {family}: {what}\n{report}--- text ---\n{text[:2000]}")
+        tally = tallies[family]
+        tally.outcomes[outcome] += 1
+        tally.seconds += cpu
+        if cpu > tally.slowest:
+            tally.slowest, tally.slowest_wall = cpu, wall
+            tally.slowest_case = f"case {index}: {what} ({len(text)} chars, {outcome})"
+        if cpu > args.max_seconds:
+            slow.append(f"case {index} {family}: {what} took {cpu:.2f} s CPU ({wall:.2f} s)")
     elapsed = time.perf_counter() - t0
+
     total = sum(sum(t.outcomes.values()) for t in tallies.values())
-    print(f"cases       {total}")
+    print(f"cases       {total} (seed {args.seed})")
     print(f"elapsed     {elapsed:.1f} s ({total / elapsed:.0f} cases/s)")
     print(
         f"{'family':<11} {'cases':>7} {'parsed':>7} {'ParseErr':>8} {'lazy':>6} {'FAIL':>5} "
-        f"{'mean':>8} {'slowest':>9}  slowest case"
+        f"{'mean':>8} {'slowest':>9}  slowest case (CPU time)"
     )
     for family, t in tallies.items():
         o = t.outcomes
@@ -864,7 +899,7 @@ def main() -> int:
         print(
             f"{family:<11} {n:>7} {o['parsed']:>7} {o['ParseError']:>8} {o['lazy']:>6} "
             f"{o['FAIL']:>5} {t.seconds / max(n, 1) * 1e3:5.1f} ms {t.slowest * 1e3:6.1f} ms  "
-            f"{t.slowest_case[:80]}"
+            f"{t.slowest_case[:90]}"
         )
     totals: collections.Counter[str] = sum(
         (t.outcomes for t in tallies.values()), collections.Counter()
@@ -872,7 +907,10 @@ def main() -> int:
     worst = max(tallies.values(), key=lambda t: t.slowest)
     for outcome in ("parsed", "ParseError", "lazy", "FAIL"):
         print(f"{outcome:<11} {totals[outcome]}")
-    print(f"slowest     {worst.slowest:.3f} s: {worst.slowest_case}")
+    print(
+        f"slowest     {worst.slowest:.3f} s CPU ({worst.slowest_wall:.3f} s wall): "
+        f"{worst.slowest_case}"
+    )
     for line in slow[:20]:
         print(f"SLOW {line}")
     for i, failure in enumerate(failures[: args.show]):
