@@ -1,39 +1,69 @@
-"""Fuzz the HLO parser with mutated and truncated copies of the fixture HLO files.
+"""Fuzz the HLO parser and what reads its output, with mutated fixtures and hostile structure.
 
-    python benchmarks/fuzz_hlo.py                 # 100,000 cases, about two minutes
+    python benchmarks/fuzz_hlo.py                 # 100,000 cases, ten minutes or so
     python benchmarks/fuzz_hlo.py --cases 5000 --seed 1
+    python benchmarks/fuzz_hlo.py --case 4711     # replay one case (same --seed)
 
-Each case takes one fixture module (every `HloModule` text file under ../shared/fixtures),
-mutates it (truncate, replace, insert, delete, swap/duplicate lines, splice two files, flip a
-number, drop a bracket), parses it with `parse_module`, and for a module that parses also reads
-every instruction's lazy attributes and prints it back. A case ends as one of:
+Each case is one HLO text from one family (drawn with the weights in WEIGHTS, from a random
+generator seeded by `seed:index`, so any case replays alone):
 
-    parsed      the parser accepted the text and everything lazy read cleanly
-    ParseError  rejected with a located ParseError (path given, line >= 1)
-    FAIL        anything else: another exception, or a ParseError without a location
+    mutate      a fixture module (every `HloModule` text file under ../shared/fixtures),
+                truncated, replaced, inserted, deleted, lines swapped/duplicated, two files
+                spliced, a number flipped (to huge or odd ones too), a bracket dropped
+    nesting     tuple shapes, brackets (attributes, JSON, metadata, header, operands, layout)
+                up to 131,072 deep, and chains of computations calling each other (call,
+                fusion, while, conditional; cycles too) up to CHAIN_MAX long
+    long_line   a line of up to 1 MB in the module header, a computation header, an
+                instruction, an attribute, metadata, a table row, a comment, and lines built
+                to defeat the parser's old backtracking regexes
+    number      a huge or odd number (5000 digits, 2**63, -1, 1e400, Unicode digits, ...) in
+                one numeric slot of a module that uses every kind of slot
+    attribute   a malformed backend_config (bad JSON, wrong types in the GEMM or fusion
+                config), metadata, replica_groups, dimension lists, tuple index, shape
+    quote       a quote deleted, added or escaped, or the text cut just after one
+    unicode     odd Unicode (zero-width, bidi, combining, line separators, lone surrogates,
+                lookalike punctuation, non-ASCII digits) put in, or swapped for ASCII
+    gemm_shape  a library GEMM custom-call whose shape is `()`, `(())` or a tuple of tokens
 
-Prints the case count, elapsed time and outcome counts, and every FAIL with its example
-(the first few in full); exits 1 when any case failed.
+and `check` parses it with `parse_module` and, when it parses, reads every lazy part of every
+instruction (attrs, metadata, backend_config, gemm_config, fusion_backend_kind, dimension lists,
+shape, output_array, source location), then runs find_clusters, module_cost and
+structural_fingerprint, prints the module and parses the print again. A case ends as:
+
+    parsed      everything ran cleanly
+    ParseError  parse_module rejected the text with a located ParseError
+    lazy        it parsed, and a lazy accessor or the cluster/cost code raised a located
+                ParseError (at the instruction's own line when the accessor is per-instruction)
+    FAIL        anything else: another exception, a ParseError without a location, or a
+                printed module that does not parse back
+
+Prints the case count and outcomes per family with the mean and slowest CPU time of a case
+(CPU, not wall, time: the machines this runs on are shared), the slowest case, and every FAIL
+(the first few in full); exits 1 when any case failed or took more than --max-seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import random
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.hlo.parser import ParseError, parse_module, print_module  # noqa: E402
+from harness.hlo.clusters import find_clusters  # noqa: E402
+from harness.hlo.cost import module_cost  # noqa: E402
+from harness.hlo.parser import HloModule, Instruction, ParseError, parse_module, print_module  # noqa: E402
+from harness.hlo.passes import structural_fingerprint  # noqa: E402
 
 FIXTURES = REPO.parent / "shared" / "fixtures"
+PATH = "fuzz.txt"
 ACTIONS = (
     "truncate",
     "replace",
@@ -46,7 +76,316 @@ ACTIONS = (
     "drop_bracket",
 )
 STRUCTURAL = [*'{}()[]",=%#:\n ', "\x00", "\t", "/*", "*/", "->", "ENTRY ", "ROOT "]
-NUMBERS = ["-1", "0", "99999999999999999999", "1e400", "nan", "-0", "4294967296"]
+NUMBERS = [
+    "-1",
+    "0",
+    "99999999999999999999",
+    "1e400",
+    "nan",
+    "-0",
+    "4294967296",
+    str(2**62),
+    str(2**62 + 1),
+    str(2**63),
+    "9" * 400,
+    "9" * 4301,
+    "9" * 5000,
+    "0" * 30 + "1",
+    "²",
+    "٣",
+    "１",
+    "0x10",
+    "1_000",
+    "+1",
+    "",
+]
+ODD_UNICODE = [
+    "\u200b",
+    "\u202e",
+    "\ufeff",
+    "\u0301",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\xa0",
+    "\u3000",
+    "\x1c",
+    "\x0b",
+    "\x0c",
+    "\r",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    "²",
+    "٣",
+    "１",
+    "％",
+    "＝",
+    "（",
+    "｛",
+    "＂",
+    "İ",
+    "ſ",
+    "\u212a",
+    "😀",
+]
+LOOKALIKES = {"%": "％", "=": "＝", "(": "（", "{": "｛", '"': "＂", "1": "１", " ": "\xa0"}
+
+# A compact module that uses every kind of slot the parser and its readers look at: source
+# tables, metadata with stack frames, a cuBLAS GEMM with a gemm_backend_config and a tuple
+# output read through `#0`, a dot, a fusion with a backend kind, a collective with
+# replica_groups, a reduce with a reducer, a call, a while loop and a conditional.
+# Call chains stop at 1,024 computations here: clusters, cost, fingerprint and the reparse
+# take 0.15 to 0.25 ms of CPU per computation between them, so a 10,000-deep chain would pass
+# the 1 s per case on its own. tests/test_parser_bounds.py runs the 10,000-deep chains.
+CHAIN_EXP = 10
+CHAIN_MAX = 1024
+# Nesting goes to 2**17 = 131,072 levels; long lines to 2**max_exp characters (1 MB).
+NEST_EXP = 17
+GEMM_CONFIG = (
+    '{"operation_queue_id":"0","gemm_backend_config":{"alpha_real":1,"dot_dimension_numbers":'
+    '{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],'
+    '"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"epilogue":"BIAS"}}'
+)
+FUSION_CONFIG = '{"fusion_backend_config":{"kind":"__triton_gemm"}}'
+GEMM_SHAPE = "(f32[8,32]{1,0}, s8[1024]{0})"
+TEMPLATE = """HloModule fuzz_module, is_scheduled=true, entry_computation_layout={{(f32[8,16]{{1,0}}, f32[16,32]{{1,0}}, f32[32]{{0}})->f32[8,32]{{1,0}}}}{header}
+
+FileNames
+1 "/src/model.py"
+
+FunctionNames
+1 "forward"
+
+FileLocations
+1 {{file_name_id=1 function_name_id=1 line=12 end_line=12 column=4 end_column=9}}
+
+StackFrames
+1 {{file_location_id=1 parent_frame_id=1}}
+
+%add_f32 (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %sum = f32[] add(%a, %b)
+}}
+
+%fused_gelu (p0: f32[8,32]) -> f32[8,32] {{
+  %p0 = f32[8,32]{{1,0}} parameter(0)
+  %t = f32[8,32]{{1,0}} tanh(%p0), metadata={{op_name="jit(f)/tanh" stack_frame_id=1}}
+  ROOT %m = f32[8,32]{{1,0}} multiply(%p0, %t)
+}}
+
+%callee (q: f32[8,32]) -> f32[8,32] {{
+  %q = f32[8,32]{{1,0}} parameter(0)
+  ROOT %n = f32[8,32]{{1,0}} negate(%q)
+}}
+
+%cond (s: (s32[], f32[8,32])) -> pred[] {{
+  %s = (s32[], f32[8,32]{{1,0}}) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %limit = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %limit), direction=LT
+}}
+
+%body (r: (s32[], f32[8,32])) -> (s32[], f32[8,32]) {{
+  %r = (s32[], f32[8,32]{{1,0}}) parameter(0)
+  %j = s32[] get-tuple-element(%r), index=0
+  %v = f32[8,32]{{1,0}} get-tuple-element(%r), index=1
+  %one = s32[] constant(1)
+  %j1 = s32[] add(%j, %one)
+  %v1 = f32[8,32]{{1,0}} exponential(%v)
+  ROOT %next = (s32[], f32[8,32]{{1,0}}) tuple(%j1, %v1)
+}}
+
+ENTRY %main (x: f32[8,16], w: f32[16,32], bias: f32[32]) -> f32[8,32] {{
+  %x = f32[8,16]{{1,0}} parameter(0), metadata={{op_name="x"}}
+  %w = f32[16,32]{{1,0}} parameter(1)
+  %bias = f32[32]{{0}} parameter(2)
+  %gemm = {gemm_shape} custom-call(%x, %w, %bias), custom_call_target="__cublas$lt$matmul", metadata={{{gemm_meta}}}, backend_config={gemm_config}
+  %dot = f32[8,32]{{1,0}} dot(%x, %w), {dot_attrs}
+  %fusion = f32[8,32]{{1,0}} fusion({gemm_operand}), kind=kCustom, calls=%fused_gelu, backend_config={fusion_config}
+  %ar = f32[8,32]{{1,0}} all-reduce(%fusion), replica_groups={replica_groups}, to_apply=%add_f32
+  %c0 = f32[] constant(0)
+  %red = f32[8]{{0}} reduce(%ar, %c0), dimensions={reduce_dims}, to_apply=%add_f32
+  %bc = f32[8,32]{{1,0}} broadcast(%red), dimensions={{0}}
+  %call = f32[8,32]{{1,0}} call(%bc), to_apply=%callee
+  %i0 = s32[] constant(0)
+  %init = (s32[], f32[8,32]{{1,0}}) tuple(%i0, %call)
+  %loop = (s32[], f32[8,32]{{1,0}}) while(%init), condition=%cond, body=%body
+  %lv = f32[8,32]{{1,0}} get-tuple-element(%loop), index=1
+  %p = pred[] constant(true)
+  %cnd = f32[8,32]{{1,0}} conditional(%p, %lv, %dot), true_computation=%callee, false_computation=%callee
+  ROOT %out = f32[8,32]{{1,0}} add(%cnd, %dot), frontend_attributes={{_xla_stream="1"}}
+}}
+"""
+SLOTS = {
+    "header": "",
+    "gemm_shape": GEMM_SHAPE,
+    "gemm_meta": 'op_name="jit(f)/dot_general" source_file="/src/model.py" source_line=12 '
+    "stack_frame_id=1",
+    "gemm_config": GEMM_CONFIG,
+    "dot_attrs": "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    "gemm_operand": "%gemm#0",
+    "fusion_config": FUSION_CONFIG,
+    "replica_groups": "{{0,1},{2,3}}",
+    "reduce_dims": "{1}",
+}
+
+
+def template(**slots: str) -> str:
+    """The template module with some slots replaced (each slot's text as written)."""
+    return TEMPLATE.format(**{**SLOTS, **slots})
+
+
+BASE = template()
+
+
+def _gemm(**fields: str) -> str:
+    """A backend_config whose gemm_backend_config has `fields` (JSON texts) in place."""
+    dnums = {
+        "lhs_contracting_dimensions": '["1"]',
+        "rhs_contracting_dimensions": '["0"]',
+        "lhs_batch_dimensions": "[]",
+        "rhs_batch_dimensions": "[]",
+    }
+    top = {"alpha_real": "1", "dot_dimension_numbers": None, "epilogue": '"BIAS"'}
+    for key, value in fields.items():
+        if key in dnums:
+            dnums[key] = value
+        else:
+            top[key] = value
+    if top["dot_dimension_numbers"] is None:
+        top["dot_dimension_numbers"] = "{" + ",".join(f'"{k}":{v}' for k, v in dnums.items()) + "}"
+    body = ",".join(f'"{k}":{v}' for k, v in top.items() if v != "<absent>")
+    return '{"gemm_backend_config":{' + body + "}}"
+
+
+HUGE = "9" * 5000
+BAD_DIMS = ['["x"]', "[1.5]", "[-1]", "[1e400]", "[true]", "[null]", '["²"]', f'["{HUGE}"]']
+BAD_DIMS += ["[5]", '"1"', "{}", "[[1]]", f"[{HUGE}]", "[NaN]", "[Infinity]", '["1 "]']
+MALFORMED: dict[str, list[str]] = {
+    "gemm_config": [
+        "not json",
+        "{",
+        '"{\\"a\\""',
+        "[]",
+        "123",
+        '"just a string"',
+        "{index = 0 : ui64}",
+        '{"gemm_backend_config":[]}',
+        '{"gemm_backend_config":"x"}',
+        '{"gemm_backend_config":null}',
+        '{"gemm_backend_config":{}}',
+        _gemm(dot_dimension_numbers="[]"),
+        _gemm(dot_dimension_numbers='"x"'),
+        _gemm(dot_dimension_numbers="null"),
+        *(_gemm(lhs_contracting_dimensions=d) for d in BAD_DIMS),
+        *(_gemm(rhs_batch_dimensions=d) for d in BAD_DIMS[:4]),
+        _gemm(epilogue="5"),
+        _gemm(epilogue="null"),
+        _gemm(epilogue="{}"),
+        _gemm(epilogue='"BIAS_GELU_AUX_RELU_SILU"'),
+        _gemm(epilogue="<absent>"),
+        '{"a":' + "[" * 5000 + "]" * 5000 + "}",
+        '{"a":' + HUGE + "}",
+        '{"a":NaN,"b":-Infinity}',
+        '{"gemm_backend_config":{},"gemm_backend_config":5}',
+        '"{\\"gemm_backend_config\\":{\\"epilogue\\":\\"DEFAULT\\"}}"',
+    ],
+    "fusion_config": [
+        '{"fusion_backend_config":{"kind":5}}',
+        '{"fusion_backend_config":"x"}',
+        '{"fusion_config":[]}',
+        '{"fusion_backend_config":{}}',
+        '{"fusion_backend_config":null,"fusion_config":{"kind":"__ynn_fusion"}}',
+        "{kind = 1}",
+        "{",
+        "nope",
+        "[]",
+    ],
+    "gemm_meta": [
+        'op_name="unterminated',
+        "stack_frame_id=-1",
+        "stack_frame_id=" + "9" * 30,
+        "stack_frame_id=" + HUGE,
+        "stack_frame_id=77",
+        "source_line=²",
+        'source_file="a.py" source_line=x',
+        'source_file="a.py" source_line=' + HUGE,
+        'op_name="a\\"',
+        "=",
+        'op_name=="x"',
+        "{{{",
+        "stack_frame_id=1 stack_frame_id=٣",
+    ],
+    "replica_groups": [
+        "{{0,1},{2,3}",
+        "{}",
+        "[2,2]<=[4]",
+        "{{0,1},{2,3}}}",
+        "{{-1}}",
+        "{{99999999999999999999999}}",
+        "{{" + HUGE + "}}",
+        "{" * 1000,
+    ],
+    "reduce_dims": [
+        "{a}",
+        "{-1}",
+        "{1,}",
+        "{}",
+        "{99999999999999999999}",
+        "{²}",
+        "{1",
+        "",
+        "{" + HUGE + "}",
+        "{9}",
+        "1",
+        "{ 1 }",
+        "{1,1,1}",
+    ],
+    "dot_attrs": [
+        "lhs_contracting_dims={5}, rhs_contracting_dims={0}",
+        "lhs_contracting_dims={" + HUGE + "}",
+        "lhs_contracting_dims={²}",
+        "lhs_contracting_dims={x}",
+        "lhs_contracting_dims=1",
+        "lhs_batch_dims={0,0,0}",
+        "lhs_contracting_dims",
+    ],
+    "gemm_operand": [
+        "%gemm#99999999999999999999999",
+        "%gemm#²",
+        "%gemm#5",
+        "%gemm#",
+        "%gemm#-1",
+        "%gemm#" + HUGE,
+        "%gemm#0#1",
+        "%x#0",
+    ],
+    "gemm_shape": [
+        "()",
+        "(())",
+        "(token[], token[])",
+        "f32[-1]",
+        "f32[1e3]",
+        f"f32[{2**63}]",
+        f"f32[{2**62},{2**62}]",
+        f"f32[{2**31},{2**31},{2**31}]",
+        "f32[?,32]",
+        "f32[<=8,32]",
+        "opaque[]",
+        "zzz[2]",
+        "f32[8,32]{",
+        "f32[8,32]{1,0:T(8,128)S(1)}",
+    ],
+    "header": [
+        ", x={",
+        ", x={{{}}}",
+        ', x="unterminated',
+        ", =",
+        ", frontend_attributes={a=" + "9" * 5000 + "}",
+    ],
+}
 
 
 def fixture_texts() -> list[tuple[str, str]]:
@@ -62,45 +401,38 @@ def fixture_texts() -> list[tuple[str, str]]:
     return out
 
 
-def mutate(data: st.DataObject, sources: list[tuple[str, str]]) -> tuple[str, str, str]:
+def mutate(rng: random.Random, sources: list[tuple[str, str]]) -> tuple[str, str, str]:
     """Returns (fixture name, description of the mutation, mutated text)."""
-    name, text = data.draw(st.sampled_from(sources))
-    action = data.draw(st.sampled_from(ACTIONS))
-    pos = data.draw(st.integers(0, len(text)))
+    name, text = rng.choice(sources)
+    action = rng.choice(ACTIONS)
+    pos = rng.randint(0, len(text))
     what = f"{action}@{pos}"
     if action == "truncate":
         text = text[:pos]
     elif action == "replace":
-        new = data.draw(st.text(min_size=1, max_size=6))
+        new = _random_text(rng)
         text, what = text[:pos] + new + text[pos + 1 :], f"{what} {new!r}"
     elif action == "insert":
-        new = data.draw(st.sampled_from(STRUCTURAL))
+        new = rng.choice(STRUCTURAL)
         text, what = text[:pos] + new + text[pos:], f"{what} {new!r}"
     elif action == "delete":
-        end = data.draw(st.integers(pos, min(len(text), pos + 80)))
+        end = rng.randint(pos, min(len(text), pos + 80))
         text, what = text[:pos] + text[end:], f"{what}..{end}"
     elif action in ("swap_lines", "duplicate_line"):
         lines = text.split("\n")
-        i = data.draw(st.integers(0, len(lines) - 1))
-        j = data.draw(st.integers(0, len(lines) - 1))
+        i = rng.randint(0, len(lines) - 1)
+        j = rng.randint(0, len(lines) - 1)
         if action == "swap_lines":
             lines[i], lines[j] = lines[j], lines[i]
         else:
             lines.insert(j, lines[i])
         text, what = "\n".join(lines), f"{action} {i},{j}"
     elif action == "splice":
-        other_name, other = data.draw(st.sampled_from(sources))
-        cut = data.draw(st.integers(0, len(other)))
+        other_name, other = rng.choice(sources)
+        cut = rng.randint(0, len(other))
         text, what = text[:pos] + other[cut:], f"splice@{pos} + {other_name}[{cut}:]"
     elif action == "number":
-        digits = [i for i, c in enumerate(text) if c.isdigit()]
-        if digits:
-            at = digits[pos % len(digits)]
-            end = at
-            while end < len(text) and text[end].isdigit():
-                end += 1
-            new = data.draw(st.sampled_from(NUMBERS))
-            text, what = text[:at] + new + text[end:], f"number@{at} {new}"
+        text, what = _replace_number(text, pos, rng.choice(NUMBERS))
     else:  # drop_bracket
         brackets = [i for i, c in enumerate(text) if c in "{}()[]"]
         if brackets:
@@ -109,67 +441,483 @@ def mutate(data: st.DataObject, sources: list[tuple[str, str]]) -> tuple[str, st
     return name, what, text
 
 
+def _replace_number(text: str, pick: int, new: str) -> tuple[str, str]:
+    """`text` with its (pick mod count)-th run of digits replaced by `new`, and a description."""
+    starts = [
+        i for i, c in enumerate(text) if c.isdigit() and (i == 0 or not text[i - 1].isdigit())
+    ]
+    if not starts:
+        return text, "number (none)"
+    at = starts[pick % len(starts)]
+    end = at
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    shown = new if len(new) <= 24 else f"{new[:8]}...({len(new)} chars)"
+    return text[:at] + new + text[end:], f"number@{at} {text[at:end]}->{shown}"
+
+
+def _random_text(rng: random.Random) -> str:
+    """1 to 6 characters: mostly HLO punctuation and ASCII, sometimes any code point."""
+    out = []
+    for _ in range(rng.randint(1, 6)):
+        r = rng.random()
+        if r < 0.4:
+            out.append(rng.choice(STRUCTURAL))
+        elif r < 0.8:
+            out.append(chr(rng.randint(32, 126)))
+        elif r < 0.9:
+            out.append(rng.choice(ODD_UNICODE))
+        else:
+            out.append(chr(rng.randint(0, 0x10FFFF)))
+    return "".join(out)
+
+
+def _size(rng: random.Random, max_exp: int) -> int:
+    """A size spread evenly over orders of magnitude: 2**e plus a little, e <= max_exp."""
+    e = rng.randint(0, max_exp)
+    return (1 << e) + rng.randint(0, 3)
+
+
+def _one_module(body: list[str], comps: str = "", header: str = "") -> str:
+    lines = "\n".join("  " + b for b in body)
+    return f"HloModule m{header}\n\n{comps}ENTRY %main (x: f32[4]) -> f32[4] {{\n{lines}\n}}\n"
+
+
+def gen_nesting(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """Deep tuples, brackets and call chains."""
+    kind = rng.choice(
+        [
+            "tuple_shape",
+            "tuple_shape_wide",
+            "tuple_param",
+            "attr_braces",
+            "attr_unbalanced",
+            "json",
+            "json_unbalanced",
+            "metadata",
+            "header",
+            "operands",
+            "layout",
+            "call_chain",
+        ]
+    )
+    depth = _size(rng, min(max_exp, NEST_EXP))
+    o, c = "(" * depth, ")" * depth
+    x = "%x = f32[4]{0} parameter(0)"
+    if kind == "tuple_shape":
+        text = _one_module([x, f"ROOT %t = {o}f32[4]{{0}}{c} tuple(%x)"])
+    elif kind == "tuple_shape_wide":
+        shape = "f32[]"
+        for _ in range(min(depth, 5000)):
+            shape = f"(f32[], {shape}, s8[2]{{0}})"
+        text = _one_module([x, f'ROOT %t = {shape} custom-call(%x), custom_call_target="t"'])
+    elif kind == "tuple_param":
+        text = _one_module(
+            [
+                f"%p = {o}f32[4]{{0}}{c} parameter(0)",
+                "ROOT %g = f32[4]{0} get-tuple-element(%p), index=0",
+            ]
+        )
+    elif kind == "attr_braces":
+        text = _one_module(
+            [x, f"ROOT %n = f32[4]{{0}} negate(%x), sharding={'{' * depth}{'}' * depth}"]
+        )
+    elif kind == "attr_unbalanced":
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} negate(%x), sharding={'{' * depth}"])
+    elif kind == "json":
+        cfg = '{"a":' + "[" * depth + "]" * depth + "}"
+        op = rng.choice(["negate", "custom-call"])
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} {op}(%x), backend_config={cfg}"])
+    elif kind == "json_unbalanced":
+        cfg = '{"a":' + '[{"b":' * depth
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} negate(%x), backend_config={cfg}"])
+    elif kind == "metadata":
+        meta = "{op_name=" + "{" * depth + "x" + "}" * depth + " stack_frame_id=1}"
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} negate(%x), metadata={meta}"])
+    elif kind == "header":
+        text = _one_module([f"ROOT {x}"], header=f", attr={'{' * depth}{'}' * depth}")
+    elif kind == "operands":
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} add({o}%x, %x{c})"])
+    elif kind == "layout":
+        text = _one_module([x, f"ROOT %n = f32[4]{{{'{' * depth}0{'}' * depth}}} negate(%x)"])
+    else:
+        return gen_call_chain(rng, max_exp)
+    return f"{kind} depth={depth}", text
+
+
+def gen_call_chain(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """Computations calling each other in a chain (or a cycle) up to CHAIN_MAX long."""
+    n = min(_size(rng, min(max_exp, CHAIN_EXP)), CHAIN_MAX)
+    how = rng.choice(["call", "fusion", "while", "conditional", "mixed"])
+    cycle = rng.random() < 0.5
+    ops = ["call", "fusion", "while", "conditional"]
+    comps = []
+
+    def calling(k: int, target: str) -> str:
+        op = ops[k % 4] if how == "mixed" else how
+        if op == "call":
+            return f"ROOT %r{k} = f32[4]{{0}} call(%p{k}), to_apply=%{target}"
+        if op == "fusion":
+            return f"ROOT %r{k} = f32[4]{{0}} fusion(%p{k}), kind=kLoop, calls=%{target}"
+        if op == "while":
+            return f"ROOT %r{k} = f32[4]{{0}} while(%p{k}), condition=%{target}, body=%{target}"
+        return (
+            f"%b{k} = pred[] constant(true)\n  ROOT %r{k} = f32[4]{{0}} conditional(%b{k}, %p{k}, "
+            f"%p{k}), branch_computations={{%{target}, %{target}}}"
+        )
+
+    for k in range(n):
+        target = f"c{k + 1}" if k + 1 < n else ("c0" if cycle else "")
+        body = f"  %p{k} = f32[4]{{0}} parameter(0)\n  "
+        if target:
+            body += calling(k, target)
+        else:
+            body += f'ROOT %r{k} = f32[4]{{0}} tanh(%p{k}), metadata={{op_name="leaf"}}'
+        comps.append(f"%c{k} (p{k}: f32[4]) -> f32[4] {{\n{body}\n}}\n")
+    entry = ["%x = f32[4]{0} parameter(0)", "ROOT %e = f32[4]{0} call(%x), to_apply=%c0"]
+    return f"call_chain {how} n={n} cycle={cycle}", _one_module(entry, "\n".join(comps) + "\n")
+
+
+def gen_long_line(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """One line of up to 2**max_exp characters in each position, plain or pathological."""
+    where = rng.choice(
+        [
+            "module_header",
+            "module_attr",
+            "comp_header",
+            "comp_name",
+            "comp_blanks",
+            "inst_name",
+            "dims",
+            "layout",
+            "operands",
+            "attribute",
+            "metadata",
+            "metadata_key",
+            "backend_config",
+            "literal",
+            "comment",
+            "comments_unclosed",
+            "quotes_escaped",
+            "table_row",
+            "blank_run",
+            "head_no_equals",
+            "fast_no_close",
+        ]
+    )
+    n = _size(rng, max_exp)
+    x = "%x = f32[4]{0} parameter(0)"
+    neg = "ROOT %n = f32[4]{0} negate(%x)"
+    if where == "module_header":
+        text = f"HloModule {'m' * n}\n\nENTRY %e {{\n  ROOT {x}\n}}\n"
+    elif where == "module_attr":
+        text = _one_module([f"ROOT {x}"], header=", a=" + "{x=1, " * (n // 6) + "}")
+    elif where == "comp_header":
+        sig = "(" + ", ".join(f"p{i}: f32[4]" for i in range(n // 12 + 1)) + ") -> f32[4]"
+        text = f"HloModule m\n\nENTRY %main {sig} {{\n  ROOT {x}\n}}\n"
+    elif where == "comp_name":
+        text = f"HloModule m\n\nENTRY %{'c' * n} (x: f32[4]) -> f32[4] {{\n  ROOT {x}\n}}\n"
+    elif where == "comp_blanks":
+        # The old header regex backtracked cubically over blanks not followed by `{`.
+        tail = rng.choice(["x", "{ x", "", "{"])
+        text = f"HloModule m\n\n%c{' ' * n}{tail}\n  ROOT {x}\n}}\n"
+    elif where == "inst_name":
+        text = _one_module(
+            [f"%{'v' * n} = f32[4]{{0}} parameter(0)", f"ROOT %n = f32[4]{{0}} negate(%{'v' * n})"]
+        )
+    elif where == "dims":
+        text = _one_module([x, f"ROOT %n = f32[{','.join(['1'] * (n // 2 + 1))}]{{0}} negate(%x)"])
+    elif where == "layout":
+        text = _one_module([x, f"ROOT %n = f32[4]{{{'0,' * (n // 2)}0}} negate(%x)"])
+    elif where == "operands":
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} add({', '.join(['%x'] * (n // 4 + 1))})"])
+    elif where == "attribute":
+        text = _one_module([x, neg + ", sharding={" + "devices=[2]0,1 " * (n // 15) + "}"])
+    elif where == "metadata":
+        text = _one_module([x, neg + ', metadata={op_name="' + "a" * n + '" stack_frame_id=1}'])
+    elif where == "metadata_key":
+        # The old metadata regex retried a long key without `=` from every character.
+        text = _one_module([x, neg + ", metadata={" + "k" * n + "}"])
+    elif where == "backend_config":
+        text = _one_module([x, neg + ', backend_config={"s":"' + "z" * n + '"}'])
+    elif where == "literal":
+        text = _one_module(
+            [f"ROOT %c = f32[{n // 3 + 1}]{{0}} constant({{{', '.join(['1'] * (n // 3 + 1))}}})"]
+        )
+    elif where == "comment":
+        text = _one_module([x, f"ROOT %n = f32[4]{{0}} add(%x, /*{'c' * n}*/ %x)"])
+    elif where == "comments_unclosed":
+        # The old comment regex rescanned to the end for every unclosed `/*`.
+        text = _one_module([x, f"ROOT %n = (f32[4]{{0}} /*{' /*' * (n // 3)}) tuple(%x)"])
+    elif where == "quotes_escaped":
+        # The old token regex rescanned to the end from every escaped quote of an open string.
+        text = _one_module([x, neg + ', custom_call_target="' + '\\"' * (n // 2)])
+    elif where == "table_row":
+        text = 'HloModule m\n\nFileNames\n1 "' + "f" * n + f'"\n\nENTRY %e {{\n  ROOT {x}\n}}\n'
+    elif where == "blank_run":
+        text = _one_module([x, neg + "," + " " * n + "x=1"])
+    elif where == "head_no_equals":
+        text = _one_module([x, "%" + "h" * n + " negate(%x)"])
+    else:  # fast_no_close: the instruction regex's pieces never close
+        text = _one_module([x, "%n = f32[" + "1," * (n // 2) + " negate(%x" + "," * (n // 2)])
+    return f"long_line {where} n={n}", text
+
+
+def gen_number(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """One numeric slot of the template replaced by a huge or odd number."""
+    del max_exp
+    pick = rng.randint(0, 10_000)
+    new = rng.choice(NUMBERS)
+    text, what = _replace_number(BASE, pick, new)
+    return what, text
+
+
+def gen_attribute(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """One slot of the template (backend_config, metadata, replica_groups, ...) malformed."""
+    del max_exp
+    slot = rng.choice(sorted(MALFORMED))
+    value = rng.choice(MALFORMED[slot])
+    shown = value if len(value) <= 60 else f"{value[:40]}...({len(value)} chars)"
+    return f"attribute {slot}={shown}", template(**{slot: value})
+
+
+def gen_quote(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """A quote deleted or added, or the text cut just after a quote."""
+    del max_exp
+    text = BASE
+    quotes = [i for i, c in enumerate(text) if c == '"']
+    at = quotes[rng.randint(0, len(quotes) - 1)]
+    how = rng.choice(["delete", "double", "cut", "escape"])
+    if how == "delete":
+        return f"quote delete@{at}", text[:at] + text[at + 1 :]
+    if how == "double":
+        return f"quote double@{at}", text[:at] + '"' + text[at:]
+    if how == "escape":
+        return f"quote escape@{at}", text[:at] + "\\" + text[at:]
+    return f"quote cut@{at}", text[: at + 1]
+
+
+def gen_unicode(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """Odd Unicode put into the template, or its ASCII punctuation swapped for lookalikes."""
+    del max_exp
+    text = BASE
+    if rng.randint(0, 3) == 0:
+        old = rng.choice(sorted(LOOKALIKES))
+        count = rng.choice([1, 2, 10_000])
+        return f"unicode {old!r}->{LOOKALIKES[old]!r} x{count}", text.replace(
+            old, LOOKALIKES[old], count
+        )
+    char = rng.choice(ODD_UNICODE)
+    at = rng.randint(0, len(text))
+    if rng.random() < 0.5:
+        return f"unicode insert@{at} {char!r}", text[:at] + char + text[at:]
+    return f"unicode replace@{at} {char!r}", text[:at] + char + text[at + 1 :]
+
+
+def gen_gemm_shape(rng: random.Random, max_exp: int) -> tuple[str, str]:
+    """A library GEMM whose output shape has no array, with or without its GEMM config."""
+    del max_exp
+    shape = rng.choice(["()", "(())", "(token[], token[])", "((), ())"])
+    config = rng.choice([GEMM_CONFIG, "{}", '{"operation_queue_id":"0"}'])
+    operand = rng.choice(["%gemm#0", "%gemm", "%x"])
+    text = template(gemm_shape=shape, gemm_config=config, gemm_operand=operand)
+    return f"gemm_shape {shape} config={config[:24]} operand={operand}", text
+
+
+GENERATORS: dict[str, Callable[[random.Random, int], tuple[str, str]]] = {
+    "nesting": gen_nesting,
+    "long_line": gen_long_line,
+    "number": gen_number,
+    "attribute": gen_attribute,
+    "quote": gen_quote,
+    "unicode": gen_unicode,
+    "gemm_shape": gen_gemm_shape,
+}
+FAMILIES = ("mutate", *GENERATORS)
+
+
+# How often each family is drawn (weights; mutation stays the largest share).
+WEIGHTS = {
+    "mutate": 30,
+    "nesting": 15,
+    "long_line": 10,
+    "number": 15,
+    "attribute": 10,
+    "quote": 5,
+    "unicode": 10,
+    "gemm_shape": 5,
+}
+
+
+def generate(
+    rng: random.Random, sources: list[tuple[str, str]], max_exp: int = 20
+) -> tuple[str, str, str]:
+    """Returns (family, description, text) of one case; sizes go up to 2**max_exp."""
+    family = rng.choices(FAMILIES, [WEIGHTS[f] for f in FAMILIES])[0]
+    if family == "mutate":
+        name, what, text = mutate(rng, sources)
+        return family, f"{name} {what}", text
+    what, text = GENERATORS[family](rng, max_exp)
+    return family, what, text
+
+
+def case_rng(seed: int, index: int) -> random.Random:
+    """The generator of case `index`: each case can be replayed alone (`--case`)."""
+    return random.Random(f"{seed}:{index}")
+
+
+def _located(e: ParseError, lines: int, inst: Instruction | None = None) -> None:
+    """Raise AssertionError unless `e` names the fuzz file and a line of it (inst's own)."""
+    if e.path != PATH or not 1 <= e.line <= max(lines, 1) or e.column < 1:
+        raise AssertionError(f"ParseError without a location: {e!r}")
+    if inst is not None and e.line != inst.line:
+        raise AssertionError(f"ParseError at line {e.line}, not at {inst.name}'s {inst.line}")
+
+
+READERS: tuple[Callable[[HloModule, Instruction], object], ...] = (
+    lambda m, i: i.attrs,
+    lambda m, i: i.metadata,
+    lambda m, i: i.backend_config,
+    lambda m, i: i.frontend_attributes,
+    lambda m, i: i.gemm_config(),
+    lambda m, i: i.fusion_backend_kind(),
+    lambda m, i: [i.int_list_attr(k) for k in ("dimensions", "lhs_contracting_dims")],
+    lambda m, i: (i.shape.bytes, str(i.shape), i.operand_names, i.called_computations),
+    lambda m, i: i.output_array(),
+    lambda m, i: (i.custom_call_target, i.op_name, i.text()),
+    lambda m, i: m.source_location(i),
+)
+WHOLE: tuple[Callable[[HloModule], object], ...] = (
+    find_clusters,
+    module_cost,
+    structural_fingerprint,
+)
+
+
 def check(text: str) -> str:
-    """Returns 'parsed' or 'ParseError'; raises anything else (the FAIL cases)."""
+    """Returns 'parsed', 'ParseError' or 'lazy'; raises anything else (the FAIL cases)."""
+    lines = text.count("\n") + 1
     try:
-        module = parse_module(text, "fuzz.txt")
+        module = parse_module(text, PATH)
     except ParseError as e:
-        if e.path != "fuzz.txt" or e.line < 1:
-            raise AssertionError(f"ParseError without a location: {e!r}") from e
+        _located(e, lines)
         return "ParseError"
+    lazy = False
     for _, inst in module.instructions():
-        for lazy in (inst.attrs, inst.metadata, inst.backend_config, inst.frontend_attributes):
-            if not isinstance(lazy, dict):
-                raise AssertionError(f"lazy attribute is {type(lazy).__name__}, not dict")
-    print_module(module)
-    return "parsed"
+        for read in READERS:
+            try:
+                read(module, inst)
+            except ParseError as e:
+                _located(e, lines, inst)
+                lazy = True
+    for run in WHOLE:
+        try:
+            run(module)
+        except ParseError as e:
+            _located(e, lines)
+            lazy = True
+    printed = print_module(module)
+    again = parse_module(printed, "printed.txt")
+    if print_module(again) != printed:
+        raise AssertionError("print_module is not a fixed point of parse_module")
+    return "lazy" if lazy else "parsed"
+
+
+@dataclass
+class Tally:
+    """Outcome counts, CPU seconds and the slowest case (by CPU time) of one family."""
+
+    outcomes: collections.Counter[str]
+    seconds: float = 0.0
+    slowest: float = 0.0
+    slowest_wall: float = 0.0
+    slowest_case: str = ""
+
+
+def timed_check(text: str) -> tuple[str, float, float, str]:
+    """(outcome, CPU seconds, wall seconds, failure report or '') of one case."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    report = ""
+    try:
+        outcome = check(text)
+    except Exception:
+        outcome, report = "FAIL", traceback.format_exc()
+    return outcome, time.process_time() - c0, time.perf_counter() - w0, report
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--case", type=int, default=-1, help="replay this one case (its index)")
     ap.add_argument("--show", type=int, default=5, help="print this many failures in full")
+    ap.add_argument("--max-seconds", type=float, default=1.0, help="most CPU time for a case")
+    ap.add_argument("--max-exp", type=int, default=20, help="sizes up to 2**max_exp")
     args = ap.parse_args()
 
     sources = fixture_texts()
     if not sources:
         print(f"no HLO fixtures under {FIXTURES}", file=sys.stderr)
         return 2
-    counts: collections.Counter[str] = collections.Counter()
+    if args.case >= 0:
+        family, what, text = generate(case_rng(args.seed, args.case), sources, args.max_exp)
+        outcome, cpu, wall, report = timed_check(text)
+        print(f"case {args.case}: {family}: {what}: {outcome} ({cpu:.3f} s CPU, {wall:.3f} s)")
+        print(report, end="")
+        return 1 if report else 0
+
+    tallies = {f: Tally(collections.Counter()) for f in FAMILIES}
     failures: list[str] = []
-
-    @seed(args.seed)
-    @settings(
-        max_examples=args.cases,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(data=st.data())
-    def case(data: st.DataObject) -> None:
-        name, what, text = mutate(data, sources)
-        try:
-            counts[check(text)] += 1
-        except Exception:
-            counts["FAIL"] += 1
-            failures.append(f"{name} {what}\n{traceback.format_exc()}--- text ---\n{text[:2000]}")
-
+    slow: list[str] = []
     print(f"fuzzing the HLO parser: {len(sources)} fixture modules under {FIXTURES}")
     t0 = time.perf_counter()
-    case()
+    for index in range(args.cases):
+        family, what, text = generate(case_rng(args.seed, index), sources, args.max_exp)
+        outcome, cpu, wall, report = timed_check(text)
+        if report:
+            failures.append(f"case {index} {family}: {what}\n{report}--- text ---\n{text[:2000]}")
+        tally = tallies[family]
+        tally.outcomes[outcome] += 1
+        tally.seconds += cpu
+        if cpu > tally.slowest:
+            tally.slowest, tally.slowest_wall = cpu, wall
+            tally.slowest_case = f"case {index}: {what} ({len(text)} chars, {outcome})"
+        if cpu > args.max_seconds:
+            slow.append(f"case {index} {family}: {what} took {cpu:.2f} s CPU ({wall:.2f} s)")
     elapsed = time.perf_counter() - t0
-    total = sum(counts.values())
-    print(f"cases       {total}")
+
+    total = sum(sum(t.outcomes.values()) for t in tallies.values())
+    print(f"cases       {total} (seed {args.seed})")
     print(f"elapsed     {elapsed:.1f} s ({total / elapsed:.0f} cases/s)")
-    for outcome in ("parsed", "ParseError", "FAIL"):
-        print(f"{outcome:<11} {counts[outcome]}")
+    print(
+        f"{'family':<11} {'cases':>7} {'parsed':>7} {'ParseErr':>8} {'lazy':>6} {'FAIL':>5} "
+        f"{'mean':>8} {'slowest':>9}  slowest case (CPU time)"
+    )
+    for family, t in tallies.items():
+        o = t.outcomes
+        n = sum(o.values())
+        print(
+            f"{family:<11} {n:>7} {o['parsed']:>7} {o['ParseError']:>8} {o['lazy']:>6} "
+            f"{o['FAIL']:>5} {t.seconds / max(n, 1) * 1e3:5.1f} ms {t.slowest * 1e3:6.1f} ms  "
+            f"{t.slowest_case[:90]}"
+        )
+    totals: collections.Counter[str] = sum(
+        (t.outcomes for t in tallies.values()), collections.Counter()
+    )
+    worst = max(tallies.values(), key=lambda t: t.slowest)
+    for outcome in ("parsed", "ParseError", "lazy", "FAIL"):
+        print(f"{outcome:<11} {totals[outcome]}")
+    print(
+        f"slowest     {worst.slowest:.3f} s CPU ({worst.slowest_wall:.3f} s wall): "
+        f"{worst.slowest_case}"
+    )
+    for line in slow[:20]:
+        print(f"SLOW {line}")
     for i, failure in enumerate(failures[: args.show]):
         print(f"\nFAIL {i + 1}: {failure}")
     if len(failures) > args.show:
         print(f"\n... and {len(failures) - args.show} more failures")
-    return 1 if failures else 0
+    return 1 if failures or slow else 0
 
 
 if __name__ == "__main__":

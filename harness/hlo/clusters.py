@@ -146,20 +146,13 @@ class Cluster:
 
 def backend_kind(inst: Instruction) -> str:
     """The fusion backend kind (`__triton_gemm`, `__ynn_fusion`, ...) from backend_config, or ''."""
-    cfg = inst.backend_config
-    for key in ("fusion_backend_config", "fusion_config"):
-        sub = cfg.get(key)
-        if isinstance(sub, dict) and isinstance(sub.get("kind"), str):
-            return sub["kind"]
-    return ""
+    return inst.fusion_backend_kind()
 
 
 def epilogue(inst: Instruction) -> str:
     """The library GEMM epilogue (DEFAULT, BIAS, BIAS_GELU, ...) from backend_config, or ''."""
-    gemm = inst.backend_config.get("gemm_backend_config")
-    if isinstance(gemm, dict) and isinstance(gemm.get("epilogue"), str):
-        return gemm["epilogue"]
-    return ""
+    gemm = inst.gemm_config()
+    return gemm.epilogue if gemm is not None else ""
 
 
 def is_library_target(target: str) -> bool:
@@ -171,14 +164,6 @@ def is_library_fusion(kind: str) -> bool:
     """True when a fusion backend kind hands the fusion to a vendor library (`__ynn_fusion`,
     `__xnn_fusion`, `__onednn_fusion`, `__cudnn$fusion`) rather than to XLA's emitters."""
     return kind.startswith(LIBRARY_FUSION_PREFIXES)
-
-
-def _int_list(raw: object) -> tuple[int, ...]:
-    if isinstance(raw, str):
-        raw = raw.strip("{}").split(",")
-    if not isinstance(raw, list | tuple):
-        return ()
-    return tuple(int(p) for p in raw if str(p).strip().lstrip("-").isdigit())
 
 
 def _array(shape: object) -> ArrayShape | None:
@@ -231,7 +216,7 @@ def dot_gemm(comp: Computation, inst: Instruction) -> GemmShape | None:
     if inst.opcode != "dot" or len(inst.operands) < 2:
         return None
     dims = tuple(
-        _int_list(inst.attr(k) or "")
+        inst.int_list_attr(k)
         for k in (
             "lhs_batch_dims",
             "lhs_contracting_dims",
@@ -260,21 +245,15 @@ def library_gemm(comp: Computation, inst: Instruction) -> GemmShape | None:
     lhs = _operand_array(comp, inst.operands[0])
     rhs = _operand_array(comp, inst.operands[1])
     out = _array(inst.shape)
-    gemm = cfg.get("gemm_backend_config")
-    if isinstance(gemm, dict):
-        dn = gemm.get("dot_dimension_numbers", {})
-        if not isinstance(dn, dict):
-            return None
-        dims = tuple(
-            _int_list(dn.get(k, []))
-            for k in (
-                "lhs_batch_dimensions",
-                "lhs_contracting_dimensions",
-                "rhs_batch_dimensions",
-                "rhs_contracting_dimensions",
-            )
+    gemm = inst.gemm_config()
+    if gemm is not None:
+        dims = (
+            gemm.lhs_batch_dims,
+            gemm.lhs_contracting_dims,
+            gemm.rhs_batch_dims,
+            gemm.rhs_contracting_dims,
         )
-        return _gemm_from_dims(lhs, rhs, out, dims)  # type: ignore[arg-type]
+        return _gemm_from_dims(lhs, rhs, out, dims)
     onednn = cfg.get("onednn_matmul_config")
     if isinstance(onednn, dict) and lhs is not None and out is not None and len(out.dims) >= 2:
         transpose_a = bool(onednn.get("transpose_a", False))
@@ -377,12 +356,11 @@ def _cluster(module: HloModule, comp: Computation, inst: Instruction, parent: st
     )
 
 
-def _walk(
-    module: HloModule, comp: Computation, parent: str, out: list[Cluster], seen: set[str]
-) -> None:
-    if comp.name in seen:
-        return
-    seen.add(comp.name)
+def _units(
+    module: HloModule, comp: Computation, parent: str
+) -> Iterator[Cluster | tuple[Computation, str]]:
+    """The clusters of `comp` in text order, with `(computation, caller name)` in the place of
+    each computation that a `call`/`while`/`conditional`/`async-start` runs."""
     for inst in comp.instructions:
         if inst.opcode in NON_EXECUTING:
             continue
@@ -390,15 +368,39 @@ def _walk(
             if inst.opcode in CONTROL_FLOW:
                 # The branch or loop decision itself runs: a thunk on the CPU, a predicate copy
                 # to the host on the GPU. Its events carry this instruction's name.
-                out.append(_cluster(module, comp, inst, parent))
+                yield _cluster(module, comp, inst, parent)
             for name in inst.called_computations:
                 sub = module.computations.get(name)
                 if sub is not None:
-                    _walk(module, sub, inst.name, out, seen)
+                    yield sub, inst.name
             continue
         if inst.opcode.endswith("-done") or inst.opcode.endswith("-update"):
             continue
-        out.append(_cluster(module, comp, inst, parent))
+        yield _cluster(module, comp, inst, parent)
+
+
+def _walk(
+    module: HloModule, comp: Computation, parent: str, out: list[Cluster], seen: set[str]
+) -> None:
+    """Append the clusters of `comp` and of what it runs to `out`, depth first in text order.
+
+    An explicit stack of generators, not recursion: a chain of computations calling each
+    other is as deep as the input makes it. Each computation is walked once (`seen`).
+    """
+    if comp.name in seen:
+        return
+    seen.add(comp.name)
+    stack = [_units(module, comp, parent)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, Cluster):
+            out.append(item)
+        elif item[0].name not in seen:
+            sub, caller = item
+            seen.add(sub.name)
+            stack.append(_units(module, sub, caller))
 
 
 def find_clusters(module: HloModule) -> tuple[Cluster, ...]:

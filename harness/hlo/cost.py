@@ -271,12 +271,6 @@ def _first(shape: Shape | None) -> ArrayShape | None:
     return arrays[0] if arrays else None
 
 
-def _dims(raw: str | None) -> tuple[int, ...]:
-    if not raw:
-        return ()
-    return tuple(int(p) for p in raw.strip("{}").split(",") if p.strip().isdigit())
-
-
 def _operand_shape(comp: Computation, operand: str) -> Shape | None:
     name, _, index = operand.partition("#")
     inst = comp.get(name)
@@ -431,7 +425,7 @@ def instruction_cost(
         return OpCost()
     if op == "dot":
         lhs = _operand_shape(comp, inst.operands[0]) if inst.operands else None
-        k = _contracted(lhs, _dims(inst.attr("lhs_contracting_dims")))
+        k = _contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
         return OpCost(2.0 * out * k)
     if op in ("reduce", "reduce-window", "scatter", "map", "all-reduce", "all-reduce-start"):
         return _applied_cost(module, comp, inst, memo)
@@ -452,7 +446,9 @@ def instruction_cost(
         return OpCost(0.0, float(out))
     if op == "fft":
         operand = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
-        log_factors = math.prod(max(0, n.bit_length() - 1) for n in _dims(inst.attr("fft_length")))
+        log_factors = math.prod(
+            max(0, n.bit_length() - 1) for n in inst.int_list_attr("fft_length")
+        )
         return OpCost(2.0 * 4 * log_factors * (operand.elements if operand else 0))
     if op == "triangular-solve":
         a = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
@@ -499,7 +495,7 @@ def _sort_cost(
     keys = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
     if keys is None or not keys.dims:
         return OpCost()
-    dims = _dims(inst.attr("dimensions")) or (len(keys.dims) - 1,)
+    dims = inst.int_list_attr("dimensions") or (len(keys.dims) - 1,)
     n = keys.dims[dims[0]] if dims[0] < len(keys.dims) else 1
     rows = keys.elements // n if n else 0
     comparator = _computation_cost(module, inst.attr("to_apply"), memo)
@@ -519,8 +515,8 @@ def _library_cost(comp: Computation, inst: Instruction) -> OpCost:
     flops = float(gemm.flops)
     trans = 0.0
     notes = [f"{inst.name}: GEMM 2*{result}*{gemm.k}"]
-    cfg = inst.backend_config.get("gemm_backend_config")
-    epi = str(cfg.get("epilogue", "DEFAULT")) if isinstance(cfg, dict) else "DEFAULT"
+    config = inst.gemm_config()
+    epi = config.epilogue if config is not None else "DEFAULT"
     for part in epi.split("_") if epi != "DEFAULT" else ():
         key = "GELU" if part.startswith("GELU") else part
         f, t = EPILOGUE_COST.get(key, (0, 0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,21 +38,32 @@ XLA_PASS_FILE = re.compile(
 HARNESS_PASS_FILE = re.compile(r"^(?P<index>\d{4})\.(?P<pipeline>[^.]+)\.(?P<pass>[^.]+)\.txt$")
 
 
+def _callees(module: HloModule, comp: Computation) -> Iterator[Computation]:
+    """The computations `comp`'s instructions call, in text order (repeats included)."""
+    for inst in comp.instructions:
+        for name in inst.called_computations:
+            sub = module.computations.get(name)
+            if sub is not None:
+                yield sub
+
+
 def _computation_order(module: HloModule) -> list[Computation]:
-    order: list[Computation] = []
-    seen: set[str] = set()
+    """Computations reachable from ENTRY in depth-first pre-order, each once.
 
-    def visit(comp: Computation) -> None:
-        if comp.name in seen:
-            return
-        seen.add(comp.name)
-        order.append(comp)
-        for inst in comp.instructions:
-            for name in inst.called_computations:
-                if name in module.computations:
-                    visit(module.computations[name])
-
-    visit(module.entry)
+    An explicit stack of generators rather than recursion, so a call chain as deep as the
+    input makes it cannot exhaust the Python stack.
+    """
+    order = [module.entry]
+    seen = {module.entry.name}
+    stack = [_callees(module, module.entry)]
+    while stack:
+        comp = next(stack[-1], None)
+        if comp is None:
+            stack.pop()
+        elif comp.name not in seen:
+            seen.add(comp.name)
+            order.append(comp)
+            stack.append(_callees(module, comp))
     return order
 
 
