@@ -11,6 +11,11 @@ in its own profiled window; eager variants dispatch op by op; the Python-branch 
 traced once. Both run as fresh processes, interleaved (bare, harness, bare, harness, ...), and
 the benchmark prints each wall time, the medians and their ratio. The harness's own breakdown
 line (capture, timing, analysis, report) is printed too.
+
+After capture the bare script also does the measuring the study reports: each variant's result
+checked against the float64 reference, and every variant timed in the config's interleaved
+rounds (the baseline twice a round, batches of `timing.batch_s` shrunk to fit
+`timing.budget_s`), the same number of calls the harness makes, with none of its records.
 """
 
 from __future__ import annotations
@@ -25,7 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.config.schema import Experiment
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -42,6 +52,7 @@ def bare(config: str, out: Path) -> None:
     exp = load(config).experiment
     platform = jax.default_backend()
     m = exp.measure
+    timed: dict[str, Callable[[], object]] = {}
 
     def profiled(name: str):
         return jax.profiler.trace(str(out / name))
@@ -88,7 +99,34 @@ def bare(config: str, out: Path) -> None:
             target = jitted if jitted is not None else fn
             with profiled(f"{v.name}/recompile"):
                 jax.block_until_ready(target(half, inputs.w, inputs.b))
-        del y
+        rows = expression.sample_rows(v.problem.m, m.numerics_rows)
+        ref = expression.reference(v.problem, v.mode, inputs, rows)
+        expression.numerics(y, ref, rows, expression.tolerance(v.problem))
+        timed[v.name] = call
+    time_in_rounds(timed, exp)
+
+
+def time_in_rounds(calls: dict[str, Callable[[], object]], exp: Experiment) -> None:
+    """Times every variant in interleaved rounds, as the study's timing stage does: the
+    baseline twice a round, each batch about `batch_s` long, shrunk to fit the budget."""
+    import jax
+
+    names = list(calls) + ([exp.baseline] if exp.baseline in calls else [])
+    rounds = exp.timing.rounds or 10
+    batch_s = min(exp.timing.batch_s, 0.8 * exp.timing.budget_s / (len(names) * rounds))
+    per_batch = {}
+    for name in set(names):
+        jax.block_until_ready(calls[name]())
+        start = time.perf_counter()
+        jax.block_until_ready(calls[name]())
+        per_batch[name] = max(1, round(batch_s / max(time.perf_counter() - start, 1e-7)))
+    for r in range(rounds):
+        order = names[r:] + names[:r]
+        for name in reversed(order) if r % 2 else order:
+            out = None
+            for _ in range(per_batch[name]):
+                out = calls[name]()
+            jax.block_until_ready(out)
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
