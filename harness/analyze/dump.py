@@ -4,24 +4,36 @@ Used by `python -m harness.analyze`. Works on an XLA dump folder (`--xla_dump_to
 --xla_dump_hlo_as_text`) or on a single HLO text file from any program. For each module it
 writes `<out>/<module>/fusions.json` (the clusters, with their source ops and file:line, and a
 map from each pre-optimization op to the cluster that now holds it) and `cost.json`; with a
-profile, every device event is attributed to a cluster in `<out>/kernels.json`.
+profile, every device event of the analysed modules is attributed to a cluster in
+`<out>/kernels.json`. `harness.analyze.program` turns all of it into the report's rankings.
+
+Programs are told apart by (module name, program id): XLA's dump file `module_NNNN.<name>`
+has NNNN == the profile's `program_id`. Events of any other program, a recompile of the same
+function included, are never attributed to an analysed module: they are counted outside the
+selection.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import io
 from harness.analyze import modules as hlo_files
+from harness.analyze import program as prog
+from harness.hlo.clusters import Cluster, ReverseMap, reverse_map
+from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
 from harness.match.match import MatchReport, kernels_document, match_events
-from harness.profile.events import find_xplane, read_device_events
+from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
+_NUMBER = re.compile(r"^module_(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -35,12 +47,37 @@ class ModuleFiles:
 
 @dataclass(frozen=True)
 class ModuleResult:
-    """What the analysis learned about one module."""
+    """What the analysis learned about one module (the parsed objects stay in memory)."""
 
     key: str
     out_dir: Path
     summary: dict[str, Any]
     module: str = ""
+    program_id: int | None = None
+    hlo: HloModule | None = field(default=None, repr=False, compare=False)
+    clusters: tuple[Cluster, ...] = field(default=(), repr=False, compare=False)
+    cost: ModuleCost | None = field(default=None, repr=False, compare=False)
+    reverse: ReverseMap | None = field(default=None, repr=False, compare=False)
+
+    def as_input(self, program_id: int | None = None) -> prog.ModuleInput:
+        """This module for `harness.analyze.program` (with the program id it was bound to)."""
+        assert self.hlo is not None and self.cost is not None
+        pid = self.program_id if program_id is None else program_id
+        return prog.ModuleInput(
+            self.key, self.module, pid, self.hlo, self.clusters, self.cost, self.reverse
+        )
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """The profile attributed to the analysed modules."""
+
+    path: Path
+    report: MatchReport
+    steps: prog.Steps | None
+    outside: tuple[prog.OutsideProgram, ...]
+    bound: dict[str, int | None]  # module key -> the program id its events carry
+    notes: tuple[str, ...] = ()
 
 
 def _is_hlo(path: Path) -> bool:
@@ -86,21 +123,26 @@ def find_modules(dump: Path) -> list[ModuleFiles]:
     return found
 
 
-def summarize(after: HloModule, costs: list[Any]) -> dict[str, Any]:
+def program_number(key: str) -> int | None:
+    """The XLA module number of a dump key (`module_0084.jit_f` -> 84), the profile's
+    program_id; None for a loose file."""
+    m = _NUMBER.match(key)
+    return int(m.group(1)) if m else None
+
+
+def summarize(clusters: Sequence[Cluster], cost: ModuleCost) -> dict[str, Any]:
     """The headline of one module: clusters, fusions, library calls, FLOPs and bytes."""
-    clusters = hlo_files.clusters_of(after)
-    flops = sum(c.flops for c in costs)
-    moved = sum(c.bytes for c in costs)
+    calls = Counter((c.target, c.epilogue) for c in hlo_files.library_calls(clusters))
     return {
         "fusion_count": hlo_files.fusion_count(clusters),
         "cluster_count": len(clusters),
         "library_calls": [
-            {"target": c.target, "epilogue": c.epilogue} for c in hlo_files.library_calls(clusters)
+            {"target": t, "epilogue": e, "count": n} for (t, e), n in sorted(calls.items())
         ],
-        "flops": flops,
-        "bytes": moved,
-        "arithmetic_intensity": flops / moved if moved else 0.0,
-        "transcendentals": sum(c.transcendentals for c in costs),
+        "flops": cost.flops,
+        "bytes": cost.bytes,
+        "arithmetic_intensity": cost.arithmetic_intensity,
+        "transcendentals": cost.transcendentals,
     }
 
 
@@ -114,14 +156,35 @@ def analyze_dump(
             continue
         after = hlo_files.parsed(files.after)
         before = (
-            [hlo_files.parsed(files.before)] if files.before and files.before != files.after else []
+            hlo_files.parsed(files.before) if files.before and files.before != files.after else None
         )
         out_dir = out / files.key
-        costs = hlo_files.costs_of([after])
-        io.write_json(out_dir / "fusions.json", hlo_files.fusions_document([after], before))
-        io.write_json(out_dir / "cost.json", hlo_files.cost_document(costs, None))
+        clusters = hlo_files.clusters_of(after)
+        (cost,) = hlo_files.costs_of([after])
+        rmap = reverse_map(before, after, clusters) if before is not None else None
+        entry: dict[str, Any] = {
+            "module": after.name,
+            "path": after.path,
+            "clusters": [c.to_json() for c in clusters],
+        }
+        if rmap is not None:
+            entry.update(rmap.to_json())
+        io.write_json(out_dir / "fusions.json", {"modules": [entry]})
+        io.write_json(out_dir / "cost.json", hlo_files.cost_document([cost], None))
         io.copy_file(files.after, out_dir / "hlo.txt")
-        results.append(ModuleResult(files.key, out_dir, summarize(after, costs), after.name))
+        results.append(
+            ModuleResult(
+                files.key,
+                out_dir,
+                summarize(clusters, cost),
+                after.name,
+                program_number(files.key),
+                after,
+                clusters,
+                cost,
+                rmap,
+            )
+        )
     if not results:
         raise ValueError(
             f"{dump}: no module matches --module={pattern.pattern if pattern else ''!r}"
@@ -129,38 +192,131 @@ def analyze_dump(
     return results
 
 
+def bind_programs(
+    results: Sequence[ModuleResult], events: Sequence[DeviceEvent]
+) -> tuple[dict[str, int | None], list[str]]:
+    """Returns each module's program id in the profile, and notes.
+
+    A dumped module's id is its XLA module number. A loose HLO file has none: it is bound to
+    the one program of its name in the profile, and to none when the profile holds several
+    (the file cannot say which it is), so no event is attributed across programs.
+    """
+    seen: dict[str, set[int | None]] = defaultdict(set)
+    for e in events:
+        if e.hlo_module is not None:
+            seen[e.hlo_module].add(e.program_id)
+    bound: dict[str, int | None] = {}
+    notes: list[str] = []
+    for r in results:
+        if r.program_id is not None:
+            bound[r.key] = r.program_id
+            continue
+        ids = seen.get(r.module, set())
+        if len(ids) == 1:
+            bound[r.key] = next(iter(ids))
+            notes.append(
+                f"{r.key} is a loose HLO file (no module number): bound by name to the only "
+                f"program {r.module} in the profile (program_id {bound[r.key]})"
+            )
+        elif ids:
+            notes.append(
+                f"{r.key} is a loose HLO file (no module number) and the profile holds "
+                f"{len(ids)} programs named {r.module} ({sorted(map(str, ids))}): none of their "
+                "events is attributed to it; analyse the dump folder instead"
+            )
+    return bound, notes
+
+
 def attach_profile(
-    results: list[ModuleResult], xplane: Path, out: Path, steps: int | None, mode: str
-) -> MatchReport:
+    results: list[ModuleResult],
+    xplane: Path,
+    out: Path,
+    steps: int | None,
+    mode: str,
+) -> ProfileResult:
     """Attributes the profile's device events to the clusters of the analysed modules.
 
-    Clusters are keyed by module name and by (name, XLA module number), which the profile
-    calls program_id, so a recompiled module with the same name is told apart.
+    Events of programs that are not analysed (another module, or the same name with another
+    program id) are left out of the steady window and returned as `outside`. The step count
+    comes from the step markers, else `steps`, else the executions of the main program; with
+    none of those this raises StepsUnknown (never a guess). Writes kernels.json.
     """
-    clusters: dict[Any, tuple[Any, ...]] = {}
-    for r in results:
-        found = hlo_files.clusters_of(hlo_files.parsed(r.out_dir / "hlo.txt"))
-        clusters.setdefault(r.module, found)
-        number = re.match(r"^module_(\d+)\.", r.key)
-        if number:
-            clusters[(r.module, int(number.group(1)))] = found
+    if steps is not None and steps <= 0:
+        raise ValueError(f"--steps must be a positive integer, got {steps}")
     path = find_xplane(xplane) if xplane.is_dir() else xplane
-    events = read_device_events(path)
-    marked = any(e.step is not None for e in events)
-    report = match_events(events, clusters, steps=None if marked else (steps or 1), mode=mode)
-    io.write_json(out / "kernels.json", kernels_document(report, profile=str(path)))
-    return report
+    events, markers = read_events_and_markers(path)
+    bound, notes = bind_programs(results, events)
+    selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
+    eager = mode == "eager"
+    inside: list[DeviceEvent] = []
+    outside_events: dict[prog.ProgramKey, list[DeviceEvent]] = defaultdict(list)
+    for e in events:
+        key = prog.program_of(e)
+        if eager or key is None or key in selected:
+            inside.append(e)
+        else:
+            outside_events[key].append(e)
+    outside = []
+    for (name, pid), evs in sorted(outside_events.items(), key=lambda kv: str(kv[0])):
+        outside.append(prog.OutsideProgram(name, pid, len(evs), sum(prog.self_times(evs)) * 1e-9))
+    marked = any(e.step is not None for e in inside)
+    window = [e for e in inside if e.step is not None] if marked else inside
+    inputs = [r.as_input(bound.get(r.key)) for r in results]
+    main, _ = prog.choose_main(inputs, prog.time_by_program(window))
+    top = next(m for m in inputs if m.key == main[0])
+    main_events = [e for e in window if prog.program_of(e) == top.program]
+    label = f"{top.name} (program {top.program_id})"
+    found: prog.Steps | None = None
+    if window:
+        marked_steps = len({e.step for e in window}) if marked else 0
+        if marked and steps is not None and marked_steps != steps:
+            raise ValueError(
+                f"--steps={steps} but the profile marks {marked_steps} steps with device "
+                "events of the analysed modules"
+            )
+        if not marked and markers:
+            notes.append(
+                f"the profile has {len(markers)} step markers but none holds an event of the "
+                "analysed modules"
+            )
+        found = prog.count_steps(main_events, label, marked_steps, steps)
+    clusters = {(r.module, bound[r.key]): r.clusters for r in results if r.key in bound}
+    clusters_by_key: dict[Any, tuple[Cluster, ...]] = {
+        (name, pid): cs for (name, pid), cs in clusters.items() if pid is not None
+    }
+    for (name, pid), cs in clusters.items():
+        if pid is None:  # a loose file bound to a program without an id: name only
+            clusters_by_key[name] = cs
+    report = match_events(
+        inside,
+        clusters_by_key,
+        steps=None if marked or found is None else found.count,
+        mode=mode,
+    )
+    io.write_json(
+        out / "kernels.json",
+        kernels_document(
+            report,
+            profile=str(path),
+            steps=None if found is None else {"count": found.count, "how": found.how},
+            outside_selection=[o.__dict__ for o in outside],
+        ),
+    )
+    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes))
 
 
 def format_table(results: list[ModuleResult]) -> str:
-    """A short text table: module, cluster count, fusions, library calls with epilogues."""
+    """A short text table: module, cluster count, fusions, library calls (counted)."""
     rows = [f"{'module':48} {'clusters':>8} {'fusions':>7}  library calls"]
     for r in results:
         calls = ", ".join(
-            c["target"] + (f" ({c['epilogue']})" if c["epilogue"] else "")
+            c["target"]
+            + (f" ({c['epilogue']})" if c["epilogue"] else "")
+            + (f" x{c['count']}" if c.get("count", 1) > 1 else "")
             for c in r.summary["library_calls"]
         )
         rows.append(
-            f"{r.key[:48]:48} {r.summary['cluster_count']:>8} {r.summary['fusion_count']:>7}  {calls or '-'}"
+            f"{r.key[:48]:48} {r.summary['cluster_count']:>8} {r.summary['fusion_count']:>7}  "
+            f"{calls or '-'}"
         )
     return "\n".join(rows)
