@@ -28,10 +28,10 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from harness.hlo.clusters import Cluster, ReverseMap, members
+from harness.hlo.clusters import Cluster, ReverseMap
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule, Instruction, parse_metadata
 from harness.match.match import Attribution, MatchReport
@@ -308,11 +308,15 @@ class ProgramAnalysis:
 
     def to_json(self) -> dict[str, Any]:
         """analysis.json: every field, tuples as lists."""
-        return _plain(asdict(self))
+        return _plain(self)
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
+    """JSON-ready copy of nested dataclasses, mappings and sequences (dataclasses.asdict
+    deep-copies every leaf, which costs seconds on thousands of cluster rows)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
@@ -645,17 +649,40 @@ def scope_of(op_name: str) -> str:
 
 
 def cluster_lines(module: HloModule, clusters: Sequence[Cluster]) -> dict[str, tuple[str, ...]]:
-    """Each cluster's user source lines (sorted), from its member instructions' frames."""
+    """Each cluster's user source lines (sorted), from its member instructions' frames (the
+    members of `harness.hlo.clusters.members`: a fusion's called computations, nested ones
+    and reducers included; each computation is read once)."""
     by_name = {inst.name: inst for _, inst in module.instructions()}
     frames = _Frames(module)
+    memo: dict[str, frozenset[str]] = {}
+
+    def of_computation(name: str) -> frozenset[str]:
+        if name in memo:
+            return memo[name]
+        memo[name] = frozenset()  # a cycle (never in valid HLO) ends here
+        comp = module.computations.get(name)
+        found: set[str] = set()
+        for inst in comp.instructions if comp is not None else ():
+            if inst.opcode != "parameter" and (line := frames.line_of(inst)) is not None:
+                found.add(line)
+            for sub in inst.called_computations:
+                found |= of_computation(sub)
+        memo[name] = frozenset(found)
+        return memo[name]
+
     out: dict[str, tuple[str, ...]] = {}
     for c in clusters:
         inst = by_name.get(c.name)
         if inst is None:
             out[c.name] = ()
-            continue
-        lines = {line for m in members(module, inst) if (line := frames.line_of(m)) is not None}
-        out[c.name] = tuple(sorted(lines))
+        elif inst.opcode == "fusion":
+            found: set[str] = set()
+            for sub in inst.called_computations:
+                found |= of_computation(sub)
+            out[c.name] = tuple(sorted(found))
+        else:
+            line = frames.line_of(inst)
+            out[c.name] = (line,) if line is not None else ()
     return out
 
 
