@@ -495,7 +495,7 @@ def choose_main(
     """Returns the keys of the main program's modules and a sentence saying how they were
     chosen: the module with the most device time (with a profile that has events of the
     analysed modules), else the most FLOPs; other modules with at least a quarter of its
-    measure are main too unless their name marks them as helpers."""
+    measure are main too unless their name marks them as helpers or as a recompile of it."""
     timed = bool(time_ns) and any(time_ns.get(m.program, 0.0) > 0 for m in modules)
     if timed:
         assert time_ns is not None
@@ -515,6 +515,7 @@ def choose_main(
         if (
             measure[top.key] > 0
             and measure[m.key] >= MAIN_FRACTION * measure[top.key]
+            and m.name != top.name  # a recompile is listed apart, as such
             and helper_kind(m.name, len(m.clusters)) == "other program"
         ):
             main.append(m.key)
