@@ -28,7 +28,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from harness.hlo.clusters import Cluster, ReverseMap
@@ -225,7 +225,9 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class UnfusedRow:
-    """A cluster that is one lone instruction: what it came from and why it is alone."""
+    """Lone-instruction clusters of one opcode at the same source lines (a layer repeated 48
+    times gives one row): what they came from and why they are alone. `cluster` and `ops` are
+    the largest one's; `clusters` all of them; `value` and `share` their sum."""
 
     cluster: str
     opcode: str
@@ -235,6 +237,7 @@ class UnfusedRow:
     value: float
     share: float
     reason: str
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,7 @@ class ModuleAnalysis:
     clusters: tuple[ClusterRow, ...] = ()
     by_line: tuple[RollUp, ...] = ()
     by_scope: tuple[RollUp, ...] = ()
+    by_layer: tuple[RollUp, ...] = ()  # by_scope with repeated layers folded (when any are)
     kernels: tuple[KernelRow, ...] = ()
     unfused: tuple[UnfusedRow, ...] = ()
     unfused_total: int = 0
@@ -692,6 +696,34 @@ def cluster_scopes(clusters: Sequence[Cluster]) -> dict[str, tuple[str, ...]]:
     return {c.name: tuple(sorted({scope_of(op) for op in c.source_ops})) for c in clusters}
 
 
+_INDEXED = re.compile(r"^(.*)_(\d+)$")
+FOLD_AT = 3  # a name with this many numbered copies at one place in the path is a repeated layer
+
+
+def fold_repeats(scopes: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The scopes with repeated layers folded: where one path position holds `Block_0` ...
+    `Block_47` (FOLD_AT or more numbered copies of one name), they become `Block_*`, so the
+    roll-up says what one kind of layer costs in all blocks. `Dense_0` and `Dense_1`, two
+    different layers of one block, stay apart."""
+    copies: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for labels in scopes.values():
+        for label in labels:
+            for depth, part in enumerate(label.split("/")):
+                if m := _INDEXED.match(part):
+                    copies[(depth, m.group(1))].add(m.group(2))
+    fold = {key for key, found in copies.items() if len(found) >= FOLD_AT}
+
+    def folded(label: str) -> str:
+        parts = label.split("/")
+        for depth, part in enumerate(parts):
+            m = _INDEXED.match(part)
+            if m and (depth, m.group(1)) in fold:
+                parts[depth] = f"{m.group(1)}_*"
+        return "/".join(parts)
+
+    return {name: tuple(sorted({folded(x) for x in labels})) for name, labels in scopes.items()}
+
+
 def roll_up(
     rows: Sequence[ClusterRow], labels: Mapping[str, tuple[str, ...]], total: float, by_time: bool
 ) -> tuple[RollUp, ...]:
@@ -795,10 +827,27 @@ def _unfused(
                 value=(row.time_s or 0.0) if by_time else row.flops,
                 share=row.share,
                 reason=reason,
+                clusters=(c.name,),
             )
         )
-    out.sort(key=lambda r: (-r.value, r.cluster))
-    return out
+    groups: dict[tuple[str, tuple[str, ...], str], list[UnfusedRow]] = defaultdict(list)
+    for u in out:
+        groups[(u.opcode, u.lines, u.reason)].append(u)
+    merged = []
+    for members_ in groups.values():
+        first = max(members_, key=lambda u: (u.value, u.cluster))
+        placed = sorted({part for u in members_ for part in u.placed_by.split(", ")})
+        merged.append(
+            replace(
+                first,
+                placed_by=", ".join(placed),
+                value=sum(u.value for u in members_),
+                share=sum(u.share for u in members_),
+                clusters=tuple(u.cluster for u in members_),
+            )
+        )
+    merged.sort(key=lambda r: (-r.value, r.cluster))
+    return merged
 
 
 def _kernels(
@@ -857,6 +906,7 @@ def analyse_module(
                 kernels[a.cluster].append(a.event.name)
     lines = cluster_lines(m.hlo, m.clusters) if detail else {}
     scopes = cluster_scopes(m.clusters) if detail else {}
+    folded = fold_repeats(scopes)
     rows: list[ClusterRow] = []
     for c in m.clusters:
         cost = costs.get(c.name)
@@ -920,9 +970,10 @@ def analyse_module(
         clusters=tuple(rows) if detail else (),
         by_line=roll_up(rows, lines, total, by_time)[:TOP_ROLLUP] if detail else (),
         by_scope=roll_up(rows, scopes, total, by_time)[:TOP_ROLLUP] if detail else (),
+        by_layer=roll_up(rows, folded, total, by_time)[:TOP_ROLLUP] if folded != scopes else (),
         kernels=_kernels(mine, steps, own_ns) if detail and by_time else (),
         unfused=tuple(unfused[:TOP_UNFUSED]),
-        unfused_total=len(unfused),
+        unfused_total=sum(len(u.clusters) for u in unfused),
         reverse_method=m.reverse.method if m.reverse is not None else "",
         reverse_notes=m.reverse.notes if m.reverse is not None else (),
     )

@@ -234,7 +234,8 @@ def kernel_table(m: ModuleAnalysis) -> Table:
 
 
 def unfused_table(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Table:
-    """Lone-instruction clusters, with the ops placed there and the reason, if any."""
+    """Lone-instruction clusters grouped by opcode and source line, with the ops placed there
+    (of the largest) and the reason, if any."""
     rows = []
     for u in m.unfused:
         ops = ", ".join(f"`{op[:70]}`" for op in u.ops[:2]) + (
@@ -242,24 +243,26 @@ def unfused_table(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Table:
         )
         rows.append(
             (
-                f"`{u.cluster}`",
                 u.opcode,
+                _lines(u.lines, paths),
+                str(len(u.clusters)),
                 _time(u.value) if by_time else fmt.si(u.value, "FLOP"),
                 fmt.pct(u.share),
+                f"`{u.cluster}`",
                 ops or MISSING,
-                _lines(u.lines, paths),
                 u.placed_by,
                 u.reason,
             )
         )
     return Table(
         (
-            "cluster",
             "opcode",
+            "source line",
+            "clusters",
             "time a step" if by_time else "FLOPs",
             "%",
-            "source ops (before optimization)",
-            "source line",
+            "largest",
+            "its source ops (before optimization)",
             "placed by",
             "reason",
         ),
@@ -307,21 +310,34 @@ def _label(row: ClusterRow, paths: _Paths) -> str:
 
 
 def top_figure(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Figure:
-    """Horizontal bars: the largest clusters' share of the step (or of the FLOPs)."""
+    """Two bar panels: the step (or the FLOPs) by source line, and the largest clusters."""
     rows = [r for r in m.clusters if r.share > 0][:TOP_BARS]
+    lines = [r for r in m.by_line if r.share > 0][:TOP_BARS]
     if not rows:
         raise NoData("no cluster has any device time" if by_time else "no cluster has FLOPs")
-    fig = Figure(figsize=(8, 0.9 + 0.28 * len(rows)), dpi=DPI, layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
-    y = range(len(rows))
-    colors = ["#4472c4" if r.kind == "library" else "#ed7d31" for r in rows]
-    ax.barh(list(y), [r.share * 100 for r in rows], color=colors)
-    ax.set_yticks(list(y))
-    ax.set_yticklabels([_label(r, paths)[:60] for r in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("% of the step's device time" if by_time else "% of the main program's FLOPs")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_title(f"{m.key}: largest clusters (blue: library calls)", fontsize=9, loc="left")
+    n = max(len(rows), len(lines))
+    fig = Figure(figsize=(11, 1.0 + 0.3 * n), dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    panels = (
+        (left, [paths.short(r.label) for r in lines], [r.share for r in lines], ["#70ad47"] * n),
+        (
+            right,
+            [r.name for r in rows],
+            [r.share for r in rows],
+            ["#4472c4" if r.kind == "library" else "#ed7d31" for r in rows],
+        ),
+    )
+    for ax, labels, shares, colors in panels:
+        y = list(range(len(labels)))
+        ax.barh(y, [x * 100 for x in shares], color=colors[: len(labels)])
+        ax.set_yticks(y)
+        ax.set_yticklabels([label[:48] for label in labels], fontsize=7)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlabel("% of the step's device time" if by_time else "% of the FLOPs", fontsize=8)
+    left.set_title("by source line", fontsize=9, loc="left")
+    right.set_title("largest clusters (blue: library calls)", fontsize=9, loc="left")
+    fig.suptitle(m.key, fontsize=9)
     return fig
 
 
@@ -543,6 +559,9 @@ def _main_module(
     blocks.append(rollup_table(m.by_line, "source line", by_time, paths))
     blocks.append(Heading(3, "By named scope"))
     blocks.append(rollup_table(m.by_scope, "named scope", by_time, None))
+    if m.by_layer:
+        blocks.append(Para("The same, with repeated layers folded (`Block_0` … → `Block_*`):"))
+        blocks.append(rollup_table(m.by_layer, "named scope", by_time, None))
     blocks.append(Heading(3, "Roofline"))
     blocks.append(
         _image(
@@ -570,8 +589,9 @@ def _main_module(
         blocks.append(
             Para(
                 f"{m.unfused_total} cluster(s) are one instruction, neither fused nor a library "
-                "call. The reason is XLA's rule when the opcode is one it never fuses; XLA "
-                f'records no other reason ("{"no reason recorded"}").'
+                "call; grouped by opcode and source line. The reason is XLA's rule when the "
+                'opcode is one it never fuses; XLA records no other reason ("no reason '
+                'recorded").'
             )
         )
         blocks.append(unfused_table(m, by_time, paths))
