@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,10 @@ class _ReverseMapJob:
 
     def __init__(self, before: HloModule, after: HloModule, clusters: tuple[Cluster, ...]):
         self.args = (before, after, clusters)
+        # The child flushes the standard streams it inherits when it ends: empty them first so
+        # nothing printed so far is printed twice.
+        sys.stdout.flush()
+        sys.stderr.flush()
         ctx = multiprocessing.get_context("fork")
         self.recv, send = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_reverse_map_child, args=(send, *self.args), daemon=True)
@@ -279,7 +284,9 @@ def analyze_dump(
                 _write_fusions(result)
             results.append(result)
     except BaseException:
-        cancel_dump([*results, *([] if job is None else [ModuleResult("", out, {}, pending=job)])])
+        cancel_dump(results)
+        if job is not None:  # started for a module whose result was not made yet
+            job.cancel()
         raise
     if not results:
         raise ValueError(
