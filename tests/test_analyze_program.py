@@ -219,3 +219,28 @@ def test_self_time_subtracts_nested_events_on_the_same_stream() -> None:
     other = event("sub.1", "t2", 20, 50)  # overlaps in time on another thread: not nested
     after = event("div.1", "t1", 100, 5)
     assert self_times([loop, *body, other, after]) == [50, 30, 20, 50, 5]
+
+
+def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hlo_helpers import require_fixtures
+
+    from harness import io
+    from harness.analyze import dump
+
+    folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
+    with io.writes_confined_to(tmp_path):
+        here = dump.analyze_dump(folder, tmp_path / "here")
+        monkeypatch.setattr(dump, "FORK_INSTRUCTIONS", 0)
+        started = dump.analyze_dump(folder, tmp_path / "child", finish=False)
+        assert sum(r.pending is not None for r in started) == 1  # one child at a time
+        done = dump.finish_dump(started)
+        assert [r.reverse for r in done] == [r.reverse for r in here]
+        for r in here:
+            child = tmp_path / "child" / r.key / "fusions.json"
+            assert child.read_text() == (r.out_dir / "fusions.json").read_text()
+        stopped = dump.analyze_dump(folder, tmp_path / "stopped", finish=False)
+        job = next(r.pending for r in stopped if r.pending is not None)
+        dump.cancel_dump(stopped)
+        assert not job.proc.is_alive()
