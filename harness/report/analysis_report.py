@@ -465,7 +465,10 @@ CONVENTIONS = (
     "stream), summed per cluster and divided by the steps. Shares are of the step's summed "
     "event time; events that overlap on different streams or threads each count in full.",
     "FLOPs and bytes are our cost model of one run of the cluster (`cost.json`); achieved "
-    "FLOP/s and B/s multiply them by the runs a step and divide by the time.",
+    "FLOP/s and B/s multiply them by the runs a step and divide by the time. `of roof` is the "
+    "achieved FLOP/s over min(peak, bandwidth × intensity), the peak of the GEMM's precision "
+    "(else the largest measured). Above 100% the cluster beat the measured ceiling: on a CPU, "
+    "data that fits in cache moves faster than the DRAM copy bandwidth.",
     "A source line is the innermost frame in your code (frames in site-packages and the "
     "standard library are skipped); a named scope is the op_name path without `jit(...)` and "
     "the primitive, so `jax.named_scope` and flax module paths show. A cluster spanning "
