@@ -332,115 +332,18 @@ def _plain(value: Any) -> Any:
 
 
 # jax primitives (and jnp functions) that run as a module of their own when called eagerly.
-_PRIMITIVES = frozenset(
-    [
-        "abs",
-        "acos",
-        "acosh",
-        "add",
-        "and",
-        "argmax",
-        "argmin",
-        "asin",
-        "asinh",
-        "atan",
-        "atan2",
-        "atanh",
-        "bitcast_convert_type",
-        "broadcast_in_dim",
-        "cbrt",
-        "ceil",
-        "clamp",
-        "concatenate",
-        "conj",
-        "copy",
-        "cos",
-        "cosh",
-        "cumlogsumexp",
-        "cummax",
-        "cummin",
-        "cumprod",
-        "cumsum",
-        "div",
-        "dot_general",
-        "dynamic_slice",
-        "dynamic_update_slice",
-        "eq",
-        "erf",
-        "erf_inv",
-        "erfc",
-        "exp",
-        "exp2",
-        "expm1",
-        "floor",
-        "full",
-        "gather",
-        "ge",
-        "gt",
-        "imag",
-        "integer_pow",
-        "iota",
-        "is_finite",
-        "le",
-        "log",
-        "log1p",
-        "logistic",
-        "lt",
-        "max",
-        "maximum",
-        "mean",
-        "min",
-        "minimum",
-        "mul",
-        "multiply",
-        "ne",
-        "neg",
-        "negative",
-        "nextafter",
-        "not",
-        "or",
-        "pad",
-        "pow",
-        "real",
-        "reduce_and",
-        "reduce_max",
-        "reduce_min",
-        "reduce_or",
-        "reduce_prod",
-        "reduce_sum",
-        "rem",
-        "reshape",
-        "rev",
-        "round",
-        "rsqrt",
-        "scatter",
-        "scatter_add",
-        "select_n",
-        "shift_left",
-        "shift_right_arithmetic",
-        "shift_right_logical",
-        "sign",
-        "sin",
-        "sinh",
-        "slice",
-        "sort",
-        "sqrt",
-        "square",
-        "squeeze",
-        "stage",
-        "sub",
-        "subtract",
-        "sum",
-        "tan",
-        "tanh",
-        "transpose",
-        "true_divide",
-        "where",
-        "xor",
-        "zeros_like",
-        "ones_like",
-    ]
-)
+_PRIMITIVE_NAMES = """
+    abs acos acosh add and argmax argmin asin asinh atan atan2 atanh bitcast_convert_type
+    broadcast_in_dim cbrt ceil clamp concatenate conj copy cos cosh cumlogsumexp cummax
+    cummin cumprod cumsum div dot_general dynamic_slice dynamic_update_slice eq erf erf_inv
+    erfc exp exp2 expm1 floor full gather ge gt imag integer_pow iota is_finite le log log1p
+    logistic lt max maximum mean min minimum mul multiply ne neg negative nextafter not or
+    pad pow real reduce_and reduce_max reduce_min reduce_or reduce_prod reduce_sum rem
+    reshape rev round rsqrt scatter scatter_add select_n shift_left shift_right_arithmetic
+    shift_right_logical sign sin sinh slice sort sqrt square squeeze stage sub subtract sum
+    tan tanh transpose true_divide where xor zeros_like ones_like
+"""
+_PRIMITIVES = frozenset(_PRIMITIVE_NAMES.split())
 
 
 def helper_kind(name: str, cluster_count: int, main_names: Iterable[str] = ()) -> str:
@@ -586,10 +489,10 @@ def count_steps(
 class _Frames:
     """Resolves stack frames of one module to the user's innermost line, with a cache.
 
-    The StackFrames table as XLA prints it gives each frame's parent as `parent_frame_id`
-    one above the parent's id (0 and a frame's own id stand for "no parent"): in the H200
-    fixture, frame 5 (gelu_linear, line 50) prints parent 4 while its caller is frame 3
-    (line 65), and every root frame prints its own id.
+    The StackFrames table as XLA prints it gives `parent_frame_id` as the parent's id plus
+    one, so a root frame prints 1: in the H200 fixture, frame 5 (gelu_linear, line 50) prints
+    parent 4 while its caller is frame 3 (child, line 65), and frame 1 (`<module>`) prints 1;
+    the CPU dumps of tests/mlp_program.py read the same way.
     """
 
     def __init__(self, module: HloModule) -> None:
