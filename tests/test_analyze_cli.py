@@ -207,3 +207,22 @@ def test_cli_reports_a_corrupt_profile_in_one_line(tmp_path: Path) -> None:
     proc = run_analyze(f"--dump={folder / 'dump'}", f"--out={tmp_path / 'out'}", f"--xplane={bad}")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr
+
+
+def test_eager_profile_steps_are_the_executions_of_its_largest_program(tmp_path: Path) -> None:
+    """The eager fixture runs one small module per primitive (no HLO dumped) and 4 host copies
+    a step: --mode=eager counts 3 steps from its largest program's run_ids and gets the
+    README's 18 device ops a step; in jit mode none of it belongs to the analysed modules."""
+    fixtures = require_fixtures()
+    args = (
+        f"--dump={fixtures / 'jit_bf16_tanh_large' / 'dump'}",
+        f"--xplane={fixtures / 'eager_bf16_tanh_large' / 'profile.xplane.pb'}",
+    )
+    proc = run_analyze(*args, f"--out={tmp_path / 'eager'}", "--mode=eager")
+    assert proc.returncode == 0, proc.stderr
+    assert "3 steps (executions)" in proc.stdout and "18 device ops a step" in proc.stdout
+    proc = run_analyze(*args, f"--out={tmp_path / 'jit'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "no events of the analysed modules" in proc.stdout
+    md = (tmp_path / "jit" / "report.md").read_text()
+    assert "12 device events outside any program (runtime copies) ignored" in md

@@ -393,13 +393,27 @@ def attach_profile(
     outside = []
     for (name, pid), evs in sorted(outside_events.items(), key=lambda kv: str(kv[0])):
         outside.append(prog.OutsideProgram(name, pid, len(evs), sum(prog.self_times(evs)) * 1e-9))
+    if not eager and not any(prog.program_of(e) in selected for e in inside):
+        # Nothing of the analysed programs ran: runtime copies alone make no steps.
+        loose = sum(1 for e in inside if prog.program_of(e) is None)
+        if loose:
+            notes.append(f"{loose} device events outside any program (runtime copies) ignored")
+        inside = []
     marked = any(e.step is not None for e in inside)
     window = [e for e in inside if e.step is not None] if marked else inside
     inputs = [r.as_input(bound.get(r.key)) for r in results]
-    main, _ = prog.choose_main(inputs, prog.time_by_program(window))
-    top = next(m for m in inputs if m.key == main[0])
-    main_events = [e for e in window if prog.program_of(e) == top.program]
-    label = f"{top.name} (program {top.program_id})"
+    times = prog.time_by_program(window)
+    if eager and times:
+        # Eager: one small module per primitive, most without HLO; a step is one execution of
+        # the program that takes the most device time, analysed or not.
+        key = max(times, key=lambda k: (times[k], str(k)))
+        label = f"{key[0]} (program {key[1]})"
+        main_events = [e for e in window if prog.program_of(e) == key]
+    else:
+        main, _ = prog.choose_main(inputs, times)
+        top = next(m for m in inputs if m.key == main[0])
+        main_events = [e for e in window if prog.program_of(e) == top.program]
+        label = f"{top.name} (program {top.program_id})"
     found: prog.Steps | None = None
     if window:
         marked_steps = len({e.step for e in window}) if marked else 0
