@@ -227,7 +227,7 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(
     from hlo_helpers import require_fixtures
 
     from harness import io
-    from harness.analyze import dump
+    from harness.analyze import dump, program
 
     folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
     with io.writes_confined_to(tmp_path):
@@ -240,6 +240,11 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(
         for r in here:
             child = tmp_path / "child" / r.key / "fusions.json"
             assert child.read_text() == (r.out_dir / "fusions.json").read_text()
+        # What the CLI does meanwhile: analyse without the pending map, fill it in after.
+        early = program.analyse_program([r.as_input() for r in started], None, None)
+        assert program.with_reverse_maps(
+            early, [r.as_input() for r in done]
+        ) == program.analyse_program([r.as_input() for r in done], None, None)
         stopped = dump.analyze_dump(folder, tmp_path / "stopped", finish=False)
         job = next(r.pending for r in stopped if r.pending is not None)
         dump.cancel_dump(stopped)

@@ -19,6 +19,7 @@ from absl import flags
 
 from harness import cli, io
 from harness.analyze import dump as analysis
+from harness.analyze import program as prog
 
 FLAGS = flags.FLAGS
 
@@ -40,23 +41,20 @@ def define_flags() -> None:
     cli.define_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
-def read_ceilings(path: Path):  # -> harness.analyze.program.Ceilings
+def read_ceilings(path: Path) -> prog.Ceilings:
     """The ceilings in a run's ceilings.json; a UsageError naming the file when unusable."""
-    from harness.analyze.program import ceilings_from_json
-
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise cli.UsageError(f"{path}: not a readable ceilings.json ({first})") from None
     try:
-        return ceilings_from_json(data, str(path))
+        return prog.ceilings_from_json(data, str(path))
     except ValueError as e:
         raise cli.UsageError(str(e)) from None
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.analyze import program as prog
     from harness.hlo.parser import ParseError
     from harness.profile.events import ProfileError
 
@@ -95,27 +93,19 @@ def main(argv: Sequence[str]) -> int:
                 except (ValueError, OSError, ProfileError) as e:
                     first = str(e).splitlines()[0] if str(e) else type(e).__name__
                     raise cli.UsageError(f"{xplane}: {first}") from None
-            # Imported while a large module's reverse map may still be computing in a child.
-            from harness.report.analysis_report import write_analysis_report
+            # Everything that needs no reverse map is done while a large module's may still be
+            # computing in a child: the imports, the rankings and the figures.
+            from harness.report.analysis_report import write_analysis_report, write_figures
 
+            program = analyse(results, profile, ceilings)
+            figs = write_figures(out, program)
             results = analysis.finish_dump(results)
         except BaseException:
             analysis.cancel_dump(results)
             raise
-        inputs = [
-            r.as_input(profile.bound.get(r.key) if profile is not None else None) for r in results
-        ]
-        program = prog.analyse_program(
-            inputs,
-            profile.report if profile is not None else None,
-            profile.steps if profile is not None else None,
-            str(profile.path) if profile is not None else "",
-            profile.outside if profile is not None else (),
-            ceilings,
-            profile.notes if profile is not None else (),
-        )
+        program = prog.with_reverse_maps(program, [r.as_input() for r in results])
         analysis.write_json_compact(out / "analysis.json", program.to_json())
-        report = write_analysis_report(out, program, str(dump), FLAGS.module)
+        report = write_analysis_report(out, program, str(dump), FLAGS.module, figs)
     print(summary_line(program))
     if profile is not None:
         print(profile_line(profile, program, out))
@@ -123,7 +113,27 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def summary_line(program) -> str:  # program: harness.analyze.program.ProgramAnalysis
+def analyse(
+    results: list[analysis.ModuleResult],
+    profile: analysis.ProfileResult | None,
+    ceilings: prog.Ceilings | None,
+) -> prog.ProgramAnalysis:
+    """The program analysis of the dump's modules and, when given, the attributed profile."""
+    inputs = [
+        r.as_input(profile.bound.get(r.key) if profile is not None else None) for r in results
+    ]
+    return prog.analyse_program(
+        inputs,
+        profile.report if profile is not None else None,
+        profile.steps if profile is not None else None,
+        str(profile.path) if profile is not None else "",
+        profile.outside if profile is not None else (),
+        ceilings,
+        profile.notes if profile is not None else (),
+    )
+
+
+def summary_line(program: prog.ProgramAnalysis) -> str:
     """One line: the main program and its largest cluster."""
     main = next(m for m in program.modules if m.role == "main")
     top = main.clusters[0] if main.clusters else None
@@ -141,7 +151,7 @@ def summary_line(program) -> str:  # program: harness.analyze.program.ProgramAna
     return f"main program {main.key}; {largest}"
 
 
-def profile_line(profile, program, out: Path) -> str:
+def profile_line(profile: analysis.ProfileResult, program: prog.ProgramAnalysis, out: Path) -> str:
     """One line: the profile's match and per-step numbers, and what lay outside the selection."""
     report = profile.report
     steps = profile.steps

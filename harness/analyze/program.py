@@ -695,12 +695,7 @@ def _roof(
     return flops_per_s / value, name
 
 
-def _unfused(
-    m: ModuleInput,
-    rows: Mapping[str, ClusterRow],
-    lines: Mapping[str, tuple[str, ...]],
-    by_time: bool,
-) -> list[UnfusedRow]:
+def _unfused(m: ModuleInput, rows: Mapping[str, ClusterRow], by_time: bool) -> list[UnfusedRow]:
     """Lone-instruction clusters (not a fusion, not a library call), with the pre-optimization
     ops the reverse map placed in them and the reason XLA leaves such an op alone, if any."""
     held: dict[str, list[str]] = defaultdict(list)
@@ -726,7 +721,7 @@ def _unfused(
                 opcode=c.kind,
                 ops=ops,
                 placed_by=placed,
-                lines=lines.get(c.name, ()),
+                lines=row.lines,
                 value=(row.time_s or 0.0) if by_time else row.flops,
                 share=row.share,
                 reason=reason,
@@ -852,7 +847,7 @@ def analyse_module(
     n_kernels = sum(a.event.kind in ("kernel", "host_thunk") for a, _ in mine)
     runs_seen = {a.event.run_id for a, _ in mine}
     executions = len(runs_seen) if mine and None not in runs_seen else None
-    unfused = _unfused(m, {r.name: r for r in rows}, lines, by_time) if detail else []
+    unfused = _unfused(m, {r.name: r for r in rows}, by_time) if detail else []
     module_value = own_ns * 1e-9 / steps if by_time else m.cost.flops
     return ModuleAnalysis(
         key=m.key,
@@ -954,3 +949,30 @@ def analyse_program(
         ceilings=ceilings,
         notes=tuple(notes),
     )
+
+
+def with_reverse_maps(a: ProgramAnalysis, modules: Sequence[ModuleInput]) -> ProgramAnalysis:
+    """The analysis with each main module's unfused ops and reverse-map notes taken from
+    `modules`' reverse maps: the CLI analyses and draws while a large module's reverse map is
+    still computing, then fills in what depends on it."""
+    by_key = {m.key: m for m in modules}
+    by_time = a.ranked_by == "device time"
+    out = []
+    for ma in a.modules:
+        m = by_key.get(ma.key)
+        if m is None:
+            out.append(ma)
+            continue
+        unfused = (
+            _unfused(m, {r.name: r for r in ma.clusters}, by_time) if ma.role == "main" else []
+        )
+        out.append(
+            replace(
+                ma,
+                unfused=tuple(unfused[:TOP_UNFUSED]),
+                unfused_total=sum(len(u.clusters) for u in unfused),
+                reverse_method=m.reverse.method if m.reverse is not None else "",
+                reverse_notes=m.reverse.notes if m.reverse is not None else (),
+            )
+        )
+    return replace(a, modules=tuple(out))

@@ -650,14 +650,27 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
     return blocks
 
 
+def write_figures(out: Path, a: ProgramAnalysis) -> dict[str, Figured]:
+    """Writes plots/*.png under `out` (the figures need no reverse map, so the CLI draws them
+    while one may still be computing); returns them by name for write_analysis_report."""
+    if (out / "plots").is_symlink():  # planted: replace the link, never write through it
+        (out / "plots").unlink()
+    return save_figures(a, out / "plots")
+
+
 def write_analysis_report(
-    out: Path, a: ProgramAnalysis, dump: str, module_filter: str = ""
+    out: Path,
+    a: ProgramAnalysis,
+    dump: str,
+    module_filter: str = "",
+    figs: dict[str, Figured] | None = None,
 ) -> Path:
-    """Writes report.md, report.html and plots/*.png under `out`; returns report.md's path."""
-    for own in ("plots", "report.md", "report.html"):
+    """Writes report.md, report.html and (unless `figs` says they are written) plots/*.png
+    under `out`; returns report.md's path."""
+    for own in ("report.md", "report.html"):
         if (out / own).is_symlink():  # planted: replace the link, never write through it
             (out / own).unlink()
-    figs = save_figures(a, out / "plots")
+    figs = write_figures(out, a) if figs is None else figs
     blocks = report_blocks(a, dump, figs, module_filter)
     io.write_text(out / "report.md", to_markdown(blocks))
     io.write_text(out / "report.html", to_html(blocks, f"XLA analysis: {dump}"))
