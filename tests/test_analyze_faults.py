@@ -44,3 +44,30 @@ def test_an_invalid_module_filter_regex(tmp_path: Path) -> None:
     dump = tmp_path / "m.txt"
     dump.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
     assert_one_line_exit_2(run_analyze(f"--dump={dump}", f"--out={tmp_path}", "--module=("))
+
+
+@pytest.mark.parametrize("steps", ["0", "-2"])
+def test_steps_must_be_positive(steps: str, tmp_path: Path) -> None:
+    dump = tmp_path / "m.txt"
+    dump.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
+    proc = run_analyze(
+        f"--dump={dump}", f"--out={tmp_path / 'out'}", f"--xplane={tmp_path}", f"--steps={steps}"
+    )
+    assert_one_line_exit_2(proc, "--steps must be a positive integer", steps)
+
+
+def test_steps_without_a_profile(tmp_path: Path) -> None:
+    dump = tmp_path / "m.txt"
+    dump.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
+    proc = run_analyze(f"--dump={dump}", f"--out={tmp_path / 'out'}", "--steps=3")
+    assert_one_line_exit_2(proc, "--steps needs --xplane")
+
+
+@pytest.mark.parametrize("content", ["", "{not json", "[1, 2]", '{"device": "cpu"}'])
+def test_an_unusable_ceilings_file(content: str, tmp_path: Path) -> None:
+    dump = tmp_path / "m.txt"
+    dump.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
+    ceilings = tmp_path / "ceilings.json"
+    ceilings.write_text(content)
+    proc = run_analyze(f"--dump={dump}", f"--out={tmp_path / 'out'}", f"--ceilings={ceilings}")
+    assert_one_line_exit_2(proc, str(ceilings))

@@ -4,24 +4,39 @@ Used by `python -m harness.analyze`. Works on an XLA dump folder (`--xla_dump_to
 --xla_dump_hlo_as_text`) or on a single HLO text file from any program. For each module it
 writes `<out>/<module>/fusions.json` (the clusters, with their source ops and file:line, and a
 map from each pre-optimization op to the cluster that now holds it) and `cost.json`; with a
-profile, every device event is attributed to a cluster in `<out>/kernels.json`.
+profile, every device event of the analysed modules is attributed to a cluster in
+`<out>/kernels.json`. `harness.analyze.program` turns all of it into the report's rankings.
+
+Programs are told apart by (module name, program id): XLA's dump file `module_NNNN.<name>`
+has NNNN == the profile's `program_id`. Events of any other program, a recompile of the same
+function included, are never attributed to an analysed module: they are counted outside the
+selection.
 """
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import re
-from dataclasses import dataclass
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness import io
 from harness.analyze import modules as hlo_files
+from harness.analyze import program as prog
+from harness.hlo.clusters import Cluster, ReverseMap, reverse_map
+from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
 from harness.match.match import MatchReport, kernels_document, match_events
-from harness.profile.events import find_xplane, read_device_events
+from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
+_NUMBER = re.compile(r"^module_(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -35,12 +50,119 @@ class ModuleFiles:
 
 @dataclass(frozen=True)
 class ModuleResult:
-    """What the analysis learned about one module."""
+    """What the analysis learned about one module (the parsed objects stay in memory)."""
 
     key: str
     out_dir: Path
     summary: dict[str, Any]
     module: str = ""
+    program_id: int | None = None
+    hlo: HloModule | None = field(default=None, repr=False, compare=False)
+    clusters: tuple[Cluster, ...] = field(default=(), repr=False, compare=False)
+    cost: ModuleCost | None = field(default=None, repr=False, compare=False)
+    reverse: ReverseMap | None = field(default=None, repr=False, compare=False)
+    before: HloModule | None = field(default=None, repr=False, compare=False)
+    pending: _ReverseMapJob | None = field(default=None, repr=False, compare=False)
+
+    def as_input(self, program_id: int | None = None) -> prog.ModuleInput:
+        """This module for `harness.analyze.program` (with the program id it was bound to)."""
+        assert self.hlo is not None and self.cost is not None
+        pid = self.program_id if program_id is None else program_id
+        return prog.ModuleInput(
+            self.key, self.module, pid, self.hlo, self.clusters, self.cost, self.reverse
+        )
+
+
+# A reverse map of a module this large is computed in a forked child while the parent goes on
+# (cost model, profile, report imports): on the 48-block train step it is the largest single
+# step (about 2.4 s of 7 s), and the machine has two cores.
+FORK_INSTRUCTIONS = 20_000
+
+
+class _ReverseMapJob:
+    """`reverse_map(before, after, clusters)` in a forked child; `result()` waits for it.
+
+    The child inherits the parsed modules (nothing is pickled on the way in) and sends the
+    ReverseMap back through a pipe. If the child fails in any way the map is computed again
+    in this process, so an error surfaces here exactly as it would have without the child.
+    """
+
+    def __init__(self, before: HloModule, after: HloModule, clusters: tuple[Cluster, ...]):
+        self.args = (before, after, clusters)
+        # The child flushes the standard streams it inherits when it ends: empty them first so
+        # nothing printed so far is printed twice.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        ctx = multiprocessing.get_context("fork")
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_reverse_map_child, args=(send, *self.args), daemon=True)
+        self.proc.start()
+        send.close()
+
+    def result(self) -> ReverseMap:
+        try:
+            found = self.recv.recv()
+        except (EOFError, OSError):
+            found = None
+        finally:
+            self.recv.close()
+            self.proc.join(timeout=5)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+        return found if isinstance(found, ReverseMap) else reverse_map(*self.args)
+
+    def cancel(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.recv.close()
+
+
+def _reverse_map_child(
+    send: Any, before: HloModule, after: HloModule, clusters: tuple[Cluster, ...]
+) -> None:
+    try:
+        send.send(reverse_map(before, after, clusters))
+    except BaseException:  # the parent computes it again and raises the error itself
+        send.send(None)
+    finally:
+        send.close()
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """The profile attributed to the analysed modules."""
+
+    path: Path
+    report: MatchReport
+    steps: prog.Steps | None
+    outside: tuple[prog.OutsideProgram, ...]
+    bound: dict[str, int | None]  # module key -> the program id its events carry
+    notes: tuple[str, ...] = ()
+
+
+def write_json_compact(path: Path, data: Any) -> Path:
+    """Writes `data` as one-line JSON through harness.io: the C encoder, several times faster
+    than the indented one on a 48-block train step's 8 MB fusions.json. Data holding NaN or
+    an infinity goes through io.write_json, which writes them as null."""
+    try:
+        text = json.dumps(data, allow_nan=False, default=_plain_json)
+    except ValueError:
+        return io.write_json(path, data)
+    return io.write_text(path, text + "\n")
+
+
+def _plain_json(obj: Any) -> Any:
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=str)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
 
 
 def _is_hlo(path: Path) -> bool:
@@ -86,81 +208,263 @@ def find_modules(dump: Path) -> list[ModuleFiles]:
     return found
 
 
-def summarize(after: HloModule, costs: list[Any]) -> dict[str, Any]:
+def program_number(key: str) -> int | None:
+    """The XLA module number of a dump key (`module_0084.jit_f` -> 84), the profile's
+    program_id; None for a loose file."""
+    m = _NUMBER.match(key)
+    return int(m.group(1)) if m else None
+
+
+def summarize(clusters: Sequence[Cluster], cost: ModuleCost) -> dict[str, Any]:
     """The headline of one module: clusters, fusions, library calls, FLOPs and bytes."""
-    clusters = hlo_files.clusters_of(after)
-    flops = sum(c.flops for c in costs)
-    moved = sum(c.bytes for c in costs)
+    calls = Counter((c.target, c.epilogue) for c in hlo_files.library_calls(clusters))
     return {
         "fusion_count": hlo_files.fusion_count(clusters),
         "cluster_count": len(clusters),
         "library_calls": [
-            {"target": c.target, "epilogue": c.epilogue} for c in hlo_files.library_calls(clusters)
+            {"target": t, "epilogue": e, "count": n} for (t, e), n in sorted(calls.items())
         ],
-        "flops": flops,
-        "bytes": moved,
-        "arithmetic_intensity": flops / moved if moved else 0.0,
-        "transcendentals": sum(c.transcendentals for c in costs),
+        "flops": cost.flops,
+        "bytes": cost.bytes,
+        "arithmetic_intensity": cost.arithmetic_intensity,
+        "transcendentals": cost.transcendentals,
     }
 
 
 def analyze_dump(
-    dump: Path, out: Path, pattern: re.Pattern[str] | None = None
+    dump: Path, out: Path, pattern: re.Pattern[str] | None = None, finish: bool = True
 ) -> list[ModuleResult]:
-    """Analyses every (matching) module under `dump`, writing one folder per module in `out`."""
+    """Analyses every (matching) module under `dump`, writing one folder per module in `out`:
+    cost.json and hlo.txt now, fusions.json once the module's reverse map is known.
+
+    With `finish=False` the reverse map of a large module may still be computing in a child
+    process; `finish_dump(results, ...)` waits for it and writes fusions.json. The default
+    finishes before returning.
+    """
     results: list[ModuleResult] = []
-    for files in find_modules(dump):
-        if pattern is not None and not pattern.search(files.key):
-            continue
-        after = hlo_files.parsed(files.after)
-        before = (
-            [hlo_files.parsed(files.before)] if files.before and files.before != files.after else []
-        )
-        out_dir = out / files.key
-        costs = hlo_files.costs_of([after])
-        io.write_json(out_dir / "fusions.json", hlo_files.fusions_document([after], before))
-        io.write_json(out_dir / "cost.json", hlo_files.cost_document(costs, None))
-        io.copy_file(files.after, out_dir / "hlo.txt")
-        results.append(ModuleResult(files.key, out_dir, summarize(after, costs), after.name))
+    job: _ReverseMapJob | None = None
+    try:
+        for files in find_modules(dump):
+            if pattern is not None and not pattern.search(files.key):
+                continue
+            after = hlo_files.parsed(files.after)
+            before = (
+                hlo_files.parsed(files.before)
+                if files.before and files.before != files.after
+                else None
+            )
+            out_dir = out / files.key
+            clusters = hlo_files.clusters_of(after)
+            rmap, job = None, None
+            if before is not None:
+                size = after.instruction_count() + before.instruction_count()
+                waiting = any(r.pending is not None for r in results)
+                if size >= FORK_INSTRUCTIONS and _can_fork() and not waiting:
+                    job = _ReverseMapJob(before, after, clusters)
+                else:
+                    rmap = reverse_map(before, after, clusters)
+            (cost,) = hlo_files.costs_of([after])
+            write_json_compact(out_dir / "cost.json", hlo_files.cost_document([cost], None))
+            io.copy_file(files.after, out_dir / "hlo.txt")
+            result = ModuleResult(
+                files.key,
+                out_dir,
+                summarize(clusters, cost),
+                after.name,
+                program_number(files.key),
+                after,
+                clusters,
+                cost,
+                rmap,
+                before,
+                job,
+            )
+            job = None
+            if result.pending is None:
+                _write_fusions(result)
+            results.append(result)
+    except BaseException:
+        cancel_dump(results)
+        if job is not None:  # started for a module whose result was not made yet
+            job.cancel()
+        raise
     if not results:
         raise ValueError(
             f"{dump}: no module matches --module={pattern.pattern if pattern else ''!r}"
         )
-    return results
+    return finish_dump(results) if finish else results
+
+
+def finish_dump(results: list[ModuleResult]) -> list[ModuleResult]:
+    """Returns the results with every reverse map computed, their fusions.json written."""
+    out = []
+    for r in results:
+        if r.pending is not None:
+            r = replace(r, reverse=r.pending.result(), pending=None)
+            _write_fusions(r)
+        out.append(r)
+    return out
+
+
+def cancel_dump(results: Sequence[ModuleResult]) -> None:
+    """Stops every reverse map still computing in a child (on an error or interrupt)."""
+    for r in results:
+        if r.pending is not None:
+            r.pending.cancel()
+
+
+def _write_fusions(r: ModuleResult) -> None:
+    """fusions.json: the clusters and, with a before-optimizations module, the reverse map."""
+    assert r.hlo is not None
+    entry: dict[str, Any] = {
+        "module": r.hlo.name,
+        "path": r.hlo.path,
+        "clusters": [c.to_json() for c in r.clusters],
+    }
+    if r.reverse is not None:
+        entry.update(r.reverse.to_json())
+    write_json_compact(r.out_dir / "fusions.json", {"modules": [entry]})
+
+
+def bind_programs(
+    results: Sequence[ModuleResult], events: Sequence[DeviceEvent]
+) -> tuple[dict[str, int | None], list[str]]:
+    """Returns each module's program id in the profile, and notes.
+
+    A dumped module's id is its XLA module number. A loose HLO file has none: it is bound to
+    the one program of its name in the profile, and to none when the profile holds several
+    (the file cannot say which it is), so no event is attributed across programs.
+    """
+    seen: dict[str, set[int | None]] = defaultdict(set)
+    for e in events:
+        if e.hlo_module is not None:
+            seen[e.hlo_module].add(e.program_id)
+    bound: dict[str, int | None] = {}
+    notes: list[str] = []
+    for r in results:
+        if r.program_id is not None:
+            bound[r.key] = r.program_id
+            continue
+        ids = seen.get(r.module, set())
+        if len(ids) == 1:
+            bound[r.key] = next(iter(ids))
+            notes.append(
+                f"{r.key} is a loose HLO file (no module number): bound by name to the only "
+                f"program {r.module} in the profile (program_id {bound[r.key]})"
+            )
+        elif ids:
+            notes.append(
+                f"{r.key} is a loose HLO file (no module number) and the profile holds "
+                f"{len(ids)} programs named {r.module} ({sorted(map(str, ids))}): none of their "
+                "events is attributed to it; analyse the dump folder instead"
+            )
+    return bound, notes
 
 
 def attach_profile(
-    results: list[ModuleResult], xplane: Path, out: Path, steps: int | None, mode: str
-) -> MatchReport:
+    results: list[ModuleResult],
+    xplane: Path,
+    out: Path,
+    steps: int | None,
+    mode: str,
+) -> ProfileResult:
     """Attributes the profile's device events to the clusters of the analysed modules.
 
-    Clusters are keyed by module name and by (name, XLA module number), which the profile
-    calls program_id, so a recompiled module with the same name is told apart.
+    Events of programs that are not analysed (another module, or the same name with another
+    program id) are left out of the steady window and returned as `outside`. The step count
+    comes from the step markers, else `steps`, else the executions of the main program; with
+    none of those this raises StepsUnknown (never a guess). Writes kernels.json.
     """
-    clusters: dict[Any, tuple[Any, ...]] = {}
-    for r in results:
-        found = hlo_files.clusters_of(hlo_files.parsed(r.out_dir / "hlo.txt"))
-        clusters.setdefault(r.module, found)
-        number = re.match(r"^module_(\d+)\.", r.key)
-        if number:
-            clusters[(r.module, int(number.group(1)))] = found
+    if steps is not None and steps <= 0:
+        raise ValueError(f"--steps must be a positive integer, got {steps}")
     path = find_xplane(xplane) if xplane.is_dir() else xplane
-    events = read_device_events(path)
-    marked = any(e.step is not None for e in events)
-    report = match_events(events, clusters, steps=None if marked else (steps or 1), mode=mode)
-    io.write_json(out / "kernels.json", kernels_document(report, profile=str(path)))
-    return report
+    events, markers = read_events_and_markers(path)
+    bound, notes = bind_programs(results, events)
+    selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
+    eager = mode == "eager"
+    inside: list[DeviceEvent] = []
+    outside_events: dict[prog.ProgramKey, list[DeviceEvent]] = defaultdict(list)
+    for e in events:
+        key = prog.program_of(e)
+        if eager or key is None or key in selected:
+            inside.append(e)
+        else:
+            outside_events[key].append(e)
+    outside = []
+    for (name, pid), evs in sorted(outside_events.items(), key=lambda kv: str(kv[0])):
+        outside.append(prog.OutsideProgram(name, pid, len(evs), sum(prog.self_times(evs)) * 1e-9))
+    if not eager and not any(prog.program_of(e) in selected for e in inside):
+        # Nothing of the analysed programs ran: runtime copies alone make no steps.
+        loose = sum(1 for e in inside if prog.program_of(e) is None)
+        if loose:
+            notes.append(f"{loose} device events outside any program (runtime copies) ignored")
+        inside = []
+    marked = any(e.step is not None for e in inside)
+    window = [e for e in inside if e.step is not None] if marked else inside
+    inputs = [r.as_input(bound.get(r.key)) for r in results]
+    times = prog.time_by_program(window)
+    if eager and times:
+        # Eager: one small module per primitive, most without HLO; a step is one execution of
+        # the program that takes the most device time, analysed or not.
+        key = max(times, key=lambda k: (times[k], str(k)))
+        label = f"{key[0]} (program {key[1]})"
+        main_events = [e for e in window if prog.program_of(e) == key]
+    else:
+        main, _ = prog.choose_main(inputs, times)
+        top = next(m for m in inputs if m.key == main[0])
+        main_events = [e for e in window if prog.program_of(e) == top.program]
+        label = f"{top.name} (program {top.program_id})"
+    found: prog.Steps | None = None
+    if window:
+        marked_steps = len({e.step for e in window}) if marked else 0
+        if marked and steps is not None and marked_steps != steps:
+            raise ValueError(
+                f"--steps={steps} but the profile marks {marked_steps} steps with device "
+                "events of the analysed modules"
+            )
+        if not marked and markers:
+            notes.append(
+                f"the profile has {len(markers)} step markers but none holds an event of the "
+                "analysed modules"
+            )
+        found = prog.count_steps(main_events, label, marked_steps, steps)
+    clusters = {(r.module, bound[r.key]): r.clusters for r in results if r.key in bound}
+    clusters_by_key: dict[Any, tuple[Cluster, ...]] = {
+        (name, pid): cs for (name, pid), cs in clusters.items() if pid is not None
+    }
+    for (name, pid), cs in clusters.items():
+        if pid is None:  # a loose file bound to a program without an id: name only
+            clusters_by_key[name] = cs
+    report = match_events(
+        inside,
+        clusters_by_key,
+        steps=None if marked or found is None else found.count,
+        mode=mode,
+    )
+    write_json_compact(
+        out / "kernels.json",
+        kernels_document(
+            report,
+            profile=str(path),
+            steps=None if found is None else {"count": found.count, "how": found.how},
+            outside_selection=[o.__dict__ for o in outside],
+        ),
+    )
+    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes))
 
 
 def format_table(results: list[ModuleResult]) -> str:
-    """A short text table: module, cluster count, fusions, library calls with epilogues."""
+    """A short text table: module, cluster count, fusions, library calls (counted)."""
     rows = [f"{'module':48} {'clusters':>8} {'fusions':>7}  library calls"]
     for r in results:
         calls = ", ".join(
-            c["target"] + (f" ({c['epilogue']})" if c["epilogue"] else "")
+            c["target"]
+            + (f" ({c['epilogue']})" if c["epilogue"] else "")
+            + (f" x{c['count']}" if c.get("count", 1) > 1 else "")
             for c in r.summary["library_calls"]
         )
         rows.append(
-            f"{r.key[:48]:48} {r.summary['cluster_count']:>8} {r.summary['fusion_count']:>7}  {calls or '-'}"
+            f"{r.key[:48]:48} {r.summary['cluster_count']:>8} {r.summary['fusion_count']:>7}  "
+            f"{calls or '-'}"
         )
     return "\n".join(rows)

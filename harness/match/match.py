@@ -165,8 +165,9 @@ def match_events(
     marked = any(e.step is not None for e in events)
     window = [e for e in events if e.step is not None] if marked else list(events)
     n_steps, notes = _step_count(window, marked, steps)
+    programs = program_ids(clusters_by_module)
     attributions = _spread_reused_kernels(
-        tuple(_attribute(e, window, clusters_by_module, mode) for e in window),
+        tuple(_attribute(e, window, clusters_by_module, mode, programs) for e in window),
         clusters_by_module,
         n_steps,
     )
@@ -319,13 +320,32 @@ def _step_count(
     return steps, ("no step markers: the whole profile is the steady window",)
 
 
+def program_ids(
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+) -> dict[str, set[int]]:
+    """Returns module name -> the program ids the caller keyed clusters under."""
+    out: dict[str, set[int]] = {}
+    for key in clusters_by_module:
+        if isinstance(key, tuple):
+            out.setdefault(key[0], set()).add(key[1])
+    return out
+
+
 def _clusters_for(
-    event: DeviceEvent, clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]]
+    event: DeviceEvent,
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    programs: Mapping[str, set[int]] | None = None,
 ) -> Sequence[ClusterLike] | None:
+    """The clusters of the event's program: keyed by (module, program_id), else by module name
+    alone, but never by name when the caller keyed that name under other program ids (a
+    recompile of the same function is another program with other instructions)."""
     if event.hlo_module is None:
         return None
     if event.program_id is not None and (event.hlo_module, event.program_id) in clusters_by_module:
         return clusters_by_module[(event.hlo_module, event.program_id)]
+    programs = program_ids(clusters_by_module) if programs is None else programs
+    if event.program_id is not None and programs.get(event.hlo_module):
+        return None
     return clusters_by_module.get(event.hlo_module)
 
 
@@ -334,6 +354,7 @@ def _attribute(
     window: Sequence[DeviceEvent],
     clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
     mode: Mode,
+    programs: Mapping[str, set[int]] | None = None,
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
@@ -352,7 +373,7 @@ def _attribute(
                 primitive_of(consumer.hlo_module or ""),
             )
         return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
-    clusters = _clusters_for(event, clusters_by_module)
+    clusters = _clusters_for(event, clusters_by_module, programs)
     if clusters is None:
         if mode == "eager":
             return Attribution(
@@ -365,6 +386,16 @@ def _attribute(
                 primitive=primitive_of(module),
             )
         known = sorted(str(k) for k in clusters_by_module)
+        others = sorted((programs or {}).get(module, ()))
+        if event.program_id is not None and others:
+            return Attribution(
+                event,
+                False,
+                "other_program",
+                f"module {module} program_id {event.program_id} is another program than the "
+                f"analysed {module} (program ids {others}): a recompile, not attributed",
+                module,
+            )
         return Attribution(
             event,
             False,

@@ -20,7 +20,16 @@ host event named `name` with stats `_r=1` and `step_num=i`):
    the first marker get `step=None`.
 3. A profile without markers (the H200 fixtures, recorded by a probe) leaves
    every `step` as None: the whole profile is the steady window and the caller
-   supplies the step count.
+   supplies the step count, or counts executions (below).
+
+Executions (`run_id`): the CPU client writes the execution's `run_id` on every
+thunk event. GPU events carry none, but the host event that ran the program
+(`CommonPjRtLoadedExecutable::Execute (<module>)`) does, with the module in its
+`name` stat; with several devices its per-device children on the
+`py_xla_execute` threads name it through their flow stat (`_c` == the parent's
+`_p`). A GPU event gets the `run_id` of the innermost such window of its own
+module that contains its host launch (`correlation_id`), so the executions of a
+program in a profile without step markers can be counted on either backend.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ DEVICE_PLANE_RE = re.compile(r"^/device:(GPU|TPU):\d+$")
 HOST_PLANE = "/host:CPU"
 STEP_STAT = "step_num"
 STEP_MARKER_FLAG = "_r"
+RUN_STAT = "run_id"
+_FLOW_PARENT, _FLOW_CHILD = "_p", "_c"
 _DIRECTION_RE = re.compile(r"Memcpy(H2D|D2H|D2D|P2P)")
 _DETAIL_RE = re.compile(r"(\w+):(\S+)")
 
@@ -221,6 +232,7 @@ def read_events_and_markers(
         markers = read_step_markers(profile)
         launches = host_launch_times(profile)
         rows = list(_gpu_rows(profile)) or list(_cpu_thunk_rows(profile))
+        windows = execution_windows(profile)
     except (UnicodeDecodeError, TypeError, ValueError, OverflowError) as err:
         raise ProfileError(f"{path}: profile content is malformed ({err})") from err
     marked = sorted({m.step for m in markers})
@@ -228,6 +240,8 @@ def read_events_and_markers(
         raise ProfileError(
             f"{path}: expected {steps} marked steps, the profile has {len(marked)} ({marked})"
         )
+    runs = _runs_by_module(windows)
+    rows = [_with_run(row, runs, launches) for row in rows]
     assigned = [_with_step(row, markers, launches) for row in rows]
     events = tuple(sorted(assigned, key=lambda r: (r.start_ns, r.device, r.stream)))
     return events, tuple(markers)
@@ -265,6 +279,95 @@ def events_from_json(rows: Iterable[Mapping[str, Any]]) -> tuple[DeviceEvent, ..
                 fields[key] = tuple(fields[key])
         out.append(DeviceEvent(**fields))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ExecutionWindow:
+    """One execution of a program on the host: [start, end) in ns, its `run_id`, the module
+    it ran (the `name` stat) and the host line it ran on."""
+
+    run_id: int
+    module: str | None
+    line: str
+    start_ns: float
+    end_ns: float
+
+
+def execution_windows(profile: ProfileData) -> tuple[ExecutionWindow, ...]:
+    """Return the host windows of program executions (see the module docstring), by start.
+
+    A host event with a `run_id` stat and no `hlo_op` is an execution (the CPU thunks carry
+    `hlo_op` and are not); an event whose flow stat `_c` equals such an execution's `_p` is
+    the same execution on one device's thread.
+    """
+    roots: list[tuple[Any, str, dict[str, Any]]] = []
+    others: list[tuple[Any, str, dict[str, Any]]] = []
+    for plane in profile.planes:
+        if plane.name != HOST_PLANE:
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                stats = _stats(event)
+                if "hlo_op" in stats:
+                    continue
+                target = roots if RUN_STAT in stats else others
+                if RUN_STAT in stats or _FLOW_CHILD in stats:
+                    target.append((event, line.name, stats))
+    run_of_flow = {
+        flow: run
+        for _, _, stats in roots
+        if (flow := _to_int(stats.get(_FLOW_PARENT))) is not None
+        and (run := _to_int(stats.get(RUN_STAT))) is not None
+    }
+    windows = []
+    for event, line, stats in roots + others:
+        run = _to_int(stats.get(RUN_STAT))
+        if run is None:
+            run = run_of_flow.get(_to_int(stats.get(_FLOW_CHILD)) or -1)
+        if run is None:
+            continue
+        start = float(event.start_ns)
+        windows.append(
+            ExecutionWindow(
+                run, _to_str(stats.get("name")), line, start, start + float(event.duration_ns)
+            )
+        )
+    return tuple(sorted(windows, key=lambda w: (w.start_ns, -w.end_ns)))
+
+
+_SCAN_BACK = 64  # windows overlap only by nesting (a root around its devices' children)
+
+
+def _runs_by_module(
+    windows: tuple[ExecutionWindow, ...],
+) -> dict[str | None, tuple[list[float], list[ExecutionWindow]]]:
+    """Each module's windows (and those naming none), by start, with their starts."""
+    grouped: dict[str | None, list[ExecutionWindow]] = {}
+    for w in windows:
+        grouped.setdefault(w.module, []).append(w)
+    return {m: ([w.start_ns for w in ws], ws) for m, ws in grouped.items()}
+
+
+def _with_run(
+    row: DeviceEvent,
+    runs: Mapping[str | None, tuple[list[float], list[ExecutionWindow]]],
+    launches: Mapping[int, float],
+) -> DeviceEvent:
+    """The row with the `run_id` of the innermost execution window of its own module that
+    contains its host launch, when it has none of its own."""
+    if row.run_id is not None or row.correlation_id is None or row.correlation_id not in launches:
+        return row
+    when = launches[row.correlation_id]
+    best: ExecutionWindow | None = None
+    for module in (row.hlo_module, None):
+        starts, ws = runs.get(module, ([], []))
+        index = bisect.bisect_right(starts, when)
+        for w in reversed(ws[max(0, index - _SCAN_BACK) : index]):
+            if when < w.end_ns:
+                if best is None or w.start_ns > best.start_ns:
+                    best = w
+                break
+    return row if best is None else _replace(row, run_id=best.run_id)
 
 
 def _with_step(

@@ -1,0 +1,677 @@
+"""The report of `python -m harness.analyze`: a user's program, ranked and rolled up.
+
+Built once as document blocks (harness.report.doc) and written as report.md and a
+self-contained report.html, with its figures as PNG under plots/, like a run's report. It
+reads only a `harness.analyze.program.ProgramAnalysis`; it never imports JAX.
+"""
+
+from __future__ import annotations
+
+import os
+import os.path
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure
+
+from harness import io
+from harness.analyze.program import (
+    ClusterRow,
+    ModuleAnalysis,
+    ProgramAnalysis,
+    RollUp,
+)
+from harness.report import fmt
+from harness.report.data import MISSING
+from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
+
+DPI = 110
+TOP_BARS = 15
+LABELLED_POINTS = 8
+
+
+class NoData(Exception):
+    """A figure has nothing to show; the message says why."""
+
+
+@dataclass(frozen=True)
+class Figured:
+    """One figure's outcome: its file relative to the report, or why it was left out."""
+
+    name: str
+    file: str = ""
+    note: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+
+
+class _Paths:
+    """Shortens source paths to the part below the folder they all share."""
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        files = sorted({label.rpartition(":")[0] for label in labels if ":" in label})
+        common = os.path.commonpath(files) if files else ""
+        if len(files) == 1:
+            common = os.path.dirname(files[0])
+        self.root = common if common not in ("", "/") else ""
+
+    def short(self, label: str) -> str:
+        if self.root and label.startswith(self.root + "/"):
+            return label[len(self.root) + 1 :]
+        return label
+
+
+def _lines(labels: Sequence[str], paths: _Paths, limit: int = 2) -> str:
+    if not labels:
+        return MISSING
+    shown = [f"`{paths.short(x)}`" for x in labels[:limit]]
+    more = f" +{len(labels) - limit}" if len(labels) > limit else ""
+    return ", ".join(shown) + more
+
+
+def _scopes(labels: Sequence[str], limit: int = 1) -> str:
+    labels = [x for x in labels if x] or []
+    if not labels:
+        return MISSING
+    more = f" +{len(labels) - limit}" if len(labels) > limit else ""
+    return ", ".join(f"`{x}`" for x in labels[:limit]) + more
+
+
+def _kind(row: ClusterRow) -> str:
+    if row.kind == "library":
+        return f"library `{row.target}`"
+    return row.kind
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return fmt.si(value, unit) if value is not None else MISSING
+
+
+def _dim(value: tuple[int, int, int] | None) -> str:
+    return MISSING if value is None else "×".join(str(v) for v in value)
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return MISSING
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} µs"
+
+
+def _all_lines(a: ProgramAnalysis) -> list[str]:
+    out: list[str] = []
+    for m in a.modules:
+        for row in m.clusters:
+            out.extend(row.lines)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def cluster_table(m: ModuleAnalysis, by_time: bool, paths: _Paths, limit: int) -> Table:
+    """The ranking: clusters by device time a step (or by FLOPs without a profile)."""
+    rows = []
+    for i, r in enumerate(m.clusters[:limit], 1):
+        if by_time:
+            rows.append(
+                (
+                    str(i),
+                    f"`{r.name}`",
+                    _kind(r),
+                    _time(r.time_s),
+                    fmt.pct(r.share),
+                    fmt.count(r.runs) if r.runs is not None else MISSING,
+                    fmt.si(r.flops, "FLOP"),
+                    fmt.si(r.bytes, "B"),
+                    _rate(r.flops_per_s, "FLOP/s"),
+                    _rate(r.bytes_per_s, "B/s"),
+                    fmt.pct(r.roof_fraction) + (f" ({r.roof})" if r.roof else ""),
+                    _lines(r.lines, paths),
+                    _scopes(r.scopes),
+                )
+            )
+        else:
+            rows.append(
+                (
+                    str(i),
+                    f"`{r.name}`",
+                    _kind(r),
+                    fmt.si(r.flops, "FLOP"),
+                    fmt.pct(r.share),
+                    fmt.si(r.bytes, "B"),
+                    f"{r.intensity:.3g}" if r.intensity is not None else MISSING,
+                    _lines(r.lines, paths),
+                    _scopes(r.scopes),
+                )
+            )
+    if by_time:
+        header = (
+            "#",
+            "cluster",
+            "kind",
+            "time a step",
+            "% of step",
+            "runs a step",
+            "FLOPs a run",
+            "bytes a run",
+            "FLOP/s",
+            "B/s",
+            "of roof",
+            "source line",
+            "named scope",
+        )
+    else:
+        header = (
+            "#",
+            "cluster",
+            "kind",
+            "FLOPs",
+            "% of FLOPs",
+            "bytes",
+            "FLOP/byte",
+            "source line",
+            "named scope",
+        )
+    return Table(header, tuple(rows))
+
+
+def rollup_table(rows: Sequence[RollUp], what: str, by_time: bool, paths: _Paths | None) -> Table:
+    """A roll-up by source line or named scope."""
+    value_head = ("time a step", "% of step") if by_time else ("FLOPs", "% of FLOPs")
+    body = []
+    for r in rows:
+        label = paths.short(r.label) if paths is not None else r.label
+        body.append(
+            (
+                f"`{label}`" if label else "(top level)",
+                _time(r.value) if by_time else fmt.si(r.value, "FLOP"),
+                fmt.pct(r.share),
+                str(r.clusters),
+                f"`{r.top_cluster}`",
+            )
+        )
+    return Table((what, *value_head, "clusters", "largest cluster"), tuple(body))
+
+
+def kernel_table(m: ModuleAnalysis) -> Table:
+    """The top kernels by time, with launch shape where the profile records it."""
+    rows = tuple(
+        (
+            f"`{k.name[:60]}`",
+            f"`{k.cluster}`" if k.cluster else MISSING,
+            fmt.count(k.launches),
+            _time(k.time_s),
+            fmt.pct(k.share),
+            _dim(k.grid),
+            _dim(k.block),
+            MISSING if k.registers is None else str(k.registers),
+            MISSING if k.occupancy_pct is None else f"{k.occupancy_pct:g}%",
+        )
+        for k in m.kernels
+    )
+    return Table(
+        (
+            "kernel",
+            "cluster",
+            "launches a step",
+            "time a step",
+            "% of module",
+            "grid",
+            "block",
+            "registers",
+            "occupancy",
+        ),
+        rows,
+    )
+
+
+def unfused_table(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Table:
+    """Lone-instruction clusters grouped by opcode and source line, with the ops placed there
+    (of the largest) and the reason, if any."""
+    rows = []
+    for u in m.unfused:
+        ops = ", ".join(f"`{op[:70]}`" for op in u.ops[:2]) + (
+            f" +{len(u.ops) - 2}" if len(u.ops) > 2 else ""
+        )
+        rows.append(
+            (
+                u.opcode,
+                _lines(u.lines, paths),
+                str(len(u.clusters)),
+                _time(u.value) if by_time else fmt.si(u.value, "FLOP"),
+                fmt.pct(u.share),
+                f"`{u.cluster}`",
+                ops or MISSING,
+                u.placed_by,
+                u.reason,
+            )
+        )
+    return Table(
+        (
+            "opcode",
+            "source line",
+            "clusters",
+            "time a step" if by_time else "FLOPs",
+            "%",
+            "largest",
+            "its source ops (before optimization)",
+            "placed by",
+            "reason",
+        ),
+        tuple(rows),
+    )
+
+
+def helpers_table(helpers: Sequence[ModuleAnalysis], timed: bool) -> Table:
+    """The modules that are not the main program."""
+    rows = tuple(
+        (
+            f"`{h.key}`",
+            h.kind,
+            str(h.cluster_count),
+            fmt.si(h.flops, "FLOP"),
+            _time(h.time_s) if timed else MISSING,
+            fmt.pct(h.share) if timed else MISSING,
+            str(h.events) if timed else MISSING,
+            MISSING if h.executions is None else str(h.executions),
+        )
+        for h in helpers
+    )
+    return Table(
+        (
+            "module",
+            "what it is",
+            "clusters",
+            "FLOPs",
+            "device time a step",
+            "% of step",
+            "events",
+            "executions",
+        ),
+        rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def _label(row: ClusterRow, paths: _Paths) -> str:
+    line = paths.short(row.lines[0]) if row.lines else ""
+    return f"{row.name} ({line})" if line else row.name
+
+
+def top_figure(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Figure:
+    """Two bar panels: the step (or the FLOPs) by source line, and the largest clusters."""
+    rows = [r for r in m.clusters if r.share > 0][:TOP_BARS]
+    lines = [r for r in m.by_line if r.share > 0][:TOP_BARS]
+    if not rows:
+        raise NoData("no cluster has any device time" if by_time else "no cluster has FLOPs")
+    n = max(len(rows), len(lines))
+    fig = Figure(figsize=(11, 1.0 + 0.3 * n), dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    panels = (
+        (left, [paths.short(r.label) for r in lines], [r.share for r in lines], ["#70ad47"] * n),
+        (
+            right,
+            [r.name for r in rows],
+            [r.share for r in rows],
+            ["#4472c4" if r.kind == "library" else "#ed7d31" for r in rows],
+        ),
+    )
+    for ax, labels, shares, colors in panels:
+        y = list(range(len(labels)))
+        ax.barh(y, [x * 100 for x in shares], color=colors[: len(labels)])
+        ax.set_yticks(y)
+        ax.set_yticklabels([label[:48] for label in labels], fontsize=7)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlabel("% of the step's device time" if by_time else "% of the FLOPs", fontsize=8)
+    left.set_title("by source line", fontsize=9, loc="left")
+    right.set_title("largest clusters (blue: library calls)", fontsize=9, loc="left")
+    fig.suptitle(m.key, fontsize=9)
+    return fig
+
+
+def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: _Paths) -> Figure:
+    """Each cluster's achieved FLOP/s against its arithmetic intensity, under the ceilings
+    from --ceilings when given (else the points alone, and the title says so)."""
+    pts = [
+        r
+        for r in m.clusters
+        if r.flops_per_s and r.intensity and r.flops_per_s > 0 and r.intensity > 0
+    ]
+    if not pts:
+        raise NoData(
+            "no profile: no achieved rates"
+            if a.profile is None
+            else "no cluster has both FLOPs and device time"
+        )
+    fig = Figure(figsize=(7.5, 4.6), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [r.intensity or 1.0 for r in pts]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    c = a.ceilings
+    cmap = matplotlib.colormaps["tab10"]
+    if c is not None:
+        bw = c.bytes_per_s
+        for j, (prec, peak) in enumerate(sorted(c.peaks.items())):
+            if bw:
+                lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
+            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+            ys = [min(peak, bw * x) if bw else peak for x in grid]
+            ax.plot(grid, ys, color=cmap(j), lw=1.4, label=f"{prec} {fmt.si(peak, 'FLOP/s')}")
+        if bw and not c.peaks:
+            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+            ax.plot(grid, [bw * x for x in grid], color="#555", lw=1.2)
+        if bw:
+            ax.plot([], [], " ", label=f"bandwidth {fmt.si(bw, 'B/s')}")
+    sizes = [20 + 200 * r.share for r in pts]
+    colors = ["#4472c4" if r.kind == "library" else "#ed7d31" for r in pts]
+    ax.scatter(xs, [r.flops_per_s for r in pts], s=sizes, c=colors, alpha=0.7, zorder=3)
+    for r in sorted(pts, key=lambda r: -(r.time_s or 0.0))[:LABELLED_POINTS]:
+        ax.annotate(
+            _label(r, paths)[:40],
+            (r.intensity or 1.0, r.flops_per_s or 1.0),
+            fontsize=6,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    ax.set_xlabel("arithmetic intensity, FLOP/byte (our cost model)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.grid(True, which="both", alpha=0.25)
+    where = (
+        f"ceilings from {os.path.basename(c.source)}"
+        if c is not None
+        else "no ceilings given (--ceilings=ceilings.json from a run): points only"
+    )
+    ax.set_title(f"{m.key}: clusters, area = share of step; {where}", fontsize=8, loc="left")
+    if c is not None:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _save(fig: Figure, folder: Path, name: str) -> str:
+    """Writes `folder/<name>.png` atomically inside the confined output; returns its path
+    relative to the report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    tmp = folder / f".{name}.tmp.png"
+    io.check_inside(tmp)
+    fig.savefig(tmp, format="png")
+    os.chmod(tmp, io.FILE_MODE)
+    tmp.replace(path)
+    return f"{folder.name}/{path.name}"
+
+
+def _figure(name: str, make: Callable[[], Figure], folder: Path) -> Figured:
+    try:
+        fig = make()
+    except NoData as e:
+        (folder / f"{name}.png").unlink(missing_ok=True)
+        return Figured(name, note=str(e))
+    except Exception as e:  # a figure must never break the report
+        last = traceback.format_exception_only(e)[-1].strip()
+        return Figured(name, note=f"the figure failed ({last})")
+    return Figured(name, file=_save(fig, folder, name))
+
+
+def _safe(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in key)[:120]
+
+
+def save_figures(a: ProgramAnalysis, folder: Path) -> dict[str, Figured]:
+    """Writes each main module's figures under `folder`; returns them by name."""
+    paths = _Paths(_all_lines(a))
+    by_time = a.ranked_by == "device time"
+    out: dict[str, Figured] = {}
+    for m in a.modules:
+        if m.role != "main":
+            continue
+        for kind, make in (
+            ("top", lambda m=m: top_figure(m, by_time, paths)),
+            ("roofline", lambda m=m: roofline_figure(m, a, paths)),
+        ):
+            name = f"{_safe(m.key)}.{kind}"
+            out[name] = _figure(name, make, folder)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The document
+
+
+def _image(figs: dict[str, Figured], name: str, alt: str, caption: str) -> Block:
+    f = figs.get(name)
+    if f is None or not f.file:
+        return Para(f"*{alt}: not drawn ({f.note if f else 'no figure'}).*")
+    return Image(f.file, alt, caption)
+
+
+CONVENTIONS = (
+    "A cluster is one unit XLA runs: a fusion, a library call (cuBLAS, YNNPACK, ...) or a lone "
+    "instruction.",
+    "Time is each event's *self* time (its duration less the events nested in it on the same "
+    "stream), summed per cluster and divided by the steps. Shares are of the step's summed "
+    "event time; events that overlap on different streams or threads each count in full.",
+    "FLOPs and bytes are our cost model of one run of the cluster (`cost.json`); achieved "
+    "FLOP/s and B/s multiply them by the runs a step and divide by the time. `of roof` is the "
+    "achieved FLOP/s over min(peak, bandwidth × intensity), the peak of the GEMM's precision "
+    "(else the largest measured). Above 100% the cluster beat the measured ceiling: on a CPU, "
+    "data that fits in cache moves faster than the DRAM copy bandwidth.",
+    "A source line is the innermost frame in your code (frames in site-packages and the "
+    "standard library are skipped); a named scope is the op_name path without `jit(...)` and "
+    "the primitive, so `jax.named_scope` and flax module paths show. A cluster spanning "
+    "several lines or scopes gives each an equal part.",
+)
+
+
+def report_blocks(
+    a: ProgramAnalysis, dump: str, figs: dict[str, Figured], module_filter: str = ""
+) -> tuple[Block, ...]:
+    """The analyze report as document blocks."""
+    by_time = a.ranked_by == "device time"
+    paths = _Paths(_all_lines(a))
+    mains = [m for m in a.modules if m.role == "main"]
+    helpers = [m for m in a.modules if m.role == "helper"]
+    blocks: list[Block] = [Heading(1, f"XLA analysis of `{os.path.basename(dump) or dump}`")]
+    intro = [f"Dump `{dump}`: {len(a.modules)} module(s) analysed"]
+    if module_filter:
+        intro.append(f" (`--module={module_filter}`)")
+    intro.append(". ")
+    if a.profile is not None:
+        intro.append(f"Profile `{a.profile.path}`. ")
+    else:
+        intro.append("No profile (`--xplane`): clusters are ranked by our FLOP and byte counts. ")
+    if a.ceilings is not None:
+        intro.append(f"Ceilings from `{a.ceilings.source}`.")
+    else:
+        intro.append("No ceilings (`--ceilings`): rates are shown without roofs.")
+    blocks.append(Para("".join(intro)))
+    blocks.append(Para(a.main_rule))
+    if a.steps is not None:
+        blocks.append(Para(f"**Steps: {a.steps.count}**, from {a.steps.detail}."))
+    if paths.root:
+        blocks.append(Para(f"Source paths are relative to `{paths.root}`."))
+    for note in a.notes:
+        blocks.append(Para(f"Note: {note}"))
+
+    for m in mains:
+        blocks += _main_module(m, a, by_time, paths, figs)
+    if helpers:
+        blocks.append(Heading(2, "Helper modules", "helpers"))
+        blocks.append(
+            Para(
+                "Modules that are not the main program: RNG set-up, dtype conversions, "
+                "transfers, single eager primitives and other programs, guessed from the name."
+            )
+        )
+        blocks.append(helpers_table(helpers, by_time))
+    if a.profile is not None:
+        blocks += _profile_blocks(a)
+    blocks.append(Heading(2, "How to read this", "conventions"))
+    blocks.append(Bullets(CONVENTIONS))
+    blocks.append(
+        Para(
+            "Files: `analysis.json` (every table in full), `kernels.json` (every event and its "
+            "cluster), and per module `fusions.json`, `cost.json`, `hlo.txt`."
+        )
+    )
+    return tuple(blocks)
+
+
+def _main_module(
+    m: ModuleAnalysis, a: ProgramAnalysis, by_time: bool, paths: _Paths, figs: dict[str, Figured]
+) -> list[Block]:
+    calls = ", ".join(
+        f"`{t}`" + (f" ({e})" if e else "") + (f" ×{n}" if n > 1 else "")
+        for t, e, n in m.library_calls
+    )
+    head = [
+        f"{m.cluster_count} clusters ({m.fusion_count} fusions), library calls: {calls or 'none'}",
+        f"{fmt.si(m.flops, 'FLOP')} and {fmt.si(m.bytes, 'B')} a run (our cost model)",
+    ]
+    if by_time:
+        head.append(
+            f"{_time(m.time_s)} of device time a step ({fmt.pct(m.share)} of the step), "
+            f"{fmt.count(m.kernels_per_step)} kernels a step"
+            + (f", {m.executions} executions in the window" if m.executions else "")
+        )
+    what = "device time" if by_time else "FLOPs"
+    blocks: list[Block] = [
+        Heading(2, f"Main program `{m.key}`", _safe(m.key)),
+        Bullets(tuple(head)),
+        Heading(3, f"Clusters by {what}"),
+        cluster_table(m, by_time, paths, 25),
+    ]
+    if len(m.clusters) > 25:
+        blocks.append(Para(f"{len(m.clusters) - 25} more clusters in `analysis.json`."))
+    name = _safe(m.key)
+    blocks.append(_image(figs, f"{name}.top", "Largest clusters", f"Largest clusters by {what}."))
+    blocks.append(Heading(3, "By source line"))
+    blocks.append(rollup_table(m.by_line, "source line", by_time, paths))
+    blocks.append(Heading(3, "By named scope"))
+    blocks.append(rollup_table(m.by_scope, "named scope", by_time, None))
+    if m.by_layer:
+        blocks.append(Para("The same, with repeated layers folded (`Block_0` … → `Block_*`):"))
+        blocks.append(rollup_table(m.by_layer, "named scope", by_time, None))
+    blocks.append(Heading(3, "Roofline"))
+    blocks.append(
+        _image(
+            figs,
+            f"{name}.roofline",
+            "Roofline",
+            "Achieved FLOP/s of each cluster against its arithmetic intensity; "
+            + (
+                "roofs: min(peak, bandwidth × intensity)."
+                if a.ceilings is not None
+                else "no ceilings given, so no roofs."
+            ),
+        )
+    )
+    if by_time:
+        blocks.append(Heading(3, "Top kernels"))
+        if m.kernels:
+            blocks.append(kernel_table(m))
+            if all(k.grid is None for k in m.kernels):
+                blocks.append(Para("This profile records no launch shape (grid, block)."))
+        else:
+            blocks.append(Para("No kernel events of this module in the window."))
+    blocks.append(Heading(3, "Ops that run unfused"))
+    if m.unfused:
+        blocks.append(
+            Para(
+                f"{m.unfused_total} cluster(s) are one instruction, neither fused nor a library "
+                "call; grouped by opcode and source line. The reason is XLA's rule when the "
+                'opcode is one it never fuses; XLA records no other reason ("no reason '
+                'recorded").'
+            )
+        )
+        blocks.append(unfused_table(m, by_time, paths))
+    else:
+        blocks.append(Para("Every cluster is a fusion or a library call."))
+    if m.reverse_method:
+        blocks.append(
+            Para(
+                f"Reverse map (pre-optimization op -> cluster, in `fusions.json`): "
+                f"matched by {m.reverse_method}."
+            )
+        )
+        blocks.append(Bullets(tuple(m.reverse_notes)))
+    else:
+        blocks.append(
+            Para("No reverse map: the dump holds no before-optimizations file for this module.")
+        )
+    return blocks
+
+
+def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
+    p = a.profile
+    assert p is not None
+    items = [
+        f"{p.events_in_window} device events in the steady window"
+        + (" (the marked steps)" if p.marked else " (the whole profile: no step markers)"),
+        f"matched to a cluster: {fmt.pct(p.matched_fraction)} ({p.unmatched} unmatched, "
+        "reasons in `kernels.json`)",
+        f"{fmt.count(p.kernels_per_step)} kernels and {fmt.count(p.device_ops_per_step)} device "
+        "ops a step over the analysed modules",
+        f"device busy {_time(p.busy_time_s)} a step (union of intervals); summed event time "
+        f"{_time(p.event_time_s)} a step",
+        "attribution rules: " + ", ".join(f"{r} {n}" for r, n in p.rules),
+    ]
+    blocks: list[Block] = [Heading(2, "Profile", "profile"), Bullets(tuple(items))]
+    if p.outside:
+        blocks.append(
+            Para(
+                f"**Outside the selection**: {sum(o.events for o in p.outside)} events of "
+                f"{len(p.outside)} program(s) that are not analysed here (another module, or "
+                "the same name with another program id). None of them is attributed."
+            )
+        )
+        blocks.append(
+            Table(
+                ("module", "program id", "events", "summed time"),
+                tuple(
+                    (f"`{o.module}`", str(o.program_id), str(o.events), _time(o.time_s))
+                    for o in p.outside
+                ),
+            )
+        )
+    return blocks
+
+
+def write_figures(out: Path, a: ProgramAnalysis) -> dict[str, Figured]:
+    """Writes plots/*.png under `out` (the figures need no reverse map, so the CLI draws them
+    while one may still be computing); returns them by name for write_analysis_report."""
+    if (out / "plots").is_symlink():  # planted: replace the link, never write through it
+        (out / "plots").unlink()
+    return save_figures(a, out / "plots")
+
+
+def write_analysis_report(
+    out: Path,
+    a: ProgramAnalysis,
+    dump: str,
+    module_filter: str = "",
+    figs: dict[str, Figured] | None = None,
+) -> Path:
+    """Writes report.md, report.html and (unless `figs` says they are written) plots/*.png
+    under `out`; returns report.md's path."""
+    for own in ("report.md", "report.html"):
+        if (out / own).is_symlink():  # planted: replace the link, never write through it
+            (out / own).unlink()
+    figs = write_figures(out, a) if figs is None else figs
+    blocks = report_blocks(a, dump, figs, module_filter)
+    io.write_text(out / "report.md", to_markdown(blocks))
+    io.write_text(out / "report.html", to_html(blocks, f"XLA analysis: {dump}"))
+    return out / "report.md"
