@@ -25,7 +25,9 @@ def _json_default(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, Path):
         return str(obj)
-    if isinstance(obj, set | frozenset | tuple):
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=str)  # sorted, so the same data always writes the same file
+    if isinstance(obj, tuple):
         return list(obj)
     raise TypeError(f"cannot write {type(obj).__name__} as JSON")
 
@@ -112,8 +114,18 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_json(path: Path, data: Any) -> Path:
-    """Writes `data` as indented JSON to `path` atomically; returns the path."""
+def write_json(path: Path, data: Any, compact: bool = False) -> Path:
+    """Writes `data` as JSON to `path` atomically, NaN and infinities as null; returns the path.
+
+    `compact` writes one line through the C encoder, several times faster than the indented
+    (pure-Python) one on files of megabytes, such as a 48-block train step's fusions.json.
+    """
+    if compact:
+        try:
+            text = json.dumps(data, allow_nan=False, default=_json_default)
+        except ValueError:  # a NaN or an infinity somewhere: clean it, then encode
+            text = json.dumps(_clean(data), default=_json_default)
+        return write_text(path, text + "\n")
     return write_text(path, json.dumps(_clean(data), indent=2, default=_json_default) + "\n")
 
 

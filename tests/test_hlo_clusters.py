@@ -339,3 +339,31 @@ ENTRY %e (a: f32[4,8,16], b: f32[4,32,16]) -> f32[4,8,32] {
     (call,) = find_clusters(parse_module(text))
     assert (call.kind, call.target) == ("library", "__onednn$matmul")
     assert call.gemm == GemmShape(8, 16, 32, 4, "f32", "f32", "f32")
+
+
+def test_cpu_small_call_is_one_cluster_matching_its_one_profile_event(tmp_path: Path) -> None:
+    """XLA:CPU compiles threefry's loop into one `call` thunk (xla_cpu_small_call): the profile
+    shows one `call` event and nothing for the fusions inside it."""
+    from jax.profiler import ProfileData
+
+    split = jax.jit(lambda k: jax.random.split(k, 3))
+    key = jax.random.key(0)
+    compiled = split.lower(key).compile()
+    module = parse_module(compiled.as_text())
+    clusters = {c.name: c for c in find_clusters(module)}
+    calls = [c for c in clusters.values() if c.kind == "call"]
+    assert len(calls) == 1, sorted(clusters)
+    assert dict(calls[0].member_opcodes).get("while") == 1
+    jax.block_until_ready(split(key))
+    with jax.profiler.trace(str(tmp_path)):
+        jax.block_until_ready(split(key))
+    (xplane,) = tmp_path.rglob("*.xplane.pb")
+    thunks = {
+        e.name
+        for plane in ProfileData.from_file(str(xplane)).planes
+        for line in plane.lines
+        for e in line.events
+        if not e.name.startswith(("$", "end: "))
+    }
+    # Every cluster is one thunk of the profile, so each launch has its cluster and back.
+    assert set(clusters) <= thunks, sorted(set(clusters) - thunks)

@@ -104,7 +104,7 @@ def main(argv: Sequence[str]) -> int:
             analysis.cancel_dump(results)
             raise
         program = prog.with_reverse_maps(program, [r.as_input() for r in results])
-        analysis.write_json_compact(out / "analysis.json", program.to_json())
+        io.write_json(out / "analysis.json", program.to_json(), compact=True)
         report = write_analysis_report(out, program, str(dump), FLAGS.module, figs)
     print(summary_line(program))
     if profile is not None:

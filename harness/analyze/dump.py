@@ -15,7 +15,6 @@ selection.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import re
 import sys
@@ -146,25 +145,6 @@ class ProfileResult:
     notes: tuple[str, ...] = ()
 
 
-def write_json_compact(path: Path, data: Any) -> Path:
-    """Writes `data` as one-line JSON through harness.io: the C encoder, several times faster
-    than the indented one on a 48-block train step's 8 MB fusions.json. Data holding NaN or
-    an infinity goes through io.write_json, which writes them as null."""
-    try:
-        text = json.dumps(data, allow_nan=False, default=_plain_json)
-    except ValueError:
-        return io.write_json(path, data)
-    return io.write_text(path, text + "\n")
-
-
-def _plain_json(obj: Any) -> Any:
-    if isinstance(obj, set | frozenset):
-        return sorted(obj, key=str)
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
-
-
 def _is_hlo(path: Path) -> bool:
     try:
         with path.open("rb") as f:
@@ -264,7 +244,9 @@ def analyze_dump(
                 else:
                     rmap = reverse_map(before, after, clusters)
             (cost,) = hlo_files.costs_of([after])
-            write_json_compact(out_dir / "cost.json", hlo_files.cost_document([cost], None))
+            io.write_json(
+                out_dir / "cost.json", hlo_files.cost_document([cost], None), compact=True
+            )
             io.copy_file(files.after, out_dir / "hlo.txt")
             result = ModuleResult(
                 files.key,
@@ -323,7 +305,7 @@ def _write_fusions(r: ModuleResult) -> None:
     }
     if r.reverse is not None:
         entry.update(r.reverse.to_json())
-    write_json_compact(r.out_dir / "fusions.json", {"modules": [entry]})
+    io.write_json(r.out_dir / "fusions.json", {"modules": [entry]}, compact=True)
 
 
 def bind_programs(
@@ -441,7 +423,7 @@ def attach_profile(
         steps=None if marked or found is None else found.count,
         mode=mode,
     )
-    write_json_compact(
+    io.write_json(
         out / "kernels.json",
         kernels_document(
             report,
@@ -449,6 +431,7 @@ def attach_profile(
             steps=None if found is None else {"count": found.count, "how": found.how},
             outside_selection=[o.__dict__ for o in outside],
         ),
+        compact=True,
     )
     return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes))
 

@@ -301,10 +301,17 @@ def cluster_gemm(module: HloModule, comp: Computation, inst: Instruction) -> Gem
     return None
 
 
+def is_small_call(inst: Instruction) -> bool:
+    """True for a CPU `call` that XLA compiles into one kernel (`xla_cpu_small_call`): it runs
+    as a single thunk named after the call, so what it calls launches nothing of its own."""
+    return inst.opcode == "call" and inst.frontend_attributes.get("xla_cpu_small_call") == "true"
+
+
 def members(module: HloModule, inst: Instruction) -> tuple[Instruction, ...]:
-    """The instructions a cluster executes: a fusion's called computations (nested fusions
-    and reducers included), without parameters; a lone instruction is its own member."""
-    if inst.opcode != "fusion":
+    """The instructions a cluster executes: a fusion's (or a CPU small call's) called
+    computations, nested ones and reducers included, without parameters; a lone instruction
+    is its own member."""
+    if inst.opcode != "fusion" and not is_small_call(inst):
         return (inst,)
     out: list[Instruction] = []
     seen: set[str] = set()
@@ -364,6 +371,9 @@ def _units(
     for inst in comp.instructions:
         if inst.opcode in NON_EXECUTING:
             continue
+        if is_small_call(inst):
+            yield _cluster(module, comp, inst, parent)
+            continue
         if inst.opcode in DESCEND and inst.called_computations:
             if inst.opcode in CONTROL_FLOW:
                 # The branch or loop decision itself runs: a thunk on the CPU, a predicate copy
@@ -408,7 +418,8 @@ def find_clusters(module: HloModule) -> tuple[Cluster, ...]:
 
     ENTRY is walked; `call`/`while`/`conditional`/`async-start` descend into the computations
     they run (e.g. a command buffer), whose units get `parent` = the calling instruction.
-    `while` and `conditional` are units themselves too, for the decision they execute.
+    `while` and `conditional` are units themselves too, for the decision they execute; a CPU
+    small call is one unit, its callees its members.
     Parameters, constants, tuples, get-tuple-element, bitcasts and `*-done` halves are skipped.
     """
     out: list[Cluster] = []
