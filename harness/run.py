@@ -176,11 +176,16 @@ class WorkerProcess:
         if text.strip():
             io.write_text(workdir / "logs" / f"worker-{self.number}.log", text)
 
-    def close(self, workdir: Path | None = None) -> None:
-        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
+    def end(self) -> None:
+        """Tells the worker there are no more jobs (it then exits on its own); returns at once,
+        so its shutdown overlaps whatever comes next. `close` waits for it."""
         with contextlib.suppress(OSError, ValueError):
             if self.proc.stdin:
                 self.proc.stdin.close()
+
+    def close(self, workdir: Path | None = None) -> None:
+        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
+        self.end()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -563,7 +568,7 @@ def _stages(
     with io.writes_confined_to(workdir.parent.parent / ".cache"):
         supervisor.ceilings(cache)
     supervisor.time(timed)
-    session.worker.close(workdir)
+    session.worker.end()  # it exits while the analysis runs; its log is kept after the report
     seconds["timing_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -574,6 +579,7 @@ def _stages(
     clock = time.perf_counter()
     _stage("report")
     write_report(workdir)
+    session.worker.close(workdir)
     seconds["report_s"] = time.perf_counter() - clock
     return summary
 

@@ -92,15 +92,22 @@ def test_rounds_rotate_and_reverse_so_every_variant_takes_every_place() -> None:
 
 
 def test_the_budget_shrinks_batches_but_keeps_the_rounds() -> None:
-    assert rounds.plan(12, 10, batch_s=0.1, budget_s=3.0, step_estimate_s=0.001) == (
-        10,
-        pytest.approx(0.02),
-    )
-    # never under two steps of the slowest variant
-    assert rounds.plan(12, 10, batch_s=0.1, budget_s=0.1, step_estimate_s=0.01) == (
-        10,
-        pytest.approx(0.02),
-    )
+    assert rounds.plan(12, 10, batch_s=0.1, budget_s=3.0) == (10, pytest.approx(0.02))
+    assert rounds.plan(12, 10, batch_s=0.01, budget_s=30.0) == (10, pytest.approx(0.01))
+
+
+def test_calibrated_batches_shrink_alike_to_end_within_the_budget() -> None:
+    calibrated = {
+        "slow": rounds.Batch(calls=10, seconds=0.05),  # 5 ms a call
+        "fast": rounds.Batch(calls=400, seconds=0.04),  # 0.1 ms a call
+    }
+    calls = rounds.fit_budget(calibrated, rounds=10, seconds_left=0.45)
+    spent = sum(calls[n] * b.seconds / b.calls for n, b in calibrated.items()) * 10
+    assert spent <= 0.45 and calls["fast"] / calls["slow"] == pytest.approx(40, rel=0.05)
+    # Enough budget: the calibrated batches as they are.
+    assert rounds.fit_budget(calibrated, rounds=10, seconds_left=5.0) == {"slow": 10, "fast": 400}
+    # No budget left: two calls each, never one (a batch times calls back to back).
+    assert rounds.fit_budget(calibrated, rounds=10, seconds_left=-1.0) == {"slow": 2, "fast": 2}
 
 
 # --- same-program detection on real CPU compiles ---------------------------------------------------

@@ -6,6 +6,8 @@ plots/ and turns a figure whose data is missing into a note instead of a crash.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import traceback
@@ -436,32 +438,81 @@ def save_figure(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _save_one(run: RunData, name: str, out: Path, formats: tuple[str, ...]) -> PlotOutcome:
+    """Draws and writes one plot; removes its stale files; returns what happened."""
+    try:
+        fig = PLOTS[name](run)
+    except NoData as e:
+        outcome = PlotOutcome(name, (), f"skipped: {e}")
+    except Exception as e:  # a plot must never break the report
+        last = traceback.format_exception_only(e)[-1].strip()
+        outcome = PlotOutcome(name, (), f"skipped: the plot failed ({last})")
+    else:
+        files = [f"{out.name}/{save_figure(fig, out / f'{name}.{ext}').name}" for ext in formats]
+        outcome = PlotOutcome(name, tuple(files))
+    for ext in set(FORMATS) - {f.rsplit(".", 1)[-1] for f in outcome.files}:
+        (out / f"{name}.{ext}").unlink(missing_ok=True)
+    return outcome
+
+
+# Plots drawn in a forked child while the parent draws the rest: the two halves take about
+# the same time, and drawing is most of the report's.
+FORKED = ("timeline", "launches", "step_time")
+
+
+def _fork_plots(run: RunData, names: list[str], out: Path, formats: tuple[str, ...]) -> Any:
+    """Starts a child that draws `names` and sends their outcomes back; returns (pid, pipe)
+    or None where the platform cannot fork (the caller draws them itself)."""
+    if not hasattr(os, "fork"):
+        return None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: draw, report, and leave without running the parent's cleanups
+        code = 1
+        try:
+            os.close(read)
+            done = [dataclasses.asdict(_save_one(run, n, out, formats)) for n in names]
+            data = json.dumps(done).encode()
+            while data:  # a pipe, not a file: no atomic-write helper applies
+                data = data[os.write(write, data) :]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _join_plots(child: Any) -> dict[str, PlotOutcome]:
+    """Returns the outcomes a forked child sent ({} if it died before sending them)."""
+    pid, read = child
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    try:
+        return {
+            d["name"]: PlotOutcome(d["name"], tuple(d["files"]), d["note"])
+            for d in json.loads(text)
+        }
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
 def save_plots(
     run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
 ) -> tuple[PlotOutcome, ...]:
-    """Writes plots/<name>.<format> for every plot with data; returns what happened to each.
+    """Writes plots/<name>.<format> for every plot with data; returns what happened to each,
+    in PLOTS order.
 
     Stale files of a skipped plot, or of a format not asked for, are removed, so the folder
-    always matches the report.
+    always matches the report. Half the plots are drawn in a forked child alongside the rest;
+    any the child did not report are drawn here.
     """
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for name, fn in PLOTS.items():
-        try:
-            fig = fn(run)
-        except NoData as e:
-            results.append(PlotOutcome(name, (), f"skipped: {e}"))
-        except Exception as e:  # a plot must never break the report
-            last = traceback.format_exception_only(e)[-1].strip()
-            results.append(PlotOutcome(name, (), f"skipped: the plot failed ({last})"))
-        else:
-            files = [
-                f"{out.name}/{save_figure(fig, out / f'{name}.{ext}').name}" for ext in formats
-            ]
-            results.append(PlotOutcome(name, tuple(files)))
-            for ext in set(FORMATS) - set(formats):
-                (out / f"{name}.{ext}").unlink(missing_ok=True)
-            continue
-        for ext in FORMATS:
-            (out / f"{name}.{ext}").unlink(missing_ok=True)
-    return tuple(results)
+    child = _fork_plots(run, list(FORKED), out, formats)
+    done = {n: _save_one(run, n, out, formats) for n in PLOTS if child is None or n not in FORKED}
+    if child is not None:
+        done.update(_join_plots(child))
+    for name in PLOTS:
+        if name not in done:
+            done[name] = _save_one(run, name, out, formats)
+    return tuple(done[n] for n in PLOTS)
