@@ -190,3 +190,30 @@ def test_fraction_of_peak_never_exceeds_one(cpu_run: Path) -> None:
             assert c.fraction_withheld, name  # withheld, and the reason given
     bound = read_summary(cpu_run)["matmul_only"].cost
     assert bound.fraction_of_peak is not None  # always given for the lower bound
+
+
+def test_settling_calls_count_against_the_budget_and_precede_every_batch() -> None:
+    calls: list[str] = []
+    timed = [rounds.Timed(n, (lambda n=n: calls.append(n)), lambda out: None) for n in ("a", "b")]
+    result = rounds.time_rounds(timed, rounds=2, target_batch_s=0.0, warmup=0, settle=0.5)
+    # Calibration ran two calls each; then every batch of 2 calls came after 1 settling call
+    # of the same variant, so no batch starts right after another variant's calls.
+    assert result.calls_per_batch == {"a": 2, "b": 2} and result.settle_calls == {"a": 1, "b": 1}
+    assert calls[4:] == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    batches = {"a": rounds.Batch(calls=10, seconds=0.1)}
+    assert rounds.fit_budget(batches, 1, 0.1, settle=1.0) == {"a": 5}
+
+
+def test_nvml_clock_reasons_are_named_and_idle_is_left_out() -> None:
+    from harness.timing.clocks import clock_limits
+
+    readings = [
+        {"throttle_reasons": "0x4"},
+        {"throttle_reasons": "0x5"},
+        {"throttle_reasons": None},
+    ]
+    assert clock_limits(readings) == ("software power cap",)
+    assert clock_limits([{"throttle_reasons": "0x48"}]) == (
+        "hardware slowdown",
+        "hardware thermal slowdown",
+    )

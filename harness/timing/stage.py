@@ -47,7 +47,8 @@ def run(
             rounds.Timed(repeat, calls[baseline], wait.get(baseline, _wait)),
         )
     count = exp.timing.rounds or DEFAULT_ROUNDS.get(platform, 10)
-    count, target = rounds.plan(len(timed), count, exp.timing.batch_s, exp.timing.budget_s)
+    settle = exp.timing.settle
+    count, target = rounds.plan(len(timed), count, exp.timing.batch_s, exp.timing.budget_s, settle)
     read, source = clocks.reader(platform)
     result = rounds.time_rounds(
         timed,
@@ -56,10 +57,12 @@ def run(
         warmup=max(1, exp.measure.warmup),
         sample=read,
         budget_s=exp.timing.budget_s,
+        settle=settle,
     )
     return TimingRecord(
         rounds=count,
         target_batch_s=target,
+        settle=settle,
         wall_s=result.wall_s,
         baseline=baseline,
         repeat=repeat,
@@ -68,6 +71,7 @@ def run(
             t.name: TimedVariant(
                 round_step_s=result.step_s[t.name],
                 calls_per_batch=result.calls_per_batch[t.name],
+                settle_calls=result.settle_calls[t.name],
                 note=notes.get(t.name),
             )
             for t in timed
