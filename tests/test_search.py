@@ -79,7 +79,26 @@ def test_the_default_and_the_lower_bound_are_always_timed(search_run: Path) -> N
     assert r.best in by_name and r.best_xla_flags == space.xla_flags(r.best_xla_options)
     md = (search_run / "report.md").read_text()
     assert "## Best configuration" in md and "XLA_FLAGS=" in md and "## Ranked" in md
+    # The lower bound computes less: a reference line, never ranked or chosen (on the H200 it
+    # was once reported as the best configuration).
+    ranked = md.split("## Ranked", 1)[1]
+    assert "| matmul_only |" not in ranked and "lower bound `matmul_only`" in ranked
     assert (search_run / "plots" / "search.png").is_file()
+
+
+def test_the_lower_bound_is_never_the_best_even_when_fastest() -> None:
+    from harness.search import best_of
+    from harness.summary import Candidate, Verdict
+
+    faster = Verdict(ratio=0.94, ci95=(0.93, 0.95), verdict="faster", against="default")
+    slower = Verdict(ratio=0.97, ci95=(0.96, 0.98), verdict="faster", against="default")
+    records = {
+        "default": Candidate(name="default", status="ok"),
+        "matmul_only": Candidate(name="matmul_only", status="ok", vs_default=faster),
+        "c01": Candidate(name="c01", status="ok", vs_default=slower),
+    }
+    assert best_of(records, "matmul_only") == "c01"
+    assert best_of({k: records[k] for k in ("default", "matmul_only")}, "matmul_only") == "default"
 
 
 def test_search_json_holds_exactly_its_documented_keys(search_run: Path) -> None:
