@@ -16,7 +16,13 @@ from typing import Any
 
 from harness.analyze.program import ModuleAnalysis
 from harness.report import fmt
-from harness.report.analysis_report import CONVENTIONS, Paths, cluster_table, rollup_table
+from harness.report.analysis_report import (
+    CONVENTIONS,
+    Paths,
+    cluster_table,
+    rollup_table,
+    step_time,
+)
 from harness.report.data import RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 
@@ -136,9 +142,12 @@ def overview_blocks(run: RunData) -> list[Block]:
             cluster_table(r.module, r.by_time, paths, TOP),
             Para("By source line:"),
             rollup_table(r.module.by_line[:TOP], "source line", r.by_time, paths),
-            Para("By named scope (the op_name path: `jax.named_scope`, flax module paths):"),
-            rollup_table(r.module.by_scope[:TOP], "named scope", r.by_time, None),
         ]
+        if any(u.label for u in r.module.by_scope):  # not only the top level
+            out += [
+                Para("By named scope (the op_name path: `jax.named_scope`, flax module paths):"),
+                rollup_table(r.module.by_scope[:TOP], "named scope", r.by_time, None),
+            ]
     rows = []
     for v in run.variants:
         r = found.get(v.name)
@@ -167,7 +176,7 @@ def _module_line(v: VariantData, r: Ranked) -> str:
     m = r.module
     what = (
         f"{fmt.count(m.kernels_per_step)} kernels and "
-        f"{fmt.ms(m.time_s) if m.time_s is not None else '–'} of device time a step over "
+        f"{step_time(m.time_s)} of device time a step over "
         f"{r.steps} profiled steps"
         if r.by_time
         else "no profile: ranked by our FLOP count"
