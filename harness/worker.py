@@ -113,7 +113,9 @@ class Worker:
         for name in job["variants"]:
             v = self.exp.variant(name)
             if v.program.enabled:
-                program.args_for(v.program, self.exp.seed)
+                # An init that fails here fails again in each variant, which records why.
+                with contextlib.suppress(Exception):
+                    program.args_for(v.program, self.exp.seed)
             elif v.mode != "jit_python_branch":
                 expression.inputs_for(v.problem, self.exp.seed)
         for name in job["variants"]:

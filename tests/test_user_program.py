@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO, harness_env, read_summary, run_harness
 
 from harness.config import ConfigError, load
+from harness.report import data, findings
 
 MLP_FILE = REPO / "examples" / "mlp.py"
 ROWS, FEATURES = 16, 32
@@ -171,6 +172,13 @@ def test_the_report_ranks_the_clusters_and_rolls_them_up_by_line(program_run: Pa
     by_line = {r["label"]: r for r in module["by_line"]}
     assert set(by_line) <= {f"{MLP_FILE}:{n}" for n in lines.values()}
     assert sum(r["value"] for r in by_line.values()) == pytest.approx(sum(times))
+    # each cluster's time is its events' time in the profile (none nests here), per step
+    kernels = json.loads((program_run / "variants" / "xla" / "kernels.json").read_text())
+    steps = kernels["match"]["steps"]
+    direct: dict[str, float] = {}
+    for e in kernels["events"]:
+        direct[e["cluster"]] = direct.get(e["cluster"], 0.0) + e["duration_ns"] * 1e-9 / steps
+    assert {c["name"]: c["time_s"] for c in module["clusters"]} == pytest.approx(direct)
     assert sum(c["share"] for c in module["clusters"]) == pytest.approx(1.0, abs=1e-6)
     # every compiled variant has its ranking; eager runs one module per primitive
     assert {p.parent.name for p in program_run.glob("variants/*/ranking.json")} == {
@@ -189,6 +197,11 @@ def test_the_report_says_what_the_study_did_not_measure(program_run: Path) -> No
         "| not measured in this study — this run has no JAX variant in the `host_callback`" in row
     )
     assert "the tanh GELU" not in md  # a GELU-study suggestion, not this program's
+    run = data.load_run(program_run)
+    assert findings.config_differences(run.variant("xla_bf16"), run.variant("xla")) == [
+        "the inputs' dtype bfloat16 (was float32)",
+        "the parameters' dtype bfloat16 (was float32)",
+    ]
 
 
 # --- the reference, in this process -----------------------------------------------------------
@@ -316,21 +329,34 @@ def test_a_search_of_a_program_varies_options_only(tmp_path: Path) -> None:
     assert e.key == "search.space.w_dtype"
 
 
-def test_a_function_that_is_no_callable_is_refused_by_the_worker_check(tmp_path: Path) -> None:
+def test_the_worker_refuses_what_is_no_callable_or_refuses_the_arguments(tmp_path: Path) -> None:
     """Validation reads the module; only an import can tell that `apply = VALUE` is no function."""
     from harness.capture.preflight import check_program
 
-    module = tmp_path / "prog.py"
-    module.write_text("VALUE = 3\napply = VALUE\n\ndef init(key, x):\n    return {}\n")
-    text = GOOD.replace("examples.mlp:apply", f"{module}:apply").replace(
-        "examples.mlp:init", f"{module}:init"
-    )
-    path = tmp_path / "c.yaml"
-    path.write_text(text)
-    exp = load(str(path)).experiment  # the source alone does not say
+    def config(source: str, name: str) -> Path:
+        module = tmp_path / f"{name}.py"  # a file imports once per process: one per case
+        module.write_text(source)
+        text = GOOD.replace("examples.mlp:apply", f"{module}:apply")
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text.replace("examples.mlp:init", f"{module}:init"))
+        return path
+
+    init = "def init(key, x):\n    return {}\n"
+    # the source alone does not say that `apply = VALUE` is no function: load accepts it
+    exp = load(str(config("VALUE = 3\napply = VALUE\n" + init, "value"))).experiment
     with pytest.raises(ConfigError) as e:
         check_program(exp)
     assert e.value.key == "program.function" and "not callable" in e.value.problem
+    # the worker also traces both on the configured shapes, so a wrong signature is refused
+    exp = load(str(config("def apply(params, x, y):\n    return x\n" + init, "arity"))).experiment
+    with pytest.raises(ConfigError) as e:
+        check_program(exp)
+    assert e.value.key == "program.function" and "function(params, *inputs) raised" in str(e.value)
+    source = "def apply(params, x):\n    return x\n\ndef init(key):\n    return {}\n"
+    with pytest.raises(ConfigError) as e:
+        check_program(load(str(config(source, "init_arity"))).experiment)
+    assert e.value.key == "program.init" and "TypeError" in e.value.problem
+    assert len(str(e.value).splitlines()) == 1
 
 
 def test_the_cli_refuses_a_missing_module_in_one_line_with_status_2(tmp_path: Path) -> None:

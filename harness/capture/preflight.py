@@ -91,12 +91,13 @@ def device_memory() -> tuple[int, str]:
 
 
 def check_program(exp: Experiment) -> None:
-    """Imports a program study's function and init (validation only read their source);
-    raises ConfigError naming the key when either cannot be imported or is not callable."""
+    """Imports a program study's function and init (validation only read their source) and
+    traces them on the configured shapes; raises ConfigError naming the key when either cannot
+    be imported, is not callable, or refuses the arguments."""
     if not exp.program.enabled:
         return
     try:
-        program.check(exp.program)
+        program.check(exp.program, exp.seed)
     except program.ProgramError as e:
         raise ConfigError("config", e.key, str(e)) from None
 

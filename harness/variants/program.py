@@ -78,13 +78,12 @@ def load_callable(spec: str) -> Callable[..., Any]:
     except ModuleNotFoundError as e:
         raise ProgramError(f"cannot import {where!r}: {e}") from None
     except Exception as e:  # the user's module failed while it was imported
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ProgramError(f"importing {where} raised {type(e).__name__}: {first}") from e
+        raise ProgramError(f"importing {where} raised {_first(e)}") from e
     fn = getattr(module, name, None)
     if fn is None:
         raise ProgramError(f"{where} has no attribute {name!r}")
     if not callable(fn):
-        raise ProgramError(f"{where}.{name} is a {type(fn).__name__}, not callable")
+        raise ProgramError(f"{where}:{name} is of type {type(fn).__name__}, not callable")
     _LOADED[spec] = fn
     return fn
 
@@ -111,14 +110,34 @@ def _import_file(path: Path) -> Any:
     return module
 
 
-def check(program: Program) -> None:
-    """Imports the function and its init; raises ProgramError (with which one) when either
-    cannot be had. The worker runs this before any folder exists, so it is a config error."""
+def check(program: Program, seed: int) -> None:
+    """Imports the function and its init and traces both on abstract values (`jax.eval_shape`:
+    nothing is computed); raises ProgramError, keyed by the one at fault, when either cannot be
+    imported, is not callable, or does not accept the configured arguments. The worker runs
+    this before any folder exists, so each of these is a config error."""
     for key, spec in (("function", program.function), ("init", program.init)):
         try:
             load_callable(spec)
         except ProgramError as e:
             raise ProgramError(str(e), f"program.{key}") from None
+    init, fn = load_callable(program.init), load_callable(program.function)
+    specs = input_specs(program)
+    try:
+        params = jax.eval_shape(lambda k: init(k, *specs), jax.random.key(seed))
+    except Exception as e:
+        raise ProgramError(f"init(key, *input_specs) raised {_first(e)}", "program.init") from None
+    try:
+        jax.eval_shape(fn, params, *specs)
+    except Exception as e:
+        raise ProgramError(
+            f"function(params, *inputs) raised {_first(e)}", "program.function"
+        ) from None
+
+
+def _first(e: BaseException) -> str:
+    """`Type: first line of the message`, for a one-line error."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:300]}" if text else type(e).__name__
 
 
 # ---------------------------------------------------------------------------------------------
