@@ -1,6 +1,7 @@
 """What the harness costs beyond the work it measures: the study against a bare JAX script.
 
 Run: python benchmarks/study_overhead.py [--config=gelu.yaml] [--pairs=2] [--results_root=DIR]
+     [--config.KEY=VALUE ...]
 
 The bare script (`--bare`, below) does what the harness's capture does, written plainly: for each
 variant of the config that runs on this platform, the same function and inputs
@@ -41,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def bare(config: str, out: Path) -> None:
+def bare(config: str, out: Path, overrides: list[str]) -> None:
     """The study's capture work as a plain script: no worker, no files beyond XLA's and the
     profiler's, no analysis, no timing rounds, no report."""
     import jax
@@ -49,7 +50,7 @@ def bare(config: str, out: Path) -> None:
     from harness.config import load
     from harness.variants import expression
 
-    exp = load(config).experiment
+    exp = load(config, overrides).experiment
     platform = jax.default_backend()
     m = exp.measure
     timed: dict[str, Callable[[], object]] = {}
@@ -145,9 +146,13 @@ def main() -> None:
     parser.add_argument("--results_root", default=None, help="default: a temporary folder")
     parser.add_argument("--bare", action="store_true", help="run the bare script once (internal)")
     parser.add_argument("--out", default=None, help="the bare script's output folder (internal)")
-    args = parser.parse_args()
+    # --config.KEY=VALUE overrides go to both the bare script and the harness.
+    args, overrides = parser.parse_known_args()
+    unknown = [o for o in overrides if not o.startswith("--config.")]
+    if unknown:
+        parser.error(f"unknown arguments {unknown}; overrides look like --config.problem.m=64")
     if args.bare:
-        bare(args.config, Path(args.out))
+        bare(args.config, Path(args.out), overrides)
         return
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
@@ -159,7 +164,15 @@ def main() -> None:
         for i in range(args.pairs):
             out = scratch / f"bare{i}"
             wall, _ = timed(
-                [sys.executable, __file__, "--bare", f"--config={args.config}", f"--out={out}"], env
+                [
+                    sys.executable,
+                    __file__,
+                    "--bare",
+                    f"--config={args.config}",
+                    f"--out={out}",
+                    *overrides,
+                ],
+                env,
             )
             walls["bare"].append(wall)
             print(f"bare    {wall:6.2f} s", flush=True)
@@ -170,6 +183,7 @@ def main() -> None:
                     "harness",
                     f"--config={args.config}",
                     f"--results_root={root}",
+                    *overrides,
                 ],
                 env,
             )

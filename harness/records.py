@@ -9,6 +9,7 @@ of any value that does not have the declared type.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -67,7 +68,9 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
+    # Cached: resolving the string annotations is most of the cost of reading a summary.
     return typing.get_type_hints(cls)
 
 

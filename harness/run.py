@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from harness import io
 from harness.config import ConfigError, LoadedConfig
-from harness.config.schema import Experiment, to_plain
+from harness.config.schema import Experiment, Variant, to_plain
 from harness.records import SchemaError, from_json, to_json
 from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
 
@@ -93,20 +93,31 @@ class WorkerDied(Exception):
         return None
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(preload: tuple[str, ...] = ()) -> dict[str, str]:
     """The worker's environment: this one, with the harness importable and JAX not grabbing
-    three quarters of the GPU's memory up front (torch variants share the device)."""
+    three quarters of the GPU's memory up front (torch variants share the device).
+
+    `preload` names modules the worker imports before its first job (harness.worker): a
+    spare worker imports them while the variant before it is captured."""
     env = dict(os.environ)
+    env["HARNESS_WORKER_PRELOAD"] = ",".join(preload)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
 
+def preload_for(variant: Variant) -> tuple[str, ...]:
+    """Returns the modules a worker for `variant` imports before its first job."""
+    if variant.framework == "torch":
+        return ("jax", "torch", "harness.capture.torch_variant")
+    return ("jax", "harness.capture.variant")
+
+
 class WorkerProcess:
     """One `python -m harness.worker`: jobs go to its stdin, events come back on a pipe."""
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, preload: tuple[str, ...] = ()) -> None:
         self.number = number
         read_fd, write_fd = os.pipe()
         # Unlinked at once: a killed run leaves no temporary file behind.
@@ -117,7 +128,7 @@ class WorkerProcess:
             stdout=self.log,
             stderr=self.log,
             pass_fds=(write_fd,),
-            env=worker_env(),
+            env=worker_env(preload),
             cwd=REPO,
             text=True,
             start_new_session=True,  # Ctrl-C reaches the supervisor, which ends the worker
@@ -176,11 +187,16 @@ class WorkerProcess:
         if text.strip():
             io.write_text(workdir / "logs" / f"worker-{self.number}.log", text)
 
-    def close(self, workdir: Path | None = None) -> None:
-        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
+    def end(self) -> None:
+        """Tells the worker there are no more jobs (it then exits on its own); returns at once,
+        so its shutdown overlaps whatever comes next. `close` waits for it."""
         with contextlib.suppress(OSError, ValueError):
             if self.proc.stdin:
                 self.proc.stdin.close()
+
+    def close(self, workdir: Path | None = None) -> None:
+        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
+        self.end()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -210,10 +226,17 @@ class Session:
     environment: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
     workers: int = 1
+    spare: WorkerProcess | None = None  # started ahead while a variant is captured
 
     @property
     def platform(self) -> str:
         return str(self.environment.get("platform"))
+
+    def kill(self) -> None:
+        """Ends the worker and any spare at once (an interrupt, a disk fault)."""
+        for w in (self.worker, self.spare):
+            if w is not None and w.proc.poll() is None:
+                w.kill()
 
 
 def hello(worker: WorkerProcess, exp: Experiment, source: str, checks: bool) -> dict[str, Any]:
@@ -255,14 +278,19 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     from harness.config.load import blame
 
     worker = WorkerProcess(1)
+    live: Session | None = None
     try:
         try:
             env = hello(worker, config.experiment, str(config.path), checks=True)
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from None
-        yield Session(config, worker, env)
+        live = Session(config, worker, env)
+        yield live
     finally:
-        worker.kill() if worker.proc.poll() is None else None
+        if live is not None:
+            live.kill()  # whichever workers are still running: the last one, a spare
+        elif worker.proc.poll() is None:
+            worker.kill()
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -345,10 +373,22 @@ class Supervisor:
     exp: Experiment
 
     def _new_worker(self) -> WorkerProcess:
-        self.session.workers += 1
-        worker = WorkerProcess(self.session.workers)
+        """Returns a worker ready for jobs: the spare started ahead, else a new one."""
+        worker = self.session.spare or self._spawn(())
+        self.session.spare = None
         hello(worker, self.exp, str(self.session.config.path), checks=False)
         return worker
+
+    def _spawn(self, preload: tuple[str, ...]) -> WorkerProcess:
+        self.session.workers += 1
+        return WorkerProcess(self.session.workers, preload)
+
+    def _start_spare(self, name: str) -> None:
+        """Starts the worker for variant `name` while the current one captures, so that its
+        start and imports (seconds with JAX or torch) are off the critical path. It touches no
+        device until its turn: its hello comes after the current worker has ended."""
+        if self.session.spare is None:
+            self.session.spare = self._spawn(preload_for(self.exp.variant(name)))
 
     def _replace(self) -> WorkerProcess:
         self.session.worker.close(self.workdir)
@@ -376,6 +416,8 @@ class Supervisor:
                 variants=batch,
                 fresh_process=per_variant,
             )
+            if per_variant and len(todo) > 1:
+                self._start_spare(todo[1])
             try:
                 for _ in batch:
                     worker.expect("start")
@@ -563,7 +605,7 @@ def _stages(
     with io.writes_confined_to(workdir.parent.parent / ".cache"):
         supervisor.ceilings(cache)
     supervisor.time(timed)
-    session.worker.close(workdir)
+    session.worker.end()  # it exits while the analysis runs; its log is kept after the report
     seconds["timing_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -574,6 +616,7 @@ def _stages(
     clock = time.perf_counter()
     _stage("report")
     write_report(workdir)
+    session.worker.close(workdir)
     seconds["report_s"] = time.perf_counter() - clock
     return summary
 
@@ -595,7 +638,7 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
                 print(f"note: {note}", file=sys.stderr)
             summary = _stages(config, workdir, session, resume, seconds)
     except (KeyboardInterrupt, Interrupted) as e:
-        session.worker.kill()
+        session.kill()
         kept = sum(
             1
             for v in exp.selected_variants
@@ -614,7 +657,7 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
         )
         return 130
     except OSError as e:  # disk full, a read-only folder, a name too long
-        session.worker.kill()
+        session.kill()
         recorded = _record_end(workdir, manifest, "failed", reason=f"{e.strerror or e}")
         where = f"{e.filename}: " if e.filename else ""
         tail = (

@@ -583,6 +583,11 @@ class Noise:
     context_source: str | None = doc("where the device readings came from, or why there are none")
     sm_clock_spread: float | None = doc("(max − min) / max of the SM clock over all readings")
     flagged_rounds: tuple[int, ...] = doc("rounds whose SM clock moved by more than 5%", ())
+    clock_limits: tuple[str, ...] = doc(
+        "what held the GPU's clocks in any reading (NVML's reasons, such as `software power "
+        "cap`): at its power cap a GPU sets its clock by what runs",
+        (),
+    )
 
 
 @dataclass(frozen=True)
@@ -687,6 +692,7 @@ def load_capture(path: Path) -> CaptureRecord:
 class TimedVariant:
     round_step_s: tuple[float, ...] = doc("time per step in each round, in round order", ())
     calls_per_batch: int | None = doc("back-to-back calls per batch")
+    settle_calls: int | None = doc("untimed calls of the variant just before each batch")
     note: str | None = doc("e.g. compiled again for timing, and whether it matched the capture")
 
 
@@ -705,6 +711,7 @@ class TimingRecord:
 
     rounds: int = doc("rounds run")
     target_batch_s: float = doc("the target seconds of one batch")
+    settle: float = doc("untimed calls before each batch, as a fraction of its calls", 0.0)
     wall_s: float = doc("seconds the stage took")
     baseline: str | None = doc("the variant timed twice per round, to measure the run's noise")
     repeat: str | None = doc("the name of its second slot")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import io as stdio
 import json
 import os
@@ -228,6 +229,11 @@ def main(argv: list[str]) -> int:
     _die_with_parent()
     signal.signal(signal.SIGINT, _quiet_exit)
     signal.signal(signal.SIGTERM, _quiet_exit)
+    # A spare worker imports its framework while the variant before it is captured; it
+    # queries no device until its first job.
+    for module in filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")):
+        with contextlib.suppress(Exception):  # the job that needs it reports the failure
+            importlib.import_module(module)
     worker = Worker()
     for line in sys.stdin:
         if not line.strip():

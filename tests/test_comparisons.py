@@ -92,15 +92,22 @@ def test_rounds_rotate_and_reverse_so_every_variant_takes_every_place() -> None:
 
 
 def test_the_budget_shrinks_batches_but_keeps_the_rounds() -> None:
-    assert rounds.plan(12, 10, batch_s=0.1, budget_s=3.0, step_estimate_s=0.001) == (
-        10,
-        pytest.approx(0.02),
-    )
-    # never under two steps of the slowest variant
-    assert rounds.plan(12, 10, batch_s=0.1, budget_s=0.1, step_estimate_s=0.01) == (
-        10,
-        pytest.approx(0.02),
-    )
+    assert rounds.plan(12, 10, batch_s=0.1, budget_s=3.0) == (10, pytest.approx(0.02))
+    assert rounds.plan(12, 10, batch_s=0.01, budget_s=30.0) == (10, pytest.approx(0.01))
+
+
+def test_calibrated_batches_shrink_alike_to_end_within_the_budget() -> None:
+    calibrated = {
+        "slow": rounds.Batch(calls=10, seconds=0.05),  # 5 ms a call
+        "fast": rounds.Batch(calls=400, seconds=0.04),  # 0.1 ms a call
+    }
+    calls = rounds.fit_budget(calibrated, rounds=10, seconds_left=0.45)
+    spent = sum(calls[n] * b.seconds / b.calls for n, b in calibrated.items()) * 10
+    assert spent <= 0.45 and calls["fast"] / calls["slow"] == pytest.approx(40, rel=0.05)
+    # Enough budget: the calibrated batches as they are.
+    assert rounds.fit_budget(calibrated, rounds=10, seconds_left=5.0) == {"slow": 10, "fast": 400}
+    # No budget left: two calls each, never one (a batch times calls back to back).
+    assert rounds.fit_budget(calibrated, rounds=10, seconds_left=-1.0) == {"slow": 2, "fast": 2}
 
 
 # --- same-program detection on real CPU compiles ---------------------------------------------------
@@ -183,3 +190,30 @@ def test_fraction_of_peak_never_exceeds_one(cpu_run: Path) -> None:
             assert c.fraction_withheld, name  # withheld, and the reason given
     bound = read_summary(cpu_run)["matmul_only"].cost
     assert bound.fraction_of_peak is not None  # always given for the lower bound
+
+
+def test_settling_calls_count_against_the_budget_and_precede_every_batch() -> None:
+    calls: list[str] = []
+    timed = [rounds.Timed(n, (lambda n=n: calls.append(n)), lambda out: None) for n in ("a", "b")]
+    result = rounds.time_rounds(timed, rounds=2, target_batch_s=0.0, warmup=0, settle=0.5)
+    # Calibration ran two calls each; then every batch of 2 calls came after 1 settling call
+    # of the same variant, so no batch starts right after another variant's calls.
+    assert result.calls_per_batch == {"a": 2, "b": 2} and result.settle_calls == {"a": 1, "b": 1}
+    assert calls[4:] == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    batches = {"a": rounds.Batch(calls=10, seconds=0.1)}
+    assert rounds.fit_budget(batches, 1, 0.1, settle=1.0) == {"a": 5}
+
+
+def test_nvml_clock_reasons_are_named_and_idle_is_left_out() -> None:
+    from harness.timing.clocks import clock_limits
+
+    readings = [
+        {"throttle_reasons": "0x4"},
+        {"throttle_reasons": "0x5"},
+        {"throttle_reasons": None},
+    ]
+    assert clock_limits(readings) == ("software power cap",)
+    assert clock_limits([{"throttle_reasons": "0x48"}]) == (
+        "hardware slowdown",
+        "hardware thermal slowdown",
+    )

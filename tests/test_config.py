@@ -71,6 +71,9 @@ def test_overrides_are_cast_to_the_schema_type_and_recorded():
     assert [v.name for v in exp.selected_variants] == ["eager", "xla"]
     assert cfg.overrides[0].key == "problem.m" and cfg.overrides[0].value == 64
     assert cfg.overrides[0].previous == 256
+    # A list in YAML's flow form, as the config file writes it, reads the same.
+    flow = load("gelu.yaml", ["--config.select=[xla, eager]", "--config.problem.batch=[2,3]"])
+    assert flow.experiment.select == exp.select and flow.experiment.problem.batch == (2, 3)
 
 
 def test_override_addresses_one_variant_by_name():

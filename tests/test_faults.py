@@ -282,3 +282,24 @@ def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: 
     for run in runs:
         assert manifest(run)["status"] == "complete"
     assert not [p for p in (results / "gelu").iterdir() if p.name.startswith(".latest")]
+
+
+def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp_path):
+    """The GPU's default (capture.isolation=auto there): each variant's first call is paid in a
+    fresh worker, so no variant inherits another's caches or autotuning. The next variant's
+    worker starts while the current one captures (a spare), each used."""
+    root = tmp_path / "results"
+    proc = run_harness(
+        "--config=gelu.yaml",
+        *TINY,
+        "--config.capture.isolation=per_variant",
+        "--config.select=[xla,matmul_only,xla_host_callback]",
+        results_root=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = root / "gelu" / "latest"
+    variants = read_summary(run)
+    assert all(v.compile.fresh_process for v in variants.values())
+    # The session's worker captured the first variant; two spares took one variant each (a
+    # spare left unused, or started twice, would count here).
+    assert json.loads((run / "manifest.json").read_text())["workers"] == 3

@@ -267,3 +267,17 @@ def test_bad_inputs_name_the_file(tmp_path):
     (folder / "output_code.py").write_text("k = async_compile.triton('k', '''\nbody\n")
     with pytest.raises(ArtifactError, match=r"output_code\.py:1: kernel k has no end"):
         read_graph_dir(folder)
+
+
+def test_the_same_code_replayed_as_a_cuda_graph_is_another_program():
+    """reduce-overhead runs Inductor's wrapper as a CUDA graph, with input copies before each
+    replay: the timeline differs though the generated code does not, so the fingerprint
+    (which decides "same program, any difference is noise") must tell the two apart."""
+    from harness.inductor.captured import fingerprint
+
+    graphs = read_graphs(case("compile_default") / "inductor")
+    plain, graphed = fingerprint(graphs), fingerprint(graphs, ("cudagraphs",))
+    assert plain is not None and graphed is not None
+    assert plain.code == graphed.code and plain.graph == graphed.graph
+    assert plain.launches != graphed.launches and plain.digest != graphed.digest
+    assert fingerprint(graphs) == plain  # and it is deterministic

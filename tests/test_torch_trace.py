@@ -205,3 +205,36 @@ def test_second_gemm_of_a_graph_goes_to_the_second_extern_call():
     assert [a.cluster for a in report.attributions[:2]] == ["extern_kernels.mm:3"] * 2
     assert [a.rule for a in report.attributions[2:]] == ["unknown_call"] * 2
     assert "only 2 cluster(s) launched as aten::mm" in report.attributions[2].reason
+
+
+def test_a_cuda_graph_replay_is_attributed_to_its_extern_call_and_input_copies():
+    """Under mode="reduce-overhead" the H200 trace (gelu_h200 run, torch 2.11) showed, per
+    step, 7 `multi_tensor_apply_kernel` copies launched by aten::_foreach_copy_ inside the
+    graph call, then the memset and nvjet GEMM launched by the graph call itself (no
+    aten::mm: the CUDA graph replays them), then the Triton kernel. The fixture's compiled
+    rows are relabelled so: the GEMM's launches lose their aten::mm, and the Triton row,
+    renamed, becomes a copy."""
+    rows, clusters, by_compile = compiled("compile_default")
+    graph_call = next(r.cpu_op_stack[:-1] for r in rows.events if r.cpu_op == "aten::mm")
+    copy_name = "void at::native::multi_tensor_apply_kernel<Copy<c10::BFloat16>>"
+    relabelled = []
+    for r in rows.events:
+        if r.cpu_op == "aten::mm":  # the replay launches them, under the graph call alone
+            r = replace(r, cpu_op=graph_call[-1], cpu_op_stack=graph_call, graph_op=None)
+            r = replace(r, graph_op_ordinal=None)
+        relabelled.append(r)
+        if r.event.name == "triton_poi_fused_add_gelu_0":
+            copy = replace(r.event, name=copy_name)
+            relabelled.append(replace(r, event=copy, graph_op="aten::_foreach_copy_"))
+    report = match_torch_events(relabelled, clusters, steps=3, graph_by_compile_id=by_compile)
+    assert report.matched_fraction == 1.0
+    rules = {a.event.name: (a.rule, a.cluster) for a in report.attributions}
+    assert rules[GEMM] == ("graph_replay", "extern_kernels.mm:1")
+    assert rules["Memset (Device)"] == ("graph_replay", "extern_kernels.mm:1")
+    assert rules[copy_name] == ("cudagraph_input_copy", "cudagraph_input_copy")
+    assert report.launches_per_cluster["0_inference:cudagraph_input_copy"] == 1.0
+    # With two extern calls the replay cannot say which ran: unmatched, never guessed.
+    gemm, fused = clusters["0_inference"]
+    two = {"0_inference": (gemm, fused, replace(gemm, name="extern_kernels.mm:3"))}
+    report = match_torch_events(relabelled, two, steps=3, graph_by_compile_id=by_compile)
+    assert {a.rule for a in report.attributions if a.event.name == GEMM} == {"unknown_kernel"}

@@ -295,7 +295,7 @@ def noise_section(
     """Returns the run's noise floor and the device clocks around the timing rounds."""
     if timed is None:
         return None
-    from harness.timing.clocks import clock_spread
+    from harness.timing.clocks import clock_limits, clock_spread
 
     readings = [r for c in timed.context for r in (c.before, c.after) if r]
     median_clock = [
@@ -321,6 +321,7 @@ def noise_section(
         context_source=timed.context_source,
         sm_clock_spread=clock_spread(readings),
         flagged_rounds=flagged,
+        clock_limits=clock_limits(readings),
     )
 
 

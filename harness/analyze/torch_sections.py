@@ -73,7 +73,11 @@ def captured(vdir: Path) -> Captured:
 # --- hlo (what Inductor made of it) -----------------------------------------------------------
 
 
-def hlo(vdir: Path, cap: Captured, first: Sequence[str]) -> Hlo:
+# torch.compile modes whose wrapper runs as a CUDA graph (cudagraph trees).
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def hlo(vdir: Path, cap: Captured, first: Sequence[str], runtime: Sequence[str] = ()) -> Hlo:
     """Returns what Inductor generated for the first call; writes fusions.json (one module per
     graph, XLA's shape: clusters, reverse map, folded-away nodes)."""
     graphs = cap.graphs_of(first)
@@ -81,7 +85,7 @@ def hlo(vdir: Path, cap: Captured, first: Sequence[str]) -> Hlo:
         return Hlo()
     io.write_json(vdir / "fusions.json", fusions_document(graphs))
     clusters = [c for g in graphs for c in graph_clusters(g)]
-    found = fingerprint(graphs)
+    found = fingerprint(graphs, runtime)
     return Hlo(
         fusion_count=sum(c.kind in ("triton", "cpp") for c in clusters),
         cluster_count=len(clusters),
@@ -381,7 +385,10 @@ def analyze_torch(
     cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
     out: dict[str, Any] = {}
     if cap is not None:
-        out["hlo"] = guarded(errors, "hlo", lambda: hlo(vdir, cap, first), Hlo())
+        # CUDA graphs exist on a GPU only; on the CPU these modes run the same wrapper.
+        graphed = v.torch.mode in CUDAGRAPH_MODES and facts.get("device") == "cuda"
+        runtime = ("cudagraphs",) if graphed else ()
+        out["hlo"] = guarded(errors, "hlo", lambda: hlo(vdir, cap, first, runtime), Hlo())
         out["compile"] = guarded(
             errors, "compile", lambda: compile_(vdir, record, cap, first, again), None
         )

@@ -197,7 +197,11 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
     """Returns the override text as the type the schema expects at that key."""
     origin = typing.get_origin(tp)
     if origin is tuple:
-        items = [t for t in text.split(",") if t.strip()] if text.strip() else []
+        # `a,b` or YAML's flow form `[a, b]` (what the config file itself would hold).
+        bare = text.strip()
+        if bare.startswith("[") and bare.endswith("]"):
+            bare = bare[1:-1]
+        items = [t for t in bare.split(",") if t.strip()] if bare.strip() else []
         (item,) = typing.get_args(tp)[:1]
         return [_cast(t.strip(), item, source, key) for t in items]
     if tp in (int, float, bool) or origin is not None:

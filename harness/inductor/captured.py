@@ -134,9 +134,15 @@ class TorchFingerprint:
     code: str
 
 
-def fingerprint(graphs: Sequence[InductorGraph]) -> TorchFingerprint | None:
+def fingerprint(
+    graphs: Sequence[InductorGraph], runtime: Sequence[str] = ()
+) -> TorchFingerprint | None:
     """Returns the fingerprint of the graphs: their post-grad (else AOT) graphs' ops and
-    shapes, the wrapper's launch sequence, and the normalized kernel sources."""
+    shapes, the wrapper's launch sequence, and the normalized kernel sources.
+
+    `runtime` names what runs the wrapper after code generation (`cudagraphs`): the same code
+    replayed as a CUDA graph is another program on the timeline (it copies its inputs into
+    static buffers first), as a GPU command buffer is for XLA."""
     if not graphs:
         return None
     fx = [
@@ -147,6 +153,6 @@ def fingerprint(graphs: Sequence[InductorGraph]) -> TorchFingerprint | None:
     launches = [" ".join(_KERNEL_INDEX.sub(r"\1_N", c.target) for c in g.calls) for g in graphs]
     code = [normalized_code(k.source) for g in graphs for k in g.kernels]
     graph = _digest(fx) if fx else None
-    launch = _digest(launches)
+    launch = _digest([*launches, *runtime])
     source = _digest(code)
     return TorchFingerprint(_digest([graph or "", launch, source]), graph, launch, source)

@@ -18,6 +18,14 @@ Rules (`rule` in each Attribution), mode "compile":
   (cuBLAS clears its workspace before the GEMM). `extern_transfer`: a memcpy launched there.
 - `inductor_launcher`: a kernel whose name is not a cluster but which ran under a kernel's
   launcher op (the op is named after the Inductor kernel).
+- `graph_replay`: launched by the graph call itself, under no ATen op: the graph ran as a
+  replayed CUDA graph (`mode="reduce-overhead"`), so its extern GEMM has no `aten::mm`. The
+  kernel (or the memset before it) is the graph's extern call when the graph has exactly one;
+  otherwise it stays unmatched (`unknown_kernel`), since the replay does not say which.
+- `cudagraph_input_copy`: a copy kernel launched by `aten::_foreach_copy_`/`aten::copy_`
+  inside the graph call, where no cluster runs that op: CUDA graph trees copy each input into
+  the graph's static buffer before the replay. Its cluster is `cudagraph_input_copy`, a cost
+  of the runtime that no Inductor kernel accounts for.
 - `outside_graph`: launched by an ATen op outside every `## Call CompiledFxGraph`: eager
   code at a graph break (the `.item()` copy) or around the compiled function. Matched to
   that op, module "eager", as eager mode does.
@@ -53,6 +61,8 @@ from harness.profile.torch_trace import TorchDeviceEvent, TorchTrace
 TorchMode = Literal["compile", "eager"]
 EAGER_MODULE = "eager"
 KERNEL_KINDS = ("triton", "cpp")
+CUDAGRAPH_COPY = "cudagraph_input_copy"
+COPY_OPS = ("aten::_foreach_copy_", "aten::copy_")
 
 
 def match_torch_events(
@@ -180,6 +190,9 @@ def _attribute_compiled(
             )
         c = owners[index]
         return Attribution(e, True, *_launch_rule(row, c, op, key, scope), key, c.name)
+    replayed = _replayed(row, op, candidates, clusters_by_graph, scope)
+    if replayed is not None:
+        return replayed
     graph = ", ".join(candidates) or "none"
     return Attribution(
         e,
@@ -189,6 +202,38 @@ def _attribute_compiled(
         f"{scope}: no cluster of that name or launched by that op",
         candidates[0] if len(candidates) == 1 else None,
     )
+
+
+def _replayed(
+    row: TorchDeviceEvent,
+    op: str,
+    candidates: Sequence[str],
+    clusters_by_graph: Mapping[str, Sequence[ClusterLike]],
+    scope: str,
+) -> Attribution | None:
+    """Returns the attribution of an event a CUDA-graph replay launched (see `graph_replay`
+    and `cudagraph_input_copy` above), or None when the event is not one or cannot be told."""
+    e = row.event
+    if len(candidates) != 1:
+        return None
+    (key,) = candidates
+    if op in COPY_OPS and e.kind == "kernel":
+        why = (
+            f"kernel {e.name[:80]} launched by {op} inside the call of graph {key}{scope}: CUDA "
+            f"graph trees copy each input into the graph's static buffer before the replay"
+        )
+        return Attribution(e, True, "cudagraph_input_copy", why, key, CUDAGRAPH_COPY)
+    if row.graph_op is not None or e.kind not in ("kernel", "memset"):
+        return None
+    libraries = [c for c in clusters_by_graph.get(key, ()) if c.kind == "library"]
+    if len(libraries) != 1:
+        return None
+    (c,) = libraries
+    why = (
+        f"{e.kind} {e.name[:80]} launched by the replay of graph {key}'s CUDA graph{scope}, under "
+        f"no ATen op: the graph's only extern call, {c.target or c.name}"
+    )
+    return Attribution(e, True, "graph_replay", why, key, c.name)
 
 
 def _launched_by(

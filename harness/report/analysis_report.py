@@ -29,14 +29,10 @@ from harness.analyze.program import (
 from harness.report import fmt
 from harness.report.data import MISSING
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
+from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
 
-DPI = 110
 TOP_BARS = 15
 LABELLED_POINTS = 8
-
-
-class NoData(Exception):
-    """A figure has nothing to show; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -317,7 +313,11 @@ def top_figure(m: ModuleAnalysis, by_time: bool, paths: Paths) -> Figure:
     if not rows:
         raise NoData("no cluster has any device time" if by_time else "no cluster has FLOPs")
     n = max(len(rows), len(lines))
-    fig = Figure(figsize=(11, 1.0 + 0.3 * n), dpi=DPI, layout="constrained")
+    names = [paths.short(r.label)[:48] for r in lines] + [r.name[:48] for r in rows]
+    margin = 0.2 + max(len(x) for x in names) * 7 * CHAR_IN
+    fig = new_figure(
+        6.4 + 2 * margin, 1.3 + 0.3 * n, left=margin, bottom=0.5, top=0.55, wspace=margin / 3.2
+    )
     left, right = fig.subplots(1, 2)
     panels = (
         (left, [paths.short(r.label) for r in lines], [r.share for r in lines], ["#70ad47"] * n),
@@ -356,7 +356,7 @@ def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figu
             if a.profile is None
             else "no cluster has both FLOPs and device time"
         )
-    fig = Figure(figsize=(7.5, 4.6), dpi=DPI, layout="constrained")
+    fig = new_figure(7.5, 4.6, left=0.9, bottom=0.6)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -402,19 +402,6 @@ def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figu
     return fig
 
 
-def _save(fig: Figure, folder: Path, name: str) -> str:
-    """Writes `folder/<name>.png` atomically inside the confined output; returns its path
-    relative to the report."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    tmp = folder / f".{name}.tmp.png"
-    io.check_inside(tmp)
-    fig.savefig(tmp, format="png")
-    os.chmod(tmp, io.FILE_MODE)
-    tmp.replace(path)
-    return f"{folder.name}/{path.name}"
-
-
 def _figure(name: str, make: Callable[[], Figure], folder: Path) -> Figured:
     try:
         fig = make()
@@ -424,7 +411,8 @@ def _figure(name: str, make: Callable[[], Figure], folder: Path) -> Figured:
     except Exception as e:  # a figure must never break the report
         last = traceback.format_exception_only(e)[-1].strip()
         return Figured(name, note=f"the figure failed ({last})")
-    return Figured(name, file=_save(fig, folder, name))
+    path = save_figure(fig, folder / f"{name}.png")
+    return Figured(name, file=f"{folder.name}/{path.name}")
 
 
 def _safe(key: str) -> str:

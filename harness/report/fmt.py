@@ -24,6 +24,17 @@ def secs(seconds: Any) -> str:
     return MISSING if v is None else f"{v:.3f} s"
 
 
+def age(seconds: Any) -> str:
+    """Returns an age in the largest whole unit that fits: `40 s`, `12 min`, `3 h`, `2 days`."""
+    v = num(seconds)
+    if v is None:
+        return MISSING
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if v >= size:
+            return f"{v / size:.0f} {unit}"
+    return f"{v:.0f} s"
+
+
 def count(value: Any) -> str:
     """Returns a per-step count: integers without decimals, fractions with one."""
     v = num(value)

@@ -6,6 +6,9 @@ plots/ and turns a figure whose data is missing into a note instead of a crash.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import os
 import traceback
 from collections.abc import Callable
@@ -43,6 +46,52 @@ class PlotOutcome:
     note: str = ""
 
 
+# Inches a character of tick-label text takes, per point of font size (DejaVu Sans, average).
+CHAR_IN = 0.6 / 72
+
+
+def new_figure(
+    width: float,
+    height: float,
+    left: float = 0.8,
+    bottom: float = 0.6,
+    right: float = 0.2,
+    top: float = 0.4,
+    wspace: float = 0.2,
+    hspace: float = 0.2,
+) -> Figure:
+    """Returns an empty figure with fixed margins in inches (the plot area between them).
+
+    Fixed margins, not constrained layout: solving the layout measured every text's extent
+    twice per save, half of each figure's drawing time.
+    """
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    fig.subplots_adjust(
+        left=min(left / width, 0.6),
+        bottom=min(bottom / height, 0.6),
+        right=max(1 - right / width, 0.65),
+        top=max(1 - top / height, 0.62),
+        wspace=wspace,
+        hspace=hspace,
+    )
+    return fig
+
+
+def label_margins(labels: list[str], size: float, degrees: float) -> tuple[float, float]:
+    """Returns (left, bottom) inches that fit tick labels rotated by `degrees` and right-aligned
+    under their ticks: the first label reaches left of the axes, the longest one down."""
+    rad = math.radians(degrees)
+    longest = max((len(s) for s in labels), default=0) * size * CHAR_IN
+    first = len(labels[0]) * size * CHAR_IN if labels else 0.0
+    return max(0.8, first * math.cos(rad) + 0.1), 0.45 + longest * math.sin(rad) + 0.1
+
+
+def _bar_figure(names: list[str], width: float, height: float) -> tuple[Figure, Any]:
+    left, bottom = label_margins(names, 8, 35)
+    fig = new_figure(width, height + bottom - 0.6, left=left, bottom=bottom)
+    return fig, _bar_axes(fig, names)
+
+
 def _bar_axes(fig: Figure, names: list[str]) -> Any:
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xticks(range(len(names)))
@@ -56,8 +105,7 @@ def launches(run: RunData) -> Figure:
     vs = [v for v in run.variants if v.summary.profile.kernels_per_step is not None]
     if not vs:
         raise NoData("no variant has kernels_per_step")
-    fig = Figure(figsize=(8, 3.6), dpi=DPI, layout="constrained")
-    ax = _bar_axes(fig, [v.name for v in vs])
+    fig, ax = _bar_figure([v.name for v in vs], 8, 3.6)
     x = range(len(vs))
     k = [v.summary.profile.kernels_per_step or 0 for v in vs]
     t = [sum(tr.count for tr in v.summary.profile.transfers_per_step) for v in vs]
@@ -82,8 +130,7 @@ def step_time(run: RunData) -> Figure:
     vs = [v for v in run.variants if v.measured]
     if not vs:
         raise NoData("no variant has a timed step")
-    fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
-    ax = _bar_axes(fig, [v.name for v in vs])
+    fig, ax = _bar_figure([v.name for v in vs], 8, 3.8)
     med = [v.summary.timing.step_s * 1e3 for v in vs]
     lo, hi = [], []
     for m, v in zip(med, vs, strict=True):
@@ -170,8 +217,7 @@ def compile_time(run: RunData) -> Figure:
     labels: list[str] = []
     for _, s in rows:
         labels += [k for k in s if k not in labels]
-    fig = Figure(figsize=(8, 3.8), dpi=DPI, layout="constrained")
-    ax = _bar_axes(fig, [n for n, _ in rows])
+    fig, ax = _bar_figure([n for n, _ in rows], 8, 3.8)
     cmap = matplotlib.colormaps["tab20"]  # XLA's phases and torch.compile's, all told apart
     bottom = [0.0] * len(rows)
     for j, label in enumerate(labels):
@@ -202,7 +248,7 @@ def roofline(run: RunData) -> Figure:
         raise NoData("no variant has both arithmetic intensity and achieved FLOP/s")
     peaks = run.ceilings.get("peaks") or {}
     bw = fmt.num(run.ceilings.get("peak_bytes_per_s"))
-    fig = Figure(figsize=(7, 4.2), dpi=DPI, layout="constrained")
+    fig = new_figure(7, 4.2, left=0.9, bottom=0.6)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -228,8 +274,15 @@ def roofline(run: RunData) -> Figure:
         ax.annotate(name, (ai, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("arithmetic intensity, FLOP/byte")
     ax.set_ylabel("achieved FLOP/s")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.set_title(f"Roofline ({run.platform}), ceilings measured in this run", fontsize=9)
+    ax.grid(True, which="major", alpha=0.25)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    age = fmt.num(run.ceilings.get("age_s"))
+    when = (
+        "measured in this run"
+        if not age
+        else f"measured on this host {fmt.age(age)} before the run"
+    )
+    ax.set_title(f"Roofline ({run.platform}), ceilings {when}", fontsize=9)
     if used:
         ax.legend(fontsize=7, loc="lower right")
     return fig
@@ -265,7 +318,11 @@ def timeline(run: RunData) -> Figure:
     clusters = sorted({str(e.get("cluster") or e.get("name")) for _, evs, _ in rows for e in evs})
     cmap = matplotlib.colormaps["tab20"]
     color = {c: cmap(i % 20) for i, c in enumerate(clusters)}
-    fig = Figure(figsize=(9, 1.0 + 1.1 * len(rows)), dpi=DPI, layout="constrained")
+    streams = {str(e.get("stream", "")) for _, evs, _ in rows for e in evs}
+    left = 0.25 + min(22, max(len(s) for s in streams)) * 6 * CHAR_IN
+    fig = new_figure(
+        10.5, 1.0 + 1.1 * len(rows), left=left, bottom=0.55, right=2.3, top=0.35, hspace=0.6
+    )
     axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
     for ax, (v, evs, label) in zip(axes, rows, strict=True):
         t0 = min(e["start_ns"] for e in evs)
@@ -290,7 +347,8 @@ def timeline(run: RunData) -> Figure:
     fig.legend(
         handles=[Patch(color=color[c], label=c[:30]) for c in shown],
         fontsize=6,
-        loc="outside right upper",
+        loc="upper right",
+        bbox_to_anchor=(1.0, 1.0),
     )
     return fig
 
@@ -320,7 +378,19 @@ def fusion_map(run: RunData) -> Figure:
     if not panels:
         raise NoData("no fusions.json reverse map for the baseline or any other variant")
     height = max(len(v.reverse_map()) for v in panels)
-    fig = Figure(figsize=(5.2 * len(panels), 1.2 + 0.22 * height), dpi=DPI, layout="constrained")
+    op_labels = [o[:38] for v in panels for o in v.reverse_map()]
+    cluster_labels = [c[:24] for v in panels for cs in v.reverse_map().values() for c in cs]
+    left = 0.2 + max((len(o) for o in op_labels), default=0) * 6 * CHAR_IN
+    _, bottom = label_margins(cluster_labels, 6, 45)
+    panel = 2.8 + left
+    fig = new_figure(
+        panel * len(panels),
+        0.8 + bottom + 0.22 * height,
+        left=left,
+        bottom=bottom,
+        top=0.45,
+        wspace=left / 2.8,
+    )
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, v in zip(axes, panels, strict=True):
         m = v.reverse_map()
@@ -368,32 +438,81 @@ def save_figure(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _save_one(run: RunData, name: str, out: Path, formats: tuple[str, ...]) -> PlotOutcome:
+    """Draws and writes one plot; removes its stale files; returns what happened."""
+    try:
+        fig = PLOTS[name](run)
+    except NoData as e:
+        outcome = PlotOutcome(name, (), f"skipped: {e}")
+    except Exception as e:  # a plot must never break the report
+        last = traceback.format_exception_only(e)[-1].strip()
+        outcome = PlotOutcome(name, (), f"skipped: the plot failed ({last})")
+    else:
+        files = [f"{out.name}/{save_figure(fig, out / f'{name}.{ext}').name}" for ext in formats]
+        outcome = PlotOutcome(name, tuple(files))
+    for ext in set(FORMATS) - {f.rsplit(".", 1)[-1] for f in outcome.files}:
+        (out / f"{name}.{ext}").unlink(missing_ok=True)
+    return outcome
+
+
+# Plots drawn in a forked child while the parent draws the rest: the two halves take about
+# the same time, and drawing is most of the report's.
+FORKED = ("timeline", "launches", "step_time")
+
+
+def _fork_plots(run: RunData, names: list[str], out: Path, formats: tuple[str, ...]) -> Any:
+    """Starts a child that draws `names` and sends their outcomes back; returns (pid, pipe)
+    or None where the platform cannot fork (the caller draws them itself)."""
+    if not hasattr(os, "fork"):
+        return None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: draw, report, and leave without running the parent's cleanups
+        code = 1
+        try:
+            os.close(read)
+            done = [dataclasses.asdict(_save_one(run, n, out, formats)) for n in names]
+            data = json.dumps(done).encode()
+            while data:  # a pipe, not a file: no atomic-write helper applies
+                data = data[os.write(write, data) :]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _join_plots(child: Any) -> dict[str, PlotOutcome]:
+    """Returns the outcomes a forked child sent ({} if it died before sending them)."""
+    pid, read = child
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    try:
+        return {
+            d["name"]: PlotOutcome(d["name"], tuple(d["files"]), d["note"])
+            for d in json.loads(text)
+        }
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
 def save_plots(
     run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
 ) -> tuple[PlotOutcome, ...]:
-    """Writes plots/<name>.<format> for every plot with data; returns what happened to each.
+    """Writes plots/<name>.<format> for every plot with data; returns what happened to each,
+    in PLOTS order.
 
     Stale files of a skipped plot, or of a format not asked for, are removed, so the folder
-    always matches the report.
+    always matches the report. Half the plots are drawn in a forked child alongside the rest;
+    any the child did not report are drawn here.
     """
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for name, fn in PLOTS.items():
-        try:
-            fig = fn(run)
-        except NoData as e:
-            results.append(PlotOutcome(name, (), f"skipped: {e}"))
-        except Exception as e:  # a plot must never break the report
-            last = traceback.format_exception_only(e)[-1].strip()
-            results.append(PlotOutcome(name, (), f"skipped: the plot failed ({last})"))
-        else:
-            files = [
-                f"{out.name}/{save_figure(fig, out / f'{name}.{ext}').name}" for ext in formats
-            ]
-            results.append(PlotOutcome(name, tuple(files)))
-            for ext in set(FORMATS) - set(formats):
-                (out / f"{name}.{ext}").unlink(missing_ok=True)
-            continue
-        for ext in FORMATS:
-            (out / f"{name}.{ext}").unlink(missing_ok=True)
-    return tuple(results)
+    child = _fork_plots(run, list(FORKED), out, formats)
+    done = {n: _save_one(run, n, out, formats) for n in PLOTS if child is None or n not in FORKED}
+    if child is not None:
+        done.update(_join_plots(child))
+    for name in PLOTS:
+        if name not in done:
+            done[name] = _save_one(run, name, out, formats)
+    return tuple(done[n] for n in PLOTS)

@@ -11,6 +11,7 @@ from harness import io
 from harness.records import from_json
 from harness.report import fmt
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
+from harness.report.plots import CHAR_IN, new_figure
 from harness.summary import SEARCH_FILE, SearchRecord
 
 NO_DIFFERENCE = ("same_program", "indistinguishable")
@@ -31,7 +32,9 @@ def figure(record: SearchRecord) -> Figure:
     Candidates no faster than the default by the run's resolution are grey: never ranked as
     wins."""
     rows = ranked(record)
-    fig = Figure(figsize=(8, 0.9 + 0.32 * max(1, len(rows))), dpi=110, layout="constrained")
+    labels = [f"{c.name}: {c.changed}"[:60] for c in rows]
+    margin = 0.2 + max((len(x) for x in labels), default=0) * 7 * CHAR_IN
+    fig = new_figure(6 + margin, 1.3 + 0.32 * max(1, len(rows)), left=margin, bottom=0.55)
     ax = fig.add_subplot(1, 1, 1)
     for i, c in enumerate(rows):
         lo, hi = c.step_ci95_s or (c.step_s, c.step_s)
@@ -49,7 +52,7 @@ def figure(record: SearchRecord) -> Figure:
             capsize=3,
         )
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{c.name}: {c.changed}"[:60] for c in rows], fontsize=7)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
     bound = next((c for c in rows if c.name == record.lower_bound), None)
     if bound is not None:

@@ -139,6 +139,16 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
+    if n.clock_limits:
+        parts.append(
+            f"the GPU's clocks were held by: {', '.join(n.clock_limits)}"
+            + (
+                " (at its power cap the clock follows the power each variant draws: the timing "
+                "settles each batch on its own variant first, `timing.settle`)"
+                if "software power cap" in n.clock_limits
+                else ""
+            )
+        )
     off = [
         f"`{v.name}` {v.summary.profile.device_vs_step * 100:+.0f}%"
         for v in run.variants

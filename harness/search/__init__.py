@@ -310,7 +310,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
                     coordinate_search(search)
                 supervisor.ceilings(cache)
         except Interrupted as e:
-            session.worker.kill()
+            session.kill()
             manifest.update(status="interrupted", finished=io.utc_now())
             io.write_json(workdir / "manifest.json", manifest)
             print(

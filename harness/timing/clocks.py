@@ -102,3 +102,30 @@ def clock_spread(samples: list[dict[str, Any]], key: str = "sm_clock_mhz") -> fl
     if not values or max(values) <= 0:
         return None
     return (max(values) - min(values)) / max(values)
+
+
+# NVML's clock event reasons (nvmlClocksEventReason*), the bits of `throttle_reasons`.
+CLOCK_LIMITS = {
+    0x1: "idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+
+
+def clock_limits(samples: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Returns what held the clocks in any reading (NVML's reasons, decoded), in bit order;
+    `idle` is left out, since readings between rounds catch the GPU waiting for work."""
+    seen = 0
+    for s in samples:
+        raw = s.get("throttle_reasons")
+        try:
+            seen |= int(str(raw), 0) if raw is not None else 0
+        except ValueError:
+            continue
+    return tuple(name for bit, name in CLOCK_LIMITS.items() if seen & bit and bit != 0x1)

@@ -48,6 +48,7 @@ class Rounds:
 
     step_s: dict[str, tuple[float, ...]]
     calls_per_batch: dict[str, int]
+    settle_calls: dict[str, int]
     orders: tuple[tuple[str, ...], ...]
     samples: tuple[RoundSample, ...]
     target_batch_s: float
@@ -62,8 +63,18 @@ def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
     return tuple(reversed(rotated) if r % 2 else rotated)
 
 
-def _batch(t: Timed, calls: int) -> float:
-    """Returns the wall seconds of `calls` back-to-back calls, blocked once at the end."""
+def _batch(t: Timed, calls: int, settle: int = 0) -> float:
+    """Returns the wall seconds of `calls` back-to-back calls, blocked once at the end.
+
+    `settle` untimed calls of the same variant run first (waited for): a GPU at its power cap
+    sets its clock by what just ran, so without them a batch's first calls would run at the
+    clock the previous variant left.
+    """
+    if settle:
+        out = None
+        for _ in range(settle):
+            out = t.call()
+        t.wait(out)
     start = time.perf_counter()
     out = None
     for _ in range(calls):
@@ -72,15 +83,38 @@ def _batch(t: Timed, calls: int) -> float:
     return time.perf_counter() - start
 
 
-def calls_for(t: Timed, target_s: float, max_calls: int = 100_000) -> int:
-    """Returns how many back-to-back calls fill about `target_s` (at least 1)."""
-    calls = 1
+MIN_CALLS = 2  # a batch times at least two back-to-back calls, so calls overlap as in a loop
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A calibrated batch: how many calls, and the seconds they took."""
+
+    calls: int
+    seconds: float
+
+
+def calls_for(t: Timed, target_s: float, max_calls: int = 100_000) -> Batch:
+    """Returns the batch of back-to-back calls that fills about `target_s` (at least
+    MIN_CALLS), with the seconds its last calibration took."""
+    calls = MIN_CALLS
     while True:
         elapsed = _batch(t, calls)
         if elapsed >= target_s or calls >= max_calls:
-            return calls
+            return Batch(calls, elapsed)
         grow = target_s / max(elapsed, 1e-7)
         calls = min(max_calls, max(calls + 1, math.ceil(calls * min(grow * 1.1, 10.0))))
+
+
+def fit_budget(
+    batches: dict[str, Batch], rounds: int, seconds_left: float, settle: float = 0.0
+) -> dict[str, int]:
+    """Returns each batch's calls, scaled down alike so that `rounds` rounds of them (and
+    their settling calls, `settle` of a batch each) fit in `seconds_left`; never under
+    MIN_CALLS (a budget too small for that is exceeded, not met by timing single calls)."""
+    per_round = sum(b.seconds for b in batches.values()) * (1.0 + settle)
+    scale = min(1.0, max(seconds_left, 0.0) / max(rounds * per_round, 1e-9))
+    return {n: max(MIN_CALLS, math.floor(b.calls * scale)) for n, b in batches.items()}
 
 
 def time_rounds(
@@ -89,16 +123,25 @@ def time_rounds(
     target_batch_s: float,
     warmup: int = 1,
     sample: Callable[[], dict[str, Any]] | None = None,
+    budget_s: float | None = None,
+    settle: float = 0.0,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
-    `sample`, when given, reads the device context before and after each round.
+    `sample`, when given, reads the device context before and after each round. With
+    `budget_s`, warm-up and calibration count against the budget and the batches shrink
+    alike so that the rounds end within it. Each batch is preceded by `settle` of its calls,
+    untimed (see `_batch`).
     """
     started = time.perf_counter()
     for t in timed:
         for _ in range(warmup):
             t.wait(t.call())
-    calls = {t.name: calls_for(t, target_batch_s) for t in timed}
+    batches = {t.name: calls_for(t, target_batch_s) for t in timed}
+    calls = {n: b.calls for n, b in batches.items()}
+    if budget_s is not None:
+        calls = fit_budget(batches, rounds, budget_s - (time.perf_counter() - started), settle)
+    settling = {n: math.ceil(c * settle) for n, c in calls.items()}
     by_name = {t.name: t for t in timed}
     names = [t.name for t in timed]
     out: dict[str, list[float]] = {n: [] for n in names}
@@ -109,11 +152,12 @@ def time_rounds(
         orders.append(order)
         before = sample() if sample else {}
         for name in order:
-            out[name].append(_batch(by_name[name], calls[name]) / calls[name])
+            out[name].append(_batch(by_name[name], calls[name], settling[name]) / calls[name])
         samples.append(RoundSample(r, before, sample() if sample else {}))
     return Rounds(
         step_s={n: tuple(v) for n, v in out.items()},
         calls_per_batch=calls,
+        settle_calls=settling,
         orders=tuple(orders),
         samples=tuple(samples),
         target_batch_s=target_batch_s,
@@ -122,13 +166,11 @@ def time_rounds(
 
 
 def plan(
-    variants: int, rounds: int, batch_s: float, budget_s: float, step_estimate_s: float
+    variants: int, rounds: int, batch_s: float, budget_s: float, settle: float = 0.0
 ) -> tuple[int, float]:
-    """Returns (rounds, target batch seconds) that fit the budget.
-
-    The rounds are kept; the batch shrinks to fit `budget_s` (with a fifth of it left for
-    warm-up and calibration), but never below two steps of the slowest variant.
-    """
-    slots = max(1, variants) * max(1, rounds)
-    batch = min(batch_s, 0.8 * budget_s / slots)
-    return rounds, max(batch, 2 * step_estimate_s)
+    """Returns (rounds, target batch seconds) that fit the budget: the rounds are kept and the
+    batch shrinks so that the rounds, settling calls included, take about `budget_s`, a
+    fifth of it left for warm-up and calibration (`time_rounds` then holds the stage to the
+    budget)."""
+    slots = max(1, variants) * max(1, rounds) * (1.0 + settle)
+    return rounds, min(batch_s, 0.8 * budget_s / slots)

@@ -6,9 +6,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import stats
 from harness.config.schema import Experiment
-from harness.summary import RESULT_FILE, RoundContext, TimedVariant, TimingRecord, load_capture
+from harness.summary import RoundContext, TimedVariant, TimingRecord
 from harness.timing import clocks, rounds
 
 DEFAULT_ROUNDS = {"cpu": 10, "gpu": 5}
@@ -18,20 +17,6 @@ def _wait(out: Any) -> Any:
     import jax
 
     return jax.block_until_ready(out)
-
-
-def step_estimate(workdir: Path, names: list[str]) -> float:
-    """Returns the slowest captured variant's median blocked call, a floor for batch length."""
-    found = []
-    for name in names:
-        path = workdir / "variants" / name / RESULT_FILE
-        try:
-            times = load_capture(path).latency_blocked_s
-        except (ValueError, OSError):
-            continue
-        if times:
-            found.append(stats.median(times))
-    return max(found, default=0.0)
 
 
 def run(
@@ -62,16 +47,22 @@ def run(
             rounds.Timed(repeat, calls[baseline], wait.get(baseline, _wait)),
         )
     count = exp.timing.rounds or DEFAULT_ROUNDS.get(platform, 10)
-    count, target = rounds.plan(
-        len(timed), count, exp.timing.batch_s, exp.timing.budget_s, step_estimate(workdir, names)
-    )
+    settle = exp.timing.settle
+    count, target = rounds.plan(len(timed), count, exp.timing.batch_s, exp.timing.budget_s, settle)
     read, source = clocks.reader(platform)
     result = rounds.time_rounds(
-        timed, count, target, warmup=max(1, exp.measure.warmup), sample=read
+        timed,
+        count,
+        target,
+        warmup=max(1, exp.measure.warmup),
+        sample=read,
+        budget_s=exp.timing.budget_s,
+        settle=settle,
     )
     return TimingRecord(
         rounds=count,
         target_batch_s=target,
+        settle=settle,
         wall_s=result.wall_s,
         baseline=baseline,
         repeat=repeat,
@@ -80,6 +71,7 @@ def run(
             t.name: TimedVariant(
                 round_step_s=result.step_s[t.name],
                 calls_per_batch=result.calls_per_batch[t.name],
+                settle_calls=result.settle_calls[t.name],
                 note=notes.get(t.name),
             )
             for t in timed
