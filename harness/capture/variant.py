@@ -1,5 +1,8 @@
 """Captures one JAX variant: its compile pauses, IR ladder, profiles, recompile and numerics.
 
+The variant runs the GELU expression, or in a program study the user's own function
+(harness.variants.program); `subject_of` hides which, so both are captured alike.
+
 Writes into the variant's folder:
     dump/                 XLA's own dump, names as XLA wrote them
     ir/                   the IR ladder (harness.ladder)
