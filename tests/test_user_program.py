@@ -320,6 +320,28 @@ def test_a_bad_program_config_is_one_line_naming_file_and_key(
         assert "program study" in e.problem and "allowed: eager, jit" in e.problem
 
 
+def test_a_search_runs_on_a_program(tmp_path: Path) -> None:
+    """`make search` with a program: each candidate compiled, checked against the float64
+    reference and timed against the default."""
+    config = tmp_path / "search.yaml"
+    config.write_text(
+        GOOD.replace("[8, 4]", f"[{ROWS}, {FEATURES}]")
+        + "search: {base: xla, budget_s: 60, max_candidates: 2,"
+        + " space: {xla_options: {xla_cpu_enable_fast_math: [false, true]}}}\n"
+        + "profile: {enabled: false}\nmeasure: {warmup: 1, steps: 3}\n"
+        + "timing: {rounds: 4, batch_s: 0.005, budget_s: 0.5}\n"
+    )
+    proc = run_harness(f"--config={config}", results_root=tmp_path / "results")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads((tmp_path / "results" / "t" / "latest" / "search.json").read_text())
+    candidates = {c["name"]: c for c in found["candidates"]}
+    assert set(candidates) == {"default", "c01"}
+    for c in candidates.values():
+        assert c["status"] in ("ok", "same_program") and c["numerics_ok"], c
+    assert candidates["c01"]["xla_options"] == {"xla_cpu_enable_fast_math": True}
+    assert candidates["default"]["step_s"] is not None
+
+
 def test_a_search_of_a_program_varies_options_only(tmp_path: Path) -> None:
     search = "search: {base: xla, space: {xla_options: {xla_cpu_enable_fast_math: [false, true]}}}"
     path = tmp_path / "ok.yaml"

@@ -123,7 +123,10 @@ def _sizes(v: Variant, seed: int) -> tuple[tuple, int, int]:
     three results' worth of temporaries."""
     if v.program.enabled:
         p = v.program
-        held, out = program.working_bytes(p, seed)
+        try:
+            held, out = program.working_bytes(p, seed)
+        except Exception:  # code jax cannot trace abstractly: the inputs alone are known
+            held, out = program.input_bytes(p), 0
         return (p.init, p.inputs, p.dtype, p.w_dtype, seed), held, 3 * out
     p = v.problem
     held = expression.input_bytes(p)

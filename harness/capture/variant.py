@@ -109,7 +109,7 @@ def analytic_flops(variant: Variant) -> float:
     return 2.0 * p.rows * p.k * p.n
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Subject:
     """What a variant runs, whichever study it is: the function (XLA names the module after
     it), its arguments placed on the devices with the new-shape call's, and how its result is

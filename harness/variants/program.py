@@ -122,12 +122,19 @@ def check(program: Program, seed: int) -> None:
             raise ProgramError(str(e), f"program.{key}") from None
     init, fn = load_callable(program.init), load_callable(program.function)
     specs = input_specs(program)
+    # Code that branches in Python on a value cannot be traced; it may still run op by op
+    # (eager), so that is left to the variants, which record why they fail.
+    untraceable = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError)
     try:
         params = jax.eval_shape(lambda k: init(k, *specs), jax.random.key(seed))
+    except untraceable:
+        return
     except Exception as e:
         raise ProgramError(f"init(key, *input_specs) raised {_first(e)}", "program.init") from None
     try:
         jax.eval_shape(fn, params, *specs)
+    except untraceable:
+        return
     except Exception as e:
         raise ProgramError(
             f"function(params, *inputs) raised {_first(e)}", "program.function"
@@ -373,6 +380,15 @@ def hlo_flops(text: str) -> tuple[float, float]:
     cost = module_cost(module, clusters)
     gemm = {c.name for c in clusters if c.gemm is not None or c.kind == "convolution"}
     return cost.flops, sum(c.flops for c in cost.clusters if c.name in gemm)
+
+
+def input_bytes(program: Program) -> int:
+    """Returns the bytes of the inputs as a variant calls them (after its `dtype`)."""
+    total = 0
+    for s in program.inputs:
+        dtype = jnp.dtype(program.dtype if program.dtype and _is_float(s.dtype) else s.dtype)
+        total += int(np.prod(s.shape)) * dtype.itemsize
+    return total
 
 
 def working_bytes(program: Program, seed: int) -> tuple[int, int]:
