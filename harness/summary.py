@@ -42,6 +42,62 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class ArraySpec:
+    shape: tuple[int, ...] = doc("its dimensions", ())
+    dtype: str = doc("its element type", "")
+
+
+@dataclass(frozen=True)
+class ProgramRecord:
+    """The user's own function a program study ran (config `program`), as this variant called it."""
+
+    function: str = doc(
+        "the function, `module:function` or `/path/to/file.py:function`, called as "
+        "`function(params, *inputs)`"
+    )
+    init: str = doc(
+        "its parameter initializer, called once as `init(jax.random.key(seed), *input_specs)`"
+    )
+    inputs: tuple[ArraySpec, ...] = doc(
+        "the arguments after the parameters, as called (after the variant's `program.dtype`)", ()
+    )
+    recompile_inputs: tuple[ArraySpec, ...] = doc(
+        "the arguments of the new-shape call (the recompile)", ()
+    )
+    output: tuple[ArraySpec, ...] = doc("the result's leaves", ())
+    param_leaves: int | None = doc("arrays in the parameter pytree")
+    param_count: int | None = doc("elements in them (the parameter count)")
+    param_bytes: int | None = doc("their bytes, after the variant's `program.w_dtype`")
+    param_dtypes: tuple[str, ...] = doc("their element types, after `program.w_dtype`", ())
+    flops_source: str = doc(
+        "where `cost.flops_analytic` comes from: `config` (`program.flops`) or `hlo_before` "
+        "(our cost model of the unoptimized HLO)",
+        "",
+    )
+    gemm_flops: float | None = doc(
+        "FLOPs of the unoptimized HLO's dots and convolutions, by our cost model: the work a "
+        "GEMM ceiling bounds (`cost.fraction_of_peak` is withheld when it is under 80% of "
+        "`cost.flops`)"
+    )
+    reference_dtypes: tuple[str, ...] = doc(
+        "the element types of the reference's result: `float64`, unless the function fixes "
+        "its own dtype (then the reference is no wider than that)",
+        (),
+    )
+
+    def gemm_dtypes(self) -> tuple[str, str]:
+        """The (x, W) dtypes a GEMM of this variant runs in, for its ceiling: the narrowest
+        floating input dtype and the narrowest floating parameter dtype (float32 if none)."""
+        order = ("bfloat16", "float16", "float32")
+
+        def narrowest(dtypes: list[str]) -> str:
+            found = [d for d in dtypes if d in order]
+            return min(found, key=order.index) if found else "float32"
+
+        return narrowest([i.dtype for i in self.inputs]), narrowest(list(self.param_dtypes))
+
+
+@dataclass(frozen=True)
 class Identity:
     """What the variant is and what became of it (producer: the run and the capture record)."""
 
@@ -59,7 +115,13 @@ class Identity:
         (),
     )
     problem: dict[str, Plain] = doc(
-        "the problem it ran: m, k, n, batch, dtype, w_dtype, gelu, bias, frontend", EMPTY
+        "the problem it ran: m, k, n, batch, dtype, w_dtype, gelu, bias, frontend (empty in a "
+        "program study: see `program`)",
+        EMPTY,
+    )
+    program: ProgramRecord | None = doc(
+        "the user's own function, its arguments and parameters, in a program study (config "
+        "`program`)"
     )
     xla_options: dict[str, Plain] = doc("the XLA options of its compile", EMPTY)
     module: str | None = doc("the XLA module name (`jit_gelu_linear`)")
@@ -257,7 +319,14 @@ class Hlo:
 class Cost:
     """Work and traffic against the device's ceilings (producer: the cost model and ceilings)."""
 
-    flops_analytic: float | None = doc("2·rows·k·n, the GEMM")
+    flops_analytic: float | None = doc(
+        "the FLOPs one call should take: 2·rows·k·n (the GEMM) in the GELU study; in a program "
+        "study `program.flops`, else our cost model of the unoptimized HLO"
+    )
+    flops_analytic_source: str | None = doc(
+        "where `flops_analytic` comes from: `formula` (2·rows·k·n), `config` (`program.flops`) "
+        "or `hlo_before` (our cost model of the unoptimized HLO, `hlo_before` of the ladder)"
+    )
     flops: float | None = doc("FLOPs by our cost model of the optimized HLO")
     bytes: float | None = doc("bytes read and written at cluster boundaries, by our cost model")
     transcendentals: float | None = doc("transcendental evaluations, by our cost model")
@@ -593,7 +662,13 @@ class CaptureRecord:
     latency_blocked_s: tuple[float, ...] = doc("blocked per-call times after warm-up", ())
     numerics: Numerics | None = doc("against the float64 reference")
     xla_cost: XlaCost | None = doc("XLA's cost analysis of the compiled program")
-    flops_analytic: float | None = doc("2·rows·k·n")
+    flops_analytic: float | None = doc(
+        "2·rows·k·n; in a program study `program.flops`, else our cost model of the unoptimized HLO"
+    )
+    flops_analytic_source: str | None = doc(
+        "`formula`, `config` or `hlo_before` (null: `formula`, as before this key existed)"
+    )
+    program: ProgramRecord | None = doc("what a program study's variant ran")
     notes: tuple[str, ...] = doc("what the capture could not do, and why", ())
     mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
 

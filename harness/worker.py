@@ -83,6 +83,7 @@ class Worker:
         if not job.get("checks"):
             return
         try:
+            preflight.check_program(self.exp)
             preflight.check_memory(self.exp, self.platform)
             preflight.check_options(
                 self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
@@ -104,14 +105,19 @@ class Worker:
         from harness.capture.variant import Context
         from harness.records import to_json
         from harness.summary import RESULT_FILE, CaptureRecord, Failure
-        from harness.variants import expression
+        from harness.variants import expression, program
 
         workdir = Path(job["workdir"])
         # Inputs are made once per distinct problem, before any variant clears JAX's caches,
         # so variants sharing a problem share bit-identical data and none pays for making it.
+        # A program's parameters too: its init runs once per distinct inputs and seed.
         for name in job["variants"]:
             v = self.exp.variant(name)
-            if v.mode != "jit_python_branch":
+            if v.program.enabled:
+                # An init that fails here fails again in each variant, which records why.
+                with contextlib.suppress(Exception):
+                    program.args_for(v.program, self.exp.seed)
+            elif v.mode != "jit_python_branch":
                 expression.inputs_for(v.problem, self.exp.seed)
         for name in job["variants"]:
             variant = self.exp.variant(name)
@@ -140,11 +146,17 @@ class Worker:
 
     def ceilings(self, job: dict[str, Any]) -> None:
         from harness import io
-        from harness.capture import ceilings
+        from harness.capture import ceilings, preflight
 
         shapes = []
         for v in self.exp.selected_variants:
-            if self.platform in v.platforms and v.mode != "jit_python_branch":
+            if self.platform in v.platforms and v.program.enabled:
+                # A program's GEMMs are known only once compiled: its dtypes' ceiling is
+                # measured at the square size every precision gets.
+                x, w = preflight.program_gemm_dtypes(v.program, self.exp.seed)
+                side = ceilings.square_side(self.platform)
+                shapes.append(ceilings.GemmShape(side, side, side, x, w))
+            elif self.platform in v.platforms and v.mode != "jit_python_branch":
                 p = v.problem
                 shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
         cache = Path(job["cache"]) if job.get("cache") else None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder, stats
-from harness.analyze import comm, sections, torch_sections
+from harness.analyze import comm, ranking, sections, torch_sections
 from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
 from harness.inductor.diverge import torch_first_divergence
@@ -132,6 +132,8 @@ def analyze_variant(
     profile, kernels = _guarded(
         errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
     )
+    # ranking.json, for the report's table of where the time goes (no summary key).
+    _guarded(errors, "ranking", lambda: ranking.write_ranking(vdir, lad, v.mode, ceilings), None)
     comm_ = _guarded(
         errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
     )

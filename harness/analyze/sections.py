@@ -49,7 +49,8 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         framework=v.framework,
         description=v.description,
         roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled),
-        problem=to_plain(v.problem),
+        problem={} if v.program.enabled else to_plain(v.problem),
+        program=record.program,
         xla_options=dict(v.xla_options),
         module=record.module,
         wall_s=record.wall_s,
@@ -207,18 +208,24 @@ def cost(
     analytic = record.flops_analytic
     work = flops or analytic
     achieved = work / step_s if work and step_s else None
-    p = v.problem
-    precision = gemm_precision(platform, p.dtype, p.weight_dtype)
+    # The GELU study's analytic FLOPs are its GEMM's; a program's are the whole program's, of
+    # which the dots and convolutions are what a GEMM ceiling bounds.
+    program = record.program
+    gemm = program.gemm_flops if program is not None else analytic
+    x_dtype, w_dtype = (
+        program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
+    )
+    precision = gemm_precision(platform, x_dtype, w_dtype)
     peak = (ceilings.get("peaks") or {}).get(precision) or {}
     peak_flops = peak.get("flops_per_s")
     fraction, withheld = None, None
     if achieved is not None and peak_flops:
         fraction = achieved / peak_flops
-        if analytic and flops and analytic < GEMM_DOMINATED * flops:
+        if gemm is not None and flops and gemm < GEMM_DOMINATED * flops:
             fraction, withheld = (
                 None,
                 (
-                    f"the GEMM is only {analytic / flops:.0%} of this variant's FLOPs, so a GEMM "
+                    f"the GEMM is only {gemm / flops:.0%} of this variant's FLOPs, so a GEMM "
                     "ceiling does not bound it"
                 ),
             )
@@ -233,6 +240,8 @@ def cost(
         withheld = f"no {precision} ceiling was measured in this run"
     return Cost(
         flops_analytic=analytic,
+        flops_analytic_source=record.flops_analytic_source
+        or ("formula" if analytic is not None else None),
         flops=flops,
         bytes=moved,
         transcendentals=sum(c.transcendentals for c in costs) if costs else None,

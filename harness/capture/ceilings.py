@@ -110,6 +110,11 @@ def _shape_key(shape: GemmShape) -> str:
     return f"{shape.m}x{shape.k}x{shape.n}:{shape.x_dtype}:{shape.w_dtype}"
 
 
+def square_side(platform: str) -> int:
+    """Returns the side of the square GEMM every precision's ceiling is measured at."""
+    return 8192 if platform == "gpu" else 1024
+
+
 def measure(
     environment: dict[str, Any],
     shapes: Iterable[GemmShape],
@@ -138,7 +143,7 @@ def measure(
         except (OSError, ValueError):
             cached = {}
     entries = dict(cached)
-    square = 8192 if platform == "gpu" else 1024
+    square = square_side(platform)
     wanted = list(dict.fromkeys(shapes))
     for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
         wanted.append(GemmShape(square, square, square, dtype, dtype))

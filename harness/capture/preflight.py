@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.config.schema import ConfigError, Experiment, Variant
-from harness.variants import expression
+from harness.config.schema import ConfigError, Experiment, Program, Variant
+from harness.variants import expression, program
 
 
 def option_sets(exp: Experiment, platform: str) -> list[tuple[str, dict[str, Any]]]:
@@ -90,15 +90,59 @@ def device_memory() -> tuple[int, str]:
     return int(pages), "host physical memory"
 
 
+def check_program(exp: Experiment) -> None:
+    """Imports a program study's function and init (validation only read their source) and
+    traces them on the configured shapes; raises ConfigError naming the key when either cannot
+    be imported, is not callable, or refuses the arguments."""
+    if not exp.program.enabled:
+        return
+    try:
+        program.check(exp.program, exp.seed)
+    except program.ProgramError as e:
+        raise ConfigError("config", e.key, str(e)) from None
+
+
+def program_gemm_dtypes(p: Program, seed: int) -> tuple[str, str]:
+    """Returns the (x, W) dtypes a program variant's GEMMs run in, for its ceiling: the
+    narrowest floating input dtype and the narrowest floating parameter dtype."""
+    args = program.args_for(p, seed)
+    order = ("bfloat16", "float16", "float32")
+
+    def narrowest(leaves: list[Any]) -> str:
+        found = [str(a.dtype) for a in leaves if str(a.dtype) in order]
+        return min(found, key=order.index) if found else "float32"
+
+    import jax
+
+    return narrowest(list(args.inputs)), narrowest(jax.tree.leaves(args.params))
+
+
+def _sizes(v: Variant, seed: int) -> tuple[tuple, int, int]:
+    """Returns (what identifies its inputs, their bytes, the bytes of its output and
+    temporaries): the GELU problem's estimate, or a program's shapes (`jax.eval_shape`) with
+    three results' worth of temporaries."""
+    if v.program.enabled:
+        p = v.program
+        try:
+            held, out = program.working_bytes(p, seed)
+        except Exception:  # code jax cannot trace abstractly: the inputs alone are known
+            held, out = program.input_bytes(p), 0
+        return (p.init, p.inputs, p.dtype, p.w_dtype, seed), held, 3 * out
+    p = v.problem
+    held = expression.input_bytes(p)
+    key = (p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)
+    return key, held, expression.problem_bytes(p) - held
+
+
 def held_bytes(variants: list[Variant], seed: int) -> int:
     """Returns the bytes the timing stage holds at once: every distinct input set, plus the
     largest single variant's output and temporaries (outputs are transient, one at a time)."""
     inputs: dict[tuple, int] = {}
     largest = 0
     for v in variants:
-        p = v.problem
-        inputs[(p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)] = expression.input_bytes(p)
-        largest = max(largest, expression.problem_bytes(p) - expression.input_bytes(p))
+        key, held, rest = _sizes(v, seed)
+        inputs[key] = held
+        largest = max(largest, rest)
     return sum(inputs.values()) + largest
 
 
@@ -108,13 +152,16 @@ def check_memory(exp: Experiment, platform: str) -> None:
     limit, where = device_memory()
     variants = [v for v in exp.selected_variants if platform in v.platforms]
     for v in variants:
-        need = expression.problem_bytes(v.problem)
+        _, held, rest = _sizes(v, exp.seed)
+        need = held + rest
         if need > 0.8 * limit:
+            what = "program.inputs" if v.program.enabled else "problem"
+            smaller = "the inputs" if v.program.enabled else "m, k or n"
             raise ConfigError(
                 "config",
-                f"variants.{v.name}.problem",
+                f"variants.{v.name}.{what}" if not v.program.enabled else what,
                 f"needs about {need / 2**30:.1f} GiB, more than 80% of the "
-                f"{limit / 2**30:.1f} GiB of {where}; make m, k or n smaller",
+                f"{limit / 2**30:.1f} GiB of {where}; make {smaller} smaller",
             )
     need = held_bytes(variants, exp.seed)
     if need > 0.8 * limit:

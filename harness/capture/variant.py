@@ -1,5 +1,8 @@
 """Captures one JAX variant: its compile pauses, IR ladder, profiles, recompile and numerics.
 
+The variant runs the GELU expression, or in a program study the user's own function
+(harness.variants.program); `subject_of` hides which, so both are captured alike.
+
 Writes into the variant's folder:
     dump/                 XLA's own dump, names as XLA wrote them
     ir/                   the IR ladder (harness.ladder)
@@ -18,6 +21,7 @@ import contextlib
 import dataclasses
 import io as stdio
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,9 +31,17 @@ import jax
 
 from harness import io, ladder
 from harness.capture import dumping, measure, mesh
-from harness.config.schema import Experiment, Variant
-from harness.summary import CaptureRecord, ExpectedError, Numerics, Pauses, Recompile, XlaCost
-from harness.variants import expression, sharded
+from harness.config.schema import Experiment, Program, Variant
+from harness.summary import (
+    CaptureRecord,
+    ExpectedError,
+    Numerics,
+    Pauses,
+    ProgramRecord,
+    Recompile,
+    XlaCost,
+)
+from harness.variants import expression, program, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +109,89 @@ def analytic_flops(variant: Variant) -> float:
     return 2.0 * p.rows * p.k * p.n
 
 
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """What a variant runs, whichever study it is: the function (XLA names the module after
+    it), its arguments placed on the devices with the new-shape call's, and how its result is
+    judged. In a program study also the program and a `describe` of what was studied."""
+
+    fn: Callable[..., Any]
+    placed: sharded.Placed
+    judge: Callable[[Any], Numerics]
+    program: Program | None = None
+    describe: Callable[[Any, str, float | None], ProgramRecord] | None = None
+
+    @property
+    def module_re(self) -> str:
+        """The dump filter for the module jit compiles: `jit_<name>` when the name is a plain
+        identifier (jax uses it as it is), else any `jit_` module, its real name read back
+        after the compile."""
+        name = getattr(self.fn, "__name__", "")
+        return f"^jit_{name}$" if name.isidentifier() else "^jit_.*$"
+
+
+def subject_of(exp: Experiment, variant: Variant) -> Subject:
+    """Returns what the variant runs: the GELU expression of its problem and frontend, or in a
+    program study the user's function on its seeded parameters and inputs."""
+    if not variant.program.enabled:
+        fn = expression.build_function(variant)
+        inputs = expression.inputs_for(variant.problem, exp.seed)
+        placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
+        return Subject(fn, placed, lambda y: _numerics(exp, variant, y, inputs))
+    p, seed = variant.program, exp.seed
+    fn = program.load_callable(p.function)
+    args = program.args_for(p, seed)
+    made: dict[str, program.ProgramArgs] = {}
+
+    def halved() -> tuple[Any, ...]:
+        if "new" not in made:
+            made["new"] = program.new_shape_args(p, seed)
+        return made["new"].args
+
+    def judge(y: Any) -> Numerics:
+        return program.numerics(y, program.reference(p, args, seed), program.tolerance(args))
+
+    def describe(y: Any, flops_source: str, gemm_flops: float | None) -> ProgramRecord:
+        ref = program.reference(p, args, seed)
+        return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
+
+    placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
+    return Subject(fn, placed, judge, p, describe)
+
+
+def _module_name(compiled: Any, fallback: str) -> str:
+    """Returns the name XLA gave the compiled module (`HloModule <name>, ...`)."""
+    try:
+        head = compiled.as_text()[:400]
+    except Exception:  # a backend that cannot print its module
+        return fallback
+    found = re.match(r"\s*HloModule\s+([^\s,]+)", head)
+    return found.group(1) if found else fallback
+
+
+def flops_of(
+    subject: Subject, variant: Variant, y: Any, before_text: str | None
+) -> tuple[float | None, str, ProgramRecord | None]:
+    """Returns (flops_analytic, where it comes from, the program record).
+
+    The GELU study: 2·rows·k·n (`formula`). A program study: the config's `program.flops`
+    (`config`), else our cost model of `before_text`, the unoptimized HLO (`hlo_before`);
+    the record also keeps the dots' and convolutions' share, which a GEMM ceiling bounds.
+    """
+    if subject.program is None or subject.describe is None:
+        return analytic_flops(variant), "formula", None
+    flops, gemm = program.hlo_flops(before_text) if before_text else (None, None)
+    given = subject.program.flops
+    source = "config" if given is not None else "hlo_before"
+    return (given if given is not None else flops), source, subject.describe(y, source, gemm)
+
+
+def _hlo_before(variant_dir: Path) -> str | None:
+    """Returns the ladder's unoptimized HLO (`hlo_before`) of a jit variant, if dumped."""
+    found = ladder.read_ladder(variant_dir / "ir").hlo_files("hlo_before")
+    return found[0].read_text() if len(found) == 1 else None
+
+
 def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured:
     """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
     if variant.mode == "test_abort":  # a test of crash isolation: die as an XLA CHECK would
@@ -108,17 +203,16 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    fn = expression.build_function(variant)
-    inputs = expression.inputs_for(variant.problem, exp.seed)
+    subject = subject_of(exp, variant)
     started = time.perf_counter()
     buffer = stdio.StringIO()
     with contextlib.redirect_stdout(buffer):
         if variant.mode == "eager":
-            record, call = _capture_eager(exp, variant, fn, inputs, ctx)
+            record, call = _capture_eager(exp, variant, subject, ctx)
         elif variant.mode == "jit_python_branch":
-            record, call = _expected_trace_error(variant, fn, inputs, ctx), None
+            record, call = _expected_trace_error(variant, subject, ctx), None
         else:
-            record, call = _capture_jit(exp, variant, fn, inputs, ctx)
+            record, call = _capture_jit(exp, variant, subject, ctx)
     printed = buffer.getvalue()
     if printed:
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
@@ -160,19 +254,14 @@ def _recompile(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recomp
 
 
 def _capture_jit(
-    exp: Experiment,
-    variant: Variant,
-    fn: Callable[..., Any],
-    inputs: expression.Inputs,
-    ctx: Context,
+    exp: Experiment, variant: Variant, subject: Subject, ctx: Context
 ) -> tuple[CaptureRecord, Callable[[], Any]]:
-    module = "jit_" + fn.__name__
     dump_dir = ctx.variant_dir / "dump"
     options = {
-        **dumping.dump_options(dump_dir, f"^{module}$", exp.dump, ctx.platform),
+        **dumping.dump_options(dump_dir, subject.module_re, exp.dump, ctx.platform),
         **variant.xla_options,
     }
-    placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
+    placed = subject.placed
     jitted = jax.jit(placed.fn, compiler_options=options, **placed.jit_kwargs)
     args = placed.args
     with _window(exp, ctx, "first_call") as events:
@@ -195,7 +284,8 @@ def _capture_jit(
         return compiled(*args)
 
     times = _steady(exp, ctx, call)
-    numerics = _numerics(exp, variant, y, inputs)
+    numerics = subject.judge(y)
+    module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     # The half-size input is made before the timed window: slicing is itself an eager op
     # that would otherwise add its own compile to the recompile pause.
     half = jax.block_until_ready(placed.halved())
@@ -217,6 +307,10 @@ def _capture_jit(
         ctx.variant_dir / "timings.json",
         {"latency_blocked_s": times, "first_call_events": events},
     )
+    before = _hlo_before(ctx.variant_dir) if subject.program is not None else None
+    if subject.program is not None and before is None:
+        before = lowered.as_text(dialect="hlo")  # no dump: the same module, from the lowering
+    flops, flops_source, studied = flops_of(subject, variant, y, before)
     record = CaptureRecord(
         status="ok",
         reason=None,
@@ -227,7 +321,9 @@ def _capture_jit(
         latency_blocked_s=tuple(times),
         numerics=numerics,
         xla_cost=xla_cost(compiled),
-        flops_analytic=analytic_flops(variant),
+        flops_analytic=flops,
+        flops_analytic_source=flops_source,
+        program=studied,
         notes=() if modules else ("XLA wrote no dump for this module",),
         mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
         if placed.record is not None
@@ -236,12 +332,10 @@ def _capture_jit(
     return record, call
 
 
-def _expected_trace_error(
-    variant: Variant, fn: Callable[..., Any], inputs: expression.Inputs, ctx: Context
-) -> CaptureRecord:
+def _expected_trace_error(variant: Variant, subject: Subject, ctx: Context) -> CaptureRecord:
     """Traces a function that branches in Python on a traced value; JAX must refuse it."""
     try:
-        jax.jit(fn).trace(inputs.x, inputs.w, inputs.b)
+        jax.jit(subject.fn).trace(*subject.placed.args)
     except jax.errors.ConcretizationTypeError as e:
         message = str(e)
         io.write_text(ctx.variant_dir / "expected_error.txt", message + "\n")
@@ -256,13 +350,9 @@ def _expected_trace_error(
 
 
 def _capture_eager(
-    exp: Experiment,
-    variant: Variant,
-    fn: Callable[..., Any],
-    inputs: expression.Inputs,
-    ctx: Context,
+    exp: Experiment, variant: Variant, subject: Subject, ctx: Context
 ) -> tuple[CaptureRecord, Callable[[], Any]]:
-    args = (inputs.x, inputs.w, inputs.b)
+    fn, args = subject.fn, subject.placed.args
     dump_dir = ctx.variant_dir / "dump"
     options = dumping.dump_options(dump_dir, ".*", exp.dump, ctx.platform)
     options.pop("xla_dump_hlo_pass_re", None)  # one file per pass per primitive is noise
@@ -277,9 +367,9 @@ def _capture_eager(
         return fn(*args)
 
     times = _steady(exp, ctx, call)
-    numerics = _numerics(exp, variant, y, inputs)
-    x_half = jax.block_until_ready(expression.halve_rows(inputs.x))
-    recompile = _recompile(exp, ctx, lambda: fn(x_half, inputs.w, inputs.b))
+    numerics = subject.judge(y)
+    half = jax.block_until_ready(subject.placed.halved())
+    recompile = _recompile(exp, ctx, lambda: fn(*half))
     if recompile is not None:
         recompile = dataclasses.replace(
             recompile,
@@ -298,6 +388,12 @@ def _capture_eager(
         ctx.variant_dir / "timings.json",
         {"latency_blocked_s": times, "first_call_events": events},
     )
+    # Eager dispatch has no module of the whole function: its FLOPs are those of the module
+    # jit would compile, lowered (not compiled) after every measurement.
+    before = (
+        jax.jit(fn).lower(*args).as_text(dialect="hlo") if subject.program is not None else None
+    )
+    flops, flops_source, studied = flops_of(subject, variant, y, before)
     record = CaptureRecord(
         status="ok",
         reason=None,
@@ -316,7 +412,9 @@ def _capture_eager(
         recompile=recompile,
         latency_blocked_s=tuple(times),
         numerics=numerics,
-        flops_analytic=analytic_flops(variant),
+        flops_analytic=flops,
+        flops_analytic_source=flops_source,
+        program=studied,
         notes=()
         if dumped
         else ("eager modules not dumped: this JAX release builds compile options elsewhere",),
@@ -336,13 +434,11 @@ def compile_for_timing(
     from harness.hlo import fingerprint
     from harness.hlo.parser import parse_file
 
-    fn = expression.build_function(variant)
-    inputs = expression.inputs_for(variant.problem, exp.seed)
-    args = (inputs.x, inputs.w, inputs.b)
+    subject = subject_of(exp, variant)
+    fn, placed = subject.fn, subject.placed
+    args = placed.args
     if variant.mode == "eager":
         return (lambda: fn(*args)), "eager: called again in the timing process"
-    placed = sharded.place(variant, fn, inputs)
-    args = placed.args
     compiled = (
         jax.jit(placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs)
         .lower(*args)

@@ -6,10 +6,12 @@ Every config, whether from YAML or from `--config.*` overrides, becomes an `Expe
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import os
 import re
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -20,6 +22,11 @@ from harness.config.sharding import Sharding
 from harness.config.sharding import problems as sharding_problems
 
 DTYPES = ("float32", "bfloat16", "float16")
+# What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant
+# (it is on only for the float64 reference), so a float64 input would silently be float32.
+INPUT_DTYPES = (*DTYPES, "int32", "int8", "uint8", "bool")
+# The modes a program study runs; the others build the GELU expression's own variants.
+PROGRAM_MODES = ("eager", "jit")
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
 TORCH_MODES = ("torch_eager", "torch_compile", "torch_matmul", "torch_print", "torch_branch")
@@ -102,13 +109,64 @@ class Problem:
 
 
 @dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """One argument of a program after its parameters: shape, dtype, and for integers a range.
+
+    Floating inputs are standard normal; integer inputs uniform in [0, high); bool inputs fair
+    coin flips. Every input comes from the experiment's seed (harness.variants.program).
+    """
+
+    shape: tuple[int, ...] = ranged((), 1, MAX_DIM, "the input's dimensions")
+    dtype: str = "float32"
+    high: int = ranged(16, 1, (1 << 31) - 1, "integer inputs are uniform in [0, high)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The user's own function as the study's program (README: "Studying your own function").
+
+    `function` is called as `function(params, *inputs)` with `params = init(jax.random.key(
+    seed), *input_specs)`, each spec a `jax.ShapeDtypeStruct` of one input as configured. A
+    variant may change only `dtype` (every floating input cast to it) and `w_dtype` (every
+    floating leaf of the parameters cast to it); the rest is the study's.
+    """
+
+    function: str = ""  # module:function (importable) or path/to/file.py:function
+    init: str = ""  # module:function: init(key, *input_specs) -> params
+    inputs: tuple[InputSpec, ...] = ()
+    flops: float | None = None  # FLOPs per call; None: our cost model of the unoptimized HLO
+    # The inputs' shapes for the new-shape call, one per input; empty: the first input's
+    # leading dimension halved.
+    recompile_shapes: tuple[tuple[int, ...], ...] = ()
+    dtype: str | None = None  # a variant's dtype for every floating input
+    w_dtype: str | None = None  # a variant's dtype for every floating leaf of the parameters
+
+    @property
+    def enabled(self) -> bool:
+        """True when the config names a function: the study is of that program."""
+        return bool(self.function)
+
+    def new_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Returns the inputs' shapes for the recompile: as configured, else the first input's
+        leading dimension halved."""
+        if self.recompile_shapes:
+            return self.recompile_shapes
+        shapes = [s.shape for s in self.inputs]
+        first = shapes[0]
+        shapes[0] = (first[0] // 2, *first[1:])
+        return tuple(shapes)
+
+
+@dataclasses.dataclass(frozen=True)
 class Measure:
     """How each variant is timed and checked."""
 
     warmup: int = ranged(2, 0, 1000, "untimed calls before the blocked per-call latency")
     steps: int = ranged(20, 1, 100_000, "blocked calls timed for the per-call latency")
     recompile: bool = True
-    numerics_rows: int = ranged(256, 1, 1 << 20, "rows of y checked against the float64 reference")
+    numerics_rows: int = ranged(
+        256, 1, 1 << 20, "rows of y checked against the float64 reference (a program: all of it)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +235,7 @@ class Variant:
     mode: str = "jit"
     description: str = ""
     problem: Problem = Problem()
+    program: Program = Program()  # the experiment's program with this variant's dtype changes
     xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     platforms: tuple[str, ...] = PLATFORMS
     roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
@@ -229,6 +288,7 @@ class Experiment:
     baseline: str = "xla"
     select: tuple[str, ...] = ()
     problem: Problem = Problem()
+    program: Program = Program()  # set: the study is of the user's own function, not the GELU
     measure: Measure = Measure()
     profile: Profile = Profile()
     dump: Dump = Dump()
@@ -363,6 +423,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
     validate_name(source, "experiment", e.experiment)
     validate_problem(e.problem, source, "problem")
     validate_ranges(e, source, "")  # the seed and every section's numbers
+    validate_program(e, source)
     _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
     if not e.variants:
         raise ConfigError(
@@ -410,6 +471,310 @@ def validate_experiment(e: Experiment, source: str) -> None:
     for s in e.select:
         if s not in seen:
             raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# A program study: the user's own function.
+
+# The folders the capture worker imports from: the repo root (its working folder and
+# PYTHONPATH), the caller's PYTHONPATH and the installed packages. The caller's current folder
+# is not among them unless it is the repo root, so a module found only there is refused.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A literal on the right of `name = ...` can never be called.
+_LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr)
+
+
+def split_callable(spec: str) -> tuple[str, str, bool]:
+    """Returns (module or file, function name, whether it names a file) of `module:function`
+    or `path/to/file.py:function`; raises ValueError for anything else."""
+    where, sep, name = spec.rpartition(":")
+    is_file = where.endswith(".py") or "/" in where or os.sep in where
+    ok_module = is_file or all(part.isidentifier() for part in where.split("."))
+    if not sep or not where or not name.isidentifier() or not ok_module:
+        raise ValueError(
+            f"{shown(spec)} is not module:function or path/to/file.py:function "
+            "(e.g. examples.mlp:apply)"
+        )
+    return where, name, is_file
+
+
+def import_roots() -> list[str]:
+    """Returns the folders a `module:function` is looked up in: those the capture worker has."""
+    cwd = os.getcwd()
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    roots = [REPO_ROOT, *extra]
+    for entry in sys.path:
+        folder = os.path.abspath(entry or cwd)
+        if (entry in ("", ".") or folder == cwd) and folder != REPO_ROOT:
+            continue  # the caller's own folder: the worker runs in the repo root
+        roots.append(folder)
+    return list(dict.fromkeys(roots))
+
+
+def module_file(module: str) -> str | None:
+    """Returns the source file of a dotted module name under import_roots(), without importing
+    anything (the supervisor never imports the user's code, nor JAX); None when absent."""
+    parts = module.split(".")
+    for root in import_roots():
+        base = os.path.join(root, *parts)
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate
+    return None
+
+
+def _top_level(tree: ast.Module) -> typing.Iterator[ast.stmt]:
+    """Yields a module's top-level statements, those inside top-level if/try blocks too."""
+    stack = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If | ast.Try):
+            blocks = [node.body, node.orelse]
+            if isinstance(node, ast.Try):
+                blocks += [node.finalbody, *(h.body for h in node.handlers)]
+            for block in reversed(blocks):
+                stack.extend(reversed(block))
+
+
+def definition_problem(path: str, name: str) -> str | None:
+    """Returns why the file at `path` cannot provide a callable `name` at its top level, or None.
+
+    Read with `ast`, not imported: a def, class, import or non-literal assignment of `name`
+    passes (the worker imports it and checks that it is callable); a literal (`name = 3`) or
+    no binding at all does not. A star import or a module `__getattr__` passes unchecked.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, UnicodeDecodeError) as e:
+        return f"cannot read {path}: {e}"
+    except SyntaxError as e:
+        return f"{path} does not parse: {e.msg} at line {e.lineno}"
+    for node in _top_level(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name in (name, "__getattr__"):
+                return None
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name:
+                    return None
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if isinstance(node.value, _LITERALS):
+                    kind = type(node.value).__name__.lower()
+                    return f"`{name}` is a {kind} value at line {node.lineno}, not a function"
+                return None
+    return f"defines no top-level `{name}` ({path})"
+
+
+def validate_callable(source: str, key: str, spec: str) -> None:
+    """Checks that `spec` names a callable the capture worker can import, without importing it."""
+    try:
+        where, name, is_file = split_callable(spec)
+    except ValueError as e:
+        raise ConfigError(source, key, str(e)) from None
+    if is_file:
+        if not os.path.isfile(where):
+            raise ConfigError(source, key, f"file {where} not found")
+        path = where
+    else:
+        found = module_file(where)
+        if found is None:
+            raise ConfigError(
+                source,
+                key,
+                f"module {where!r} not found in the repo root, PYTHONPATH or the installed "
+                f"packages (where the capture worker imports from); add its folder to "
+                f"PYTHONPATH, or name the file: path/to/{where.split('.')[-1]}.py:{name}",
+            )
+        path = found
+    problem = definition_problem(path, name)
+    if problem is not None:
+        raise ConfigError(source, key, f"{where}: {problem}")
+
+
+def resolve_program(e: Experiment) -> Experiment:
+    """Returns `e` with a program named by a relative file path made absolute (from the
+    current folder), so the worker, which runs in the repo root, finds the same file."""
+
+    def absolute(spec: str) -> str:
+        try:
+            where, name, is_file = split_callable(spec)
+        except ValueError:
+            return spec  # validation says what is wrong
+        return f"{os.path.abspath(where)}:{name}" if is_file else spec
+
+    def fixed(p: Program) -> Program:
+        return dataclasses.replace(p, function=absolute(p.function), init=absolute(p.init))
+
+    if not e.program.enabled:
+        return e
+    return dataclasses.replace(
+        e,
+        program=fixed(e.program),
+        variants=tuple(dataclasses.replace(v, program=fixed(v.program)) for v in e.variants),
+    )
+
+
+# What a variant of a program study may set under `program:`; the rest is the study's.
+_PROGRAM_SHARED = ("function", "init", "inputs", "flops", "recompile_shapes")
+
+
+def validate_program(e: Experiment, source: str) -> None:
+    """Checks a program study: the function and its init, the inputs, the FLOPs, the new
+    shapes, and that every variant is one a program study can run (eager or jit, one device,
+    no GELU `problem`, dtype changes only)."""
+    p = e.program
+    if not p.enabled:
+        if p != Program():
+            raise ConfigError(
+                source,
+                "program.function",
+                "is required in a `program` section: module:function or path/to/file.py:function",
+            )
+        for v in e.variants:
+            if v.program != p:
+                raise ConfigError(
+                    source,
+                    f"variants.{v.name}.program",
+                    "applies to a program study; this config names no `program.function`",
+                )
+        return
+    validate_callable(source, "program.function", p.function)
+    if not p.init:
+        raise ConfigError(
+            source,
+            "program.init",
+            "is required: module:function of init(key, *input_specs) -> params (a function "
+            "without parameters can use an init that returns {})",
+        )
+    validate_callable(source, "program.init", p.init)
+    if not p.inputs:
+        raise ConfigError(
+            source,
+            "program.inputs",
+            "is empty; list the arguments after the parameters, e.g. "
+            "[{shape: [256, 512], dtype: float32}]",
+        )
+    for i, spec in enumerate(p.inputs):
+        where = f"program.inputs[{i}]"
+        validate_ranges(spec, source, where)
+        if spec.dtype == "float64":
+            raise ConfigError(
+                source,
+                f"{where}.dtype",
+                "float64 is refused: the measured variants run without jax's x64 (only the "
+                f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
+            )
+        _choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+        size = 1
+        for d in spec.shape:
+            size *= d
+        if size > 1 << 34:
+            raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
+    if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
+        raise ConfigError(
+            source,
+            "program.flops",
+            f"must be the FLOPs of one call (> 0), or null for our cost model of the "
+            f"unoptimized HLO; got {shown(p.flops)}",
+        )
+    validate_new_shapes(e, source)
+    for key in ("dtype", "w_dtype"):
+        if getattr(p, key) is not None:
+            _choice(source, f"program.{key}", getattr(p, key), DTYPES)
+    if e.problem != Problem():
+        raise ConfigError(
+            source,
+            "problem",
+            "a program study has no `problem` (the GELU expression's m, k, n, ...); its "
+            "arguments are `program.inputs`",
+        )
+    for v in e.variants:
+        validate_program_variant(e, v, source)
+    space = e.search.space
+    for key, values in (("w_dtype", space.w_dtype), ("gelu", space.gelu)):
+        if e.search.base and values:
+            raise ConfigError(
+                source,
+                f"search.space.{key}",
+                "a program study's search varies XLA options only (`search.space.xla_options`)",
+            )
+
+
+def validate_new_shapes(e: Experiment, source: str) -> None:
+    """Checks the new-shape call's inputs: one shape per input, different from the first call's."""
+    p = e.program
+    if p.recompile_shapes:
+        if len(p.recompile_shapes) != len(p.inputs):
+            raise ConfigError(
+                source,
+                "program.recompile_shapes",
+                f"gives {len(p.recompile_shapes)} shapes for {len(p.inputs)} inputs; give one "
+                "per input",
+            )
+        for i, shape in enumerate(p.recompile_shapes):
+            for j, d in enumerate(shape):
+                if not 1 <= d <= MAX_DIM:
+                    raise ConfigError(
+                        source,
+                        f"program.recompile_shapes[{i}][{j}]",
+                        f"must be in [1, {MAX_DIM}], got {shown(d)}",
+                    )
+        if tuple(p.recompile_shapes) == tuple(s.shape for s in p.inputs):
+            raise ConfigError(
+                source,
+                "program.recompile_shapes",
+                "equals the inputs' shapes, so the call would not recompile",
+            )
+    elif e.measure.recompile and (not p.inputs[0].shape or p.inputs[0].shape[0] < 2):
+        raise ConfigError(
+            source,
+            "program.inputs[0].shape",
+            "the new-shape call halves the first input's leading dimension, which needs one "
+            "of at least 2; set program.recompile_shapes, or measure.recompile: false",
+        )
+
+
+def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
+    """Refuses what a program study's variant cannot be: a mode that builds the GELU
+    expression's own variant, a `problem`, a mesh, or a change of the study's function."""
+    where = f"variants.{v.name}"
+    test = TEST_MODES if os.environ.get("HARNESS_TEST_MODES") == "1" else ()
+    if v.mode not in PROGRAM_MODES + test:
+        raise ConfigError(
+            source,
+            f"{where}.mode",
+            f"{v.mode!r} builds the GELU expression's own variant, which a program study does "
+            f"not have; {_allowed(PROGRAM_MODES)}",
+        )
+    if v.problem != e.problem:
+        raise ConfigError(
+            source,
+            f"{where}.problem",
+            "a program study has no `problem`; change dtypes with "
+            "`program: {dtype: ..., w_dtype: ...}`",
+        )
+    for key in _PROGRAM_SHARED:
+        if getattr(v.program, key) != getattr(e.program, key):
+            raise ConfigError(
+                source,
+                f"{where}.program.{key}",
+                "a variant changes only `dtype` and `w_dtype`; the function, its init, "
+                "inputs, FLOPs and new shapes are the study's (`program.*`)",
+            )
+    for key in ("dtype", "w_dtype"):
+        if getattr(v.program, key) is not None:
+            _choice(source, f"{where}.program.{key}", getattr(v.program, key), DTYPES)
+    if v.sharding.enabled:
+        raise ConfigError(
+            source,
+            f"{where}.sharding",
+            "a mesh applies to the GELU expression's sharded variants; a program study runs "
+            "on one device",
+        )
 
 
 def validate_torch_variant(v: Variant, source: str) -> None:
@@ -548,7 +913,12 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
         elif key == "variants":
             kwargs[key] = tuple(
                 build_variant(v, source, i, raw)
-                for i, v in enumerate(_as_list(value, source, full))
+                for i, v in enumerate(_as_list(value, source, full, "variants"))
+            )
+        elif key == "inputs" and cls is Program:
+            kwargs[key] = tuple(
+                build(InputSpec, item, source, f"{full}[{i}]")
+                for i, item in enumerate(_as_list(value, source, full, "inputs"))
             )
         elif key == "xla_options" and cls is SearchSpace:
             if not isinstance(value, Mapping):
@@ -584,10 +954,10 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
         raise ConfigError(source, f"{path}.{missing[0]}" if missing else path, "is required") from e
 
 
-def _as_list(value: Any, source: str, key: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ConfigError(source, key, f"expected a list of variants, got {type(value).__name__}")
-    return value
+def _as_list(value: Any, source: str, key: str, what: str) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise ConfigError(source, key, f"expected a list of {what}, got {type(value).__name__}")
+    return list(value)
 
 
 def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> Variant:
@@ -600,17 +970,25 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
     if not isinstance(raw["name"], str):
         raise ConfigError(source, f"{where}.name", f"expected str, got {shown(raw['name'])}")
     shared = build(Problem, top.get("problem", {}) or {}, source, "problem")
-    body = {k: v for k, v in raw.items() if k != "problem"}
+    body = {k: v for k, v in raw.items() if k not in ("problem", "program")}
     variant = build(Variant, body, source, f"variants.{raw['name']}")
     problem = build(
         Problem, raw.get("problem", {}) or {}, source, f"variants.{raw['name']}.problem", shared
     )
-    return dataclasses.replace(variant, problem=problem)
+    # A variant's program is the experiment's, updated by its own keys (dtype, w_dtype).
+    program = build(
+        Program,
+        raw.get("program", {}) or {},
+        source,
+        f"variants.{raw['name']}.program",
+        build(Program, top.get("program", {}) or {}, source, "program"),
+    )
+    return dataclasses.replace(variant, problem=problem, program=program)
 
 
 def build_experiment(raw: Mapping[str, Any], source: str) -> Experiment:
     """Returns the validated Experiment for a raw config mapping; raises ConfigError."""
-    experiment = build(Experiment, raw, source, "")
+    experiment = resolve_program(build(Experiment, raw, source, ""))
     validate_experiment(experiment, source)
     return experiment
 

@@ -48,7 +48,7 @@ class Figured:
 # Cells
 
 
-class _Paths:
+class Paths:
     """Shortens source paths to the part below the folder they all share."""
 
     def __init__(self, labels: Sequence[str]) -> None:
@@ -64,7 +64,7 @@ class _Paths:
         return label
 
 
-def _lines(labels: Sequence[str], paths: _Paths, limit: int = 2) -> str:
+def _lines(labels: Sequence[str], paths: Paths, limit: int = 2) -> str:
     if not labels:
         return MISSING
     shown = [f"`{paths.short(x)}`" for x in labels[:limit]]
@@ -94,7 +94,8 @@ def _dim(value: tuple[int, int, int] | None) -> str:
     return MISSING if value is None else "×".join(str(v) for v in value)
 
 
-def _time(seconds: float | None) -> str:
+def step_time(seconds: float | None) -> str:
+    """A time a step, in ms (µs under 0.1 ms), or MISSING."""
     if seconds is None:
         return MISSING
     return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} µs"
@@ -112,7 +113,7 @@ def _all_lines(a: ProgramAnalysis) -> list[str]:
 # Tables
 
 
-def cluster_table(m: ModuleAnalysis, by_time: bool, paths: _Paths, limit: int) -> Table:
+def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) -> Table:
     """The ranking: clusters by device time a step (or by FLOPs without a profile)."""
     rows = []
     for i, r in enumerate(m.clusters[:limit], 1):
@@ -122,7 +123,7 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: _Paths, limit: int) -
                     str(i),
                     f"`{r.name}`",
                     _kind(r),
-                    _time(r.time_s),
+                    step_time(r.time_s),
                     fmt.pct(r.share),
                     fmt.count(r.runs) if r.runs is not None else MISSING,
                     fmt.si(r.flops, "FLOP"),
@@ -179,7 +180,7 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: _Paths, limit: int) -
     return Table(header, tuple(rows))
 
 
-def rollup_table(rows: Sequence[RollUp], what: str, by_time: bool, paths: _Paths | None) -> Table:
+def rollup_table(rows: Sequence[RollUp], what: str, by_time: bool, paths: Paths | None) -> Table:
     """A roll-up by source line or named scope."""
     value_head = ("time a step", "% of step") if by_time else ("FLOPs", "% of FLOPs")
     body = []
@@ -188,7 +189,7 @@ def rollup_table(rows: Sequence[RollUp], what: str, by_time: bool, paths: _Paths
         body.append(
             (
                 f"`{label}`" if label else "(top level)",
-                _time(r.value) if by_time else fmt.si(r.value, "FLOP"),
+                step_time(r.value) if by_time else fmt.si(r.value, "FLOP"),
                 fmt.pct(r.share),
                 str(r.clusters),
                 f"`{r.top_cluster}`",
@@ -204,7 +205,7 @@ def kernel_table(m: ModuleAnalysis) -> Table:
             f"`{k.name[:60]}`",
             f"`{k.cluster}`" if k.cluster else MISSING,
             fmt.count(k.launches),
-            _time(k.time_s),
+            step_time(k.time_s),
             fmt.pct(k.share),
             _dim(k.grid),
             _dim(k.block),
@@ -229,7 +230,7 @@ def kernel_table(m: ModuleAnalysis) -> Table:
     )
 
 
-def unfused_table(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Table:
+def unfused_table(m: ModuleAnalysis, by_time: bool, paths: Paths) -> Table:
     """Lone-instruction clusters grouped by opcode and source line, with the ops placed there
     (of the largest) and the reason, if any."""
     rows = []
@@ -242,7 +243,7 @@ def unfused_table(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Table:
                 u.opcode,
                 _lines(u.lines, paths),
                 str(len(u.clusters)),
-                _time(u.value) if by_time else fmt.si(u.value, "FLOP"),
+                step_time(u.value) if by_time else fmt.si(u.value, "FLOP"),
                 fmt.pct(u.share),
                 f"`{u.cluster}`",
                 ops or MISSING,
@@ -274,7 +275,7 @@ def helpers_table(helpers: Sequence[ModuleAnalysis], timed: bool) -> Table:
             h.kind,
             str(h.cluster_count),
             fmt.si(h.flops, "FLOP"),
-            _time(h.time_s) if timed else MISSING,
+            step_time(h.time_s) if timed else MISSING,
             fmt.pct(h.share) if timed else MISSING,
             str(h.events) if timed else MISSING,
             MISSING if h.executions is None else str(h.executions),
@@ -300,12 +301,12 @@ def helpers_table(helpers: Sequence[ModuleAnalysis], timed: bool) -> Table:
 # Figures
 
 
-def _label(row: ClusterRow, paths: _Paths) -> str:
+def _label(row: ClusterRow, paths: Paths) -> str:
     line = paths.short(row.lines[0]) if row.lines else ""
     return f"{row.name} ({line})" if line else row.name
 
 
-def top_figure(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Figure:
+def top_figure(m: ModuleAnalysis, by_time: bool, paths: Paths) -> Figure:
     """Two bar panels: the step (or the FLOPs) by source line, and the largest clusters."""
     rows = [r for r in m.clusters if r.share > 0][:TOP_BARS]
     lines = [r for r in m.by_line if r.share > 0][:TOP_BARS]
@@ -341,7 +342,7 @@ def top_figure(m: ModuleAnalysis, by_time: bool, paths: _Paths) -> Figure:
     return fig
 
 
-def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: _Paths) -> Figure:
+def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figure:
     """Each cluster's achieved FLOP/s against its arithmetic intensity, under the ceilings
     from --ceilings when given (else the points alone, and the title says so)."""
     pts = [
@@ -420,7 +421,7 @@ def _safe(key: str) -> str:
 
 def save_figures(a: ProgramAnalysis, folder: Path) -> dict[str, Figured]:
     """Writes each main module's figures under `folder`; returns them by name."""
-    paths = _Paths(_all_lines(a))
+    paths = Paths(_all_lines(a))
     by_time = a.ranked_by == "device time"
     out: dict[str, Figured] = {}
     for m in a.modules:
@@ -469,7 +470,7 @@ def report_blocks(
 ) -> tuple[Block, ...]:
     """The analyze report as document blocks."""
     by_time = a.ranked_by == "device time"
-    paths = _Paths(_all_lines(a))
+    paths = Paths(_all_lines(a))
     mains = [m for m in a.modules if m.role == "main"]
     helpers = [m for m in a.modules if m.role == "helper"]
     blocks: list[Block] = [Heading(1, f"XLA analysis of `{os.path.basename(dump) or dump}`")]
@@ -519,7 +520,7 @@ def report_blocks(
 
 
 def _main_module(
-    m: ModuleAnalysis, a: ProgramAnalysis, by_time: bool, paths: _Paths, figs: dict[str, Figured]
+    m: ModuleAnalysis, a: ProgramAnalysis, by_time: bool, paths: Paths, figs: dict[str, Figured]
 ) -> list[Block]:
     calls = ", ".join(
         f"`{t}`" + (f" ({e})" if e else "") + (f" ×{n}" if n > 1 else "")
@@ -531,7 +532,7 @@ def _main_module(
     ]
     if by_time:
         head.append(
-            f"{_time(m.time_s)} of device time a step ({fmt.pct(m.share)} of the step), "
+            f"{step_time(m.time_s)} of device time a step ({fmt.pct(m.share)} of the step), "
             f"{fmt.count(m.kernels_per_step)} kernels a step"
             + (f", {m.executions} executions in the window" if m.executions else "")
         )
@@ -613,8 +614,8 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         "reasons in `kernels.json`)",
         f"{fmt.count(p.kernels_per_step)} kernels and {fmt.count(p.device_ops_per_step)} device "
         "ops a step over the analysed modules",
-        f"device busy {_time(p.busy_time_s)} a step (union of intervals); summed event time "
-        f"{_time(p.event_time_s)} a step",
+        f"device busy {step_time(p.busy_time_s)} a step (union of intervals); summed event time "
+        f"{step_time(p.event_time_s)} a step",
         "attribution rules: " + ", ".join(f"{r} {n}" for r, n in p.rules),
     ]
     blocks: list[Block] = [Heading(2, "Profile", "profile"), Bullets(tuple(items))]
@@ -630,7 +631,7 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
             Table(
                 ("module", "program id", "events", "summed time"),
                 tuple(
-                    (f"`{o.module}`", str(o.program_id), str(o.events), _time(o.time_s))
+                    (f"`{o.module}`", str(o.program_id), str(o.events), step_time(o.time_s))
                     for o in p.outside
                 ),
             )

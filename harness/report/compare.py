@@ -80,10 +80,10 @@ def _libs(v: VariantData) -> str:
 
 
 def same_problem(ra: RunData, rb: RunData) -> bool:
-    """True when the two runs' configs ran the same problem sizes and dtypes."""
-    pa = (ra.manifest.get("config") or {}).get("problem")
-    pb = (rb.manifest.get("config") or {}).get("problem")
-    return pa == pb
+    """True when the two runs' configs ran the same problem sizes and dtypes (for a program
+    study: the same program, inputs and dtypes)."""
+    ca, cb = (ra.manifest.get("config") or {}), (rb.manifest.get("config") or {})
+    return (ca.get("problem"), ca.get("program")) == (cb.get("problem"), cb.get("program"))
 
 
 def step_verdict(a: VariantData, b: VariantData, floor: float) -> tuple[str, str]:

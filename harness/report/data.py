@@ -41,6 +41,7 @@ class VariantData:
     kernels: tuple[dict[str, Any], ...] = ()
     passes: dict[str, Any] = field(default_factory=dict)
     compile: dict[str, Any] = field(default_factory=dict)
+    ranking: dict[str, Any] = field(default_factory=dict)  # ranking.json: where the time goes
 
     @property
     def ok(self) -> bool:
@@ -209,6 +210,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
     fusions = _read_json(vdir / "fusions.json", notes)
     passes = _read_json(vdir / "passes.json", notes)
     compile_ = _read_json(vdir / "compile.json", notes)
+    ranking = _read_json(vdir / "ranking.json", notes)
     return VariantData(
         name=name,
         summary=summary,
@@ -217,6 +219,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         kernels=_kernel_rows(_read_json(vdir / "kernels.json", notes)),
         passes=passes if isinstance(passes, dict) else {},
         compile=compile_ if isinstance(compile_, dict) else {},
+        ranking=ranking if isinstance(ranking, dict) else {},
     )
 
 

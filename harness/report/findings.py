@@ -89,12 +89,33 @@ def config_differences(v: VariantData, ref: VariantData) -> list[str]:
             x, y = x or a.problem.get("dtype"), y or b.problem.get("dtype")
         if x != y:
             out.append(f"{word} {fmt.text(x)} (was {fmt.text(y)})")
+    out += program_differences(v, ref)
     for key in sorted(set(a.xla_options) | set(b.xla_options)):
         x, y = a.xla_options.get(key), b.xla_options.get(key)
         if x != y:
             out.append(
                 f"`{key}={fmt.text(x)}`" + (f" (was {fmt.text(y)})" if y is not None else "")
             )
+    return out
+
+
+def program_differences(v: VariantData, ref: VariantData) -> list[str]:
+    """Returns what differs between two variants of a program study, as phrases: the inputs'
+    dtypes and the parameters' dtypes, as each variant called its function."""
+    a, b = v.summary.identity.program, ref.summary.identity.program
+    if a is None or b is None:
+        return []
+    out = []
+    for word, x, y in (
+        (
+            "the inputs' dtype",
+            "/".join(sorted({i.dtype for i in a.inputs})),
+            "/".join(sorted({i.dtype for i in b.inputs})),
+        ),
+        ("the parameters' dtype", "/".join(a.param_dtypes), "/".join(b.param_dtypes)),
+    ):
+        if x != y:
+            out.append(f"{word} {x} (was {y})")
     return out
 
 
@@ -346,6 +367,9 @@ def untested(run: RunData) -> list[Untested]:
             f"    xla_options: {{{key}: {_yaml(value)}}}"
         )
         out.append(Untested(f"`{key}: {_yaml(value)}`", why, snippet))
+    studied = base.summary.identity.program
+    if studied is not None:
+        return out + _untested_program(run, base)
     p = base.summary.identity.problem
     forms = {v.summary.identity.problem.get("gelu") for v in run.variants if v.measured}
     if "tanh" not in forms:
@@ -366,6 +390,27 @@ def untested(run: RunData) -> list[Untested]:
             )
         )
     return out
+
+
+def _untested_program(run: RunData, base: VariantData) -> list[Untested]:
+    """A program study's untested dtype change: bfloat16 inputs and parameters, when no
+    measured variant ran them."""
+    ran = {
+        (tuple(i.dtype for i in s.inputs), s.param_dtypes)
+        for v in run.variants
+        if v.measured and (s := v.summary.identity.program) is not None
+    }
+    if any("bfloat16" in inputs and "bfloat16" in params for inputs, params in ran):
+        return []
+    return [
+        Untested(
+            "bfloat16 inputs and parameters",
+            "halves the bytes moved and runs the GEMMs on bf16 arithmetic (tensor cores on a "
+            "GPU), at bf16's tolerance",
+            f"  - name: {base.name}_bf16\n    mode: {base.summary.identity.mode}\n"
+            "    program: {dtype: bfloat16, w_dtype: bfloat16}",
+        )
+    ]
 
 
 def _yaml(value: Any) -> str:

@@ -20,6 +20,9 @@ from harness.report import fmt
 from harness.report.data import RunData, VariantData
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
+# The study has no variant in the role a claim needs (a program study has no host callback,
+# no traced branch, no lower bound): nothing was measured, and nothing is claimed.
+NOT_IN_STUDY = "not measured in this study"
 PAUSE_FACTOR = 10.0  # a pause is a first call (or recompile) at least this many steps long
 FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 
@@ -49,17 +52,20 @@ def _none_in_role(role: str, framework: str) -> str:
     return f"this run has no {FRAMEWORKS.get(framework, framework)} variant in the `{role}` role"
 
 
+def _absent(key: str, claim: str, role: str, framework: str) -> Observation:
+    """The claim needs a variant in `role`, which the study does not have."""
+    return Observation(key, claim, NOT_IN_STUDY, (_none_in_role(role, framework),))
+
+
 def eager(run: RunData, framework: str = "jax") -> list[Observation]:
     """Eager dispatch issues one launch per primitive (≥ 3), and temporary transfers."""
     k1, c1 = "eager_launches", "Eager issues three or more launches per step."
     k2, c2 = "eager_transfers", "Eager adds temporary host-device transfers per step."
     v = run.by_role("eager", framework)
-    if v is None or not v.ok:
-        why = (
-            _none_in_role("eager", framework)
-            if v is None
-            else f"{v.name} {v.summary.identity.status}"
-        )
+    if v is None:
+        return [_absent(k1, c1, "eager", framework), _absent(k2, c2, "eager", framework)]
+    if not v.ok:
+        why = f"{v.name} {v.summary.identity.status}"
         return [_missing(k1, c1, why), _missing(k2, c2, why)]
     kernels = v.summary.profile.kernels_per_step
     modules = v.summary.identity.eager_modules
@@ -97,7 +103,9 @@ def eager(run: RunData, framework: str = "jax") -> list[Observation]:
 
 def _pause(run: RunData, key: str, claim: str, which: str, framework: str) -> Observation:
     v = run.by_role("baseline", framework)
-    if v is None or not v.ok:
+    if v is None:
+        return _absent(key, claim, "baseline", framework)
+    if not v.ok:
         return _missing(
             key, claim, f"this run has no {FRAMEWORKS.get(framework, framework)} baseline that ran"
         )
@@ -146,6 +154,16 @@ def fused_epilogue(run: RunData, framework: str = "jax") -> list[Observation]:
     c1 = "A compiled call runs one library matmul with a fused epilogue."
     k2 = "fewer_kernels"
     c2 = "A compiled call runs fewer kernels than eager."
+    if not run.with_role("compiled", framework):
+        return [
+            _absent(k1, c1, "compiled", framework),
+            _absent(
+                "fewer_kernels",
+                "A compiled call runs fewer kernels than eager.",
+                "compiled",
+                framework,
+            ),
+        ]
     compiled = [
         v for v in run.with_role("compiled", framework) if v.ok and "lower_bound" not in v.roles
     ]
@@ -188,7 +206,9 @@ def host_callback_split(run: RunData, framework: str = "jax") -> list[Observatio
     (for PyTorch also: Dynamo broke the graph at the print)."""
     key, claim = "host_callback_split", "A host callback (print) splits the compiled region."
     cb, base = run.by_role("host_callback", framework), run.by_role("baseline", framework)
-    if cb is None or base is None or not cb.ok or not base.ok:
+    if cb is None or base is None:
+        return [_absent(key, claim, "host_callback" if cb is None else "baseline", framework)]
+    if not cb.ok or not base.ok:
         return [
             _missing(
                 key, claim, "needs a variant in the `host_callback` role and a baseline that ran"
@@ -242,7 +262,7 @@ def traced_branch(run: RunData, framework: str = "jax") -> list[Observation]:
     claim = "A data-dependent branch splits (or is refused by) the compiled region."
     v = run.by_role("traced_branch", framework)
     if v is None:
-        return [_missing(key, claim, _none_in_role("traced_branch", framework))]
+        return [_absent(key, claim, "traced_branch", framework)]
     err = v.summary.identity.expected_error
     ev = []
     if err is not None:
@@ -277,6 +297,8 @@ def cache_miss_explains(run: RunData, framework: str = "jax") -> list[Observatio
     Dynamo's recompile reason next to the guards that failed)."""
     key, claim = "cache_miss_log", "The compiler's log explains the recompile."
     v = run.by_role("baseline", framework)
+    if v is None:
+        return [_absent(key, claim, "baseline", framework)]
     if framework == "torch":
         d = v.summary.dynamo if v else None
         if v is None or d is None or not d.recompile_reasons:
@@ -388,7 +410,9 @@ def flops_counted(run: RunData, framework: str = "jax") -> list[Observation]:
     """FLOPs and bytes are counted: ours against XLA's cost analysis."""
     key, claim = "flops_counted", "FLOPs and bytes are counted."
     v = run.by_role("baseline", framework)
-    if v is None or v.summary.cost.flops_analytic is None:
+    if v is None:
+        return [_absent(key, claim, "baseline", framework)]
+    if v.summary.cost.flops_analytic is None:
         return [_missing(key, claim, "the baseline has no FLOP count")]
     c = v.summary.cost
     if framework == "torch" and c.flops is None:
@@ -400,9 +424,13 @@ def flops_counted(run: RunData, framework: str = "jax") -> list[Observation]:
                 "reads HLO, and Inductor's kernels are not costed",
             )
         ]
+    first = {
+        "hlo_before": f"ours before optimization {fmt.si(c.flops_analytic, 'FLOP')}, after",
+        "config": f"from the config {fmt.si(c.flops_analytic, 'FLOP')}, ours",
+    }.get(c.flops_analytic_source or "", f"analytic {fmt.si(c.flops_analytic, 'FLOP')}, ours")
     ev = [
-        f"{v.name}: analytic {fmt.si(c.flops_analytic, 'FLOP')}, ours {fmt.si(c.flops, 'FLOP')}, "
-        f"XLA {fmt.si(c.flops_xla, 'FLOP')}; bytes ours {fmt.si(c.bytes, 'B')}, XLA {fmt.si(c.bytes_xla, 'B')}"
+        f"{v.name}: {first} {fmt.si(c.flops, 'FLOP')}, XLA {fmt.si(c.flops_xla, 'FLOP')}; "
+        f"bytes ours {fmt.si(c.bytes, 'B')}, XLA {fmt.si(c.bytes_xla, 'B')}"
     ]
     ev += [f"flagged: {d}" for d in c.disagreements[:3]] or ["no disagreement flagged"]
     verdict = YES if c.flops is not None and c.bytes is not None else NO

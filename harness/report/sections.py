@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.report import findings as why
-from harness.report import fmt
+from harness.report import fmt, ranking
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
@@ -370,6 +370,7 @@ def variant_blocks(
     )
     if table:
         out.append(table)
+    out += ranking.variant_blocks(v, run)
     if s.hlo.fusion_changing_passes:
         out.append(Para("Passes that changed the fusion structure:"))
         out.append(
@@ -437,6 +438,56 @@ def dynamo_line(d: Any) -> str:
     return "Dynamo: " + "; ".join(parts) + "."
 
 
+def _arrays(specs: Sequence[Any]) -> str:
+    return ", ".join(f"{a.dtype}[{','.join(map(str, a.shape))}]" for a in specs) or "none"
+
+
+def program_blocks(run: RunData) -> list[Block]:
+    """What a program study studied: the function, its arguments, parameters and result, the
+    new-shape call, where the FLOPs and the reference come from; then each variant's dtypes."""
+    base = run.by_role("baseline") or next(iter(run.variants), None)
+    p = base.summary.identity.program if base is not None else None
+    if base is None or p is None:
+        return []
+    flops = {
+        "config": "given by the config (`program.flops`)",
+        "hlo_before": "our cost model of the unoptimized HLO (the ladder's `hlo_before`)",
+    }.get(p.flops_source, p.flops_source or MISSING)
+    wide = "/".join(p.reference_dtypes) or MISSING
+    items = [
+        f"function `{p.function}`, called as `function(params, *inputs)`",
+        f"parameters from `{p.init}` (`init(jax.random.key(seed), *input_specs)`): "
+        f"{p.param_leaves} arrays, {fmt.si(p.param_count, '')} values, "
+        f"{fmt.si(p.param_bytes, 'B')} ({', '.join(p.param_dtypes)}) in `{base.name}`",
+        f"inputs {_arrays(p.inputs)}; result {_arrays(p.output)}",
+        f"the new-shape call (recompile): inputs {_arrays(p.recompile_inputs)}",
+        f"FLOPs per call (`cost.flops_analytic`): {fmt.si(base.summary.cost.flops_analytic, 'FLOP')}, "
+        f"{flops}; of which dots and convolutions {fmt.si(p.gemm_flops, 'FLOP')}",
+        f"numerics against the function itself run with jax's x64 on the CPU (result {wide}), "
+        "parameters and inputs widened to float64 from the values each variant used",
+    ]
+    if wide != "float64":
+        items.append(
+            "the reference's result is not float64: the function fixes its own dtype, so the "
+            "reference is no more precise than that"
+        )
+    rows = tuple(
+        (
+            v.name,
+            _arrays(v.summary.identity.program.inputs),
+            ", ".join(v.summary.identity.program.param_dtypes) or MISSING,
+            fmt.si(v.summary.identity.program.param_bytes, "B"),
+        )
+        for v in run.variants
+        if v.summary.identity.program is not None
+    )
+    return [
+        Heading(2, "The program", "program"),
+        Bullets(tuple(items)),
+        Table(("variant", "inputs as called", "parameter dtypes", "parameter bytes"), rows),
+    ]
+
+
 def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
@@ -478,10 +529,9 @@ def environment_blocks(run: RunData) -> list[Block]:
     else:
         out.append(Para("No overrides: the config file as written."))
     cfg = m.get("config") or {}
+    studied = "program" if (cfg.get("program") or {}).get("function") else "problem"
     shown = {
-        k: cfg[k]
-        for k in ("problem", "measure", "profile", "dump", "timing", "capture")
-        if k in cfg
+        k: cfg[k] for k in (studied, "measure", "profile", "dump", "timing", "capture") if k in cfg
     }
     if shown:
         out.append(Code(json.dumps(shown, indent=1), "json"))
@@ -530,14 +580,18 @@ def report_blocks(
 ) -> tuple[Block, ...]:
     """Returns the whole report: findings and what to change first, then the summary, noise,
     observations, plots, variants and environment."""
+    studied = program_blocks(run)
     blocks: list[Block] = [
         Heading(1, f"{run.experiment}: run {run.run_id}"),
         Para(headline(run)),
         Para(
-            "[findings](#findings) · [what to change](#what-to-change) · [summary](#summary) · "
-            "[observations](#observations) · [plots](#plots) · [variants](#variants) · "
-            "[environment](#environment) · [run folder](index.html)"
+            ("[the program](#program) · " if studied else "")
+            + "[findings](#findings) · [what to change](#what-to-change) · [summary](#summary) · "
+            "[where the time goes](#where-the-time-goes) · [observations](#observations) · "
+            "[plots](#plots) · [variants](#variants) · [environment](#environment) · "
+            "[run folder](index.html)"
         ),
+        *studied,
         *findings_blocks(run),
         *changes_blocks(run),
         *boundaries_blocks(run, decisions),
@@ -549,6 +603,7 @@ def report_blocks(
             f'"{MISSING}" means the run has no such figure.'
         ),
         *noise_blocks(run),
+        *ranking.overview_blocks(run),
         *observation_blocks(obs),
         *plot_blocks(plots),
         *sharded_blocks(run),

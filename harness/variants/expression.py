@@ -199,7 +199,17 @@ def tolerance(p: Problem) -> float:
 
 def numerics(y: jax.Array, ref: np.ndarray, rows: np.ndarray, tol: float) -> Numerics:
     """Returns max abs/rel error and the relative Frobenius error with a pass/fail verdict."""
-    got = np.asarray(y).astype(np.float64)[..., rows, :]
+    return compare(np.asarray(y).astype(np.float64)[..., rows, :], ref, tol)
+
+
+def compare(got: np.ndarray, ref: np.ndarray, tol: float) -> Numerics:
+    """Returns the errors of `got` against the float64 `ref` (same shape) and the verdict:
+    finite and a relative Frobenius error within `tol`. Shared by the GELU study and a
+    program study, so both judge numerics alike."""
+    got = got.astype(np.float64)
+    ref = ref.astype(np.float64)
+    if got.size == 0:
+        return Numerics(0.0, 0.0, 0.0, tol, bool(np.isfinite(got).all()))
     diff = np.abs(got - ref)
     rel_fro = float(np.linalg.norm(diff) / max(np.linalg.norm(ref), 1e-30))
     finite = bool(np.isfinite(got).all())

@@ -1,0 +1,210 @@
+"""The run report's "Where the time goes": each compiled variant's clusters ranked by device
+time a step, and rolled up by source line and named scope, for any config.
+
+Reads each variant's ranking.json (written by harness.analyze.ranking with the functions of
+`python -m harness.analyze`) and draws it with the analyze report's own tables
+(harness.report.analysis_report), so a run and an analysis rank and roll up alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.analyze.program import ModuleAnalysis
+from harness.report import fmt
+from harness.report.analysis_report import (
+    CONVENTIONS,
+    Paths,
+    cluster_table,
+    rollup_table,
+    step_time,
+)
+from harness.report.data import RunData, VariantData
+from harness.report.doc import Block, Bullets, Heading, Para, Table
+
+TOP = 10  # clusters and source lines in the baseline's tables
+TOP_VARIANT = 6  # in each other variant's section
+TOP_CELL = 3  # in the overview's cells
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranked:
+    """One variant's ranking: its module analysed, and whether by device time or by FLOPs."""
+
+    module: ModuleAnalysis
+    by_time: bool
+    steps: int | None
+
+
+def from_plain(cls: type, data: Any) -> Any:
+    """Returns the dataclass `cls` rebuilt from its `to_json` form (lists back to tuples);
+    raises ValueError when the data does not fit."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {
+        f.name: _value(hints[f.name], data[f.name])
+        for f in dataclasses.fields(cls)
+        if f.name in data
+    }
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ValueError(f"{cls.__name__}: {e}") from None
+
+
+def _value(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _value(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"expected a list, got {type(value).__name__}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], v) for v in value)
+        return tuple(_value(a, v) for a, v in zip(args, value, strict=False))
+    if dataclasses.is_dataclass(tp):
+        return from_plain(tp, value)  # type: ignore[arg-type]
+    return value
+
+
+def ranked(v: VariantData) -> Ranked | None:
+    """Returns the variant's ranking from its ranking.json, or None when it has none (eager
+    dispatch, a variant that did not run) or it cannot be read."""
+    modules = v.ranking.get("modules") if v.ranking else None
+    if not isinstance(modules, list) or not modules:
+        return None
+    try:
+        module = from_plain(ModuleAnalysis, modules[0])
+    except (ValueError, TypeError, KeyError):
+        return None
+    steps = (v.ranking.get("steps") or {}).get("count") if v.ranking.get("steps") else None
+    return Ranked(module, v.ranking.get("ranked_by") == "device time", steps)
+
+
+def _paths(found: Sequence[Ranked]) -> Paths:
+    return Paths([line for r in found for row in r.module.clusters for line in row.lines])
+
+
+def _cell(items: Sequence[tuple[str, float]]) -> str:
+    return "; ".join(f"`{label}` {fmt.pct(share)}" for label, share in items) or "–"
+
+
+def _why_unranked(v: VariantData) -> str:
+    i = v.summary.identity
+    if i.status != "ok":
+        return f"{i.status}" + (f": {i.reason}" if i.reason else "")
+    if i.mode in ("eager", "torch_eager"):
+        return "eager dispatch runs one small module per primitive: see its clusters below"
+    if i.expected_error is not None:
+        return "nothing compiled (an expected error)"
+    if v.framework == "torch":
+        return "a PyTorch variant: Inductor's kernels are listed in its section"
+    return "no single optimized module was analysed"
+
+
+def overview_blocks(run: RunData) -> list[Block]:
+    """The section: the baseline's clusters ranked and rolled up by source line, then one row
+    per variant with its largest clusters and lines."""
+    found = {v.name: r for v in run.variants if (r := ranked(v)) is not None}
+    out: list[Block] = [Heading(2, "Where the time goes", "where-the-time-goes")]
+    if not found:
+        out.append(
+            Para("No variant has a ranking: no compiled variant's optimized module was analysed.")
+        )
+        return out
+    paths = _paths(list(found.values()))
+    out.append(
+        Para(
+            "Each compiled variant's clusters (fusions, library calls, lone instructions) ranked "
+            "by device time a step in its steady profile (by our FLOP count without one), and "
+            "rolled up by the source line they came from: the innermost frame in your code, so "
+            "a library layer is charged to the line that calls it. A cluster spanning several "
+            "lines gives each an equal part. The same analysis as `python -m harness.analyze`; "
+            "every row is in `variants/<name>/ranking.json`."
+            + (f" Source paths are relative to `{paths.root}`." if paths.root else "")
+        )
+    )
+    base = run.by_role("baseline")
+    if base is not None and base.name in found:
+        r = found[base.name]
+        out += [
+            Heading(3, f"`{base.name}`, the baseline", "where-the-time-goes-baseline"),
+            Para(_module_line(base, r)),
+            cluster_table(r.module, r.by_time, paths, TOP),
+            Para("By source line:"),
+            rollup_table(r.module.by_line[:TOP], "source line", r.by_time, paths),
+        ]
+        if any(u.label for u in r.module.by_scope):  # not only the top level
+            out += [
+                Para("By named scope (the op_name path: `jax.named_scope`, flax module paths):"),
+                rollup_table(r.module.by_scope[:TOP], "named scope", r.by_time, None),
+            ]
+    rows = []
+    for v in run.variants:
+        r = found.get(v.name)
+        if r is None:
+            rows.append((v.name, "–", _why_unranked(v), "–"))
+            continue
+        top = [(row.name, row.share) for row in r.module.clusters[:TOP_CELL]]
+        lines = [(paths.short(u.label), u.share) for u in r.module.by_line[:TOP_CELL]]
+        rows.append(
+            (
+                v.name,
+                "device time" if r.by_time else "FLOPs",
+                _cell(top),
+                _cell(lines),
+            )
+        )
+    out.append(Para("Every variant, its largest clusters and source lines:"))
+    out.append(
+        Table(("variant", "ranked by", "largest clusters", "largest source lines"), tuple(rows))
+    )
+    out += [Para("How to read these tables:"), Bullets(CONVENTIONS)]
+    return out
+
+
+def _module_line(v: VariantData, r: Ranked) -> str:
+    m = r.module
+    what = (
+        f"{fmt.count(m.kernels_per_step)} kernels and "
+        f"{step_time(m.time_s)} of device time a step over "
+        f"{r.steps} profiled steps"
+        if r.by_time
+        else "no profile: ranked by our FLOP count"
+    )
+    return (
+        f"Module `{m.name}`: {m.cluster_count} clusters ({m.fusion_count} fusions), "
+        f"{fmt.si(m.flops, 'FLOP')} and {fmt.si(m.bytes, 'B')} a run (our cost model); {what}."
+    )
+
+
+def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
+    """A variant's own ranking, for its section: the largest clusters and source lines (the
+    baseline's are in full in "Where the time goes")."""
+    r = ranked(v)
+    if r is None:
+        return []
+    if "baseline" in v.roles and v.framework == "jax":
+        return [Para("Where its time goes: see [the baseline's tables](#where-the-time-goes).")]
+    paths = _paths([x for u in run.variants if (x := ranked(u)) is not None])
+    more = len(r.module.clusters) - TOP_VARIANT
+    return [
+        Para(f"Where its time goes. {_module_line(v, r)}"),
+        cluster_table(r.module, r.by_time, paths, TOP_VARIANT),
+        *(
+            [Bullets((f"{more} more clusters in `variants/{v.name}/ranking.json`",))]
+            if more > 0
+            else []
+        ),
+        Para("By source line:"),
+        rollup_table(r.module.by_line[:TOP_VARIANT], "source line", r.by_time, paths),
+    ]

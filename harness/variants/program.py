@@ -1,0 +1,417 @@
+"""The user's own function as the study's program: its import, seeded inputs and parameters,
+a variant's dtype changes, the new-shape call, and the float64 reference.
+
+The config's `program` section (harness.config.schema.Program) names `function` and `init`.
+The harness calls
+
+    params = init(jax.random.key(seed), *input_specs)     # once per distinct inputs and seed
+    y = function(params, *inputs)                          # in every variant
+
+where each spec is a `jax.ShapeDtypeStruct` of one configured input. Inputs come from the same
+seed: input i from `jax.random.fold_in(jax.random.key(seed), INPUT_STREAM + i)` (standard normal
+for floating dtypes, uniform in [0, high) for integers, fair coin flips for bool), made once per
+distinct shapes and dtypes, so every variant computes on bit-identical values. A variant's
+`program.dtype` casts every floating input, and `program.w_dtype` every floating leaf of the
+parameters, after they are made.
+
+The reference is the function itself, run under jit with jax's 64-bit mode on the CPU device:
+floating parameters and inputs widened to float64 (the values the variant saw, so the error
+measured is the computation's, not the rounding of its inputs). x64 is switched on only inside
+`float64_on_cpu`, a config context (thread-local), so no measured variant ever sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from harness.config.schema import InputSpec, Program, split_callable
+from harness.summary import ArraySpec, Numerics, ProgramRecord
+from harness.variants.expression import TOLERANCE, compare
+
+# Input i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
+INPUT_STREAM = 1 << 20
+_NARROWNESS = ("bfloat16", "float16", "float32", "float64")
+
+
+class ProgramError(ValueError):
+    """The program cannot be imported or called as configured; the message says why and `key`
+    names the config key it comes from."""
+
+    def __init__(self, message: str, key: str = "program.function"):
+        super().__init__(message)
+        self.key = key
+
+
+# ---------------------------------------------------------------------------------------------
+# Importing the function
+
+
+_LOADED: dict[str, Callable[..., Any]] = {}
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """Returns the callable `spec` names (`module:function` or `path/to/file.py:function`).
+
+    Raises ProgramError naming what is missing; an exception the module raises while it is
+    imported is reported with its type and first line.
+    """
+    if spec in _LOADED:
+        return _LOADED[spec]
+    try:
+        where, name, is_file = split_callable(spec)
+    except ValueError as e:
+        raise ProgramError(str(e)) from None
+    try:
+        module = _import_file(Path(where)) if is_file else importlib.import_module(where)
+    except ModuleNotFoundError as e:
+        raise ProgramError(f"cannot import {where!r}: {e}") from None
+    except Exception as e:  # the user's module failed while it was imported
+        raise ProgramError(f"importing {where} raised {_first(e)}") from e
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise ProgramError(f"{where} has no attribute {name!r}")
+    if not callable(fn):
+        raise ProgramError(f"{where}:{name} is of type {type(fn).__name__}, not callable")
+    _LOADED[spec] = fn
+    return fn
+
+
+def _import_file(path: Path) -> Any:
+    """Imports a Python file as a module of its own (named after its path, so two files with
+    one name never collide) and registers it in sys.modules, as dataclasses and pickling need."""
+    if not path.is_file():
+        raise ModuleNotFoundError(f"file {path} not found")
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    name = f"harness_program_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"{path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def check(program: Program, seed: int) -> None:
+    """Imports the function and its init and traces both on abstract values (`jax.eval_shape`:
+    nothing is computed); raises ProgramError, keyed by the one at fault, when either cannot be
+    imported, is not callable, or does not accept the configured arguments. The worker runs
+    this before any folder exists, so each of these is a config error."""
+    for key, spec in (("function", program.function), ("init", program.init)):
+        try:
+            load_callable(spec)
+        except ProgramError as e:
+            raise ProgramError(str(e), f"program.{key}") from None
+    init, fn = load_callable(program.init), load_callable(program.function)
+    specs = input_specs(program)
+    # Code that branches in Python on a value cannot be traced; it may still run op by op
+    # (eager), so that is left to the variants, which record why they fail.
+    untraceable = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError)
+    try:
+        params = jax.eval_shape(lambda k: init(k, *specs), jax.random.key(seed))
+    except untraceable:
+        return
+    except Exception as e:
+        raise ProgramError(f"init(key, *input_specs) raised {_first(e)}", "program.init") from None
+    try:
+        jax.eval_shape(fn, params, *specs)
+    except untraceable:
+        return
+    except Exception as e:
+        raise ProgramError(
+            f"function(params, *inputs) raised {_first(e)}", "program.function"
+        ) from None
+
+
+def _first(e: BaseException) -> str:
+    """`Type: first line of the message`, for a one-line error."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:300]}" if text else type(e).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs and parameters
+
+
+def _is_float(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
+def input_specs(program: Program, shapes: tuple[tuple[int, ...], ...] | None = None) -> tuple:
+    """Returns a `jax.ShapeDtypeStruct` per input as configured (before a variant's dtype)."""
+    shapes = shapes or tuple(s.shape for s in program.inputs)
+    return tuple(
+        jax.ShapeDtypeStruct(shape, jnp.dtype(s.dtype))
+        for shape, s in zip(shapes, program.inputs, strict=True)
+    )
+
+
+def _draw(key: jax.Array, shape: tuple[int, ...], spec: InputSpec) -> jax.Array:
+    dtype = jnp.dtype(spec.dtype)
+    if spec.dtype == "bool":
+        return jax.random.bernoulli(key, 0.5, shape)
+    if jnp.issubdtype(dtype, jnp.integer):
+        return jax.random.randint(key, shape, 0, spec.high, dtype=dtype)
+    return jax.random.normal(key, shape, dtype=dtype)
+
+
+def make_inputs(
+    program: Program, seed: int, shapes: tuple[tuple[int, ...], ...] | None = None
+) -> tuple[jax.Array, ...]:
+    """Returns the seeded inputs (at `shapes`, else as configured), floating ones cast to the
+    variant's `dtype`, on the default device."""
+    shapes = shapes or tuple(s.shape for s in program.inputs)
+    root = jax.random.key(seed)
+    out = []
+    for i, (shape, spec) in enumerate(zip(shapes, program.inputs, strict=True)):
+        x = _draw(jax.random.fold_in(root, INPUT_STREAM + i), tuple(shape), spec)
+        if program.dtype and _is_float(x.dtype):
+            x = x.astype(program.dtype)
+        out.append(x)
+    return tuple(jax.block_until_ready(out))
+
+
+_PARAMS: dict[tuple, Any] = {}
+
+
+def init_params(program: Program, seed: int) -> Any:
+    """Returns `init(jax.random.key(seed), *input_specs)`, made once per init, inputs and seed.
+
+    It runs under jit (one compile instead of one per primitive); an init jit cannot trace (a
+    Python branch on a value) is called as it is.
+    """
+    key = (program.init, program.inputs, seed)
+    if key not in _PARAMS:
+        init = load_callable(program.init)
+        specs = input_specs(program)
+        try:
+            params = jax.jit(lambda k: init(k, *specs))(jax.random.key(seed))
+        except (jax.errors.ConcretizationTypeError, TypeError):
+            params = init(jax.random.key(seed), *specs)
+        _PARAMS[key] = jax.block_until_ready(params)
+    return _PARAMS[key]
+
+
+def cast_params(params: Any, dtype: str | None) -> Any:
+    """Returns the parameters with every floating leaf cast to `dtype` (unchanged for None)."""
+    if not dtype:
+        return params
+    return jax.block_until_ready(
+        jax.tree.map(lambda a: a.astype(dtype) if _is_float(a.dtype) else a, params)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramArgs:
+    """One call's arguments: the parameters and the inputs after them."""
+
+    params: Any
+    inputs: tuple[jax.Array, ...]
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return (self.params, *self.inputs)
+
+
+_ARGS: dict[tuple, ProgramArgs] = {}
+
+
+def _args_key(program: Program, seed: int) -> tuple:
+    return (program.init, program.inputs, program.dtype, program.w_dtype, seed)
+
+
+def args_for(program: Program, seed: int) -> ProgramArgs:
+    """Returns the variant's arguments, made once per distinct inputs, dtypes and seed, so
+    variants that differ only in options share bit-identical data."""
+    key = _args_key(program, seed)
+    if key not in _ARGS:
+        params = cast_params(init_params(program, seed), program.w_dtype)
+        _ARGS[key] = ProgramArgs(params, make_inputs(program, seed))
+    return _ARGS[key]
+
+
+def new_shape_args(program: Program, seed: int) -> ProgramArgs:
+    """Returns the arguments of the new-shape call: the same parameters, inputs drawn again at
+    `program.new_shapes()` (the first input's leading dimension halved, unless configured)."""
+    params = args_for(program, seed).params
+    return ProgramArgs(params, make_inputs(program, seed, program.new_shapes()))
+
+
+# ---------------------------------------------------------------------------------------------
+# The float64 reference and the numerics
+
+
+@contextlib.contextmanager
+def float64_on_cpu() -> Iterator[jax.Device]:
+    """Runs the block with jax's 64-bit types on and the CPU device as the default; yields it.
+
+    `jax.enable_x64` (jax >= 0.8) and, before it, `jax.experimental.enable_x64` are config
+    contexts: they set the thread-local value for the block only, and jit caches key on it,
+    so nothing compiled here is reused by, or leaks into, a measured variant.
+    """
+    enable = getattr(jax, "enable_x64", None)
+    if enable is not None:
+        context = enable(True)
+    else:  # pragma: no cover - older jax
+        from jax.experimental import enable_x64
+
+        context = enable_x64()
+    cpu = jax.devices("cpu")[0]
+    with context, jax.default_device(cpu):
+        yield cpu
+
+
+def _widened(leaf: Any, device: jax.Device) -> jax.Array:
+    a = np.asarray(leaf)
+    return jax.device_put(a.astype(np.float64) if _is_float(a.dtype) else a, device)
+
+
+_REFERENCE: dict[tuple, tuple[np.ndarray, ...]] = {}
+
+
+def reference(program: Program, args: ProgramArgs, seed: int) -> tuple[np.ndarray, ...]:
+    """Returns the leaves of `function(params, *inputs)` computed in float64 on the CPU,
+    once per distinct arguments (the reference of `xla` serves `xla_no_fusion` too)."""
+    key = (program.function, *_args_key(program, seed))
+    if key not in _REFERENCE:
+        fn = load_callable(program.function)
+        with float64_on_cpu() as cpu:
+            params = jax.tree.map(lambda a: _widened(a, cpu), args.params)
+            inputs = [_widened(x, cpu) for x in args.inputs]
+            out = jax.jit(fn)(params, *inputs)
+            _REFERENCE[key] = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(out))
+    return _REFERENCE[key]
+
+
+def numerics(y: Any, ref: tuple[np.ndarray, ...], tol: float) -> Numerics:
+    """Returns the error of every leaf of `y` against the reference, taken together: max abs
+    and rel error and the relative Frobenius error, with the verdict against `tol`."""
+    got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
+    if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
+        raise ProgramError(
+            f"the result has leaves {[g.shape for g in got]}, the float64 reference "
+            f"{[r.shape for r in ref]}: the function's output depends on the dtype"
+        )
+    flat_got = np.concatenate([g.astype(np.float64).ravel() for g in got] or [np.zeros(0)])
+    flat_ref = np.concatenate([r.astype(np.float64).ravel() for r in ref] or [np.zeros(0)])
+    return compare(flat_got, flat_ref, tol)
+
+
+def _dtypes(leaves: list[Any]) -> list[str]:
+    return [str(jnp.dtype(a.dtype)) for a in leaves]
+
+
+def tolerance(args: ProgramArgs) -> float:
+    """Returns the relative error allowed, set by the narrowest floating dtype among the
+    inputs and the parameters (float32 when none is floating)."""
+    floats = [
+        d
+        for d in _dtypes([*jax.tree.leaves(args.params), *args.inputs])
+        if d in _NARROWNESS and d in TOLERANCE
+    ]
+    narrowest = min(floats, key=_NARROWNESS.index) if floats else "float32"
+    return TOLERANCE[narrowest]
+
+
+# ---------------------------------------------------------------------------------------------
+# What was studied
+
+
+def _spec(a: Any) -> ArraySpec:
+    return ArraySpec(shape=tuple(int(d) for d in a.shape), dtype=str(jnp.dtype(a.dtype)))
+
+
+def describe(
+    program: Program,
+    args: ProgramArgs,
+    new_args: ProgramArgs | None,
+    y: Any,
+    ref: tuple[np.ndarray, ...] | None,
+    flops_source: str,
+    gemm_flops: float | None,
+) -> ProgramRecord:
+    """Returns the record of what a variant studied: the function, its arguments as called,
+    its parameters, its result, and where the FLOPs and the reference came from."""
+    leaves = jax.tree.leaves(args.params)
+    wide = {str(r.dtype) for r in ref or ()}
+    return ProgramRecord(
+        function=program.function,
+        init=program.init,
+        inputs=tuple(_spec(x) for x in args.inputs),
+        recompile_inputs=tuple(_spec(x) for x in new_args.inputs) if new_args else (),
+        output=tuple(_spec(a) for a in jax.tree.leaves(y)),
+        param_leaves=len(leaves),
+        param_count=int(sum(int(np.prod(a.shape)) for a in leaves)),
+        param_bytes=int(sum(int(np.prod(a.shape)) * jnp.dtype(a.dtype).itemsize for a in leaves)),
+        param_dtypes=tuple(sorted(set(_dtypes(leaves)))),
+        flops_source=flops_source,
+        gemm_flops=gemm_flops,
+        reference_dtypes=tuple(sorted(wide)),
+    )
+
+
+def hlo_flops(text: str) -> tuple[float, float]:
+    """Returns (FLOPs, of which dots and convolutions) of one HLO module's text, by our cost
+    model (harness.hlo.cost): what `flops_analytic` is when the config gives no formula."""
+    from harness.hlo.clusters import find_clusters
+    from harness.hlo.cost import module_cost
+    from harness.hlo.parser import parse_module
+
+    module = parse_module(text)
+    clusters = find_clusters(module)
+    cost = module_cost(module, clusters)
+    gemm = {c.name for c in clusters if c.gemm is not None or c.kind == "convolution"}
+    return cost.flops, sum(c.flops for c in cost.clusters if c.name in gemm)
+
+
+def input_bytes(program: Program) -> int:
+    """Returns the bytes of the inputs as a variant calls them (after its `dtype`)."""
+    total = 0
+    for s in program.inputs:
+        dtype = jnp.dtype(program.dtype if program.dtype and _is_float(s.dtype) else s.dtype)
+        total += int(np.prod(s.shape)) * dtype.itemsize
+    return total
+
+
+def working_bytes(program: Program, seed: int) -> tuple[int, int]:
+    """Returns (bytes of the inputs and parameters, bytes of one result) from their shapes
+    alone (`jax.eval_shape`), so the preflight can refuse a program too large to fit."""
+    init = load_callable(program.init)
+    fn = load_callable(program.function)
+    specs = input_specs(program)
+    if program.dtype:
+        specs = tuple(
+            jax.ShapeDtypeStruct(s.shape, program.dtype) if _is_float(s.dtype) else s for s in specs
+        )
+    params = jax.eval_shape(lambda k: init(k, *input_specs(program)), jax.random.key(seed))
+    if program.w_dtype:
+        params = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, program.w_dtype) if _is_float(s.dtype) else s,
+            params,
+        )
+    out = jax.eval_shape(fn, params, *specs)
+
+    def nbytes(tree: Any) -> int:
+        return sum(
+            int(np.prod(s.shape)) * jnp.dtype(s.dtype).itemsize for s in jax.tree.leaves(tree)
+        )
+
+    return nbytes(params) + nbytes(specs), nbytes(out)
