@@ -114,6 +114,13 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Writes `data` to `path` atomically; returns the path."""
+    with _replacing(path) as tmp:
+        tmp.write_bytes(data)
+    return path
+
+
 def write_json(path: Path, data: Any, compact: bool = False) -> Path:
     """Writes `data` as JSON to `path` atomically, NaN and infinities as null; returns the path.
 

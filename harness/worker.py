@@ -118,7 +118,9 @@ class Worker:
                 with contextlib.suppress(Exception):
                     program.args_for(v.program, self.exp.seed)
             elif v.mode != "jit_python_branch":
-                expression.inputs_for(v.problem, self.exp.seed)
+                # Kept between runs beside the ceilings, under the results root.
+                cache = workdir.parent.parent / ".cache"
+                expression.inputs_for(v.problem, self.exp.seed, cache)
         for name in job["variants"]:
             variant = self.exp.variant(name)
             vdir = workdir / "variants" / name

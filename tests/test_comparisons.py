@@ -217,3 +217,33 @@ def test_nvml_clock_reasons_are_named_and_idle_is_left_out() -> None:
         "hardware slowdown",
         "hardware thermal slowdown",
     )
+
+
+def test_inputs_kept_between_runs_are_bit_identical_to_made_ones(tmp_path: Path) -> None:
+    """The input cache under the results root saves making them again (compiling JAX's random
+    kernels, about a second a run) and changes no bit: numerics stay exactly the same."""
+    import numpy as np
+
+    from harness.config.schema import Problem
+    from harness.variants import expression
+
+    p = Problem(m=8, k=16, n=24, dtype="bfloat16", w_dtype="float32")
+    made = expression.make_inputs(p, seed=3)
+    expression._INPUTS.clear()
+    first = expression.inputs_for(p, 3, tmp_path)
+    (kept,) = tmp_path.glob("inputs-*.npz")
+    expression._INPUTS.clear()
+    again = expression.inputs_for(p, 3, tmp_path)
+    for name in ("x", "w", "b"):
+        want = np.asarray(getattr(made, name))
+        for got in (getattr(first, name), getattr(again, name)):
+            got = np.asarray(got)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+    # A damaged file is made again, never read as data.
+    kept.write_bytes(b"not an npz")
+    expression._INPUTS.clear()
+    assert (
+        np.asarray(expression.inputs_for(p, 3, tmp_path).x).tobytes()
+        == np.asarray(made.x).tobytes()
+    )
+    expression._INPUTS.clear()

@@ -7,14 +7,19 @@ names the module after it (`jit_gelu_linear`) and the dumps are filtered by that
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import io as stdio
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness import io
 from harness.config.schema import Problem, Variant
 from harness.summary import Numerics
 
@@ -148,16 +153,61 @@ def make_inputs(p: Problem, seed: int) -> Inputs:
 _INPUTS: dict[tuple, Inputs] = {}
 
 
-def inputs_for(p: Problem, seed: int) -> Inputs:
+def inputs_for(p: Problem, seed: int, cache: Path | None = None) -> Inputs:
     """Returns make_inputs(p, seed), made once per distinct input shapes, dtypes and seed.
 
     Variants that differ only in what they compute (the GELU form, the frontend, options)
     share their inputs, so the data is generated once and is bit-identical across them.
+    With `cache` (a folder), inputs up to CACHED_BYTES are kept there between runs, keyed by
+    the recipe, the jax version and the platform: the same bits as making them again, without
+    the second or so of compiling JAX's random number kernels every run.
     """
     key = (p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)
     if key not in _INPUTS:
-        _INPUTS[key] = make_inputs(p, seed)
+        found = _read_cached(cache, key) if cache is not None else None
+        _INPUTS[key] = found or make_inputs(p, seed)
+        if cache is not None and found is None and input_bytes(p) <= CACHED_BYTES:
+            _write_cached(cache, key, _INPUTS[key])
     return _INPUTS[key]
+
+
+CACHED_BYTES = 64 << 20
+_RECIPE = 1  # bump when make_inputs changes what it makes
+
+
+def _cache_file(cache: Path, key: tuple) -> Path:
+    name = repr((_RECIPE, key, jax.__version__, jax.default_backend()))
+    return cache / f"inputs-{hashlib.sha256(name.encode()).hexdigest()[:20]}.npz"
+
+
+def _read_cached(cache: Path, key: tuple) -> Inputs | None:
+    """Returns the cached inputs for `key`, or None when absent or unreadable (made again)."""
+    path = _cache_file(cache, key)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = [
+                np.frombuffer(f[n].tobytes(), dtype=jnp.dtype(str(f[f"{n}_dtype"]))).reshape(
+                    tuple(f[f"{n}_shape"])
+                )
+                for n in ("x", "w", "b")
+            ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Inputs(*jax.block_until_ready([jnp.asarray(a) for a in arrays]))
+
+
+def _write_cached(cache: Path, key: tuple, inputs: Inputs) -> None:
+    """Keeps `inputs` as raw bytes (bf16 has no NumPy dtype of its own) with dtypes and shapes."""
+    parts: dict[str, np.ndarray] = {}
+    for n in ("x", "w", "b"):
+        a = np.asarray(getattr(inputs, n))
+        parts[n] = np.frombuffer(a.tobytes(), dtype=np.uint8)
+        parts[f"{n}_dtype"] = np.array(str(a.dtype))
+        parts[f"{n}_shape"] = np.array(a.shape, dtype=np.int64)
+    buffer = stdio.BytesIO()
+    np.savez(buffer, **parts)
+    with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
+        io.write_bytes(_cache_file(cache, key), buffer.getvalue())
 
 
 def halve_rows(x: jax.Array) -> jax.Array:
