@@ -188,9 +188,12 @@ def main() -> None:
                 env,
             )
             walls["harness"].append(wall)
-            found = re.search(r"^time: .*$", stdout, re.M)
+            found = re.search(r"^time: .*\(total ([0-9.]+) s\)$", stdout, re.M)
             breakdown = found.group(0) if found else "(no breakdown line)"
-            print(f"harness {wall:6.2f} s   {breakdown}", flush=True)
+            share = (
+                f"; its parts are {float(found.group(1)) / wall:.0%} of the wall" if found else ""
+            )
+            print(f"harness {wall:6.2f} s   {breakdown}{share}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     b, h = statistics.median(walls["bare"]), statistics.median(walls["harness"])

@@ -580,9 +580,12 @@ def _stages(
 ) -> Any:
     """Runs capture, timing, analysis and report; records each stage's seconds; returns the
     summary."""
+    import harness
+
     exp = config.experiment
     platform = session.platform
     clock = time.perf_counter()
+    seconds["start_s"] = clock - harness.STARTED
     records, todo = _capture_plan(exp, workdir, platform, resume)
     per_variant = exp.capture.isolation == "per_variant" or (
         exp.capture.isolation == "auto" and platform == "gpu"

@@ -18,6 +18,7 @@ HARNESS = REPO / "harness"
 
 LIBRARIES = (
     "harness.io",
+    "harness.forked",
     "harness.records",
     "harness.summary",
     "harness.ladder",

@@ -117,7 +117,13 @@ def test_manifest_records_overrides_versions_and_status(cpu_run):
     assert manifest["config"]["problem"]["m"] == 16
     env = manifest["environment"]
     assert env["platform"] == "cpu" and env["jax"] and env["jaxlib"] and env["flax"]
-    assert set(manifest["stages_s"]) == {"capture_s", "timing_s", "analysis_s", "report_s"}
+    assert set(manifest["stages_s"]) == {
+        "start_s",
+        "capture_s",
+        "timing_s",
+        "analysis_s",
+        "report_s",
+    }
     assert manifest["compiler_options"]["xla_no_fusion"]["xla_disable_hlo_passes"]
     assert (cpu_run / "report.md").read_text().count("| xla") >= 5
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import io, ladder, stats
+from harness import forked, io, ladder, stats
 from harness.analyze import comm, ranking, sections, torch_sections
 from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
@@ -335,12 +335,14 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     platform = str(
         (manifest.get("environment") or {}).get("platform") or ceilings.get("platform") or ""
     )
-    summaries: dict[str, VariantSummary] = {}
-    kernels: dict[str, list[str]] = {}
-    for v in exp.selected_variants:
-        summaries[v.name], kernels[v.name] = analyze_variant(
-            workdir, exp, v, timed, ceilings, platform
-        )
+    # Each variant's analysis reads and writes only its own folder: shared with forked
+    # children, one per spare CPU.
+    variants = list(exp.selected_variants)
+    found = forked.fork_map(
+        lambda v: analyze_variant(workdir, exp, v, timed, ceilings, platform), variants
+    )
+    summaries = {v.name: s for v, (s, _) in zip(variants, found, strict=True)}
+    kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
     self_ratio = noise(timed)
     floor = stats.noise_floor(self_ratio)
     baselines = framework_baselines(exp)

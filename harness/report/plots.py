@@ -6,8 +6,6 @@ plots/ and turns a figure whose data is missing into a note instead of a crash.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import os
 import traceback
@@ -22,7 +20,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness import io
+from harness import forked, io
 from harness.report import fmt
 from harness.report.data import RunData, VariantData, same_size
 
@@ -455,48 +453,6 @@ def _save_one(run: RunData, name: str, out: Path, formats: tuple[str, ...]) -> P
     return outcome
 
 
-# Plots drawn in a forked child while the parent draws the rest: the two halves take about
-# the same time, and drawing is most of the report's.
-FORKED = ("timeline", "launches", "step_time")
-
-
-def _fork_plots(run: RunData, names: list[str], out: Path, formats: tuple[str, ...]) -> Any:
-    """Starts a child that draws `names` and sends their outcomes back; returns (pid, pipe)
-    or None where the platform cannot fork (the caller draws them itself)."""
-    if not hasattr(os, "fork"):
-        return None
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: draw, report, and leave without running the parent's cleanups
-        code = 1
-        try:
-            os.close(read)
-            done = [dataclasses.asdict(_save_one(run, n, out, formats)) for n in names]
-            data = json.dumps(done).encode()
-            while data:  # a pipe, not a file: no atomic-write helper applies
-                data = data[os.write(write, data) :]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    return pid, read
-
-
-def _join_plots(child: Any) -> dict[str, PlotOutcome]:
-    """Returns the outcomes a forked child sent ({} if it died before sending them)."""
-    pid, read = child
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    os.waitpid(pid, 0)
-    try:
-        return {
-            d["name"]: PlotOutcome(d["name"], tuple(d["files"]), d["note"])
-            for d in json.loads(text)
-        }
-    except (ValueError, KeyError, TypeError):
-        return {}
-
-
 def save_plots(
     run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
 ) -> tuple[PlotOutcome, ...]:
@@ -504,15 +460,9 @@ def save_plots(
     in PLOTS order.
 
     Stale files of a skipped plot, or of a format not asked for, are removed, so the folder
-    always matches the report. Half the plots are drawn in a forked child alongside the rest;
-    any the child did not report are drawn here.
+    always matches the report. Plots are drawn in forked children too, one per spare CPU
+    (harness.forked): drawing is most of the report's time.
     """
     out.mkdir(parents=True, exist_ok=True)
-    child = _fork_plots(run, list(FORKED), out, formats)
-    done = {n: _save_one(run, n, out, formats) for n in PLOTS if child is None or n not in FORKED}
-    if child is not None:
-        done.update(_join_plots(child))
-    for name in PLOTS:
-        if name not in done:
-            done[name] = _save_one(run, name, out, formats)
-    return tuple(done[n] for n in PLOTS)
+    done = forked.fork_map(lambda name: _save_one(run, name, out, formats), list(PLOTS))
+    return tuple(done)

@@ -9,12 +9,11 @@ Reads each variant's ranking.json (written by harness.analyze.ranking with the f
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from harness.analyze.program import ModuleAnalysis
+from harness.records import from_json
 from harness.report import fmt
 from harness.report.analysis_report import (
     CONVENTIONS,
@@ -40,50 +39,26 @@ class Ranked:
     steps: int | None
 
 
-def from_plain(cls: type, data: Any) -> Any:
-    """Returns the dataclass `cls` rebuilt from its `to_json` form (lists back to tuples);
-    raises ValueError when the data does not fit."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    kwargs = {
-        f.name: _value(hints[f.name], data[f.name])
-        for f in dataclasses.fields(cls)
-        if f.name in data
-    }
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ValueError(f"{cls.__name__}: {e}") from None
-
-
-def _value(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _value(inner[0], value) if len(inner) == 1 else value
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"expected a list, got {type(value).__name__}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v) for v in value)
-        return tuple(_value(a, v) for a, v in zip(args, value, strict=False))
-    if dataclasses.is_dataclass(tp):
-        return from_plain(tp, value)  # type: ignore[arg-type]
-    return value
+_READ: dict[int, tuple[Any, Ranked | None]] = {}
 
 
 def ranked(v: VariantData) -> Ranked | None:
     """Returns the variant's ranking from its ranking.json, or None when it has none (eager
-    dispatch, a variant that did not run) or it cannot be read."""
+    dispatch, a variant that did not run) or it cannot be read. Read once per report: every
+    section asks."""
+    held = _READ.get(id(v.ranking))
+    if held is not None and held[0] is v.ranking:
+        return held[1]
+    _READ[id(v.ranking)] = (v.ranking, _read(v))
+    return _READ[id(v.ranking)][1]
+
+
+def _read(v: VariantData) -> Ranked | None:
     modules = v.ranking.get("modules") if v.ranking else None
     if not isinstance(modules, list) or not modules:
         return None
     try:
-        module = from_plain(ModuleAnalysis, modules[0])
+        module = from_json(ModuleAnalysis, modules[0], f"{v.name}/ranking.json")
     except (ValueError, TypeError, KeyError):
         return None
     steps = (v.ranking.get("steps") or {}).get("count") if v.ranking.get("steps") else None

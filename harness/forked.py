@@ -1,0 +1,87 @@
+"""A map over independent items, shared with forked children: the analysis of each variant and
+the drawing of each plot are pure, CPU-bound Python, and a run waits for all of them.
+
+Children are forked from the process that needs the results (no re-import, no pickled
+arguments); each computes its share and sends the results back pickled through a pipe. A
+child that dies, or an item that raised in it, is computed again in the parent, so the result
+(and any exception) is what the sequential loop would give. Children leave through `os._exit`,
+so an interrupt ends them without a traceback and without running the parent's clean-ups.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+_FAILED = object()
+
+
+def children_for(items: int) -> int:
+    """Returns how many children to fork for `items` items: one per spare CPU, at most one per
+    item beyond the parent's own (none where the platform cannot fork)."""
+    if not hasattr(os, "fork") or items < 2:
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(0, min((cpus or 1) - 1, items - 1))
+
+
+def fork_map(fn: Callable[[T], R], items: Sequence[T], children: int | None = None) -> list[R]:
+    """Returns [fn(x) for x in items], computed by this process and `children` forked ones
+    (default `children_for(len(items))`), item i by worker i mod (children + 1)."""
+    count = children_for(len(items)) if children is None else children
+    if count <= 0:
+        return [fn(x) for x in items]
+    shares = [list(range(w, len(items), count + 1)) for w in range(count + 1)]
+    started = [_start(fn, items, share) for share in shares[1:]]
+    results: dict[int, Any] = {i: fn(items[i]) for i in shares[0]}
+    for child in started:
+        if child is not None:
+            results.update(_join(child))
+    return [
+        results[i] if results.get(i, _FAILED) is not _FAILED else fn(items[i])
+        for i in range(len(items))
+    ]
+
+
+def _start(fn: Callable[[Any], Any], items: Sequence[Any], share: list[int]) -> Any:
+    """Forks a child computing `share`; returns (pid, read end), or None if fork failed."""
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: compute, send, leave without the parent's clean-ups
+        code = 1
+        try:
+            os.close(read)
+            done: dict[int, Any] = {}
+            for i in share:
+                try:
+                    done[i] = fn(items[i])
+                except Exception:  # the parent computes it again and raises it there
+                    done[i] = _FAILED
+            data = pickle.dumps({i: r for i, r in done.items() if r is not _FAILED})
+            while data:  # a pipe, not a file: no atomic-write helper applies
+                data = data[os.write(write, data) :]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _join(child: Any) -> dict[int, Any]:
+    """Returns the results a child sent ({} if it died before sending them all)."""
+    pid, read = child
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    try:
+        found = pickle.loads(data)
+    except Exception:
+        return {}
+    return found if isinstance(found, dict) else {}
