@@ -1,8 +1,9 @@
 """A map over independent items, shared with forked children: the analysis of each variant and
 the drawing of each plot are pure, CPU-bound Python, and a run waits for all of them.
 
-Children are forked from the process that needs the results (no re-import, no pickled
-arguments); each computes its share and sends the results back pickled through a pipe. A
+Children are forked from the process that needs the results (no re-import, no arguments to
+send); each computes its share and sends the results back as JSON through a pipe, encoded and
+decoded by the caller's functions (plain data only, never objects). A
 child that dies, or an item that raised in it, is computed again in the parent, so the result
 (and any exception) is what the sequential loop would give. Children leave through `os._exit`,
 so an interrupt ends them without a traceback and without running the parent's clean-ups.
@@ -10,8 +11,8 @@ so an interrupt ends them without a traceback and without running the parent's c
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -29,18 +30,29 @@ def children_for(items: int) -> int:
     return max(0, min((cpus or 1) - 1, items - 1))
 
 
-def fork_map(fn: Callable[[T], R], items: Sequence[T], children: int | None = None) -> list[R]:
+def fork_map(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    encode: Callable[[R], Any] = lambda r: r,
+    decode: Callable[[Any], R] = lambda d: d,
+    children: int | None = None,
+) -> list[R]:
     """Returns [fn(x) for x in items], computed by this process and `children` forked ones
-    (default `children_for(len(items))`), item i by worker i mod (children + 1)."""
+    (default `children_for(len(items))`), item i by worker i mod (children + 1). A child's
+    results travel as JSON: `encode` makes one JSON data, `decode` makes it a result again."""
     count = children_for(len(items)) if children is None else children
     if count <= 0:
         return [fn(x) for x in items]
     shares = [list(range(w, len(items), count + 1)) for w in range(count + 1)]
-    started = [_start(fn, items, share) for share in shares[1:]]
+    started = [_start(lambda x: encode(fn(x)), items, share) for share in shares[1:]]
     results: dict[int, Any] = {i: fn(items[i]) for i in shares[0]}
     for child in started:
         if child is not None:
-            results.update(_join(child))
+            for i, data in _join(child).items():
+                try:
+                    results[i] = decode(data)
+                except Exception:  # made again below, where any error is the loop's own
+                    continue
     return [
         results[i] if results.get(i, _FAILED) is not _FAILED else fn(items[i])
         for i in range(len(items))
@@ -64,7 +76,7 @@ def _start(fn: Callable[[Any], Any], items: Sequence[Any], share: list[int]) -> 
                     done[i] = fn(items[i])
                 except Exception:  # the parent computes it again and raises it there
                     done[i] = _FAILED
-            data = pickle.dumps({i: r for i, r in done.items() if r is not _FAILED})
+            data = json.dumps({str(i): r for i, r in done.items() if r is not _FAILED}).encode()
             while data:  # a pipe, not a file: no atomic-write helper applies
                 data = data[os.write(write, data) :]
             code = 0
@@ -81,7 +93,7 @@ def _join(child: Any) -> dict[int, Any]:
         data = pipe.read()
     os.waitpid(pid, 0)
     try:
-        found = pickle.loads(data)
-    except Exception:
+        found = json.loads(data)
+        return {int(i): r for i, r in found.items()} if isinstance(found, dict) else {}
+    except (ValueError, AttributeError):
         return {}
-    return found if isinstance(found, dict) else {}

@@ -246,7 +246,7 @@ ATOMIC_WRITERS = {
     "harness/worker.py",  # its events pipe to the supervisor, not a file
 }
 WRITER = re.compile(
-    r"(?<!io)\.write_text\(|\.write_bytes\(|json\.dump\(|shutil\.copy|"
+    r"(?<!io)\.write_text\(|(?<!io)\.write_bytes\(|json\.dump\(|shutil\.copy|"
     r"open\([^)]*['\"][wax]b?['\"]|fdopen\([^)]*['\"][wa]"
 )
 

@@ -10,8 +10,8 @@ from harness import forked
 
 
 def test_results_come_back_in_order_from_every_child() -> None:
-    pids = forked.fork_map(lambda i: (i * i, os.getpid()), list(range(7)), children=2)
-    assert [r for r, _ in pids] == [i * i for i in range(7)]
+    pids = forked.fork_map(lambda i: (i * i, os.getpid()), list(range(7)), decode=tuple, children=2)
+    assert pids == [(i * i, p) for i, (_, p) in enumerate(pids)]
     assert len({p for _, p in pids}) == 3  # the parent and two children each took a share
 
 

@@ -23,7 +23,7 @@ from harness.analyze import comm, ranking, sections, torch_sections
 from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
 from harness.inductor.diverge import torch_first_divergence
-from harness.records import SchemaError, from_json
+from harness.records import SchemaError, from_json, to_json
 from harness.summary import (
     RESULT_FILE,
     SCHEMA_VERSION,
@@ -339,7 +339,10 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     # children, one per spare CPU.
     variants = list(exp.selected_variants)
     found = forked.fork_map(
-        lambda v: analyze_variant(workdir, exp, v, timed, ceilings, platform), variants
+        lambda v: analyze_variant(workdir, exp, v, timed, ceilings, platform),
+        variants,
+        encode=lambda r: [to_json(r[0]), r[1]],
+        decode=lambda d: (from_json(VariantSummary, d[0], "an analysis child"), list(d[1])),
     )
     summaries = {v.name: s for v, (s, _) in zip(variants, found, strict=True)}
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}

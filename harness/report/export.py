@@ -1,8 +1,9 @@
 """python -m harness.report.export --run=RUN --to=DIR: a small, committable copy of a run.
 
 Keeps the report, plots, summaries and the per-variant analysis and IR stage files; leaves out
-XLA's raw dumps, the profiler's binaries, the per-pass HLO files, LLVM IR, logs and any file
-over 1 MB, then renders the report again in the copy so its links point only at what was kept.
+XLA's raw dumps, the profiler's binaries, the per-pass HLO files, LLVM IR, logs, torch's working
+folders and any file over 1 MB, then renders the report again in the copy so its links point
+only at what was kept.
 The destination must be empty, new, or a copy this tool made before: export never replaces a
 run, the results root or anything else it did not make.
 """
@@ -14,7 +15,10 @@ from pathlib import Path
 
 from harness import io
 
-LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs"})
+# XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, and torch's own working
+# folders (Inductor's and Triton's caches, TORCH_TRACE logs): the IR ladder keeps the stages
+# the report shows.
+LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs", "torch"})
 LEFT_OUT_FILES = frozenset({"metrics.jsonl", "index.html", ".lock", io.MARKER})
 MAX_BYTES = 1_000_000
 

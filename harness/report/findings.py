@@ -163,7 +163,8 @@ def mechanism(v: VariantData, ref: VariantData) -> list[str]:
         )
     added = _clusters(v) - _clusters(ref)
     if added and ref.clusters() and len(added) <= 4:
-        out.append("XLA adds " + ", ".join(f"`{k}`" for k in added))
+        compiler = "Inductor" if v.framework == "torch" else "XLA"
+        out.append(f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))
     elif added and ref.clusters():
         out.append(
             f"{sum(added.values())} clusters more ({len(v.clusters())} against {len(ref.clusters())})"
@@ -204,7 +205,8 @@ def divergence_sentence(v: VariantData) -> str:
     d = v.summary.comparison.first_divergence
     if d is None or d.stage == "none":
         return ""
-    return f"the programs first differ at `{d.stage}`: {d.detail}"
+    detail = d.detail if len(d.detail) <= 300 else d.detail[:297] + "..."
+    return f"the programs first differ at `{d.stage}`: {detail}"
 
 
 def reference(run: RunData, v: VariantData) -> tuple[VariantData | None, Verdict | None]:
@@ -249,7 +251,9 @@ def findings(run: RunData) -> tuple[list[Finding], list[str]]:
     out: list[Finding] = []
     noise: list[str] = []
     for v in run.variants:
-        if not v.measured:
+        # The lower bound is what the others are measured against: "it is faster than the
+        # baseline" only restates the baseline's own finding.
+        if not v.measured or "lower_bound" in v.roles:
             continue
         ref, verdict = reference(run, v)
         if verdict is None or ref is None:
@@ -498,20 +502,29 @@ def boundaries(run: RunData, base: VariantData, decisions: str) -> list[Boundary
     return out
 
 
+def _epilogue_parts(epilogue: str | None) -> frozenset[str]:
+    """The operations a library GEMM's epilogue applies: BIAS_GELU is {BIAS, GELU}."""
+    if not epilogue or epilogue == "DEFAULT":
+        return frozenset()
+    return frozenset(epilogue.split("_"))
+
+
 def _where_it_fuses(run: RunData, base: VariantData, gemm: dict[str, Any]) -> list[str]:
     """A variant of the same size whose library GEMM holds a larger epilogue: what it did
     differently, and where the two compiles part."""
     out = []
+    mine = max(
+        (_epilogue_parts(c.epilogue) for c in base.summary.hlo.library_calls),
+        key=len,
+        default=frozenset(),
+    )
     for v in run.variants:
         if v is base or not v.ok or not same_size(v, base) or v.framework != base.framework:
             continue
-        mine = {c.epilogue or "" for c in base.summary.hlo.library_calls}
         for call in v.summary.hlo.library_calls:
-            if (
-                call.epilogue
-                and call.epilogue not in mine
-                and len(call.epilogue) > len(max(mine, key=len, default=""))
-            ):
+            # A larger epilogue holds the base's and more (BIAS_GELU over BIAS); DEFAULT holds
+            # nothing, however long its name.
+            if _epilogue_parts(call.epilogue) > mine:
                 d = v.summary.comparison.first_divergence
                 part = f"; the compiles first differ at `{d.stage}`: {d.detail}" if d else ""
                 out.append(

@@ -464,5 +464,10 @@ def save_plots(
     (harness.forked): drawing is most of the report's time.
     """
     out.mkdir(parents=True, exist_ok=True)
-    done = forked.fork_map(lambda name: _save_one(run, name, out, formats), list(PLOTS))
+    done = forked.fork_map(
+        lambda name: _save_one(run, name, out, formats),
+        list(PLOTS),
+        encode=lambda o: [o.name, list(o.files), o.note],
+        decode=lambda d: PlotOutcome(str(d[0]), tuple(d[1]), str(d[2])),
+    )
     return tuple(done)
