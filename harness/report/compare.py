@@ -166,10 +166,32 @@ def _run_label(run: RunData) -> str:
 
 
 def config_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
-    """Returns every config key whose value differs between the runs: (key, a, b)."""
-    ca, cb = ra.manifest.get("config") or {}, rb.manifest.get("config") or {}
+    """Returns every config key whose value differs between the runs: (key, a, b).
+
+    A key one run's config lacks (saved before the key existed) counts as its default. A
+    variant's key that differs exactly as the experiment's does (a variant inheriting
+    `problem.m`) is not listed again.
+    """
+    from harness.config.schema import Experiment, Variant, to_plain
+
+    top, variant = to_plain(Experiment()), to_plain(Variant(name=""))
+    ca, cb = (_defaulted(r.manifest.get("config") or {}, top, variant) for r in (ra, rb))
     out: list[tuple[str, str, str]] = []
     _walk_diff(ca, cb, "", out)
+    shared = {k: (a, b) for k, a, b in out if not k.startswith("variants.")}
+    return [
+        (k, a, b)
+        for k, a, b in out
+        if not (k.startswith("variants.") and shared.get(k.split(".", 2)[-1]) == (a, b))
+    ]
+
+
+def _defaulted(config: dict[str, Any], top: dict[str, Any], variant: dict[str, Any]) -> Any:
+    """The config with the keys it lacks filled from the schema's defaults."""
+    out = {**{k: v for k, v in top.items() if k != "variants"}, **config}
+    variants = config.get("variants")
+    if isinstance(variants, list):
+        out["variants"] = [{**variant, **v} if isinstance(v, dict) else v for v in variants]
     return out
 
 
