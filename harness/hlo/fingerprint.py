@@ -30,21 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.hlo.files import parse_cached as parse_file
-from harness.hlo.parser import HloModule, Instruction, parse_module
+from harness.hlo.parser import CALL_ATTRS, HloModule, Instruction, parse_module
 from harness.ladder import Ladder
 
 # Attributes that name things or record provenance, not what the program computes.
 _IGNORED = frozenset(
     {"metadata", "frontend_attributes", "statistics", "origin", "control-predecessors"}
-)
-_CALLS = (
-    "calls",
-    "to_apply",
-    "condition",
-    "body",
-    "branch_computations",
-    "true_computation",
-    "false_computation",
 )
 _TOKEN = re.compile(r"[A-Za-z_$][\w$.\-]*")
 _LLVM_SYMBOL = re.compile(r'[@%][A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
@@ -100,7 +91,7 @@ def _canonical(inst: Instruction, index: dict[str, int], comps: dict[str, int]) 
             continue
         if key == "backend_config":
             value = _backend(inst)
-        elif key in _CALLS:
+        elif key in CALL_ATTRS:
             value = ",".join(
                 str(comps.get(c.strip().lstrip("%"), -1)) for c in value.strip("{}").split(",")
             )

@@ -91,7 +91,7 @@ _INT_LIST_ATTRS = frozenset(
     }
 )
 # Attributes that name called computations, in the order `called_computations` lists them.
-_CALL_ATTRS = (
+CALL_ATTRS = (
     "calls",
     "to_apply",
     "condition",
@@ -560,7 +560,7 @@ class Instruction:
         if self._called is None:
             attrs = self.attrs
             out: list[str] = []
-            for key in _CALL_ATTRS:
+            for key in CALL_ATTRS:
                 raw = attrs.get(key)
                 if raw:
                     out.extend(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -183,25 +183,29 @@ def classify(name: str, stream: str) -> tuple[EventKind, Direction | None]:
     return "kernel", None
 
 
+def host_lines(profile: ProfileData) -> Iterator[Any]:
+    """The lines (threads) of the profile's host plane, where XLA's host-side events live."""
+    for plane in profile.planes:
+        if plane.name == HOST_PLANE:
+            yield from plane.lines
+
+
 def read_step_markers(profile: ProfileData) -> tuple[StepMarker, ...]:
     """Return the StepTraceAnnotation windows found on host lines, in time order."""
     markers = []
-    for plane in profile.planes:
-        if plane.name != HOST_PLANE:
-            continue
-        for line in plane.lines:
-            for event in line.events:
-                stats = _stats(event)
-                if STEP_STAT in stats and STEP_MARKER_FLAG in stats:
-                    start = float(event.start_ns)
-                    markers.append(
-                        StepMarker(
-                            name=event.name,
-                            step=int(stats[STEP_STAT]),
-                            start_ns=start,
-                            end_ns=start + float(event.duration_ns),
-                        )
+    for line in host_lines(profile):
+        for event in line.events:
+            stats = _stats(event)
+            if STEP_STAT in stats and STEP_MARKER_FLAG in stats:
+                start = float(event.start_ns)
+                markers.append(
+                    StepMarker(
+                        name=event.name,
+                        step=int(stats[STEP_STAT]),
+                        start_ns=start,
+                        end_ns=start + float(event.duration_ns),
                     )
+                )
     return tuple(sorted(markers, key=lambda m: m.start_ns))
 
 
@@ -302,17 +306,14 @@ def execution_windows(profile: ProfileData) -> tuple[ExecutionWindow, ...]:
     """
     roots: list[tuple[Any, str, dict[str, Any]]] = []
     others: list[tuple[Any, str, dict[str, Any]]] = []
-    for plane in profile.planes:
-        if plane.name != HOST_PLANE:
-            continue
-        for line in plane.lines:
-            for event in line.events:
-                stats = _stats(event)
-                if "hlo_op" in stats:
-                    continue
-                target = roots if RUN_STAT in stats else others
-                if RUN_STAT in stats or _FLOW_CHILD in stats:
-                    target.append((event, line.name, stats))
+    for line in host_lines(profile):
+        for event in line.events:
+            stats = _stats(event)
+            if "hlo_op" in stats:
+                continue
+            target = roots if RUN_STAT in stats else others
+            if RUN_STAT in stats or _FLOW_CHILD in stats:
+                target.append((event, line.name, stats))
     run_of_flow = {
         flow: run
         for _, _, stats in roots
@@ -415,33 +416,30 @@ def _gpu_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
 
 
 def _cpu_thunk_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
-    for plane in profile.planes:
-        if plane.name != HOST_PLANE:
-            continue
-        for line in plane.lines:
-            for event in line.events:
-                if event.name.startswith("end: "):
-                    continue
-                stats = _stats(event)
-                if "hlo_op" not in stats:
-                    continue
-                yield DeviceEvent(
-                    step=None,
-                    name=event.name,
-                    kind="host_thunk",
-                    direction=None,
-                    bytes=None,
-                    hlo_module=_to_str(stats.get("hlo_module")),
-                    hlo_op=_to_str(stats.get("hlo_op")),
-                    program_id=_to_int(stats.get("program_id")),
-                    correlation_id=None,
-                    device=plane.name,
-                    stream=line.name,
-                    start_ns=float(event.start_ns),
-                    duration_ns=float(event.duration_ns),
-                    device_ordinal=_to_int(stats.get("device_ordinal")),
-                    run_id=_to_int(stats.get("run_id")),
-                )
+    for line in host_lines(profile):
+        for event in line.events:
+            if event.name.startswith("end: "):
+                continue
+            stats = _stats(event)
+            if "hlo_op" not in stats:
+                continue
+            yield DeviceEvent(
+                step=None,
+                name=event.name,
+                kind="host_thunk",
+                direction=None,
+                bytes=None,
+                hlo_module=_to_str(stats.get("hlo_module")),
+                hlo_op=_to_str(stats.get("hlo_op")),
+                program_id=_to_int(stats.get("program_id")),
+                correlation_id=None,
+                device=HOST_PLANE,
+                stream=line.name,
+                start_ns=float(event.start_ns),
+                duration_ns=float(event.duration_ns),
+                device_ordinal=_to_int(stats.get("device_ordinal")),
+                run_id=_to_int(stats.get("run_id")),
+            )
 
 
 def plane_ordinal(plane: str) -> int | None:
@@ -454,15 +452,12 @@ def plane_ordinal(plane: str) -> int | None:
 def host_launch_times(profile: ProfileData) -> dict[int, float]:
     """Return correlation_id -> start of the host API event that launched it (GPU only)."""
     launches: dict[int, float] = {}
-    for plane in profile.planes:
-        if plane.name != HOST_PLANE:
-            continue
-        for line in plane.lines:
-            for event in line.events:
-                cid = _to_int(_stats(event).get("correlation_id"))
-                if cid is not None:
-                    start = float(event.start_ns)
-                    launches[cid] = min(start, launches.get(cid, start))
+    for line in host_lines(profile):
+        for event in line.events:
+            cid = _to_int(_stats(event).get("correlation_id"))
+            if cid is not None:
+                start = float(event.start_ns)
+                launches[cid] = min(start, launches.get(cid, start))
     return launches
 
 
