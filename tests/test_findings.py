@@ -3,6 +3,7 @@ largest effect and its cause; compare states its ground."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -67,3 +68,20 @@ def test_compare_states_its_ground_first(cpu_run: Path, erf_run: Path, tmp_path:
     assert "different problem sizes" in text and "per FLOP" in text
     assert re.search(r"ps/FLOP", text)
     assert max(len(line) for line in text.splitlines()) < 1500  # long lists are cut
+
+
+def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path) -> None:
+    """A run saved before a top-level key existed (here `program`) is the same problem, and
+    the key is not listed as a difference."""
+    run = data.load_run(cpu_run)
+    old_config = {k: v for k, v in run.manifest["config"].items() if k != "program"}
+    older = dataclasses.replace(run, manifest={**run.manifest, "config": old_config})
+    assert compare.same_problem(older, run)
+    assert not [k for k, _, _ in compare.config_differences(older, run) if k == "program"]
+    changed = {
+        **old_config,
+        "problem": {**old_config["problem"], "m": 1 + old_config["problem"]["m"]},
+    }
+    assert not compare.same_problem(
+        dataclasses.replace(run, manifest={**run.manifest, "config": changed}), run
+    )

@@ -82,7 +82,7 @@ def _libs(v: VariantData) -> str:
 def same_problem(ra: RunData, rb: RunData) -> bool:
     """True when the two runs' configs ran the same problem sizes and dtypes (for a program
     study: the same program, inputs and dtypes)."""
-    ca, cb = (ra.manifest.get("config") or {}), (rb.manifest.get("config") or {})
+    ca, cb = configs(ra, rb)
     return (ca.get("problem"), ca.get("program")) == (cb.get("problem"), cb.get("program"))
 
 
@@ -172,10 +172,7 @@ def config_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
     variant's key that differs exactly as the experiment's does (a variant inheriting
     `problem.m`) is not listed again.
     """
-    from harness.config.schema import Experiment, Variant, to_plain
-
-    top, variant = to_plain(Experiment()), to_plain(Variant(name=""))
-    ca, cb = (_defaulted(r.manifest.get("config") or {}, top, variant) for r in (ra, rb))
+    ca, cb = configs(ra, rb)
     out: list[tuple[str, str, str]] = []
     _walk_diff(ca, cb, "", out)
     shared = {k: (a, b) for k, a, b in out if not k.startswith("variants.")}
@@ -186,8 +183,20 @@ def config_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
     ]
 
 
+def configs(ra: RunData, rb: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two runs' configs, each key a config saved before that key existed lacks filled in
+    with the schema's default, so an older run compares like for like."""
+    from harness.config.schema import Experiment, Variant, to_plain
+
+    top, variant = to_plain(Experiment()), to_plain(Variant(name=""))
+    ca, cb = (_defaulted(r.manifest.get("config") or {}, top, variant) for r in (ra, rb))
+    return ca, cb
+
+
 def _defaulted(config: dict[str, Any], top: dict[str, Any], variant: dict[str, Any]) -> Any:
-    """The config with the keys it lacks filled from the schema's defaults."""
+    """The config with the top-level and variant keys it lacks filled from the schema's
+    defaults. A section it has is kept as saved: a key missing inside it (`timing.settle`)
+    is a behaviour the older code did not have, and shows as a difference."""
     out = {**{k: v for k, v in top.items() if k != "variants"}, **config}
     variants = config.get("variants")
     if isinstance(variants, list):
