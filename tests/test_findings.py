@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_harness
+from conftest import REPO, run_harness
 
 from harness.report import compare, data, findings
 
@@ -85,3 +85,20 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
     assert not compare.same_problem(
         dataclasses.replace(run, manifest={**run.manifest, "config": changed}), run
     )
+
+
+def test_the_h200_reference_names_the_five_effects_the_study_is_about() -> None:
+    """The committed H200 run (real profiles): each finding carries its measured mechanism."""
+    run = data.load_run(REPO / "results" / "reference" / "h200")
+    found, _ = findings.findings(run)
+    by_variant = {f.variant: f for f in found}
+    assert {"xla_mixed_dtype", "xla_library_epilogue", "xla_no_fusion", "xla_host_callback"} <= set(
+        by_variant
+    ) and "eager" in by_variant
+    epilogue = by_variant["xla_library_epilogue"]
+    assert epilogue.verdict == "faster"
+    assert "1 kernel a step instead of 2" in epilogue.why
+    assert re.search(r"; \d+ MB less memory traffic", epilogue.why)  # a size, not "-268 MB less"
+    assert "1 D2H copy a step" in by_variant["xla_host_callback"].why
+    assert "tf32" in by_variant["xla_mixed_dtype"].why
+    assert len(findings.recommendations(run)) >= 3

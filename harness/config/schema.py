@@ -191,7 +191,13 @@ class TimingOptions:
 
     rounds: int = ranged(0, 0, 1000, "timing rounds; 0 picks 10 on a CPU and 5 on a GPU")
     batch_s: float = ranged(0.1, 0.0001, 10.0, "target seconds of back-to-back calls per batch")
-    budget_s: float = ranged(30.0, 0.01, 3600.0, "the timing stage's time budget in seconds")
+    budget_s: float = ranged(
+        30.0,
+        0.01,
+        3600.0,
+        "the timing rounds' time budget in seconds, warm-up and settling included"
+        " (the compiles before them are not)",
+    )
     settle: float = ranged(
         0.25,
         0.0,

@@ -140,7 +140,7 @@ def mechanism(v: VariantData, ref: VariantData) -> list[str]:
     out = []
     kv, kr = s.profile.kernels_per_step, r.profile.kernels_per_step
     if kv is not None and kr is not None and kv != kr:
-        out.append(f"{fmt.count(kv)} kernels a step instead of {fmt.count(kr)}")
+        out.append(f"{fmt.counted(kv, 'kernel')} a step instead of {fmt.count(kr)}")
         fused = _largest_fusion(ref)
         if kv > kr and fused and fused[1] >= 4:
             out.append(
@@ -152,7 +152,7 @@ def mechanism(v: VariantData, ref: VariantData) -> list[str]:
         if tv[direction] != tr[direction]:
             nbytes = sum(t.bytes for t in s.profile.transfers_per_step if t.direction == direction)
             out.append(
-                f"{fmt.count(tv[direction])} {direction} copies a step ({fmt.si(nbytes, 'B')}) "
+                f"{fmt.counted(tv[direction], direction + ' copy')} a step ({fmt.si(nbytes, 'B')}) "
                 f"instead of {fmt.count(tr[direction])}"
             )
     ea = {c.epilogue or "none" for c in s.hlo.library_calls}
@@ -175,7 +175,7 @@ def mechanism(v: VariantData, ref: VariantData) -> list[str]:
     bv, br = s.cost.bytes, r.cost.bytes
     if bv and br and abs(bv - br) > 0.05 * br:
         out.append(
-            f"{fmt.si(bv - br, 'B')} {'more' if bv > br else 'less'} memory traffic ({fmt.si(bv, 'B')} against {fmt.si(br, 'B')})"
+            f"{fmt.si(abs(bv - br), 'B')} {'more' if bv > br else 'less'} memory traffic ({fmt.si(bv, 'B')} against {fmt.si(br, 'B')})"
         )
     seq = s.profile.step_sequence
     if any(x.startswith(("D2H(", "H2D(")) for x in seq) and not any(

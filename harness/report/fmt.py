@@ -43,6 +43,12 @@ def count(value: Any) -> str:
     return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
 
 
+def counted(value: Any, noun: str) -> str:
+    """Returns a per-step count with its noun, singular for exactly one: "1 kernel", "2.5 kernels"."""
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{count(value)} {noun if num(value) == 1 else plural}"
+
+
 def ratio(a: Any, b: Any) -> str:
     x, y = num(a), num(b)
     return MISSING if x is None or not y else f"{x / y:.2f}×"
