@@ -83,6 +83,8 @@ def test_the_default_and_the_lower_bound_are_always_timed(search_run: Path) -> N
     # was once reported as the best configuration).
     ranked = md.split("## Ranked", 1)[1]
     assert "| matmul_only |" not in ranked and "lower bound `matmul_only`" in ranked
+    tried = len(record(search_run).candidates) - 1
+    assert f"{tried} configurations compiled (the default among them) and the lower bound" in md
     assert (search_run / "plots" / "search.png").is_file()
 
 
@@ -120,3 +122,16 @@ def test_coordinate_descent_changes_one_option_at_a_time() -> None:
         {"xla_cpu_enable_fast_math": True, "xla_cpu_prefer_vector_width": 512}
     ]
     assert len(list(space.grid(exp.search.space))) == 2**6
+
+
+def test_an_option_has_no_effect_only_against_the_point_it_was_tried_from() -> None:
+    """In a coordinate search the later axes are tried from the moved base (Triton GEMMs off,
+    as on the H200), not from the default: same program as that base means no effect."""
+    default, off = space.Point(), space.Point().with_option("triton_gemm", False)
+    fallback_off = off.with_option("cublas_fallback", False)
+    wider = off.with_option("autotune_level", 4)
+    programs = [(default, "d0"), (off, "d1"), (fallback_off, "d1"), (wider, "d2")]
+    axes = ["triton_gemm", "cublas_fallback", "autotune_level", "never_tried"]
+    assert space.unchanged_axes(axes, programs) == ("cublas_fallback",)
+    # A point whose partner was never compiled says nothing either way.
+    assert space.unchanged_axes(["cublas_fallback"], [(fallback_off, "d1")]) == ()

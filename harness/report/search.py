@@ -87,7 +87,7 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     out: list[Block] = [Heading(1, title)]
     summary = (
         f"Searched `{record.base}` ({record.strategy}, budget {record.budget_s:.0f} s, took "
-        f"{record.wall_s:.0f} s): {len(record.candidates)} candidates compiled, "
+        f"{record.wall_s:.0f} s): {_compiled(record)}, "
         f"{record.same_program_count} of them the same program as an earlier one (not timed again)."
     )
     if record.stopped:
@@ -177,3 +177,11 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
             Bullets(tuple(f"`{c.name}` ({c.changed}): {c.status}: {c.reason}" for c in bad)),
         ]
     return tuple(out)
+
+
+def _compiled(record: SearchRecord) -> str:
+    """How many configurations were compiled: the default and the candidates, and the lower
+    bound apart (it is never a candidate)."""
+    tried = sum(c.name != record.lower_bound for c in record.candidates)
+    bound = " and the lower bound" if tried < len(record.candidates) else ""
+    return f"{tried} configurations compiled (the default among them){bound}"

@@ -268,26 +268,15 @@ def best_of(records: dict[str, Candidate], lower_bound: str | None) -> str:
 
 
 def no_effect(search: Search) -> tuple[str, ...]:
-    """Options none of whose tried values changed the default's program."""
-    default_digest = (
-        search.records[space.DEFAULT].fingerprint if space.DEFAULT in search.records else None
-    )
-    out = []
-    for axis, _ in space.axes(search.exp.search.space):
-        tried = [
-            c
-            for n, c in search.records.items()
-            if n != space.DEFAULT
-            and search.points.get(n)
-            and axis in search.points[n].describe(search.base)
-        ]
-        if tried and all(
-            c.same_program_as == space.DEFAULT
-            or (c.fingerprint and c.fingerprint == default_digest)
-            for c in tried
-        ):
-            out.append(axis)
-    return tuple(out)
+    """Options that never changed the program: each candidate that set one compiled to the
+    same program as the candidate it differs from by that option alone. In a coordinate
+    search that partner is the point it was tried from, which is not always the default."""
+    programs = [
+        (search.points[n], c.fingerprint)
+        for n, c in search.records.items()
+        if n in search.points and c.fingerprint
+    ]
+    return space.unchanged_axes([a for a, _ in space.axes(search.exp.search.space)], programs)
 
 
 def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.config.schema import SearchSpace, Variant
@@ -65,6 +65,30 @@ def axes(space: SearchSpace) -> list[tuple[str, tuple[Any, ...]]]:
     if space.gelu:
         out.append(("gelu", tuple(space.gelu)))
     return out
+
+
+def without(point: Point, axis: str) -> Point:
+    """The point with `axis` left as configured."""
+    if axis in ("w_dtype", "gelu"):
+        return dataclasses.replace(point, **{axis: None})
+    return dataclasses.replace(point, options=tuple((k, v) for k, v in point.options if k != axis))
+
+
+def unchanged_axes(axes: Sequence[str], programs: Sequence[tuple[Point, str]]) -> tuple[str, ...]:
+    """The axes whose setting never changed the program: for each compiled point that sets
+    the axis and whose partner without it was compiled too, the two digests are equal."""
+    out = []
+    for axis in axes:
+        same = [
+            digest == partner
+            for point, digest in programs
+            if (alone := without(point, axis)) != point
+            for other, partner in programs
+            if other == alone
+        ]
+        if same and all(same):
+            out.append(axis)
+    return tuple(out)
 
 
 def _set(point: Point, axis: str, value: Any) -> Point:
