@@ -16,13 +16,15 @@ line (capture, timing, analysis, report) is printed too.
 After capture the bare script also does the measuring the study reports: each variant's result
 checked against the float64 reference, and every variant timed in the config's interleaved
 rounds (the baseline twice a round, batches of `timing.batch_s` shrunk to fit
-`timing.budget_s`), the same number of calls the harness makes, with none of its records.
+`timing.budget_s`, each settled by `timing.settle` of a batch of untimed calls), about the
+same number of calls the harness makes, with none of its records.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -44,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 def bare(config: str, out: Path, overrides: list[str]) -> None:
     """The study's capture work as a plain script: no worker, no files beyond XLA's and the
-    profiler's, no analysis, no timing rounds, no report."""
+    profiler's, no analysis, no report; the timing rounds are plain loops."""
     import jax
 
     from harness.config import load
@@ -109,12 +111,15 @@ def bare(config: str, out: Path, overrides: list[str]) -> None:
 
 def time_in_rounds(calls: dict[str, Callable[[], object]], exp: Experiment) -> None:
     """Times every variant in interleaved rounds, as the study's timing stage does: the
-    baseline twice a round, each batch about `batch_s` long, shrunk to fit the budget."""
+    baseline twice a round, each batch about `batch_s` long, shrunk to fit the budget, and
+    preceded by `timing.settle` of a batch of untimed calls."""
     import jax
 
     names = list(calls) + ([exp.baseline] if exp.baseline in calls else [])
     rounds = exp.timing.rounds or 10
-    batch_s = min(exp.timing.batch_s, 0.8 * exp.timing.budget_s / (len(names) * rounds))
+    settle = exp.timing.settle
+    slots = len(names) * rounds * (1.0 + settle)
+    batch_s = min(exp.timing.batch_s, 0.8 * exp.timing.budget_s / slots)
     per_batch = {}
     for name in set(names):
         jax.block_until_ready(calls[name]())
@@ -124,10 +129,11 @@ def time_in_rounds(calls: dict[str, Callable[[], object]], exp: Experiment) -> N
     for r in range(rounds):
         order = names[r:] + names[:r]
         for name in reversed(order) if r % 2 else order:
-            out = None
-            for _ in range(per_batch[name]):
-                out = calls[name]()
-            jax.block_until_ready(out)
+            for calls_now in (math.ceil(per_batch[name] * settle), per_batch[name]):
+                out = None
+                for _ in range(calls_now):
+                    out = calls[name]()
+                jax.block_until_ready(out)
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
