@@ -254,3 +254,26 @@ def test_disagreements_name_the_side_that_left_something_out() -> None:
         "ours counts 1.1e+12"
     ]
     assert compare_with_xla(ours, None) == ["XLA cost analysis unavailable"]
+
+
+def test_an_unbounded_dimension_leaves_the_op_uncosted_never_negative() -> None:
+    """`?` parses as -1: a dot contracting over it counted -2 x 32 x 32 FLOPs, and one whose
+    output has it counted 0, silently. Both are listed as uncosted; a transpose costs 0."""
+    text = """HloModule dynamic
+
+ENTRY main {
+  x = f32[?,64]{1,0} parameter(0)
+  w = f32[64,32]{1,0} parameter(1)
+  d = f32[?,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[64,?]{1,0} transpose(x), dimensions={1,0}
+  k = f32[32,32]{1,0} dot(t, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT e = f32[?,32]{1,0} exponential(d)
+}
+"""
+    cost = module_cost(parse_module(text))
+    assert cost.flops >= 0 and cost.transcendentals >= 0
+    assert cost.flops == 0
+    assert dict(cost.uncosted) == {
+        "dot (unbounded dimension)": 2,
+        "exponential (unbounded dimension)": 1,
+    }

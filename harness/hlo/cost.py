@@ -264,6 +264,11 @@ def _elements(shape: Shape | None) -> int:
     return sum(s.elements for s in leaves(shape)) if shape is not None else 0
 
 
+def _unbounded(shape: Shape | None) -> bool:
+    """True when some dimension is `?` (no bound; parsed as -1)."""
+    return shape is not None and any(d < 0 for s in leaves(shape) for d in s.dims)
+
+
 def _first(shape: Shape | None) -> ArrayShape | None:
     if shape is None:
         return None
@@ -416,13 +421,16 @@ def instruction_cost(
     conventions; an instruction we cannot cost says so in `uncosted`."""
     memo = {} if memo is None else memo
     op = inst.opcode
+    if op in ZERO_FLOP:
+        return OpCost()
+    if _unbounded(inst.shape) or any(_unbounded(_operand_shape(comp, o)) for o in inst.operands):
+        # `?` parses as -1: a product over it is 0 or negative, never the work done.
+        return OpCost(uncosted=f"{op} (unbounded dimension)")
     out = _elements(inst.shape)
     if op in ELEMENTWISE_FLOP:
         return OpCost(float(out))
     if op in TRANSCENDENTAL:
         return OpCost(0.0, float(out))
-    if op in ZERO_FLOP:
-        return OpCost()
     if op == "dot":
         lhs = _operand_shape(comp, inst.operands[0]) if inst.operands else None
         k = _contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
