@@ -117,21 +117,29 @@ def _value(tp: Any, value: Any, source: str, key: str) -> Any:
         return {str(k): _value(args[1], v, source, f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return _record(tp, value, source, key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    else:
+    if tp not in SCALARS:
         raise TypeError(f"unsupported schema type {tp!r} at {key}")
-    raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}")
+    try:
+        return scalar(tp, value)
+    except ValueError:
+        raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}") from None
+
+
+SCALARS = (bool, int, float, str)
+
+
+def scalar(tp: type, value: Any) -> Any:
+    """Returns a JSON or YAML scalar checked against one of SCALARS (an int is a float, a
+    bool is never a number); raises ValueError when it is not one."""
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp in (int, float):
+        ok = isinstance(value, int | float if tp is float else int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, tp)
+    if not ok:
+        raise ValueError(value)
+    return float(value) if tp is float else value
 
 
 def _record(cls: type, value: Any, source: str, key: str) -> Any:

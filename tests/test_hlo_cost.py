@@ -277,3 +277,23 @@ ENTRY main {
         "dot (unbounded dimension)": 2,
         "exponential (unbounded dimension)": 1,
     }
+
+
+def test_a_parameter_number_too_long_for_int_is_no_parameter_number() -> None:
+    """Found by the parser fuzz: a 4,301-digit parameter number made int() raise in the
+    fusion's byte count. Numbers from HLO text go through shapes.decimal."""
+    huge = "9" * 4301
+    text = f"""HloModule huge
+
+fused {{
+  p = f32[4]{{0}} parameter({huge})
+  ROOT n = f32[4]{{0}} negate(p)
+}}
+
+ENTRY main {{
+  x = f32[4]{{0}} parameter(0)
+  ROOT f = f32[4]{{0}} fusion(x), kind=kLoop, calls=fused
+}}
+"""
+    cost = module_cost(parse_module(text))
+    assert cost.flops == 4

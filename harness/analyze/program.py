@@ -33,7 +33,8 @@ from typing import Any
 
 from harness.hlo.clusters import Cluster, ReverseMap
 from harness.hlo.cost import ModuleCost
-from harness.hlo.parser import HloModule, Instruction, parse_metadata
+from harness.hlo.parser import MAX_ID, HloModule, Instruction, parse_metadata
+from harness.hlo.shapes import decimal
 from harness.match.match import Attribution, MatchReport
 from harness.profile.events import DeviceEvent
 
@@ -501,19 +502,12 @@ class _Frames:
 
     def _frame(self, frame_id: int) -> tuple[str, int] | None:
         """(file:line, parent frame id or 0) of one frame, or None when it does not resolve."""
-        text = self.module.stack_frames.get(frame_id)
-        if text is None:
-            return None
-        meta = parse_metadata(text)
-        loc_id, parent = meta.get("file_location_id", ""), meta.get("parent_frame_id", "")
-        loc = self.module.file_locations.get(int(loc_id)) if loc_id.isdigit() else None
+        loc = self.module.resolve_frame(frame_id)
         if loc is None:
             return None
-        fields = parse_metadata(loc)
-        file_id, line = fields.get("file_name_id", ""), fields.get("line", "")
-        name = self.module.file_names.get(int(file_id), "?") if file_id.isdigit() else "?"
-        up = int(parent) - 1 if parent.isdigit() else 0
-        return f"{name}:{int(line) if line.isdigit() else 0}", up
+        meta = parse_metadata(self.module.stack_frames[frame_id])
+        parent = decimal(meta.get("parent_frame_id", ""), MAX_ID)
+        return f"{loc.file}:{loc.line}", parent - 1 if parent else 0
 
     def user_line(self, frame: str) -> str | None:
         """The innermost location outside installed packages and the standard library."""
@@ -521,7 +515,7 @@ class _Frames:
             return self.cache[frame]
         found: str | None = None
         innermost: str | None = None
-        current = int(frame) if frame.isdigit() else 0
+        current = decimal(frame, MAX_ID) or 0
         seen: set[int] = set()
         while current > 0 and current not in seen:
             seen.add(current)

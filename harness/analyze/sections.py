@@ -8,6 +8,7 @@ and returns its own section of harness.summary. No key is produced twice.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,18 @@ def profile(
     clusters = _module_clusters(lad, eager)
     report: MatchReport = match_events(events, clusters, mode="eager" if eager else "jit")
     io.write_json(vdir / "kernels.json", kernels_document(report))
+    return profile_of(report, events, walls, clusters, step_s)
+
+
+def profile_of(
+    report: MatchReport,
+    events: Sequence[Any],
+    walls: Sequence[float],
+    clusters: Mapping[Any, tuple[Any, ...]],
+    step_s: float | None,
+) -> tuple[Profile, list[str]]:
+    """Returns the Profile section and the first step's kernel names, from a match of the
+    steady window's `events` (each step's wall time in `walls`) against `clusters`."""
     gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
     first_step = min((e.step for e in events if e.step is not None), default=None)
     kernels = [

@@ -11,7 +11,6 @@ identity sections are the JAX producers' (harness.analyze.sections). Never impor
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from harness.config.schema import Variant
 from harness.inductor.captured import Captured, fingerprint, read_captured, structure, symbolic
 from harness.inductor.clusters import clusters_by_graph, fusions_document, graph_clusters
 from harness.inductor.trace_log import CompileTimes, compile_times
-from harness.match.match import MatchReport, kernels_document
+from harness.match.match import kernels_document
 from harness.match.torch_match import eager_clusters, match_torch_events
 from harness.profile.torch_trace import read_torch_trace
 from harness.summary import (
@@ -34,7 +33,6 @@ from harness.summary import (
     Hlo,
     LibraryCall,
     Profile,
-    Transfer,
 )
 
 TORCH_FILE = "torch.json"
@@ -324,45 +322,9 @@ def profile(
         row["compile_region"] = source.compile_region if source else None
     io.write_json(vdir / "kernels.json", doc)
     walls = [m.duration_s for m in trace.markers]
-    gaps = [w - d for w, d in zip(walls, report.device_time_by_step_s, strict=False)]
-    first_step = min((e.event.step for e in trace.events if e.event.step is not None), default=None)
-    kernels = [
-        e.event.name
-        for e in trace.events
-        if e.event.step == first_step and e.event.kind in ("kernel", "host_thunk")
-    ]
-    launched = {a.cluster for a in report.attributions if a.matched}
-    return (
-        Profile(
-            kernels_per_step=report.kernels_per_step,
-            device_ops_per_step=report.device_ops_per_step,
-            transfers_per_step=tuple(
-                Transfer(t.direction, t.count_per_step, t.bytes_per_step)
-                for t in report.transfers_per_step
-            ),
-            device_time_per_step_s=report.device_time_per_step_s,
-            profiled_step_time_s=statistics.median(walls) if walls else None,
-            host_gap_per_step_s=statistics.median(gaps) if gaps else None,
-            matched_fraction=report.matched_fraction,
-            unmatched_events=len(report.unmatched),
-            launches_per_cluster=dict(report.launches_per_cluster),
-            step_sequence=tuple(sections.step_sequence(report, first_step)),
-            unlaunched_clusters=_unlaunched(report, clusters, launched),
-            device_vs_step=report.device_time_per_step_s / step_s - 1.0
-            if step_s and report.device_time_per_step_s
-            else None,
-        ),
-        kernels,
-        clusters.get("eager", ()) if eager else (),
-    )
-
-
-def _unlaunched(
-    report: MatchReport, clusters: dict[str, tuple[Any, ...]], launched: set[str | None]
-) -> tuple[str, ...]:
-    if not report.attributions:
-        return ()
-    return tuple(sorted(c.name for cs in clusters.values() for c in cs if c.name not in launched))
+    events = [e.event for e in trace.events]
+    profile, kernels = sections.profile_of(report, events, walls, clusters, step_s)
+    return profile, kernels, clusters.get("eager", ()) if eager else ()
 
 
 # --- the variant ------------------------------------------------------------------------------

@@ -55,6 +55,12 @@ def _torch() -> ModuleType | NotAvailable:
         return NotAvailable(f"torch cannot be imported ({type(err).__name__}: {err})")
 
 
+def _torch_attr(dotted: str) -> Any:
+    """Returns torch.a.b.c (see `_attr`), or NotAvailable when torch cannot be imported."""
+    torch = _torch()
+    return torch if isinstance(torch, NotAvailable) else _attr(torch, dotted)
+
+
 def _attr(root: Any, dotted: str) -> Any:
     """Returns root.a.b.c, importing submodules on the way; NotAvailable names the gap."""
     obj = root
@@ -114,10 +120,7 @@ def explain(
     explanation then starts from an empty cache anyway), and every other compiled function
     keeps its graphs.
     """
-    torch = _torch()
-    if isinstance(torch, NotAvailable):
-        return torch
-    explain_fn = _attr(torch, "_dynamo.explain")
+    explain_fn = _torch_attr("_dynamo.explain")
     if isinstance(explain_fn, NotAvailable):
         return explain_fn
     try:
@@ -231,10 +234,7 @@ class CompileMetric:
 
 def compilation_metrics() -> tuple[CompileMetric, ...] | NotAvailable:
     """Return Dynamo's compilation metrics of this process (read with getattr)."""
-    torch = _torch()
-    if isinstance(torch, NotAvailable):
-        return torch
-    getter = _attr(torch, "_dynamo.utils.get_compilation_metrics")
+    getter = _torch_attr("_dynamo.utils.get_compilation_metrics")
     if isinstance(getter, NotAvailable):
         return getter
     try:
@@ -258,10 +258,7 @@ def recompile_reasons(metrics: tuple[CompileMetric, ...] | NotAvailable) -> tupl
 
 def compile_times() -> str | NotAvailable:
     """Return `torch._dynamo.utils.compile_times(repr="str")`: Dynamo's timing table."""
-    torch = _torch()
-    if isinstance(torch, NotAvailable):
-        return torch
-    fn = _attr(torch, "_dynamo.utils.compile_times")
+    fn = _torch_attr("_dynamo.utils.compile_times")
     if isinstance(fn, NotAvailable):
         return fn
     try:
@@ -277,10 +274,7 @@ def compile_times() -> str | NotAvailable:
 
 def dynamo_reset() -> NotAvailable | None:
     """Forget every compiled graph (`torch._dynamo.reset()`), so the next call compiles."""
-    torch = _torch()
-    if isinstance(torch, NotAvailable):
-        return torch
-    reset = _attr(torch, "_dynamo.reset")
+    reset = _torch_attr("_dynamo.reset")
     if isinstance(reset, NotAvailable):
         return reset
     reset()

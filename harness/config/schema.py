@@ -20,6 +20,7 @@ from typing import Any
 from harness.config.roles import ROLES, framework_of, roles_of
 from harness.config.sharding import Sharding
 from harness.config.sharding import problems as sharding_problems
+from harness.records import SCALARS, scalar
 
 DTYPES = ("float32", "bfloat16", "float16")
 # What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant
@@ -878,21 +879,12 @@ def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
             raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
         (item,) = typing.get_args(tp)[:1]
         return tuple(coerce(v, item, source, f"{key}[{i}]") for i, v in enumerate(value))
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    else:
+    if tp not in SCALARS:
         return value
-    raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
+    try:
+        return scalar(tp, value)
+    except ValueError:
+        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}") from None
 
 
 def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> Any:

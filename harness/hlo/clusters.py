@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from harness.hlo.parser import Computation, HloModule, Instruction, parse_metadata
-from harness.hlo.shapes import ArrayShape, TupleShape
+from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction, parse_metadata
+from harness.hlo.shapes import ArrayShape, TupleShape, decimal
 
 NON_EXECUTING = frozenset(
     {
@@ -270,8 +270,12 @@ def library_gemm(comp: Computation, inst: Instruction) -> GemmShape | None:
     return None
 
 
-def _fused_dots(module: HloModule, inst: Instruction) -> list[tuple[Computation, Instruction]]:
-    out: list[tuple[Computation, Instruction]] = []
+def called_instructions(
+    module: HloModule, inst: Instruction, every_call: bool
+) -> Iterator[tuple[Computation, Instruction]]:
+    """Yields (computation, instruction) for what `inst` calls, each computation once: with
+    `every_call` through every called computation (reducers and comparators too), else only
+    into nested fusions, whose instructions yielded as such stand for their bodies."""
     stack, seen = list(inst.called_computations), set()
     while stack:
         name = stack.pop()
@@ -279,12 +283,14 @@ def _fused_dots(module: HloModule, inst: Instruction) -> list[tuple[Computation,
         if comp is None or name in seen:
             continue
         seen.add(name)
-        for m in comp.instructions:
-            if m.opcode == "dot":
-                out.append((comp, m))
-            elif m.opcode == "fusion":
-                stack.extend(m.called_computations)
-    return out
+        for member in comp.instructions:
+            if every_call or member.opcode == "fusion":
+                stack.extend(member.called_computations)
+            yield comp, member
+
+
+def _fused_dots(module: HloModule, inst: Instruction) -> list[tuple[Computation, Instruction]]:
+    return [(c, m) for c, m in called_instructions(module, inst, False) if m.opcode == "dot"]
 
 
 def cluster_gemm(module: HloModule, comp: Computation, inst: Instruction) -> GemmShape | None:
@@ -313,20 +319,7 @@ def members(module: HloModule, inst: Instruction) -> tuple[Instruction, ...]:
     is its own member."""
     if inst.opcode != "fusion" and not is_small_call(inst):
         return (inst,)
-    out: list[Instruction] = []
-    seen: set[str] = set()
-    stack = list(inst.called_computations)
-    while stack:
-        name = stack.pop()
-        comp = module.computations.get(name)
-        if comp is None or name in seen:
-            continue
-        seen.add(name)
-        for member in comp.instructions:
-            if member.opcode != "parameter":
-                out.append(member)
-            stack.extend(member.called_computations)
-    return tuple(out)
+    return tuple(m for _, m in called_instructions(module, inst, True) if m.opcode != "parameter")
 
 
 def _cluster(module: HloModule, comp: Computation, inst: Instruction, parent: str) -> Cluster:
@@ -695,11 +688,7 @@ class _After:
             return hit
         name, _, index = operand.partition("#")
         inst = comp.get(name)
-        found = (
-            self._through(comp, inst, int(index) if index.isdigit() else None, depth)
-            if inst is not None
-            else ()
-        )
+        found = self._through(comp, inst, decimal(index, MAX_ID), depth) if inst is not None else ()
         self._operand_memo[key] = found
         return found
 
@@ -725,7 +714,7 @@ class _After:
                         out.extend(self._through(sub, root, index, depth + 1))
             elif op == "get-tuple-element" and inst.operands:
                 raw = (inst.attr("index") or "").strip()
-                sub_index = int(raw) if raw.isdigit() else None
+                sub_index = decimal(raw, MAX_ID)
                 producer = comp.get(inst.operands[0])
                 if producer is not None:
                     out.extend(self._through(comp, producer, sub_index, depth + 1))

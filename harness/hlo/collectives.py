@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.hlo.parser import Computation, HloModule, Instruction, parse_file
+from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction, parse_file
 from harness.hlo.passes import XLA_PASS_FILE, pass_file_info
-from harness.hlo.shapes import ArrayShape, Shape, leaves, parse_shape
+from harness.hlo.shapes import ArrayShape, Shape, decimal, leaves, parse_shape
 
 COLLECTIVES = frozenset(
     {
@@ -378,9 +378,7 @@ def _num_devices(module: HloModule) -> int:
     header = module.header
     replicas = header.get("replica_count", "1")
     partitions = header.get("num_partitions", "1")
-    return (int(replicas) if replicas.isdigit() else 1) * (
-        int(partitions) if partitions.isdigit() else 1
-    )
+    return (decimal(replicas, MAX_ID) or 1) * (decimal(partitions, MAX_ID) or 1)
 
 
 def _operand_shape(comp: Computation, operand: str) -> Shape | None:
@@ -512,7 +510,7 @@ def _collective(
         received_bytes=received,
         model=model,
         reduction=_reduction(module, inst),
-        channel_id=int(channel) if channel and channel.isdigit() else None,
+        channel_id=decimal(channel, MAX_ID) if channel else None,
         use_global_device_ids=(inst.attr("use_global_device_ids") or "") == "true",
         dimensions=tuple(int(d) for d in _INTS.findall(dims)),
         spmd_generated=inst.frontend_attributes.get("is_spmd_generated") == "true"

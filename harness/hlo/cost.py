@@ -37,9 +37,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.hlo.clusters import Cluster, find_clusters, library_gemm
-from harness.hlo.parser import Computation, HloModule, Instruction
-from harness.hlo.shapes import ArrayShape, Shape, TupleShape, leaves
+from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
+from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction
+from harness.hlo.shapes import ArrayShape, Shape, TupleShape, decimal, leaves
 
 TRANSCENDENTAL = frozenset(
     {
@@ -541,22 +541,14 @@ def _fusion_cost(
     flops = trans = 0.0
     notes: list[str] = []
     uncosted: list[str] = []
-    stack, seen = list(inst.called_computations), set()
-    while stack:
-        name = stack.pop()
-        comp = module.computations.get(name)
-        if comp is None or name in seen:
-            continue
-        seen.add(name)
-        for member in comp.instructions:
-            if member.opcode == "fusion":
-                stack.extend(member.called_computations)
-                continue
-            c = instruction_cost(module, comp, member, memo)
-            flops, trans = flops + c.flops, trans + c.transcendentals
-            notes.extend(c.notes)
-            if c.uncosted:
-                uncosted.append(c.uncosted)
+    for comp, member in called_instructions(module, inst, every_call=False):
+        if member.opcode == "fusion":
+            continue  # its body is walked in its place
+        c = instruction_cost(module, comp, member, memo)
+        flops, trans = flops + c.flops, trans + c.transcendentals
+        notes.extend(c.notes)
+        if c.uncosted:
+            uncosted.append(c.uncosted)
     return OpCost(flops, trans, tuple(notes), ",".join(uncosted))
 
 
@@ -623,8 +615,9 @@ def _boundary_bytes(
     users: dict[str, list[Instruction]] = {}
     if sub is not None:
         for p in sub.instructions:
-            if p.opcode == "parameter" and (p.literal or "").strip().isdigit():
-                params[int((p.literal or "").strip())] = p
+            number = decimal((p.literal or "").strip(), MAX_ID)
+            if p.opcode == "parameter" and number is not None:
+                params[number] = p
             for name in dict.fromkeys(p.operand_names):
                 users.setdefault(name, []).append(p)
     read = 0

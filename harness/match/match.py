@@ -171,10 +171,22 @@ def match_events(
         clusters_by_module,
         n_steps,
     )
-    matched = sum(a.matched for a in attributions)
+    return report_of(window, attributions, n_steps, marked, len(events) - len(window), notes)
+
+
+def report_of(
+    window: Sequence[DeviceEvent],
+    attributions: tuple[Attribution, ...],
+    n_steps: int,
+    marked: bool,
+    outside_window: int,
+    notes: tuple[str, ...],
+) -> MatchReport:
+    """The report's per-step figures, from the steady window's events and their
+    attributions (one each, in the same order), whichever matcher made them."""
     if not window:
         notes = (*notes, "no device events in the steady window")
-    kernels = sum(e.kind in ("kernel", "host_thunk") for e in window)
+    matched = sum(a.matched for a in attributions)
     by_step = _busy_by_step(window, marked, n_steps)
     return MatchReport(
         steps=n_steps,
@@ -182,14 +194,14 @@ def match_events(
         events_in_window=len(window),
         matched_fraction=matched / len(window) if window else 0.0,
         attributions=attributions,
-        kernels_per_step=kernels / n_steps,
+        kernels_per_step=sum(e.kind in ("kernel", "host_thunk") for e in window) / n_steps,
         memsets_per_step=sum(e.kind == "memset" for e in window) / n_steps,
         device_ops_per_step=len(window) / n_steps,
         launches_per_cluster=_launches_per_cluster(attributions, n_steps),
         transfers_per_step=_transfers(window, n_steps),
         device_time_per_step_s=sum(by_step) / n_steps,
         device_time_by_step_s=by_step if marked else (),
-        outside_window=len(events) - len(window),
+        outside_window=outside_window,
         notes=notes,
     )
 

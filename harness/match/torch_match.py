@@ -51,10 +51,8 @@ from harness.match.match import (
     Attribution,
     ClusterLike,
     MatchReport,
-    _busy_by_step,
-    _launches_per_cluster,
     _step_count,
-    _transfers,
+    report_of,
 )
 from harness.profile.torch_trace import TorchDeviceEvent, TorchTrace
 
@@ -92,26 +90,7 @@ def match_torch_events(
         notes = (*notes, *_never_ran(attributions, clusters_by_graph))
     if isinstance(events, TorchTrace):
         notes = (*notes, *events.notes)
-    if not window:
-        notes = (*notes, "no device events in the steady window")
-    matched = sum(a.matched for a in attributions)
-    by_step = _busy_by_step(plain, marked, n_steps)
-    return MatchReport(
-        steps=n_steps,
-        marked_steps=marked,
-        events_in_window=len(window),
-        matched_fraction=matched / len(window) if window else 0.0,
-        attributions=attributions,
-        kernels_per_step=sum(e.kind in ("kernel", "host_thunk") for e in plain) / n_steps,
-        memsets_per_step=sum(e.kind == "memset" for e in plain) / n_steps,
-        device_ops_per_step=len(plain) / n_steps,
-        launches_per_cluster=_launches_per_cluster(attributions, n_steps),
-        transfers_per_step=_transfers(plain, n_steps),
-        device_time_per_step_s=sum(by_step) / n_steps,
-        device_time_by_step_s=by_step if marked else (),
-        outside_window=len(rows) - len(window),
-        notes=notes,
-    )
+    return report_of(plain, attributions, n_steps, marked, len(rows) - len(window), notes)
 
 
 def _primitive(op: str) -> str:

@@ -158,8 +158,8 @@ def parse_kernel_details(text: str | None) -> KernelDetails:
     return KernelDetails(
         grid=_dim3(fields.get("grid")),
         block=_dim3(fields.get("block")),
-        registers=_to_int(fields.get("regs")),
-        occupancy_pct=_to_float(fields.get("occ_pct")),
+        registers=to_int(fields.get("regs")),
+        occupancy_pct=to_float(fields.get("occ_pct")),
     )
 
 
@@ -167,7 +167,7 @@ def transfer_bytes(stats: Mapping[str, Any]) -> int | None:
     """Return the byte count of a memcpy (`memcpy_details size:`) or memset (`Memset_details num_bytes:`)."""
     for key, field in (("memcpy_details", "size"), ("Memset_details", "num_bytes")):
         if key in stats:
-            return _to_int(dict(_DETAIL_RE.findall(str(stats[key]))).get(field))
+            return to_int(dict(_DETAIL_RE.findall(str(stats[key]))).get(field))
     return None
 
 
@@ -317,14 +317,14 @@ def execution_windows(profile: ProfileData) -> tuple[ExecutionWindow, ...]:
     run_of_flow = {
         flow: run
         for _, _, stats in roots
-        if (flow := _to_int(stats.get(_FLOW_PARENT))) is not None
-        and (run := _to_int(stats.get(RUN_STAT))) is not None
+        if (flow := to_int(stats.get(_FLOW_PARENT))) is not None
+        and (run := to_int(stats.get(RUN_STAT))) is not None
     }
     windows = []
     for event, line, stats in roots + others:
-        run = _to_int(stats.get(RUN_STAT))
+        run = to_int(stats.get(RUN_STAT))
         if run is None:
-            run = run_of_flow.get(_to_int(stats.get(_FLOW_CHILD)) or -1)
+            run = run_of_flow.get(to_int(stats.get(_FLOW_CHILD)) or -1)
         if run is None:
             continue
         start = float(event.start_ns)
@@ -401,8 +401,8 @@ def _gpu_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
                     bytes=transfer_bytes(stats) if kind != "kernel" else None,
                     hlo_module=_to_str(stats.get("hlo_module")),
                     hlo_op=_to_str(stats.get("hlo_op")),
-                    program_id=_to_int(stats.get("program_id")),
-                    correlation_id=_to_int(stats.get("correlation_id")),
+                    program_id=to_int(stats.get("program_id")),
+                    correlation_id=to_int(stats.get("correlation_id")),
                     device=plane.name,
                     stream=line.name,
                     start_ns=float(event.start_ns),
@@ -431,14 +431,14 @@ def _cpu_thunk_rows(profile: ProfileData) -> Iterable[DeviceEvent]:
                 bytes=None,
                 hlo_module=_to_str(stats.get("hlo_module")),
                 hlo_op=_to_str(stats.get("hlo_op")),
-                program_id=_to_int(stats.get("program_id")),
+                program_id=to_int(stats.get("program_id")),
                 correlation_id=None,
                 device=HOST_PLANE,
                 stream=line.name,
                 start_ns=float(event.start_ns),
                 duration_ns=float(event.duration_ns),
-                device_ordinal=_to_int(stats.get("device_ordinal")),
-                run_id=_to_int(stats.get("run_id")),
+                device_ordinal=to_int(stats.get("device_ordinal")),
+                run_id=to_int(stats.get("run_id")),
             )
 
 
@@ -454,7 +454,7 @@ def host_launch_times(profile: ProfileData) -> dict[int, float]:
     launches: dict[int, float] = {}
     for line in host_lines(profile):
         for event in line.events:
-            cid = _to_int(_stats(event).get("correlation_id"))
+            cid = to_int(_stats(event).get("correlation_id"))
             if cid is not None:
                 start = float(event.start_ns)
                 launches[cid] = min(start, launches.get(cid, start))
@@ -474,7 +474,8 @@ def _dim3(text: str | None) -> tuple[int, int, int] | None:
     return (int(parts[0]), int(parts[1]), int(parts[2]))
 
 
-def _to_int(value: Any) -> int | None:
+def to_int(value: Any) -> int | None:
+    """A profile stat as an int, or None when it is missing, a bool or not a number."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -483,7 +484,8 @@ def _to_int(value: Any) -> int | None:
         return None
 
 
-def _to_float(value: Any) -> float | None:
+def to_float(value: Any) -> float | None:
+    """A profile stat as a float, or None when it is missing or not a number."""
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):

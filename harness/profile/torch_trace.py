@@ -47,6 +47,8 @@ from harness.profile.events import (
     StepMarker,
     assign_step,
     events_to_json,
+    to_float,
+    to_int,
 )
 
 DEVICE_CATS: dict[str, EventKind] = {
@@ -242,7 +244,7 @@ def _cpu_ops(raw: Iterable[Mapping[str, Any]]) -> list[_Op]:
                 tid=e.get("tid"),
                 start_us=float(e["ts"]),
                 dur_us=float(e["dur"]),
-                external_id=_int(args.get("External id")),
+                external_id=to_int(args.get("External id")),
             )
         )
     return ops
@@ -274,7 +276,7 @@ def _runtime_calls(raw: Iterable[Mapping[str, Any]]) -> dict[int, tuple[str, flo
         cat = str(e.get("cat", ""))
         if not (cat.endswith("_runtime") or cat.endswith("_driver")):
             continue
-        cid = _int((e.get("args") or {}).get("correlation"))
+        cid = to_int((e.get("args") or {}).get("correlation"))
         if cid is not None:
             out[cid] = (str(e.get("name")), float(e["ts"]), e.get("pid"), e.get("tid"))
     return out
@@ -401,8 +403,8 @@ def _device_row(
 ) -> TorchDeviceEvent:
     args = e.get("args") or {}
     name = str(e.get("name", ""))
-    cid = _int(args.get("correlation"))
-    ext = _int(args.get("External id"))
+    cid = to_int(args.get("correlation"))
+    ext = to_int(args.get("External id"))
     api = runtime.get(cid) if cid is not None else None
     op = by_external.get(ext) if ext is not None else None
     if op is None and api is not None:
@@ -416,7 +418,7 @@ def _device_row(
         name=name,
         kind=kind,
         direction=direction,
-        bytes=_int(args.get("bytes")) if kind != "kernel" else None,
+        bytes=to_int(args.get("bytes")) if kind != "kernel" else None,
         hlo_module=None,
         hlo_op=None,
         program_id=None,
@@ -427,8 +429,8 @@ def _device_row(
         duration_ns=float(e.get("dur", 0.0)) * 1e3,
         grid=_dim3(args.get("grid")),
         block=_dim3(args.get("block")),
-        registers=_int(args.get("registers per thread")),
-        occupancy_pct=_float(args.get("est. achieved occupancy %")),
+        registers=to_int(args.get("registers per thread")),
+        occupancy_pct=to_float(args.get("est. achieved occupancy %")),
     )
     return TorchDeviceEvent(
         event=event,
@@ -457,25 +459,9 @@ def torch_events_to_json(events: Iterable[TorchDeviceEvent]) -> list[dict[str, A
     return [e.to_json() for e in events]
 
 
-def _int(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _dim3(value: Any) -> tuple[int, int, int] | None:
     if isinstance(value, list | tuple) and len(value) == 3:
-        dims = [_int(v) for v in value]
+        dims = [to_int(v) for v in value]
         if all(d is not None for d in dims):
             return (dims[0], dims[1], dims[2])  # type: ignore[return-value]
     return None
