@@ -247,3 +247,27 @@ def test_inputs_kept_between_runs_are_bit_identical_to_made_ones(tmp_path: Path)
         == np.asarray(made.x).tobytes()
     )
     expression._INPUTS.clear()
+
+
+def test_the_half_size_input_is_the_slice_of_x_and_compiles_nothing() -> None:
+    """The recompile's m/2 input is cut on the host: the same bits, dtype and placement as a
+    device slice, without an eager compile that every variant would pay after clearing
+    JAX's caches (a slice, or the identity `jnp.asarray` compiles for each new shape)."""
+    import numpy as np
+
+    from harness.capture import measure
+    from harness.config.schema import Problem
+    from harness.variants import expression
+
+    p = Problem(m=6, k=16, n=8, batch=(2,), dtype="bfloat16")
+    x = expression.make_inputs(p, seed=5).x
+    sliced = x[..., :3, :]
+    jax.clear_caches()
+    with measure.compile_events() as events:
+        half = expression.halve_rows(x)
+        placed = expression.place(np.asarray(x))
+    assert measure.summarize_events(events)["backend_compiles"] == 0
+    assert half.shape == (2, 3, 16) == sliced.shape and half.dtype == sliced.dtype
+    assert np.asarray(half).tobytes() == np.asarray(sliced).tobytes()
+    assert half.committed == sliced.committed and half.sharding == sliced.sharding
+    assert np.asarray(placed).tobytes() == np.asarray(x).tobytes() and not placed.committed
