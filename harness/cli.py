@@ -9,6 +9,7 @@ debugging the harness itself.
 from __future__ import annotations
 
 import difflib
+import gc
 import signal
 import sys
 import traceback
@@ -97,6 +98,9 @@ def start(main: Callable[[Sequence[str]], int], known_only: bool = False) -> Non
         # interpreter while it shuts down, which Python lets the default handler do.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # The interpreter's last collection would walk every object the run made, 0.3 s of a
+        # 12 s study on a 2-core machine, only to free memory the process gives back anyway.
+        gc.freeze()
         sys.exit(code)
 
     try:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -239,9 +239,17 @@ class Session:
                 w.kill()
 
 
-def hello(worker: WorkerProcess, exp: Experiment, source: str, checks: bool) -> dict[str, Any]:
-    """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails."""
+def hello(
+    worker: WorkerProcess,
+    exp: Experiment,
+    source: str,
+    checks: bool,
+    meanwhile: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails.
+    `meanwhile` runs here while the worker starts."""
     worker.send("hello", config=json.loads(json.dumps(to_plain(exp))), source=source, checks=checks)
+    meanwhile()
     try:
         event = worker.expect("hello")
         environment = event["environment"]
@@ -268,6 +276,20 @@ def hello(worker: WorkerProcess, exp: Experiment, source: str, checks: bool) -> 
     return environment
 
 
+def _import_ahead() -> None:
+    """Imports the analysis and the report (matplotlib most of it, 1.2 s on a 2-core machine)
+    and warms matplotlib up while the first worker imports JAX: the supervisor is idle then,
+    no measurement runs yet, and the analysis and report stages, and the children they fork,
+    find them ready."""
+    try:
+        import harness.analyze  # noqa: F401
+        from harness.report import plots
+    except ImportError:  # the stage that needs them reports it
+        return
+    with contextlib.suppress(Exception):  # a plot that fails is the report's to say
+        plots.warm_up()
+
+
 @contextlib.contextmanager
 def session(config: LoadedConfig) -> Iterator[Session]:
     """Starts the first worker and runs the preflight; yields the session, then ends it.
@@ -281,7 +303,9 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     live: Session | None = None
     try:
         try:
-            env = hello(worker, config.experiment, str(config.path), checks=True)
+            env = hello(
+                worker, config.experiment, str(config.path), checks=True, meanwhile=_import_ahead
+            )
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from None
         live = Session(config, worker, env)
@@ -540,9 +564,17 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
 ENVIRONMENT_FAULT = 1  # disk full, a read-only folder: the run could not go on
 
 
+HOLD_ENV = "HARNESS_TEST_HOLD_AT"
+
+
 def _stage(name: str) -> None:
     """Says which stage the run is in, so a user (and a test) sees where time goes."""
     print(f"-- {name}", flush=True)
+    # A test of interrupts holds the run at the start of a stage (HARNESS_TEST_HOLD_AT names
+    # its first word), so that its signal surely lands inside that stage, however fast.
+    hold = os.environ.get(HOLD_ENV)
+    if hold and name.split()[0] == hold:
+        time.sleep(60)
 
 
 def _capture_plan(

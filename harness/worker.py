@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import io as stdio
 import json
@@ -255,6 +256,9 @@ def main(argv: list[str]) -> int:
                 traceback=traceback.format_exc(),
             )
             return 1
+    # It ends while the supervisor analyses the run: the interpreter's last collection over
+    # everything JAX made would take a core from that analysis for nothing.
+    gc.freeze()
     return 0
 
 
