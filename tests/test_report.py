@@ -233,3 +233,36 @@ def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
     # StableHLO agree, so the first difference is at or after hlo_before
     assert rows["xla"][7] not in ("jaxpr", "stablehlo")
     assert "<table>" in html.read_text()
+
+
+def test_the_results_index_reads_a_kept_row_only_while_its_summary_is_unchanged(
+    rendered: Path, tmp_path: Path
+) -> None:
+    """Each report keeps its run's index row beside summary.json, so an index over many runs
+    reads one small file per run; a changed summary is read again, and the index never
+    writes into another run's folder."""
+    from harness.report import index
+
+    root = tmp_path / "results"
+    own, other = root / "gelu" / "20990101-000000", root / "gelu" / "20980101-000000"
+    for run in (own, other):
+        shutil.copytree(rendered, run, symlinks=True)
+        (run / index.PART_FILE).unlink(missing_ok=True)
+    index.write_results_index(root, own=own)
+    assert (own / index.PART_FILE).is_file() and not (other / index.PART_FILE).exists()
+    fresh = (root / "index.html").read_text()
+    part = index.kept_part(own)
+    assert part is not None and part.experiment == "gelu" and len(part.headline) == 4
+    index.write_results_index(root)
+    assert (root / "index.html").read_text() == fresh  # the kept row is the same row
+
+    # A kept row that no longer matches its summary is not believed: the summary is read.
+    kept = json.loads((own / index.PART_FILE).read_text())
+    kept["headline"] = ["forged", "forged", "forged", "0/0"]
+    (own / index.PART_FILE).write_text(json.dumps(kept))
+    assert "forged" in (index.write_results_index(root) and (root / "index.html").read_text())
+    summary = own / "summary.json"
+    summary.write_text(summary.read_text() + "\n")
+    assert index.kept_part(own) is None
+    index.write_results_index(root)
+    assert "forged" not in (root / "index.html").read_text()

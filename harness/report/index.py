@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +28,20 @@ class RunRow:
     headline: tuple[str, ...]
 
 
-def run_row(root: Path, run: Path, summary: RunSummary, manifest: dict[str, Any]) -> RunRow:
-    """Returns the index row of one run: date, device and its headline numbers."""
+@dataclass(frozen=True)
+class SummaryPart:
+    """What a run's index row takes from its summary.json, the one costly file to read."""
+
+    experiment: str
+    headline: tuple[str, ...]
+
+
+def summary_part(summary: RunSummary) -> SummaryPart:
+    """Returns the experiment and headline numbers: baseline step, verdict, first call, ok."""
     variants = summary.variants
     base = variants.get(summary.baseline)
-    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
-    report = "report.html" if (run / "report.html").exists() else "index.html"
-    return RunRow(
-        href=f"{run.relative_to(root)}/{report}",
-        experiment=summary.experiment or run.parent.name,
-        run_id=run.name,
-        started=str(manifest.get("started") or fmt.text(None)),
-        device=f"{fmt.text(env.get('device_kind'))} ({fmt.text(env.get('platform'))})",
-        status=str(manifest.get("status") or fmt.text(None)),
+    return SummaryPart(
+        experiment=summary.experiment,
         headline=(
             fmt.step(base.timing.step_s, base.timing.step_ci95_s) if base else fmt.text(None),
             fmt.verdict(base.comparison.vs_lower_bound) if base else fmt.text(None),
@@ -47,6 +49,52 @@ def run_row(root: Path, run: Path, summary: RunSummary, manifest: dict[str, Any]
             str(sum(1 for r in variants.values() if r.ok)) + f"/{len(variants)}",
         ),
     )
+
+
+def run_row(root: Path, run: Path, part: SummaryPart, manifest: dict[str, Any]) -> RunRow:
+    """Returns the index row of one run: date, device and its headline numbers."""
+    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
+    report = "report.html" if (run / "report.html").exists() else "index.html"
+    return RunRow(
+        href=f"{run.relative_to(root)}/{report}",
+        experiment=part.experiment or run.parent.name,
+        run_id=run.name,
+        started=str(manifest.get("started") or fmt.text(None)),
+        device=f"{fmt.text(env.get('device_kind'))} ({fmt.text(env.get('platform'))})",
+        status=str(manifest.get("status") or fmt.text(None)),
+        headline=part.headline,
+    )
+
+
+# A run's SummaryPart, kept in its folder by its own report: the index reads every run's
+# summary otherwise, 25 ms each, which a results folder of a few hundred runs makes seconds.
+PART_FILE = ".index-row.json"
+PART_FORMAT = 1  # bump when summary_part changes what it makes
+
+
+def _stamp(run: Path) -> list[int]:
+    st = (run / "summary.json").stat()
+    return [PART_FORMAT, st.st_mtime_ns, st.st_size]
+
+
+def kept_part(run: Path) -> SummaryPart | None:
+    """Returns the run's kept SummaryPart if made from its current summary.json, else None."""
+    try:
+        kept = json.loads((run / PART_FILE).read_text())
+        if kept["stamp"] != _stamp(run):
+            return None
+        return SummaryPart(str(kept["experiment"]), tuple(str(h) for h in kept["headline"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def keep_part(run: Path, part: SummaryPart) -> None:
+    """Keeps `part` beside the run's summary.json, stamped with that file's time and size."""
+    with contextlib.suppress(OSError):  # a part that cannot be kept is only read again
+        io.write_json(
+            run / PART_FILE,
+            {"stamp": _stamp(run), "experiment": part.experiment, "headline": part.headline},
+        )
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -94,17 +142,22 @@ def _manifest(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def write_results_index(root: Path) -> Path:
+def write_results_index(root: Path, own: Path | None = None) -> Path:
     """Writes root/index.html listing every run under root; a run whose summary cannot be read
-    is listed apart with the reason, never fatal to the others."""
+    is listed apart with the reason, never fatal to the others. The `own` run (the one being
+    reported) keeps its row's summary part for the next index; no other run is written."""
     rows, skipped = [], []
     for r in find_runs(root):
-        try:
-            summary = load_summary(r / "summary.json")
-        except SchemaError as e:
-            skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
-            continue
-        rows.append(run_row(root, r, summary, _manifest(r / "manifest.json")))
+        part = kept_part(r)
+        if part is None:
+            try:
+                part = summary_part(load_summary(r / "summary.json"))
+            except SchemaError as e:
+                skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
+                continue
+            if own is not None and r.resolve() == own.resolve():
+                keep_part(r, part)
+        rows.append(run_row(root, r, part, _manifest(r / "manifest.json")))
     return io.write_text(root / "index.html", results_index_html(rows, skipped))
 
 

@@ -91,5 +91,5 @@ def write_report(workdir: Path) -> Path:
     index.write_run_index(run.path)
     if run.path.parent.name == run.experiment:  # laid out as <results>/<experiment>/<run_id>
         with io.writes_confined_to(run.path.parent.parent):
-            index.write_results_index(run.path.parent.parent)
+            index.write_results_index(run.path.parent.parent, own=run.path)
     return run.path / "report.md"
