@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from harness import io
 from harness.config import ConfigError, LoadedConfig
-from harness.config.schema import Experiment, Variant, to_plain
+from harness.config.schema import FRONTEND_MODULES, Experiment, Variant, to_plain
 from harness.records import SchemaError, from_json, to_json
 from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
 
@@ -111,7 +111,7 @@ def preload_for(variant: Variant) -> tuple[str, ...]:
     """Returns the modules a worker for `variant` imports before its first job."""
     if variant.framework == "torch":
         return ("jax", "torch", "harness.capture.torch_variant")
-    return ("jax", "harness.capture.variant")
+    return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
 
 
 class WorkerProcess:

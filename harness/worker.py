@@ -81,18 +81,35 @@ class Worker:
         self.platform = self.environment["platform"]
         limit, where = preflight.device_memory()
         send("hello", environment=self.environment, memory=[limit, where])
-        if not job.get("checks"):
-            return
-        try:
-            preflight.check_program(self.exp)
-            preflight.check_memory(self.exp, self.platform)
-            preflight.check_options(
-                self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
-            )
-        except ConfigError as e:
-            send("config_error", key=e.key, problem=e.problem)
-            return
-        send("preflight_ok")
+        if job.get("checks"):
+            try:
+                preflight.check_program(self.exp)
+                preflight.check_memory(self.exp, self.platform)
+                preflight.check_options(
+                    self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
+                )
+            except ConfigError as e:
+                send("config_error", key=e.key, problem=e.problem)
+                return
+            send("preflight_ok")
+            # The session's first worker, after answering, while the supervisor finishes its
+            # own start: the imports would otherwise fall inside the capture, between two
+            # variants. (A worker for one variant preloads only its own: run.preload_for.)
+            self.import_frontends()
+
+    def import_frontends(self) -> None:
+        """Imports what the frontends of this platform's variants need (flax)."""
+        from harness.config.schema import FRONTEND_MODULES
+
+        needed = {
+            module
+            for v in self.exp.selected_variants
+            if self.platform in v.platforms
+            for module in FRONTEND_MODULES.get(v.problem.frontend, ())
+        }
+        for module in sorted(needed):
+            with contextlib.suppress(Exception):  # the variant that needs it reports the failure
+                importlib.import_module(module)
 
     def config(self, job: dict[str, Any]) -> None:
         """Replaces the experiment (a search adds candidates as it goes); keeps what was compiled."""
