@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -227,6 +228,14 @@ class Session:
     started: float = field(default_factory=time.perf_counter)
     workers: int = 1
     spare: WorkerProcess | None = None  # started ahead while a variant is captured
+    # Compiled programs that capture workers keep for the timing worker: a folder of this
+    # process's own (mode 0700, outside the results), because loading one runs what it holds.
+    executables: Path | None = None
+
+    def executable_folder(self) -> Path:
+        if self.executables is None:
+            self.executables = Path(tempfile.mkdtemp(prefix="harness-executables-"))
+        return self.executables
 
     @property
     def platform(self) -> str:
@@ -237,6 +246,11 @@ class Session:
         for w in (self.worker, self.spare):
             if w is not None and w.proc.poll() is None:
                 w.kill()
+
+    def forget_executables(self) -> None:
+        if self.executables is not None:
+            shutil.rmtree(self.executables, ignore_errors=True)
+            self.executables = None
 
 
 def hello(
@@ -313,6 +327,7 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     finally:
         if live is not None:
             live.kill()  # whichever workers are still running: the last one, a spare
+            live.forget_executables()
         elif worker.proc.poll() is None:
             worker.kill()
 
@@ -439,6 +454,9 @@ class Supervisor:
                 workdir=str(self.workdir),
                 variants=batch,
                 fresh_process=per_variant,
+                # Another worker times these: it loads what they compiled instead of
+                # compiling (and autotuning) each again.
+                executables=str(self.session.executable_folder()) if per_variant else None,
             )
             if per_variant and len(todo) > 1:
                 self._start_spare(todo[1])
@@ -486,7 +504,12 @@ class Supervisor:
         for _attempt in range(3):
             worker = self.session.worker
             worker.send(
-                "time", workdir=str(self.workdir), variants=todo, excluded=excluded, file=file
+                "time",
+                workdir=str(self.workdir),
+                variants=todo,
+                excluded=excluded,
+                file=file,
+                executables=str(self.session.executables) if self.session.executables else None,
             )
             try:
                 worker.expect("timed")
@@ -497,7 +520,7 @@ class Supervisor:
                 )
                 print(f"    timing: {died.how()}", file=sys.stderr, flush=True)
                 if name in todo:
-                    excluded[name] = f"{died.how()} while compiling it for timing"
+                    excluded[name] = f"{died.how()} while loading or compiling it for timing"
                     todo.remove(name)
                 else:
                     excluded.update({n: f"timing failed: {died.how()}" for n in todo})

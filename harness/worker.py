@@ -7,13 +7,16 @@ studied: a host callback prints there). Jobs, in the order the supervisor sends 
   {"op": "hello", "config": {...}, "source": "...", "checks": true}
       imports JAX, describes the machine, and (with checks) runs the preflight: each XLA
       option set is compiled once and the problems are checked against the device's memory.
-  {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false}
-      captures the variants in turn (harness.capture), each into variants/<name>/.
+  {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false,
+   "executables": "..." | null}
+      captures the variants in turn (harness.capture), each into variants/<name>/; with
+      `executables` (the supervisor's private folder) it keeps each compiled program there.
   {"op": "ceilings", "workdir": "...", "cache": "..." | null, "remeasure": false}
       measures the device's ceilings into ceilings.json.
-  {"op": "time", "workdir": "...", "variants": [...]}
-      times the variants together in interleaved rounds (harness.timing), compiling again
-      any variant another worker captured; writes timing.json.
+  {"op": "time", "workdir": "...", "variants": [...], "executables": "..." | null}
+      times the variants together in interleaved rounds (harness.timing), loading the
+      program kept for a variant another worker captured, or compiling it again; writes
+      timing.json.
 
 If the worker dies (an XLA CHECK failure, SIGABRT, SIGSEGV), the supervisor records the
 variant it had announced as failed and starts another worker for the rest.
@@ -143,7 +146,12 @@ class Worker:
             variant = self.exp.variant(name)
             vdir = workdir / "variants" / name
             send("start", variant=name)
-            ctx = Context(vdir, self.platform, fresh_process=bool(job.get("fresh_process")))
+            ctx = Context(
+                vdir,
+                self.platform,
+                fresh_process=bool(job.get("fresh_process")),
+                executables=Path(job["executables"]) if job.get("executables") else None,
+            )
             try:
                 captured = _capture_for(variant)(self.exp, variant, ctx)
                 record = captured.record
@@ -206,7 +214,8 @@ class Worker:
                     )
                     self.waits[name] = wait
                 else:
-                    call, note = compile_for_timing(self.exp, variant, workdir)
+                    kept = Path(job["executables"]) if job.get("executables") else None
+                    call, note = compile_for_timing(self.exp, variant, workdir, kept)
                 self.calls[name] = call
                 if note:
                     notes[name] = note

@@ -55,13 +55,14 @@ def harness_argv(*args: str, results_root: Path) -> list[str]:
 
 
 def run_harness(
-    *args: str, results_root: Path, timeout: float = 300
+    *args: str, results_root: Path, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Runs `python -m harness` as a user would, in a fresh process, from the repo root."""
+    """Runs `python -m harness` as a user would, in a fresh process, from the repo root;
+    `env` adds to its environment."""
     return subprocess.run(
         harness_argv(*args, results_root=results_root),
         cwd=REPO,
-        env=harness_env(),
+        env={**harness_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -287,14 +287,17 @@ def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: 
 def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp_path):
     """The GPU's default (capture.isolation=auto there): each variant's first call is paid in a
     fresh worker, so no variant inherits another's caches or autotuning. The next variant's
-    worker starts while the current one captures (a spare), each used."""
-    root = tmp_path / "results"
+    worker starts while the current one captures (a spare), each used. The timing worker
+    loads the program a capture worker compiled, from a private folder that is gone after."""
+    root, private = tmp_path / "results", tmp_path / "tmp"
+    private.mkdir()
     proc = run_harness(
         "--config=gelu.yaml",
         *TINY,
         "--config.capture.isolation=per_variant",
         "--config.select=[xla,matmul_only,xla_host_callback]",
         results_root=root,
+        env={"TMPDIR": str(private)},
     )
     assert proc.returncode == 0, proc.stderr
     run = root / "gelu" / "latest"
@@ -303,3 +306,36 @@ def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp
     # The session's worker captured the first variant; two spares took one variant each (a
     # spare left unused, or started twice, would count here).
     assert json.loads((run / "manifest.json").read_text())["workers"] == 3
+    notes = {
+        n: v["note"] for n, v in json.loads((run / "timing.json").read_text())["variants"].items()
+    }
+    # xla was captured by another worker: its program is loaded, not compiled again, and it
+    # is the program captured. The last variant's worker times it with the call it kept.
+    assert notes["xla"] == (
+        "the captured program, loaded in the timing process (not compiled again); "
+        "its optimized HLO equals the captured one"
+    )
+    assert notes["matmul_only"] is None
+    assert not list(private.glob("harness-executables-*"))
+
+
+def test_a_kept_program_that_does_not_load_is_compiled_again(tmp_path):
+    """A damaged or missing kept program never fails the timing: the variant is compiled
+    again and the note says why; a good one round-trips to the same results."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from harness.capture.variant import keep_executable, load_executable
+
+    x = jnp.arange(12.0).reshape(3, 4)
+    lowered = jax.jit(lambda a: jnp.tanh(a) * 2).lower(x)
+    compiled = lowered.compile()
+    keep_executable(compiled, tmp_path / "good")
+    loaded, note = load_executable(lowered, tmp_path / "good")
+    assert loaded is not None and note.startswith("the captured program, loaded")
+    assert np.array_equal(np.asarray(loaded(x)), np.asarray(compiled(x)))
+    assert load_executable(lowered, tmp_path / "absent") == (None, "compiled again for timing")
+    (tmp_path / "damaged").write_bytes(b"\x80\x04not a program")
+    loaded, note = load_executable(lowered, tmp_path / "damaged")
+    assert loaded is None and note.startswith("compiled again for timing (the captured program")

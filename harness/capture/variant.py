@@ -51,6 +51,9 @@ class Context:
     variant_dir: Path
     platform: str
     fresh_process: bool = False
+    # A private folder of the supervisor's where the compiled program is kept for the
+    # timing worker (a variant captured in a process of its own): None keeps nothing.
+    executables: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,6 +310,8 @@ def _capture_jit(
         ctx.variant_dir / "timings.json",
         {"latency_blocked_s": times, "first_call_events": events},
     )
+    if ctx.executables is not None:
+        keep_executable(compiled, ctx.executables / variant.name)
     before = _hlo_before(ctx.variant_dir) if subject.program is not None else None
     if subject.program is not None and before is None:
         before = lowered.as_text(dialect="hlo")  # no dump: the same module, from the lowering
@@ -422,13 +427,50 @@ def _capture_eager(
     return record, call
 
 
+def keep_executable(compiled: Any, path: Path) -> None:
+    """Writes the compiled program for the timing worker, after every measurement of the
+    capture. One that cannot be serialized (a host callback, constants) is compiled again."""
+    from jax.experimental import serialize_executable
+
+    try:
+        payload, _, _ = serialize_executable.serialize(compiled)
+    except Exception:  # any refusal means: compile it again for timing
+        return
+    with contextlib.suppress(OSError):
+        path.write_bytes(payload)
+
+
+def load_executable(lowered: Any, path: Path) -> tuple[Any, str]:
+    """Returns the program the capture kept at `path`, loaded without compiling, with a note;
+    (None, why) when there is none or it does not load.
+
+    Only from the supervisor's private folder: loading an executable runs what it holds.
+    """
+    from jax.experimental import serialize_executable
+
+    if not path.is_file():
+        return None, "compiled again for timing"
+    try:
+        in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
+        compiled = serialize_executable.deserialize_and_load(
+            path.read_bytes(), in_tree, lowered.out_tree
+        )
+    except Exception as e:  # any failure means: compile it again
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return None, f"compiled again for timing (the captured program did not load: {first})"
+    return compiled, "the captured program, loaded in the timing process (not compiled again)"
+
+
 def compile_for_timing(
-    exp: Experiment, variant: Variant, workdir: Path
+    exp: Experiment, variant: Variant, workdir: Path, executables: Path | None = None
 ) -> tuple[Callable[[], Any], str | None]:
     """Returns a steady-state call of a variant another worker captured, and a note.
 
-    The variant is compiled again with its own options (no dumps): its optimized HLO is
-    compared with the captured one, and the note says whether the program timed is the
+    The program the capture compiled is loaded when it was kept in `executables` (the
+    supervisor's private folder): the timing then times exactly the program captured,
+    without paying its compile (and, on a GPU, its autotuning) a second time. Otherwise the
+    variant is compiled again with its own options (no dumps). Either way its optimized HLO
+    is compared with the captured one, and the note says whether the program timed is the
     program captured.
     """
     from harness.hlo import fingerprint
@@ -439,12 +481,16 @@ def compile_for_timing(
     args = placed.args
     if variant.mode == "eager":
         return (lambda: fn(*args)), "eager: called again in the timing process"
-    compiled = (
-        jax.jit(placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs)
-        .lower(*args)
-        .compile()
+    lowered = jax.jit(
+        placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs
+    ).lower(*args)
+    compiled, note = (
+        load_executable(lowered, executables / variant.name)
+        if executables is not None
+        else (None, "compiled again for timing")
     )
-    note = "compiled again for timing"
+    if compiled is None:
+        compiled = lowered.compile()
     found = ladder.read_ladder(workdir / "variants" / variant.name / "ir").hlo_files("hlo_after")
     if found:
         same = fingerprint.hlo_text_digest(compiled.as_text()) == fingerprint.hlo_digest(
