@@ -80,9 +80,17 @@ def _backend(inst: Instruction) -> str:
     return json.dumps(config, sort_keys=True) if config else raw
 
 
-def _canonical(inst: Instruction, index: dict[str, int], comps: dict[str, int]) -> str:
+def _canonical(
+    inst: Instruction,
+    index: dict[str, int],
+    comps: dict[str, int],
+    folded: dict[str, str] | None = None,
+) -> str:
     ops = []
     for operand in inst.operands:
+        if folded and operand in folded:
+            ops.append(folded[operand])
+            continue
         name, _, tup = operand.partition("#")
         ops.append(f"{index.get(name, -1)}{'#' + tup if tup else ''}")
     attrs = []
@@ -119,23 +127,44 @@ def _order(module: HloModule) -> list[str]:
     return order
 
 
-def hlo_digest(module: HloModule) -> str:
-    """Returns the hash of the module's structure, backend configs and schedule (see above)."""
+def hlo_digest(module: HloModule, fold_tuple_reads: bool = False) -> str:
+    """Returns the hash of the module's structure, backend configs and schedule (see above).
+
+    `fold_tuple_reads` writes each non-root get-tuple-element into its users' operands as
+    `tuple#index`: XLA's dump files print an element read that way, inline, where
+    `compiled.as_text()` of the same executable prints a get-tuple-element instruction, so
+    only folded digests compare a dump with an executable's text. (Unfolded is the digest
+    that run folders keep, from dumps alone.)
+    """
     order = _order(module)
     comps = {name: i for i, name in enumerate(order)}
     digest = hashlib.sha256()
     for name in order:
         comp = module.computations[name]
-        index = {inst.name: i for i, inst in enumerate(comp.instructions)}
+        kept = comp.instructions
+        folded: dict[str, str] = {}
+        if fold_tuple_reads:
+            kept = [i for i in comp.instructions if not _tuple_read(i)]
+        index = {inst.name: i for i, inst in enumerate(kept)}
+        if fold_tuple_reads:
+            for inst in comp.instructions:  # in order: a read of a read refers to the first
+                if _tuple_read(inst):
+                    source = inst.operands[0]
+                    base = folded.get(source, str(index.get(source, -1)))
+                    folded[inst.name] = f"{base}#{inst.attrs.get('index', '')}"
         digest.update(f"C{comps[name]}{'E' if comp.is_entry else ''}\n".encode())
-        for inst in comp.instructions:
-            digest.update(_canonical(inst, index, comps).encode() + b"\n")
+        for inst in kept:
+            digest.update(_canonical(inst, index, comps, folded).encode() + b"\n")
     return digest.hexdigest()[:16]
 
 
-def hlo_text_digest(text: str) -> str:
+def _tuple_read(inst: Instruction) -> bool:
+    return inst.opcode == "get-tuple-element" and not inst.is_root and len(inst.operands) == 1
+
+
+def hlo_text_digest(text: str, fold_tuple_reads: bool = False) -> str:
     """Returns hlo_digest of HLO text (e.g. `compiled.as_text()`); raises ParseError."""
-    return hlo_digest(parse_module(text, "<compiled>"))
+    return hlo_digest(parse_module(text, "<compiled>"), fold_tuple_reads)
 
 
 def _rename(text: str, pattern: re.Pattern[str], names: Iterable[str] = ()) -> str:
