@@ -437,7 +437,7 @@ def keep_executable(compiled: Any, path: Path) -> None:
     except Exception:  # any refusal means: compile it again for timing
         return
     with contextlib.suppress(OSError):
-        path.write_bytes(payload)
+        io.write_bytes(path, payload)
 
 
 def load_executable(lowered: Any, path: Path) -> tuple[Any, str]:
