@@ -34,7 +34,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +110,7 @@ class Worker:
             if self.platform in v.platforms
             for module in FRONTEND_MODULES.get(v.problem.frontend, ())
         }
-        for module in sorted(needed):
-            with contextlib.suppress(Exception):  # the variant that needs it reports the failure
-                importlib.import_module(module)
+        preload(sorted(needed))
 
     def config(self, job: dict[str, Any]) -> None:
         """Replaces the experiment (a search adds candidates as it goes); keeps what was compiled."""
@@ -150,7 +148,7 @@ class Worker:
                 vdir,
                 self.platform,
                 fresh_process=bool(job.get("fresh_process")),
-                executables=Path(job["executables"]) if job.get("executables") else None,
+                executables=_executables(job),
             )
             try:
                 captured = _capture_for(variant)(self.exp, variant, ctx)
@@ -214,8 +212,7 @@ class Worker:
                     )
                     self.waits[name] = wait
                 else:
-                    kept = Path(job["executables"]) if job.get("executables") else None
-                    call, note = compile_for_timing(self.exp, variant, workdir, kept)
+                    call, note = compile_for_timing(self.exp, variant, workdir, _executables(job))
                 self.calls[name] = call
                 if note:
                     notes[name] = note
@@ -239,6 +236,18 @@ class Worker:
         send("timed")
 
 
+def preload(modules: Iterable[str]) -> None:
+    """Imports `modules` ahead of the job that needs them; the job reports any failure."""
+    for module in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+
+def _executables(job: dict[str, Any]) -> Path | None:
+    """The supervisor's private folder of kept programs named by `job`, if any."""
+    return Path(job["executables"]) if job.get("executables") else None
+
+
 def _capture_for(variant: Any) -> Callable[..., Any]:
     """Returns the capture function of the variant's framework (JAX, or the PyTorch row)."""
     if variant.framework == "torch":
@@ -260,9 +269,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _quiet_exit)
     # A spare worker imports its framework while the variant before it is captured; it
     # queries no device until its first job.
-    for module in filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")):
-        with contextlib.suppress(Exception):  # the job that needs it reports the failure
-            importlib.import_module(module)
+    preload(filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")))
     worker = Worker()
     for line in sys.stdin:
         if not line.strip():

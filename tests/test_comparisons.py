@@ -265,7 +265,7 @@ def test_the_half_size_input_is_the_slice_of_x_and_compiles_nothing() -> None:
     jax.clear_caches()
     with measure.compile_events() as events:
         half = expression.halve_rows(x)
-        placed = expression.place(np.asarray(x))
+        placed = expression.to_device(np.asarray(x))
     assert measure.summarize_events(events)["backend_compiles"] == 0
     assert half.shape == (2, 3, 16) == sliced.shape and half.dtype == sliced.dtype
     assert np.asarray(half).tobytes() == np.asarray(sliced).tobytes()

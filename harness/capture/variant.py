@@ -440,7 +440,7 @@ def keep_executable(compiled: Any, path: Path) -> None:
         io.write_bytes(path, payload)
 
 
-def load_executable(lowered: Any, path: Path) -> tuple[Any, str]:
+def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
     """Returns the program the capture kept at `path`, loaded without compiling, with a note;
     (None, why) when there is none or it does not load.
 
@@ -448,7 +448,7 @@ def load_executable(lowered: Any, path: Path) -> tuple[Any, str]:
     """
     from jax.experimental import serialize_executable
 
-    if not path.is_file():
+    if path is None or not path.is_file():
         return None, "compiled again for timing"
     try:
         in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
@@ -484,11 +484,7 @@ def compile_for_timing(
     lowered = jax.jit(
         placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs
     ).lower(*args)
-    compiled, note = (
-        load_executable(lowered, executables / variant.name)
-        if executables is not None
-        else (None, "compiled again for timing")
-    )
+    compiled, note = load_executable(lowered, executables / variant.name if executables else None)
     if compiled is None:
         compiled = lowered.compile()
     found = ladder.read_ladder(workdir / "variants" / variant.name / "ir").hlo_files("hlo_after")

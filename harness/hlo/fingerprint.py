@@ -84,14 +84,11 @@ def _canonical(
     inst: Instruction,
     index: dict[str, int],
     comps: dict[str, int],
-    folded: dict[str, str] | None = None,
+    reads: dict[str, str] | None = None,
 ) -> str:
     ops = []
     for operand in inst.operands:
-        if folded and operand in folded:
-            ops.append(folded[operand])
-            continue
-        name, _, tup = operand.partition("#")
+        name, _, tup = (reads or {}).get(operand, operand).partition("#")
         ops.append(f"{index.get(name, -1)}{'#' + tup if tup else ''}")
     attrs = []
     for key, value in sorted(inst.attrs.items()):
@@ -141,25 +138,24 @@ def hlo_digest(module: HloModule, fold_tuple_reads: bool = False) -> str:
     digest = hashlib.sha256()
     for name in order:
         comp = module.computations[name]
-        kept = comp.instructions
-        folded: dict[str, str] = {}
-        if fold_tuple_reads:
-            kept = [i for i in comp.instructions if not _tuple_read(i)]
+        reads = _tuple_reads(comp.instructions) if fold_tuple_reads else {}
+        kept = [inst for inst in comp.instructions if inst.name not in reads]
         index = {inst.name: i for i, inst in enumerate(kept)}
-        if fold_tuple_reads:
-            for inst in comp.instructions:  # in order: a read of a read refers to the first
-                if _tuple_read(inst):
-                    source = inst.operands[0]
-                    base = folded.get(source, str(index.get(source, -1)))
-                    folded[inst.name] = f"{base}#{inst.attrs.get('index', '')}"
         digest.update(f"C{comps[name]}{'E' if comp.is_entry else ''}\n".encode())
         for inst in kept:
-            digest.update(_canonical(inst, index, comps, folded).encode() + b"\n")
+            digest.update(_canonical(inst, index, comps, reads).encode() + b"\n")
     return digest.hexdigest()[:16]
 
 
-def _tuple_read(inst: Instruction) -> bool:
-    return inst.opcode == "get-tuple-element" and not inst.is_root and len(inst.operands) == 1
+def _tuple_reads(instructions: Iterable[Instruction]) -> dict[str, str]:
+    """Returns each non-root get-tuple-element's name -> the operand a dump prints inline
+    instead, `tuple#index` (a read of a read: `tuple#i#j`)."""
+    reads: dict[str, str] = {}
+    for inst in instructions:
+        if inst.opcode == "get-tuple-element" and not inst.is_root and len(inst.operands) == 1:
+            source = inst.operands[0]
+            reads[inst.name] = f"{reads.get(source, source)}#{inst.attrs.get('index', '')}"
+    return reads
 
 
 def hlo_text_digest(text: str, fold_tuple_reads: bool = False) -> str:

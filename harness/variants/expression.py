@@ -193,7 +193,7 @@ def _read_cached(cache: Path, key: tuple) -> Inputs | None:
             ]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return Inputs(*(place(a) for a in arrays))
+    return Inputs(*(to_device(a) for a in arrays))
 
 
 def _write_cached(cache: Path, key: tuple, inputs: Inputs) -> None:
@@ -216,10 +216,10 @@ def halve_rows(x: jax.Array) -> jax.Array:
     Cut on the host and placed as cached inputs are: a device slice is an eager op whose
     compile (65 ms on a CPU) every variant would pay again after clearing JAX's caches."""
     host = np.asarray(x)
-    return place(host[..., : host.shape[-2] // 2, :])
+    return to_device(host[..., : host.shape[-2] // 2, :])
 
 
-def place(a: np.ndarray) -> jax.Array:
+def to_device(a: np.ndarray) -> jax.Array:
     """Returns a copy of `a` on the default device, uncommitted, as `jnp.asarray` would make
     it, without the identity computation that `jnp.asarray` compiles for each new shape."""
     return jax.block_until_ready(jax.device_put(a))
