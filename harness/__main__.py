@@ -16,9 +16,12 @@ def _interrupted_at_start(signum: int, frame: object) -> None:
     ends with this one (it asked the kernel for that), so nothing is left behind.
     """
     del frame
-    from harness import runs
-
-    runs.abandon()
+    # Never import here: the signal may land while harness.config is half imported, and an
+    # import of it would then fail with a traceback. Without harness.runs no folder exists.
+    runs = sys.modules.get("harness.runs")
+    abandon = getattr(runs, "abandon", None)
+    if abandon is not None:
+        abandon()
     sys.stderr.write(f"interrupted ({signal.Signals(signum).name}) before the run started\n")
     os._exit(130)
 

@@ -696,15 +696,15 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 240
     raise AssertionError(f"the run ended before {prefix!r}: {seen}")
 
 
+SIGNALLED = ABORTING.replace(
+    "  - {name: dies, mode: test_abort, description: aborts the capture process as an XLA CHECK would}\n",
+    "  - {name: eager, mode: eager}\n",
+)
+
+
 def signalled(world: World, when: str, signals: tuple[int, ...]) -> tuple[Result, Path | None]:
     """Starts a small run, sends `signals` at `when` ('start', '[2/', '-- analysis', ...)."""
-    cfg = config(
-        world,
-        ABORTING.replace(
-            "  - {name: dies, mode: test_abort, description: aborts the capture process as an XLA CHECK would}\n",
-            "  - {name: eager, mode: eager}\n",
-        ),
-    )
+    cfg = config(world, SIGNALLED)
     with tagged() as env:
         if when.startswith("-- "):  # the run waits at that stage's start for the signal
             env[HOLD_ENV] = when.removeprefix("-- ")
@@ -730,6 +730,40 @@ def test_sigint_at_start_up_leaves_no_folder(world: World) -> None:
     result, run = signalled(world, "start", (signal.SIGINT,))
     one_line(result, 130, "interrupted")
     assert run is None
+    untouched(world, before, world.root / "c.yaml")
+
+
+# Sends SIGINT to itself as `module` starts to import, then runs `python -m harness`: the
+# signal lands while the modules that import it are half initialised.
+INTERRUPT_DURING_IMPORT = """
+import importlib.abc, os, runpy, signal, sys
+module = sys.argv.pop(1)
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == module:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+sys.argv[0] = "harness"
+runpy.run_module("harness", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module", ["absl.flags", "harness.config.schema", "harness.runs"])
+def test_sigint_while_a_module_is_half_imported_is_one_line(world: World, module: str) -> None:
+    cfg = config(world, SIGNALLED)
+    before = world.before()
+    with tagged() as env:
+        result = command(
+            "-c",
+            INTERRUPT_DURING_IMPORT,
+            module,
+            f"--config={cfg}",
+            f"--results_root={world.results}",
+            env=env,
+        )
+    one_line(result, 130, "interrupted")
+    assert not (world.results / "crash").exists()
     untouched(world, before, world.root / "c.yaml")
 
 
