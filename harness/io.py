@@ -196,6 +196,12 @@ def confined(root: Path, *parts: str) -> Path:
     return path
 
 
+def cache_dir(workdir: Path) -> Path:
+    """Returns the results root's `.cache` folder of run `workdir` (results_root/<experiment>/
+    <run_id>): what runs on this host share, the CPU's ceilings and the inputs."""
+    return workdir.parent.parent / ".cache"
+
+
 def new_run_dir(results_root: Path, experiment: str) -> Path:
     """Creates and returns a fresh `results_root/<experiment>/<run_id>`; concurrent runs never share one."""
     parent = confined(results_root, experiment)

@@ -7,6 +7,10 @@ promotes to f32 (the mixed-dtype trap), so it runs at the f32 (TF32) rate.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+# The floating dtypes a GEMM ceiling and a tolerance are known for, narrowest first.
+FLOATS = ("bfloat16", "float16", "float32")
 SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 NOTE = {
     "tf32": "float32 at JAX's default precision runs on TF32 tensor cores on NVIDIA GPUs",
@@ -14,6 +18,12 @@ NOTE = {
     "bf16": "bfloat16 dense",
     "f16": "float16 dense",
 }
+
+
+def narrowest_float(dtypes: Iterable[str]) -> str:
+    """Returns the narrowest of FLOATS among `dtypes` (float32 when none is one of them)."""
+    found = [d for d in dtypes if d in FLOATS]
+    return min(found, key=FLOATS.index) if found else "float32"
 
 
 def gemm_dtype(x_dtype: str, w_dtype: str) -> str:

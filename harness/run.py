@@ -489,10 +489,14 @@ class Supervisor:
         self.session.worker.send("config", config=json.loads(json.dumps(to_plain(exp))))
         self.session.worker.expect("configured")
 
-    def ceilings(self, cache: Path | None) -> None:
-        """Measures the device's ceilings into ceilings.json, in the current worker."""
+    def ceilings(self) -> None:
+        """Measures the device's ceilings into ceilings.json, in the current worker; a CPU's
+        are kept for later runs in the results root's cache (harness.capture.ceilings)."""
+        cache = io.cache_dir(self.workdir) / "ceilings.json"
         self.session.worker.send(
-            "ceilings", workdir=str(self.workdir), cache=str(cache) if cache else None
+            "ceilings",
+            workdir=str(self.workdir),
+            cache=str(cache) if self.session.platform == "cpu" else None,
         )
         self.session.worker.expect("ceilings_done")
 
@@ -659,9 +663,7 @@ def _stages(
         and not records[v.name].expected_error
     ]
     _stage(f"timing {len(timed)} variants together")
-    cache = workdir.parent.parent / ".cache" / "ceilings.json" if platform == "cpu" else None
-    with io.writes_confined_to(workdir.parent.parent / ".cache"):
-        supervisor.ceilings(cache)
+    supervisor.ceilings()
     supervisor.time(timed)
     session.worker.end()  # it exits while the analysis runs; its log is kept after the report
     seconds["timing_s"] = time.perf_counter() - clock

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.precision import narrowest_float
 from harness.records import EMPTY, Plain, SchemaError, doc, from_json, markdown_table, to_json
 
 SCHEMA_VERSION = 3
@@ -88,13 +89,7 @@ class ProgramRecord:
     def gemm_dtypes(self) -> tuple[str, str]:
         """The (x, W) dtypes a GEMM of this variant runs in, for its ceiling: the narrowest
         floating input dtype and the narrowest floating parameter dtype (float32 if none)."""
-        order = ("bfloat16", "float16", "float32")
-
-        def narrowest(dtypes: list[str]) -> str:
-            found = [d for d in dtypes if d in order]
-            return min(found, key=order.index) if found else "float32"
-
-        return narrowest([i.dtype for i in self.inputs]), narrowest(list(self.param_dtypes))
+        return narrowest_float(i.dtype for i in self.inputs), narrowest_float(self.param_dtypes)
 
 
 @dataclass(frozen=True)

@@ -138,8 +138,7 @@ class Worker:
                     program.args_for(v.program, self.exp.seed)
             elif v.mode != "jit_python_branch":
                 # Kept between runs beside the ceilings, under the results root.
-                cache = workdir.parent.parent / ".cache"
-                expression.inputs_for(v.problem, self.exp.seed, cache)
+                expression.inputs_for(v.problem, self.exp.seed, io.cache_dir(workdir))
         for name in job["variants"]:
             variant = self.exp.variant(name)
             vdir = workdir / "variants" / name
@@ -172,14 +171,15 @@ class Worker:
 
     def ceilings(self, job: dict[str, Any]) -> None:
         from harness import io
-        from harness.capture import ceilings, preflight
+        from harness.capture import ceilings
+        from harness.variants import program
 
         shapes = []
         for v in self.exp.selected_variants:
             if self.platform in v.platforms and v.program.enabled:
                 # A program's GEMMs are known only once compiled: its dtypes' ceiling is
                 # measured at the square size every precision gets.
-                x, w = preflight.program_gemm_dtypes(v.program, self.exp.seed)
+                x, w = program.gemm_dtypes(v.program, self.exp.seed)
                 side = ceilings.square_side(self.platform)
                 shapes.append(ceilings.GemmShape(side, side, side, x, w))
             elif self.platform in v.platforms and v.mode != "jit_python_branch":

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.config.schema import ConfigError, Experiment, Program, Variant
+from harness.config.schema import ConfigError, Experiment, Variant
 from harness.variants import expression, program
 
 
@@ -102,21 +102,6 @@ def check_program(exp: Experiment) -> None:
         raise ConfigError("config", e.key, str(e)) from None
 
 
-def program_gemm_dtypes(p: Program, seed: int) -> tuple[str, str]:
-    """Returns the (x, W) dtypes a program variant's GEMMs run in, for its ceiling: the
-    narrowest floating input dtype and the narrowest floating parameter dtype."""
-    args = program.args_for(p, seed)
-    order = ("bfloat16", "float16", "float32")
-
-    def narrowest(leaves: list[Any]) -> str:
-        found = [str(a.dtype) for a in leaves if str(a.dtype) in order]
-        return min(found, key=order.index) if found else "float32"
-
-    import jax
-
-    return narrowest(list(args.inputs)), narrowest(jax.tree.leaves(args.params))
-
-
 def _sizes(v: Variant, seed: int) -> tuple[tuple, int, int]:
     """Returns (what identifies its inputs, their bytes, the bytes of its output and
     temporaries): the GELU problem's estimate, or a program's shapes (`jax.eval_shape`) with
@@ -155,11 +140,15 @@ def check_memory(exp: Experiment, platform: str) -> None:
         _, held, rest = _sizes(v, exp.seed)
         need = held + rest
         if need > 0.8 * limit:
-            what = "program.inputs" if v.program.enabled else "problem"
-            smaller = "the inputs" if v.program.enabled else "m, k or n"
+            # A program's inputs are the study's; a problem may be the variant's own.
+            key, smaller = (
+                ("program.inputs", "the inputs")
+                if v.program.enabled
+                else (f"variants.{v.name}.problem", "m, k or n")
+            )
             raise ConfigError(
                 "config",
-                f"variants.{v.name}.{what}" if not v.program.enabled else what,
+                key,
                 f"needs about {need / 2**30:.1f} GiB, more than 80% of the "
                 f"{limit / 2**30:.1f} GiB of {where}; make {smaller} smaller",
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import math
 import os
 import re
 import sys
@@ -679,10 +680,7 @@ def validate_program(e: Experiment, source: str) -> None:
                 f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
             )
         _choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
-        size = 1
-        for d in spec.shape:
-            size *= d
-        if size > 1 << 34:
+        if math.prod(spec.shape) > 1 << 34:
             raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
     if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
         raise ConfigError(
@@ -692,9 +690,7 @@ def validate_program(e: Experiment, source: str) -> None:
             f"unoptimized HLO; got {shown(p.flops)}",
         )
     validate_new_shapes(e, source)
-    for key in ("dtype", "w_dtype"):
-        if getattr(p, key) is not None:
-            _choice(source, f"program.{key}", getattr(p, key), DTYPES)
+    _program_dtypes(p, source, "program")
     if e.problem != Problem():
         raise ConfigError(
             source,
@@ -748,6 +744,13 @@ def validate_new_shapes(e: Experiment, source: str) -> None:
         )
 
 
+def _program_dtypes(p: Program, source: str, where: str) -> None:
+    """Checks the dtype changes a program section makes (`dtype`, `w_dtype`), when set."""
+    for key in ("dtype", "w_dtype"):
+        if getattr(p, key) is not None:
+            _choice(source, f"{where}.{key}", getattr(p, key), DTYPES)
+
+
 def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
     """Refuses what a program study's variant cannot be: a mode that builds the GELU
     expression's own variant, a `problem`, a mesh, or a change of the study's function."""
@@ -775,9 +778,7 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
                 "a variant changes only `dtype` and `w_dtype`; the function, its init, "
                 "inputs, FLOPs and new shapes are the study's (`program.*`)",
             )
-    for key in ("dtype", "w_dtype"):
-        if getattr(v.program, key) is not None:
-            _choice(source, f"{where}.program.{key}", getattr(v.program, key), DTYPES)
+    _program_dtypes(v.program, source, f"{where}.program")
     if v.sharding.enabled:
         raise ConfigError(
             source,

@@ -157,12 +157,7 @@ def fused_epilogue(run: RunData, framework: str = "jax") -> list[Observation]:
     if not run.with_role("compiled", framework):
         return [
             _absent(k1, c1, "compiled", framework),
-            _absent(
-                "fewer_kernels",
-                "A compiled call runs fewer kernels than eager.",
-                "compiled",
-                framework,
-            ),
+            _absent(k2, c2, "compiled", framework),
         ]
     compiled = [
         v for v in run.with_role("compiled", framework) if v.ok and "lower_bound" not in v.roles
@@ -300,8 +295,8 @@ def cache_miss_explains(run: RunData, framework: str = "jax") -> list[Observatio
     if v is None:
         return [_absent(key, claim, "baseline", framework)]
     if framework == "torch":
-        d = v.summary.dynamo if v else None
-        if v is None or d is None or not d.recompile_reasons:
+        d = v.summary.dynamo
+        if d is None or not d.recompile_reasons:
             return [_missing(key, claim, "the PyTorch baseline logged no recompile reason")]
         found = _SIZE_MISMATCH.search(d.recompile_reasons[0])
         ev = [
@@ -322,7 +317,7 @@ def cache_miss_explains(run: RunData, framework: str = "jax") -> list[Observatio
         ]
         quote = "\n".join([*d.recompile_reasons[:2], *guards[:6]])
         return [Observation(key, claim, YES if found else NO, tuple(ev), quote=quote)]
-    text = v.summary.compile.recompile_explanation if v else None
+    text = v.summary.compile.recompile_explanation
     if not text:
         return [_missing(key, claim, "the baseline has no recompile explanation")]
     named = re.search(r"now \S+ and before \S+", text)

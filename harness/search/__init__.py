@@ -284,7 +284,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
     exp = config.experiment
     base = exp.variant(exp.search.base)
     bound = lower_bound(exp, base)
-    with io.writes_confined_to(workdir, workdir.parent.parent / ".cache"), io.run_lock(workdir):
+    with io.writes_confined_to(workdir), io.run_lock(workdir):
         manifest = {**manifest_for(config, workdir, session.environment), "kind": "search"}
         io.write_json(workdir / "manifest.json", manifest)
         io.point_latest(workdir)
@@ -292,16 +292,11 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         search = Search(config, workdir, supervisor, base, bound)
         try:
             with interruptible():
-                cache = (
-                    workdir.parent.parent / ".cache" / "ceilings.json"
-                    if session.platform == "cpu"
-                    else None
-                )
                 if exp.search.strategy == "grid":
                     grid_search(search)
                 else:
                     coordinate_search(search)
-                supervisor.ceilings(cache)
+                supervisor.ceilings()
         except Interrupted as e:
             session.kill()
             manifest.update(status="interrupted", finished=io.utc_now())

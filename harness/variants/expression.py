@@ -21,6 +21,7 @@ import numpy as np
 
 from harness import io
 from harness.config.schema import Problem, Variant
+from harness.precision import narrowest_float
 from harness.summary import Numerics
 
 ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
@@ -28,7 +29,6 @@ ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 # Relative Frobenius error allowed against the float64 reference, by the narrowest input dtype.
 # float32 allows TF32 GEMMs, which XLA uses on NVIDIA GPUs at default precision (~3e-4).
 TOLERANCE = {"float32": 2e-3, "float16": 5e-3, "bfloat16": 2e-2}
-_NARROWNESS = ("bfloat16", "float16", "float32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,13 +253,12 @@ def reference(p: Problem, mode: str, inputs: Inputs, rows: np.ndarray) -> np.nda
 
 def tolerance(p: Problem) -> float:
     """Returns the relative error allowed, set by the narrowest dtype among x and W."""
-    narrowest = min((p.dtype, p.weight_dtype), key=_NARROWNESS.index)
-    return TOLERANCE[narrowest]
+    return TOLERANCE[narrowest_float((p.dtype, p.weight_dtype))]
 
 
 def numerics(y: jax.Array, ref: np.ndarray, rows: np.ndarray, tol: float) -> Numerics:
     """Returns max abs/rel error and the relative Frobenius error with a pass/fail verdict."""
-    return compare(np.asarray(y).astype(np.float64)[..., rows, :], ref, tol)
+    return compare(np.asarray(y)[..., rows, :], ref, tol)
 
 
 def compare(got: np.ndarray, ref: np.ndarray, tol: float) -> Numerics:

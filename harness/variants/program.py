@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from harness.config.schema import InputSpec, Program, split_callable
+from harness.precision import narrowest_float
 from harness.summary import ArraySpec, Numerics, ProgramRecord
 from harness.variants.expression import TOLERANCE, compare
 
 # Input i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
 INPUT_STREAM = 1 << 20
-_NARROWNESS = ("bfloat16", "float16", "float32", "float64")
 
 
 class ProgramError(ValueError):
@@ -322,13 +322,16 @@ def _dtypes(leaves: list[Any]) -> list[str]:
 def tolerance(args: ProgramArgs) -> float:
     """Returns the relative error allowed, set by the narrowest floating dtype among the
     inputs and the parameters (float32 when none is floating)."""
-    floats = [
-        d
-        for d in _dtypes([*jax.tree.leaves(args.params), *args.inputs])
-        if d in _NARROWNESS and d in TOLERANCE
-    ]
-    narrowest = min(floats, key=_NARROWNESS.index) if floats else "float32"
-    return TOLERANCE[narrowest]
+    return TOLERANCE[narrowest_float(_dtypes([*jax.tree.leaves(args.params), *args.inputs]))]
+
+
+def gemm_dtypes(program: Program, seed: int) -> tuple[str, str]:
+    """Returns the (x, W) dtypes a variant's GEMMs run in, for its ceiling: the narrowest
+    floating input dtype and the narrowest floating parameter dtype (as ProgramRecord's)."""
+    args = args_for(program, seed)
+    return narrowest_float(_dtypes(list(args.inputs))), narrowest_float(
+        _dtypes(jax.tree.leaves(args.params))
+    )
 
 
 # ---------------------------------------------------------------------------------------------
