@@ -7,12 +7,20 @@ decoded by the caller's functions (plain data only, never objects). A
 child that dies, or an item that raised in it, is computed again in the parent, so the result
 (and any exception) is what the sequential loop would give. Children leave through `os._exit`,
 so an interrupt ends them without a traceback and without running the parent's clean-ups.
+
+A process that has loaded JAX or torch is never forked: their runtimes keep thread pools
+(XLA's client starts 15 threads on a 2-core CPU; torch's intra-op pool), and a fork copies
+their locks but not their threads, so a child can wait for ever on a lock no thread will
+release. The study's supervisor and `python -m harness.analyze` load neither (the analyzer
+imports jaxlib's profile reader alone, which starts no thread), so they fork; a caller that
+has (a test process, a notebook) gets the same results computed in-process, item by item.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,10 +29,19 @@ R = TypeVar("R")
 _FAILED = object()
 
 
+# Runtimes whose threads a fork would strand (see the module's docstring).
+THREADED_RUNTIMES = ("jax", "torch")
+
+
+def fork_safe() -> bool:
+    """True when this process may fork: the platform can, and no threaded runtime is loaded."""
+    return hasattr(os, "fork") and not any(m in sys.modules for m in THREADED_RUNTIMES)
+
+
 def children_for(items: int) -> int:
     """Returns how many children to fork for `items` items: one per spare CPU, at most one per
-    item beyond the parent's own (none where the platform cannot fork)."""
-    if not hasattr(os, "fork") or items < 2:
+    item beyond the parent's own (none where this process may not fork: `fork_safe`)."""
+    if items < 2 or not fork_safe():
         return 0
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(0, min((cpus or 1) - 1, items - 1))
@@ -40,7 +57,7 @@ def fork_map(
     """Returns [fn(x) for x in items], computed by this process and `children` forked ones
     (default `children_for(len(items))`), item i by worker i mod (children + 1). A child's
     results travel as JSON: `encode` makes one JSON data, `decode` makes it a result again."""
-    count = children_for(len(items)) if children is None else children
+    count = children_for(len(items)) if children is None else (children if fork_safe() else 0)
     if count <= 0:
         return [fn(x) for x in items]
     shares = [list(range(w, len(items), count + 1)) for w in range(count + 1)]

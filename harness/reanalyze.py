@@ -2,11 +2,19 @@
 
 No JAX runs: useful after the analyzers improve, or on a run captured on another machine
 (an H200 run analyzed on a laptop).
+
+The analysis reads each variant's raw captures: XLA's dump (`dump/`), the profiles
+(`profile/`) and torch's working folder (`torch/`). An exported copy (`harness.report.export`,
+the committed references) leaves them out, and analysing it again would replace the sections
+made from them with empty ones: the profile, the compile pipelines, the fingerprints. So a run
+that lacks an input its own capture made is refused, naming what is missing, and nothing in it
+changes; `make report RUN=...` re-renders such a copy from the sections it has.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from absl import flags
 
@@ -14,7 +22,7 @@ from harness import cli
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness import io, run
+    from harness import io, run, terminal
     from harness.config.schema import build_experiment
 
     cli.no_extra_arguments(argv)
@@ -26,11 +34,37 @@ def main(argv: Sequence[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise cli.UsageError(f"{manifest_path}: unreadable manifest ({e})") from None
     exp = build_experiment(config, str(manifest_path))
+    missing = missing_inputs(workdir, exp.profile.enabled)
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise cli.UsageError(
+            f"{workdir}: lacks {', '.join(missing[:3])}{more} that its capture wrote (an "
+            "exported copy?); reanalyze needs the full run, `make report RUN=...` re-renders "
+            "this one"
+        )
     with io.writes_confined_to(workdir), io.run_lock(workdir):
         summary = run.finalize(workdir, exp)
         run.write_report(workdir)
-    print(f"analyzed {len(summary.variants)} variants: {workdir / 'summary.json'}")
+    where = terminal.shown(workdir / "summary.json")
+    print(f"analyzed {len(summary.variants)} variants: {where}")
     return 0
+
+
+# What a captured variant's folder holds that only the capture makes: the inputs of its
+# analysis, beside the IR ladder (ir/) made from them.
+RAW_INPUTS = ("dump", "profile", "torch")
+
+
+def missing_inputs(workdir: Path, profiled: bool) -> list[str]:
+    """The raw inputs (`variants/<name>/dump`, ...) a captured variant of `workdir` should have
+    and lacks. A variant with an IR ladder was captured: a JAX one has `dump/` (and `profile/`
+    when the run profiled), a torch one `torch/`."""
+    missing = []
+    for vdir in sorted(p for p in (workdir / "variants").glob("*") if (p / "ir").is_dir()):
+        torch = (vdir / "torch.json").is_file()
+        needs = [n for n in RAW_INPUTS if (n == "torch") == torch and (profiled or n != "profile")]
+        missing += [f"variants/{vdir.name}/{n}" for n in needs if not (vdir / n).is_dir()]
+    return missing
 
 
 def define_flags() -> None:

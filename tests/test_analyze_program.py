@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO, harness_env, run_analyze
+from fresh_process import in_fresh_process
 
 from harness.analyze.program import StepsUnknown, count_steps, scope_of, self_times
 from harness.profile.events import DeviceEvent, find_xplane, read_device_events
@@ -221,31 +222,56 @@ def test_self_time_subtracts_nested_events_on_the_same_stream() -> None:
     assert self_times([loop, *body, other, after]) == [50, 30, 20, 50, 5]
 
 
-def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(
+def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_path: Path) -> None:
+    """Run where JAX is not loaded (fresh_process): the analyzer forks only such a process."""
+    from hlo_helpers import require_fixtures
+
+    folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
+    out = in_fresh_process(
+        """
+        from pathlib import Path
+        from harness import forked, io
+        from harness.analyze import dump, program
+        folder, tmp_path = Path(sys.argv[1]), Path(sys.argv[2])
+        assert forked.fork_safe()
+        with io.writes_confined_to(tmp_path):
+            here = dump.analyze_dump(folder, tmp_path / "here")
+            dump.FORK_INSTRUCTIONS = 0
+            started = dump.analyze_dump(folder, tmp_path / "child", finish=False)
+            assert sum(r.pending is not None for r in started) == 1  # one child at a time
+            done = dump.finish_dump(started)
+            assert [r.reverse for r in done] == [r.reverse for r in here]
+            for r in here:
+                child = tmp_path / "child" / r.key / "fusions.json"
+                assert child.read_text() == (r.out_dir / "fusions.json").read_text()
+            # What the CLI does meanwhile: analyse without the pending map, fill it in after.
+            early = program.analyse_program([r.as_input() for r in started], None, None)
+            assert program.with_reverse_maps(
+                early, [r.as_input() for r in done]
+            ) == program.analyse_program([r.as_input() for r in done], None, None)
+            stopped = dump.analyze_dump(folder, tmp_path / "stopped", finish=False)
+            job = next(r.pending for r in stopped if r.pending is not None)
+            dump.cancel_dump(stopped)
+            assert not job.proc.is_alive()
+        print("forked")
+        """,
+        str(folder),
+        str(tmp_path),
+    )
+    assert out.strip() == "forked"
+
+
+def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import jax  # noqa: F401
     from hlo_helpers import require_fixtures
 
     from harness import io
-    from harness.analyze import dump, program
+    from harness.analyze import dump
 
     folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
+    monkeypatch.setattr(dump, "FORK_INSTRUCTIONS", 0)
     with io.writes_confined_to(tmp_path):
-        here = dump.analyze_dump(folder, tmp_path / "here")
-        monkeypatch.setattr(dump, "FORK_INSTRUCTIONS", 0)
-        started = dump.analyze_dump(folder, tmp_path / "child", finish=False)
-        assert sum(r.pending is not None for r in started) == 1  # one child at a time
-        done = dump.finish_dump(started)
-        assert [r.reverse for r in done] == [r.reverse for r in here]
-        for r in here:
-            child = tmp_path / "child" / r.key / "fusions.json"
-            assert child.read_text() == (r.out_dir / "fusions.json").read_text()
-        # What the CLI does meanwhile: analyse without the pending map, fill it in after.
-        early = program.analyse_program([r.as_input() for r in started], None, None)
-        assert program.with_reverse_maps(
-            early, [r.as_input() for r in done]
-        ) == program.analyse_program([r.as_input() for r in done], None, None)
-        stopped = dump.analyze_dump(folder, tmp_path / "stopped", finish=False)
-        job = next(r.pending for r in stopped if r.pending is not None)
-        dump.cancel_dump(stopped)
-        assert not job.proc.is_alive()
+        started = dump.analyze_dump(folder, tmp_path / "here", finish=False)
+    assert all(r.pending is None for r in started)  # computed here, no child

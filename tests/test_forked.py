@@ -1,40 +1,87 @@
-"""harness.forked: a map shared with forked children gives what the plain loop gives."""
+"""harness.forked: a map shared with forked children gives what the plain loop gives, and a
+process with a threaded runtime (JAX, torch) loaded is never forked.
+
+The forking cases run in a fresh interpreter that imports harness.forked alone: the test
+process itself has JAX loaded (other tests compile), and forking it is what the module refuses.
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from fresh_process import in_fresh_process
 
 from harness import forked
 
 
 def test_results_come_back_in_order_from_every_child() -> None:
-    pids = forked.fork_map(lambda i: (i * i, os.getpid()), list(range(7)), decode=tuple, children=2)
-    assert pids == [(i * i, p) for i, (_, p) in enumerate(pids)]
-    assert len({p for _, p in pids}) == 3  # the parent and two children each took a share
+    in_fresh_process(
+        """
+        from harness import forked
+        assert forked.fork_safe()
+        pids = forked.fork_map(lambda i: (i * i, os.getpid()), list(range(7)), decode=tuple, children=2)
+        assert pids == [(i * i, p) for i, (_, p) in enumerate(pids)]
+        assert len({p for _, p in pids}) == 3, pids  # the parent and two children each took a share
+        """
+    )
 
 
 def test_an_item_that_raises_in_a_child_raises_in_the_parent() -> None:
-    def fn(i: int) -> int:
-        if i == 1:
-            raise ValueError(f"item {i} (raised in {os.getpid()})")
-        return i
-
-    with pytest.raises(ValueError, match="item 1") as raised:
-        forked.fork_map(fn, [0, 1, 2], children=1)
-    assert str(os.getpid()) in str(raised.value)  # computed again here, so raised here
+    in_fresh_process(
+        """
+        from harness import forked
+        def fn(i):
+            if i == 1:
+                raise ValueError(f"item {i} (raised in {os.getpid()})")
+            return i
+        try:
+            forked.fork_map(fn, [0, 1, 2], children=1)
+        except ValueError as e:
+            assert "item 1" in str(e) and str(os.getpid()) in str(e), e  # computed again here
+        else:
+            raise AssertionError("no error")
+        """
+    )
 
 
 def test_a_child_that_dies_is_made_up_for_by_the_parent() -> None:
-    parent = os.getpid()
+    in_fresh_process(
+        """
+        from harness import forked
+        parent = os.getpid()
+        def fn(i):
+            if os.getpid() != parent:
+                os._exit(9)  # a child killed mid-share sends nothing
+            return -i
+        assert forked.fork_map(fn, [1, 2, 3, 4], children=1) == [-1, -2, -3, -4]
+        """
+    )
 
-    def fn(i: int) -> int:
-        if os.getpid() != parent:
-            os._exit(9)  # a child killed mid-share sends nothing
-        return -i
 
-    assert forked.fork_map(fn, [1, 2, 3, 4], children=1) == [-1, -2, -3, -4]
+@pytest.mark.parametrize("runtime", ["jax", "torch"])
+def test_a_process_with_a_threaded_runtime_is_never_forked(runtime: str) -> None:
+    """Asked for children or not, the items are computed in the process itself."""
+    out = in_fresh_process(
+        f"""
+        from harness import forked
+        import {runtime}
+        assert not forked.fork_safe() and forked.children_for(100) == 0
+        pids = forked.fork_map(lambda i: os.getpid(), list(range(6)), children=3)
+        assert pids == [os.getpid()] * 6, pids
+        print("in-process")
+        """
+    )
+    assert out.strip() == "in-process"
+
+
+def test_this_test_process_has_jax_and_computes_in_process() -> None:
+    import jax  # noqa: F401
+
+    assert not forked.fork_safe()
+    assert forked.fork_map(lambda i: (i, os.getpid()), [1, 2, 3], children=2) == [
+        (i, os.getpid()) for i in (1, 2, 3)
+    ]
 
 
 def test_no_children_for_a_single_item() -> None:

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-import numpy as np
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -80,16 +79,6 @@ def pipelined_step_time(fn: Callable[[], Any], steps: int) -> float:
         out = fn()
     jax.block_until_ready(out)
     return (time.perf_counter() - start) / steps
-
-
-def step_stats(times: list[float]) -> dict[str, float]:
-    """Returns the median, p10 and p90 of step times."""
-    arr = np.asarray(times)
-    return {
-        "step_time_median_s": float(np.median(arr)),
-        "step_time_p10_s": float(np.percentile(arr, 10)),
-        "step_time_p90_s": float(np.percentile(arr, 90)),
-    }
 
 
 class _Collect(logging.Handler):

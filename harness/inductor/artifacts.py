@@ -380,11 +380,6 @@ def parse_provenance(data: Any, source: str = PROVENANCE) -> Provenance:
     return Provenance(**fields)
 
 
-def handle_name(handle: str) -> str:
-    """`extern_kernels.mm:1` -> `extern_kernels.mm`."""
-    return handle.rsplit(":", 1)[0] if re.search(r":\d+$", handle) else handle
-
-
 _STACK_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 

@@ -129,10 +129,6 @@ class TorchTrace:
     notes: tuple[str, ...] = ()
 
     @property
-    def device_events(self) -> tuple[DeviceEvent, ...]:
-        return tuple(e.event for e in self.events)
-
-    @property
     def launcher_by_correlation(self) -> dict[int, str | None]:
         """correlation id -> the CPU op that launched that GPU event."""
         return {
