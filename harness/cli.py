@@ -53,9 +53,12 @@ def one_line(e: BaseException) -> str:
 
 def _parser(known_only: bool) -> Callable[[list[str]], list[str]]:
     def parse(argv: list[str]) -> list[str]:
+        from harness.userfiles import Unreadable, check_flagfiles
+
         try:
+            check_flagfiles(argv)  # absl would block on a FIFO and read /dev/zero for ever
             return flags.FLAGS(argv, known_only=known_only)
-        except flags.Error as e:
+        except (flags.Error, Unreadable) as e:
             print(f"error: {one_line(e)}", file=sys.stderr)
             sys.exit(USAGE_ERROR)
 

@@ -12,10 +12,13 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from harness import ownership, records
 
 
 def _json_default(obj: Any) -> Any:
@@ -136,6 +139,11 @@ def write_json(path: Path, data: Any, compact: bool = False) -> Path:
     return write_text(path, json.dumps(_clean(data), indent=2, default=_json_default) + "\n")
 
 
+def dumps(data: Any) -> str:
+    """`data` as the indented JSON write_json writes, NaN and infinities as null."""
+    return json.dumps(_clean(data), indent=2, default=_json_default) + "\n"
+
+
 def copy_file(source: Path, target: Path) -> Path:
     """Copies `source` to `target` atomically; returns the target."""
     with _replacing(target) as tmp:
@@ -175,16 +183,11 @@ def remove_tree(root: Path, path: Path) -> None:
     shutil.rmtree(doomed)
 
 
-def append_jsonl(path: Path, record: Any) -> None:
-    """Appends one JSON object as a line; one short write, so lines never interleave."""
-    line = json.dumps(_clean(record), default=_json_default) + "\n"
-    check_inside(path)
-    with open(path, "a") as f:
-        f.write(line)
-
-
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """Returns the JSON data at `path`; OSError when it cannot be read, SchemaError (a
+    ValueError) when it is not JSON a harness writes (records.loads: bounded depth, no NaN,
+    no number too large for a float)."""
+    return records.loads(Path(path).read_text(), str(path))
 
 
 def confined(root: Path, *parts: str) -> Path:
@@ -196,10 +199,77 @@ def confined(root: Path, *parts: str) -> Path:
     return path
 
 
-def cache_dir(workdir: Path) -> Path:
+def cache_dir(workdir: Path) -> Path | None:
     """Returns the results root's `.cache` folder of run `workdir` (results_root/<experiment>/
-    <run_id>): what runs on this host share, the CPU's ceilings and the inputs."""
-    return workdir.parent.parent / ".cache"
+    <run_id>): what runs on this host share, the CPU's ceilings and the inputs. None when it
+    cannot be trusted (cache_note says why): then nothing is read from it or written to it."""
+    cache = workdir.parent.parent / ".cache"
+    return None if cache_refusal(cache) else cache
+
+
+def cache_note(workdir: Path) -> str | None:
+    """Why run `workdir`'s results cache is not used, or None when it is."""
+    return cache_refusal(workdir.parent.parent / ".cache")
+
+
+# A cache holds a few inputs files and ceilings.json; a folder past this is not walked on.
+_CACHE_ENTRIES = 10_000
+CACHE_FILE_BYTES = 256 << 20
+
+
+def cache_refusal(cache: Path) -> str | None:
+    """Why the cache folder `cache` must not be used: it, or anything under it, is a link or
+    not a plain file or folder, or it resolves outside its results root. None when usable
+    (absent included: it is made on the first write)."""
+    cache = Path(cache)
+    unused = "the cache is not used (every input and ceiling is made again)"
+    if cache.is_symlink():
+        return f"{cache} is a link; {unused}"
+    if not cache.exists():
+        return None
+    if not cache.is_dir():
+        return f"{cache} is not a folder; {unused}"
+    if cache.resolve().parent != cache.parent.resolve():
+        return f"{cache} resolves outside its results root; {unused}"
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(cache, followlinks=False):
+        for name in dirnames + filenames:
+            count += 1
+            path = Path(dirpath) / name
+            if count > _CACHE_ENTRIES:
+                return f"{cache} holds more than {_CACHE_ENTRIES} entries; {unused}"
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                return f"{path} is a link or not a plain file; {unused}"
+    return None
+
+
+def read_cache_file(cache: Path, name: str) -> bytes | None:
+    """The bytes of `cache/name`, or None when the cache is refused (cache_refusal), the file
+    is absent, a link, not a regular file, or larger than CACHE_FILE_BYTES: a cache miss."""
+    if cache_refusal(cache) is not None:
+        return None
+    try:
+        fd = os.open(cache / name, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > CACHE_FILE_BYTES:
+            return None
+        data = f.read(CACHE_FILE_BYTES + 1)
+    return data if len(data) <= CACHE_FILE_BYTES else None
+
+
+def write_cache_file(cache: Path, name: str, data: bytes) -> bool:
+    """Writes `cache/name` atomically (a link there is replaced, never written through);
+    returns False, writing nothing, when the cache is refused or the write fails."""
+    if cache_refusal(cache) is not None or len(data) > CACHE_FILE_BYTES:
+        return False
+    try:
+        write_bytes(cache / name, data)
+    except OSError:
+        return False
+    return cache_refusal(cache) is None  # swapped for a link while writing: not trusted
 
 
 def new_run_dir(results_root: Path, experiment: str) -> Path:
@@ -269,54 +339,67 @@ class NotOurs(ValueError):
     """An output folder the tool did not make, which it refuses to replace."""
 
 
-def holds_run(path: Path, depth: int = 3) -> bool:
-    """True when `path` or a folder under it (to `depth` levels) holds a run's manifest or summary."""
-    frontier = [path]
-    for _ in range(depth + 1):
-        nxt = []
-        for folder in frontier:
-            if (folder / "manifest.json").is_file() or (folder / "summary.json").is_file():
-                return True
-            try:
-                nxt += [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
-            except OSError:
-                continue
-        frontier = nxt
-    return False
-
-
-def claim_output(path: Path, tool: str) -> Path:
+def claim_output(path: Path, tool: str, inputs: tuple[Path, ...] = ()) -> Path:
     """Returns `path` as a folder this tool may fill: made now, or empty, or made by the same
-    tool before (its marker file says so, and its old contents are removed).
+    tool before and holding only what it wrote then (its marker records each file), whose
+    files are then removed.
 
-    Raises NotOurs for anything else: a link, a file, a folder holding a run or a tree of runs
-    (the results root, the source run, an ancestor of them), or someone else's folder.
+    Raises NotOurs for anything else: a link, a file, a folder holding a run, a dump, a link or
+    any file the tool did not write (the results root, the source run, a user's folder, an old
+    output someone has since put a run into), and a folder that holds, is or lies inside one of
+    the command's `inputs` (a dump copied into --out is read, never deleted).
     """
     path = Path(path)
     if path.is_symlink():
         raise NotOurs(f"{path} is a link; name a folder of its own")
     if path.exists() and not path.is_dir():
         raise NotOurs(f"{path} exists and is not a folder")
-    marker = path / MARKER
-    if path.is_dir() and any(path.iterdir()):
-        mine = False
-        if marker.is_file() and not marker.is_symlink():
-            try:
-                mine = read_json(marker).get("tool") == tool
-            except (OSError, ValueError, AttributeError):
-                mine = False
-        if not mine:
-            what = "holds a run or runs" if holds_run(path) else "was not made by this tool"
+    _refuse_inputs(path, tool, inputs)
+    if path.is_dir():
+        record = ownership.foreign(path, tool, MARKER)
+        if record.why is not None:
             raise NotOurs(
-                f"{path} {what}; {tool} only replaces an empty folder or one it made itself"
+                f"{path} {record.why}; {tool} only replaces an empty folder or one it made itself"
             )
-        for child in path.iterdir():
-            if child.name == MARKER:
-                continue
-            if child.is_dir() and not child.is_symlink():
-                remove_tree(path, child)
-            else:
-                child.unlink()
+        ownership.remove_recorded(path, record)
     path.mkdir(parents=True, exist_ok=True)
-    write_json(marker, {"tool": tool, "made": utc_now()})
+    write_json(path / MARKER, ownership.marker(tool, utc_now(), {}))
     return path
+
+
+def _refuse_inputs(path: Path, tool: str, inputs: tuple[Path, ...]) -> None:
+    """Raises NotOurs when the output folder is, holds or lies inside one of the inputs."""
+    real = path.resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if source == real or real in source.parents or source in real.parents:
+            raise NotOurs(
+                f"{path} is, holds or lies inside the input {given}; {tool} only replaces an "
+                "empty folder or one it made itself, never its input"
+            )
+
+
+def seal_output(path: Path, tool: str) -> None:
+    """Records in the marker every file now in `path` written since it was claimed, so a later
+    claim removes exactly those and refuses anything else."""
+    marker = path / MARKER
+    try:
+        since = marker.lstat().st_mtime_ns
+    except OSError:
+        return  # no marker: nothing is recorded, and a later claim refuses the folder
+    files = ownership.written_since(path, since, MARKER)
+    made = ownership.read_marker(marker, tool)
+    write_json(marker, ownership.marker(tool, made.made if made else utc_now(), files))
+
+
+@contextlib.contextmanager
+def own_output(path: Path, tool: str, inputs: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """Claims `path` for `tool` (claim_output), confines the block's writes to it, and records
+    what the block wrote (seal_output), even when the block fails half-way."""
+    target = claim_output(path, tool, inputs)
+    try:
+        with writes_confined_to(target):
+            yield target
+    finally:
+        with contextlib.suppress(OSError):  # unrecorded: a later claim refuses, losing nothing
+            seal_output(target, tool)

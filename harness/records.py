@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import types
 import typing
@@ -29,6 +30,70 @@ class SchemaError(ValueError):
         self.source, self.key, self.problem = source, key, problem
         where = f"{source}: {key}" if key else source
         super().__init__(f"{where}: {problem}")
+
+
+# What a harness-written JSON file can hold. The writers never nest deeper than a few levels,
+# write NaN or infinities (they become null) or integers longer than a byte count, so anything
+# past these bounds is a damaged or planted file: refused here, in one line, before a deep
+# structure can exhaust the stack or a huge number overflow a float in a report.
+MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 40
+
+
+class _Refused(ValueError):
+    """A JSON value outside what a harness writes (raised inside the decoder's hooks)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"holds {name}, which is not standard JSON (the harness writes null)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"holds the number {text[:40]}, too large for a float")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"holds an integer of {len(text.lstrip('-'))} digits")
+    return int(text)
+
+
+def _depth_exceeds(data: Any, limit: int) -> bool:
+    """True when lists and objects nest deeper than `limit` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            items = node.values() if isinstance(node, dict) else node
+            stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+    return False
+
+
+def loads(text: str | bytes, source: str) -> Any:
+    """Returns the data of JSON `text`; raises SchemaError naming `source` for text that is not
+    JSON or holds what no harness writes: NaN or infinities, a number too large for a float,
+    an integer of more than MAX_INT_DIGITS digits, nesting deeper than MAX_JSON_DEPTH."""
+    try:
+        data = json.loads(
+            text,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
+    except RecursionError:
+        raise SchemaError(source, "", f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except _Refused as e:
+        raise SchemaError(source, "", str(e)) from None
+    except ValueError as e:  # JSONDecodeError, a bad encoding
+        raise SchemaError(source, "", f"not JSON: {e}") from None
+    if _depth_exceeds(data, MAX_JSON_DEPTH):
+        raise SchemaError(source, "", f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
 
 
 def doc(text: str, default: Any = None) -> Any:
@@ -139,7 +204,16 @@ def scalar(tp: type, value: Any) -> Any:
         ok = isinstance(value, tp)
     if not ok:
         raise ValueError(value)
-    return float(value) if tp is float else value
+    if tp is float:
+        # float() of a 400-digit integer overflows, and an infinity or NaN would reach the
+        # arithmetic of every reader: neither is a value any field means.
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError(value) from None
+        if not math.isfinite(value):
+            raise ValueError(value)
+    return value
 
 
 def _record(cls: type, value: Any, source: str, key: str) -> Any:
@@ -162,6 +236,9 @@ def _record(cls: type, value: Any, source: str, key: str) -> Any:
 
 def _shown(value: Any) -> str:
     """Returns a short description of a value for an error: its type and a bounded repr."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        # repr() of a long integer is slow and past 4300 digits raises ValueError.
+        return f"int of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
 

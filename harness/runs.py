@@ -91,6 +91,14 @@ def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:
             source, "resume", f"no run {run_id!r} under {parent}; runs there: {listed}"
         )
     _check_same_config(workdir, source, config)
+    finished = finished_status(workdir)
+    if finished is not None and not config.experiment.timing.only:
+        raise ConfigError(
+            source,
+            "resume",
+            f"run {run_id} is {finished}: a finished run is never changed; a re-time is a new "
+            "run (start it without --resume)",
+        )
     with io.run_lock(workdir):
         pass  # refuse now, before the preflight, when another process holds the run
     return workdir
@@ -108,6 +116,10 @@ def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None
     if before is None:
         raise ConfigError(source, "resume", f"{workdir / 'manifest.json'} holds no config")
     now = json.loads(json.dumps(to_plain(config.experiment)))
+    if config.experiment.timing.only and isinstance(before, dict):
+        # A re-time may time differently (a larger budget, timing.only itself); the rest of
+        # the config made the captured programs, and must be the same.
+        before, now = ({k: v for k, v in c.items() if k != "timing"} for c in (before, now))
     diff = first_difference(before, now, "")
     if diff is not None:
         raise ConfigError(
@@ -116,3 +128,21 @@ def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None
             "differs from the config the run started with; resume with the same config and "
             "overrides (see its manifest.json), or start a new run",
         )
+
+
+def finished_status(workdir: Path) -> str | None:
+    """How the run in `workdir` ended, when it ended (its manifest says complete, or failed
+    variants ended it); None when it can be resumed: interrupted, stopped by an environment
+    fault (the manifest names the reason), or still running when its process died."""
+    try:
+        manifest = io.read_json(workdir / "manifest.json")
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    status = manifest.get("status")
+    if status == "complete":
+        return "complete"
+    if status == "failed" and not manifest.get("reason"):
+        return "finished (with failed variants)"
+    return None

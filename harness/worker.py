@@ -39,12 +39,33 @@ from pathlib import Path
 from typing import Any
 
 EVENTS: Any = None
+TOKEN = ""  # the supervisor's, read from stdin: every event carries it (harness.workerproc)
 
 
 def send(event: str, **fields: Any) -> None:
     """Writes one event line for the supervisor."""
-    EVENTS.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+    EVENTS.write(json.dumps({"event": event, **fields, "token": TOKEN}, default=str) + "\n")
     EVENTS.flush()
+
+
+def _private_events(fd: int) -> Any:
+    """Returns the event pipe moved to a random descriptor number, closed on exec, with the
+    number the supervisor passed gone from sys.argv: the program this worker imports cannot
+    write to it by guessing or by reading its arguments."""
+    import fcntl
+    import resource
+    import secrets
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = max(128, min(soft if soft > 0 else 1024, 4096))
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64 + secrets.randbelow(top - 64))
+        os.close(fd)
+    except OSError:  # too few descriptors: keep the one passed, closed on exec at least
+        moved = fd
+        os.set_inheritable(fd, False)
+    del sys.argv[1:]
+    return os.fdopen(moved, "w", buffering=1)
 
 
 def _die_with_parent() -> None:
@@ -86,6 +107,8 @@ class Worker:
         send("hello", environment=self.environment, memory=[limit, where])
         if job.get("checks"):
             try:
+                if self.exp.program.enabled:  # a function or init that never returns ends here
+                    send("checking", key="program", what="tracing the program's init and function")
                 preflight.check_program(self.exp)
                 preflight.check_memory(self.exp, self.platform)
                 preflight.check_options(
@@ -132,6 +155,7 @@ class Worker:
         # A program's parameters too: its init runs once per distinct inputs and seed.
         for name in job["variants"]:
             v = self.exp.variant(name)
+            send("inputs", variant=name)  # a crash or hang here is this variant's
             if v.program.enabled:
                 # An init that fails here fails again in each variant, which records why.
                 with contextlib.suppress(Exception):
@@ -231,6 +255,8 @@ class Worker:
                 notes,
                 excluded=job.get("excluded") or {},
                 waits={n: self.waits[n] for n in job["variants"] if n in self.waits},
+                # Before each variant's batch: a crash, exception or hang is then its own.
+                announce=lambda name: send("timing_call", variant=name),
             )
         io.write_json(workdir / job.get("file", "timing.json"), to_json(record))
         send("timed")
@@ -238,8 +264,10 @@ class Worker:
 
 def preload(modules: Iterable[str]) -> None:
     """Imports `modules` ahead of the job that needs them; the job reports any failure."""
+    from harness.capture.torch_env import scratch_cache_dir
+
     for module in modules:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), scratch_cache_dir():  # no torch folder in $TMPDIR
             importlib.import_module(module)
 
 
@@ -260,16 +288,19 @@ def _capture_for(variant: Any) -> Callable[..., Any]:
 
 
 def main(argv: list[str]) -> int:
-    global EVENTS
+    global EVENTS, TOKEN
     # NVLink multicast (NVLS) stays off in every worker, whatever the caller's environment.
     os.environ["NCCL_NVLS_ENABLE"] = "0"
-    EVENTS = os.fdopen(int(argv[1]), "w", buffering=1)
+    EVENTS = _private_events(int(argv[1]))
+    TOKEN = sys.stdin.readline().strip()
     _die_with_parent()
     signal.signal(signal.SIGINT, _quiet_exit)
     signal.signal(signal.SIGTERM, _quiet_exit)
     # A spare worker imports its framework while the variant before it is captured; it
     # queries no device until its first job.
     preload(filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")))
+    from harness.capture.torch_env import scratch_cache_dir
+
     worker = Worker()
     for line in sys.stdin:
         if not line.strip():
@@ -280,7 +311,10 @@ def main(argv: list[str]) -> int:
             send("error", message=f"unknown op {op!r}")
             return 2
         try:
-            getattr(worker, op)(job)
+            # torch, imported or called outside a variant's block, would make its cache folder
+            # in $TMPDIR: each job gives it a scratch one, removed when the job ends.
+            with scratch_cache_dir():
+                getattr(worker, op)(job)
         except Exception as e:
             send(
                 "error",

@@ -10,13 +10,15 @@ and the supervisor names the last one announced when the worker dies.
 
 from __future__ import annotations
 
-import os
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from harness.config.schema import ConfigError, Experiment, Variant
+from harness.capture import hostmem
+from harness.config.schema import ConfigError, Experiment, Problem, Variant
+from harness.config.sharding import Sharding, padded
 from harness.variants import expression, program
 
 
@@ -76,7 +78,9 @@ def check_options(
 
 
 def device_memory() -> tuple[int, str]:
-    """Returns the memory a problem must fit in and where that number came from."""
+    """Returns the memory a problem must fit in and where that number came from: a GPU's
+    bytes_limit, else the host memory this process may still take (physical memory, its
+    rlimits and its cgroup's limit, harness.capture.hostmem)."""
     import jax
 
     device = jax.devices()[0]
@@ -86,8 +90,40 @@ def device_memory() -> tuple[int, str]:
         stats = {}
     if stats.get("bytes_limit"):
         return int(stats["bytes_limit"]), f"{device.device_kind} bytes_limit"
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(pages), "host physical memory"
+    bound = hostmem.available()
+    return bound.left, bound.where
+
+
+# Each XLA:CPU host device running a program costs this much beside its buffers (about 0.8
+# MiB measured with 256 devices on jax 0.10; rounded up).
+PER_DEVICE_BYTES = 2 << 20
+_ITEM = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _cut(s: Sharding, spec: tuple[str | None, ...], rank: int) -> int:
+    """Returns how many pieces a PartitionSpec cuts an array of `rank` dims into."""
+    return math.prod(s.axis_size(e) for e in padded(spec, rank))
+
+
+def mesh_bytes(p: Problem, s: Sharding) -> tuple[int, int]:
+    """Returns (the placed inputs over all devices, the outputs, temporaries and per-device
+    runtime over all devices) of the GELU problem on mesh `s`. A replicated array costs its
+    full size on every device: 2048 forced host devices with a replicated 64 MB output need
+    128 GB, however small the inputs."""
+    rank = len(p.x_shape)
+    xi, wi = _ITEM[p.dtype], _ITEM[p.weight_dtype]
+    placed = (
+        p.rows * p.k * xi // _cut(s, s.x, rank)
+        + p.k * p.n * wi // _cut(s, s.w, 2)
+        + p.n * wi // _cut(s, s.b, 1)
+    )
+    out = p.rows * p.n * 4 // _cut(s, s.out, rank)
+    # Each device's own GEMM result: its rows of x by its columns of W, whatever `out` says
+    # (a split K reduces full-size partial sums).
+    rows_cut = math.prod(s.axis_size(e) for e in padded(s.x, rank)[:-1])
+    local = p.rows * p.n * 4 // (rows_cut * s.axis_size(padded(s.w, 2)[1]))
+    per_device = out + 2 * max(out, local) + PER_DEVICE_BYTES
+    return s.devices * placed, s.devices * per_device
 
 
 def check_program(exp: Experiment) -> None:
@@ -116,6 +152,9 @@ def _sizes(v: Variant, seed: int) -> tuple[tuple, int, int]:
     p = v.problem
     held = expression.input_bytes(p)
     key = (p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)
+    if v.sharding.enabled:  # the host's copy, plus every device's share of it and the rest
+        placed, rest = mesh_bytes(p, v.sharding)
+        return (*key, v.name), held + placed, rest
     return key, held, expression.problem_bytes(p) - held
 
 
@@ -142,15 +181,22 @@ def check_memory(exp: Experiment, platform: str) -> None:
         if need > 0.8 * limit:
             # A program's inputs are the study's; a problem may be the variant's own.
             key, smaller = (
-                ("program.inputs", "the inputs")
+                ("program.inputs", "make the inputs smaller")
                 if v.program.enabled
-                else (f"variants.{v.name}.problem", "m, k or n")
+                else (
+                    (
+                        f"variants.{v.name}.sharding",
+                        "make m, k, n or the mesh smaller, or replicate less",
+                    )
+                    if v.sharding.enabled
+                    else (f"variants.{v.name}.problem", "make m, k or n smaller")
+                )
             )
             raise ConfigError(
                 "config",
                 key,
                 f"needs about {need / 2**30:.1f} GiB, more than 80% of the "
-                f"{limit / 2**30:.1f} GiB of {where}; make {smaller} smaller",
+                f"{limit / 2**30:.1f} GiB of {where}; {smaller}",
             )
     need = held_bytes(variants, exp.seed)
     if need > 0.8 * limit:

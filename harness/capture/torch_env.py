@@ -272,15 +272,6 @@ def compile_times() -> str | NotAvailable:
         return NotAvailable(f"compile_times() raised {type(err).__name__}: {err}")
 
 
-def dynamo_reset() -> NotAvailable | None:
-    """Forget every compiled graph (`torch._dynamo.reset()`), so the next call compiles."""
-    reset = _torch_attr("_dynamo.reset")
-    if isinstance(reset, NotAvailable):
-        return reset
-    reset()
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Inductor provenance tracking
 
@@ -320,17 +311,6 @@ def provenance_setting() -> ConfigSetting | NotAvailable:
         if holder is not None and hasattr(holder, name):
             return ConfigSetting(f"torch._inductor.config.{group}.{name}", getattr(holder, name))
     return NotAvailable("no provenance tracking flag under torch._inductor.config.trace")
-
-
-@contextlib.contextmanager
-def provenance_tracking(level: int = 1) -> Iterator[ConfigSetting | NotAvailable]:
-    """Turn Inductor's provenance tracking on inside the block; yields the flag it set."""
-    config = _inductor_config()
-    if isinstance(config, NotAvailable):
-        yield config
-        return
-    with _patched(config, _provenance_patch(config, level)) as applied:
-        yield applied[0] if applied else NotAvailable("no provenance tracking flag found")
 
 
 def _provenance_patch(config: ModuleType, level: int) -> list[tuple[str, str, Any]]:
@@ -379,6 +359,7 @@ class TorchCaptureDirs:
     triton_cache: Path
     debug: Path
     trace: Path
+    tmp: Path  # Python's temporary folder while compiling: Inductor's precompiled headers
 
     def env(self, kernel_profile: bool = True) -> dict[str, str]:
         """The environment a fresh capture process needs: caches, debug dir, TORCH_TRACE,
@@ -407,6 +388,7 @@ def capture_dirs(variant_dir: Path | str) -> TorchCaptureDirs:
         triton_cache=root / "triton_cache",
         debug=root / "debug",
         trace=root / "trace",
+        tmp=root / "tmp",
     )
 
 
@@ -452,6 +434,7 @@ def torch_capture_env(
         d.mkdir(parents=True, exist_ok=True)
     env = dirs.env(kernel_profile)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(temporary_files_in(dirs.tmp))
         if "torch" not in sys.modules:
             stack.enter_context(_environment(env))
             yield TorchCaptureState(
@@ -477,13 +460,67 @@ def torch_cache_env(variant_dir: Path | str) -> Iterator[TorchCaptureDirs]:
     dirs = capture_dirs(variant_dir)
     for d in (dirs.inductor_cache, dirs.triton_cache):
         d.mkdir(parents=True, exist_ok=True)
-    with _environment(
-        {
-            "TORCHINDUCTOR_CACHE_DIR": str(dirs.inductor_cache),
-            "TRITON_CACHE_DIR": str(dirs.triton_cache),
-        }
+    with (
+        temporary_files_in(dirs.tmp),
+        _environment(
+            {
+                "TORCHINDUCTOR_CACHE_DIR": str(dirs.inductor_cache),
+                "TRITON_CACHE_DIR": str(dirs.triton_cache),
+            }
+        ),
     ):
         yield dirs
+
+
+@contextlib.contextmanager
+def scratch_cache_dir() -> Iterator[None]:
+    """For imports outside a variant's block: importing torch._dynamo makes Inductor's default
+    cache folder, $TMPDIR/torchinductor_<user>, and keeps it in the environment, when
+    TORCHINDUCTOR_CACHE_DIR is unset. Within the block it is a scratch folder instead, removed
+    afterwards, and the variable is unset again (each variant's block sets its own)."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="torch-import-") as scratch:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
+        try:
+            yield
+        finally:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+
+# Inductor keeps its precompiled headers in `<gettempdir()>/torchinductor_<user>`, ignoring
+# TORCHINDUCTOR_CACHE_DIR, and reads the folder once, when torch._inductor.codecache is imported.
+_HEADER_NAMES = ("_HEADER_DIR", "_HEADER_LOCK_DIR")
+
+
+@contextlib.contextmanager
+def temporary_files_in(folder: Path) -> Iterator[None]:
+    """Within the block, Python's temporary folder (tempfile, and TMPDIR for the compiler's
+    processes) is `folder`, so a codecache imported inside it puts its headers there; one
+    imported before is pointed there too. Restored afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    saved_tempdir = tempfile.tempdir
+    codecache = sys.modules.get("torch._inductor.codecache")
+    saved: dict[str, Any] = {}
+    with _environment({"TMPDIR": str(folder)}):
+        tempfile.tempdir = str(folder)
+        try:
+            if codecache is not None and all(hasattr(codecache, n) for n in _HEADER_NAMES):
+                saved = {n: getattr(codecache, n) for n in _HEADER_NAMES}
+                user = Path(codecache._HEADER_DIR).parent.name  # torchinductor_<user>
+                headers = folder / user / "precompiled_headers"
+                codecache._HEADER_DIR = str(headers)
+                codecache._HEADER_LOCK_DIR = str(headers / "locks")
+            yield
+        finally:
+            tempfile.tempdir = saved_tempdir
+            for name, value in saved.items():
+                setattr(codecache, name, value)
 
 
 @contextlib.contextmanager

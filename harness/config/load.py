@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from harness import userfiles
 from harness.config import schema
 from harness.config.schema import ConfigError
 
@@ -74,6 +75,7 @@ def safe_yaml(text: str, source: str) -> Any:
         if node is None:
             return None
         _check_nodes(node, source)
+        _check_numbers(node, source)
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -153,14 +155,42 @@ def _check_nodes(root: yaml.Node, source: str) -> None:
             stack.extend((item, depth + 1) for item in node.value)
 
 
+# No config number needs more characters; Python's int() refuses strings past 4300 digits
+# (ValueError) and float() of an integer past about 309 (OverflowError), both tracebacks.
+MAX_NUMBER_CHARS = 100
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _check_numbers(root: yaml.Node, source: str) -> None:
+    """Refuses a number too long to be any config value, naming its dotted key, before
+    PyYAML converts it. Runs after _check_nodes, which bounds the walk."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    while stack:
+        node, key = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                stack.append((k, key))
+                stack.append((v, f"{key}.{name}" if key else str(name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{key}[{i}]") for i, item in enumerate(node.value))
+        elif node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
+            raise ConfigError(
+                source,
+                key,
+                f"a number of {len(node.value)} characters (line {node.start_mark.line + 1}); "
+                f"config numbers have at most {MAX_NUMBER_CHARS}",
+            )
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """Returns the YAML mapping in `path`; every problem is a ConfigError naming the file."""
     try:
-        if path.stat().st_size > MAX_YAML_BYTES:
-            raise ConfigError(str(path), "", f"is larger than {MAX_YAML_BYTES} bytes")
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(str(path), "", f"cannot read: {e}") from e
+        # Only a regular file, read without blocking and to a bound (a FIFO, /dev/zero and
+        # /proc/kmsg would block or never end).
+        text = userfiles.read_text(path, MAX_YAML_BYTES)
+    except userfiles.Unreadable as e:
+        raise ConfigError(str(path), "", str(e).removeprefix(f"{path}: ")) from None
     data = safe_yaml(text, str(path))
     if not isinstance(data, dict):
         raise ConfigError(
@@ -196,6 +226,8 @@ def _field_type(cls: type, name: str, source: str, key: str) -> Any:
 def _cast(text: str, tp: Any, source: str, key: str) -> Any:
     """Returns the override text as the type the schema expects at that key."""
     origin = typing.get_origin(tp)
+    if _is_flow(text, tp):
+        return _flow(text, source, key)
     if origin is tuple:
         # `a,b` or YAML's flow form `[a, b]` (what the config file itself would hold).
         bare = text.strip()
@@ -217,6 +249,25 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
             value = None
         return value
     return text
+
+
+def _is_flow(text: str, tp: Any) -> bool:
+    """True for a value read whole as YAML flow: a mapping (`{attention: cudnn}`), or a list
+    that nests lists or mappings (`[[256, 256], [256]]`), which splitting on commas would cut."""
+    bare = text.strip()
+    if bare.startswith("{"):
+        return True
+    return bare.startswith("[") and any(c in bare[1:-1] for c in "[]{}")
+
+
+def _flow(text: str, source: str, key: str) -> Any:
+    """Returns a flag's value read as YAML flow; one line naming the flag when it is not."""
+    try:
+        return safe_yaml(text, source)
+    except ConfigError as e:
+        raise ConfigError(
+            source, key, f"cannot read {schema.shown(text)} as a YAML flow value: {e.problem}"
+        ) from None
 
 
 def _scalar(text: str) -> Any:
@@ -264,6 +315,13 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
             previous = node.get(option)
             node[option] = _scalar(ov.text)
             return dataclasses.replace(ov, value=node[option], previous=previous)
+        if cls is schema.Program and part == "kwargs" and i == len(parts) - 2:
+            # One keyword argument: `program.kwargs.attention=cudnn`.
+            if not isinstance(node.get("kwargs"), dict):
+                node["kwargs"] = {}
+            previous = node["kwargs"].get(parts[-1])
+            node["kwargs"][parts[-1]] = _scalar(ov.text)
+            return dataclasses.replace(ov, value=node["kwargs"][parts[-1]], previous=previous)
         tp = _field_type(cls, part, source, ov.key)
         if not dataclasses.is_dataclass(tp):
             raise ConfigError(source, ov.key, f"{part!r} is a value, not a section")

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def write_report(workdir: Path) -> Path:
-    """Writes the run's report files; returns the path of report.md."""
+def write_report(workdir: Path, results_root: Path | None = None) -> Path:
+    """Writes the run's report files (and a study's results index); returns report.md's path."""
     from harness.report.markdown import write_report as _write
 
-    return _write(workdir)
+    return _write(workdir, results_root)
 
 
 __all__ = ["write_report"]

@@ -13,15 +13,15 @@ from harness import cli
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness import io
+    from harness import io, terminal
     from harness.report.markdown import write_report
 
     cli.no_extra_arguments(argv)
     real = cli.run_folder(flags.FLAGS.run, "--run", need=("summary.json", "search.json"))
     with io.writes_confined_to(real):
         path = write_report(real)
-    print(f"report: {path}")
-    print(f"html:   {path.with_suffix('.html')}")
+    print(f"report: {terminal.shown(path)}")
+    print(f"html:   {terminal.shown(path.with_suffix('.html'))}")
     return 0
 
 

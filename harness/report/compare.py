@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import io, stats
+from harness import io, stats, terminal
 from harness.records import first_difference
-from harness.report import data, doc, fmt
+from harness.report import data, doc, fmt, resolution
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.report.memory import peak_cell
 
 LIST_LIMIT = 6  # longer lists are cut to a count and this many examples
 NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
@@ -42,6 +43,7 @@ class VariantChange:
     compile_time: str
     divergence_stage: str
     divergence_detail: str
+    peak_memory: str = MISSING  # XLA's live-range peaks, a → b
 
 
 def cluster_signature(c: dict[str, Any]) -> str:
@@ -103,6 +105,14 @@ def step_verdict(a: VariantData, b: VariantData, floor: float) -> tuple[str, str
     return cell, f"b/a {estimate.ratio:.3f}× ({lo:.3f}–{hi:.3f}): {words} in b"
 
 
+def unresolved_runs(ra: RunData, rb: RunData) -> str:
+    """Returns which of the two runs failed its own A/A check ("a", "b", "a and b"), or "":
+    compare reports no verdict change for such a run (harness.resolution)."""
+    return " and ".join(
+        label for label, r in (("a", ra), ("b", rb)) if not resolution.resolved(r.summary)
+    )
+
+
 def per_flop(v: VariantData) -> str:
     s = v.summary
     flops = s.cost.flops_analytic
@@ -116,7 +126,12 @@ def variant_change(
 ) -> VariantChange:
     """Returns what changed for one variant between the two runs."""
     added, removed = cluster_changes(a, b)
-    if same_problem(ra, rb):
+    gated = unresolved_runs(ra, rb)
+    if same_problem(ra, rb) and gated:
+        step, verdict = step_verdict(a, b, floor)
+        runs = "runs" if " and " in gated else "run"
+        verdict = f"no verdict: {runs} {gated} could not resolve differences (A/A check failed)"
+    elif same_problem(ra, rb):
         step, verdict = step_verdict(a, b, floor)
     else:
         step, verdict = (
@@ -139,6 +154,7 @@ def variant_change(
         ),
         divergence_stage=stage,
         divergence_detail=detail,
+        peak_memory=_arrow(peak_cell(a.summary), peak_cell(b.summary)),
     )
 
 
@@ -245,6 +261,9 @@ def ground_blocks(ra: RunData, rb: RunData) -> list[Block]:
             f"Noise floors (each run's baseline against itself): a {fmt.pct(fa)}, b {fmt.pct(fb)}."
         )
     )
+    for label, run in (("a", ra), ("b", rb)):
+        if (line := resolution.unresolved_line(run.summary)) is not None:
+            blocks.append(Para(f"**Run {label}:** {line}"))
     if fa and fb and max(fa, fb) / max(min(fa, fb), 1e-6) > NOISE_RATIO:
         blocks.append(
             Para(
@@ -278,6 +297,7 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
                 "step",
                 "verdict",
                 "compile",
+                "peak memory",
                 "first IR divergence",
             ),
             tuple(
@@ -289,6 +309,7 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
                     c.step_time,
                     c.verdict,
                     c.compile_time,
+                    c.peak_memory,
                     c.divergence_stage,
                 )
                 for c in changes
@@ -337,10 +358,9 @@ def main(argv: Sequence[str]) -> int:
     if not a or not b or not out:
         raise cli.UsageError("--a, --b and --out are required")
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
-    target = io.claim_output(Path(out), "compare")
-    with io.writes_confined_to(target):
+    with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
         md, html = compare_runs(ra, rb, target)
-    print(f"comparison: {md}\nhtml:       {html}")
+    print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
     return 0
 
 

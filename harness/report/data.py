@@ -8,12 +8,11 @@ one that failed half-way) still renders.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import ladder
+from harness import io, ladder
 from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
 
 MISSING = "–"
@@ -160,8 +159,8 @@ def _read_json(path: Path, notes: list[str]) -> Any:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        return io.read_json(path)
+    except (OSError, ValueError) as e:  # SchemaError too: too deep, NaN, a huge number
         notes.append(f"{path.name} in {path.parent.name} could not be read: {e}")
         return None
 
@@ -172,7 +171,7 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
     if not ladder.has_ladder(ir):
         return ()
     try:
-        raw = json.loads((ir / ladder.INDEX).read_text()).get("stages", [])
+        raw = io.read_json(ir / ladder.INDEX).get("stages", [])
     except (OSError, ValueError, AttributeError) as e:
         notes.append(f"{name}: ir/index.json could not be read: {e}")
         return ()

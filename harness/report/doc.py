@@ -57,8 +57,56 @@ _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
+# A scheme is letters, digits, `+ . -` before a colon (RFC 3986); only these may be linked.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+LINK_SCHEMES = ("http", "https")
+
+
+def safe_href(href: str) -> bool:
+    """True for a link target the report may make live: an http or https URL, or a path
+    relative to the page (`plots/x.png`, `../../index.html`, `#top`).
+
+    Anything else (`javascript:`, `data:`, `vbscript:`, `file:`, a path from the root, a
+    `//host` that would inherit the page's `file:` scheme) is refused, and so is any target a
+    browser would read differently from the text: one holding character references, which
+    the HTML parser decodes (`javascript&#58;`), control characters or non-printing ones,
+    which URL parsing strips (`java\tscript:`), or a backslash, which it reads as a slash.
+    """
+    if not href or not href.isprintable() or "\\" in href or "&" in href:
+        return False
+    bare = href.strip()
+    scheme = _SCHEME.match(bare)
+    if scheme:
+        return scheme.group(1).lower() in LINK_SCHEMES
+    # No scheme: a relative path, unless it starts at the root or names a host; a colon
+    # before the first / ? # would make a browser read a scheme after all.
+    return not bare.startswith("/") and ":" not in re.split(r"[/?#]", bare, maxsplit=1)[0]
+
+
+def _md_text(text: str) -> str:
+    """Returns prose for report.md with what a Markdown viewer would make live neutralised
+    outside code spans: a link to a refused target keeps its text but not its brackets, and a
+    `<` that could open raw HTML or an autolink (`<javascript:...>`) is escaped."""
+    parts: list[str] = []
+    pos = 0
+    for m in _CODE.finditer(text):
+        parts.append(_md_plain(text[pos : m.start()]))
+        parts.append(m.group(0))
+        pos = m.end()
+    parts.append(_md_plain(text[pos:]))
+    return "".join(parts)
+
+
+def _md_plain(text: str) -> str:
+    text = _LINK.sub(
+        lambda m: m.group(0) if safe_href(m.group(2)) else f"\\[{m.group(1)}\\]({m.group(2)})",
+        text,
+    )
+    return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(blocks: tuple[Block, ...]) -> str:
@@ -66,11 +114,11 @@ def to_markdown(blocks: tuple[Block, ...]) -> str:
     out: list[str] = []
     for b in blocks:
         if isinstance(b, Heading):
-            out += ["#" * b.level + " " + b.text, ""]
+            out += ["#" * b.level + " " + _md_text(b.text), ""]
         elif isinstance(b, Para):
-            out += [b.text, ""]
+            out += [_md_text(b.text), ""]
         elif isinstance(b, Bullets):
-            out += [f"- {item}" for item in b.items] + [""]
+            out += [f"- {_md_text(item)}" for item in b.items] + [""]
         elif isinstance(b, Table):
             out.append("| " + " | ".join(_md_cell(h) for h in b.header) + " |")
             out.append("|" + "---|" * len(b.header))
@@ -80,9 +128,10 @@ def to_markdown(blocks: tuple[Block, ...]) -> str:
             fence = "~~~~" if "```" in b.text else "```"
             out += [fence + b.lang, b.text.rstrip("\n"), fence, ""]
         elif isinstance(b, Image):
-            out += [f"![{b.alt}]({b.src})", ""]
+            alt = _md_text(b.alt)
+            out += [f"![{alt}]({b.src})" if safe_href(b.src) else alt, ""]
             if b.caption:
-                out += [f"*{b.caption}*", ""]
+                out += [f"*{_md_text(b.caption)}*", ""]
     return "\n".join(out)
 
 
@@ -103,7 +152,11 @@ def _links(text: str) -> str:
     pos = 0
     for m in _LINK.finditer(text):
         out.append(_bold(html.escape(text[pos : m.start()])))
-        out.append(f'<a href="{html.escape(m.group(2), quote=True)}">{html.escape(m.group(1))}</a>')
+        if safe_href(m.group(2)):
+            href = html.escape(m.group(2), quote=True)
+            out.append(f'<a href="{href}">{html.escape(m.group(1))}</a>')
+        else:  # a refused target stays visible, as text nothing can click
+            out.append(html.escape(m.group(0)))
         pos = m.end()
     out.append(_bold(html.escape(text[pos:])))
     return "".join(out)
@@ -157,10 +210,13 @@ def to_html(blocks: tuple[Block, ...], title: str) -> str:
             body.append(f"<pre><code>{html.escape(b.text.rstrip())}</code></pre>")
         elif isinstance(b, Image):
             cap = f"<figcaption>{inline_html(b.caption)}</figcaption>" if b.caption else ""
-            body.append(
-                f'<figure><img src="{html.escape(b.src, quote=True)}" '
-                f'alt="{html.escape(b.alt, quote=True)}">{cap}</figure>'
+            img = (
+                f'<img src="{html.escape(b.src, quote=True)}" '
+                f'alt="{html.escape(b.alt, quote=True)}">'
+                if safe_href(b.src)
+                else html.escape(b.alt)
             )
+            body.append(f"<figure>{img}{cap}</figure>")
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"

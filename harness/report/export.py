@@ -4,8 +4,9 @@ Keeps the report, plots, summaries and the per-variant analysis and IR stage fil
 XLA's raw dumps, the profiler's binaries, the per-pass HLO files, LLVM IR, logs, torch's working
 folders and any file over 1 MB, then renders the report again in the copy so its links point
 only at what was kept.
-The destination must be empty, new, or a copy this tool made before: export never replaces a
-run, the results root or anything else it did not make.
+The destination must be empty, new, or a copy this tool made before that holds only what it
+wrote then: export never replaces a run, the results root, a dump or anything else it did not
+make, and writes nothing outside the destination (not the results index above it).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import io
+from harness import io, terminal
 
 # XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, and torch's own working
 # folders (Inductor's and Triton's caches, TORCH_TRACE logs): the IR ladder keeps the stages
 # the report shows.
 LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs", "torch"})
-LEFT_OUT_FILES = frozenset({"metrics.jsonl", "index.html", ".lock", io.MARKER})
+LEFT_OUT_FILES = frozenset({"index.html", ".lock", io.MARKER})
 MAX_BYTES = 1_000_000
 
 
@@ -34,19 +35,24 @@ def kept(path: Path, root: Path) -> bool:
 
 
 def export(run: Path, dest: Path) -> list[Path]:
-    """Copies the kept files of `run` into `dest` (claimed for this tool); returns the copies."""
-    run, dest = run.resolve(), Path(dest)
+    """Copies the kept files of `run` into `dest` (io.own_output: claimed for this tool, never
+    the run itself, inside it or above it) and renders the copy's report there; returns the
+    copies. Every write stays inside `dest`: no results index is written above it."""
+    from harness.report import write_report
+    from harness.summary import load_summary
+
+    run = Path(run).resolve()
     if not (run / "summary.json").exists():
         raise ValueError(f"{run}: not a finished run folder (no summary.json)")
-    real = dest.resolve()
-    if real == run or run in real.parents or real in run.parents:
-        raise io.NotOurs(f"{dest} is the run itself, inside it or above it; export elsewhere")
-    target = io.claim_output(dest, "export")
-    copied = []
-    with io.writes_confined_to(target):
-        for path in sorted(p for p in run.rglob("*") if p.is_file() and not p.is_symlink()):
-            if kept(path, run):
-                copied.append(io.copy_file(path, target / path.relative_to(run)))
+    with io.own_output(Path(dest), "export", inputs=(run,)) as target:
+        # A damaged run is refused in one line naming its own file, before anything is copied.
+        load_summary(run / "summary.json")
+        copied = [
+            io.copy_file(path, target / path.relative_to(run))
+            for path in sorted(p for p in run.rglob("*") if p.is_file() and not p.is_symlink())
+            if kept(path, run)
+        ]
+        write_report(target)
     return copied
 
 
@@ -54,17 +60,14 @@ def main(argv: Sequence[str]) -> int:
     from absl import flags
 
     from harness import cli
-    from harness.report import write_report
 
     cli.no_extra_arguments(argv)
     run, to = flags.FLAGS.run, flags.FLAGS.to
     if not run or not to:
         raise cli.UsageError("--run and --to are required")
     copied = export(cli.run_folder(run, "--run"), Path(to))
-    with io.writes_confined_to(Path(to)):
-        write_report(Path(to))
     size = sum(p.stat().st_size for p in Path(to).rglob("*") if p.is_file())
-    print(f"{len(copied)} files, {size / 1e6:.1f} MB in {to}")
+    print(f"{len(copied)} files, {size / 1e6:.1f} MB in {terminal.shown(to)}")
     return 0
 
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.report.data import MISSING
 
 
 def num(value: Any) -> float | None:
-    """Returns `value` as a float, or None when it is absent or not a number."""
+    """Returns `value` as a float, or None when it is absent, not a number, or not finite
+    (an infinity or NaN has no figure to print, and round() of one raises)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer past a float's range
+        return None
+    return v if math.isfinite(v) else None
 
 
 def ms(seconds: Any) -> str:
@@ -114,6 +120,7 @@ VERDICT_WORDS = {
     "faster": "faster",
     "slower": "slower",
     "not_comparable": "not comparable",
+    "not_resolved": "not resolved in this run",
 }
 
 
@@ -129,6 +136,6 @@ def verdict(v: Any) -> str:
     if v.ratio is None:
         return words
     interval = f" ({v.ci95[0]:.3f}–{v.ci95[1]:.3f})" if v.ci95 else ""
-    if v.verdict in ("same_program", "indistinguishable"):
+    if v.verdict in ("same_program", "indistinguishable", "not_resolved"):
         return f"{words}: {v.ratio:.3f}×{interval}"
     return f"{v.ratio:.3f}×{interval} {words}"

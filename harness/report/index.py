@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,12 +79,12 @@ def _stamp(run: Path) -> list[int]:
 def kept_part(run: Path) -> SummaryPart | None:
     """Returns the run's kept SummaryPart if made from its current summary.json, else None."""
     try:
-        kept = json.loads((run / PART_FILE).read_text())
+        kept = io.read_json(run / PART_FILE)
         if kept["stamp"] != _stamp(run):
             return None
         return SummaryPart(str(kept["experiment"]), tuple(str(h) for h in kept["headline"]))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        return None  # read the summary again, which names what is wrong with it
 
 
 def keep_part(run: Path, part: SummaryPart) -> None:
@@ -136,8 +135,8 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
 
 def _manifest(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = io.read_json(path)
+    except (OSError, ValueError):  # SchemaError too: a damaged manifest only blanks its row
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -152,7 +151,7 @@ def write_results_index(root: Path, own: Path | None = None) -> Path:
         if part is None:
             try:
                 part = summary_part(load_summary(r / "summary.json"))
-            except SchemaError as e:
+            except SchemaError as e:  # every reader's one error: the run is listed apart
                 skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
                 continue
             if own is not None and r.resolve() == own.resolve():

@@ -2,8 +2,8 @@
 
 Reads only files in the run folder (and never imports jax), so a report can be rendered again
 from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. It writes
-only its own outputs: report.md, report.html, plots/, index.html in the run folder, and the
-results index above it.
+only its own outputs: report.md, report.html, plots/, index.html in the run folder, and, for a
+study, the results index of its results root (`make index` rewrites that one).
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def write_search_report(workdir: Path) -> Path:
     return workdir / "report.md"
 
 
-def write_report(workdir: Path) -> Path:
-    """Writes report.md, report.html, plots/, the run's index.html and the results index.
+def write_report(workdir: Path, results_root: Path | None = None) -> Path:
+    """Writes report.md, report.html, plots/ and the run's index.html; with `results_root`
+    (a study's, whose run this is), the results index there too. Returns report.md's path.
 
-    The results index (<results>/index.html) is only rewritten when the run sits in the
-    <results>/<experiment>/<run_id> layout. Returns the path of report.md.
+    Only a study names its results root: a command given a run folder (report, export,
+    reanalyze) writes inside that folder alone, never into a folder above it.
     """
     if (workdir / "search.json").is_file() and not (workdir / "summary.json").is_file():
         return write_search_report(workdir)
@@ -89,7 +90,7 @@ def write_report(workdir: Path) -> Path:
     io.write_text(run.path / "report.html", html)
     io.write_text(run.path / "report.md", md)
     index.write_run_index(run.path)
-    if run.path.parent.name == run.experiment:  # laid out as <results>/<experiment>/<run_id>
-        with io.writes_confined_to(run.path.parent.parent):
-            index.write_results_index(run.path.parent.parent, own=run.path)
+    if results_root is not None:
+        with io.writes_confined_to(results_root):
+            index.write_results_index(results_root, own=run.path)
     return run.path / "report.md"

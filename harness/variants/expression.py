@@ -7,11 +7,11 @@ names the module after it (`jit_gelu_linear`) and the dumps are filtered by that
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import io as stdio
 import math
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -175,30 +175,58 @@ CACHED_BYTES = 64 << 20
 _RECIPE = 1  # bump when make_inputs changes what it makes
 
 
-def _cache_file(cache: Path, key: tuple) -> Path:
-    name = repr((_RECIPE, key, jax.__version__, jax.default_backend()))
-    return cache / f"inputs-{hashlib.sha256(name.encode()).hexdigest()[:20]}.npz"
+def _cache_key(key: tuple) -> str:
+    """What a cached inputs file must have been made from: the recipe, the problem's shapes,
+    dtypes and seed, the jax version and the platform."""
+    return repr((_RECIPE, key, jax.__version__, jax.default_backend()))
+
+
+def _cache_name(key: tuple) -> str:
+    return f"inputs-{hashlib.sha256(_cache_key(key).encode()).hexdigest()[:20]}.npz"
+
+
+def expected_arrays(key: tuple) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The shape and dtype of x, W and b that make_inputs makes for `key`."""
+    x_shape, dtype, weight_dtype, k, n, _seed = key
+    return {"x": (tuple(x_shape), dtype), "w": ((k, n), weight_dtype), "b": ((n,), weight_dtype)}
 
 
 def _read_cached(cache: Path, key: tuple) -> Inputs | None:
-    """Returns the cached inputs for `key`, or None when absent or unreadable (made again)."""
-    path = _cache_file(cache, key)
+    """Returns the cached inputs for `key`, or None (made again) when absent, unreadable,
+    refused by io.read_cache_file (a link, outside the results root), or made from anything
+    other than `key`: the recorded key, and every array's shape, dtype and size, must be the
+    ones make_inputs makes, so a file copied over another's is a miss, never used."""
+    data = io.read_cache_file(cache, _cache_name(key))
+    if data is None:
+        return None
+    arrays = []
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = [
-                np.frombuffer(f[n].tobytes(), dtype=jnp.dtype(str(f[f"{n}_dtype"]))).reshape(
-                    tuple(f[f"{n}_shape"])
-                )
-                for n in ("x", "w", "b")
-            ]
-    except (OSError, ValueError, KeyError, TypeError):
+        with zipfile.ZipFile(stdio.BytesIO(data)) as archive:  # bounded before inflating
+            if sum(i.file_size for i in archive.infolist()) > io.CACHE_FILE_BYTES:
+                return None
+        with np.load(stdio.BytesIO(data), allow_pickle=False) as f:
+            if str(f["key"]) != _cache_key(key):
+                return None
+            for n, (shape, dtype) in expected_arrays(key).items():
+                kind = jnp.dtype(dtype)
+                raw = f[n]
+                if (
+                    str(f[f"{n}_dtype"]) != dtype
+                    or tuple(int(d) for d in f[f"{n}_shape"]) != shape
+                    or raw.dtype != np.uint8
+                    or raw.size != math.prod(shape) * kind.itemsize
+                ):
+                    return None
+                arrays.append(np.frombuffer(raw.tobytes(), dtype=kind).reshape(shape))
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
         return None
     return Inputs(*(to_device(a) for a in arrays))
 
 
 def _write_cached(cache: Path, key: tuple, inputs: Inputs) -> None:
-    """Keeps `inputs` as raw bytes (bf16 has no NumPy dtype of its own) with dtypes and shapes."""
-    parts: dict[str, np.ndarray] = {}
+    """Keeps `inputs` as raw bytes (bf16 has no NumPy dtype of its own) with dtypes, shapes
+    and the key they were made from."""
+    parts: dict[str, np.ndarray] = {"key": np.array(_cache_key(key))}
     for n in ("x", "w", "b"):
         a = np.asarray(getattr(inputs, n))
         parts[n] = np.frombuffer(a.tobytes(), dtype=np.uint8)
@@ -206,8 +234,8 @@ def _write_cached(cache: Path, key: tuple, inputs: Inputs) -> None:
         parts[f"{n}_shape"] = np.array(a.shape, dtype=np.int64)
     buffer = stdio.BytesIO()
     np.savez(buffer, **parts)
-    with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
-        io.write_bytes(_cache_file(cache, key), buffer.getvalue())
+    # A cache that cannot be written (or is refused) is only slower.
+    io.write_cache_file(cache, _cache_name(key), buffer.getvalue())
 
 
 def halve_rows(x: jax.Array) -> jax.Array:

@@ -1,0 +1,229 @@
+"""Whose an output folder's content is: what is there, against what the tool recorded writing.
+
+A tool that fills an output folder (export, compare, analyze) records in the folder's marker
+the path, size and digest of every file it wrote. A later run of the same tool may empty the
+folder only when everything in it is one of those files, unchanged: a run, a dump, a link or
+any other file put there since (by a study, a copy, a user) makes the folder someone else's.
+
+Pure reading of the tree and small helpers; io.claim_output decides and writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# More entries than any output the tools write; a folder past it is refused, never walked on.
+MAX_ENTRIES = 200_000
+MAX_MARKER_BYTES = 64 << 20
+RUN_FILES = frozenset({"manifest.json", "summary.json", "timing.json", "search.json"})
+DUMP_SUFFIXES = (".hlo", ".hlo.pb", ".pb", ".mlir", ".ll", ".ptx", ".xplane.pb")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing under the folder: its path relative to it, what it is, and its size."""
+
+    rel: str
+    kind: str  # "file", "dir", "link" or "other" (a FIFO, a socket, a device)
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What a tool's marker says: the tool, when it made the folder, and what it wrote."""
+
+    tool: str
+    made: str
+    files: Mapping[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why the folder is not the tool's own (None when it is), and the files it may remove."""
+
+    why: str | None
+    files: tuple[str, ...] = ()
+
+
+class TooMany(ValueError):
+    """The folder holds more entries than any output of the tool."""
+
+
+def marker(tool: str, made: str, files: Mapping[str, tuple[int, str]]) -> dict[str, Any]:
+    """The marker's JSON: the tool, when it made the folder, and {path: [size, digest]}."""
+    return {
+        "tool": tool,
+        "made": made,
+        "files": {rel: [size, digest] for rel, (size, digest) in sorted(files.items())},
+    }
+
+
+def read_marker(path: Path, tool: str) -> Marker | None:
+    """The marker at `path` when it is a regular file of `tool`'s, well formed; else None."""
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != tool:
+        return None
+    raw = data.get("files", {})
+    if not isinstance(raw, dict):
+        return None
+    files: dict[str, tuple[int, str]] = {}
+    for rel, value in raw.items():
+        if (
+            not isinstance(value, list)
+            or len(value) != 2
+            or not isinstance(value[0], int)
+            or not isinstance(value[1], str)
+        ):
+            return None
+        files[rel] = (value[0], value[1])
+    return Marker(tool, str(data.get("made", "")), files)
+
+
+def digest(path: Path) -> str:
+    """The file's content digest, read without following a link."""
+    h = hashlib.blake2b(digest_size=16)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "file" if stat.S_ISREG(mode) else "other"
+
+
+def entries(root: Path) -> list[Entry]:
+    """Everything under `root`, links not followed; raises TooMany past MAX_ENTRIES."""
+    found: list[Entry] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            path = base / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue  # gone while walking
+            found.append(
+                Entry(str(path.relative_to(root)), _kind(st.st_mode), st.st_size, st.st_mtime_ns)
+            )
+            if len(found) > MAX_ENTRIES:
+                raise TooMany(f"holds more than {MAX_ENTRIES} entries")
+    return found
+
+
+def describe(rel: str, kind: str, tool: str) -> str:
+    """What a foreign entry makes the folder: a run's, a dump's, or a file someone put there."""
+    name = Path(rel).name
+    if name in RUN_FILES:
+        return f"holds a run or runs ({rel})"
+    if (name.startswith("module_") and name.endswith(".txt")) or name.endswith(DUMP_SUFFIXES):
+        return f"holds an XLA dump or profile ({rel})"
+    if kind == "link":
+        return f"holds a link {rel} that {tool} did not make"
+    if kind == "other":
+        return f"holds {rel}, which is not a regular file"
+    return f"holds {rel}, which {tool} did not write"
+
+
+_RANK = ("holds a run", "holds an XLA dump", "holds a link", "holds")
+
+
+def _strongest(reasons: list[str]) -> str:
+    """The reason to name first: a run, then a dump, then a link, then any other file."""
+    return min(reasons, key=lambda r: next(i for i, p in enumerate(_RANK) if r.startswith(p)))
+
+
+def _matches(path: Path, recorded: tuple[int, str] | None, e: Entry) -> bool:
+    if recorded is None or recorded[0] != e.size:
+        return False
+    try:
+        return digest(path) == recorded[1]
+    except OSError:
+        return False
+
+
+def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
+    """Whether everything in `root` is a file `tool` recorded writing there, unchanged.
+
+    An empty folder is the tool's; a folder with content and no marker of the tool's (or a
+    marker alone of another tool's) is not, and neither is one holding any link, special
+    file, or file that is not in the record or differs from it.
+    """
+    try:
+        listing = entries(root)
+    except TooMany as e:
+        return Verdict(str(e))
+    except OSError as e:
+        return Verdict(f"cannot be read ({e.strerror or e})")
+    content = [e for e in listing if e.rel != marker_name]
+    mark = next((e for e in listing if e.rel == marker_name), None)
+    if mark is None and not content:
+        return Verdict(None)
+    own = read_marker(root / marker_name, tool)
+    if own is None:
+        if not content:
+            return Verdict("holds another tool's marker")
+        reasons = [describe(e.rel, e.kind, tool) for e in content if e.kind != "dir"]
+        strongest = _strongest(reasons) if reasons else ""
+        if strongest.startswith(("holds a run", "holds an XLA dump")):
+            return Verdict(strongest)
+        return Verdict("was not made by this tool")
+    reasons = [
+        describe(e.rel, e.kind, tool)
+        for e in content
+        if e.kind != "dir"
+        and not (e.kind == "file" and _matches(root / e.rel, own.files.get(e.rel), e))
+    ]
+    if reasons:
+        return Verdict(_strongest(reasons))
+    return Verdict(None, tuple(e.rel for e in content if e.kind == "file"))
+
+
+def remove_recorded(root: Path, verdict: Verdict) -> None:
+    """Removes the tool's recorded files, then the folders left empty; never the marker."""
+    for rel in verdict.files:
+        path = root / rel
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False, followlinks=False):
+        folder = Path(dirpath)
+        if folder != root and not folder.is_symlink():
+            with contextlib.suppress(OSError):  # only an empty folder goes; the rest stays
+                folder.rmdir()
+
+
+def written_since(root: Path, since_ns: int, marker_name: str) -> dict[str, tuple[int, str]]:
+    """{path: (size, digest)} of the regular files under `root` written at or after
+    `since_ns`, except the marker: what the tool wrote since it claimed the folder."""
+    files: dict[str, tuple[int, str]] = {}
+    try:
+        listing = entries(root)
+    except (TooMany, OSError):
+        return files  # unrecorded: a later claim refuses the folder, losing nothing
+    for e in listing:
+        if e.kind == "file" and e.rel != marker_name and e.mtime_ns >= since_ns:
+            try:
+                files[e.rel] = (e.size, digest(root / e.rel))
+            except OSError:
+                continue
+    return files
