@@ -19,7 +19,11 @@ Layout of `ir/` (any stage may be absent):
     40-hlo-after-optimizations.txt | 40-inductor-ir-post-fusion.txt
     41-hlo-after-optimizations-recompile.txt   the new-shape module
     45-buffer-assignment.txt
+    46-live-range.txt                          each value's live range and what is live at the peak
+    47-memory-usage-report.txt                 XLA's total allocation per memory space
     50-thunk-sequence.txt | 50-output-code.py  the launch sequence / Inductor's generated module
+    51-thunk-metadata.txt                      GPU: each thunk's HLO instruction and kind
+    52-thunk-sequence-after-thunk-passes.txt   GPU: command buffers, their commands and DAG
     60-triton/, 70-llvm/, 80-ptx/              code generated for each kernel, where emitted
 
 In eager mode the HLO stages are folders with one file per primitive module
@@ -74,7 +78,18 @@ STAGE_KINDS: tuple[StageKind, ...] = (
         "the new-shape module",
     ),
     StageKind("buffer_assignment", 45, "45-buffer-assignment.txt", "buffer assignment"),
+    StageKind("live_range", 46, "46-live-range.txt", "live ranges and the memory peak"),
+    StageKind("memory_usage", 47, "47-memory-usage-report.txt", "XLA's memory-usage report"),
     StageKind("thunks", 50, "50-thunk-sequence.txt", "the executable's launch sequence"),
+    StageKind(
+        "thunk_metadata", 51, "51-thunk-metadata.txt", "each thunk's HLO instruction and kind"
+    ),
+    StageKind(
+        "thunks_after_passes",
+        52,
+        "52-thunk-sequence-after-thunk-passes.txt",
+        "the launch sequence after thunk passes: command buffers and their DAG",
+    ),
     StageKind("output_code", 50, "50-output-code.py", "Inductor's generated module"),
     StageKind("triton", 60, "60-triton", "Triton IR per kernel", folder=True),
     StageKind("llvm", 70, "70-llvm", "LLVM IR per kernel", folder=True),
@@ -125,6 +140,12 @@ def dump_modules(paths: Iterable[Path]) -> tuple[DumpModule, ...]:
     )
 
 
+# What an eager primitive module keeps: its HLO, its memory files (memory per primitive) and code.
+_EAGER_STAGES = frozenset(
+    {"hlo_before", "hlo_after", "buffer_assignment", "live_range", "memory_usage", "llvm", "ptx"}
+)
+
+
 def classify(rest: str) -> tuple[str, str] | None:
     """Returns (stage, file name inside the stage's folder or '') for one XLA dump file.
 
@@ -145,8 +166,16 @@ def classify(rest: str) -> tuple[str, str] | None:
         return "hlo_after", ""
     if rest.endswith("_after_optimizations-buffer-assignment.txt"):
         return "buffer_assignment", ""
+    if rest.endswith("_after_optimizations-live-range.txt"):
+        return "live_range", ""
+    if rest.endswith("_after_optimizations-memory-usage-report.txt"):
+        return "memory_usage", ""
     if rest == "thunk_sequence.txt":
         return "thunks", ""
+    if rest == "thunk_metadata.txt":  # the matcher reads both inside command buffers
+        return "thunk_metadata", ""
+    if rest == "thunk_sequence_after_thunk_passes.txt":
+        return "thunks_after_passes", ""
     if rest.endswith(".ttir.txt"):
         return "triton", rest
     if rest.endswith(".ll"):
@@ -208,7 +237,7 @@ class LadderWriter:
         """Copies one eager primitive module: each HLO stage holds one file per module."""
         for rest, path in module.files:
             found = classify(rest)
-            if found is None or found[0] not in ("hlo_before", "hlo_after", "llvm", "ptx"):
+            if found is None or found[0] not in _EAGER_STAGES:
                 continue
             stage = found[0]
             if stage in ("llvm", "ptx"):

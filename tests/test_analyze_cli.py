@@ -31,6 +31,7 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
             "cost.json",
             "fusions.json",
             "hlo.txt",
+            "memory.json",  # the dump holds XLA's buffer assignment and live ranges
         ]
         fusions = json.loads((tmp_path / out / "fusions.json").read_text())
         assert fusions["modules"][0]["reverse_map"]

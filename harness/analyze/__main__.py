@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from absl import flags
 
-from harness import cli, io
+from harness import cli, io, terminal
 from harness.analyze import dump as analysis
 from harness.analyze import program as prog
+from harness.textsafety import UnsafePattern, user_pattern
 
 FLAGS = flags.FLAGS
 
@@ -70,20 +71,19 @@ def main(argv: Sequence[str]) -> int:
         raise cli.UsageError("--steps needs --xplane (the profile whose steps it counts)")
     dump, out = Path(FLAGS.dump), Path(FLAGS.out)
     try:
-        pattern = re.compile(FLAGS.module) if FLAGS.module else None
-    except re.error as e:
-        raise cli.UsageError(
-            f"--module={FLAGS.module!r} is not a regular expression: {e}"
-        ) from None
+        pattern = user_pattern(FLAGS.module) if FLAGS.module else None
+    except UnsafePattern as e:
+        raise cli.UsageError(f"--module={FLAGS.module!r}: {e}") from None
     ceilings = read_ceilings(Path(FLAGS.ceilings)) if FLAGS.ceilings else None
-    out = io.claim_output(out, "analyze")
-    with io.writes_confined_to(out):
+    # The dump, the profile and the ceilings are read, never inside what is claimed (emptied).
+    inputs = tuple(Path(f) for f in (FLAGS.dump, FLAGS.xplane, FLAGS.ceilings) if f)
+    with io.own_output(out, "analyze", inputs) as out:
         try:
             results = analysis.analyze_dump(dump, out, pattern, finish=False)
         except (ValueError, OSError) as e:
             msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
             raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
-        print(analysis.format_table(results))
+        print(terminal.lines(analysis.format_table(results)))
         profile = None
         try:
             if FLAGS.xplane is not None:
@@ -96,6 +96,7 @@ def main(argv: Sequence[str]) -> int:
             # Everything that needs no reverse map is done while a large module's may still be
             # computing in a child: the imports, the rankings and the figures.
             from harness.report.analysis_report import write_analysis_report, write_figures
+            from harness.report.memory import module_blocks
 
             program = analyse(results, profile, ceilings)
             figs = write_figures(out, program)
@@ -105,12 +106,40 @@ def main(argv: Sequence[str]) -> int:
             raise
         program = prog.with_reverse_maps(program, [r.as_input() for r in results])
         io.write_json(out / "analysis.json", program.to_json(), compact=True)
-        report = write_analysis_report(out, program, str(dump), FLAGS.module, figs)
-    print(summary_line(program))
+        memories = dump_memory(results)
+        report = write_analysis_report(
+            out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
+        )
+    print(terminal.lines(summary_line(program)))
     if profile is not None:
-        print(profile_line(profile, program, out))
-    print(f"report: {report} (and report.html)")
+        print(terminal.lines(profile_line(profile, program, out)))
+    for key, m in memories:
+        print(terminal.lines(f"memory {key}: peak {m.peak_bytes} B, total {m.total_bytes} B"))
+    print(f"report: {terminal.shown(report)} (and report.html)")
     return 0
+
+
+def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
+    """Each module's memory (beside its optimized HLO in the dump), written to
+    `<out>/<module>/memory.json`; a module without live ranges has none."""
+    from harness.analyze import memory
+    from harness.records import to_json
+
+    found = []
+    for r in results:
+        path = getattr(r.hlo, "path", None)
+        if not path:
+            continue
+        try:
+            m = memory.module_memory(memory.dump_files(Path(path)))
+        except (ValueError, OSError) as e:
+            raise cli.UsageError(str(e).splitlines()[0]) from None
+        if m is None:
+            continue
+        section, top = memory.section([m], None, False)
+        io.write_json(r.out_dir / "memory.json", to_json(memory.memory_file(section, top)))
+        found.append((r.key, m))
+    return found
 
 
 def analyse(
@@ -130,6 +159,7 @@ def analyse(
         profile.outside if profile is not None else (),
         ceilings,
         profile.notes if profile is not None else (),
+        profile.markers if profile is not None else (),
     )
 
 

@@ -24,14 +24,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import io
+from harness import forked, io
 from harness.analyze import modules as hlo_files
 from harness.analyze import program as prog
 from harness.hlo.clusters import Cluster, ReverseMap, reverse_map
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
+from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, kernels_document, match_events
-from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
+from harness.profile.events import (
+    DeviceEvent,
+    StepMarker,
+    find_xplane,
+    read_events_and_markers,
+)
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
@@ -130,7 +136,7 @@ def _reverse_map_child(
 
 
 def _can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    return "fork" in multiprocessing.get_all_start_methods() and forked.fork_safe()
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,7 @@ class ProfileResult:
     outside: tuple[prog.OutsideProgram, ...]
     bound: dict[str, int | None]  # module key -> the program id its events carry
     notes: tuple[str, ...] = ()
+    markers: tuple[StepMarker, ...] = ()  # the host's step windows: each step's wall time
 
 
 def _is_hlo(path: Path) -> bool:
@@ -422,6 +429,7 @@ def attach_profile(
         clusters_by_key,
         steps=None if marked or found is None else found.count,
         mode=mode,
+        command_buffers=command_buffers(results, bound),
     )
     io.write_json(
         out / "kernels.json",
@@ -433,7 +441,24 @@ def attach_profile(
         ),
         compact=True,
     )
-    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes))
+    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+
+
+def command_buffers(
+    results: Sequence[ModuleResult], bound: dict[str, int | None]
+) -> dict[Any, tuple[CommandBuffer, ...]]:
+    """Each bound module's command buffers, from the thunk files beside its optimized HLO in
+    the dump folder (keyed as the matcher's clusters); a module without them has none."""
+    out: dict[Any, tuple[CommandBuffer, ...]] = {}
+    for r in results:
+        if r.key not in bound or r.hlo is None:
+            continue
+        sequence, metadata = thunk_files(Path(r.hlo.path), r.key)
+        if sequence is not None:
+            pid = bound[r.key]
+            key = (r.module, pid) if pid is not None else r.module
+            out[key] = read_command_buffers(sequence, metadata)
+    return out
 
 
 def format_table(results: list[ModuleResult]) -> str:

@@ -31,16 +31,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from harness.analyze import roof as roofs
+from harness.analyze import steps as by_step
 from harness.hlo.clusters import Cluster, ReverseMap
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import MAX_ID, HloModule, Instruction, parse_metadata
 from harness.hlo.shapes import decimal
+from harness.match.gaps import AttributionGaps
 from harness.match.match import Attribution, MatchReport
-from harness.profile.events import DeviceEvent
+from harness.profile.events import DeviceEvent, StepMarker
 
 ProgramKey = tuple[str, int | None]  # (HLO module name, program id / XLA module number)
 
-TOP_CLUSTERS = 25
 TOP_ROLLUP = 20
 TOP_KERNELS = 15
 TOP_UNFUSED = 20
@@ -115,6 +117,7 @@ class Ceilings:
     peaks: Mapping[str, float]
     bytes_per_s: float | None
     source: str
+    platform: str = ""  # "gpu", "cpu", or "" when ceilings.json does not say
 
     def peak_for(self, precision: str | None) -> tuple[str, float] | None:
         """The (precision, FLOP/s) a cluster is held to: its GEMM's precision when measured,
@@ -146,7 +149,8 @@ def ceilings_from_json(data: Any, source: str) -> Ceilings:
     bw = data.get("peak_bytes_per_s")
     if not peaks and not _positive(bw):
         raise ValueError(f"{source}: no `peaks` and no `peak_bytes_per_s`: not a ceilings.json")
-    return Ceilings(peaks, float(bw) if _positive(bw) else None, source)
+    platform = data.get("platform") if isinstance(data.get("platform"), str) else ""
+    return Ceilings(peaks, float(bw) if _positive(bw) else None, source, platform)
 
 
 def _positive(value: Any) -> bool:
@@ -188,6 +192,7 @@ class ClusterRow:
     bytes_per_s: float | None = None
     roof_fraction: float | None = None
     roof: str = ""
+    above_ceiling: bool = False  # a GPU cluster over 100% of its roof (harness.analyze.roof)
     precision: str = ""
     lines: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
@@ -269,6 +274,8 @@ class ModuleAnalysis:
     unfused_total: int = 0
     reverse_method: str = ""
     reverse_notes: tuple[str, ...] = ()
+    outliers: tuple[by_step.Outlier, ...] = ()  # steps over 3x a cluster's median (analyze.steps)
+    uncosted_calls: tuple[tuple[str, str, float | None], ...] = ()  # cluster, target, time
 
 
 @dataclass(frozen=True)
@@ -296,6 +303,7 @@ class ProfileSummary:
     device_ops_per_step: float
     outside: tuple[OutsideProgram, ...] = ()
     rules: tuple[tuple[str, int], ...] = ()
+    gaps: AttributionGaps = field(default_factory=AttributionGaps)
 
 
 @dataclass(frozen=True)
@@ -310,6 +318,7 @@ class ProgramAnalysis:
     profile: ProfileSummary | None = None
     ceilings: Ceilings | None = None
     notes: tuple[str, ...] = ()
+    step_rows: tuple[by_step.StepRow, ...] = ()  # per marked step: wall, device, idle, coverage
 
     def to_json(self) -> dict[str, Any]:
         """analysis.json: every field, tuples as lists."""
@@ -662,33 +671,6 @@ def _precision(cluster: Cluster, ceilings: Ceilings | None) -> str:
     return "tf32" if tf32 else "f32"
 
 
-def _rates(
-    flops: float, moved: float, runs: float | None, time_s: float | None
-) -> tuple[float | None, float | None]:
-    """Achieved FLOP/s and B/s: the cost of one run times the runs a step, over the time."""
-    if not time_s or runs is None:
-        return None, None
-    return flops * runs / time_s, moved * runs / time_s
-
-
-def _roof(
-    flops_per_s: float | None, intensity: float | None, precision: str, c: Ceilings | None
-) -> tuple[float | None, str]:
-    """Achieved FLOP/s over the roof at this intensity: min(peak, bandwidth x intensity)."""
-    if c is None or flops_per_s is None or not intensity:
-        return None, ""
-    peak = c.peak_for(precision or None)
-    roofs = []
-    if peak is not None:
-        roofs.append((peak[1], f"{peak[0]} peak"))
-    if c.bytes_per_s:
-        roofs.append((c.bytes_per_s * intensity, "bandwidth"))
-    if not roofs:
-        return None, ""
-    value, name = min(roofs)
-    return flops_per_s / value, name
-
-
 def _unfused(m: ModuleInput, rows: Mapping[str, ClusterRow], by_time: bool) -> list[UnfusedRow]:
     """Lone-instruction clusters (not a fusion, not a library call), with the pre-optimization
     ops the reverse map placed in them and the reason XLA leaves such an op alone, if any."""
@@ -783,10 +765,12 @@ def analyse_module(
     ceilings: Ceilings | None,
     detail: bool = True,
     kind: str = "",
+    medians: by_step.StepMedians | None = None,
 ) -> ModuleAnalysis:
     """One module's analysis. `attributions`: this program's window events with their self
     times (None without a profile); `total`: the share denominator (window self time per step
-    in seconds, or FLOPs without a profile). `detail=False` leaves out rankings (helpers)."""
+    in seconds, or FLOPs without a profile). `detail=False` leaves out rankings (helpers).
+    `medians`: times of the median step (analyze.steps) instead of the mean over steps."""
     by_time = attributions is not None
     costs = {c.name: c for c in m.cost.clusters}
     ns: dict[str, float] = defaultdict(float)
@@ -803,13 +787,14 @@ def analyse_module(
     for c in m.clusters:
         cost = costs.get(c.name)
         flops, moved = (cost.flops, cost.bytes) if cost is not None else (0.0, 0.0)
-        time_s = ns[c.name] * 1e-9 / steps if by_time else None
+        mean_ns = ns[c.name] / steps if medians is None else medians.clusters.get(c.name, 0.0)
+        time_s = mean_ns * 1e-9 if by_time else None
         launched = kernels.get(c.name, [])
         launches = len(launched) / steps if by_time else None
         runs = (len(launched) / len(set(launched)) / steps) if launched else None
-        fps, bps = _rates(flops, moved, runs, time_s)
+        fps, bps = roofs.rates(flops, moved, runs, time_s)
         precision = _precision(c, ceilings)
-        fraction, roof = _roof(fps, flops / moved if moved else None, precision, ceilings)
+        fraction, roof = roofs.roof(fps, flops / moved if moved else None, precision, ceilings)
         value = (time_s or 0.0) if by_time else flops
         rows.append(
             ClusterRow(
@@ -826,6 +811,7 @@ def analyse_module(
                 bytes_per_s=bps,
                 roof_fraction=fraction,
                 roof=roof,
+                above_ceiling=roofs.above_ceiling(fraction, ceilings),
                 precision=precision,
                 lines=lines.get(c.name, ()),
                 scopes=scopes.get(c.name, ()),
@@ -842,7 +828,8 @@ def analyse_module(
     runs_seen = {a.event.run_id for a, _ in mine}
     executions = len(runs_seen) if mine and None not in runs_seen else None
     unfused = _unfused(m, {r.name: r for r in rows}, by_time) if detail else []
-    module_value = own_ns * 1e-9 / steps if by_time else m.cost.flops
+    own_step_ns = own_ns / steps if medians is None else medians.module_ns
+    module_value = own_step_ns * 1e-9 if by_time else m.cost.flops
     return ModuleAnalysis(
         key=m.key,
         name=m.name,
@@ -868,6 +855,8 @@ def analyse_module(
         unfused_total=sum(len(u.clusters) for u in unfused),
         reverse_method=m.reverse.method if m.reverse is not None else "",
         reverse_notes=m.reverse.notes if m.reverse is not None else (),
+        outliers=medians.outliers if medians is not None and detail else (),
+        uncosted_calls=roofs.uncosted_calls(m.cost.clusters, {r.name: r.time_s for r in rows}),
     )
 
 
@@ -879,11 +868,13 @@ def analyse_program(
     outside: Sequence[OutsideProgram] = (),
     ceilings: Ceilings | None = None,
     notes: Sequence[str] = (),
+    markers: Sequence[StepMarker] = (),
 ) -> ProgramAnalysis:
     """The whole program: main modules analysed in full, helpers summarised.
 
     With a profile (`report`, `steps`), clusters rank by device time per step and shares are of
     the window's summed self time; without one, by FLOPs, shares of the main modules' FLOPs.
+    With marked steps, times and shares are of the median step (harness.analyze.steps).
     """
     timed = report is not None and steps is not None
     pairs: list[tuple[Attribution, float]] = []
@@ -899,7 +890,10 @@ def analyse_program(
     main, rule = choose_main(modules, time_ns)
     n_steps = steps.count if timed and steps is not None else 1
     has_time = timed and any(time_ns.get(m.program, 0.0) > 0 for m in modules)  # type: ignore[union-attr]
-    if has_time:
+    rows = by_step.step_rows(pairs, markers) if has_time and by_step.per_step(pairs) else ()
+    if rows:
+        total = by_step.median_event_s(rows)
+    elif has_time:
         total = sum(t for _, t in pairs) * 1e-9 / n_steps
     else:
         total = sum(m.cost.flops for m in modules if m.key in main)
@@ -911,7 +905,10 @@ def analyse_program(
             "main program" if role == "main" else helper_kind(m.name, len(m.clusters), main_names)
         )
         mine = [(a, t) for a, t in pairs if program_of(a.event) == m.program] if has_time else None
-        out.append(analyse_module(m, role, mine, n_steps, total, ceilings, role == "main", kind))
+        med = by_step.module_medians(mine or [], m.name, [r.step for r in rows]) if rows else None
+        out.append(
+            analyse_module(m, role, mine, n_steps, total, ceilings, role == "main", kind, med)
+        )
     out.sort(key=lambda r: main.index(r.key) if r.key in main else len(main))
     helpers = [h for h in out if h.role == "helper"]
     if has_time:
@@ -932,6 +929,7 @@ def analyse_program(
             device_ops_per_step=report.device_ops_per_step,
             outside=tuple(outside),
             rules=tuple(sorted(Counter(a.rule for a in report.attributions).items())),
+            gaps=report.gaps,
         )
     return ProgramAnalysis(
         ranked_by="device time" if has_time else "FLOPs",
@@ -942,6 +940,7 @@ def analyse_program(
         profile=summary,
         ceilings=ceilings,
         notes=tuple(notes),
+        step_rows=rows,
     )
 
 

@@ -17,6 +17,7 @@ from harness.analyze import modules as hlo_files
 from harness.config.roles import roles_of
 from harness.config.schema import Experiment, Variant, to_plain
 from harness.hlo.fingerprint import fingerprint
+from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, kernels_document, match_events
 from harness.precision import precision as gemm_precision
 from harness.profile.compile import compile_breakdown
@@ -59,6 +60,7 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         failure=record.failure,
         callback_lines=record.callback_lines,
         eager_modules=record.eager_modules,
+        probe_failures=record.probe_failures,
     )
 
 
@@ -274,6 +276,18 @@ def _module_clusters(lad: ladder.Ladder, eager: bool) -> dict[Any, tuple[Any, ..
     return out
 
 
+def _command_buffers(
+    lad: ladder.Ladder, clusters: Mapping[Any, tuple[Any, ...]]
+) -> dict[Any, tuple[CommandBuffer, ...]]:
+    """The compiled module's command buffers from the ladder's thunk files, keyed as its
+    clusters; none without them (the CPU, an eager variant, an older run)."""
+    sequence, metadata = lad.path("thunks_after_passes"), lad.path("thunk_metadata")
+    names = [k for k in clusters if isinstance(k, str)]
+    if sequence is None or len(names) != 1:
+        return {}
+    return {names[0]: read_command_buffers(sequence, metadata)}
+
+
 def profile(
     vdir: Path, lad: ladder.Ladder, mode: str, step_s: float | None
 ) -> tuple[Profile, list[str]]:
@@ -288,7 +302,10 @@ def profile(
     walls = [m.duration_s for m in markers if m.name == "step"]
     eager = mode == "eager"
     clusters = _module_clusters(lad, eager)
-    report: MatchReport = match_events(events, clusters, mode="eager" if eager else "jit")
+    buffers = {} if eager else _command_buffers(lad, clusters)
+    report: MatchReport = match_events(
+        events, clusters, mode="eager" if eager else "jit", command_buffers=buffers
+    )
     io.write_json(vdir / "kernels.json", kernels_document(report))
     return profile_of(report, events, walls, clusters, step_s)
 
@@ -321,6 +338,7 @@ def profile_of(
             host_gap_per_step_s=statistics.median(gaps) if gaps else None,
             matched_fraction=report.matched_fraction,
             unmatched_events=len(report.unmatched),
+            gaps=report.gaps,
             launches_per_cluster=dict(report.launches_per_cluster),
             step_sequence=tuple(step_sequence(report, first_step)),
             unlaunched_clusters=tuple(

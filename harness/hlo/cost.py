@@ -19,6 +19,8 @@ differ, the difference is named here):
   the (output, kernel) position pairs that read the input rather than padding, per spatial
   dimension, as XLA; every dim_labels form, strides, padding and dilations.
 - fft, triangular-solve, cholesky, rng, all-reduce, map: XLA's formulas.
+- cuDNN fused attention (`__cudnn$fmha*`, forward and backward): its GEMM work from the
+  operand shapes and backend config, by the model in harness.hlo.library_cost.
 - library epilogues: BIAS adds m*n flops; GELU adds 8 flops + 1 transcendental per output
   element (the tanh form); RELU adds 1 flop per element.
 - bytes: the cluster's boundary traffic, i.e. operand bytes read plus output bytes written.
@@ -27,8 +29,8 @@ differ, the difference is named here):
   inside a fusion: a fusion operand whose every use inside is such a read is charged those
   reads, not its whole size. A dynamic-update-slice writes in place: its buffer operand is
   not read and only the update is written. (XLA charges a fused gather's whole operand.)
-- an opcode we do not know, or a custom-call that is no GEMM, costs nothing and is listed
-  in `uncosted` (opcode, count), never silently dropped.
+- an opcode we do not know, or a custom-call that is neither a GEMM nor modelled, costs
+  nothing and is listed in `uncosted` (opcode, count), never silently dropped.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
+from harness.hlo.library_cost import attention_cost, is_attention
 from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction
 from harness.hlo.shapes import ArrayShape, Shape, TupleShape, decimal, leaves
 
@@ -514,6 +517,13 @@ def _sort_cost(
 def _library_cost(comp: Computation, inst: Instruction) -> OpCost:
     gemm = library_gemm(comp, inst)
     target = inst.custom_call_target
+    if gemm is None and is_attention(target):
+        operands = [_first(_operand_shape(comp, o)) for o in inst.operands[:3]]
+        found = attention_cost(inst.name, target, inst.backend_config, operands)
+        if found is not None and found.costed:
+            return OpCost(found.flops, found.transcendentals, found.notes)
+        if found is not None:
+            return OpCost(notes=found.notes, uncosted=f"custom-call:{target}")
     if gemm is None:
         return OpCost(
             notes=(f"{inst.name}: custom-call {target} not costed",),

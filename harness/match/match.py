@@ -21,6 +21,12 @@ Rules, tried in order for each event (`rule` in the result says which fired):
   run for instruction `wrapped_multiply.3`; the name match then credits
   `wrapped_multiply.1`. Counts per step are exact; launches per cluster
   inside a command buffer are by kernel name.
+- `thunk_kernel`, `thunk_library`, `thunk_memset`, `thunk_out_of_order`: when the dump's
+  thunk files say what a command buffer holds (`command_buffers=`), its events are placed on
+  its commands by `harness.match.command_buffers` (named kernels anchor; library kernels and
+  memsets are placed by the command DAG between them), which replaces the two rules above
+  for that buffer; a buffer holding control flow keeps them. Where the DAG allows another
+  command of the same kernel, the match is made and counted apart (`ambiguous`).
 - `eager_module`: in eager mode each primitive is its own small jit module
   (`jit_tanh`, ...). When that module has no HLO (no dump), the event is
   attributed to the module and its primitive (`jit_tanh` -> `tanh`) and
@@ -45,13 +51,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.hlo.thunks import CommandBuffer
+from harness.match.command_buffers import Placement, place_events
+from harness.match.gaps import AttributionGaps, gaps_of
 from harness.profile.events import DeviceEvent, events_to_json
+from harness.records import to_json
 
 Mode = Literal["jit", "eager"]
 ModuleKey = str | tuple[str, int]
 
+# `gemm` alone is no library prefix: XLA's Triton GEMM fusions launch `gemm_fusion_dot_N`.
 LIBRARY_KERNEL_RE = re.compile(
-    r"^(nvjet_|sm\d+_xmma|cutlass|gemm|ampere_|volta_|turing_|hopper_|cublas|void cutlass)",
+    r"^(nvjet_|sm\d+_xmma|cutlass|gemm(?!_fusion)|ampere_|volta_|turing_|hopper_|cublas|"
+    r"void cutlass|void cudnn|cudnn)",
     re.IGNORECASE,
 )
 COMMAND_BUFFER_RE = re.compile(r"^command_buffer")
@@ -85,6 +97,7 @@ class Attribution:
     module: str | None
     cluster: str | None = None
     primitive: str | None = None
+    ambiguous: bool = False  # matched, but another command of the same kernel could have run it
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,11 @@ class MatchReport:
     device_time_by_step_s: tuple[float, ...]
     outside_window: int
     notes: tuple[str, ...] = field(default=())
+    gaps: AttributionGaps = field(default_factory=AttributionGaps)
+
+    @property
+    def ambiguous_fraction(self) -> float:
+        return self.gaps.ambiguous_fraction
 
     @property
     def unmatched(self) -> tuple[Attribution, ...]:
@@ -132,6 +150,8 @@ class MatchReport:
             "events_in_window": self.events_in_window,
             "outside_window": self.outside_window,
             "matched_fraction": self.matched_fraction,
+            "ambiguous_fraction": self.ambiguous_fraction,
+            "gaps": to_json(self.gaps),
             "kernels_per_step": self.kernels_per_step,
             "memsets_per_step": self.memsets_per_step,
             "device_ops_per_step": self.device_ops_per_step,
@@ -153,12 +173,15 @@ def match_events(
     clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
     steps: int | None = None,
     mode: Mode = "jit",
+    command_buffers: Mapping[ModuleKey, Sequence[CommandBuffer]] | None = None,
 ) -> MatchReport:
     """Return the attribution report for the steady window of `events`.
 
     The steady window is every event with a step when the profile had step
     markers, else the whole profile; then `steps` (the number of calls the
     profile covers) must be given. `mode="eager"` allows module-only matches.
+    `command_buffers` (keyed as `clusters_by_module`) are the modules' command buffers
+    from their thunk files: their events are placed on the buffers' commands.
     """
     if mode not in ("jit", "eager"):
         raise ValueError(f"mode must be 'jit' or 'eager', got {mode!r}")
@@ -171,6 +194,10 @@ def match_events(
         clusters_by_module,
         n_steps,
     )
+    if command_buffers:
+        attributions = _with_placements(
+            window, attributions, clusters_by_module, command_buffers, programs
+        )
     return report_of(window, attributions, n_steps, marked, len(events) - len(window), notes)
 
 
@@ -188,6 +215,7 @@ def report_of(
         notes = (*notes, "no device events in the steady window")
     matched = sum(a.matched for a in attributions)
     by_step = _busy_by_step(window, marked, n_steps)
+    gaps = gaps_of(((a.event, a.matched, a.ambiguous, a.reason) for a in attributions), n_steps)
     return MatchReport(
         steps=n_steps,
         marked_steps=marked,
@@ -203,6 +231,46 @@ def report_of(
         device_time_by_step_s=by_step if marked else (),
         outside_window=outside_window,
         notes=notes,
+        gaps=gaps,
+    )
+
+
+def _with_placements(
+    window: Sequence[DeviceEvent],
+    attributions: tuple[Attribution, ...],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    command_buffers: Mapping[ModuleKey, Sequence[CommandBuffer]],
+    programs: Mapping[str, set[int]],
+) -> tuple[Attribution, ...]:
+    """The attributions with every event of a known command buffer placed on its command."""
+    buffers_of: dict[int, CommandBuffer] = {}
+    for i, e in enumerate(window):
+        buffers = _clusters_for(e, command_buffers, programs)  # type: ignore[arg-type]
+        hit = next((b for b in buffers or () if b.name == e.hlo_op), None)
+        if isinstance(hit, CommandBuffer):
+            buffers_of[i] = hit
+    placed = place_events(window, buffers_of)
+    out = list(attributions)
+    for i, p in placed.items():
+        clusters = _clusters_for(window[i], clusters_by_module, programs) or ()
+        out[i] = _placed(window[i], p, {c.name for c in clusters}, attributions[i].primitive)
+    return tuple(out)
+
+
+def _placed(
+    event: DeviceEvent, p: Placement, names: set[str], primitive: str | None
+) -> Attribution:
+    rule = p.rule
+    if p.instruction is not None and p.instruction in names:
+        return Attribution(
+            event, True, rule, p.reason, event.hlo_module, p.instruction, primitive, p.ambiguous
+        )
+    return Attribution(
+        event,
+        False,
+        "thunk_unknown_instruction",
+        f"{p.reason}; but its instruction {p.instruction!r} is no cluster of the module",
+        event.hlo_module,
     )
 
 
@@ -280,6 +348,7 @@ def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
             matched=a.matched,
             rule=a.rule,
             reason=a.reason,
+            ambiguous=a.ambiguous,
         )
     return {**extra, "match": report.to_json() | {"attributions": None}, "events": rows}
 
@@ -572,6 +641,7 @@ def _attribution_json(a: Attribution) -> dict[str, Any]:
         "start_ns": e.start_ns,
         "matched": a.matched,
         "rule": a.rule,
+        "ambiguous": a.ambiguous,
         "cluster": a.cluster,
         "primitive": a.primitive,
         "reason": a.reason,

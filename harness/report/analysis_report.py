@@ -26,9 +26,11 @@ from harness.analyze.program import (
     ProgramAnalysis,
     RollUp,
 )
+from harness.analyze.roof import ABOVE_CEILING
 from harness.report import fmt
 from harness.report.data import MISSING
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
+from harness.report.gaps import gap_blocks
 from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
 
 TOP_BARS = 15
@@ -130,7 +132,9 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) ->
                     fmt.si(r.bytes, "B"),
                     _rate(r.flops_per_s, "FLOP/s"),
                     _rate(r.bytes_per_s, "B/s"),
-                    fmt.pct(r.roof_fraction) + (f" ({r.roof})" if r.roof else ""),
+                    fmt.pct(r.roof_fraction)
+                    + (f" ({r.roof})" if r.roof else "")
+                    + (f": {ABOVE_CEILING}" if r.above_ceiling else ""),
                     _lines(r.lines, paths),
                     _scopes(r.scopes),
                 )
@@ -451,13 +455,16 @@ CONVENTIONS = (
     "A cluster is one unit XLA runs: a fusion, a library call (cuBLAS, YNNPACK, ...) or a lone "
     "instruction.",
     "Time is each event's *self* time (its duration less the events nested in it on the same "
-    "stream), summed per cluster and divided by the steps. Shares are of the step's summed "
-    "event time; events that overlap on different streams or threads each count in full.",
+    "stream), summed per cluster and divided by the steps; with marked steps, the median over "
+    "the steps of each step's sum (a step a cluster did not run in counts 0), so one stalled "
+    "event cannot top the ranking. Shares are of the (median) step's summed event time; events "
+    "that overlap on different streams or threads each count in full.",
     "FLOPs and bytes are our cost model of one run of the cluster (`cost.json`); achieved "
     "FLOP/s and B/s multiply them by the runs a step and divide by the time. `of roof` is the "
     "achieved FLOP/s over min(peak, bandwidth × intensity), the peak of the GEMM's precision "
-    "(else the largest measured). Above 100% the cluster beat the measured ceiling: on a CPU, "
-    "data that fits in cache moves faster than the DRAM copy bandwidth.",
+    "(else the largest measured). Above 100% on a CPU the cluster beat the measured ceiling: "
+    "data that fits in cache moves faster than the DRAM copy bandwidth. Above 100% on a GPU it "
+    f"is marked {ABOVE_CEILING!r} and is not to be read as efficient.",
     "A source line is the innermost frame in your code (frames in site-packages and the "
     "standard library are skipped); a named scope is the op_name path without `jit(...)` and "
     "the primitive, so `jax.named_scope` and flax module paths show. A cluster spanning "
@@ -494,6 +501,8 @@ def report_blocks(
         blocks.append(Para(f"Source paths are relative to `{paths.root}`."))
     for note in a.notes:
         blocks.append(Para(f"Note: {note}"))
+    if a.profile is not None:
+        blocks += gap_blocks(a.profile.gaps)
 
     for m in mains:
         blocks += _main_module(m, a, by_time, paths, figs)
@@ -545,6 +554,7 @@ def _main_module(
     ]
     if len(m.clusters) > 25:
         blocks.append(Para(f"{len(m.clusters) - 25} more clusters in `analysis.json`."))
+    blocks += module_step_notes(m)
     name = _safe(m.key)
     blocks.append(_image(figs, f"{name}.top", "Largest clusters", f"Largest clusters by {what}."))
     blocks.append(Heading(3, "By source line"))
@@ -611,7 +621,7 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         f"{p.events_in_window} device events in the steady window"
         + (" (the marked steps)" if p.marked else " (the whole profile: no step markers)"),
         f"matched to a cluster: {fmt.pct(p.matched_fraction)} ({p.unmatched} unmatched, "
-        "reasons in `kernels.json`)",
+        f"reasons in `kernels.json`); ambiguous: {fmt.pct(p.gaps.ambiguous_fraction)}",
         f"{fmt.count(p.kernels_per_step)} kernels and {fmt.count(p.device_ops_per_step)} device "
         "ops a step over the analysed modules",
         f"device busy {step_time(p.busy_time_s)} a step (union of intervals); summed event time "
@@ -619,6 +629,7 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         "attribution rules: " + ", ".join(f"{r} {n}" for r, n in p.rules),
     ]
     blocks: list[Block] = [Heading(2, "Profile", "profile"), Bullets(tuple(items))]
+    blocks += step_blocks(a)
     if p.outside:
         blocks.append(
             Para(
@@ -639,6 +650,67 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
     return blocks
 
 
+def step_blocks(a: ProgramAnalysis) -> list[Block]:
+    """Each marked step: wall time beside device time, idle fraction, attributed coverage."""
+    if not a.step_rows:
+        return []
+    rows = tuple(
+        (
+            str(r.step),
+            step_time(r.wall_s),
+            step_time(r.device_s),
+            fmt.pct(r.idle_fraction),
+            step_time(r.event_s),
+            step_time(r.attributed_s),
+            fmt.pct(r.coverage),
+        )
+        for r in a.step_rows
+    )
+    head = ("step", "wall", "device busy", "device idle", "summed events", "attributed", "coverage")
+    return [
+        Para(
+            "**Steps.** Wall is the step's `StepTraceAnnotation` window on the host; device busy "
+            "the union of its events' intervals; idle = 1 - busy / wall. Coverage is the step's "
+            "attributed events' summed self time over all its events'. Cluster times are the "
+            "median step's."
+        ),
+        Table(head, rows),
+    ]
+
+
+def module_step_notes(m: ModuleAnalysis) -> list[Block]:
+    """The steps in which one cluster took over 3x its median, and the custom-calls that have
+    no cost model (0 FLOPs, no roof), with their time."""
+    out: list[Block] = []
+    if m.outliers:
+        out.append(Para("Steps over 3× a cluster's median step (the ranking uses the median):"))
+        out.append(
+            Bullets(
+                tuple(
+                    f"`{o.cluster}`: step {o.step} took {step_time(o.time_s)}, "
+                    f"{o.time_s / o.median_s:.1f}× its median step ({step_time(o.median_s)})"
+                    if o.median_s
+                    else f"`{o.cluster}`: step {o.step} took {step_time(o.time_s)}; its median "
+                    "step is 0 (it ran in under half the steps)"
+                    for o in m.outliers
+                )
+            )
+        )
+    if m.uncosted_calls:
+        out.append(
+            Para(
+                f"**Uncosted library calls** ({len(m.uncosted_calls)}): no cost model, so they "
+                "count 0 FLOPs and have no roof: "
+                + ", ".join(
+                    f"`{name}` (`{target}`, {step_time(t)} a step)"
+                    for name, target, t in m.uncosted_calls
+                )
+                + "."
+            )
+        )
+    return out
+
+
 def write_figures(out: Path, a: ProgramAnalysis) -> dict[str, Figured]:
     """Writes plots/*.png under `out` (the figures need no reverse map, so the CLI draws them
     while one may still be computing); returns them by name for write_analysis_report."""
@@ -653,14 +725,15 @@ def write_analysis_report(
     dump: str,
     module_filter: str = "",
     figs: dict[str, Figured] | None = None,
+    extra: tuple[Block, ...] = (),
 ) -> Path:
     """Writes report.md, report.html and (unless `figs` says they are written) plots/*.png
-    under `out`; returns report.md's path."""
+    under `out`, with `extra` blocks (the memory section) at the end; returns report.md's path."""
     for own in ("report.md", "report.html"):
         if (out / own).is_symlink():  # planted: replace the link, never write through it
             (out / own).unlink()
     figs = write_figures(out, a) if figs is None else figs
-    blocks = report_blocks(a, dump, figs, module_filter)
+    blocks = report_blocks(a, dump, figs, module_filter) + extra
     io.write_text(out / "report.md", to_markdown(blocks))
     io.write_text(out / "report.html", to_html(blocks, f"XLA analysis: {dump}"))
     return out / "report.md"

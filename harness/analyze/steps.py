@@ -1,0 +1,150 @@
+"""Per-step figures of a marked profile for the analyze report: each step's wall time beside
+its device time, and each cluster's median time over the steps.
+
+A mean over steps lets one stalled event (a step that waited on the host, a clock that dropped)
+top a ranking; the median step does not. So, when every event of the window carries its step
+(StepTraceAnnotation markers):
+- a cluster's time is the median over the steps of its summed self time in each step (a step in
+  which it did not run counts 0);
+- an Outlier is noted where one step's time of a cluster is over OUTLIER_FACTOR x that median;
+- shares are of the median step's summed event time;
+- each step's coverage is its attributed events' summed self time over all its events'.
+
+Pure functions over (Attribution, self time ns) pairs and the host's step markers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.match.match import Attribution, union_busy_ns
+from harness.profile.events import StepMarker
+
+OUTLIER_FACTOR = 3.0
+TOP_OUTLIERS = 10
+
+Pairs = Sequence[tuple[Attribution, float]]
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One marked step: host wall time (its markers' span), device busy time (the union of its
+    events' intervals), summed event self time, the attributed part, and the fractions."""
+
+    step: int
+    wall_s: float | None
+    device_s: float
+    event_s: float
+    attributed_s: float
+    idle_fraction: float | None  # 1 - device / wall; None without a marker
+    coverage: float  # attributed_s / event_s
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """One step in which a cluster took over OUTLIER_FACTOR x its median step time."""
+
+    cluster: str
+    step: int
+    time_s: float
+    median_s: float
+
+
+def per_step(pairs: Pairs) -> bool:
+    """True when every event carries a step: the per-step figures apply."""
+    return bool(pairs) and all(a.event.step is not None for a, _ in pairs)
+
+
+def step_rows(pairs: Pairs, markers: Sequence[StepMarker]) -> tuple[StepRow, ...]:
+    """Each step of the window, in step order."""
+    events: dict[int, list[Attribution]] = defaultdict(list)
+    summed: dict[int, float] = defaultdict(float)
+    attributed: dict[int, float] = defaultdict(float)
+    for a, t in pairs:
+        if a.event.step is None:
+            continue
+        events[a.event.step].append(a)
+        summed[a.event.step] += t
+        if a.matched:
+            attributed[a.event.step] += t
+    spans: dict[int, tuple[float, float]] = {}
+    for m in markers:
+        lo, hi = spans.get(m.step, (m.start_ns, m.end_ns))
+        spans[m.step] = (min(lo, m.start_ns), max(hi, m.end_ns))
+    rows = []
+    for step in sorted(events):
+        device = union_busy_ns([a.event for a in events[step]]) * 1e-9
+        span = spans.get(step)
+        wall = (span[1] - span[0]) * 1e-9 if span else None
+        rows.append(
+            StepRow(
+                step=step,
+                wall_s=wall,
+                device_s=device,
+                event_s=summed[step] * 1e-9,
+                attributed_s=attributed[step] * 1e-9,
+                idle_fraction=max(0.0, 1.0 - device / wall) if wall else None,
+                coverage=attributed[step] / summed[step] if summed[step] else 0.0,
+            )
+        )
+    return tuple(rows)
+
+
+def median_event_s(rows: Sequence[StepRow]) -> float:
+    """The median step's summed event time (s): the shares' denominator."""
+    return statistics.median(r.event_s for r in rows) if rows else 0.0
+
+
+def cluster_steps(pairs: Pairs, module: str) -> dict[str, dict[int, float]]:
+    """Summed self time (ns) of each of `module`'s clusters in each step."""
+    out: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for a, t in pairs:
+        if a.matched and a.cluster is not None and a.module == module and a.event.step is not None:
+            out[a.cluster][a.event.step] += t
+    return {c: dict(by) for c, by in out.items()}
+
+
+def median_ns(by_step: Mapping[int, float], steps: Sequence[int]) -> float:
+    """The median over `steps` of one cluster's time, 0 for a step it did not run in."""
+    return statistics.median(by_step.get(s, 0.0) for s in steps) if steps else 0.0
+
+
+def outliers(
+    by_cluster: Mapping[str, Mapping[int, float]], steps: Sequence[int]
+) -> tuple[Outlier, ...]:
+    """Steps in which a cluster took over OUTLIER_FACTOR x its median, largest first."""
+    found = []
+    for cluster, by_step in by_cluster.items():
+        median = median_ns(by_step, steps)
+        for step, ns in by_step.items():
+            if ns > OUTLIER_FACTOR * median:
+                found.append(Outlier(cluster, step, ns * 1e-9, median * 1e-9))
+    found.sort(key=lambda o: (-o.time_s, o.cluster, o.step))
+    return tuple(found[:TOP_OUTLIERS])
+
+
+@dataclass(frozen=True)
+class StepMedians:
+    """One module's median step: each cluster's median time (ns), the module's own median
+    step time (ns), and the steps over which a cluster took over 3x its median."""
+
+    clusters: Mapping[str, float]
+    module_ns: float
+    outliers: tuple[Outlier, ...]
+
+
+def module_medians(pairs: Pairs, module: str, steps: Sequence[int]) -> StepMedians:
+    """The median step of one module, from its window events (`pairs`) over `steps`."""
+    by_cluster = cluster_steps(pairs, module)
+    own: dict[int, float] = defaultdict(float)
+    for a, t in pairs:
+        if a.event.step is not None:
+            own[a.event.step] += t
+    return StepMedians(
+        clusters={c: median_ns(by, steps) for c, by in by_cluster.items()},
+        module_ns=median_ns(own, steps),
+        outliers=outliers(by_cluster, steps),
+    )

@@ -1,0 +1,300 @@
+"""Events inside CUDA-graph command buffers, placed on the commands the thunk files list.
+
+Inside a command buffer every profile event says `hlo_op=command_buffer_N`. The thunk files
+(`harness.hlo.thunks`) list the buffer's commands, their DAG and each command's HLO
+instruction; one execution's events run on one stream, in an order that DAG allows. So, per
+stream and step, in start order:
+
+- **named kernels anchor**: an event whose name is a kernel of the buffer goes to a ready
+  command (all its printed predecessors placed) launching that kernel, and of those with the
+  event's grid and block;
+- **library kernels** (cuBLAS `nvjet_*`, cuDNN, anything no command names) go to a ready
+  library command of a compatible kind; a cuDNN call runs several kernels, so the next
+  library event stays with the open call until it repeats a kernel name; a cuBLAS call's
+  follow-up kernel (split-K's reduce) stays with it when no other library call is ready;
+- **memsets** go to the command of the event they precede (the next non-memset event), else
+  of the event before them;
+- when every command has run, or a step begins, the next execution starts.
+
+An event that no ready command fits goes to the first unplaced command that fits
+(`thunk_out_of_order`), so nothing is lost and the reason says so. After placement,
+an event is **ambiguous** when another command of the same signature (kernel and launch
+shape, or library kind) could take its place without breaking the DAG: the match is made
+(the first in command order) and counted apart, with the candidates in the reason.
+
+Buffers holding control flow (while, conditional) repeat their bodies, so their events are
+left to the name rules of `harness.match.match` (the condition kernel goes to its node).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.hlo.thunks import Command, CommandBuffer
+from harness.profile.events import DeviceEvent
+
+_CUBLAS_KERNEL = re.compile(
+    r"^(?:void )?(?:nvjet_|sm\d+_xmma|cutlass|ampere_|volta_|turing_|hopper_|cublas|gemm)",
+    re.IGNORECASE,
+)
+_CUDNN_KERNEL = re.compile(r"cudnn", re.IGNORECASE)
+_CUBLAS_KINDS = frozenset({"kCublasLtMatmul", "kGemm", "kCublas"})
+_CUDNN_KINDS = frozenset({"kCuDnn", "kConvolution", "kNorm", "kFusedMHA", "kCudnn"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one command-buffer event was placed: the command, its instruction, the rule."""
+
+    command: int
+    instruction: str | None
+    rule: str
+    reason: str
+    ambiguous: bool = False
+
+
+def _family(name: str) -> str | None:
+    if _CUDNN_KERNEL.search(name):
+        return "cudnn"
+    if _CUBLAS_KERNEL.match(name):
+        return "cublas"
+    return None
+
+
+def _compatible(command: Command, event: DeviceEvent) -> bool:
+    family = _family(event.name)
+    if command.kind in _CUBLAS_KINDS:
+        return family in (None, "cublas")
+    # cuDNN runs its own kernels and xmma/cutlass ones (convolutions); other calls anything.
+    return True
+
+
+def _label(c: Command) -> str:
+    return f"{c.instruction or '?'} (command {c.index:03d}, {c.kind})"
+
+
+class _Execution:
+    """The placement state of one execution of a buffer on one stream."""
+
+    def __init__(self, buffer: CommandBuffer) -> None:
+        self.buffer = buffer
+        self.by_index = {c.index: c for c in buffer.commands}
+        self.preds: dict[int, set[int]] = defaultdict(set)
+        for c in buffer.commands:
+            self.preds[c.index].update(p for p in c.prev if p in self.by_index)
+            for n in c.next:
+                if n in self.by_index:
+                    self.preds[n].add(c.index)
+        self.reset()
+
+    def reset(self) -> None:
+        self.placed: dict[int, list[int]] = {}  # command -> event positions, in order
+        self.names: dict[int, set[str]] = defaultdict(set)
+        self.open: int | None = None  # the library call the last non-memset event went to
+
+    def complete(self) -> bool:
+        return len(self.placed) == len(self.buffer.commands)
+
+    def ready(self, c: Command) -> bool:
+        return c.index not in self.placed and all(p in self.placed for p in self.preds[c.index])
+
+
+def _fits(c: Command, e: DeviceEvent) -> bool:
+    return (c.grid is None or e.grid is None or c.grid == e.grid) and (
+        c.block is None or e.block is None or c.block == e.block
+    )
+
+
+def _choose_named(ex: _Execution, e: DeviceEvent, kernels: Mapping[str, list[Command]]):
+    named = kernels.get(e.name, [])
+    shaped = [c for c in named if _fits(c, e)] or named
+    ready = [c for c in shaped if ex.ready(c)]
+    if ready:
+        return ready[0], "thunk_kernel"
+    left = [c for c in shaped if c.index not in ex.placed]
+    if left:
+        return left[0], "thunk_out_of_order"
+    return None, ""
+
+
+def _choose_library(ex: _Execution, e: DeviceEvent, library: Sequence[Command]):
+    open_call = ex.by_index.get(ex.open) if ex.open is not None else None
+    if open_call is not None and not _compatible(open_call, e):
+        open_call = None
+    ready = [c for c in library if ex.ready(c) and _compatible(c, e)]
+    if (
+        open_call is not None
+        and open_call.kind not in _CUBLAS_KINDS
+        and e.name not in ex.names[open_call.index]
+    ):
+        return open_call, "thunk_library"
+    if ready:
+        return ready[0], "thunk_library"
+    if open_call is not None:
+        return open_call, "thunk_library"
+    left = [c for c in library if c.index not in ex.placed and _compatible(c, e)]
+    if left:
+        return left[0], "thunk_out_of_order"
+    return None, ""
+
+
+def _place_stream(
+    buffer: CommandBuffer, events: Sequence[tuple[int, DeviceEvent]]
+) -> dict[int, Placement]:
+    """Places one stream's events of `buffer` (window index, event; in start order)."""
+    kernels: dict[str, list[Command]] = defaultdict(list)
+    for c in buffer.commands:
+        if c.kernel is not None:
+            kernels[c.kernel].append(c)
+    library = [c for c in buffer.commands if c.kernel is None]
+    ex = _Execution(buffer)
+    out: dict[int, Placement] = {}
+    memsets: list[int] = []  # positions waiting for the event they precede
+    executions: list[tuple[_Execution, list[tuple[int, int]]]] = []  # (state, (pos, command))
+    placed_here: list[tuple[int, int]] = []
+    step = object()
+    positions = [i for i, _ in events]
+
+    def finish_execution() -> None:
+        nonlocal ex, placed_here
+        executions.append((ex, placed_here))
+        ex, placed_here = _Execution(buffer), []
+
+    def settle_memsets(target: int | None, after: bool) -> None:
+        for pos in memsets:
+            if target is None:
+                continue
+            c = ex.by_index[target]
+            where = "before" if after else "after"
+            out[positions[pos]] = Placement(
+                target,
+                c.instruction,
+                "thunk_memset",
+                f"memset {where} {_label(c)} in {buffer.name}",
+            )
+        memsets.clear()
+
+    for pos, (_, e) in enumerate(events):
+        if e.step != step and placed_here:
+            settle_memsets(placed_here[-1][1], after=False)
+            finish_execution()
+        step = e.step
+        if ex.complete():
+            finish_execution()
+        if e.kind == "memset":
+            memsets.append(pos)
+            continue
+        for attempt in range(2):
+            if e.name in kernels:
+                chosen, rule = _choose_named(ex, e, kernels)
+            else:
+                chosen, rule = _choose_library(ex, e, library)
+            if chosen is not None or attempt or not placed_here:
+                break
+            # Nothing of this execution is left for the event: the next execution begins.
+            finish_execution()
+        if chosen is None:
+            continue  # left to the name rules: it names nothing this buffer runs
+        settle_memsets(chosen.index, after=True)
+        ex.placed.setdefault(chosen.index, []).append(pos)
+        ex.names[chosen.index].add(e.name)
+        ex.open = chosen.index if chosen.kernel is None else None
+        placed_here.append((pos, chosen.index))
+        what = "kernel" if chosen.kernel is not None else "library kernel of"
+        reason = {
+            "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer.name}",
+            "thunk_library": f"{what} {_label(chosen)} in {buffer.name}, placed by "
+            "the command DAG between the named kernels",
+            "thunk_out_of_order": f"{e.kind} {e.name} placed on {_label(chosen)} in "
+            f"{buffer.name}, the first unplaced command that fits: no ready command did "
+            "(the DAG the thunk file prints is incomplete here)",
+        }[rule]
+        out[positions[pos]] = Placement(chosen.index, chosen.instruction, rule, reason)
+    if placed_here:
+        settle_memsets(placed_here[-1][1], after=False)
+        finish_execution()
+    memsets.clear()
+    for state, placed in executions:
+        _mark_ambiguous(state, placed, positions, events, out)
+    return out
+
+
+def _signature(c: Command) -> tuple[object, ...]:
+    return (c.kernel, c.grid, c.block) if c.kernel is not None else (c.kind,)
+
+
+def _mark_ambiguous(
+    ex: _Execution,
+    placed: Sequence[tuple[int, int]],
+    positions: Sequence[int],
+    events: Sequence[tuple[int, DeviceEvent]],
+    out: dict[int, Placement],
+) -> None:
+    """Marks each event whose command could be swapped with another of the same signature
+    (each run as one event here) without breaking the DAG's order."""
+    first = {c: ps[0] for c, ps in ex.placed.items()}
+    last = {c: ps[-1] for c, ps in ex.placed.items()}
+    succs: dict[int, set[int]] = defaultdict(set)
+    for c, ps in ex.preds.items():
+        for p in ps:
+            succs[p].add(c)
+    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for c in ex.placed:
+        groups[_signature(ex.by_index[c])].append(c)
+
+    def names(c: int) -> tuple[str, ...]:
+        return tuple(events[p][1].name for p in ex.placed[c])
+
+    for pos, c in placed:
+        mine = out.get(positions[pos])
+        if mine is None or mine.rule == "thunk_memset" or mine.ambiguous:
+            continue
+        alternatives = []
+        for other in groups[_signature(ex.by_index[c])]:
+            a, b = ex.by_index[c], ex.by_index[other]
+            if other == c or a.instruction == b.instruction or names(c) != names(other):
+                continue
+            lo, hi = (c, other) if first[c] < first[other] else (other, c)
+            # Swapping the earlier command `lo` and the later `hi`: `hi`'s predecessors must
+            # run before `lo`'s events, `lo`'s successors after `hi`'s.
+            if all(last.get(p, -1) < first[lo] for p in ex.preds[hi]) and all(
+                first.get(s, 1 << 62) > last[hi] for s in succs[lo]
+            ):
+                alternatives.append(b)
+        if alternatives:
+            cands = ", ".join(_label(x) for x in [ex.by_index[c], *alternatives])
+            out[positions[pos]] = Placement(
+                mine.command,
+                mine.instruction,
+                mine.rule,
+                f"{mine.reason}; ambiguous: the DAG allows any of {cands} here, the first in "
+                "command order is taken",
+                ambiguous=True,
+            )
+
+
+def place_events(
+    window: Sequence[DeviceEvent],
+    buffers_of: Mapping[int, CommandBuffer],
+) -> dict[int, Placement]:
+    """Returns window index -> placement for every event of a placeable command buffer.
+
+    `buffers_of` maps a window index to the command buffer its event ran in (the caller
+    resolves module, program and `hlo_op`); buffers with control flow are left out.
+    """
+    streams: dict[tuple[int, str, str, str], list[tuple[int, DeviceEvent]]] = defaultdict(list)
+    buffers: dict[int, CommandBuffer] = {}
+    for i, buffer in buffers_of.items():
+        if buffer.has_control_flow:
+            continue
+        e = window[i]
+        buffers[id(buffer)] = buffer
+        streams[(id(buffer), e.device, e.stream, str(e.program_id))].append((i, e))
+    out: dict[int, Placement] = {}
+    for key, rows in streams.items():
+        rows.sort(key=lambda r: (r[1].start_ns, r[0]))
+        out.update(_place_stream(buffers[key[0]], rows))
+    return out

@@ -1,0 +1,153 @@
+"""Steps in analyze (harness.analyze.steps), honest GPU roofs (harness.analyze.roof) and the copy
+ceiling's cache key (harness.capture.ceilings), on the H200 MLP-Mixer train step with cuDNN
+attention (4 marked steps) and on a real CPU measurement."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_analyze
+
+from harness.analyze import steps as by_step
+from harness.analyze.program import ceilings_from_json
+from harness.analyze.roof import ABOVE_CEILING, above_ceiling
+from harness.capture import ceilings
+from harness.match.match import Attribution
+from harness.profile.events import DeviceEvent, StepMarker
+
+MIXER = FIXTURES / "h200-jax0.11.2-programs" / "mixer_cmdbuf_cudnn"
+H200_CEILINGS = {  # the figures the H200 gave in one capture (bf16 GEMM, 1 GiB copy v2)
+    "platform": "gpu",
+    "peaks": {"bf16": {"flops_per_s": 7.64e14}},
+    "peak_bytes_per_s": 4.22e12,
+}
+
+
+@pytest.fixture(scope="module")
+def mixer(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    """analysis.json and report.md of `python -m harness.analyze` on the Mixer fixture."""
+    if not MIXER.is_dir():
+        pytest.skip(f"mixer fixture not found at {MIXER}")
+    out = tmp_path_factory.mktemp("mixer")
+    roof = out / "ceilings.json"
+    roof.write_text(json.dumps(H200_CEILINGS))
+    proc = run_analyze(
+        f"--dump={MIXER / 'dump'}",
+        f"--xplane={MIXER / 'trace'}",
+        f"--ceilings={roof}",
+        f"--out={out / 'a'}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    return (
+        json.loads((out / "a" / "analysis.json").read_text()),
+        (out / "a" / "report.md").read_text(),
+    )
+
+
+def test_each_step_shows_wall_beside_device_time(mixer: tuple[dict, str]) -> None:
+    analysis, md = mixer
+    rows = analysis["step_rows"]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    for r in rows:
+        assert r["wall_s"] > r["device_s"] > 0  # the host waited: the device idles in between
+        assert r["idle_fraction"] == pytest.approx(1 - r["device_s"] / r["wall_s"])
+        assert r["coverage"] == pytest.approx(r["attributed_s"] / r["event_s"])
+    assert "| step | wall | device busy | device idle |" in md
+
+
+def test_shares_are_of_the_median_step(mixer: tuple[dict, str]) -> None:
+    analysis, _ = mixer
+    median = statistics.median(r["event_s"] for r in analysis["step_rows"])
+    main = analysis["modules"][0]
+    for row in main["clusters"][:5]:
+        assert row["share"] == pytest.approx(row["time_s"] / median)
+
+
+def test_cudnn_attention_is_costed_and_timed(mixer: tuple[dict, str]) -> None:
+    analysis, _ = mixer
+    main = analysis["modules"][0]
+    fwd = [r for r in main["clusters"] if r["target"] == "__cudnn$fmhaSoftmax"]
+    assert len(fwd) == 3
+    for r in fwd:
+        assert r["flops"] == 4 * 32 * 8 * 256 * 256 * 64  # 4.29 GFLOP
+        assert r["time_s"] > 0 and r["roof_fraction"] is not None
+    assert main["uncosted_calls"] == []
+
+
+def test_a_gpu_cluster_above_its_roof_is_marked(mixer: tuple[dict, str]) -> None:
+    analysis, md = mixer
+    rows = analysis["modules"][0]["clusters"]
+    over = [r for r in rows if (r["roof_fraction"] or 0) > 1]
+    assert all(r["above_ceiling"] for r in over)
+    assert not any(r["above_ceiling"] for r in rows if (r["roof_fraction"] or 0) <= 1)
+    shown = [line for line in md.splitlines() if line.startswith("| ") and "% (" in line]
+    for line in shown:
+        cell = line.split(" | ")[10]  # the `of roof` column
+        if float(cell.split("%")[0]) > 100:
+            assert ABOVE_CEILING in cell
+
+
+def test_above_100_percent_is_marked_on_a_gpu_only() -> None:
+    gpu = ceilings_from_json(H200_CEILINGS, "gpu.json")
+    cpu = ceilings_from_json({**H200_CEILINGS, "platform": "cpu"}, "cpu.json")
+    assert gpu.platform == "gpu" and cpu.platform == "cpu"
+    assert above_ceiling(1.05, gpu) and not above_ceiling(0.99, gpu)
+    assert not above_ceiling(1.05, cpu)  # cached data beats the DRAM copy on a CPU
+
+
+def _pair(step: int, start: float, ns: float, cluster: str | None) -> tuple[Attribution, float]:
+    event = DeviceEvent(
+        step=step,
+        name=f"k_{cluster}",
+        kind="kernel",
+        direction=None,
+        bytes=None,
+        hlo_module="m",
+        hlo_op=cluster,
+        program_id=1,
+        correlation_id=None,
+        device="/device:GPU:0",
+        stream="s",
+        start_ns=start,
+        duration_ns=ns,
+    )
+    return Attribution(event, cluster is not None, "name", "", "m", cluster), ns
+
+
+def test_one_stalled_step_is_noted_and_does_not_move_the_median() -> None:
+    pairs = [_pair(s, s * 1e6, 100e3 if s == 3 else 10e3, "slow") for s in range(4)]
+    pairs += [_pair(s, s * 1e6 + 2e5, 20e3, "steady") for s in range(4)]
+    pairs += [_pair(s, s * 1e6 + 3e5, 5e3, None) for s in range(4)]  # unattributed
+    found = by_step.module_medians(pairs, "m", [0, 1, 2, 3])
+    assert found.clusters == {"slow": 10e3, "steady": 20e3}  # the mean of "slow" is 32.5 µs
+    (stall,) = found.outliers
+    assert (stall.cluster, stall.step) == ("slow", 3)
+    assert stall.time_s == pytest.approx(100e-6) and stall.median_s == pytest.approx(10e-6)
+    markers = [StepMarker("train", s, s * 1e6 - 1e5, s * 1e6 + 4e5) for s in range(4)]
+    rows = by_step.step_rows(pairs, markers)
+    assert rows[0].wall_s == pytest.approx(500e-6)
+    assert rows[0].event_s == pytest.approx(35e-6) and rows[0].attributed_s == pytest.approx(30e-6)
+    assert rows[0].coverage == pytest.approx(30 / 35)
+    assert rows[0].idle_fraction == pytest.approx(1 - 35e-6 / 500e-6)
+
+
+def test_a_copy_figure_of_the_old_method_is_measured_again(tmp_path: Path) -> None:
+    env = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
+    cache = tmp_path / ".cache" / "ceilings.json"
+    cache.parent.mkdir()
+    first = ceilings.measure(env, [], cache, budget_s=0.02)
+    stored = json.loads(cache.read_text())
+    assert ceilings.COPY_KEY in stored["entries"] and "copy" not in stored["entries"]
+    # An entry of the old method (one call per batch), under the old key, is never reused.
+    entry = stored["entries"].pop(ceilings.COPY_KEY)
+    stored["entries"]["copy"] = {**entry, "key": "copy", "bytes_per_s": 1.0}
+    cache.write_text(json.dumps(stored))
+    again = ceilings.measure(env, [], cache, budget_s=0.02)
+    assert again["peak_bytes_per_s"] > 1.0
+    assert (
+        "back-to-back" in again["bytes_source"] and first["bytes_source"] == again["bytes_source"]
+    )
+    assert "copy" not in json.loads(cache.read_text())["entries"]
