@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_compile/torch/inductor_cache/tmpillf16xo/rc/crc34gwum36fqdj4ob2n6ya3n75kpcp3rrxsjc7i64qzhg6ub6c3.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_compile/torch/inductor_cache/tmpxln97oco/rc/crc34gwum36fqdj4ob2n6ya3n75kpcp3rrxsjc7i64qzhg6ub6c3.py
 # Topologically Sorted Source Nodes: [add, gelu], Original ATen: [aten.add, aten.gelu]
 # Source node to ATen node mapping:
 #   add => add

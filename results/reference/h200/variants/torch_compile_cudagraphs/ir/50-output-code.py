@@ -37,7 +37,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_compile_cudagraphs/torch/inductor_cache/tmp7yy_546p/rc/crc34gwum36fqdj4ob2n6ya3n75kpcp3rrxsjc7i64qzhg6ub6c3.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_compile_cudagraphs/torch/inductor_cache/tmpejdunx3k/rc/crc34gwum36fqdj4ob2n6ya3n75kpcp3rrxsjc7i64qzhg6ub6c3.py
 # Topologically Sorted Source Nodes: [add, gelu], Original ATen: [aten.add, aten.gelu]
 # Source node to ATen node mapping:
 #   add => add

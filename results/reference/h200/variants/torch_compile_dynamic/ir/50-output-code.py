@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_compile_dynamic/torch/inductor_cache/tmp5eqdq2_z/ms/cmsdnr3v3ghnfz5oqhgl7km7wdsfu6u2mdliox6k4oulo3xdm26f.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_compile_dynamic/torch/inductor_cache/tmp0uva2fl1/ms/cmsdnr3v3ghnfz5oqhgl7km7wdsfu6u2mdliox6k4oulo3xdm26f.py
 # Topologically Sorted Source Nodes: [add, gelu], Original ATen: [aten.add, aten.gelu]
 # Source node to ATen node mapping:
 #   add => add_3

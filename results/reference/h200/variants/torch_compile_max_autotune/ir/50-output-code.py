@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_compile_max_autotune/torch/inductor_cache/tmp_becsv35/xm/cxm3acdd7gvtn6irnrz5o6mmcsyhjivkyo4e7xwh7ppxuwiu23tb.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_compile_max_autotune/torch/inductor_cache/tmpai5pcs2v/xm/cxm3acdd7gvtn6irnrz5o6mmcsyhjivkyo4e7xwh7ppxuwiu23tb.py
 # Topologically Sorted Source Nodes: [add, gelu], Original ATen: [aten.add, aten.gelu]
 # Source node to ATen node mapping:
 #   add => add

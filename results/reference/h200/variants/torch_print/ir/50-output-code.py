@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_print/torch/inductor_cache/tmpwdkcym_0/n3/cn3jdoncrsrppibzsdimowrhfcnnbi756jkb7kgchrslync76wpp.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_print/torch/inductor_cache/tmp8tkowjyr/n3/cn3jdoncrsrppibzsdimowrhfcnnbi756jkb7kgchrslync76wpp.py
 # Topologically Sorted Source Nodes: [mean], Original ATen: [aten.mean]
 # Source node to ATen node mapping:
 #   mean => mean
@@ -88,7 +88,7 @@ def triton_red_fused_mean_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.con
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_print/torch/inductor_cache/tmpwdkcym_0/jb/cjbkgf6buzna6pdaofs4a3uistfablyvuiyy44gc5nfhnu5hbars.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_print/torch/inductor_cache/tmp8tkowjyr/jb/cjbkgf6buzna6pdaofs4a3uistfablyvuiyy44gc5nfhnu5hbars.py
 # Topologically Sorted Source Nodes: [mean], Original ATen: [aten.mean]
 # Source node to ATen node mapping:
 #   mean => mean
@@ -241,7 +241,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/r/gelu_h200/20261130-141056/variants/torch_print/torch/inductor_cache/tmparb4_rye/7m/c7meblgs2di4kr3ip55hdf6qlamwfhthwskzm3hlptbgqv5j6643.py
+# kernel path: /tmp/ref/gelu_h200/20261201-224351/variants/torch_print/torch/inductor_cache/tmp13gcy81y/7m/c7meblgs2di4kr3ip55hdf6qlamwfhthwskzm3hlptbgqv5j6643.py
 # Topologically Sorted Source Nodes: [gelu], Original ATen: [aten.gelu]
 # Source node to ATen node mapping:
 #   gelu => add, add_1, convert_element_type, convert_element_type_1, mul, mul_1, mul_2, mul_3, mul_4, mul_5, tanh
