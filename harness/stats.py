@@ -4,6 +4,12 @@ Timings are taken in rounds, every variant once per round (harness.timing), so t
 rounds pair up: the ratio of their times in one round cancels whatever drifted between rounds
 (clocks, temperature, other load). A ratio's interval is a bootstrap over those paired rounds,
 seeded so the same data always gives the same interval.
+
+One run makes many comparisons, so its verdicts are corrected for multiplicity: each ratio's
+two-sided bootstrap p-value (from the same resamples as its interval) enters Holm's step-down
+procedure over all of the run's comparisons (`holm`), and a difference is called only where
+its Holm-adjusted p-value is under 5% (`decide`). The run-wide chance of calling any false
+difference then stays under 5%, where pair-by-pair 95% intervals would call one in twenty.
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ INDISTINGUISHABLE = "indistinguishable"
 FASTER = "faster"
 SLOWER = "slower"
 NOT_COMPARABLE = "not_comparable"
+# The interval is still too wide (timing.target_width) after the run's last round, or the run
+# failed its own A/A check: the run cannot tell, which is not the same as "no difference".
+NOT_RESOLVED = "not_resolved"
 # Verdicts that must never be ranked, coloured or called a speed-up.
-NO_DIFFERENCE = (SAME_PROGRAM, INDISTINGUISHABLE)
+NO_DIFFERENCE = (SAME_PROGRAM, INDISTINGUISHABLE, NOT_RESOLVED)
+ALPHA = 0.05  # the run-wide false-call rate Holm's procedure holds
 
 BOOTSTRAP_SAMPLES = 2000
 SEED = 20261130
@@ -93,19 +103,61 @@ def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """The median of paired per-round ratios and its bootstrap interval."""
+    """The median of paired per-round ratios, its bootstrap interval, and the two-sided
+    bootstrap p-value of "the ratio is 1.0" (None when there was nothing to resample)."""
 
     ratio: float
     ci95: tuple[float, float]
     rounds: int
+    p: float | None = None
 
 
 def ratio_estimate(a: Sequence[float], b: Sequence[float], seed: int = SEED) -> RatioEstimate:
-    """Returns the ratio a/b from paired rounds with its 95% interval."""
+    """Returns the ratio a/b from paired rounds with its 95% interval and p-value."""
     ratios = paired_ratios(a, b)
     if not ratios:
         raise ValueError("no paired rounds to compare")
-    return RatioEstimate(median(ratios), bootstrap_ci(ratios, seed=seed), len(ratios))
+    if len(ratios) == 1:
+        return RatioEstimate(ratios[0], (ratios[0], ratios[0]), 1)
+    meds = _resampled_medians(_rng(seed), ratios, BOOTSTRAP_SAMPLES)
+    return RatioEstimate(median(ratios), _interval(meds, 0.025), len(ratios), _p_value(meds))
+
+
+def _p_value(meds: Any) -> float:
+    """Twice the share of resampled medians on the far side of 1.0 (at most 1): the percentile
+    bootstrap's two-sided p-value, so p < 0.05 exactly when the 95% interval excludes 1.0."""
+    import numpy as np
+
+    below, above = float(np.mean(meds <= 1.0)), float(np.mean(meds >= 1.0))
+    return min(1.0, 2.0 * min(below, above))
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> tuple[float, ...]:
+    """Returns Holm's adjusted p-values, in the input order.
+
+    Holm–Bonferroni step-down: sorted ascending, the i-th smallest (from 0) is multiplied by
+    (m − i), and each adjusted value is the running maximum, capped at 1. A comparison is
+    called where its adjusted value is under `alpha`; over all m comparisons the chance of any
+    false call is then at most `alpha`, whatever their dependence.
+    """
+    del alpha  # the adjusted values do not depend on it; kept so callers name the level
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return tuple(out)
+
+
+def log_width(ci: tuple[float, float] | None) -> float:
+    """Returns an interval's width as log(hi / lo): a relative width that reads the same for a
+    ratio of 3 as for a ratio of 1 (infinite for an interval that touches 0)."""
+    if ci is None:
+        return math.inf
+    lo, hi = ci
+    return math.log(hi / lo) if lo > 0 and hi > 0 else math.inf
 
 
 def noise_floor(self_ratio: RatioEstimate | None, minimum: float = 0.0) -> float:
@@ -128,11 +180,21 @@ class Decision:
     why: str
 
 
-def decide(estimate: RatioEstimate | None, floor: float, same_program: bool = False) -> Decision:
+def decide(
+    estimate: RatioEstimate | None,
+    floor: float,
+    same_program: bool = False,
+    adjusted_p: float | None = None,
+    comparisons: int = 1,
+    target_width: float | None = None,
+) -> Decision:
     """Returns the verdict for a ratio (this / other) given the run's noise floor.
 
     `same_program`: both compiled to the same program (harness.hlo.fingerprint), so any
-    measured difference is noise whatever the interval says.
+    measured difference is noise whatever the interval says. `adjusted_p`: the ratio's
+    Holm-adjusted p-value over the run's `comparisons` (see `holm`); a difference whose
+    adjusted value is not under ALPHA is not called, even when its own 95% interval excludes
+    1.0. `target_width`: an interval still wider than this (`log_width`) is not resolved.
     """
     if same_program:
         return Decision(
@@ -141,6 +203,13 @@ def decide(estimate: RatioEstimate | None, floor: float, same_program: bool = Fa
     if estimate is None:
         return Decision(NOT_COMPARABLE, "no paired timing rounds")
     lo, hi = estimate.ci95
+    width = log_width(estimate.ci95)
+    if target_width is not None and width > target_width:
+        return Decision(
+            NOT_RESOLVED,
+            f"not resolved in this run: the 95% interval {lo:.3f}–{hi:.3f} is {width * 100:.0f}% "
+            f"wide, wider than timing.target_width {target_width * 100:.0f}%",
+        )
     if lo <= 1.0 <= hi:
         return Decision(INDISTINGUISHABLE, f"the 95% interval {lo:.3f}–{hi:.3f} contains 1.0")
     if abs(estimate.ratio - 1.0) <= floor:
@@ -149,9 +218,21 @@ def decide(estimate: RatioEstimate | None, floor: float, same_program: bool = Fa
             f"the difference {abs(estimate.ratio - 1) * 100:.1f}% is within the run's noise floor "
             f"{floor * 100:.1f}%",
         )
+    if adjusted_p is not None and adjusted_p >= ALPHA:
+        return Decision(
+            INDISTINGUISHABLE,
+            f"the 95% interval {lo:.3f}–{hi:.3f} excludes 1.0, but not after Holm's correction "
+            f"over the run's {comparisons} comparisons (adjusted p {adjusted_p:.3f})",
+        )
+    held = (
+        f", and so after Holm's correction over {comparisons} comparisons (adjusted p "
+        f"{adjusted_p:.3f})"
+        if adjusted_p is not None
+        else ""
+    )
     if hi < 1.0:
-        return Decision(FASTER, f"the 95% interval {lo:.3f}–{hi:.3f} lies below 1.0")
-    return Decision(SLOWER, f"the 95% interval {lo:.3f}–{hi:.3f} lies above 1.0")
+        return Decision(FASTER, f"the 95% interval {lo:.3f}–{hi:.3f} lies below 1.0{held}")
+    return Decision(SLOWER, f"the 95% interval {lo:.3f}–{hi:.3f} lies above 1.0{held}")
 
 
 def independent_ratio(

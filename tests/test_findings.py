@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_harness
 
-from harness.report import compare, data, findings
+from harness.report import compare, data, findings, resolution
 
 # The batched erf study of the issue, at a tiny size: erf expands to ~127 elementwise ops, and
 # with the fusion passes off each becomes a kernel of its own.
@@ -36,8 +36,27 @@ def erf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return (root / "gelu" / "latest").resolve()
 
 
+def gated(run: data.RunData) -> bool:
+    """True when the run could not resolve the no-fusion effect: its A/A check failed, or the
+    interval stayed wider than timing.target_width. The suite runs two studies at once on two
+    cores; then the run must rank no timing finding (and, when gated, say so), which is
+    asserted instead of the findings."""
+    no_fusion = run.variant("xla_no_fusion")
+    verdict = no_fusion.summary.comparison.vs_baseline if no_fusion else None
+    if resolution.resolved(run.summary) and verdict and verdict.verdict != "not_resolved":
+        return False
+    found, _ = findings.findings(run)
+    assert not [f for f in found if f.verdict in ("faster", "slower")]
+    assert findings.recommendations(run) == []
+    if not resolution.resolved(run.summary):
+        assert "could not resolve differences" in (run.path / "report.md").read_text()
+    return True
+
+
 def test_the_largest_effect_of_a_batched_erf_study_is_no_fusion_and_why(erf_run: Path) -> None:
     run = data.load_run(erf_run)
+    if gated(run):
+        return
     found, noise = findings.findings(run)
     top = found[0]
     assert top.variant == "xla_no_fusion" and top.verdict == "slower", [f.what for f in found]
@@ -53,10 +72,12 @@ def test_the_largest_effect_of_a_batched_erf_study_is_no_fusion_and_why(erf_run:
 
 
 def test_what_to_change_is_measured_with_its_interval_and_numerics(erf_run: Path) -> None:
+    if gated(data.load_run(erf_run)):
+        return
     recs = findings.recommendations(data.load_run(erf_run))
     (rec,) = [r for r in recs if r.variant == "xla_no_fusion"]
     assert rec.change.startswith("keep `xla_disable_hlo_passes` unset")
-    assert re.search(r"95% CI \d\.\d{3}–\d\.\d{3}", rec.effect)
+    assert re.search(r"95% CI \d+\.\d{3}–\d+\.\d{3}", rec.effect)
     assert "error against float64" in rec.tradeoff
 
 
@@ -87,18 +108,29 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
     )
 
 
-def test_the_h200_reference_names_the_five_effects_the_study_is_about() -> None:
-    """The committed H200 run (real profiles): each finding carries its measured mechanism."""
+def test_the_h200_reference_states_why_it_ranks_nothing_and_keeps_its_mechanisms() -> None:
+    """The committed H200 run (real profiles, 2026-12-01): its A/A pair excluded 1.0
+    (0.9899×, CI 0.9798–0.9967), so it ranks no timing finding and says why; what does not rest
+    on timing stands: every event attributed, the mechanisms per variant, the memory findings."""
     run = data.load_run(REPO / "results" / "reference" / "h200")
+    assert not resolution.resolved(run.summary)
+    assert "excludes 1.0" in run.summary.noise.reasons[0]
     found, _ = findings.findings(run)
-    by_variant = {f.variant: f for f in found}
-    assert {"xla_mixed_dtype", "xla_library_epilogue", "xla_no_fusion", "xla_host_callback"} <= set(
-        by_variant
-    ) and "eager" in by_variant
-    epilogue = by_variant["xla_library_epilogue"]
-    assert epilogue.verdict == "faster"
-    assert "1 kernel a step instead of 2" in epilogue.why
-    assert re.search(r"; \d+ MB less memory traffic", epilogue.why)  # a size, not "-268 MB less"
-    assert "1 D2H copy a step" in by_variant["xla_host_callback"].why
-    assert "tf32" in by_variant["xla_mixed_dtype"].why
-    assert len(findings.recommendations(run)) >= 3
+    assert not [f for f in found if f.verdict in ("faster", "slower")]
+    assert findings.recommendations(run) == []
+    profile = {v.name: v.summary.profile for v in run.variants if v.summary.profile}
+    matched = [p.matched_fraction for p in profile.values() if p.matched_fraction is not None]
+    assert len(matched) >= 15 and set(matched) == {1.0}  # command buffers too
+    kernels = {n: p.kernels_per_step for n, p in profile.items()}
+    assert (kernels["xla"], kernels["xla_library_epilogue"], kernels["matmul_only"]) == (2, 1, 1)
+    assert kernels["xla_no_fusion"] > 10 and kernels["eager"] > 10
+    (d2h,) = profile["xla_host_callback"].transfers_per_step
+    assert (d2h.direction, d2h.count) == ("D2H", 1.0)
+    epilogues = {
+        v.name: {c.epilogue for c in v.summary.hlo.library_calls}
+        for v in run.variants
+        if v.summary.hlo and v.summary.hlo.library_calls
+    }
+    assert epilogues["xla"] == {"BIAS"} and epilogues["xla_library_epilogue"] == {"BIAS_GELU"}
+    md = (run.path / "report.md").read_text()
+    assert "could not resolve differences" in md and "**Memory: `xla_no_fusion` peaks" in md

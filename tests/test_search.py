@@ -19,7 +19,7 @@ experiment: tiny_search
 problem: {m: 16, k: 32, n: 32, dtype: bfloat16}
 measure: {warmup: 1, steps: 3}
 profile: {enabled: false}
-timing: {rounds: 4, batch_s: 0.01, budget_s: 0.5}
+timing: {rounds: 4, batch_s: 0.01, budget_s: 0.5, max_budget_s: 0.5}
 search:
   base: xla
   strategy: coordinate
@@ -76,9 +76,13 @@ def test_the_default_and_the_lower_bound_are_always_timed(search_run: Path) -> N
     assert by_name["default"].step_s and by_name["matmul_only"].step_s
     assert r.lower_bound == "matmul_only"
     assert by_name["default"].vs_lower_bound.against == "matmul_only"
-    assert r.best in by_name and r.best_xla_flags == space.xla_flags(r.best_xla_options)
     md = (search_run / "report.md").read_text()
-    assert "## Best configuration" in md and "XLA_FLAGS=" in md and "## Ranked" in md
+    if r.unresolved:
+        # A busy machine: the timing failed its own A/A check, so no best is named (issue 24).
+        assert r.best is None and "could not resolve differences" in md and "## Ranked" in md
+    else:
+        assert r.best in by_name and r.best_xla_flags == space.xla_flags(r.best_xla_options)
+        assert "## Best configuration" in md and "XLA_FLAGS=" in md and "## Ranked" in md
     # The lower bound computes less: a reference line, never ranked or chosen (on the H200 it
     # was once reported as the best configuration).
     ranked = md.split("## Ranked", 1)[1]

@@ -14,7 +14,7 @@ from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.plots import CHAR_IN, new_figure
 from harness.summary import SEARCH_FILE, Candidate, SearchRecord
 
-NO_DIFFERENCE = ("same_program", "indistinguishable")
+NO_DIFFERENCE = ("same_program", "indistinguishable", "not_resolved")
 
 
 def load(run: Path) -> SearchRecord:
@@ -93,6 +93,14 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     if record.stopped:
         summary += f" Stopped early: {record.stopped}."
     out.append(Para(summary))
+    if record.unresolved:
+        out.append(
+            Para(
+                "**This search could not resolve differences, so it names no best "
+                f"configuration**: {'; '.join(record.unresolved)}. Time it again on a quieter "
+                "machine."
+            )
+        )
     if best is not None:
         if best.vs_default is None:
             said = "no candidate was resolved as faster than the default, so the default stays"

@@ -22,11 +22,13 @@ import time
 from pathlib import Path
 
 from harness import io, stats
+from harness.analyze import verdicts
 from harness.config import LoadedConfig
 from harness.config.roles import roles_of
 from harness.config.schema import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import to_json
+from harness.resolution import aa_reasons
 from harness.run import Interrupted, Session, Supervisor, interruptible, manifest_for
 from harness.search import space
 from harness.summary import (
@@ -68,13 +70,38 @@ def lower_bound(exp: Experiment, base: Variant) -> Variant | None:
     return None
 
 
-def _verdict(timed: TimingRecord, name: str, against: str, floor: float) -> Verdict | None:
-    a, b = timed.variants.get(name), timed.variants.get(against)
-    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
-        return None
-    estimate = stats.ratio_estimate(a.round_step_s, b.round_step_s)
-    decision = stats.decide(estimate, floor)
-    return Verdict(against, estimate.ratio, estimate.ci95, decision.verdict, decision.why)
+def _verdicts(
+    timed: TimingRecord,
+    pairs: list[tuple[str, str]],
+    floor: float,
+    exp: Experiment,
+) -> dict[tuple[str, str], Verdict]:
+    """Returns the verdict of each (name, against) pair of one timing stage, decided together:
+    Holm's correction over the stage's pairs and its A/A gate (harness.analyze.verdicts)."""
+    found = [
+        verdicts.Pending(name, against, against, estimate, False)
+        for name, against in pairs
+        if (estimate := verdicts.estimate(timed, name, against)) is not None
+    ]
+    return verdicts.judge(found, floor, exp.timing.target_width, _unresolved(timed, exp))
+
+
+def _unresolved(timed: TimingRecord, exp: Experiment) -> tuple[str, ...]:
+    """Returns why a timing stage cannot resolve differences (its A/A check), or ()."""
+    self_ratio = (
+        verdicts.estimate(timed, timed.repeat, timed.baseline)
+        if timed.baseline and timed.repeat
+        else None
+    )
+    if not timed.variants:
+        return ()
+    return aa_reasons(
+        timed.baseline,
+        self_ratio.ratio if self_ratio else None,
+        self_ratio.ci95 if self_ratio else None,
+        stats.noise_floor(self_ratio),
+        exp.timing.max_noise,
+    )
 
 
 def _floor(timed: TimingRecord) -> float:
@@ -101,6 +128,7 @@ class Search:
     programs: dict[str, str] = dataclasses.field(default_factory=dict)  # digest -> first name
     stages: int = 0
     stopped: str | None = None
+    unresolved: list[str] = dataclasses.field(default_factory=list)  # failed A/A checks
 
     @property
     def exp(self) -> Experiment:
@@ -196,6 +224,13 @@ class Search:
         print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
         timed = self.supervisor.time(order, f"timing-{self.stages}.json")
         floor = _floor(timed)
+        self.unresolved += [
+            f"timing stage {self.stages}: {r}" for r in _unresolved(timed, self.exp)
+        ]
+        pairs = [(n, space.DEFAULT) for n in order if n != space.DEFAULT]
+        if self.bound:
+            pairs += [(n, self.bound.name) for n in order if n != self.bound.name]
+        judged = _verdicts(timed, pairs, floor, self.exp)
         for name in order:
             entry = timed.variants.get(name)
             if entry is None or not entry.round_step_s or name not in self.records:
@@ -205,12 +240,8 @@ class Search:
                 self.records[name],
                 step_s=stats.median(rounds),
                 step_ci95_s=stats.bootstrap_ci(rounds),
-                vs_default=_verdict(timed, name, space.DEFAULT, floor)
-                if name != space.DEFAULT
-                else None,
-                vs_lower_bound=_verdict(timed, name, self.bound.name, floor)
-                if self.bound and name != self.bound.name
-                else None,
+                vs_default=judged.get((name, space.DEFAULT)),
+                vs_lower_bound=judged.get((name, self.bound.name)) if self.bound else None,
             )
         return timed
 
@@ -234,10 +265,10 @@ def coordinate_search(search: Search) -> None:
         if not distinct:
             continue
         timed = search.time([current_name, *distinct])
-        floor = _floor(timed)
+        judged = _verdicts(timed, [(n, current_name) for n in distinct], _floor(timed), search.exp)
         best = None
         for name in distinct:
-            verdict = _verdict(timed, name, current_name, floor)
+            verdict = judged.get((name, current_name))
             if (
                 verdict
                 and verdict.verdict == stats.FASTER
@@ -306,7 +337,8 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
             )
             return 130
         session.worker.close(workdir)
-        best = best_of(search.records, bound.name if bound else None)
+        # A search whose timing failed its own A/A check names no best configuration.
+        best = None if search.unresolved else best_of(search.records, bound.name if bound else None)
         options = search.records[best].xla_options if best in search.records else {}
         record = SearchRecord(
             schema_version=SCHEMA_VERSION,
@@ -324,15 +356,19 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
             best=best,
             best_xla_options=dict(options),
             best_xla_flags=space.xla_flags(options),
+            unresolved=tuple(search.unresolved),
         )
         io.write_json(workdir / SEARCH_FILE, to_json(record))
         from harness.report import write_report
 
-        write_report(workdir)
+        write_report(workdir, workdir.parent.parent)  # the results root's index too
         manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
         io.write_json(workdir / "manifest.json", manifest)
-    print(
-        f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
-    )
+    if best is None:
+        print(f"best: none: the search could not resolve differences ({search.unresolved[0]})")
+    else:
+        print(
+            f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
+        )
     print(f"report: {workdir / 'report.md'}", flush=True)
     return 0

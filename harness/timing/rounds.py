@@ -9,6 +9,12 @@ ratio of two variants taken round by round cancels it (harness.stats).
 The baseline is timed twice in every round, in two places of the order, so the run measures
 its own noise: the ratio of the baseline to itself.
 
+Each variant's slot in a round is a few short batches (`batches`), and the round's figure is
+their median time per call: a batch that the OS preempted is one outlier among them, not the
+round's figure. After the planned rounds, more pairs of rounds are added while a stop rule
+says the intervals are still too wide (`more`), until `max_budget_s` is spent; the rule sees
+only the rounds, never a verdict.
+
 This module times callables and knows nothing of JAX: the caller passes each variant's call
 and the function that waits for its result.
 """
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +59,9 @@ class Rounds:
     samples: tuple[RoundSample, ...]
     target_batch_s: float
     wall_s: float
+    batches: int = 1  # short batches per variant per round, the round's figure their median
+    added_rounds: int = 0  # rounds added after the planned ones, while intervals were wide
+    stopped: str = ""  # why no more rounds were added
 
 
 def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
@@ -63,7 +72,9 @@ def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
     return tuple(reversed(rotated) if r % 2 else rotated)
 
 
-def _batch(t: Timed, calls: int, settle: int = 0) -> float:
+def _batch(
+    t: Timed, calls: int, settle: int = 0, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Returns the wall seconds of `calls` back-to-back calls, blocked once at the end.
 
     `settle` untimed calls of the same variant run first (waited for): a GPU at its power cap
@@ -75,12 +86,28 @@ def _batch(t: Timed, calls: int, settle: int = 0) -> float:
         for _ in range(settle):
             out = t.call()
         t.wait(out)
-    start = time.perf_counter()
+    start = clock()
     out = None
     for _ in range(calls):
         out = t.call()
     t.wait(out)
-    return time.perf_counter() - start
+    return clock() - start
+
+
+def round_figure(batch_s: Sequence[float], calls: int) -> float:
+    """Returns a round's time per call for one variant: the median over its short batches,
+    so one batch slowed by preemption does not move it."""
+    ordered = sorted(b / calls for b in batch_s)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("a round with no batches")
+    return ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+
+
+def _slot(t: Timed, calls: int, settle: int, batches: int, clock: Callable[[], float]) -> float:
+    """Times one variant's slot of a round: settled once, then `batches` short batches."""
+    times = [_batch(t, calls, settle if i == 0 else 0, clock) for i in range(batches)]
+    return round_figure(times, calls)
 
 
 MIN_CALLS = 2  # a batch times at least two back-to-back calls, so calls overlap as in a loop
@@ -94,12 +121,17 @@ class Batch:
     seconds: float
 
 
-def calls_for(t: Timed, target_s: float, max_calls: int = 100_000) -> Batch:
+def calls_for(
+    t: Timed,
+    target_s: float,
+    max_calls: int = 100_000,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Batch:
     """Returns the batch of back-to-back calls that fills about `target_s` (at least
     MIN_CALLS), with the seconds its last calibration took."""
     calls = MIN_CALLS
     while True:
-        elapsed = _batch(t, calls)
+        elapsed = _batch(t, calls, clock=clock)
         if elapsed >= target_s or calls >= max_calls:
             return Batch(calls, elapsed)
         grow = target_s / max(elapsed, 1e-7)
@@ -125,35 +157,77 @@ def time_rounds(
     sample: Callable[[], dict[str, Any]] | None = None,
     budget_s: float | None = None,
     settle: float = 0.0,
+    announce: Callable[[str], None] | None = None,
+    batches: int = 1,
+    more: Callable[[Mapping[str, Sequence[float]]], bool] | None = None,
+    max_budget_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
     `sample`, when given, reads the device context before and after each round. With
     `budget_s`, warm-up and calibration count against the budget and the batches shrink
     alike so that the rounds end within it. Each batch is preceded by `settle` of its calls,
-    untimed (see `_batch`).
+    untimed (see `_batch`). `announce`, when given, is told a variant's name before its
+    warm-up, its calibration and each of its batches (outside the timed span), so that a
+    caller can tell which variant a crash or a hang belongs to.
+
+    Each slot is `batches` short batches (the calibrated batch split between them, at least
+    MIN_CALLS each) and its figure their median time per call (`round_figure`). With `more`
+    and `max_budget_s`, pairs of rounds are added after the planned ones while `more(step_s)`
+    says the intervals are still too wide and the next pair fits in `max_budget_s`, counted
+    from the start like `budget_s`.
     """
-    started = time.perf_counter()
+    tell = announce or (lambda name: None)
+    started = clock()
+    batches = max(1, batches)
     for t in timed:
+        tell(t.name)
         for _ in range(warmup):
             t.wait(t.call())
-    batches = {t.name: calls_for(t, target_batch_s) for t in timed}
-    calls = {n: b.calls for n, b in batches.items()}
+    calibrated = {}
+    for t in timed:
+        tell(t.name)
+        calibrated[t.name] = calls_for(t, target_batch_s, clock=clock)
+    calls = {n: b.calls for n, b in calibrated.items()}
     if budget_s is not None:
-        calls = fit_budget(batches, rounds, budget_s - (time.perf_counter() - started), settle)
+        calls = fit_budget(calibrated, rounds, budget_s - (clock() - started), settle)
     settling = {n: math.ceil(c * settle) for n, c in calls.items()}
+    # The slot's calls are split between its short batches; the settling stays whole.
+    calls = {n: max(MIN_CALLS, math.ceil(c / batches)) for n, c in calls.items()}
     by_name = {t.name: t for t in timed}
     names = [t.name for t in timed]
     out: dict[str, list[float]] = {n: [] for n in names}
-    orders = []
-    samples = []
-    for r in range(rounds):
+    orders: list[tuple[str, ...]] = []
+    samples: list[RoundSample] = []
+
+    def one_round(r: int) -> None:
         order = round_order(names, r)
         orders.append(order)
         before = sample() if sample else {}
         for name in order:
-            out[name].append(_batch(by_name[name], calls[name], settling[name]) / calls[name])
+            tell(name)
+            out[name].append(_slot(by_name[name], calls[name], settling[name], batches, clock))
         samples.append(RoundSample(r, before, sample() if sample else {}))
+
+    rounds_started = clock()
+    for r in range(rounds):
+        one_round(r)
+    stopped = ""
+    r = rounds
+    if more is not None and max_budget_s is not None:
+        stopped = "budget"
+        while True:
+            if not more(out):
+                stopped = "widths"
+                break
+            per_round = (clock() - rounds_started) / max(1, r)
+            if clock() - started + 2 * per_round > max_budget_s:
+                break
+            # Rounds are added in pairs, so the orders stay balanced (see round_order).
+            one_round(r)
+            one_round(r + 1)
+            r += 2
     return Rounds(
         step_s={n: tuple(v) for n, v in out.items()},
         calls_per_batch=calls,
@@ -161,7 +235,10 @@ def time_rounds(
         orders=tuple(orders),
         samples=tuple(samples),
         target_batch_s=target_batch_s,
-        wall_s=time.perf_counter() - started,
+        wall_s=clock() - started,
+        batches=batches,
+        added_rounds=r - rounds,
+        stopped=stopped,
     )
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import stats
+from harness.config.roles import roles_of
 from harness.config.schema import Experiment
+from harness.config.timing import max_budget_s
 from harness.summary import RoundContext, TimedVariant, TimingRecord
-from harness.timing import clocks, rounds
+from harness.timing import clocks, machine, rounds
 
 DEFAULT_ROUNDS = {"cpu": 10, "gpu": 5}
 
@@ -27,11 +30,13 @@ def run(
     notes: dict[str, str],
     excluded: dict[str, str],
     waits: Mapping[str, Callable[[Any], Any]] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> TimingRecord:
     """Times `calls` in interleaved rounds, the baseline twice per round; returns the record.
 
     `waits` gives a variant its own wait for a call's result (a torch variant's
-    `torch.cuda.synchronize()`); the others wait with `jax.block_until_ready`.
+    `torch.cuda.synchronize()`); the others wait with `jax.block_until_ready`. `announce`
+    is told each variant's name before its calls (rounds.time_rounds).
     """
     names = list(calls)
     wait = dict(waits or {})
@@ -50,17 +55,24 @@ def run(
     settle = exp.timing.settle
     count, target = rounds.plan(len(timed), count, exp.timing.batch_s, exp.timing.budget_s, settle)
     read, source = clocks.reader(platform)
+    pairs = reported_pairs(exp, [t.name for t in timed], baseline, repeat)
+    width = exp.timing.target_width
     result = rounds.time_rounds(
         timed,
         count,
         target,
         warmup=max(1, exp.measure.warmup),
-        sample=read,
+        sample=machine.with_machine(read),
         budget_s=exp.timing.budget_s,
         settle=settle,
+        announce=announce,
+        batches=exp.timing.batches,
+        more=lambda step_s: not widths_met(step_s, pairs, width),
+        max_budget_s=max_budget_s(exp.timing),
     )
+    host_bound = platform not in ("gpu", "tpu")
     return TimingRecord(
-        rounds=count,
+        rounds=count + result.added_rounds,
         target_batch_s=target,
         settle=settle,
         wall_s=result.wall_s,
@@ -78,5 +90,54 @@ def run(
         },
         excluded=dict(excluded),
         context_source=source,
-        context=tuple(RoundContext(s.round, s.before, s.after) for s in result.samples),
+        context=tuple(
+            RoundContext(
+                s.round,
+                s.before,
+                s.after,
+                machine.flags(s.before, s.after, machine.usable_cpus(), host_bound),
+            )
+            for s in result.samples
+        ),
+        batches=result.batches,
+        added_rounds=result.added_rounds,
+        stopped=result.stopped or None,
     )
+
+
+def reported_pairs(
+    exp: Experiment, names: Sequence[str], baseline: str | None, repeat: str | None
+) -> tuple[tuple[str, str], ...]:
+    """Returns the ratios the analysis will report from these rounds, as (this, other): every
+    variant against its framework's baseline and lower bound, a PyTorch variant also against
+    the JAX baseline, and the A/A pair. (A pair of different problem sizes is not reported;
+    it is kept here, where sizes are not compared, which can only add rounds.)"""
+    timed = [v for v in exp.variants if v.name in names]
+    by_role: dict[tuple[str, str], str] = {}
+    for v in timed:
+        for role in roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles):
+            by_role.setdefault((v.framework, role), v.name)
+    out = []
+    for v in timed:
+        others = {by_role.get((v.framework, "baseline")), by_role.get((v.framework, "lower_bound"))}
+        if v.framework != "jax":
+            others.add(baseline)
+        out += [(v.name, o) for o in sorted(o for o in others if o and o != v.name)]
+    if baseline and repeat:
+        out.append((repeat, baseline))
+    return tuple(out)
+
+
+def widths_met(
+    step_s: Mapping[str, Sequence[float]], pairs: Sequence[tuple[str, str]], target: float
+) -> bool:
+    """The adaptive rounds' stop rule: True when every pair's 95% interval is narrower than
+    `target` (stats.log_width). It reads widths only, never where an interval lies, so
+    adding rounds cannot be steered towards excluding 1.0."""
+    for a, b in pairs:
+        x, y = step_s.get(a) or (), step_s.get(b) or ()
+        if len(x) < 2 or len(x) != len(y):
+            return False
+        if stats.log_width(stats.ratio_estimate(x, y).ci95) >= target:
+            return False
+    return True

@@ -1,0 +1,287 @@
+"""Does the study reach an idle machine's conclusions on a busy one, or say that it can't tell?
+
+Run: python benchmarks/busy_machine.py [--idle=5] [--loaded=6] [--idle_checks=3]
+     [--config=gelu.yaml] [--wait_idle_s=300] [--results_root=DIR] [--config.KEY=VALUE ...]
+     python benchmarks/busy_machine.py --idle_only=10    # floors of 10 idle runs and their p90
+
+1. The reference: `--idle` runs of the study on the idle machine (the 1-minute load average is
+   printed before each; with `--wait_idle_s` the benchmark first waits up to that long for it
+   to fall under 0.5), their paired rounds pooled per pair of variants into one ratio and 95%
+   interval (harness.stats, the same bootstrap as a run's).
+2. `--loaded` runs while two single-threaded background processes of its own
+   (`OMP_NUM_THREADS=1` NumPy matmuls, started and stopped here) keep both cores busy.
+3. `--idle_checks` more idle runs, each of which should resolve `eager` and
+   `xla_host_callback` as slower than `xla` and not declare itself unresolved.
+
+For every run after the reference it prints the load average it saw, the A/A result, whether
+the run declared itself unresolved, and every contradicting finding: one whose direction is
+opposite to a pooled reference pair whose interval excludes 1.0, or whose interval is disjoint
+from the reference's. The acceptance (issue 24): 0 contradicting findings over the loaded
+runs; each idle check passes.
+
+`--idle_only=N` runs N idle studies and prints each one's noise floor and their 90th
+percentile: the measurement `timing.max_noise`'s default is set from (harness.resolution).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness import stats  # noqa: E402
+from harness.report import data, findings  # noqa: E402
+from harness.summary import TIMING_FILE, TimingRecord  # noqa: E402
+
+IDLE_LOAD = 0.5
+BURNER = (
+    "import numpy as np\n"
+    "a = np.random.default_rng(0).random((384, 384))\n"
+    "while True:\n"
+    "    a = (a @ a) / 384.0\n"
+)
+
+
+def load_1m() -> float:
+    return os.getloadavg()[0]
+
+
+def wait_for_idle(limit_s: float) -> float:
+    """Waits up to `limit_s` for the 1-minute load to fall under IDLE_LOAD; returns it."""
+    deadline = time.monotonic() + limit_s
+    while load_1m() >= IDLE_LOAD and time.monotonic() < deadline:
+        time.sleep(5)
+    return load_1m()
+
+
+@contextlib.contextmanager
+def busy_cores(count: int = 2) -> Iterator[list[int]]:
+    """Keeps `count` cores busy with single-threaded NumPy matmuls while inside; yields their
+    pids. Only these processes are stopped at the end, by their pid."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    procs = [
+        subprocess.Popen([sys.executable, "-c", BURNER], env=env, stdin=subprocess.DEVNULL)
+        for _ in range(count)
+    ]
+    try:
+        time.sleep(3)  # let the load average climb a little before the first run
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    wall_s: float
+    load_before: float
+    stdout: str
+
+
+def run_study(config: str, root: Path, overrides: Sequence[str]) -> Study:
+    """Runs the study once in a fresh process; returns its run folder and what it saw."""
+    before = load_1m()
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            f"--config={config}",
+            f"--results_root={root}",
+            *overrides,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    wall = time.perf_counter() - started
+    found = re.search(r"^report: (.+)/report\.md$", proc.stdout, re.M)
+    if proc.returncode not in (0, 1) or not found:
+        raise SystemExit(f"the study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return Study(Path(found[1]), wall, before, proc.stdout)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Every reference run's paired rounds, pooled per variant."""
+
+    rounds: dict[str, list[float]]
+
+    @classmethod
+    def of(cls, runs: Sequence[Path]) -> Pooled:
+        out: dict[str, list[float]] = {}
+        for run in runs:
+            timed = read_timing(run)
+            length = max((len(v.round_step_s) for v in timed.variants.values()), default=0)
+            for name, v in timed.variants.items():
+                if len(v.round_step_s) == length:
+                    out.setdefault(name, []).extend(v.round_step_s)
+        return cls(out)
+
+    def ratio(self, a: str, b: str) -> stats.RatioEstimate | None:
+        x, y = self.rounds.get(a), self.rounds.get(b)
+        if not x or not y or len(x) != len(y):
+            return None
+        return stats.ratio_estimate(x, y)
+
+
+def read_timing(run: Path) -> TimingRecord:
+    import json
+
+    from harness.records import from_json
+
+    return from_json(TimingRecord, json.loads((run / TIMING_FILE).read_text()), str(run))
+
+
+def contradictions(run: data.RunData, reference: Pooled) -> list[str]:
+    """Returns the run's findings that contradict the pooled reference, each in words."""
+    out = []
+    for f in findings.findings(run)[0]:
+        v = run.variant(f.variant)
+        _, verdict = findings.reference(run, v)
+        ref = reference.ratio(f.variant, f.against)
+        if verdict is None or verdict.ci95 is None or ref is None:
+            continue
+        lo, hi = verdict.ci95
+        rlo, rhi = ref.ci95
+        opposite = (rlo > 1.0 and verdict.ratio < 1.0) or (rhi < 1.0 and verdict.ratio > 1.0)
+        disjoint = hi < rlo or lo > rhi
+        if opposite or disjoint:
+            out.append(
+                f"{f.what}; reference {ref.ratio:.3f} ({rlo:.3f}–{rhi:.3f})"
+                + (": opposite direction" if opposite else ": intervals disjoint")
+            )
+    return out
+
+
+def describe(study: Study, reference: Pooled | None) -> tuple[data.RunData, list[str]]:
+    """Prints one run's line and its contradicting findings; returns the run and them."""
+    run = data.load_run(study.path)
+    n = run.summary.noise
+    m = n.machine if n else None
+    during = f"{m.load_1m[0]:.1f}–{m.load_1m[1]:.1f}" if m and m.load_1m else "?"
+    aa = (
+        f"A/A {n.self_ratio:.4f} ({n.self_ci95[0]:.4f}–{n.self_ci95[1]:.4f}) floor {n.floor * 100:.1f}%"
+        if n and n.self_ratio is not None and n.self_ci95
+        else "A/A not measured"
+    )
+    state = "UNRESOLVED" if n is not None and not n.resolved else "resolved"
+    found = findings.findings(run)[0]
+    bad = contradictions(run, reference) if reference else []
+    print(
+        f"  {run.run_id}: {study.wall_s:.1f} s, load before {study.load_before:.2f}, during "
+        f"{during}; {aa}; {state}; {len(found)} findings, {len(bad)} contradicting",
+        flush=True,
+    )
+    if n is not None and not n.resolved:
+        print(f"    reasons: {'; '.join(n.reasons)}")
+    for line in bad:
+        print(f"    CONTRADICTS: {line}")
+    return run, bad
+
+
+def slower_than_baseline(run: data.RunData, name: str) -> bool:
+    v = run.variant(name)
+    verdict = v.summary.comparison.vs_baseline if v else None
+    return verdict is not None and verdict.verdict == stats.SLOWER
+
+
+def idle_only(args: argparse.Namespace, root: Path, overrides: Sequence[str]) -> int:
+    floors = []
+    for i in range(args.idle_only):
+        print(f"idle run {i + 1}: load {wait_for_idle(args.wait_idle_s):.2f} before", flush=True)
+        study = run_study(args.config, root, overrides)
+        run, _ = describe(study, None)
+        if run.summary.noise is not None:
+            floors.append(run.summary.noise.floor)
+    if floors:
+        print("floors: " + ", ".join(f"{f * 100:.1f}%" for f in floors))
+        print(f"90th percentile: {stats.percentile(floors, 90) * 100:.1f}%")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/gelu.yaml")
+    parser.add_argument("--idle", type=int, default=5, help="idle runs pooled as the reference")
+    parser.add_argument("--loaded", type=int, default=6, help="runs with both cores kept busy")
+    parser.add_argument("--idle_checks", type=int, default=3, help="idle runs checked after")
+    parser.add_argument("--idle_only", type=int, default=0, help="only N idle runs' floors")
+    parser.add_argument("--wait_idle_s", type=float, default=300.0)
+    parser.add_argument("--results_root", default=None)
+    args, overrides = parser.parse_known_args()
+    config = args.config if "/" in args.config else f"configs/{args.config}"
+    args.config = config
+    root = Path(args.results_root or tempfile.mkdtemp(prefix="busy_machine_"))
+    print(f"results under {root}; {os.cpu_count()} CPUs", flush=True)
+    if args.idle_only:
+        return idle_only(args, root, overrides)
+
+    print(f"reference: {args.idle} idle runs, pooled", flush=True)
+    ref_runs = []
+    for _ in range(args.idle):
+        wait_for_idle(args.wait_idle_s)
+        study = run_study(config, root, overrides)
+        describe(study, None)
+        ref_runs.append(study.path)
+    reference = Pooled.of(ref_runs)
+    for name in ("eager", "xla_host_callback", "xla_exact_gelu", "xla_lax_cond", "matmul_only"):
+        if (r := reference.ratio(name, "xla")) is not None:
+            print(f"  pooled {name} / xla: {r.ratio:.3f} ({r.ci95[0]:.3f}–{r.ci95[1]:.3f})")
+
+    print(f"loaded: {args.loaded} runs, both cores kept busy", flush=True)
+    loaded_bad = 0
+    unresolved = 0
+    with busy_cores(2) as pids:
+        print(f"  background matmuls: pids {', '.join(map(str, pids))}", flush=True)
+        for _ in range(args.loaded):
+            run, bad = describe(run_study(config, root, overrides), reference)
+            loaded_bad += len(bad)
+            unresolved += run.summary.noise is not None and not run.summary.noise.resolved
+    print(f"loaded: {loaded_bad} contradicting findings, {unresolved} of {args.loaded} unresolved")
+
+    passed = 0
+    for i in range(args.idle_checks):
+        load = wait_for_idle(args.wait_idle_s)
+        print(f"idle check {i + 1}: 1-minute load {load:.2f} before", flush=True)
+        run, bad = describe(run_study(config, root, overrides), reference)
+        ok = (
+            not bad
+            and (run.summary.noise is None or run.summary.noise.resolved)
+            and slower_than_baseline(run, "eager")
+            and slower_than_baseline(run, "xla_host_callback")
+        )
+        print(f"    {'passes' if ok else 'FAILS'}: eager and xla_host_callback slower than xla")
+        passed += ok
+    if args.idle_checks:
+        print(f"idle checks: {passed} of {args.idle_checks} pass")
+    return 0 if loaded_bad == 0 and passed == args.idle_checks else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

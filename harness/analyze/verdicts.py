@@ -1,0 +1,87 @@
+"""The run's timing verdicts, decided together: Holm's correction over all of them, then the gate.
+
+One run compares every variant with its baseline, its lower bound and (PyTorch) its JAX
+counterpart, often thirty comparisons and more; at 95% pair by pair one of twenty differences
+it calls would be noise. Here each comparison's ratio is estimated first (paired rounds,
+harness.stats), then the p-values of all that are not the same program enter Holm's step-down
+procedure (`stats.holm`), and each verdict is decided with its adjusted p-value. A ratio whose
+interval is still wider than `timing.target_width` is not resolved. Last, a run that failed
+its own A/A check (harness.resolution) gives no timing verdict at all: each becomes
+`not_resolved`, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness import stats
+from harness.summary import TimingRecord, Verdict
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One comparison before its verdict: `name` against `against`, as the `kind` of
+    comparison (`vs_baseline`, `vs_lower_bound`, `vs_framework`)."""
+
+    name: str
+    kind: str
+    against: str
+    estimate: stats.RatioEstimate | None
+    same_program: bool
+
+
+def estimate(timed: TimingRecord | None, name: str, against: str) -> stats.RatioEstimate | None:
+    """Returns the paired-round ratio name / against, or None without paired rounds."""
+    a = timed.variants.get(name) if timed else None
+    b = timed.variants.get(against) if timed else None
+    if a and b and a.round_step_s and len(a.round_step_s) == len(b.round_step_s):
+        return stats.ratio_estimate(a.round_step_s, b.round_step_s)
+    return None
+
+
+def judge(
+    pending: Sequence[Pending],
+    floor: float,
+    target_width: float | None,
+    unresolved: Sequence[str] = (),
+) -> dict[tuple[str, str], Verdict]:
+    """Returns each comparison's verdict, keyed by (name, kind).
+
+    The family corrected is every comparison with a p-value that is not the same program;
+    `unresolved`, the reasons the run failed its A/A check, turns every verdict that is not
+    `same_program` or `not_comparable` into `not_resolved`.
+    """
+    family = [
+        i
+        for i, p in enumerate(pending)
+        if not p.same_program and p.estimate is not None and p.estimate.p is not None
+    ]
+    adjusted = dict(
+        zip(family, stats.holm([pending[i].estimate.p for i in family]), strict=True)  # type: ignore[union-attr]
+    )
+    out = {}
+    for i, p in enumerate(pending):
+        decision = stats.decide(
+            p.estimate,
+            floor,
+            same_program=p.same_program,
+            adjusted_p=adjusted.get(i),
+            comparisons=len(family),
+            target_width=target_width,
+        )
+        verdict, why = decision.verdict, decision.why
+        if unresolved and verdict not in (stats.SAME_PROGRAM, stats.NOT_COMPARABLE):
+            verdict, why = (
+                stats.NOT_RESOLVED,
+                f"the run could not resolve differences: {unresolved[0]}",
+            )
+        out[(p.name, p.kind)] = Verdict(
+            against=p.against,
+            ratio=p.estimate.ratio if p.estimate else None,
+            ci95=p.estimate.ci95 if p.estimate else None,
+            verdict=verdict,
+            why=why,
+            p_holm=adjusted.get(i),
+        )
+    return out

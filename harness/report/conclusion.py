@@ -1,0 +1,72 @@
+"""The terminal's last lines: the run's conclusion, so a user sees it without opening the report.
+
+Either the top findings (the same ranked list the report leads with), one line each, or the
+one line that says the run could not resolve differences, with its evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from harness.report import data, findings, resolution
+
+TOP = 3  # findings printed; the report has the rest
+
+
+def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
+    """Returns the lines that end the terminal's output for this run."""
+    line = resolution.unresolved_line(run.summary)
+    if line is not None:
+        return [f"could not resolve: {line}", f"time it again later: {retime_command(run)}"]
+    found, _ = findings.findings(run)
+    if not found:
+        return ["findings: no resolvable difference between the variants in this run"]
+    out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]
+    if len(found) > top:
+        out.append(f"and {len(found) - top} more findings in the report")
+    return out
+
+
+def _flag_value(value: Any) -> str:
+    """An override's value as the --config flag takes it (YAML's flow form for lists)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def retimable(run: data.RunData) -> bool:
+    """True for a run folder as the study left it: an exported copy (no variant keeps its
+    `dump/` or `torch/`) cannot be timed again, and its path is another machine's."""
+    return any(
+        (run.path / "variants" / v.name / d).is_dir()
+        for v in run.variants
+        for d in ("dump", "torch")
+    )
+
+
+def retime_command(run: data.RunData) -> str:
+    """Returns the command that times this saved run again (timing.only): its config and
+    overrides, as it was started, resumed by its id."""
+    m = run.manifest
+    args = ["python", "-m", "harness", f"--config={m.get('config_file') or 'CONFIG'}"]
+    for o in m.get("overrides") or []:
+        if isinstance(o, dict) and o.get("key") and o.get("key") != "timing.only":
+            args.append(f"--config.{o['key']}={_flag_value(o.get('value'))}")
+    root = run.path.parent.parent
+    if root.name != "results":
+        args.append(f"--results_root={root}")
+    args += [f"--resume={run.run_id}", "--config.timing.only=true"]
+    return shlex.join(args)
+
+
+def conclusion(workdir: Path) -> list[str]:
+    """Returns the conclusion of the run folder `workdir` (none when it has no summary)."""
+    try:
+        return conclusion_lines(data.load_run(workdir))
+    except (OSError, ValueError):
+        return []

@@ -1,0 +1,331 @@
+"""Conclusions that hold on a busy machine (issue 24): the A/A gate, Holm's correction, the
+adaptive rounds' stop rule, robust rounds and the machine's readings.
+
+The statistics and the rounds run on synthetic samples and a fake clock whose answer is
+known; the gate on the session's tiny real run with its noise section replaced. No test
+reads the wall clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from harness import stats
+from harness.analyze import verdicts
+from harness.config.schema import ConfigError
+from harness.report import compare, data, findings, sections
+from harness.report.conclusion import conclusion_lines
+from harness.report.doc import to_markdown
+from harness.search import _unresolved, _verdicts
+from harness.summary import Comparison, TimedVariant, TimingRecord, Verdict, parse_summary
+from harness.timing import machine, rounds, stage
+
+
+def jitter(center: float, spread: float, n: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+# --- Holm's correction --------------------------------------------------------------------------
+
+
+def test_holm_multiplies_the_ith_smallest_p_by_the_comparisons_left() -> None:
+    assert stats.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx((0.04, 0.09, 0.09, 0.5))
+    assert stats.holm([0.2, 0.9]) == pytest.approx((0.4, 0.9))  # capped at 1 and monotone
+    assert stats.holm([]) == ()
+
+
+def test_one_marginal_difference_is_called_but_not_when_it_is_one_of_ten() -> None:
+    """Pair by pair at 95% every one of these would be `slower`; over the run's ten
+    comparisons Holm's correction calls none of them."""
+    marginal = stats.RatioEstimate(1.05, (1.01, 1.09), 10, p=0.02)
+    alone = verdicts.judge([verdicts.Pending("v", "vs_baseline", "b", marginal, False)], 0.0, None)
+    assert alone[("v", "vs_baseline")].verdict == stats.SLOWER
+    assert alone[("v", "vs_baseline")].p_holm == pytest.approx(0.02)
+    family = [verdicts.Pending(f"v{i}", "vs_baseline", "b", marginal, False) for i in range(10)]
+    judged = verdicts.judge(family, 0.0, None)
+    assert {v.verdict for v in judged.values()} == {stats.INDISTINGUISHABLE}
+    assert "Holm" in judged[("v0", "vs_baseline")].why
+    # A clear difference (every resampled median above 1.0: p = 0) survives any family size.
+    clear = stats.ratio_estimate([2.0 + 0.01 * i for i in range(10)], [1.0] * 10)
+    assert clear.p == 0.0
+    judged = verdicts.judge(
+        [*family, verdicts.Pending("eager", "vs_baseline", "b", clear, False)], 0.0, None
+    )
+    assert judged[("eager", "vs_baseline")].verdict == stats.SLOWER
+
+
+def test_the_bootstrap_p_value_agrees_with_the_interval() -> None:
+    same = stats.ratio_estimate(jitter(1.0, 0.05, 12, 1), jitter(1.0, 0.05, 12, 2))
+    lo, hi = same.ci95
+    assert lo <= 1.0 <= hi and same.p is not None and same.p >= 0.05
+
+
+# --- the A/A gate ---------------------------------------------------------------------------------
+
+
+def _failing_aa(run: data.RunData) -> data.RunData:
+    """The run as if its baseline had disagreed with itself, every verdict left as it was."""
+    noise = dataclasses.replace(
+        run.summary.noise,
+        self_ratio=0.6645,
+        self_ci95=(0.5096, 0.9906),
+        floor=0.49,
+        resolved=False,
+        reasons=("`xla` timed against itself gave 0.6645× (95% CI 0.5096–0.9906)",),
+    )
+    return dataclasses.replace(run, summary=dataclasses.replace(run.summary, noise=noise))
+
+
+def _with_a_slower_eager(run: data.RunData) -> data.RunData:
+    """The run with `eager` resolved as 3× slower than the baseline (a timing finding)."""
+    slower = Verdict(against="xla", ratio=3.0, ci95=(2.9, 3.1), verdict=stats.SLOWER, why="")
+
+    def judged(v: data.VariantData) -> data.VariantData:
+        # Every other variant's comparisons are dropped, so the one finding is known.
+        comparison = Comparison(vs_baseline=slower if v.name == "eager" else None)
+        return dataclasses.replace(v, summary=dataclasses.replace(v.summary, comparison=comparison))
+
+    noise = dataclasses.replace(run.summary.noise, resolved=True, reasons=())
+    return dataclasses.replace(
+        run,
+        summary=dataclasses.replace(run.summary, noise=noise),
+        variants=tuple(judged(v) for v in run.variants),
+    )
+
+
+def test_a_failing_aa_check_suppresses_timing_findings_but_not_structural_ones(
+    cpu_run: Path,
+) -> None:
+    resolved = _with_a_slower_eager(data.load_run(cpu_run))
+    assert [f.variant for f in findings.findings(resolved)[0]] == ["eager"]
+    assert findings.recommendations(resolved)
+    gated = _failing_aa(resolved)
+    found, noise = findings.findings(gated)
+    assert found == [] and findings.recommendations(gated) == []
+    assert any("`eager`" in n and "could not resolve" in n for n in noise)
+    # The rules that do not rest on timing stand: untested changes, attribution gaps.
+    assert findings.untested(gated) == findings.untested(resolved) != []
+    assert findings.attribution_gaps(gated) == findings.attribution_gaps(resolved)
+    text = to_markdown(tuple(sections.findings_blocks(gated) + sections.changes_blocks(gated)))
+    assert "could not resolve differences" in text and "0.6645×" in text
+    assert "No change is recommended" in text
+    line, retime = conclusion_lines(gated)
+    assert line.startswith("could not resolve:") and "0.6645" in line
+    assert retime.startswith("time it again later: python -m harness --config=")
+    assert f"--resume={gated.run_id} --config.timing.only=true" in retime
+    assert conclusion_lines(resolved)[0].startswith("finding 1: `eager` is 3.00× slower")
+
+
+def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) -> None:
+    loaded = data.load_run(cpu_run)
+    noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
+    run = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
+    gated = _failing_aa(run)
+    a, b = run.variant("eager"), gated.variant("eager")
+    change = compare.variant_change(run, a, gated, b, 0.0)
+    assert change.verdict.startswith("no verdict: run b could not resolve differences")
+    assert not compare.variant_change(run, a, run, a, 0.0).verdict.startswith("no verdict")
+    both = compare.variant_change(gated, b, gated, b, 0.0).verdict
+    assert both.startswith("no verdict: runs a and b could not resolve differences")
+
+
+def test_an_older_summary_whose_baseline_disagreed_with_itself_is_read_as_unresolved() -> None:
+    raw = json.loads((REPO / "results" / "reference" / "cpu" / "summary.json").read_text())
+    assert raw["schema_version"] == 3
+    assert parse_summary(raw, "reference").noise.resolved  # its A/A held, floor 7.1%
+    raw["noise"]["self_ci95"] = [0.5096, 0.9906]
+    migrated = parse_summary(raw, "old run").noise
+    assert not migrated.resolved and "excludes 1.0" in migrated.reasons[0]
+
+
+def _timing(baseline: list[float], again: list[float], other: list[float]) -> TimingRecord:
+    return TimingRecord(
+        rounds=len(baseline),
+        target_batch_s=0.01,
+        wall_s=1.0,
+        baseline="default",
+        repeat="default#again",
+        variants={
+            "default": TimedVariant(round_step_s=tuple(baseline)),
+            "default#again": TimedVariant(round_step_s=tuple(again)),
+            "c01": TimedVariant(round_step_s=tuple(other)),
+        },
+    )
+
+
+def test_a_search_stage_that_fails_its_aa_check_calls_no_candidate_faster() -> None:
+    from harness.config.schema import Experiment
+
+    exp = Experiment(experiment="s", baseline="default")
+    base = jitter(1.0, 0.01, 10, 3)
+    quiet = _timing(base, jitter(1.0, 0.01, 10, 4), [0.5 * x for x in base])
+    assert _unresolved(quiet, exp) == ()
+    assert _verdicts(quiet, [("c01", "default")], 0.0, exp)[("c01", "default")].verdict == (
+        stats.FASTER
+    )
+    noisy = _timing(base, [0.7 * x for x in base], [0.5 * x for x in base])
+    assert _unresolved(noisy, exp)
+    judged = _verdicts(noisy, [("c01", "default")], 0.0, exp)
+    assert judged[("c01", "default")].verdict == stats.NOT_RESOLVED
+
+
+# --- adaptive rounds -----------------------------------------------------------------------------
+
+
+def test_the_stop_rule_reads_widths_not_whether_an_interval_excludes_one() -> None:
+    base = jitter(1.0, 0.01, 10, 5)
+    narrow_apart = {"a": [1.5 * x for x in jitter(1.0, 0.01, 10, 6)], "b": base}
+    narrow_same = {"a": jitter(1.0, 0.01, 10, 7), "b": base}
+    wide_apart = {"a": jitter(1.5, 0.4, 10, 8), "b": base}  # excludes 1.0, but wide
+    wide_same = {"a": jitter(1.0, 0.4, 10, 9), "b": base}
+    pair = [("a", "b")]
+    assert stage.widths_met(narrow_apart, pair, 0.10)
+    assert stage.widths_met(narrow_same, pair, 0.10)  # holding 1.0 does not stop it less
+    assert stats.ratio_estimate(wide_apart["a"], base).ci95[0] > 1.0
+    assert not stage.widths_met(wide_apart, pair, 0.10)  # excluding 1.0 does not stop it
+    assert not stage.widths_met(wide_same, pair, 0.10)
+
+
+def test_a_ratio_still_too_wide_is_not_resolved_never_a_verdict() -> None:
+    wide = stats.RatioEstimate(1.4, (1.1, 1.9), 10, p=0.0)
+    decision = stats.decide(wide, 0.0, adjusted_p=0.0, target_width=0.10)
+    assert decision.verdict == stats.NOT_RESOLVED and "not resolved in this run" in decision.why
+    assert stats.NOT_RESOLVED in stats.NO_DIFFERENCE
+
+
+class FakeClock:
+    """A clock that moves only when a timed call says so: rounds without wall time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _timed(clock: FakeClock, name: str, cost: list[float]) -> rounds.Timed:
+    """A variant whose every call advances the clock by cost[0] (changeable mid-run)."""
+
+    def call() -> None:
+        clock.now += cost[0]
+
+    return rounds.Timed(name, call, lambda out: None)
+
+
+def test_rounds_are_added_while_the_rule_asks_and_the_budget_allows() -> None:
+    clock = FakeClock()
+    timed = [_timed(clock, n, [0.001]) for n in ("a", "b")]
+    seen: list[int] = []
+
+    def more(step_s: dict[str, list[float]]) -> bool:
+        seen.append(len(step_s["a"]))
+        return len(step_s["a"]) < 8
+
+    result = rounds.time_rounds(
+        timed, 4, 0.004, warmup=0, budget_s=1.0, more=more, max_budget_s=100.0, clock=clock
+    )
+    assert seen == [4, 6, 8] and len(result.step_s["a"]) == 8  # pairs of rounds, then it stops
+    assert result.added_rounds == 4 and result.stopped == "widths"
+    clock = FakeClock()
+    timed = [_timed(clock, n, [0.001]) for n in ("a", "b")]
+    result = rounds.time_rounds(
+        timed, 4, 0.004, warmup=0, more=lambda s: True, max_budget_s=0.5, clock=clock
+    )
+    assert result.stopped == "budget" and clock.now <= 0.5
+    assert result.added_rounds > 0 and result.added_rounds % 2 == 0
+
+
+# --- robust rounds --------------------------------------------------------------------------------
+
+
+def test_one_preempted_batch_does_not_move_its_round() -> None:
+    assert rounds.round_figure([0.010, 0.500, 0.011], calls=10) == pytest.approx(0.0011)
+    clock = FakeClock()
+    cost = [0.001]
+    slow = _timed(clock, "slow_once", cost)
+    calls = {"n": 0}
+    inner = slow.call
+
+    def call() -> None:
+        calls["n"] += 1
+        # Calibration makes calls 1 and 2; the second batch of round 0 (calls 5 and 6) is
+        # 100× slower, as a preempted batch would be.
+        cost[0] = 0.1 if calls["n"] in (5, 6) else 0.001
+        inner()
+
+    timed = [rounds.Timed("slow_once", call, slow.wait)]
+    result = rounds.time_rounds(timed, 2, 0.002, warmup=0, batches=3, clock=clock)
+    assert result.calls_per_batch == {"slow_once": 2} and result.batches == 3
+    assert result.step_s["slow_once"] == pytest.approx((0.001, 0.001))
+
+
+# --- the machine's readings -----------------------------------------------------------------------
+
+
+def test_a_worker_that_got_less_cpu_than_wall_time_is_flagged_as_preempted() -> None:
+    before = {"wall_s": 10.0, "cpu_s": 5.0, "load_1m": 0.4, "steal_s": 1.0}
+    after = {"wall_s": 11.0, "cpu_s": 5.5, "load_1m": 0.4, "steal_s": 1.0}
+    assert machine.flags(before, after, cpus=2, host_bound=True) == (
+        "preempted: the worker got 50% of the wall time as CPU time",
+    )
+    assert machine.flags(before, after, cpus=2, host_bound=False) == ()  # a GPU worker waits
+    busy = {**after, "cpu_s": 6.0, "load_1m": 5.0, "steal_s": 1.2}
+    assert machine.flags(before, busy, cpus=2, host_bound=True) == (
+        "CPU steal 10% of the round",
+        "load average 5.0 on 2 CPUs",
+    )
+    reading = machine.read()
+    assert {"wall_s", "cpu_s", "load_1m", "steal_s", "cpus"} <= set(reading)
+
+
+def test_a_max_budget_under_the_budget_is_refused_in_one_line(tmp_path: Path) -> None:
+    from harness.config import load
+
+    load("gelu.yaml", ["--config.timing.max_budget_s=0"])
+    with pytest.raises(ConfigError, match=r"timing.max_budget_s: must be 0"):
+        load("gelu.yaml", ["--config.timing.max_budget_s=1.0"])
+
+
+# --- re-time later ------------------------------------------------------------------------------
+
+
+def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
+    cpu_run: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from conftest import TINY, run_harness
+
+    root = tmp_path / "results"
+    copy = root / "gelu" / cpu_run.name
+    shutil.copytree(cpu_run, copy, symlinks=True)
+    before = json.loads((copy / "timing.json").read_text())
+    proc = run_harness(
+        "--config=gelu.yaml",
+        *TINY,
+        f"--resume={cpu_run.name}",
+        "--config.timing.only=true",
+        results_root=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "first call" not in proc.stdout  # nothing captured again
+    kept = sorted(copy.glob("timing.before-*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == before
+    assert sorted(copy.glob("summary.before-*.json"))
+    after = json.loads((copy / "timing.json").read_text())
+    assert after["wall_s"] != before["wall_s"]
+    notes = [v["note"] or "" for v in after["variants"].values()]
+    assert any("optimized HLO equals the captured one" in n for n in notes), notes
+    assert "re-timed (timing.only)" in json.loads((copy / "manifest.json").read_text())["notes"][0]
+    assert sorted(copy.glob("manifest.before-*.json"))
+    # Without timing.only a finished run is still never changed.
+    plain = run_harness("--config=gelu.yaml", *TINY, f"--resume={cpu_run.name}", results_root=root)
+    assert plain.returncode == 2 and plain.stderr.startswith("error: flag --resume=")
+    assert json.loads((copy / "timing.json").read_text()) == after
