@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder
+from harness.capture import memory as capture_memory
 from harness.capture import torch_env
 from harness.capture.variant import Captured, Context, analytic_flops
 from harness.config.schema import Experiment, Variant
@@ -108,6 +109,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
     fn = tx.build_torch_function(variant)
     wait = waiter(device)
     buffer = stdio.StringIO()
+    allocated = capture_memory.torch_before(device)
     with contextlib.redirect_stdout(buffer):
         if variant.mode == "torch_eager":
             record, call = _capture_eager(exp, variant, fn, inputs, wait, ctx)
@@ -117,7 +119,10 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
     if printed:
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
     record = dataclasses.replace(
-        record, callback_lines=len(printed.splitlines()), wall_s=time.perf_counter() - started
+        record,
+        callback_lines=len(printed.splitlines()),
+        wall_s=time.perf_counter() - started,
+        memory=capture_memory.torch_measured(device, allocated) if record.status == "ok" else None,
     )
     return Captured(record, call, wait if call is not None else None)
 

@@ -1,0 +1,387 @@
+"""Where the memory goes: a compiled module's peak, the buffers live at it and why.
+
+Reads XLA's live ranges, buffer assignment and memory-usage report (harness.hlo.memory)
+beside the optimized module, and names each buffer live at the peak by its defining
+instruction, its cluster, its source line and named scope (the rankings' frame resolution,
+harness.analyze.program). A buffer XLA inserted carries no op_name; it is named by the pass
+that inserted it and the op it feeds.
+
+Shared by the run's analysis (the `memory` section and memory.json of every compiled JAX
+variant) and by `python -m harness.analyze` on any dump folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from harness import io, ladder
+from harness.analyze import modules as hlo_files
+from harness.analyze import program as prog
+from harness.hlo import memory as xm
+from harness.hlo.parser import HloModule, Instruction
+from harness.records import from_json, to_json
+from harness.summary_memory import (
+    MEMORY_FILE,
+    PEAK_SOURCE,
+    MeasuredMemory,
+    Memory,
+    MemoryFile,
+    ModulePeak,
+    PeakBuffer,
+)
+
+TOP_BUFFERS = 10
+TIMELINE_POINTS = 400
+# Instructions that define no new data: a buffer of theirs is named after what they forward.
+_FORWARDS = frozenset({"bitcast", "get-tuple-element", "tuple", "copy-start", "copy-done"})
+_NO_SOURCE = frozenset({"parameter", "constant"})
+# The pass that inserts an op without metadata, by the op (XLA's pass names).
+_INSERTING_PASS = {
+    "convert": "float-normalization",
+    "copy": "copy-insertion",
+    "transpose": "layout-assignment",
+    "broadcast": "algsimp",
+    "reshape": "layout-assignment",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleMemory:
+    """One module's memory: the live-range peak, every buffer at it, and the live bytes."""
+
+    module: str
+    peak_bytes: int | None
+    peak_at: int | None
+    schedule_length: int
+    total_bytes: int | None
+    buffers: tuple[PeakBuffer, ...]
+    live_bytes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryFiles:
+    """The memory files XLA wrote beside one optimized module (None: not dumped)."""
+
+    after: Path
+    live_range: Path | None
+    buffer_assignment: Path | None
+    memory_usage: Path | None
+
+
+def dump_files(after: Path) -> MemoryFiles:
+    """The memory files beside an optimized module in XLA's dump folder (same prefix)."""
+    stem = after.name.removesuffix(".txt")
+
+    def beside(suffix: str) -> Path | None:
+        path = after.with_name(f"{stem}-{suffix}.txt")
+        return path if path.is_file() and not path.is_symlink() else None
+
+    return MemoryFiles(
+        after, beside("live-range"), beside("buffer-assignment"), beside("memory-usage-report")
+    )
+
+
+def ladder_files(lad: ladder.Ladder) -> list[MemoryFiles]:
+    """The memory files of a ladder's optimized modules: one, or one per eager primitive
+    (files of the same name in each stage's folder)."""
+    found = []
+    for after in lad.hlo_files("hlo_after"):
+        paths = []
+        for stage in ("live_range", "buffer_assignment", "memory_usage"):
+            base = lad.path(stage)
+            if base is None:
+                paths.append(None)
+            elif base.is_dir():
+                path = base / after.name
+                paths.append(path if path.is_file() else None)
+            else:
+                paths.append(base)
+        found.append(MemoryFiles(after, *paths))
+    return found
+
+
+def _dtype(shape: str | None) -> str | None:
+    if not shape:
+        return None
+    return "tuple" if shape.startswith("(") else shape.split("[", 1)[0]
+
+
+def _inner_op(module: HloModule, inst: Instruction) -> Instruction:
+    """A fusion XLA's fusion wrapper made around one op (`wrapped_convert`): that op."""
+    if inst.opcode == "fusion" and inst.name.startswith("wrapped_"):
+        for name in inst.called_computations:
+            comp = module.computations.get(name)
+            root = comp.root if comp is not None else None
+            if root is not None:
+                return root
+    return inst
+
+
+def inserting_pass(module: HloModule, inst: Instruction, operand_dtype: str | None) -> str:
+    """The pass that inserted an instruction without metadata, named from the op it holds:
+    a convert from bf16 is float normalization's upcast of an op the backend runs in f32."""
+    inner = _inner_op(module, inst)
+    name = _INSERTING_PASS.get(inner.opcode, f"an XLA pass (a {inner.opcode} without op_name)")
+    if inner.opcode == "convert" and operand_dtype in ("bf16", "f16"):
+        name = f"float-normalization-{operand_dtype}"
+    if inner is not inst:
+        name += ", wrapped in a fusion by fusion-wrapper"
+    return name
+
+
+class _Users:
+    """Each instruction's readers, by name, within its computation."""
+
+    def __init__(self, module: HloModule) -> None:
+        self.by_name: dict[str, Instruction] = {}
+        self.users: dict[str, list[Instruction]] = {}
+        for comp, inst in module.instructions():
+            self.by_name.setdefault(inst.name, inst)
+            for operand in inst.operands:
+                base = operand.partition("#")[0].lstrip("%")
+                self.users.setdefault(base, []).append(inst)
+            del comp
+
+    def fed(self, name: str) -> Instruction | None:
+        """The first reader with an op_name, looking through forwarding instructions."""
+        queue, seen = [name], {name}
+        while queue:
+            for user in self.users.get(queue.pop(0), ()):
+                if user.op_name and user.opcode not in _FORWARDS:
+                    return user
+                if user.name not in seen and len(seen) < 64:
+                    seen.add(user.name)
+                    queue.append(user.name)
+        return None
+
+
+def _op(op_name: str) -> str:
+    return op_name.rsplit("/", 1)[-1]
+
+
+def buffers_at_peak(
+    module: HloModule, live: xm.LiveRanges, assignment: xm.BufferAssignment | None
+) -> tuple[PeakBuffer, ...]:
+    """Returns every buffer live at the peak, largest first, each named and placed."""
+    clusters = hlo_files.clusters_of(module)
+    names = {c.name for c in clusters}
+    lines = prog.cluster_lines(module, clusters)
+    frames = prog._Frames(module)  # the rankings' own resolution, one cache for the module
+    users = _Users(module)
+    values = assignment.by_value() if assignment is not None else {}
+    kinds = assignment.kinds() if assignment is not None else {}
+    out = []
+    for value, size in live.at_peak:
+        instruction = value.split("{", 1)[0]
+        inst = users.by_name.get(instruction)
+        found = values.get(value)
+        shape = found.shape if found is not None else None
+        cluster = instruction if instruction in names else None
+        op_name = inst.op_name if inst is not None else ""
+        inserted_by = feeds = None
+        line: str | None = None
+        if inst is not None:
+            if cluster is not None:
+                line = (lines.get(cluster) or (None,))[0]
+            if line is None and inst.opcode not in _NO_SOURCE:
+                line = frames.line_of(inst)
+            if not op_name and inst.opcode not in _NO_SOURCE | _FORWARDS:
+                operand = (
+                    values.get(inst.operands[0].partition("#")[0] + "{}") if inst.operands else None
+                )
+                inserted_by = inserting_pass(
+                    module, inst, _dtype(operand.shape) if operand else None
+                )
+                reader = users.fed(instruction)
+                if reader is not None:
+                    op_name = reader.op_name
+                    feeds = f"{reader.name} ({_op(reader.op_name)})"
+                    line = line or frames.line_of(reader)
+        scope = (
+            prog.scope_of(op_name)
+            if op_name and inst is not None and inst.opcode not in _NO_SOURCE
+            else None
+        )
+        out.append(
+            PeakBuffer(
+                value=value,
+                bytes=size,
+                shape=shape,
+                dtype=_dtype(shape),
+                instruction=instruction,
+                opcode=inst.opcode if inst is not None else None,
+                cluster=cluster,
+                kind=kinds.get(found.allocation) if found is not None else None,
+                source_line=line,
+                scope=scope or None,
+                op_name=op_name or None,
+                inserted_by=inserted_by,
+                feeds=feeds,
+            )
+        )
+    return tuple(sorted(out, key=lambda b: (-b.bytes, b.value)))
+
+
+def module_memory(files: MemoryFiles) -> ModuleMemory | None:
+    """Returns one module's memory, or None when XLA wrote no live ranges for it. Raises
+    ValueError naming the file that is not what XLA writes."""
+    if files.live_range is None:
+        return None
+    live = xm.parse_live_range(files.live_range.read_text(errors="replace"), str(files.live_range))
+    assignment = (
+        xm.parse_buffer_assignment(
+            files.buffer_assignment.read_text(errors="replace"), str(files.buffer_assignment)
+        )
+        if files.buffer_assignment is not None
+        else None
+    )
+    usage = (
+        xm.parse_memory_usage(
+            files.memory_usage.read_text(errors="replace"), str(files.memory_usage)
+        )
+        if files.memory_usage is not None
+        else None
+    )
+    module = hlo_files.parsed(files.after)
+    sizes = {v.value: v.size for v in assignment.values} if assignment is not None else {}
+    sizes.update(dict(live.at_peak))
+    peak = live.peak_bytes if live.peak_bytes is not None else sum(b for _, b in live.at_peak)
+    return ModuleMemory(
+        module=module.name,
+        peak_bytes=peak,
+        peak_at=live.peak_at,
+        schedule_length=len(live.schedule),
+        total_bytes=usage.total_bytes if usage is not None else None,
+        buffers=buffers_at_peak(module, live, assignment),
+        live_bytes=xm.live_bytes(live, sizes),
+    )
+
+
+def downsampled(
+    values: Sequence[int], points: int = TIMELINE_POINTS
+) -> tuple[tuple[int, ...], int]:
+    """Returns (the maximum over each window, the window), at most `points` windows: the peak
+    survives any downsampling."""
+    step = max(1, -(-len(values) // points))
+    return tuple(max(values[i : i + step]) for i in range(0, len(values), step)), step
+
+
+def section(
+    found: Sequence[ModuleMemory], measured: MeasuredMemory | None, eager: bool
+) -> tuple[Memory, ModuleMemory | None]:
+    """Returns the memory section of a variant's modules (eager: one per primitive; the peak
+    is the largest module's), and the module its buffers are of."""
+    notes: list[str] = []
+    if measured is not None and measured.note:
+        notes.append(measured.note)
+    top = max(found, key=lambda m: m.peak_bytes or 0, default=None)
+    if top is None:
+        notes.append("XLA wrote no live ranges for this variant's module")
+    if eager and top is not None:
+        notes.append(
+            "eager: one module per primitive; the peak is the largest module's, not counting "
+            "the arrays held between primitives"
+        )
+    memory = Memory(
+        peak_bytes=top.peak_bytes if top else None,
+        peak_source=PEAK_SOURCE if top else None,
+        peak_at=top.peak_at if top else None,
+        schedule_length=top.schedule_length if top else None,
+        total_bytes=top.total_bytes if top else None,
+        buffers_at_peak=len(top.buffers) if top else None,
+        buffers_at_peak_bytes=sum(b.bytes for b in top.buffers) if top else None,
+        largest=top.buffers[:TOP_BUFFERS] if top else (),
+        compiler=measured.compiler if measured else None,
+        devices=measured.devices if measured else (),
+        modules=tuple(ModulePeak(m.module, m.peak_bytes, m.total_bytes) for m in found)
+        if eager
+        else (),
+        notes=tuple(notes),
+    )
+    return memory, top
+
+
+def memory_file(memory: Memory, top: ModuleMemory | None) -> MemoryFile:
+    live, step = downsampled(top.live_bytes) if top is not None else ((), 1)
+    return MemoryFile(
+        memory=memory,
+        module=top.module if top else None,
+        buffers=top.buffers if top else (),
+        live_bytes=live,
+        live_step=step,
+    )
+
+
+def variant_memory(
+    vdir: Path, lad: ladder.Ladder, mode: str, measured: MeasuredMemory | None
+) -> Memory:
+    """Returns a JAX variant's memory section and writes its memory.json."""
+    found = [m for f in ladder_files(lad) if (m := module_memory(f)) is not None]
+    memory, top = section(found, measured, mode == "eager")
+    io.write_json(vdir / MEMORY_FILE, to_json(memory_file(memory, top)), compact=True)
+    return memory
+
+
+def read_memory_file(vdir: Path) -> MemoryFile | None:
+    """Returns a variant's memory.json, or None when it has none or it is unreadable."""
+    path = vdir / MEMORY_FILE
+    if not path.is_file():
+        return None
+    try:
+        return from_json(MemoryFile, io.read_json(path), str(path))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceDifference:
+    """The bytes live at the peak from one source line and named scope, in two variants."""
+
+    source_line: str | None
+    scope: str | None
+    bytes_a: int
+    bytes_b: int
+    buffers: tuple[str, ...]  # the larger side's buffers: `instruction shape`
+
+    @property
+    def delta(self) -> int:
+        return self.bytes_b - self.bytes_a
+
+
+def _key(b: PeakBuffer) -> tuple[str, str]:
+    return (b.source_line or "", b.scope or b.op_name or b.instruction)
+
+
+def differences(
+    a: Iterable[PeakBuffer], b: Iterable[PeakBuffer], top: int = 5
+) -> tuple[SourceDifference, ...]:
+    """Returns what makes two peaks differ: the buffers at each peak grouped by source line
+    and named scope (instruction names differ between programs; their sources do not), the
+    groups whose bytes differ most first."""
+    groups: dict[tuple[str, str], list[list[PeakBuffer]]] = {}
+    for side, buffers in enumerate((a, b)):
+        for buf in buffers:
+            groups.setdefault(_key(buf), [[], []])[side].append(buf)
+    out = []
+    for (line, scope), (left, right) in groups.items():
+        sa, sb = sum(x.bytes for x in left), sum(x.bytes for x in right)
+        if sa == sb:
+            continue
+        larger = right if sb > sa else left
+        named = tuple(f"{x.instruction} {x.shape or '?'}" for x in larger[:4])
+        out.append(SourceDifference(line or None, scope or None, sa, sb, named))
+    return tuple(sorted(out, key=lambda d: -abs(d.delta))[:top])
+
+
+def measured_only(measured: MeasuredMemory | None) -> Memory | None:
+    """Returns the memory section of a variant without XLA's files (PyTorch): what the
+    capture measured, or None when it measured nothing."""
+    if measured is None:
+        return None
+    return Memory(
+        compiler=measured.compiler,
+        devices=measured.devices,
+        notes=(measured.note,) if measured.note else (),
+    )

@@ -1,0 +1,252 @@
+"""Memory in the report: the peak per variant, the largest buffers at it, and the memory rule.
+
+Reads only what the run wrote: each variant's `memory` summary section and memory.json
+(harness.analyze.memory). The finding is a rule over the summaries with typed evidence, kept
+apart from the timing findings: a peak is compiled, not timed, so the timing noise gate never
+suppresses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.analyze.memory import SourceDifference, differences, read_memory_file
+from harness.report import fmt
+from harness.report.data import MISSING, RunData, VariantData, same_size
+from harness.report.doc import Block, Heading, Para, Table
+from harness.summary import VariantSummary
+
+# The rule's defaults (issue 28: `memory.min_ratio`, `memory.min_bytes`).
+MIN_RATIO = 0.10
+MIN_BYTES = 16 << 20
+
+
+def peak(s: VariantSummary) -> int | None:
+    return s.memory.peak_bytes if s.memory is not None else None
+
+
+def peak_cell(s: VariantSummary) -> str:
+    value = peak(s)
+    return fmt.si(value, "B") if value is not None else MISSING
+
+
+@dataclass(frozen=True)
+class MemoryEvidence:
+    """Why two peaks differ: each side's peak and the source lines that make the difference."""
+
+    variant: str
+    against: str
+    peak_bytes: int
+    against_bytes: int
+    sources: tuple[SourceDifference, ...]
+
+    @property
+    def delta(self) -> int:
+        return self.peak_bytes - self.against_bytes
+
+
+@dataclass(frozen=True)
+class MemoryFinding:
+    rule: str
+    what: str
+    evidence: MemoryEvidence
+
+
+def memory_rule(
+    name: str,
+    s: VariantSummary,
+    base_name: str,
+    base: VariantSummary,
+    min_ratio: float = MIN_RATIO,
+    min_bytes: int = MIN_BYTES,
+) -> MemoryFinding | None:
+    """A finding when two variants' peaks differ by more than `min_ratio` of the smaller and
+    more than `min_bytes`, naming the buffers (by source line) that make the difference."""
+    a, b = peak(s), peak(base)
+    if a is None or b is None or name == base_name:
+        return None
+    delta = a - b
+    if abs(delta) <= min_bytes or abs(delta) <= min_ratio * min(a, b):
+        return None
+    mine = s.memory.largest if s.memory else ()
+    theirs = base.memory.largest if base.memory else ()
+    evidence = MemoryEvidence(name, base_name, a, b, differences(theirs, mine))
+    more = "more" if delta > 0 else "less"
+    what = (
+        f"`{name}` peaks at {fmt.si(a, 'B')}, {fmt.si(abs(delta), 'B')} {more} than "
+        f"`{base_name}` ({fmt.si(b, 'B')}; XLA's live-range peaks)"
+    )
+    return MemoryFinding("memory_peak", what, evidence)
+
+
+def memory_findings(run: RunData) -> list[MemoryFinding]:
+    """Every variant's memory finding against its framework's baseline, largest first; only
+    between variants of one problem size (a smaller problem's smaller peak says nothing)."""
+    base = run.variant(run.baseline)
+    if base is None:
+        return []
+    found = [
+        f
+        for v in run.variants
+        if v.framework == base.framework
+        and same_size(v, base)
+        and (f := memory_rule(v.name, v.summary, base.name, base.summary)) is not None
+    ]
+    return sorted(found, key=lambda f: -abs(f.evidence.delta))
+
+
+def evidence_lines(e: MemoryEvidence) -> tuple[str, ...]:
+    out = []
+    for d in e.sources:
+        where = f"`{d.source_line}`" if d.source_line else "no source line"
+        scope = f" (`{d.scope}`)" if d.scope else ""
+        out.append(
+            f"{where}{scope}: {fmt.si(d.bytes_b, 'B')} at `{e.variant}`'s peak against "
+            f"{fmt.si(d.bytes_a, 'B')} at `{e.against}`'s: "
+            + ", ".join(f"`{b}`" for b in d.buffers)
+        )
+    return tuple(out)
+
+
+def tradeoff(run: RunData, variant: str, against: str) -> str:
+    """The change in peak a recommendation brings: "What to change"'s trade-off column."""
+    v, ref = run.variant(variant), run.variant(against)
+    if v is None or ref is None or peak(v.summary) is None or peak(ref.summary) is None:
+        return ""
+    delta = (peak(v.summary) or 0) - (peak(ref.summary) or 0)
+    sign = "+" if delta >= 0 else "−"
+    return f"peak memory {sign}{fmt.si(abs(delta), 'B')} ({fmt.si(peak(v.summary), 'B')})"
+
+
+def _buffer_row(b: object) -> tuple[str, ...]:
+    origin = getattr(b, "inserted_by", None)
+    feeds = getattr(b, "feeds", None)
+    made = f"inserted by {origin}; feeds {feeds}" if origin else (getattr(b, "op_name", "") or "")
+    return (
+        f"`{getattr(b, 'instruction', '')}`",
+        fmt.si(getattr(b, "bytes", None), "B"),
+        getattr(b, "shape", None) or MISSING,
+        getattr(b, "kind", None) or MISSING,
+        f"`{getattr(b, 'source_line', '')}`" if getattr(b, "source_line", None) else MISSING,
+        made or MISSING,
+    )
+
+
+def memory_blocks(run: RunData) -> list[Block]:
+    """The Memory section: each variant's peak beside the other sources' figures, then the 10
+    largest buffers at each peak by source line."""
+    rows = []
+    for v in run.variants:
+        m = v.summary.memory
+        if m is None:
+            continue
+        c = m.compiler
+        device = ", ".join(
+            f"{d.device}: {fmt.si(d.peak_bytes, 'B')}"
+            for d in m.devices
+            if d.peak_bytes is not None
+        )
+        rows.append(
+            (
+                v.name,
+                peak_cell(v.summary),
+                fmt.si(m.total_bytes, "B") if m.total_bytes is not None else MISSING,
+                fmt.si(c.temp_bytes, "B") if c and c.temp_bytes is not None else MISSING,
+                fmt.si(c.output_bytes, "B") if c and c.output_bytes is not None else MISSING,
+                fmt.si(c.argument_bytes, "B") if c and c.argument_bytes is not None else MISSING,
+                device or "; ".join(m.notes[:1]) or MISSING,
+            )
+        )
+    if not rows:
+        return []
+    out: list[Block] = [
+        Heading(2, "Memory", "memory"),
+        Para(
+            "**Peak**: XLA's live-range peak (`*-live-range.txt`), what is live at once, the "
+            "study's peak. **Total allocation**: the memory-usage report's Total bytes (not the "
+            "peak). **Temp, output, argument**: `compiled.memory_analysis()`. **Device peak**: "
+            "`peak_bytes_in_use` after the steady steps minus `bytes_in_use` before the first call."
+        ),
+        Table(
+            ("variant", "peak", "total allocation", "temp", "output", "argument", "device peak"),
+            tuple(rows),
+        ),
+    ]
+    for v in run.variants:
+        m = v.summary.memory
+        if m is None or not m.largest:
+            continue
+        out.append(
+            Para(
+                f"`{v.name}`: the {len(m.largest)} largest of {m.buffers_at_peak} buffers live at "
+                f"the peak (position {m.peak_at} of {m.schedule_length})"
+            )
+        )
+        out.append(
+            Table(
+                (
+                    "buffer",
+                    "bytes",
+                    "shape",
+                    "allocation",
+                    "source line",
+                    "op (or who inserted it)",
+                ),
+                tuple(_buffer_row(b) for b in m.largest),
+            )
+        )
+    return out
+
+
+def memory_pair(run: RunData) -> tuple[VariantData, VariantData] | None:
+    """The baseline and the variant whose peak differs most from it, for the live-bytes plot."""
+    base = run.variant(run.baseline)
+    if base is None or peak(base.summary) is None:
+        return None
+    others = [
+        v
+        for v in run.variants
+        if v is not base and peak(v.summary) is not None and same_size(v, base)
+    ]
+    if not others:
+        return None
+    far = max(others, key=lambda v: abs((peak(v.summary) or 0) - (peak(base.summary) or 0)))
+    return base, far
+
+
+def live_series(run: RunData, v: VariantData) -> tuple[tuple[int, ...], int]:
+    """A variant's live bytes over the schedule from its memory.json, and positions per point."""
+    found = read_memory_file(run.path / "variants" / v.name)
+    return (found.live_bytes, found.live_step) if found is not None else ((), 1)
+
+
+def module_blocks(found: list[tuple[str, object]]) -> list[Block]:
+    """`python -m harness.analyze`'s Memory section: per module (key, ModuleMemory) the peak
+    and total with their sources, and the 10 largest buffers at the peak."""
+    out: list[Block] = [Heading(2, "Memory", "memory")]
+    for key, m in found:
+        peak_bytes, total = getattr(m, "peak_bytes", None), getattr(m, "total_bytes", None)
+        buffers = getattr(m, "buffers", ())
+        out.append(
+            Para(
+                f"`{key}`: peak {fmt.si(peak_bytes, 'B')} (XLA's live-range peak, position "
+                f"{getattr(m, 'peak_at', None)}); total allocation "
+                f"{fmt.si(total, 'B') if total is not None else MISSING} (memory-usage report, "
+                f"Total bytes); {len(buffers)} buffers live at the peak"
+            )
+        )
+        if buffers:
+            out.append(
+                Table(
+                    (
+                        "buffer",
+                        "bytes",
+                        "shape",
+                        "allocation",
+                        "source line",
+                        "op (or who inserted it)",
+                    ),
+                    tuple(_buffer_row(b) for b in buffers[:10]),
+                )
+            )
+    return out if found else []
