@@ -15,7 +15,7 @@ RUN ?= results/gelu/latest
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,torch]'
+	$(PY) -m pip install -q -e '.[dev,torch,train]'
 	touch $@
 
 experiment: $(VENV)/.installed
@@ -47,7 +47,8 @@ compare: $(VENV)/.installed
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
 	$(PY) -m harness.report.compare --a=$(A) --b=$(B) --out=$(OUT)
 
-# Rewrite results/index.html, the list of every run (write_report also does this).
+# Rewrite results/index.html, the list of every run (a study also does this; report, export
+# and reanalyze write nothing above their own folder).
 index: $(VENV)/.installed
 	$(PY) -c "from pathlib import Path; from harness.report.index import write_results_index as w; print(w(Path('results')))"
 

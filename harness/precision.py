@@ -39,3 +39,12 @@ def precision(platform: str, x_dtype: str, w_dtype: str, matmul_precision: str =
     if dtype == "float32" and platform == "gpu" and matmul_precision != "highest":
         return "tf32"
     return SHORT[dtype]
+
+
+def tolerance_dtype(leaf_dtype: str, computed_in: str) -> str | None:
+    """Returns the dtype whose tolerance a result leaf is judged by: its own, unless the
+    arguments it came from were narrower (`computed_in`), whose rounding it then carries; None
+    for an integer or bool leaf, which must be exact."""
+    if leaf_dtype not in FLOATS and not leaf_dtype.startswith(("float", "complex")):
+        return None
+    return narrowest_float((leaf_dtype, computed_in))

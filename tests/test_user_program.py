@@ -236,11 +236,11 @@ def test_the_reference_is_the_function_in_float64_and_x64_does_not_leak(tmp_path
     assert not jax.config.jax_enable_x64 and jnp.zeros(2).dtype == jnp.float32
     y32 = jax.jit(program.load_callable(p.function))(*args.args)
     assert y32.dtype == jnp.float32
-    assert program.numerics(y32, (ref,), 2e-3).ok
+    judged = program.numerics(y32, (ref,), "float32")
     # float32 is within float32's tolerance of float64, and no closer than its rounding:
-    assert not program.numerics(y32, (ref,), 1e-10).ok
+    assert judged.ok and judged.tolerance == 2e-3 and judged.rel_fro_err > 1e-10
     # a reference that were the float32 computation itself would not tell the two apart
-    assert program.numerics(y32, (np.asarray(y32, np.float64),), 1e-10).ok
+    assert program.numerics(y32, (np.asarray(y32, np.float64),), "float32").rel_fro_err == 0
 
 
 # --- config errors: one line naming the file and key -------------------------------------------
@@ -329,7 +329,7 @@ def test_a_search_runs_on_a_program(tmp_path: Path) -> None:
         + "search: {base: xla, budget_s: 60, max_candidates: 2,"
         + " space: {xla_options: {xla_cpu_enable_fast_math: [false, true]}}}\n"
         + "profile: {enabled: false}\nmeasure: {warmup: 1, steps: 3}\n"
-        + "timing: {rounds: 4, batch_s: 0.005, budget_s: 0.5}\n"
+        + "timing: {rounds: 4, batch_s: 0.005, budget_s: 0.5, max_budget_s: 0.5}\n"
     )
     proc = run_harness(f"--config={config}", results_root=tmp_path / "results")
     assert proc.returncode == 0, proc.stderr

@@ -4,13 +4,16 @@ a variant's dtype changes, the new-shape call, and the float64 reference.
 The config's `program` section (harness.config.schema.Program) names `function` and `init`.
 The harness calls
 
-    params = init(jax.random.key(seed), *input_specs)     # once per distinct inputs and seed
-    y = function(params, *inputs)                          # in every variant
+    params = init(jax.random.key(seed), *input_specs, **kwargs)   # once per inputs and seed
+    y = function(params, *inputs, **kwargs)                        # in every variant
 
-where each spec is a `jax.ShapeDtypeStruct` of one configured input. Inputs come from the same
-seed: input i from `jax.random.fold_in(jax.random.key(seed), INPUT_STREAM + i)` (standard normal
-for floating dtypes, uniform in [0, high) for integers, fair coin flips for bool), made once per
-distinct shapes and dtypes, so every variant computes on bit-identical values. A variant's
+where each input is one pytree (an array, or a list or mapping of them, as configured: harness.
+config.program) and each spec the same pytree of `jax.ShapeDtypeStruct`; `kwargs` are the
+static keyword arguments (`program.kwargs`), passed to init only when its signature names them.
+Inputs come from the same seed: array leaf i, in jax.tree order over all inputs, from
+`jax.random.fold_in(jax.random.key(seed), INPUT_STREAM + i)` (standard normal for floating
+dtypes, uniform in [low, high) for integers, fair coin flips for bool), made once per distinct
+shapes and dtypes, so every variant computes on bit-identical values. A variant's
 `program.dtype` casts every floating input, and `program.w_dtype` every floating leaf of the
 parameters, after they are made.
 
@@ -27,6 +30,9 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import inspect
+import itertools
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,12 +42,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.config.schema import InputSpec, Program, split_callable
-from harness.precision import narrowest_float
+from harness.config.program import InputSpec, input_leaves, map_specs
+from harness.config.program import leaves as config_leaves
+from harness.config.schema import Program, split_callable
+from harness.precision import narrowest_float, tolerance_dtype
 from harness.summary import ArraySpec, Numerics, ProgramRecord
 from harness.variants.expression import TOLERANCE, compare
 
-# Input i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
+# Input leaf i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
 INPUT_STREAM = 1 << 20
 
 
@@ -110,6 +118,36 @@ def _import_file(path: Path) -> Any:
     return module
 
 
+def bound(program: Program) -> Callable[..., Any]:
+    """Returns the function with the study's (or variant's) static keyword arguments bound,
+    named as the function is, so jit names its module `jit_<function>` as before."""
+    fn = load_callable(program.function)
+    if not program.kwargs:
+        return fn
+    kwargs = dict(program.kwargs)
+
+    def call(*args: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    call.__name__ = getattr(fn, "__name__", "function")
+    call.__qualname__ = getattr(fn, "__qualname__", call.__name__)
+    return call
+
+
+def init_kwargs(program: Program) -> dict[str, Any]:
+    """Returns the keyword arguments init's signature names (all of them for `**kwargs`)."""
+    if not program.kwargs:
+        return {}
+    try:
+        params = inspect.signature(load_callable(program.init)).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a C function: no signature to read
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(program.kwargs)
+    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    return {k: v for k, v in program.kwargs.items() if k in names}
+
+
 def check(program: Program, seed: int) -> None:
     """Imports the function and its init and traces both on abstract values (`jax.eval_shape`:
     nothing is computed); raises ProgramError, keyed by the one at fault, when either cannot be
@@ -120,13 +158,13 @@ def check(program: Program, seed: int) -> None:
             load_callable(spec)
         except ProgramError as e:
             raise ProgramError(str(e), f"program.{key}") from None
-    init, fn = load_callable(program.init), load_callable(program.function)
-    specs = input_specs(program)
+    init, fn = load_callable(program.init), bound(program)
+    specs, extra = input_specs(program), init_kwargs(program)
     # Code that branches in Python on a value cannot be traced; it may still run op by op
     # (eager), so that is left to the variants, which record why they fail.
     untraceable = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError)
     try:
-        params = jax.eval_shape(lambda k: init(k, *specs), jax.random.key(seed))
+        params = jax.eval_shape(lambda k: init(k, *specs, **extra), jax.random.key(seed))
     except untraceable:
         return
     except Exception as e:
@@ -155,12 +193,25 @@ def _is_float(dtype: Any) -> bool:
     return bool(jnp.issubdtype(dtype, jnp.floating))
 
 
-def input_specs(program: Program, shapes: tuple[tuple[int, ...], ...] | None = None) -> tuple:
-    """Returns a `jax.ShapeDtypeStruct` per input as configured (before a variant's dtype)."""
-    shapes = shapes or tuple(s.shape for s in program.inputs)
-    return tuple(
-        jax.ShapeDtypeStruct(shape, jnp.dtype(s.dtype))
-        for shape, s in zip(shapes, program.inputs, strict=True)
+def _inputs_tree(program: Program, make: Callable[..., Any], shapes: Any = None) -> tuple:
+    """Returns the inputs as the function receives them (mappings as dicts, lists as lists),
+    leaf i (jax.tree order over all inputs) being `make(i, spec, shape)`; `shapes` mirrors
+    `program.inputs` (None: as configured)."""
+    flat = [s for _, s in config_leaves(shapes)] if shapes else None
+    counter = itertools.count()
+
+    def leaf(spec: InputSpec) -> Any:
+        i = next(counter)
+        return make(i, spec, tuple(flat[i]) if flat else spec.shape)
+
+    return tuple(map_specs(leaf, tree) for tree in program.inputs)
+
+
+def input_specs(program: Program, shapes: Any = None) -> tuple:
+    """Returns the inputs as `jax.ShapeDtypeStruct` pytrees as configured (before a variant's
+    dtype): what init is called with."""
+    return _inputs_tree(
+        program, lambda _, s, shape: jax.ShapeDtypeStruct(shape, jnp.dtype(s.dtype)), shapes
     )
 
 
@@ -169,43 +220,41 @@ def _draw(key: jax.Array, shape: tuple[int, ...], spec: InputSpec) -> jax.Array:
     if spec.dtype == "bool":
         return jax.random.bernoulli(key, 0.5, shape)
     if jnp.issubdtype(dtype, jnp.integer):
-        return jax.random.randint(key, shape, 0, spec.high, dtype=dtype)
+        return jax.random.randint(key, shape, spec.low, spec.high, dtype=dtype)
     return jax.random.normal(key, shape, dtype=dtype)
 
 
-def make_inputs(
-    program: Program, seed: int, shapes: tuple[tuple[int, ...], ...] | None = None
-) -> tuple[jax.Array, ...]:
+def make_inputs(program: Program, seed: int, shapes: Any = None) -> tuple[Any, ...]:
     """Returns the seeded inputs (at `shapes`, else as configured), floating ones cast to the
-    variant's `dtype`, on the default device."""
-    shapes = shapes or tuple(s.shape for s in program.inputs)
+    variant's `dtype`, on the default device: leaf i from fold_in(key(seed), INPUT_STREAM + i)."""
     root = jax.random.key(seed)
-    out = []
-    for i, (shape, spec) in enumerate(zip(shapes, program.inputs, strict=True)):
-        x = _draw(jax.random.fold_in(root, INPUT_STREAM + i), tuple(shape), spec)
-        if program.dtype and _is_float(x.dtype):
-            x = x.astype(program.dtype)
-        out.append(x)
-    return tuple(jax.block_until_ready(out))
+
+    def make(i: int, spec: InputSpec, shape: tuple[int, ...]) -> jax.Array:
+        x = _draw(jax.random.fold_in(root, INPUT_STREAM + i), shape, spec)
+        return x.astype(program.dtype) if program.dtype and _is_float(x.dtype) else x
+
+    return jax.block_until_ready(_inputs_tree(program, make, shapes))
 
 
 _PARAMS: dict[tuple, Any] = {}
 
 
 def init_params(program: Program, seed: int) -> Any:
-    """Returns `init(jax.random.key(seed), *input_specs)`, made once per init, inputs and seed.
+    """Returns `init(jax.random.key(seed), *input_specs, **kwargs it names)`, made once per
+    init, inputs, those keyword arguments and seed.
 
     It runs under jit (one compile instead of one per primitive); an init jit cannot trace (a
     Python branch on a value) is called as it is.
     """
-    key = (program.init, program.inputs, seed)
+    extra = init_kwargs(program)
+    key = (program.init, program.inputs, tuple(sorted(extra.items())), seed)
     if key not in _PARAMS:
         init = load_callable(program.init)
         specs = input_specs(program)
         try:
-            params = jax.jit(lambda k: init(k, *specs))(jax.random.key(seed))
+            params = jax.jit(lambda k: init(k, *specs, **extra))(jax.random.key(seed))
         except (jax.errors.ConcretizationTypeError, TypeError):
-            params = init(jax.random.key(seed), *specs)
+            params = init(jax.random.key(seed), *specs, **extra)
         _PARAMS[key] = jax.block_until_ready(params)
     return _PARAMS[key]
 
@@ -221,10 +270,10 @@ def cast_params(params: Any, dtype: str | None) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class ProgramArgs:
-    """One call's arguments: the parameters and the inputs after them."""
+    """One call's arguments: the parameters and the inputs (one pytree each) after them."""
 
     params: Any
-    inputs: tuple[jax.Array, ...]
+    inputs: tuple[Any, ...]
 
     @property
     def args(self) -> tuple[Any, ...]:
@@ -235,7 +284,8 @@ _ARGS: dict[tuple, ProgramArgs] = {}
 
 
 def _args_key(program: Program, seed: int) -> tuple:
-    return (program.init, program.inputs, program.dtype, program.w_dtype, seed)
+    extra = tuple(sorted(init_kwargs(program).items()))
+    return (program.init, program.inputs, program.dtype, program.w_dtype, extra, seed)
 
 
 def args_for(program: Program, seed: int) -> ProgramArgs:
@@ -250,7 +300,7 @@ def args_for(program: Program, seed: int) -> ProgramArgs:
 
 def new_shape_args(program: Program, seed: int) -> ProgramArgs:
     """Returns the arguments of the new-shape call: the same parameters, inputs drawn again at
-    `program.new_shapes()` (the first input's leading dimension halved, unless configured)."""
+    `program.new_shapes()` (every leaf sized like the first leaf's halved, unless configured)."""
     params = args_for(program, seed).params
     return ProgramArgs(params, make_inputs(program, seed, program.new_shapes()))
 
@@ -290,46 +340,101 @@ _REFERENCE: dict[tuple, tuple[np.ndarray, ...]] = {}
 def reference(program: Program, args: ProgramArgs, seed: int) -> tuple[np.ndarray, ...]:
     """Returns the leaves of `function(params, *inputs)` computed in float64 on the CPU,
     once per distinct arguments (the reference of `xla` serves `xla_no_fusion` too)."""
-    key = (program.function, *_args_key(program, seed))
+    key = (program.function, program.kwargs, *_args_key(program, seed))
     if key not in _REFERENCE:
-        fn = load_callable(program.function)
+        fn = bound(program)
+
+        # A function of its own: jit's tracing cache, which JAX's cache-miss explanation
+        # reads, then never holds this float64 trace beside the variant's, so the new-shape
+        # call is explained against the variant's own first trace.
+        def float64_reference(*a: Any) -> Any:
+            return fn(*a)
+
         with float64_on_cpu() as cpu:
-            params = jax.tree.map(lambda a: _widened(a, cpu), args.params)
-            inputs = [_widened(x, cpu) for x in args.inputs]
-            out = jax.jit(fn)(params, *inputs)
+            params, inputs = jax.tree.map(lambda a: _widened(a, cpu), (args.params, args.inputs))
+            out = jax.jit(float64_reference)(params, *inputs)
             _REFERENCE[key] = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(out))
     return _REFERENCE[key]
 
 
-def numerics(y: Any, ref: tuple[np.ndarray, ...], tol: float) -> Numerics:
-    """Returns the error of every leaf of `y` against the reference, taken together: max abs
-    and rel error and the relative Frobenius error, with the verdict against `tol`."""
+def leaf_paths(y: Any) -> list[str]:
+    """Returns each array leaf's pytree path (`[0]['w']`; `` for a single array)."""
+    return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(y)[0]]
+
+
+def _exact(got: np.ndarray, ref: np.ndarray) -> Numerics:
+    """An integer or bool leaf: right only when every element equals the reference's."""
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    worst = float(diff.max()) if diff.size else 0.0
+    rel = float(np.linalg.norm(diff) / max(np.linalg.norm(ref.astype(np.float64)), 1e-30))
+    return Numerics(
+        worst, worst / max(float(np.abs(ref).max(initial=0)), 1.0), rel, 0.0, worst == 0
+    )
+
+
+def _badness(n: Numerics) -> float:
+    """How far a leaf is from passing: its error over its tolerance (inf when it fails an exact
+    or finite check), so the worst leaf is the one nearest to, or furthest past, failing."""
+    if not n.ok:
+        if not n.tolerance:
+            return math.inf
+        return (
+            math.inf
+            if n.rel_fro_err is None or not math.isfinite(n.rel_fro_err)
+            else (1e6 + n.rel_fro_err / n.tolerance)
+        )
+    return (n.rel_fro_err or 0.0) / n.tolerance if n.tolerance else 0.0
+
+
+def numerics(y: Any, ref: tuple[np.ndarray, ...], computed_in: str = "float32") -> Numerics:
+    """Returns the error of the result against the reference, leaf by leaf: each floating leaf
+    within its own dtype's tolerance (no tighter than that of `computed_in`, the narrowest
+    floating dtype among the arguments), each integer leaf exactly. The record is the worst
+    leaf's, named by its pytree path; `ok` only when every leaf passes."""
     got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
     if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
         raise ProgramError(
             f"the result has leaves {[g.shape for g in got]}, the float64 reference "
             f"{[r.shape for r in ref]}: the function's output depends on the dtype"
         )
-    flat_got = np.concatenate([g.astype(np.float64).ravel() for g in got] or [np.zeros(0)])
-    flat_ref = np.concatenate([r.astype(np.float64).ravel() for r in ref] or [np.zeros(0)])
-    return compare(flat_got, flat_ref, tol)
+    if not got:
+        return Numerics(0.0, 0.0, 0.0, TOLERANCE[computed_in], True)
+    paths = leaf_paths(y)
+    judged = []
+    for path, g, r in zip(paths, got, ref, strict=True):
+        dtype = tolerance_dtype(str(jnp.dtype(g.dtype)), computed_in)
+        n = _exact(g, r) if dtype is None else compare(g, r, TOLERANCE[dtype])
+        judged.append((path, n))
+    path, worst = max(judged, key=lambda pn: _badness(pn[1]))
+    failed = tuple(p for p, n in judged if not n.ok)
+    return dataclasses.replace(
+        worst,
+        ok=not failed,
+        worst_leaf=path if len(got) > 1 else None,
+        failed_leaves=failed if len(got) > 1 else (),
+    )
 
 
 def _dtypes(leaves: list[Any]) -> list[str]:
     return [str(jnp.dtype(a.dtype)) for a in leaves]
 
 
+def computed_in(args: ProgramArgs) -> str:
+    """Returns the narrowest floating dtype among the inputs and the parameters (float32 when
+    none is floating): no leaf is held to a tighter tolerance than its arguments allow."""
+    return narrowest_float(_dtypes(jax.tree.leaves((args.params, args.inputs))))
+
+
 def tolerance(args: ProgramArgs) -> float:
-    """Returns the relative error allowed, set by the narrowest floating dtype among the
-    inputs and the parameters (float32 when none is floating)."""
-    return TOLERANCE[narrowest_float(_dtypes([*jax.tree.leaves(args.params), *args.inputs]))]
+    """Returns the relative error allowed a result leaf of the arguments' narrowest dtype."""
+    return TOLERANCE[computed_in(args)]
 
 
 def gemm_dtypes(program: Program, seed: int) -> tuple[str, str]:
     """Returns the (x, W) dtypes a variant's GEMMs run in, for its ceiling: the narrowest
     floating input dtype and the narrowest floating parameter dtype (as ProgramRecord's)."""
     args = args_for(program, seed)
-    return narrowest_float(_dtypes(list(args.inputs))), narrowest_float(
+    return narrowest_float(_dtypes(jax.tree.leaves(args.inputs))), narrowest_float(
         _dtypes(jax.tree.leaves(args.params))
     )
 
@@ -351,15 +456,18 @@ def describe(
     flops_source: str,
     gemm_flops: float | None,
 ) -> ProgramRecord:
-    """Returns the record of what a variant studied: the function, its arguments as called,
-    its parameters, its result, and where the FLOPs and the reference came from."""
+    """Returns the record of what a variant studied: the function, its arguments as called
+    (every array leaf of the inputs), its parameters, its result, its keyword arguments, and
+    where the FLOPs and the reference came from."""
     leaves = jax.tree.leaves(args.params)
     wide = {str(r.dtype) for r in ref or ()}
     return ProgramRecord(
         function=program.function,
         init=program.init,
-        inputs=tuple(_spec(x) for x in args.inputs),
-        recompile_inputs=tuple(_spec(x) for x in new_args.inputs) if new_args else (),
+        inputs=tuple(_spec(x) for x in jax.tree.leaves(args.inputs)),
+        recompile_inputs=tuple(_spec(x) for x in jax.tree.leaves(new_args.inputs))
+        if new_args
+        else (),
         output=tuple(_spec(a) for a in jax.tree.leaves(y)),
         param_leaves=len(leaves),
         param_count=int(sum(int(np.prod(a.shape)) for a in leaves)),
@@ -368,6 +476,7 @@ def describe(
         flops_source=flops_source,
         gemm_flops=gemm_flops,
         reference_dtypes=tuple(sorted(wide)),
+        kwargs=dict(program.kwargs),
     )
 
 
@@ -388,7 +497,7 @@ def hlo_flops(text: str) -> tuple[float, float]:
 def input_bytes(program: Program) -> int:
     """Returns the bytes of the inputs as a variant calls them (after its `dtype`)."""
     total = 0
-    for s in program.inputs:
+    for _, s in input_leaves(program.inputs):
         dtype = jnp.dtype(program.dtype if program.dtype and _is_float(s.dtype) else s.dtype)
         total += int(np.prod(s.shape)) * dtype.itemsize
     return total
@@ -398,13 +507,14 @@ def working_bytes(program: Program, seed: int) -> tuple[int, int]:
     """Returns (bytes of the inputs and parameters, bytes of one result) from their shapes
     alone (`jax.eval_shape`), so the preflight can refuse a program too large to fit."""
     init = load_callable(program.init)
-    fn = load_callable(program.function)
-    specs = input_specs(program)
+    fn = bound(program)
+    specs, extra = input_specs(program), init_kwargs(program)
     if program.dtype:
-        specs = tuple(
-            jax.ShapeDtypeStruct(s.shape, program.dtype) if _is_float(s.dtype) else s for s in specs
+        specs = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, program.dtype) if _is_float(s.dtype) else s,
+            specs,
         )
-    params = jax.eval_shape(lambda k: init(k, *input_specs(program)), jax.random.key(seed))
+    params = jax.eval_shape(lambda k: init(k, *input_specs(program), **extra), jax.random.key(seed))
     if program.w_dtype:
         params = jax.tree.map(
             lambda s: jax.ShapeDtypeStruct(s.shape, program.w_dtype) if _is_float(s.dtype) else s,
