@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -29,16 +28,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from harness import io
+from harness import io, terminal
+from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
-from harness.config.schema import FRONTEND_MODULES, Experiment, Variant, to_plain
+from harness.config.program import gpu_only_note
+from harness.config.schema import Experiment, to_plain
+from harness.config.timing import max_budget_s
 from harness.records import SchemaError, from_json, to_json
 from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
-
-REPO = Path(__file__).resolve().parents[1]
-STDERR_TAIL = 12
+from harness.workerproc import REPO, WorkerDied, WorkerProcess, preload_for
 
 
 class Interrupted(Exception):
@@ -67,152 +67,6 @@ def interruptible() -> Iterator[None]:
         if not fired:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
-
-
-# --- the worker process -----------------------------------------------------------------------
-
-
-@dataclass
-class WorkerDied(Exception):
-    """The worker process ended without finishing its job."""
-
-    returncode: int
-    stderr_tail: tuple[str, ...]
-    last: dict[str, Any] = field(default_factory=dict)
-
-    def how(self) -> str:
-        if self.returncode < 0:
-            return f"crashed the process ({self.signal_name()})"
-        return f"ended the process with status {self.returncode}"
-
-    def signal_name(self) -> str | None:
-        if self.returncode < 0:
-            try:
-                return signal.Signals(-self.returncode).name
-            except ValueError:
-                return f"signal {-self.returncode}"
-        return None
-
-
-def worker_env(preload: tuple[str, ...] = ()) -> dict[str, str]:
-    """The worker's environment: this one, with the harness importable and JAX not grabbing
-    three quarters of the GPU's memory up front (torch variants share the device).
-
-    `preload` names modules the worker imports before its first job (harness.worker): a
-    spare worker imports them while the variant before it is captured."""
-    env = dict(os.environ)
-    env["HARNESS_WORKER_PRELOAD"] = ",".join(preload)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
-
-
-def preload_for(variant: Variant) -> tuple[str, ...]:
-    """Returns the modules a worker for `variant` imports before its first job."""
-    if variant.framework == "torch":
-        return ("jax", "torch", "harness.capture.torch_variant")
-    return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
-
-
-class WorkerProcess:
-    """One `python -m harness.worker`: jobs go to its stdin, events come back on a pipe."""
-
-    def __init__(self, number: int, preload: tuple[str, ...] = ()) -> None:
-        self.number = number
-        read_fd, write_fd = os.pipe()
-        # Unlinked at once: a killed run leaves no temporary file behind.
-        self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(write_fd)],
-            stdin=subprocess.PIPE,
-            stdout=self.log,
-            stderr=self.log,
-            pass_fds=(write_fd,),
-            env=worker_env(preload),
-            cwd=REPO,
-            text=True,
-            start_new_session=True,  # Ctrl-C reaches the supervisor, which ends the worker
-        )
-        os.close(write_fd)
-        self.events = os.fdopen(read_fd, "r")
-        self.last: dict[str, Any] = {}
-
-    def send(self, op: str, **fields: Any) -> None:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died; the next read says how
-
-    def next_event(self) -> dict[str, Any]:
-        """Returns the worker's next event; raises WorkerDied when it ends without one."""
-        line = self.events.readline()
-        if not line:
-            raise WorkerDied(self.proc.wait(), self.stderr_tail(), dict(self.last))
-        event = json.loads(line)
-        if event.get("event") in ("start", "try", "timing_compile"):
-            self.last = event
-        if event.get("event") == "error":
-            self.proc.wait()
-            raise WorkerDied(
-                self.proc.returncode or 1,
-                tuple(
-                    str(event.get("traceback") or event.get("message")).splitlines()[-STDERR_TAIL:]
-                ),
-                dict(self.last),
-            )
-        return event
-
-    def expect(self, *names: str) -> dict[str, Any]:
-        """Returns the next event, which must be one of `names` (others are passed over)."""
-        while True:
-            event = self.next_event()
-            if event["event"] in names:
-                return event
-
-    def stderr_tail(self, lines: int = STDERR_TAIL) -> tuple[str, ...]:
-        self.log.flush()
-        self.log.seek(0, os.SEEK_END)
-        size = self.log.tell()
-        self.log.seek(max(0, size - 16384))
-        text = self.log.read().decode(errors="replace")
-        return tuple(line for line in text.splitlines() if line.strip())[-lines:]
-
-    def save_log(self, workdir: Path | None) -> None:
-        if workdir is None or not workdir.is_dir():
-            return
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace")
-        if text.strip():
-            io.write_text(workdir / "logs" / f"worker-{self.number}.log", text)
-
-    def end(self) -> None:
-        """Tells the worker there are no more jobs (it then exits on its own); returns at once,
-        so its shutdown overlaps whatever comes next. `close` waits for it."""
-        with contextlib.suppress(OSError, ValueError):
-            if self.proc.stdin:
-                self.proc.stdin.close()
-
-    def close(self, workdir: Path | None = None) -> None:
-        """Ends the worker (politely, then firmly) and keeps its log in the run folder."""
-        self.end()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        with contextlib.suppress(OSError):
-            self.save_log(workdir)
-        self.events.close()
-        self.log.close()
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
 
 
 # --- preflight: a session starts before any folder exists -------------------------------------
@@ -261,18 +115,29 @@ def hello(
     meanwhile: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails.
-    `meanwhile` runs here while the worker starts."""
+    `meanwhile` runs here while the worker starts. The start and the preflight together have
+    `limits.preflight_s`: a program's function or init that never returns ends there."""
+    deadline = time.monotonic() + exp.limits.preflight_s
     worker.send("hello", config=json.loads(json.dumps(to_plain(exp))), source=source, checks=checks)
     meanwhile()
     try:
-        event = worker.expect("hello")
+        event = worker.expect("hello", within=deadline - time.monotonic())
         environment = event["environment"]
         if checks:
-            done = worker.expect("preflight_ok", "config_error")
+            done = worker.expect(
+                "preflight_ok", "config_error", within=deadline - time.monotonic()
+            )
             if done["event"] == "config_error":
                 raise ConfigError("config", done["key"], done["problem"])
     except WorkerDied as e:
         last = e.last
+        if last.get("event") == "checking":
+            raise ConfigError(
+                "config",
+                str(last.get("key")),
+                f"the preflight {e.how()} while {last.get('what')} "
+                f"(limits.preflight_s is {exp.limits.preflight_s:g})",
+            ) from None
         if last.get("event") == "try":
             shown = ", ".join(f"{k}={v!r}" for k, v in last["options"].items())
             what = (
@@ -313,7 +178,7 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     """
     from harness.config.load import blame
 
-    worker = WorkerProcess(1)
+    worker = WorkerProcess(1, stopped_s=config.experiment.limits.stopped_s)
     live: Session | None = None
     try:
         try:
@@ -339,14 +204,16 @@ def _progress(
     i: int, total: int, name: str, record: CaptureRecord | None, kept: bool = False
 ) -> None:
     if record is None:
-        print(f"[{i}/{total}] {name:<24} failed", flush=True)
+        print(f"[{i}/{total}] {terminal.shown(name):<24} failed", flush=True)
         return
     if kept:
         print(
-            f"[{i}/{total}] {name:<24} kept from the interrupted run ({record.status})", flush=True
+            f"[{i}/{total}] {terminal.shown(name):<24} kept from the interrupted run "
+            f"({terminal.shown(record.status)})",
+            flush=True,
         )
         return
-    line = f"[{i}/{total}] {name:<24} {record.status:<7}"
+    line = f"[{i}/{total}] {terminal.shown(name):<24} {terminal.shown(record.status):<7}"
     if record.status == "ok" and record.latency_blocked_s:
         from harness import stats
 
@@ -358,8 +225,11 @@ def _progress(
             line += f"  recompile {record.recompile.seconds:.3f} s"
         if record.numerics is not None:
             line += "  numerics " + ("ok" if record.numerics.ok else "FAIL")
-    elif record.reason:
-        line += f" {record.reason}"
+        if record.probe_failures:
+            probes = ", ".join(dict.fromkeys(f.probe for f in record.probe_failures))
+            line += f"  probe failed: {probes} (see summary)"
+    elif record.reason:  # an exception's message from the user's program: escaped
+        line += f" {terminal.shown(record.reason)}"
     print(line, flush=True)
 
 
@@ -388,10 +258,24 @@ def kept_record(workdir: Path, name: str) -> CaptureRecord | None:
         return None  # corrupt: the variant is captured again
 
 
+def _timing_fault(last: dict[str, Any]) -> tuple[str | None, str]:
+    """Returns the variant a timing worker was on when it died, and what it was doing."""
+    from harness.timing.rounds import AA_SUFFIX
+
+    event = last.get("event")
+    name = last.get("variant") if event in ("timing_compile", "timing_call") else None
+    if isinstance(name, str):
+        name = name.removesuffix(AA_SUFFIX)  # the baseline's second slot is the baseline
+    if event == "timing_compile":
+        return name, "loading or compiling it for timing"
+    return name, "timing it"
+
+
 def _crash_record(exp: Experiment, name: str, died: WorkerDied) -> CaptureRecord:
+    doing = "making its inputs" if died.last.get("event") == "inputs" else "capturing it"
     return CaptureRecord(
         status="failed",
-        reason=f"{died.how()} while capturing it",
+        reason=f"{died.how()} while {doing}",
         mode=exp.variant(name).mode,
         module=None,
         failure=Failure(
@@ -420,7 +304,7 @@ class Supervisor:
 
     def _spawn(self, preload: tuple[str, ...]) -> WorkerProcess:
         self.session.workers += 1
-        return WorkerProcess(self.session.workers, preload)
+        return WorkerProcess(self.session.workers, preload, self.exp.limits.stopped_s)
 
     def _start_spare(self, name: str) -> None:
         """Starts the worker for variant `name` while the current one captures, so that its
@@ -462,8 +346,8 @@ class Supervisor:
                 self._start_spare(todo[1])
             try:
                 for _ in batch:
-                    worker.expect("start")
-                    done = worker.expect("done")
+                    worker.expect("start", within=self.exp.limits.call_s)
+                    done = worker.expect("done", within=self.exp.limits.call_s)
                     name = done["variant"]
                     records[name] = load_capture(self.workdir / "variants" / name / RESULT_FILE)
                     todo.remove(name)
@@ -487,25 +371,43 @@ class Supervisor:
         """Hands the worker a new experiment (a search adds candidates as it goes)."""
         self.exp = exp
         self.session.worker.send("config", config=json.loads(json.dumps(to_plain(exp))))
-        self.session.worker.expect("configured")
+        self.session.worker.expect("configured", within=exp.limits.call_s)
 
-    def ceilings(self) -> None:
+    def ceilings(self) -> str | None:
         """Measures the device's ceilings into ceilings.json, in the current worker; a CPU's
-        are kept for later runs in the results root's cache (harness.capture.ceilings)."""
-        cache = io.cache_dir(self.workdir) / "ceilings.json"
+        are kept for later runs in the results root's cache (harness.capture.ceilings).
+        Returns None, or why there are no ceilings: a worker that dies measuring them is
+        replaced, and the run goes on without them."""
+        cache = io.cache_dir(self.workdir)
+        refused = io.cache_note(self.workdir)  # a link or outside the root: not used
+        if refused:
+            print(f"note: {refused}", file=sys.stderr, flush=True)
+        kept = cache / "ceilings.json" if cache is not None else None
         self.session.worker.send(
             "ceilings",
             workdir=str(self.workdir),
-            cache=str(cache) if self.session.platform == "cpu" else None,
+            cache=str(kept) if kept is not None and self.session.platform == "cpu" else None,
         )
-        self.session.worker.expect("ceilings_done")
+        try:
+            self.session.worker.expect("ceilings_done", within=self.exp.limits.call_s)
+        except WorkerDied as died:
+            note = f"no ceilings: the worker {died.how()} while measuring them"
+            print(f"    {note}; a new worker times the variants", file=sys.stderr, flush=True)
+            self.session.worker.save_log(self.workdir)
+            self.session.worker = self._new_worker()
+            return note
+        return None
 
     def time(self, timed: list[str], file: str = "timing.json") -> TimingRecord:
-        """Times `timed` together in the current worker; a variant whose compile for timing
-        kills the worker is excluded with the reason and the others are timed again."""
+        """Times `timed` together in the current worker; a variant whose compile or calls for
+        timing kill the worker (or raise, or hang past the time limit) is excluded with the
+        reason and the others are timed again, in a new worker."""
         excluded: dict[str, str] = {}
         todo = list(timed)
-        for _attempt in range(3):
+        # The rounds may run on past budget_s while intervals are wide, up to max_budget_s.
+        within = self.exp.limits.call_s + max_budget_s(self.exp.timing)
+        # Each failed attempt removes one variant; a fault no variant owns ends the stage.
+        for _attempt in range(len(timed) + 1):
             worker = self.session.worker
             worker.send(
                 "time",
@@ -516,15 +418,13 @@ class Supervisor:
                 executables=str(self.session.executables) if self.session.executables else None,
             )
             try:
-                worker.expect("timed")
+                worker.expect("timed", within=within)
                 return from_json(TimingRecord, io.read_json(self.workdir / file), file)
             except WorkerDied as died:
-                name = (
-                    died.last.get("variant") if died.last.get("event") == "timing_compile" else None
-                )
-                print(f"    timing: {died.how()}", file=sys.stderr, flush=True)
+                name, doing = _timing_fault(died.last)
+                print(f"    timing: {name or 'the worker'} {died.how()}", file=sys.stderr, flush=True)
                 if name in todo:
-                    excluded[name] = f"{died.how()} while loading or compiling it for timing"
+                    excluded[name] = f"{died.how()} while {doing}"
                     todo.remove(name)
                 else:
                     excluded.update({n: f"timing failed: {died.how()}" for n in todo})
@@ -591,17 +491,9 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
 ENVIRONMENT_FAULT = 1  # disk full, a read-only folder: the run could not go on
 
 
-HOLD_ENV = "HARNESS_TEST_HOLD_AT"
-
-
 def _stage(name: str) -> None:
     """Says which stage the run is in, so a user (and a test) sees where time goes."""
-    print(f"-- {name}", flush=True)
-    # A test of interrupts holds the run at the start of a stage (HARNESS_TEST_HOLD_AT names
-    # its first word), so that its signal surely lands inside that stage, however fast.
-    hold = os.environ.get(HOLD_ENV)
-    if hold and name.split()[0] == hold:
-        time.sleep(60)
+    print(f"-- {terminal.shown(name)}", flush=True)
 
 
 def _capture_plan(
@@ -617,7 +509,8 @@ def _capture_plan(
             vdir = _fresh_variant_dir(workdir, v.name)
             record = CaptureRecord(
                 status="skipped",
-                reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}",
+                reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}"
+                + gpu_only_note(v.program.kwargs),
                 mode=v.mode,
                 module=None,
             )
@@ -635,10 +528,16 @@ def _capture_plan(
 
 
 def _stages(
-    config: LoadedConfig, workdir: Path, session: Session, resume: bool, seconds: dict[str, float]
+    config: LoadedConfig,
+    workdir: Path,
+    session: Session,
+    resume: bool,
+    seconds: dict[str, float],
+    manifest_notes: list[str],
 ) -> Any:
-    """Runs capture, timing, analysis and report; records each stage's seconds; returns the
-    summary."""
+    """Runs capture, timing, analysis and report; records each stage's seconds, and in
+    `manifest_notes` what the run goes without (ceilings a dead worker did not measure);
+    returns the summary."""
     import harness
 
     exp = config.experiment
@@ -663,7 +562,9 @@ def _stages(
         and not records[v.name].expected_error
     ]
     _stage(f"timing {len(timed)} variants together")
-    supervisor.ceilings()
+    missing = supervisor.ceilings()
+    if missing:
+        manifest_notes.append(missing)
     supervisor.time(timed)
     session.worker.end()  # it exits while the analysis runs; its log is kept after the report
     seconds["timing_s"] = time.perf_counter() - clock
@@ -675,7 +576,7 @@ def _stages(
 
     clock = time.perf_counter()
     _stage("report")
-    write_report(workdir)
+    write_report(workdir, workdir.parent.parent)  # a study's: its results root's index too
     session.worker.close(workdir)
     seconds["report_s"] = time.perf_counter() - clock
     return summary
@@ -696,7 +597,12 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
             note = io.point_latest(workdir)
             if note:
                 print(f"note: {note}", file=sys.stderr)
-            summary = _stages(config, workdir, session, resume, seconds)
+            notes: list[str] = []
+            if resume and exp.timing.only:
+                notes.append(keep_earlier_timing(workdir))
+            summary = _stages(config, workdir, session, resume, seconds, notes)
+            if notes:
+                manifest["notes"] = notes
     except (KeyboardInterrupt, Interrupted) as e:
         session.kill()
         kept = sum(
@@ -716,6 +622,16 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
             flush=True,
         )
         return 130
+    except (WorkerDied, ConfigError) as e:  # a worker no variant owns died, or its successor
+        session.kill()
+        recorded = _record_end(workdir, manifest, "failed", reason=cli_line(e))
+        tail = (
+            f"; finished variants are kept: finish with --resume={workdir.name}"
+            if recorded
+            else "; the run's state could not be recorded"
+        )
+        print(f"error: {cli_line(e)}{tail}", file=sys.stderr, flush=True)
+        return 1
     except OSError as e:  # disk full, a read-only folder, a name too long
         session.kill()
         recorded = _record_end(workdir, manifest, "failed", reason=f"{e.strerror or e}")
@@ -736,7 +652,11 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
         + f" (total {sum(seconds.values()):.1f} s)",
         flush=True,
     )
-    print(f"report: {workdir / 'report.md'}", flush=True)
+    print(f"report: {terminal.shown(workdir / 'report.md')}", flush=True)
+    from harness.report.conclusion import conclusion
+
+    for line in conclusion(workdir):
+        print(terminal.shown(line), flush=True)
     if failed:
         print(
             f"failed variants: {', '.join(failed)} (see variants/<name>/error.txt)",
@@ -745,6 +665,20 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
         )
         return 1
     return 0
+
+
+def keep_earlier_timing(workdir: Path) -> str:
+    """Before a re-time (timing.only), keeps the run's timing.json, summary.json and
+    manifest.json under names of their own, so nothing the earlier timing found (nor the
+    config it ran with) is lost; returns a note."""
+    stamp = io.utc_now().split("+")[0].replace(":", "").replace("-", "")
+    kept = []
+    for name in ("timing.json", "summary.json", "manifest.json"):
+        if (workdir / name).is_file():
+            target = f"{name.removesuffix('.json')}.before-{stamp}.json"
+            io.write_text(workdir / target, (workdir / name).read_text())
+            kept.append(target)
+    return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 
 
 def _record_end(workdir: Path, manifest: dict[str, Any], status: str, reason: str = "") -> bool:
@@ -769,7 +703,8 @@ def finalize(workdir: Path, exp: Experiment) -> Any:
     return summary
 
 
-def write_report(workdir: Path) -> None:
+def write_report(workdir: Path, results_root: Path | None = None) -> None:
+    """Renders the run's report; a study names its results root, whose index it rewrites."""
     from harness.report import write_report as render
 
-    render(workdir)
+    render(workdir, results_root)

@@ -14,15 +14,28 @@ on load (`migrate`); a newer one is refused in one line.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.machine_state import MachineState
+from harness.match.gaps import AttributionGaps
 from harness.precision import narrowest_float
-from harness.records import EMPTY, Plain, SchemaError, doc, from_json, markdown_table, to_json
+from harness.records import (
+    EMPTY,
+    Plain,
+    SchemaError,
+    doc,
+    from_json,
+    loads,
+    markdown_table,
+    to_json,
+)
+from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
+from harness.summary_probes import ProbeFailure
+from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -85,6 +98,7 @@ class ProgramRecord:
         "its own dtype (then the reference is no wider than that)",
         (),
     )
+    kwargs: dict[str, Plain] = doc("the static keyword arguments it was called with", EMPTY)
 
     def gemm_dtypes(self) -> tuple[str, str]:
         """The (x, W) dtypes a GEMM of this variant runs in, for its ceiling: the narrowest
@@ -125,6 +139,11 @@ class Identity:
     failure: Failure | None = doc("how a failed variant failed")
     callback_lines: int | None = doc("lines a host callback printed during the variant")
     eager_modules: tuple[str, ...] = doc("the primitive modules eager dispatch compiled", ())
+    probe_failures: tuple[ProbeFailure, ...] = doc(
+        "the optional probes that failed (recompile, profile, emitter dumps, numerics), each "
+        "with its reason; the variant's other results stand",
+        (),
+    )
 
 
 # --- timing -----------------------------------------------------------------------------------
@@ -367,6 +386,7 @@ class Profile:
     unmatched_events: int | None = doc(
         "events that could not be attributed (kernels.json says why)"
     )
+    gaps: AttributionGaps | None = doc("the unattributed device time and kernels; ambiguous events")
     launches_per_cluster: dict[str, float] = doc(
         "launches per step of each `module:cluster`", EMPTY
     )
@@ -503,6 +523,11 @@ class Numerics:
     rel_fro_err: float | None = doc("relative Frobenius error ‖y − ref‖ / ‖ref‖")
     tolerance: float | None = doc("the allowed `rel_fro_err` for the narrowest input dtype")
     ok: bool | None = doc("finite and within tolerance")
+    worst_leaf: str | None = doc(
+        "of a pytree result, the leaf these errors are of, by its path (`[0]['w']`): the "
+        "furthest from passing, each leaf judged by its own dtype's tolerance, integers exactly"
+    )
+    failed_leaves: tuple[str, ...] = doc("the paths of the leaves outside their tolerance", ())
 
 
 # --- comparison -------------------------------------------------------------------------------
@@ -521,9 +546,11 @@ class Verdict:
     ratio: float | None = doc("this variant's `step_s` over the other's (median of paired rounds)")
     ci95: tuple[float, float] | None = doc("95% bootstrap interval of the ratio")
     verdict: str = doc(
-        "`same_program`, `indistinguishable`, `faster`, `slower` or `not_comparable`"
+        "`same_program`, `indistinguishable`, `faster`, `slower`, `not_comparable` or "
+        "`not_resolved` (interval wider than timing.target_width, or the run failed its A/A check)"
     )
     why: str = doc("what decided the verdict", "")
+    p_holm: float | None = doc("its p-value, Holm-adjusted over the run's timing comparisons")
 
 
 @dataclass(frozen=True)
@@ -557,6 +584,7 @@ class VariantSummary:
     comm: Comm = doc("communication, for a variant sharded over devices", Comm())
     comparison: Comparison = doc("against the other variants", Comparison())
     dynamo: Dynamo | None = doc("torch.compile's graphs, breaks and recompiles (PyTorch only)")
+    memory: Memory | None = doc("the peak, what is live at it, and each source's figures")
     analysis_errors: tuple[str, ...] = doc(
         "analyses that failed for this variant (the run goes on)", ()
     )
@@ -583,6 +611,15 @@ class Noise:
         "cap`): at its power cap a GPU sets its clock by what runs",
         (),
     )
+    resolved: bool = doc(
+        "the run passed its own A/A check (the interval holds 1.0, the floor is within "
+        "timing.max_noise); when false no timing difference is ranked, recommended or compared",
+        True,
+    )
+    reasons: tuple[str, ...] = doc("why the run could not resolve differences", ())
+    max_noise: float | None = doc("the timing.max_noise the floor was held to")
+    comparisons: int = doc("the timing comparisons Holm's correction ran over", 0)
+    machine: MachineState | None = doc("what the machine was doing during the rounds")
 
 
 @dataclass(frozen=True)
@@ -666,6 +703,8 @@ class CaptureRecord:
     program: ProgramRecord | None = doc("what a program study's variant ran")
     notes: tuple[str, ...] = doc("what the capture could not do, and why", ())
     mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
+    probe_failures: tuple[ProbeFailure, ...] = doc("the optional probes that failed, and why", ())
+    memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
 
 
 RESULT_FILE = "result.json"
@@ -674,10 +713,10 @@ RESULT_FILE = "result.json"
 def load_capture(path: Path) -> CaptureRecord:
     """Returns a variant's result.json; raises SchemaError naming the file and key."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except (OSError, ValueError) as e:
         raise SchemaError(str(path), "", f"unreadable: {e}") from e
-    return from_json(CaptureRecord, data, str(path))
+    return from_json(CaptureRecord, loads(text, str(path)), str(path))
 
 
 # --- what the timing stage writes (timing.json) -----------------------------------------------
@@ -698,6 +737,7 @@ class RoundContext:
         "device readings before the round (clocks, temperature, power)", EMPTY
     )
     after: dict[str, Plain] = doc("device readings after it", EMPTY)
+    flags: tuple[str, ...] = doc("why the machine readings put the round in doubt", ())
 
 
 @dataclass(frozen=True)
@@ -717,6 +757,9 @@ class TimingRecord:
     excluded: dict[str, str] = doc("variants not timed, and why", EMPTY)
     context_source: str | None = doc("where the device readings come from, or why there are none")
     context: tuple[RoundContext, ...] = doc("the device readings around each round", ())
+    batches: int = doc("short batches per variant per round; the round's figure is their median", 1)
+    added_rounds: int = doc("rounds added after the planned ones while intervals were wide", 0)
+    stopped: str | None = doc("why no more rounds: `widths` (narrow enough) or `budget`")
 
 
 TIMING_FILE = "timing.json"
@@ -766,6 +809,7 @@ class SearchRecord:
     )
     best_xla_options: dict[str, Plain] = doc("its options, ready to paste as `xla_options`", EMPTY)
     best_xla_flags: str = doc("the same as an XLA_FLAGS string", "")
+    unresolved: tuple[str, ...] = doc("timing stages that failed their A/A check: no best", ())
 
 
 SEARCH_FILE = "search.json"
@@ -782,12 +826,12 @@ def load_summary(path: Path) -> RunSummary:
     """
     source = str(path)
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except OSError as e:
         raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
-    except ValueError as e:
+    except ValueError as e:  # not UTF-8
         raise SchemaError(source, "", f"not JSON: {e}") from e
-    return parse_summary(data, source)
+    return parse_summary(loads(text, source), source)
 
 
 def parse_summary(data: Any, source: str) -> RunSummary:
@@ -803,8 +847,17 @@ def parse_summary(data: Any, source: str) -> RunSummary:
             "schema_version",
             f"{version} is newer than this harness reads ({SCHEMA_VERSION}); update the harness",
         )
+    if version != SCHEMA_VERSION and version not in MIGRATIONS:
+        problem = f"{version} is not a version any harness wrote (1 to {SCHEMA_VERSION})"
+        raise SchemaError(source, "schema_version", problem)
     while version < SCHEMA_VERSION:
-        data = MIGRATIONS[version](data, source)
+        try:  # an old file of other shapes than its version wrote fails inside: its fault
+            data = MIGRATIONS[version](data, source)
+        except SchemaError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+            problem = f"a malformed version-{version} summary ({type(e).__name__}: {e})"
+            raise SchemaError(source, "", problem) from None
         version = data["schema_version"]
     return from_json(RunSummary, data, source)
 
@@ -997,7 +1050,7 @@ def _migrate_v2(data: dict[str, Any], source: str) -> dict[str, Any]:
     return {**data, "schema_version": 3}
 
 
-MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
+MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: migrate_v3, 4: migrate_v4}
 
 
 def key_table() -> str:

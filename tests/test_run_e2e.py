@@ -19,9 +19,19 @@ JIT_STAGES = [
     "hlo_after",
     "hlo_after_recompile",
     "buffer_assignment",
+    "live_range",
+    "memory_usage",
     "llvm",
 ]
-EAGER_STAGES = ["jaxpr", "hlo_before", "hlo_after", "llvm"]
+EAGER_STAGES = [
+    "jaxpr",
+    "hlo_before",
+    "hlo_after",
+    "buffer_assignment",
+    "live_range",
+    "memory_usage",
+    "llvm",
+]
 
 
 def test_every_cpu_variant_is_ok_and_the_gpu_one_skipped(cpu_run):

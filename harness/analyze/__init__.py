@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from harness import forked, io, ladder, stats
-from harness.analyze import comm, ranking, sections, torch_sections
+from harness.analyze import comm, ranking, sections, torch_sections, verdicts
+from harness.analyze import memory as memory_analysis
 from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
 from harness.inductor.diverge import torch_first_divergence
+from harness.machine_state import machine_state
 from harness.records import SchemaError, from_json, to_json
+from harness.resolution import DEFAULT_MAX_NOISE, aa_reasons
 from harness.summary import (
     RESULT_FILE,
     SCHEMA_VERSION,
@@ -38,7 +41,6 @@ from harness.summary import (
     RunSummary,
     TimingRecord,
     VariantSummary,
-    Verdict,
     load_capture,
 )
 
@@ -137,6 +139,13 @@ def analyze_variant(
     comm_ = _guarded(
         errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
     )
+    # memory.json beside the section: the report's buffers and live bytes, no dump needed.
+    memory_ = _guarded(
+        errors,
+        "memory",
+        lambda: memory_analysis.variant_memory(vdir, lad, v.mode, record.memory),
+        None,
+    )
     summary = VariantSummary(
         identity=ident,
         timing=timing,
@@ -148,6 +157,7 @@ def analyze_variant(
                 ("cost", cost),
                 ("profile", profile),
                 ("comm", comm_),
+                ("memory", memory_),
             )
             if val is not None
         },
@@ -193,6 +203,7 @@ def analyze_torch_variant(
         **({"cost": cost} if cost is not None else {}),
         numerics=record.numerics or Numerics(),
         dynamo=found.get("dynamo"),
+        memory=memory_analysis.measured_only(record.memory),
         analysis_errors=tuple(errors),
     )
     return summary, list(found.get("kernels") or [])
@@ -245,14 +256,15 @@ def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSumma
     return None
 
 
-def verdict(
+def pending(
     name: str,
+    kind: str,
     other: VariantSummary | None,
     summaries: dict[str, VariantSummary],
     timed: TimingRecord | None,
-    floor: float,
-) -> Verdict | None:
-    """Returns this variant's speed against `other`, from paired rounds, with its verdict."""
+) -> verdicts.Pending | None:
+    """Returns this variant's comparison with `other` from paired rounds, its verdict still to
+    be decided with the run's others (harness.analyze.verdicts)."""
     if other is None:
         return None
     me = summaries[name]
@@ -261,19 +273,7 @@ def verdict(
         return None
     fa, fb = me.hlo.fingerprint, other.hlo.fingerprint
     same = fa is not None and fb is not None and fa.digest == fb.digest
-    a = timed.variants.get(name) if timed else None
-    b = timed.variants.get(against) if timed else None
-    estimate = None
-    if a and b and a.round_step_s and len(a.round_step_s) == len(b.round_step_s):
-        estimate = stats.ratio_estimate(a.round_step_s, b.round_step_s)
-    decision = stats.decide(estimate, floor, same_program=same)
-    return Verdict(
-        against=against,
-        ratio=estimate.ratio if estimate else None,
-        ci95=estimate.ci95 if estimate else None,
-        verdict=decision.verdict,
-        why=decision.why,
-    )
+    return verdicts.Pending(name, kind, against, verdicts.estimate(timed, name, against), same)
 
 
 def noise(timed: TimingRecord | None) -> stats.RatioEstimate | None:
@@ -290,9 +290,13 @@ CLOCK_TOLERANCE = 0.05
 
 
 def noise_section(
-    timed: TimingRecord | None, self_ratio: stats.RatioEstimate | None
+    timed: TimingRecord | None,
+    self_ratio: stats.RatioEstimate | None,
+    max_noise: float = DEFAULT_MAX_NOISE,
+    comparisons: int = 0,
 ) -> Noise | None:
-    """Returns the run's noise floor and the device clocks around the timing rounds."""
+    """Returns the run's noise floor, its A/A gate, the device clocks and the machine's state
+    around the timing rounds."""
     if timed is None:
         return None
     from harness.timing.clocks import clock_limits, clock_spread
@@ -312,16 +316,39 @@ def noise_section(
             for r in (c.before, c.after)
         )
     )
+    floor = stats.noise_floor(self_ratio)
+    reasons = unresolved_reasons(timed, self_ratio, max_noise)
     return Noise(
         baseline=timed.baseline,
         self_ratio=self_ratio.ratio if self_ratio else None,
         self_ci95=self_ratio.ci95 if self_ratio else None,
-        floor=stats.noise_floor(self_ratio),
+        floor=floor,
         rounds=timed.rounds,
         context_source=timed.context_source,
         sm_clock_spread=clock_spread(readings),
         flagged_rounds=flagged,
         clock_limits=clock_limits(readings),
+        resolved=not reasons,
+        reasons=reasons,
+        max_noise=max_noise,
+        comparisons=comparisons,
+        machine=machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context]),
+    )
+
+
+def unresolved_reasons(
+    timed: TimingRecord | None, self_ratio: stats.RatioEstimate | None, max_noise: float
+) -> tuple[str, ...]:
+    """Returns why the run cannot resolve differences (empty: it can); a run with no timed
+    variants has nothing to resolve."""
+    if timed is None or not timed.variants:
+        return ()
+    return aa_reasons(
+        timed.baseline,
+        self_ratio.ratio if self_ratio else None,
+        self_ratio.ci95 if self_ratio else None,
+        stats.noise_floor(self_ratio),
+        max_noise,
     )
 
 
@@ -348,7 +375,20 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
     self_ratio = noise(timed)
     floor = stats.noise_floor(self_ratio)
+    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise)
     baselines = framework_baselines(exp)
+    found_pending = [
+        p
+        for name, s in summaries.items()
+        if s.timing.step_s
+        for kind, other in (
+            ("vs_baseline", partner(summaries, name, "baseline")),
+            ("vs_lower_bound", partner(summaries, name, "lower_bound")),
+            ("vs_framework", counterpart(summaries, name)),
+        )
+        if (p := pending(name, kind, other, summaries, timed)) is not None
+    ]
+    judged = verdicts.judge(found_pending, floor, exp.timing.target_width, reasons)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
         ir = workdir / "variants" / name / "ir"
@@ -372,17 +412,9 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
                 divergence = Divergence(base, found.stage, found.detail)
         comparison = Comparison(
             first_divergence=divergence,
-            vs_baseline=verdict(name, partner(summaries, name, "baseline"), summaries, timed, floor)
-            if s.timing.step_s
-            else None,
-            vs_lower_bound=verdict(
-                name, partner(summaries, name, "lower_bound"), summaries, timed, floor
-            )
-            if s.timing.step_s
-            else None,
-            vs_framework=verdict(name, counterpart(summaries, name), summaries, timed, floor)
-            if s.timing.step_s
-            else None,
+            vs_baseline=judged.get((name, "vs_baseline")),
+            vs_lower_bound=judged.get((name, "vs_lower_bound")),
+            vs_framework=judged.get((name, "vs_framework")),
         )
         # Every section as analyzed, with the comparisons over the run added.
         out[name] = dataclasses.replace(s, comparison=comparison, analysis_errors=tuple(errors))
@@ -392,7 +424,12 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         run_id=workdir.name,
         platform=platform or None,
         baseline=exp.baseline,
-        noise=noise_section(timed, self_ratio),
+        noise=noise_section(
+            timed,
+            self_ratio,
+            exp.timing.max_noise,
+            sum(1 for v in judged.values() if v.p_holm is not None),
+        ),
         variants=out,
     )
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io as stdio
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ import jax
 
 from harness import io, ladder
 from harness.capture import dumping, measure, mesh
+from harness.capture import memory as capture_memory
 from harness.config.schema import Experiment, Program, Variant
 from harness.summary import (
     CaptureRecord,
@@ -41,6 +41,8 @@ from harness.summary import (
     Recompile,
     XlaCost,
 )
+from harness.summary_memory import MeasuredMemory
+from harness.summary_probes import ProbeFailure
 from harness.variants import expression, program, sharded
 
 
@@ -54,6 +56,9 @@ class Context:
     # A private folder of the supervisor's where the compiled program is kept for the
     # timing worker (a variant captured in a process of its own): None keeps nothing.
     executables: Path | None = None
+    # The optional probes that failed while capturing (filled in place by the capture; a
+    # fresh list per variant): the recompile, the profile, the emitter dumps, the reference.
+    failures: list[ProbeFailure] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,16 +71,42 @@ class Captured:
     wait: Callable[[Any], Any] | None = None
 
 
+def failed_probe(probe: str, e: BaseException) -> ProbeFailure:
+    """Returns an optional probe's failure: its name, the exception's type and first line."""
+    text = str(e).strip()
+    first = text.splitlines()[0][:300] if text else ""
+    return ProbeFailure(probe, f"{type(e).__name__}: {first}" if first else type(e).__name__)
+
+
 @contextlib.contextmanager
-def profiled(directory: Path, enabled: bool) -> Iterator[None]:
-    """Runs the block inside jax.profiler.trace(directory) when enabled."""
+def profiled(
+    directory: Path, enabled: bool, failures: list[ProbeFailure] | None = None
+) -> Iterator[None]:
+    """Runs the block inside a jax.profiler trace into `directory` when enabled. With
+    `failures`, a profiler that cannot start or stop is recorded there (the `profile` probe)
+    and the block still runs: the profile is optional, the block's own errors are not."""
     if not enabled:
         yield
         return
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = 0  # the Python tracer floods the trace and slows the steps
-    with jax.profiler.trace(str(directory), profiler_options=options):
+    try:
+        jax.profiler.start_trace(str(directory), profiler_options=options)
+    except Exception as e:
+        if failures is None:
+            raise
+        failures.append(failed_probe("profile", e))
         yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            jax.profiler.stop_trace()
+        except Exception as e:
+            if failures is None:
+                raise
+            failures.append(failed_probe("profile", e))
 
 
 @contextlib.contextmanager
@@ -83,7 +114,7 @@ def _window(exp: Experiment, ctx: Context, name: str) -> Iterator[list[tuple[str
     """Profiles one named call into profile/<name>/ and yields its jax.monitoring events."""
     with (
         measure.compile_events() as events,
-        profiled(ctx.variant_dir / "profile" / name, exp.profile.enabled),
+        profiled(ctx.variant_dir / "profile" / name, exp.profile.enabled, ctx.failures),
         jax.profiler.StepTraceAnnotation(name, step_num=0),
     ):
         yield events
@@ -142,7 +173,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
         return Subject(fn, placed, lambda y: _numerics(exp, variant, y, inputs))
     p, seed = variant.program, exp.seed
-    fn = program.load_callable(p.function)
+    fn = program.bound(p)
     args = program.args_for(p, seed)
     made: dict[str, program.ProgramArgs] = {}
 
@@ -152,10 +183,13 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         return made["new"].args
 
     def judge(y: Any) -> Numerics:
-        return program.numerics(y, program.reference(p, args, seed), program.tolerance(args))
+        return program.numerics(y, program.reference(p, args, seed), program.computed_in(args))
 
     def describe(y: Any, flops_source: str, gemm_flops: float | None) -> ProgramRecord:
-        ref = program.reference(p, args, seed)
+        try:
+            ref = program.reference(p, args, seed)
+        except Exception:  # the numerics probe recorded why; the record is made without it
+            ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
     placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
@@ -197,8 +231,6 @@ def _hlo_before(variant_dir: Path) -> str | None:
 
 def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured:
     """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
-    if variant.mode == "test_abort":  # a test of crash isolation: die as an XLA CHECK would
-        os.abort()
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
     if variant.sharding.enabled:
         reason = mesh.unavailable(variant)
@@ -207,6 +239,7 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
     subject = subject_of(exp, variant)
+    ctx = dataclasses.replace(ctx, failures=[])
     started = time.perf_counter()
     buffer = stdio.StringIO()
     with contextlib.redirect_stdout(buffer):
@@ -220,7 +253,10 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     if printed:
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
     record = dataclasses.replace(
-        record, callback_lines=len(printed.splitlines()), wall_s=time.perf_counter() - started
+        record,
+        callback_lines=len(printed.splitlines()),
+        wall_s=time.perf_counter() - started,
+        probe_failures=tuple(ctx.failures),
     )
     if call is not None and mesh.blocks_every_call():
         call = mesh.blocking(call)
@@ -230,7 +266,7 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
 def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[float]:
     """Returns blocked per-call times, then profiles `profile.steps` marked steps."""
     times = measure.step_times(call, exp.measure.warmup, exp.measure.steps)
-    with profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled):
+    with profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled, ctx.failures):
         for i in range(exp.profile.steps):
             with jax.profiler.StepTraceAnnotation("step", step_num=i):
                 jax.block_until_ready(call())
@@ -243,10 +279,34 @@ def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inpu
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
-def _recompile(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recompile | None:
-    """Calls with m halved; returns the pause and JAX's explanation of the cache miss."""
+def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
+    """Returns the result's numerics; a reference that fails is the `numerics` probe's
+    failure (recorded in ctx), not the variant's."""
+    try:
+        return subject.judge(y)
+    except Exception as e:
+        ctx.failures.append(failed_probe("numerics", e))
+        return None
+
+
+def _recompile(
+    exp: Experiment, ctx: Context, halved: Callable[[], Any], call: Callable[[Any], Any]
+) -> Recompile | None:
+    """Calls with the new shapes (`halved()` makes them, before the timed window: making them
+    is itself eager work that would add its own compiles); returns the pause and JAX's
+    explanation of the cache miss. A call that fails is the `recompile` probe's failure,
+    recorded in ctx; the variant stands."""
     if not exp.measure.recompile:
         return None
+    try:
+        half = jax.block_until_ready(halved())
+        return _recompiled(exp, ctx, lambda: call(half))
+    except Exception as e:
+        ctx.failures.append(failed_probe("recompile", e))
+        return None
+
+
+def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recompile:
     with measure.explained_cache_misses() as messages, _window(exp, ctx, "recompile") as events:
         _, seconds = measure.timed(call)
     explanation = "\n\n".join(m for m in messages if "CACHE MISS" in m) or None
@@ -267,6 +327,8 @@ def _capture_jit(
     placed = subject.placed
     jitted = jax.jit(placed.fn, compiler_options=options, **placed.jit_kwargs)
     args = placed.args
+    devices = capture_memory.devices_of(args)
+    memory_before = capture_memory.before(devices)
     with _window(exp, ctx, "first_call") as events:
         traced, trace_s = measure.timed(lambda: jitted.trace(*args))
         lowered, lower_s = measure.timed(traced.lower)
@@ -287,12 +349,10 @@ def _capture_jit(
         return compiled(*args)
 
     times = _steady(exp, ctx, call)
-    numerics = subject.judge(y)
+    memory = capture_memory.measured(compiled, devices, memory_before, ctx.fresh_process)
+    numerics = _judged(subject, y, ctx)
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
-    # The half-size input is made before the timed window: slicing is itself an eager op
-    # that would otherwise add its own compile to the recompile pause.
-    half = jax.block_until_ready(placed.halved())
-    recompile = _recompile(exp, ctx, lambda: jitted(*half))
+    recompile = _recompile(exp, ctx, placed.halved, lambda half: jitted(*half))
     modules = (
         [m for m in ladder.dump_modules(dump_dir.iterdir()) if m.name == module]
         if dump_dir.exists()
@@ -301,10 +361,13 @@ def _capture_jit(
     writer = ladder.LadderWriter(ctx.variant_dir / "ir")
     writer.text("jaxpr", str(traced.jaxpr))
     writer.text("stablehlo", lowered.as_text())
-    if modules:
-        writer.module(modules[0])
-    if len(modules) > 1:
-        writer.recompile(modules[1])
+    try:
+        if modules:
+            writer.module(modules[0])
+        if len(modules) > 1:
+            writer.recompile(modules[1])
+    except Exception as e:  # XLA's dump, the emitters' files with it: optional
+        ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
     io.write_json(
         ctx.variant_dir / "timings.json",
@@ -333,6 +396,7 @@ def _capture_jit(
         mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
         if placed.record is not None
         else None,
+        memory=memory,
     )
     return record, call
 
@@ -361,6 +425,8 @@ def _capture_eager(
     dump_dir = ctx.variant_dir / "dump"
     options = dumping.dump_options(dump_dir, ".*", exp.dump, ctx.platform)
     options.pop("xla_dump_hlo_pass_re", None)  # one file per pass per primitive is noise
+    devices = capture_memory.devices_of(args)
+    memory_before = capture_memory.before(devices)
     with (
         dumping.eager_compiles_dumped_to(options) as dumped,
         _window(exp, ctx, "first_call") as events,
@@ -372,9 +438,9 @@ def _capture_eager(
         return fn(*args)
 
     times = _steady(exp, ctx, call)
-    numerics = subject.judge(y)
-    half = jax.block_until_ready(subject.placed.halved())
-    recompile = _recompile(exp, ctx, lambda: fn(*half))
+    peaks, memory_note = capture_memory.device_peaks(devices, memory_before, ctx.fresh_process)
+    numerics = _judged(subject, y, ctx)
+    recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
     if recompile is not None:
         recompile = dataclasses.replace(
             recompile,
@@ -386,8 +452,11 @@ def _capture_eager(
     modules = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()
     writer = ladder.LadderWriter(ctx.variant_dir / "ir")
     writer.text("jaxpr", str(jax.make_jaxpr(fn)(*args)))
-    for module in modules:
-        writer.eager_module(module)
+    try:
+        for module in modules:
+            writer.eager_module(module)
+    except Exception as e:  # XLA's dumps of the primitives: optional
+        ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
     io.write_json(
         ctx.variant_dir / "timings.json",
@@ -423,6 +492,7 @@ def _capture_eager(
         notes=()
         if dumped
         else ("eager modules not dumped: this JAX release builds compile options elsewhere",),
+        memory=MeasuredMemory(devices=peaks, note=memory_note),
     )
     return record, call
 

@@ -18,9 +18,23 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config.limits import Limits
+from harness.config.program import (
+    NO_KWARGS,
+    FrozenMap,
+    ProgramConfigError,
+    default_shapes,
+    gpu_only,
+    input_leaves,
+    parse_inputs,
+    parse_kwargs,
+    parse_shapes,
+    shapes_problem,
+)
 from harness.config.roles import ROLES, framework_of, roles_of
 from harness.config.sharding import Sharding
 from harness.config.sharding import problems as sharding_problems
+from harness.config.timing import TimingOptions, timing_problem
 from harness.records import SCALARS, scalar
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -44,9 +58,6 @@ MODES = (
     "jit_lax_cond",
     *TORCH_MODES,
 )
-# Modes that exist to test the harness itself: `test_abort` kills the capture process with
-# SIGABRT, as an XLA CHECK failure would. They are refused unless HARNESS_TEST_MODES=1.
-TEST_MODES = ("test_abort",)
 # torch.compile's `mode` argument ("default" passes none).
 TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 PLATFORMS = ("cpu", "gpu", "tpu")
@@ -114,35 +125,24 @@ class Problem:
 
 
 @dataclasses.dataclass(frozen=True)
-class InputSpec:
-    """One argument of a program after its parameters: shape, dtype, and for integers a range.
-
-    Floating inputs are standard normal; integer inputs uniform in [0, high); bool inputs fair
-    coin flips. Every input comes from the experiment's seed (harness.variants.program).
-    """
-
-    shape: tuple[int, ...] = ranged((), 1, MAX_DIM, "the input's dimensions")
-    dtype: str = "float32"
-    high: int = ranged(16, 1, (1 << 31) - 1, "integer inputs are uniform in [0, high)")
-
-
-@dataclasses.dataclass(frozen=True)
 class Program:
     """The user's own function as the study's program (README: "Studying your own function").
 
     `function` is called as `function(params, *inputs)` with `params = init(jax.random.key(
     seed), *input_specs)`, each spec a `jax.ShapeDtypeStruct` of one input as configured. A
-    variant may change only `dtype` (every floating input cast to it) and `w_dtype` (every
-    floating leaf of the parameters cast to it); the rest is the study's.
+    variant may change only `dtype` (every floating input cast to it), `w_dtype` (every
+    floating leaf of the parameters cast to it) and `kwargs`; the rest is the study's. Inputs,
+    new shapes and keyword arguments are read by harness.config.program.
     """
 
     function: str = ""  # module:function (importable) or path/to/file.py:function
     init: str = ""  # module:function: init(key, *input_specs) -> params
-    inputs: tuple[InputSpec, ...] = ()
+    inputs: tuple[Any, ...] = ()  # one pytree of program.InputSpec per positional argument
     flops: float | None = None  # FLOPs per call; None: our cost model of the unoptimized HLO
-    # The inputs' shapes for the new-shape call, one per input; empty: the first input's
-    # leading dimension halved.
-    recompile_shapes: tuple[tuple[int, ...], ...] = ()
+    # The inputs' shapes for the new-shape call, mirroring `inputs`; empty: the leading
+    # dimension of every leaf sized like the first leaf's halved.
+    recompile_shapes: tuple[Any, ...] = ()
+    kwargs: FrozenMap = NO_KWARGS  # static keyword arguments of the function (and init)
     dtype: str | None = None  # a variant's dtype for every floating input
     w_dtype: str | None = None  # a variant's dtype for every floating leaf of the parameters
 
@@ -151,15 +151,10 @@ class Program:
         """True when the config names a function: the study is of that program."""
         return bool(self.function)
 
-    def new_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """Returns the inputs' shapes for the recompile: as configured, else the first input's
-        leading dimension halved."""
-        if self.recompile_shapes:
-            return self.recompile_shapes
-        shapes = [s.shape for s in self.inputs]
-        first = shapes[0]
-        shapes[0] = (first[0] // 2, *first[1:])
-        return tuple(shapes)
+    def new_shapes(self) -> tuple[Any, ...]:
+        """Returns the inputs' shapes for the recompile, mirroring `inputs`: as configured,
+        else harness.config.program.default_shapes."""
+        return self.recompile_shapes or default_shapes(self.inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,27 +183,6 @@ class Dump:
 
     passes: bool = True
     emitters: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class TimingOptions:
-    """The timing stage: every variant timed in the same rounds, alternating, after capture."""
-
-    rounds: int = ranged(0, 0, 1000, "timing rounds; 0 picks 10 on a CPU and 5 on a GPU")
-    batch_s: float = ranged(0.1, 0.0001, 10.0, "target seconds of back-to-back calls per batch")
-    budget_s: float = ranged(
-        30.0,
-        0.01,
-        3600.0,
-        "the timing rounds' time budget in seconds, warm-up and settling included"
-        " (the compiles before them are not)",
-    )
-    settle: float = ranged(
-        0.25,
-        0.0,
-        4.0,
-        "untimed calls of a variant just before each of its batches, as a fraction of the batch",
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,6 +281,7 @@ class Experiment:
     capture: CaptureOptions = CaptureOptions()
     report: ReportOptions = ReportOptions()
     search: SearchOptions = SearchOptions()
+    limits: Limits = Limits()  # time limits on the worker processes
     variants: tuple[Variant, ...] = ()
 
     @property
@@ -363,6 +338,9 @@ def _num(x: float) -> str:
 
 def shown(value: Any) -> str:
     """Returns a value for an error message, cut short: a 10**23 seed is printed, not a novel."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        # repr() of a long integer is slow, and past 4300 digits it raises ValueError.
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -407,6 +385,12 @@ def validate_xla_option(source: str, key: str, value: object) -> None:
         raise ConfigError(
             source, key, f"must be a bool, number or string, got {type(value).__name__}"
         )
+    # XLA's options are C++ int64s and doubles: a longer integer or an infinity would fail
+    # inside the compile, in every variant's worker, instead of here.
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        raise ConfigError(source, key, f"must fit in a 64-bit integer, got {shown(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(source, key, f"must be a finite number, got {shown(value)}")
 
 
 def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
@@ -434,6 +418,8 @@ def validate_experiment(e: Experiment, source: str) -> None:
     validate_name(source, "experiment", e.experiment)
     validate_problem(e.problem, source, "problem")
     validate_ranges(e, source, "")  # the seed and every section's numbers
+    if (problem := timing_problem(e.timing)) is not None:
+        raise ConfigError(source, *problem)
     validate_program(e, source)
     _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
     if not e.variants:
@@ -451,8 +437,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
                 f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
             )
         seen.add(v.name)
-        allowed = MODES + (TEST_MODES if os.environ.get("HARNESS_TEST_MODES") == "1" else ())
-        _choice(source, f"variants.{v.name}.mode", v.mode, allowed)
+        _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
         validate_problem(v.problem, source, f"variants.{v.name}.problem")
         if not v.platforms:
             raise ConfigError(
@@ -669,9 +654,12 @@ def validate_program(e: Experiment, source: str) -> None:
             "is empty; list the arguments after the parameters, e.g. "
             "[{shape: [256, 512], dtype: float32}]",
         )
-    for i, spec in enumerate(p.inputs):
-        where = f"program.inputs[{i}]"
+    for where, spec in input_leaves(p.inputs):
         validate_ranges(spec, source, where)
+        if spec.low >= spec.high:
+            raise ConfigError(
+                source, f"{where}.high", f"must be above low ({spec.low}), got {spec.high}"
+            )
         if spec.dtype == "float64":
             raise ConfigError(
                 source,
@@ -711,37 +699,10 @@ def validate_program(e: Experiment, source: str) -> None:
 
 
 def validate_new_shapes(e: Experiment, source: str) -> None:
-    """Checks the new-shape call's inputs: one shape per input, different from the first call's."""
-    p = e.program
-    if p.recompile_shapes:
-        if len(p.recompile_shapes) != len(p.inputs):
-            raise ConfigError(
-                source,
-                "program.recompile_shapes",
-                f"gives {len(p.recompile_shapes)} shapes for {len(p.inputs)} inputs; give one "
-                "per input",
-            )
-        for i, shape in enumerate(p.recompile_shapes):
-            for j, d in enumerate(shape):
-                if not 1 <= d <= MAX_DIM:
-                    raise ConfigError(
-                        source,
-                        f"program.recompile_shapes[{i}][{j}]",
-                        f"must be in [1, {MAX_DIM}], got {shown(d)}",
-                    )
-        if tuple(p.recompile_shapes) == tuple(s.shape for s in p.inputs):
-            raise ConfigError(
-                source,
-                "program.recompile_shapes",
-                "equals the inputs' shapes, so the call would not recompile",
-            )
-    elif e.measure.recompile and (not p.inputs[0].shape or p.inputs[0].shape[0] < 2):
-        raise ConfigError(
-            source,
-            "program.inputs[0].shape",
-            "the new-shape call halves the first input's leading dimension, which needs one "
-            "of at least 2; set program.recompile_shapes, or measure.recompile: false",
-        )
+    """Checks that the new-shape call can be made and differs from the first call."""
+    problem = shapes_problem(e.program.inputs, e.program.recompile_shapes, e.measure.recompile)
+    if problem is not None:
+        raise ConfigError(source, *problem)
 
 
 def _program_dtypes(p: Program, source: str, where: str) -> None:
@@ -755,8 +716,7 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
     """Refuses what a program study's variant cannot be: a mode that builds the GELU
     expression's own variant, a `problem`, a mesh, or a change of the study's function."""
     where = f"variants.{v.name}"
-    test = TEST_MODES if os.environ.get("HARNESS_TEST_MODES") == "1" else ()
-    if v.mode not in PROGRAM_MODES + test:
+    if v.mode not in PROGRAM_MODES:
         raise ConfigError(
             source,
             f"{where}.mode",
@@ -775,7 +735,7 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
             raise ConfigError(
                 source,
                 f"{where}.program.{key}",
-                "a variant changes only `dtype` and `w_dtype`; the function, its init, "
+                "a variant changes only `dtype`, `w_dtype` and `kwargs`; the function, its init, "
                 "inputs, FLOPs and new shapes are the study's (`program.*`)",
             )
     _program_dtypes(v.program, source, f"{where}.program")
@@ -888,6 +848,9 @@ def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
     try:
         return scalar(tp, value)
     except ValueError:
+        if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+            # scalar refuses a NaN, an infinity and an integer past a float's range
+            raise ConfigError(source, key, f"must be a finite number, got {shown(value)}") from None
         raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}") from None
 
 
@@ -917,11 +880,8 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
                 build_variant(v, source, i, raw)
                 for i, v in enumerate(_as_list(value, source, full, "variants"))
             )
-        elif key == "inputs" and cls is Program:
-            kwargs[key] = tuple(
-                build(InputSpec, item, source, f"{full}[{i}]")
-                for i, item in enumerate(_as_list(value, source, full, "inputs"))
-            )
+        elif cls is Program and key in ("inputs", "recompile_shapes", "kwargs"):
+            kwargs[key] = value  # read by harness.config.program below, inputs first
         elif key == "xla_options" and cls is SearchSpace:
             if not isinstance(value, Mapping):
                 raise ConfigError(
@@ -941,6 +901,8 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
             kwargs[key] = types.MappingProxyType(dict(value))
         else:
             kwargs[key] = coerce(value, tp, source, full)
+    if cls is Program:
+        kwargs = _program_keys(kwargs, source, path, defaults)
     if defaults is not None:
         return dataclasses.replace(defaults, **kwargs)
     try:
@@ -954,6 +916,27 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
             and f.default_factory is dataclasses.MISSING
         ]
         raise ConfigError(source, f"{path}.{missing[0]}" if missing else path, "is required") from e
+
+
+def _program_keys(
+    kwargs: dict[str, Any], source: str, path: str, defaults: Program | None
+) -> dict[str, Any]:
+    """Returns a program section's keys with its inputs, new shapes and keyword arguments read
+    (harness.config.program); a variant's keyword arguments update the study's."""
+    out = dict(kwargs)
+    try:
+        if "inputs" in out:
+            out["inputs"] = parse_inputs(out["inputs"], f"{path}.inputs")
+        inputs = out.get("inputs", defaults.inputs if defaults else ())
+        if "recompile_shapes" in out:
+            out["recompile_shapes"] = parse_shapes(out["recompile_shapes"], inputs)
+        if "kwargs" in out:
+            given = parse_kwargs(out["kwargs"], f"{path}.kwargs")
+            out["kwargs"] = FrozenMap({**(defaults.kwargs if defaults else {}), **given})
+    except ProgramConfigError as e:
+        key = e.key if e.key.startswith(path) else e.key.replace("program", path, 1)
+        raise ConfigError(source, key, e.problem) from None
+    return out
 
 
 def _as_list(value: Any, source: str, key: str, what: str) -> list[Any]:
@@ -985,6 +968,9 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
         f"variants.{raw['name']}.program",
         build(Program, top.get("program", {}) or {}, source, "program"),
     )
+    if gpu_only(program.kwargs) and "platforms" not in raw:
+        # A keyword value only a GPU implements (`attention: cudnn`): skipped elsewhere.
+        variant = dataclasses.replace(variant, platforms=("gpu",))
     return dataclasses.replace(variant, problem=problem, program=program)
 
 

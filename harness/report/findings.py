@@ -18,13 +18,15 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness import stats
-from harness.report import fmt
+from harness.config.program import knob
+from harness.match.gaps import AttributionGaps
+from harness.report import fmt, resolution
 from harness.report.data import RunData, VariantData, same_size
+from harness.report.memory import tradeoff as memory_tradeoff
 from harness.summary import Verdict
 
 PROBLEM_WORDS = {
@@ -90,12 +92,28 @@ def config_differences(v: VariantData, ref: VariantData) -> list[str]:
         if x != y:
             out.append(f"{word} {fmt.text(x)} (was {fmt.text(y)})")
     out += program_differences(v, ref)
+    out += knob_differences(v, ref)
     for key in sorted(set(a.xla_options) | set(b.xla_options)):
         x, y = a.xla_options.get(key), b.xla_options.get(key)
         if x != y:
             out.append(
                 f"`{key}={fmt.text(x)}`" + (f" (was {fmt.text(y)})" if y is not None else "")
             )
+    return out
+
+
+def knob_differences(v: VariantData, ref: VariantData) -> list[str]:
+    """Returns the function's keyword arguments (`program.kwargs`) that differ, named like an
+    XLA option: "`attention=cudnn` (was `attention=xla`)"."""
+    a, b = v.summary.identity.program, ref.summary.identity.program
+    if a is None or b is None:
+        return []
+    out = []
+    for key in sorted(set(a.kwargs) | set(b.kwargs)):
+        x, y = a.kwargs.get(key, None), b.kwargs.get(key, None)
+        if x != y:
+            was = f" (was `{knob(key, y)}`)" if key in b.kwargs else " (was unset)"
+            out.append(f"`{knob(key, x)}`" + was if key in a.kwargs else f"`{key}` unset" + was)
     return out
 
 
@@ -247,9 +265,14 @@ def finding_for(run: RunData, v: VariantData) -> Finding | None:
 
 
 def findings(run: RunData) -> tuple[list[Finding], list[str]]:
-    """Returns the resolved differences, largest effect first, and the unresolved pairs (noise)."""
+    """Returns the resolved differences, largest effect first, and the unresolved pairs (noise).
+
+    A run that failed its own A/A check (`noise.resolved` false) ranks no timing finding: every
+    pair is then unresolved, whatever its verdict says (harness.resolution).
+    """
     out: list[Finding] = []
     noise: list[str] = []
+    gated = not resolution.resolved(run.summary)
     for v in run.variants:
         # The lower bound is what the others are measured against: "it is faster than the
         # baseline" only restates the baseline's own finding.
@@ -257,6 +280,9 @@ def findings(run: RunData) -> tuple[list[Finding], list[str]]:
             continue
         ref, verdict = reference(run, v)
         if verdict is None or ref is None:
+            continue
+        if gated and verdict.verdict != stats.SAME_PROGRAM:
+            noise.append(f"`{v.name}` against `{ref.name}`: the run could not resolve differences")
             continue
         if verdict.verdict in stats.NO_DIFFERENCE:
             why = "the same program" if verdict.verdict == stats.SAME_PROGRAM else verdict.why
@@ -266,6 +292,17 @@ def findings(run: RunData) -> tuple[list[Finding], list[str]]:
         if found is not None:
             out.append(found)
     return sorted(out, key=lambda f: -f.effect), noise
+
+
+def attribution_gaps(run: RunData) -> list[tuple[str, AttributionGaps]]:
+    """Returns each profiled variant whose steady window holds unattributed (or ambiguous)
+    events, with what is missing: the findings and rankings that follow leave that time out."""
+    out = []
+    for v in run.variants:
+        gaps = v.summary.profile.gaps
+        if gaps is not None and (not gaps.complete or gaps.ambiguous_fraction > 0):
+            out.append((v.name, gaps))
+    return out
 
 
 # --- what to change ----------------------------------------------------------------------------
@@ -304,7 +341,8 @@ def recommendations(run: RunData) -> list[Recommendation]:
         diffs = config_differences(v, ref)
         if not diffs:
             continue
-        tradeoff = "; ".join(x for x in (_numerics(v, ref), _pause(v, ref)) if x)
+        peak = memory_tradeoff(run, v.name, ref.name)
+        tradeoff = "; ".join(x for x in (_numerics(v, ref), _pause(v, ref), peak) if x)
         if f.verdict == stats.FASTER:
             change = "use " + "; ".join(diffs)
             effect = f"measured by `{v.name}`: {interval} against `{ref.name}`"
@@ -319,6 +357,9 @@ def recommendations(run: RunData) -> list[Recommendation]:
 
 def _reverse(phrase: str) -> str:
     """'x (was y)' -> 'y (not x)'; 'a instead of b' -> 'b (not a)'."""
+    m = re.match(r"^`(\w+)=(.*)` \(was `\w+=(.*)`\)$", phrase)  # a keyword argument
+    if m:
+        return f"`{m[1]}={m[3]}` (not `{m[1]}={m[2]}`)"
     m = re.match(r"^(.*?) (\S+) \(was (.+)\)$", phrase)
     if m:
         return f"{m[1]} {m[3]} (not {m[2]})"
@@ -555,9 +596,3 @@ def origins(v: VariantData, pass_texts: dict[str, str]) -> dict[str, str]:
                 name, "not in any dumped pass (created before the first one, or not dumped)"
             )
     return out
-
-
-def summarize_counts(items: Sequence[str], limit: int = 6) -> str:
-    return ", ".join(items[:limit]) + (
-        f" and {len(items) - limit} more" if len(items) > limit else ""
-    )

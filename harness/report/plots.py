@@ -10,6 +10,7 @@ import io as stdio
 import math
 import os
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,15 @@ from harness import forked, io
 from harness.report import fmt
 from harness.report.data import RunData, VariantData, same_size
 
-PLOT_NAMES = ("launches", "step_time", "compile_time", "roofline", "timeline", "fusion_map")
+PLOT_NAMES = (
+    "launches",
+    "step_time",
+    "compile_time",
+    "roofline",
+    "timeline",
+    "fusion_map",
+    "memory",
+)
 FORMATS = ("png", "svg")  # PNG is what the report shows; SVG is written on request
 DPI = 110
 VERDICT_COLORS = {"faster": "#2e7d32", "slower": "#c62828"}
@@ -47,6 +56,32 @@ class PlotOutcome:
 
 # Inches a character of tick-label text takes, per point of font size (DejaVu Sans, average).
 CHAR_IN = 0.6 / 72
+
+# A figure draws each bar, label and point: 20,000 variants or 3,000 ops took minutes and made
+# images nobody can read. Each figure shows at most this many, says how many it left out, and
+# the report's tables list every one; the work of a report stays linear in the run's size.
+MAX_PLOT_VARIANTS = 40
+MAX_TIMELINE_ROWS = 12
+MAX_MAP_OPS = 60
+
+
+def few(vs: list[VariantData], limit: int = MAX_PLOT_VARIANTS) -> list[VariantData]:
+    """Returns at most `limit` of `vs` in their order: the baseline and lower bound kept, then
+    the first of the others."""
+    if len(vs) <= limit:
+        return vs
+    anchors = [v for v in vs if {"baseline", "lower_bound"} & set(v.roles)][:limit]
+    chosen = {id(v) for v in anchors}
+    for v in vs:
+        if len(chosen) >= limit:
+            break
+        chosen.add(id(v))
+    return [v for v in vs if id(v) in chosen]
+
+
+def of_all(shown: int, total: int, noun: str = "variants") -> str:
+    """Returns a title's note of what a capped figure left out ('' when it shows all)."""
+    return "" if shown >= total else f" ({shown} of {total} {noun} shown)"
 
 
 def new_figure(
@@ -113,9 +148,10 @@ def _bar_axes(fig: Figure, names: list[str]) -> Any:
 
 def launches(run: RunData) -> Figure:
     """Returns grouped bars: device kernels and transfers per step for each profiled variant."""
-    vs = [v for v in run.variants if v.summary.profile.kernels_per_step is not None]
-    if not vs:
+    every = [v for v in run.variants if v.summary.profile.kernels_per_step is not None]
+    if not every:
         raise NoData("no variant has kernels_per_step")
+    vs = few(every)
     fig, ax = _bar_figure([v.name for v in vs], 8, 3.6)
     x = range(len(vs))
     k = [v.summary.profile.kernels_per_step or 0 for v in vs]
@@ -126,7 +162,10 @@ def launches(run: RunData) -> Figure:
         ax.annotate(fmt.count(a), (i - 0.2, a), ha="center", va="bottom", fontsize=7)
         ax.annotate(fmt.count(b), (i + 0.2, b), ha="center", va="bottom", fontsize=7)
     ax.set_ylabel("per step")
-    ax.set_title(f"Launches and transfers per step ({run.platform})", fontsize=10)
+    ax.set_title(
+        f"Launches and transfers per step ({run.platform}){of_all(len(vs), len(every))}",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     return fig
 
@@ -138,9 +177,10 @@ def step_time(run: RunData) -> Figure:
     green faster, red slower, grey when the pair is the same program or no difference the run
     can resolve; the baseline itself is blue.
     """
-    vs = [v for v in run.variants if v.measured]
-    if not vs:
+    every = [v for v in run.variants if v.measured]
+    if not every:
         raise NoData("no variant has a timed step")
+    vs = few(every)
     fig, ax = _bar_figure([v.name for v in vs], 8, 3.8)
     med = [v.summary.timing.step_s * 1e3 for v in vs]
     lo, hi = [], []
@@ -149,11 +189,12 @@ def step_time(run: RunData) -> Figure:
         lo.append(m - c[0] * 1e3 if c else 0.0)
         hi.append(c[1] * 1e3 - m if c else 0.0)
     colors = []
+    gated = run.summary.noise is not None and not run.summary.noise.resolved
     for v in vs:
         verdict = v.summary.comparison.vs_baseline
         if "baseline" in v.roles:
             colors.append("#4472c4")
-        elif verdict is None:
+        elif verdict is None or gated:  # a run that failed its A/A check colours nothing
             colors.append("#bdbdbd")
         else:
             colors.append(VERDICT_COLORS.get(verdict.verdict, NO_DIFFERENCE_COLOR))
@@ -174,7 +215,12 @@ def step_time(run: RunData) -> Figure:
         handles.append(line)
     ax.legend(handles=handles, fontsize=7)
     ax.set_ylabel("time per step, ms (median, 95% CI)")
-    ax.set_title("Steady-state time per step (interleaved rounds)", fontsize=10)
+    ax.set_title(
+        f"Steady-state time per step (interleaved rounds){of_all(len(vs), len(every))}"
+        + ("\nthis run could not resolve differences (its A/A check failed)" if gated else ""),
+        fontsize=10,
+        color="#c62828" if gated else None,
+    )
     return fig
 
 
@@ -221,13 +267,13 @@ def compile_time(run: RunData) -> Figure:
     """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline (for
     PyTorch: torch.compile's phases)."""
     pipes = top_pipelines(run)
-    rows = [(v.name, compile_segments(v, pipes)) for v in run.variants]
-    rows = [(n, s) for n, s in rows if s]
-    if not rows:
+    every = [(v, compile_segments(v, pipes)) for v in run.variants]
+    every = [(v, s) for v, s in every if s]
+    if not every:
         raise NoData("no variant has trace_s, lower_s or xla_compile_s")
-    labels: list[str] = []
-    for _, s in rows:
-        labels += [k for k in s if k not in labels]
+    shown = {id(v) for v in few([v for v, _ in every])}
+    rows = [(v.name, s) for v, s in every if id(v) in shown]
+    labels = list(dict.fromkeys(k for _, s in rows for k in s))  # first-seen order
     fig, ax = _bar_figure([n for n, _ in rows], 8, 3.8)
     cmap = matplotlib.colormaps["tab20"]  # XLA's phases and torch.compile's, all told apart
     bottom = [0.0] * len(rows)
@@ -236,7 +282,7 @@ def compile_time(run: RunData) -> Figure:
         ax.bar(range(len(rows)), vals, bottom=bottom, label=label, color=cmap(j % 20))
         bottom = [b + x for b, x in zip(bottom, vals, strict=True)]
     ax.set_ylabel("compile time, ms")
-    ax.set_title("First-call compile time by phase", fontsize=10)
+    ax.set_title(f"First-call compile time by phase{of_all(len(rows), len(every))}", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     return fig
 
@@ -244,6 +290,15 @@ def compile_time(run: RunData) -> Figure:
 def roofline(run: RunData) -> Figure:
     """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under each
     variant's own ceiling (its GEMM precision), and the copy bandwidth."""
+    every = [
+        v
+        for v in run.variants
+        if v.measured
+        and v.summary.cost.arithmetic_intensity
+        and v.summary.cost.achieved_flops_per_s
+    ]
+    if not every:
+        raise NoData("no variant has both arithmetic intensity and achieved FLOP/s")
     pts = [
         (
             v.name,
@@ -251,12 +306,8 @@ def roofline(run: RunData) -> Figure:
             v.summary.cost.achieved_flops_per_s,
             v.summary.cost.peak_precision,
         )
-        for v in run.variants
-        if v.measured
+        for v in few(every)
     ]
-    pts = [(n, ai, f, p) for n, ai, f, p in pts if ai and f]
-    if not pts:
-        raise NoData("no variant has both arithmetic intensity and achieved FLOP/s")
     peaks = run.ceilings.get("peaks") or {}
     bw = fmt.num(run.ceilings.get("peak_bytes_per_s"))
     fig = new_figure(7, 4.2, left=0.9, bottom=0.6)
@@ -280,8 +331,15 @@ def roofline(run: RunData) -> Figure:
             lw=1.5,
             label=f"{prec} ceiling {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",
         )
+    # One collection for every point, each its own colour as one scatter call apiece gave.
+    ax.scatter(
+        [ai for _, ai, _, _ in pts],
+        [f for _, _, f, _ in pts],
+        s=25,
+        zorder=3,
+        c=[cmap(i % 10) for i in range(len(pts))],
+    )
     for name, ai, f, _ in pts:
-        ax.scatter([ai], [f], s=25, zorder=3)
         ax.annotate(name, (ai, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("arithmetic intensity, FLOP/byte")
     ax.set_ylabel("achieved FLOP/s")
@@ -293,7 +351,9 @@ def roofline(run: RunData) -> Figure:
         if not age
         else f"measured on this host {fmt.age(age)} before the run"
     )
-    ax.set_title(f"Roofline ({run.platform}), ceilings {when}", fontsize=9)
+    ax.set_title(
+        f"Roofline ({run.platform}), ceilings {when}{of_all(len(pts), len(every))}", fontsize=9
+    )
     if used:
         ax.legend(fontsize=7, loc="lower right")
     return fig
@@ -326,6 +386,9 @@ def timeline(run: RunData) -> Figure:
             rows.append((v, evs, label))
     if not rows:
         raise NoData("no variant has kernels.json events")
+    total = len(rows)
+    keep = {id(v) for v in few([v for v, _, _ in rows], MAX_TIMELINE_ROWS)}
+    rows = [r for r in rows if id(r[0]) in keep]
     clusters = sorted({str(e.get("cluster") or e.get("name")) for _, evs, _ in rows for e in evs})
     cmap = matplotlib.colormaps["tab20"]
     color = {c: cmap(i % 20) for i, c in enumerate(clusters)}
@@ -338,11 +401,12 @@ def timeline(run: RunData) -> Figure:
     for ax, (v, evs, label) in zip(axes, rows, strict=True):
         t0 = min(e["start_ns"] for e in evs)
         streams = sorted({str(e.get("stream", "")) for e in evs})
+        row_of = {s: i for i, s in enumerate(streams)}
         # One collection per (stream, cluster): a Rectangle per event costs seconds to draw
         # for a profile with thousands of kernels.
         spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for e in evs:
-            key = (streams.index(str(e.get("stream", ""))), str(e.get("cluster") or e.get("name")))
+            key = (row_of[str(e.get("stream", ""))], str(e.get("cluster") or e.get("name")))
             spans.setdefault(key, []).append(((e["start_ns"] - t0) / 1e3, e["duration_ns"] / 1e3))
         for (y, cluster), xranges in spans.items():
             ax.broken_barh(xranges, (y - 0.3, 0.6), facecolors=color[cluster], edgecolor="none")
@@ -353,7 +417,9 @@ def timeline(run: RunData) -> Figure:
         ax.set_yticklabels([s[:22] for s in streams], fontsize=6)
         ax.set_title(f"{v.name} ({label}, {len(evs)} events){note}", fontsize=8, loc="left")
         ax.tick_params(axis="x", labelsize=7)
-    axes[-1].set_xlabel("µs from the step's first device event")
+    axes[-1].set_xlabel(
+        "µs from the step's first device event" + of_all(len(rows), total, "variants' steps")
+    )
     shown = clusters[:12]
     fig.legend(
         handles=[Patch(color=color[c], label=c[:30]) for c in shown],
@@ -385,12 +451,15 @@ def fusion_partner(run: RunData) -> VariantData | None:
 def fusion_map(run: RunData) -> Figure:
     """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
     base = run.by_role("baseline")
-    panels = [v for v in (base, fusion_partner(run)) if v is not None and v.reverse_map()]
+    # Each panel's reverse map, built once and cut to its first MAX_MAP_OPS ops (a program
+    # returning 3,000 arrays has 3,000 rows; their clusters come with them).
+    maps = [(v, v.reverse_map()) for v in (base, fusion_partner(run)) if v is not None]
+    panels = [(v, dict(list(m.items())[:MAX_MAP_OPS]), len(m)) for v, m in maps if m]
     if not panels:
         raise NoData("no fusions.json reverse map for the baseline or any other variant")
-    height = max(len(v.reverse_map()) for v in panels)
-    op_labels = [o[:38] for v in panels for o in v.reverse_map()]
-    cluster_labels = [c[:24] for v in panels for cs in v.reverse_map().values() for c in cs]
+    height = max(len(m) for _, m, _ in panels)
+    op_labels = [o[:38] for _, m, _ in panels for o in m]
+    cluster_labels = [c[:24] for _, m, _ in panels for cs in m.values() for c in cs]
     left = 0.2 + max((len(o) for o in op_labels), default=0) * 6 * CHAR_IN
     _, bottom = label_margins(cluster_labels, 6, 45)
     panel = 2.8 + left
@@ -403,13 +472,11 @@ def fusion_map(run: RunData) -> Figure:
         wspace=left / 2.8,
     )
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, v in zip(axes, panels, strict=True):
-        m = v.reverse_map()
+    for ax, (v, m, total) in zip(axes, panels, strict=True):
         ops = list(m)
-        clusters: list[str] = []
-        for cs in m.values():
-            clusters += [c for c in cs if c not in clusters]
-        points = [(clusters.index(c), i) for i, op in enumerate(ops) for c in m[op]]
+        column = {c: j for j, c in enumerate(dict.fromkeys(c for cs in m.values() for c in cs))}
+        clusters = list(column)
+        points = [(column[c], i) for i, op in enumerate(ops) for c in m[op]]
         if points:
             ax.scatter(*zip(*points, strict=True), s=40, color="#4472c4")
         for i, op in enumerate(ops):
@@ -422,7 +489,38 @@ def fusion_map(run: RunData) -> Figure:
         ax.set_xlim(-0.5, max(len(clusters), 1) - 0.5)
         ax.invert_yaxis()
         ax.grid(alpha=0.25)
-        ax.set_title(f"{v.name}: {len(ops)} ops → {len(clusters)} clusters", fontsize=9)
+        cut = f" (first {len(ops)} of {total} ops)" if total > len(ops) else ""
+        ax.set_title(f"{v.name}: {len(ops)} ops → {len(clusters)} clusters{cut}", fontsize=9)
+    return fig
+
+
+def memory(run: RunData) -> Figure:
+    """Bytes live over the schedule: the baseline and the variant whose peak differs most."""
+    from harness.report.memory import live_series, memory_pair
+
+    pair = memory_pair(run)
+    if pair is None:
+        raise NoData("no two variants with a live-range peak")
+    fig = new_figure(7.5, 3.2, left=0.9)
+    ax = fig.add_subplot(1, 1, 1)
+    drawn = 0
+    for v in pair:
+        live, step = live_series(run, v)
+        if not live:
+            continue
+        drawn += 1
+        xs = [i * step for i in range(len(live))]
+        (line,) = ax.plot(xs, [b / 1e6 for b in live], lw=1.2, label=v.name)
+        m = v.summary.memory
+        if m is not None and m.peak_bytes is not None and m.peak_at is not None:
+            ax.plot([m.peak_at], [m.peak_bytes / 1e6], "o", color=line.get_color())
+    if not drawn:
+        raise NoData("no memory.json with live bytes")
+    ax.set_xlabel("schedule position")
+    ax.set_ylabel("live MB")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.25)
+    ax.set_title("bytes live over the schedule (dot: XLA's live-range peak)", fontsize=9)
     return fig
 
 
@@ -433,6 +531,7 @@ PLOTS: dict[str, Callable[[RunData], Figure]] = {
     "roofline": roofline,
     "timeline": timeline,
     "fusion_map": fusion_map,
+    "memory": memory,
 }
 
 
@@ -443,7 +542,11 @@ def save_figure(fig: Figure, path: Path) -> Path:
     tmp = path.with_name(f".{path.stem}.tmp.{ext}")
     io.check_inside(tmp)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
+    with warnings.catch_warnings():
+        # A name holding a control character (an escape sequence in a module name) has no
+        # glyph, and matplotlib's warning would print that character raw to the terminal.
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+        fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
     os.chmod(tmp, io.FILE_MODE)
     tmp.replace(path)
     return path

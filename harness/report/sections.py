@@ -8,17 +8,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.report import findings as why
-from harness.report import fmt, ranking
+from harness.report import fmt, ranking, resolution
+from harness.report import memory as memory_report
+from harness.report.conclusion import retimable, retime_command
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
+from harness.report.gaps import gap_blocks
 from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
 from harness.report.plots import PlotOutcome
 from harness.report.sharded import sharded_blocks
+from harness.summary import Noise
 
 SUMMARY_HEADER = (
     "variant", "status", "kernels/step", "transfers/step", "step (95% CI)",
     "vs lower bound", "vs baseline", "first call", "recompile", "fusions", "library calls",
-    "TFLOP/s", "of peak", "numerics", "first divergence",
+    "TFLOP/s", "of peak", "peak memory", "numerics", "first divergence",
 )  # fmt: skip
 
 PLOT_CAPTIONS = {
@@ -30,6 +34,7 @@ PLOT_CAPTIONS = {
     "roofline": "Arithmetic intensity against achieved FLOP/s under the device's measured ceilings.",
     "timeline": "One step per variant: device events on their streams, coloured by cluster.",
     "fusion_map": "Which pre-optimization ops ended up in which cluster: the baseline and one other variant.",
+    "memory": "Bytes live over the schedule (XLA's live ranges): the baseline and the variant whose peak differs most; each peak is marked.",
 }
 
 
@@ -104,6 +109,7 @@ def summary_row(v: VariantData) -> tuple[str, ...]:
         library_calls(v),
         fmt.tflops(s.cost.achieved_flops_per_s),
         fraction_of_peak(v),
+        memory_report.peak_cell(s),
         numerics(v),
         divergence(v),
     )
@@ -139,6 +145,7 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
+    parts += machine_parts(n, run.platform)
     if n.clock_limits:
         parts.append(
             f"the GPU's clocks were held by: {', '.join(n.clock_limits)}"
@@ -162,6 +169,39 @@ def noise_blocks(run: RunData) -> list[Block]:
             + " (a host-bound step, or clocks that moved between the profiled and the timed windows)"
         )
     return [Para("**Noise.** " + "; ".join(parts) + "." if parts else "**Noise.** not measured.")]
+
+
+def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
+    """Returns the machine's state during the rounds, the rounds it flags, and the run's A/A
+    verdict on itself, as phrases of the noise paragraph."""
+    out = []
+    m = n.machine
+    if m is not None:
+        host = run_platform not in ("gpu", "tpu")
+        out += [e for e in resolution.evidence(n, host) if not e.startswith(("`", "SM clock"))][:3]
+        if m.flagged_rounds:
+            # "round 3: preempted: ...; load average ..." -> round 3, and the kinds seen
+            nums = [f.split(":")[0].removeprefix("round ") for f in m.flagged_rounds]
+            kinds = sorted(
+                {
+                    k.split(":")[0].split(" ")[0]
+                    for f in m.flagged_rounds
+                    for k in f.split(": ", 1)[1].split("; ")
+                }
+            )
+            out.append(
+                f"rounds the machine readings flag ({', '.join(kinds)}; timing.json says why): "
+                + ", ".join(nums)
+            )
+    if n.comparisons:
+        out.append(f"verdicts corrected for multiplicity (Holm) over {n.comparisons} comparisons")
+    out.append(
+        "the run resolves differences (its A/A check passed"
+        + (f", floor within timing.max_noise {fmt.pct(n.max_noise)})" if n.max_noise else ")")
+        if n.resolved
+        else "**the run could not resolve differences**: " + "; ".join(n.reasons)
+    )
+    return out
 
 
 def observation_cell(o: Observation | None) -> str:
@@ -212,6 +252,18 @@ def findings_blocks(run: RunData) -> list[Block]:
     """The Findings section: resolved differences, largest first; then what is noise."""
     found, noise = why.findings(run)
     out: list[Block] = [Heading(2, "Findings", "findings")]
+    if (line := resolution.unresolved_line(run.summary)) is not None:
+        out.append(Para(f"**{line}**"))
+        if retimable(run):
+            out.append(
+                Para(
+                    "To time the saved run again (each variant compiled again and checked by "
+                    "fingerprint against its captured program; the earlier timing is kept):"
+                )
+            )
+            out.append(Code(retime_command(run), "sh"))
+    for name, gaps in why.attribution_gaps(run):
+        out += gap_blocks(gaps, f"`{name}`")
     if not found and not noise:
         out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
     for i, f in enumerate(found, 1):
@@ -220,6 +272,11 @@ def findings_blocks(run: RunData) -> list[Block]:
     if noise:
         out.append(Para("No resolvable difference (noise, never ranked):"))
         out.append(Bullets(tuple(noise)))
+    # Peaks are compiled, not timed: the timing gate above never holds these back.
+    for f in memory_report.memory_findings(run):
+        out.append(Para(f"**Memory: {f.what}.**"))
+        if f.evidence.sources:
+            out.append(Bullets(memory_report.evidence_lines(f.evidence)))
     return out
 
 
@@ -227,7 +284,9 @@ def changes_blocks(run: RunData) -> list[Block]:
     """What to change: measured changes with their effect and trade-off; then untested ones."""
     recs = why.recommendations(run)
     out: list[Block] = [Heading(2, "What to change", "what-to-change")]
-    if recs:
+    if not resolution.resolved(run.summary):
+        out.append(Para("No change is recommended: this run could not resolve differences."))
+    elif recs:
         out.append(
             Table(
                 ("change", "measured effect", "trade-off"),
@@ -471,21 +530,41 @@ def program_blocks(run: RunData) -> list[Block]:
             "the reference's result is not float64: the function fixes its own dtype, so the "
             "reference is no more precise than that"
         )
+    for v in run.variants:
+        for f in v.summary.identity.probe_failures:
+            items.append(
+                f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "
+                "the variant's other results stand"
+            )
     rows = tuple(
         (
             v.name,
             _arrays(v.summary.identity.program.inputs),
             ", ".join(v.summary.identity.program.param_dtypes) or MISSING,
             fmt.si(v.summary.identity.program.param_bytes, "B"),
+            ", ".join(f"`{k}={fmt.text(x)}`" for k, x in v.summary.identity.program.kwargs.items())
+            or "none",
+            _worst_leaf(v.summary.numerics),
         )
         for v in run.variants
         if v.summary.identity.program is not None
     )
+    head = ("variant", "inputs as called", "parameter dtypes", "parameter bytes")
     return [
         Heading(2, "The program", "program"),
         Bullets(tuple(items)),
-        Table(("variant", "inputs as called", "parameter dtypes", "parameter bytes"), rows),
+        Table((*head, "keyword arguments", "numerics: worst leaf"), rows),
     ]
+
+
+def _worst_leaf(n: Any) -> str:
+    """The leaf a pytree result's numerics are of: its path, error and verdict."""
+    if n.rel_fro_err is None:
+        return MISSING
+    where = f"`{n.worst_leaf}` " if n.worst_leaf else ""
+    failed = f" ({len(n.failed_leaves)} leaves)" if n.failed_leaves else ""
+    verdict = "ok" if n.ok else "FAIL" + failed
+    return f"{where}{fmt.sci(n.rel_fro_err)} (tol {fmt.sci(n.tolerance)}) {verdict}"
 
 
 def environment_blocks(run: RunData) -> list[Block]:
@@ -603,6 +682,7 @@ def report_blocks(
             f'"{MISSING}" means the run has no such figure.'
         ),
         *noise_blocks(run),
+        *memory_report.memory_blocks(run),
         *ranking.overview_blocks(run),
         *observation_blocks(obs),
         *plot_blocks(plots),
