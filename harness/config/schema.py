@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.config.limits import Limits
+from harness.config.memory import MemoryOptions
 from harness.config.program import (
     NO_KWARGS,
     FrozenMap,
@@ -282,6 +283,7 @@ class Experiment:
     report: ReportOptions = ReportOptions()
     search: SearchOptions = SearchOptions()
     limits: Limits = Limits()  # time limits on the worker processes
+    memory: MemoryOptions = MemoryOptions()  # when two peaks differ enough for a finding
     variants: tuple[Variant, ...] = ()
 
     @property

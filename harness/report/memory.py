@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.analyze.memory import SourceDifference, differences, read_memory_file
+from harness.config.memory import MemoryOptions
 from harness.report import fmt
 from harness.report.data import MISSING, RunData, VariantData, same_size
 from harness.report.doc import Block, Heading, Para, Table
 from harness.summary import VariantSummary
 
-# The rule's defaults (issue 28: `memory.min_ratio`, `memory.min_bytes`).
-MIN_RATIO = 0.10
-MIN_BYTES = 16 << 20
+# The rule's defaults, as harness.config.memory's (a run saved before those keys reads these).
+MIN_RATIO = MemoryOptions().min_ratio
+MIN_BYTES = MemoryOptions().min_bytes
 
 
 def peak(s: VariantSummary) -> int | None:
@@ -79,18 +80,28 @@ def memory_rule(
     return MemoryFinding("memory_peak", what, evidence)
 
 
+def thresholds(run: RunData) -> tuple[float, int]:
+    """The run's `memory.min_ratio` and `memory.min_bytes` (the defaults for a run saved
+    before the keys existed)."""
+    section = (run.manifest.get("config") or {}).get("memory") or {}
+    ratio, size = section.get("min_ratio", MIN_RATIO), section.get("min_bytes", MIN_BYTES)
+    ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (ratio, size))
+    return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
+
+
 def memory_findings(run: RunData) -> list[MemoryFinding]:
     """Every variant's memory finding against its framework's baseline, largest first; only
     between variants of one problem size (a smaller problem's smaller peak says nothing)."""
     base = run.variant(run.baseline)
     if base is None:
         return []
+    ratio, size = thresholds(run)
     found = [
         f
         for v in run.variants
         if v.framework == base.framework
         and same_size(v, base)
-        and (f := memory_rule(v.name, v.summary, base.name, base.summary)) is not None
+        and (f := memory_rule(v.name, v.summary, base.name, base.summary, ratio, size)) is not None
     ]
     return sorted(found, key=lambda f: -abs(f.evidence.delta))
 
