@@ -265,7 +265,7 @@ CONFIG_CASES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("--config.variants.xla.xla_options.xla_gpu_per_fusion_autotune_cache_dir=/tmp/x",),
         ("xla_gpu_per_fusion_autotune_cache_dir", "names a file or folder"),
     ),
-    "test_mode_without_permission": (
+    "unknown_mode": (  # the harness has no test-only modes (the old `test_abort`)
         MINIMAL.replace("mode: jit", "mode: test_abort"),
         (),
         ("variants.xla.mode", "allowed"),
