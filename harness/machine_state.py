@@ -17,15 +17,15 @@ from harness.records import doc
 # machine; this library folds what it read, and the stage imports these from here).
 
 
-def _number(reading: Mapping[str, Any], key: str) -> float | None:
+def reading_number(reading: Mapping[str, Any], key: str) -> float | None:
     value = reading.get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def cpu_share(before: Mapping[str, Any], after: Mapping[str, Any]) -> float | None:
     """Returns the worker's CPU seconds over the round's wall seconds, or None without both."""
-    w0, w1 = _number(before, "wall_s"), _number(after, "wall_s")
-    c0, c1 = _number(before, "cpu_s"), _number(after, "cpu_s")
+    w0, w1 = reading_number(before, "wall_s"), reading_number(after, "wall_s")
+    c0, c1 = reading_number(before, "cpu_s"), reading_number(after, "cpu_s")
     if None in (w0, w1, c0, c1) or w1 <= w0:  # type: ignore[operator]
         return None
     return (c1 - c0) / (w1 - w0)  # type: ignore[operator]
@@ -33,8 +33,8 @@ def cpu_share(before: Mapping[str, Any], after: Mapping[str, Any]) -> float | No
 
 def steal_share(before: Mapping[str, Any], after: Mapping[str, Any], cpus: int) -> float | None:
     """Returns the steal time over the round's wall time on all CPUs, or None without it."""
-    w0, w1 = _number(before, "wall_s"), _number(after, "wall_s")
-    s0, s1 = _number(before, "steal_s"), _number(after, "steal_s")
+    w0, w1 = reading_number(before, "wall_s"), reading_number(after, "wall_s")
+    s0, s1 = reading_number(before, "steal_s"), reading_number(after, "steal_s")
     if None in (w0, w1, s0, s1) or w1 <= w0:  # type: ignore[operator]
         return None
     return max(0.0, s1 - s0) / ((w1 - w0) * max(1, cpus))  # type: ignore[operator]

@@ -124,9 +124,7 @@ def hello(
         event = worker.expect("hello", within=deadline - time.monotonic())
         environment = event["environment"]
         if checks:
-            done = worker.expect(
-                "preflight_ok", "config_error", within=deadline - time.monotonic()
-            )
+            done = worker.expect("preflight_ok", "config_error", within=deadline - time.monotonic())
             if done["event"] == "config_error":
                 raise ConfigError("config", done["key"], done["problem"])
     except WorkerDied as e:
@@ -422,7 +420,9 @@ class Supervisor:
                 return from_json(TimingRecord, io.read_json(self.workdir / file), file)
             except WorkerDied as died:
                 name, doing = _timing_fault(died.last)
-                print(f"    timing: {name or 'the worker'} {died.how()}", file=sys.stderr, flush=True)
+                print(
+                    f"    timing: {name or 'the worker'} {died.how()}", file=sys.stderr, flush=True
+                )
                 if name in todo:
                     excluded[name] = f"{died.how()} while {doing}"
                     todo.remove(name)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.machine_state import _number, cpu_share, steal_share
+from harness.machine_state import cpu_share, reading_number, steal_share
 
 PROC_STAT = "/proc/stat"
 # A round is flagged when the worker got under this share of the wall time as CPU time...
@@ -94,7 +94,11 @@ def flags(
     steal = steal_share(before, after, cpus)
     if steal is not None and steal > MAX_STEAL_SHARE:
         out.append(f"CPU steal {steal * 100:.0f}% of the round")
-    loads = [x for x in (_number(before, "load_1m"), _number(after, "load_1m")) if x is not None]
+    loads = [
+        x
+        for x in (reading_number(before, "load_1m"), reading_number(after, "load_1m"))
+        if x is not None
+    ]
     if loads and max(loads) > LOAD_PER_CPU * cpus:
         out.append(f"load average {max(loads):.1f} on {cpus} CPUs")
     return tuple(out)
