@@ -156,7 +156,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if isinstance(r.longrepr, tuple) and "shared/fixtures" in str(r.longrepr[-1])
     ]
     if skipped:
+        n = len(skipped)
         terminalreporter.write_line(
-            f"{len(skipped)} tests need ../shared/fixtures beside the checkout (not found at "
-            f"{FIXTURES}); they were skipped. The README's 'Tests' section says where it comes from."
+            f"{n} {'test needs' if n == 1 else 'tests need'} ../shared/fixtures beside the "
+            f"checkout (not found at {FIXTURES}) and {'was' if n == 1 else 'were'} skipped; "
+            "the README's 'Tests' section says where it comes from."
         )
