@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-
-def _bound(default: float, lo: float, hi: float, doc: str) -> Any:
-    # The same metadata as schema.ranged (validate_ranges reads it); not imported from the
-    # schema, which imports this module.
-    return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})
+from harness.config.fields import ranged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,5 +13,5 @@ class MemoryOptions:
     one, and by more than `min_bytes`. The peak is XLA's live-range peak, which does not
     depend on timing, so the timing gate never suppresses these findings."""
 
-    min_ratio: float = _bound(0.10, 0.0, 100.0, "relative difference of the two peaks")
-    min_bytes: int = _bound(16 << 20, 0, 1 << 50, "bytes by which the two peaks differ")
+    min_ratio: float = ranged(0.10, 0.0, 100.0, "relative difference of the two peaks")
+    min_bytes: int = ranged(16 << 20, 0, 1 << 50, "bytes by which the two peaks differ")

@@ -22,6 +22,8 @@ import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from harness.config.fields import ranged
+
 MAX_DIM = 1 << 20
 # Values no CPU backend implements: a variant whose keyword argument names one is skipped on
 # the CPU with the reason, as a variant with `platforms: [gpu]` is.
@@ -37,12 +39,6 @@ class ProgramConfigError(ValueError):
         self.problem = problem
 
 
-def _ranged(default: Any, lo: float, hi: float, doc: str) -> Any:
-    # The same metadata as schema.ranged (validate_ranges reads it); not imported from the
-    # schema, which imports this module.
-    return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})
-
-
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
     """One array among a program's arguments: shape, dtype, and for integers a range.
@@ -51,10 +47,10 @@ class InputSpec:
     fair coin flips. Every input comes from the experiment's seed (harness.variants.program).
     """
 
-    shape: tuple[int, ...] = _ranged((), 1, MAX_DIM, "the input's dimensions")
+    shape: tuple[int, ...] = ranged((), 1, MAX_DIM, "the input's dimensions")
     dtype: str = "float32"
-    low: int = _ranged(0, -(1 << 31), (1 << 31) - 2, "integer inputs are uniform in [low, high)")
-    high: int = _ranged(16, -(1 << 31) + 1, (1 << 31) - 1, "integer inputs: the upper bound")
+    low: int = ranged(0, -(1 << 31), (1 << 31) - 2, "integer inputs are uniform in [low, high)")
+    high: int = ranged(16, -(1 << 31) + 1, (1 << 31) - 1, "integer inputs: the upper bound")
 
 
 class FrozenMap(Mapping[str, Any]):

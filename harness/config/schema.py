@@ -18,6 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config.fields import ranged
 from harness.config.limits import Limits
 from harness.config.memory import MemoryOptions
 from harness.config.program import (
@@ -67,11 +68,6 @@ ISOLATION = ("auto", "shared", "per_variant")
 # multiplying out, and counts stay small enough that a typo cannot run for a day.
 MAX_DIM = 1 << 20
 MAX_SEED = (1 << 32) - 1
-
-
-def ranged(default: Any, lo: float, hi: float, doc: str = "") -> Any:
-    """A numeric config field with its allowed range, checked by validate_ranges."""
-    return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})
 
 
 # Experiment names become folder names, so they are kept to a safe alphabet.

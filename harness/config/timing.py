@@ -9,13 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from harness.config.fields import ranged
 from harness.resolution import DEFAULT_MAX_NOISE, DEFAULT_TARGET_WIDTH
-
-
-def ranged(default: Any, lo: float, hi: float, doc: str = "") -> Any:
-    # The same metadata as schema.ranged (validate_ranges reads it); not imported from the
-    # schema, which imports this module.
-    return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})
 
 
 @dataclasses.dataclass(frozen=True)
