@@ -24,8 +24,9 @@ INDISTINGUISHABLE = "indistinguishable"
 FASTER = "faster"
 SLOWER = "slower"
 NOT_COMPARABLE = "not_comparable"
-# The interval is still too wide (timing.target_width) after the run's last round, or the run
-# failed its own A/A check: the run cannot tell, which is not the same as "no difference".
+# The interval is still too wide (timing.target_width) after the run's last round and reaches
+# into the noise floor, or the run failed its own A/A check: the run cannot tell, which is not
+# the same as "no difference".
 NOT_RESOLVED = "not_resolved"
 # Verdicts that must never be ranked, coloured or called a speed-up.
 NO_DIFFERENCE = (SAME_PROGRAM, INDISTINGUISHABLE, NOT_RESOLVED)
@@ -194,7 +195,8 @@ def decide(
     measured difference is noise whatever the interval says. `adjusted_p`: the ratio's
     Holm-adjusted p-value over the run's `comparisons` (see `holm`); a difference whose
     adjusted value is not under ALPHA is not called, even when its own 95% interval excludes
-    1.0. `target_width`: an interval still wider than this (`log_width`) is not resolved.
+    1.0. `target_width`: an interval still wider than this (`log_width`) whose near end lies
+    within the noise floor is not resolved.
     """
     if same_program:
         return Decision(
@@ -204,11 +206,16 @@ def decide(
         return Decision(NOT_COMPARABLE, "no paired timing rounds")
     lo, hi = estimate.ci95
     width = log_width(estimate.ci95)
-    if target_width is not None and width > target_width:
+    # A wide interval that lies wholly beyond the noise floor still decides the direction
+    # (eager at 1.50–1.72× is slower however wide); one that reaches into the floor cannot
+    # tell a real effect from noise, so it is not resolved rather than indistinguishable.
+    beyond_floor = lo > 1.0 + floor or hi < 1.0 - floor
+    if target_width is not None and width > target_width and not beyond_floor:
         return Decision(
             NOT_RESOLVED,
             f"not resolved in this run: the 95% interval {lo:.3f}–{hi:.3f} is {width * 100:.0f}% "
-            f"wide, wider than timing.target_width {target_width * 100:.0f}%",
+            f"wide, wider than timing.target_width {target_width * 100:.0f}%, and reaches "
+            f"into the run's noise floor {floor * 100:.1f}%",
         )
     if lo <= 1.0 <= hi:
         return Decision(INDISTINGUISHABLE, f"the 95% interval {lo:.3f}–{hi:.3f} contains 1.0")

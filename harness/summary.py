@@ -547,7 +547,8 @@ class Verdict:
     ci95: tuple[float, float] | None = doc("95% bootstrap interval of the ratio")
     verdict: str = doc(
         "`same_program`, `indistinguishable`, `faster`, `slower`, `not_comparable` or "
-        "`not_resolved` (interval wider than timing.target_width, or the run failed its A/A check)"
+        "`not_resolved` (interval wider than timing.target_width and reaching into the noise "
+        "floor, or the run failed its A/A check)"
     )
     why: str = doc("what decided the verdict", "")
     p_holm: float | None = doc("its p-value, Holm-adjusted over the run's timing comparisons")

@@ -195,9 +195,16 @@ def test_the_stop_rule_reads_widths_not_whether_an_interval_excludes_one() -> No
 
 def test_a_ratio_still_too_wide_is_not_resolved_never_a_verdict() -> None:
     wide = stats.RatioEstimate(1.4, (1.1, 1.9), 10, p=0.0)
-    decision = stats.decide(wide, 0.0, adjusted_p=0.0, target_width=0.10)
+    decision = stats.decide(wide, 0.15, adjusted_p=0.0, target_width=0.10)
     assert decision.verdict == stats.NOT_RESOLVED and "not resolved in this run" in decision.why
     assert stats.NOT_RESOLVED in stats.NO_DIFFERENCE
+    # The same width wholly beyond the floor decides the direction, either way round.
+    assert stats.decide(wide, 0.05, adjusted_p=0.0, target_width=0.10).verdict == stats.SLOWER
+    fast = stats.RatioEstimate(0.7, (0.5, 0.9), 10, p=0.0)
+    assert stats.decide(fast, 0.05, adjusted_p=0.0, target_width=0.10).verdict == stats.FASTER
+    assert stats.decide(fast, 0.15, adjusted_p=0.0, target_width=0.10).verdict == (
+        stats.NOT_RESOLVED
+    )
 
 
 class FakeClock:
@@ -255,15 +262,25 @@ def test_one_preempted_batch_does_not_move_its_round() -> None:
 
     def call() -> None:
         calls["n"] += 1
-        # Calibration makes calls 1 and 2; the second batch of round 0 (calls 5 and 6) is
-        # 100× slower, as a preempted batch would be.
-        cost[0] = 0.1 if calls["n"] in (5, 6) else 0.001
+        # Calibration makes calls 1 to 49 (batches of 2, 20 and 27); round 0's slot is three
+        # batches of 9, and its second (calls 59 to 67) is 100× slower, as a preempted batch.
+        cost[0] = 0.1 if 59 <= calls["n"] <= 67 else 0.001
         inner()
 
     timed = [rounds.Timed("slow_once", call, slow.wait)]
-    result = rounds.time_rounds(timed, 2, 0.002, warmup=0, batches=3, clock=clock)
-    assert result.calls_per_batch == {"slow_once": 2} and result.batches == 3
+    result = rounds.time_rounds(timed, 2, 0.024, warmup=0, batches=3, clock=clock)
+    assert result.calls_per_batch == {"slow_once": 9} and result.batches == 3
     assert result.step_s["slow_once"] == pytest.approx((0.001, 0.001))
+
+
+def test_a_slot_too_short_to_split_is_timed_as_fewer_longer_batches() -> None:
+    assert rounds.split_count({"a": 24, "b": 40}, 3) == 3
+    assert rounds.split_count({"a": 16, "b": 40}, 3) == 2  # the fewest calls decide
+    assert rounds.split_count({"a": 6}, 3) == 1  # never a batch of two calls' overhead
+    clock = FakeClock()
+    timed = [_timed(clock, "short", [0.001])]
+    result = rounds.time_rounds(timed, 2, 0.006, warmup=0, batches=3, clock=clock)
+    assert result.batches == 1 and result.calls_per_batch["short"] >= 6
 
 
 # --- the machine's readings -----------------------------------------------------------------------

@@ -5,7 +5,8 @@ counterpart, often thirty comparisons and more; at 95% pair by pair one of twent
 it calls would be noise. Here each comparison's ratio is estimated first (paired rounds,
 harness.stats), then the p-values of all that are not the same program enter Holm's step-down
 procedure (`stats.holm`), and each verdict is decided with its adjusted p-value. A ratio whose
-interval is still wider than `timing.target_width` is not resolved. Last, a run that failed
+interval is still wider than `timing.target_width` and reaches into the noise floor is not
+resolved. Last, a run that failed
 its own A/A check (harness.resolution) gives no timing verdict at all: each becomes
 `not_resolved`, with the reason.
 """

@@ -111,6 +111,19 @@ def _slot(t: Timed, calls: int, settle: int, batches: int, clock: Callable[[], f
 
 
 MIN_CALLS = 2  # a batch times at least two back-to-back calls, so calls overlap as in a loop
+# A slot is split into short batches only while each keeps this many calls. A batch's start
+# and end cost about 2 ms on the 2-core VM (idle cores wake for its first call, the caller for
+# its result), where the default study's call takes 1.1 ms: timed in batches of 2 it measured
+# 2.1–2.9 ms a call, in batches of 10 1.12–1.24 ms, and its A/A floor rose from about 7% to
+# 10–40%. Under this, a slot is fewer (or one) longer batches.
+MIN_SPLIT_CALLS = 8
+
+
+def split_count(calls: Mapping[str, int], batches: int) -> int:
+    """Returns how many short batches each slot is split into: `batches`, or fewer where the
+    variant with the fewest calls would have under MIN_SPLIT_CALLS a batch."""
+    fewest = min(calls.values(), default=0)
+    return max(1, min(batches, fewest // MIN_SPLIT_CALLS))
 
 
 @dataclass(frozen=True)
@@ -172,8 +185,9 @@ def time_rounds(
     warm-up, its calibration and each of its batches (outside the timed span), so that a
     caller can tell which variant a crash or a hang belongs to.
 
-    Each slot is `batches` short batches (the calibrated batch split between them, at least
-    MIN_CALLS each) and its figure their median time per call (`round_figure`). With `more`
+    Each slot is `batches` short batches (the calibrated batch split between them; fewer when
+    a batch would fall under MIN_SPLIT_CALLS calls, see `split_count`) and its figure their
+    median time per call (`round_figure`); `Rounds.batches` says how many it was. With `more`
     and `max_budget_s`, pairs of rounds are added after the planned ones while `more(step_s)`
     says the intervals are still too wide and the next pair fits in `max_budget_s`, counted
     from the start like `budget_s`.
@@ -194,6 +208,7 @@ def time_rounds(
         calls = fit_budget(calibrated, rounds, budget_s - (clock() - started), settle)
     settling = {n: math.ceil(c * settle) for n, c in calls.items()}
     # The slot's calls are split between its short batches; the settling stays whole.
+    batches = split_count(calls, batches)
     calls = {n: max(MIN_CALLS, math.ceil(c / batches)) for n, c in calls.items()}
     by_name = {t.name: t for t in timed}
     names = [t.name for t in timed]
