@@ -198,20 +198,23 @@ def session(config: LoadedConfig) -> Iterator[Session]:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _progress(
-    i: int, total: int, name: str, record: CaptureRecord | None, kept: bool = False
-) -> None:
+def counted(numbers: dict[str, int], total: int) -> Callable[[str], str]:
+    """The study's progress prefix: `[3/13]`, the variant's place in the config."""
+    return lambda name: f"[{numbers[name]}/{total}]"
+
+
+def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = False) -> None:
     if record is None:
-        print(f"[{i}/{total}] {terminal.shown(name):<24} failed", flush=True)
+        print(f"{where} {terminal.shown(name):<24} failed", flush=True)
         return
     if kept:
         print(
-            f"[{i}/{total}] {terminal.shown(name):<24} kept from the interrupted run "
+            f"{where} {terminal.shown(name):<24} kept from the interrupted run "
             f"({terminal.shown(record.status)})",
             flush=True,
         )
         return
-    line = f"[{i}/{total}] {terminal.shown(name):<24} {terminal.shown(record.status):<7}"
+    line = f"{where} {terminal.shown(name):<24} {terminal.shown(record.status):<7}"
     if record.status == "ok" and record.latency_blocked_s:
         from harness import stats
 
@@ -317,9 +320,10 @@ class Supervisor:
         return self.session.worker
 
     def capture(
-        self, names: list[str], per_variant: bool, numbers: dict[str, int], total: int
+        self, names: list[str], per_variant: bool, position: Callable[[str], str]
     ) -> dict[str, CaptureRecord]:
-        """Captures `names`; returns their records (a crash is recorded, never raised)."""
+        """Captures `names`; returns their records (a crash is recorded, never raised).
+        `position` says where each one is in the whole, for its progress line."""
         records: dict[str, CaptureRecord] = {}
         todo = list(names)
         first = True
@@ -349,7 +353,7 @@ class Supervisor:
                     name = done["variant"]
                     records[name] = load_capture(self.workdir / "variants" / name / RESULT_FILE)
                     todo.remove(name)
-                    _progress(numbers[name], total, name, records[name])
+                    _progress(position(name), name, records[name])
             except WorkerDied as died:
                 name = died.last.get("variant")
                 if name is None or name not in todo:
@@ -358,7 +362,7 @@ class Supervisor:
                 io.write_json(self.workdir / "variants" / name / RESULT_FILE, to_json(record))
                 records[name] = record
                 todo.remove(name)
-                _progress(numbers[name], total, name, record)
+                _progress(position(name), name, record)
                 print(f"    {died.how()}; a new worker takes over", file=sys.stderr, flush=True)
                 self.session.worker.save_log(self.workdir)
                 self.session.worker = self._new_worker()
@@ -516,12 +520,12 @@ def _capture_plan(
             )
             io.write_json(vdir / RESULT_FILE, to_json(record))
             records[v.name] = record
-            _progress(i, len(selected), v.name, record)
+            _progress(f"[{i}/{len(selected)}]", v.name, record)
             continue
         kept = kept_record(workdir, v.name) if resume else None
         if kept is not None:
             records[v.name] = kept
-            _progress(i, len(selected), v.name, kept, kept=True)
+            _progress(f"[{i}/{len(selected)}]", v.name, kept, kept=True)
             continue
         todo.append(v.name)
     return records, todo
@@ -534,10 +538,12 @@ def _stages(
     resume: bool,
     seconds: dict[str, float],
     manifest_notes: list[str],
+    settle: Callable[[Any], None],
 ) -> Any:
     """Runs capture, timing, analysis and report; records each stage's seconds, and in
     `manifest_notes` what the run goes without (ceilings a dead worker did not measure);
-    returns the summary."""
+    `settle(summary)` records the run's final status between the analysis and the report,
+    which reads it. Returns the summary."""
     import harness
 
     exp = config.experiment
@@ -550,7 +556,7 @@ def _stages(
     )
     supervisor = Supervisor(session, workdir, exp)
     numbers = {v.name: i for i, v in enumerate(exp.selected_variants, 1)}
-    records.update(supervisor.capture(todo, per_variant, numbers, len(numbers)))
+    records.update(supervisor.capture(todo, per_variant, counted(numbers, len(numbers))))
     seconds["capture_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -573,6 +579,7 @@ def _stages(
     _stage("analysis")
     summary = finalize(workdir, exp)
     seconds["analysis_s"] = time.perf_counter() - clock
+    settle(summary)
 
     clock = time.perf_counter()
     _stage("report")
@@ -600,9 +607,18 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
             notes: list[str] = []
             if resume and exp.timing.only:
                 notes.append(keep_earlier_timing(workdir))
-            summary = _stages(config, workdir, session, resume, seconds, notes)
-            if notes:
-                manifest["notes"] = notes
+
+            def settle(summary: Any) -> None:
+                """The run's final status, written before the report and the results
+                index read it; the report's own seconds are added after it."""
+                if notes:
+                    manifest["notes"] = notes
+                failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
+                manifest.update(stages_s=seconds, workers=session.workers)
+                _record_end(workdir, manifest, "failed" if failed else "complete")
+
+            summary = _stages(config, workdir, session, resume, seconds, notes, settle)
+            io.write_json(workdir / "manifest.json", manifest)  # with report_s
     except (KeyboardInterrupt, Interrupted) as e:
         session.kill()
         kept = sum(
@@ -644,8 +660,6 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
         print(f"error: {where}{e.strerror or e}{tail}", file=sys.stderr, flush=True)
         return ENVIRONMENT_FAULT
     failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
-    manifest.update(stages_s=seconds, workers=session.workers)
-    _record_end(workdir, manifest, "failed" if failed else "complete")
     print(
         "time: "
         + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in seconds.items())

@@ -629,6 +629,12 @@ def test_reanalyze_leaves_each_committed_reference_as_it_is(name: str, tmp_path:
     one_line(_in_process("harness.reanalyze", f"--run={copy}"), 2, "lacks variants/")
     assert _tree(copy) == before
     assert _in_process("harness.report.__main__", f"--run={copy}").code == 0
+    # Every page renders its emphasis as markup (issue 27): no `**` or `*x*` left as text.
+    from tests.html_helpers import stray_markers
+
+    for page in [copy / "report.html", *copy.glob("variants/*/report.html")]:
+        assert stray_markers(page.read_text()) == [], page
+    assert len(list(copy.glob("variants/*/report.html"))) == len(list(copy.glob("variants/*/")))
     summary = json.loads((copy / "summary.json").read_text())
     assert summary == json.loads(before["summary.json"])
     assert all("profile" in v for v in summary["variants"].values() if v.get("hlo"))

@@ -87,6 +87,7 @@ def md_tables(text: str) -> list[list[list[str]]]:
             if not previous:
                 tables.append([])
             cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            cells = [re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", c) for c in cells]  # a link's text
             tables[-1].append([re.sub(r"`([^`]*)`", r"\1", c) for c in cells])
         elif line.startswith("|---"):
             is_row = True
@@ -135,11 +136,18 @@ def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
 
 
 def test_ladder_links_point_at_real_files(rendered):
-    html = (rendered / "report.html").read_text()
-    links = re.findall(r'href="(variants/[^"]+)"', html)
+    """Every relative link of the leading page and each variant's page (ladder, divergence
+    files, the pages themselves) names a file the run folder holds."""
+    pages = [rendered / "report.html", *sorted(rendered.glob("variants/*/report.html"))]
+    assert len(pages) == 1 + len(read_summary(rendered))
+    links = []
+    for page in pages:
+        for href in re.findall(r'href="([^"#]+)(?:#[^"]*)?"', page.read_text()):
+            if not href.startswith("http"):
+                links.append(page.parent / href)
     assert len(links) > 40
     for link in links:
-        assert (rendered / link).exists(), link
+        assert link.exists(), link
 
 
 def test_indexes_list_the_run(rendered):

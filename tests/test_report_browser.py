@@ -225,5 +225,57 @@ def test_no_link_in_a_report_made_of_injections_runs_a_script(tmp_path):
     dialogs = [e for e in browser.events if e.get("method") == "Page.javascriptDialogOpening"]
     assert dialogs == []
     assert len(clicked) >= 10  # the pages' own links (sections, runs, files) were all clicked
-    for page in pages:
+    for page in [*pages, pages[0].parent / "variants" / "xla" / "report.html"]:
         assert not re.search(r'href="\s*(javascript|data|vbscript|file):', page.read_text(), re.I)
+
+
+# --- the leading page, above the fold (issue 27) --------------------------------------------
+
+FOLD = """JSON.stringify((() => {
+  const top = el => el.getBoundingClientRect().top + window.scrollY;
+  const verdict = Array.from(document.querySelectorAll('p'))
+    .find(p => /^(Not resolved|Resolved|No timing)\\./.test(p.textContent));
+  const findings = Array.from(document.querySelectorAll('h3[id]'))
+    .filter(h => /^(finding|memory)-\\d+$/.test(h.id));
+  let el = document.getElementById('what-to-change'), row = null;
+  while (el && !row && (el = el.nextElementSibling) && el.tagName !== 'H2') {
+    if (el.tagName === 'TABLE') row = el.querySelector('tbody tr');
+  }
+  return {
+    width: window.innerWidth,
+    verdict: verdict ? top(verdict) : null,
+    findings: findings.map(h => [h.id, top(h)]),
+    change: row ? top(row) : null,
+  };
+})())"""
+
+
+def test_the_h200_verdict_findings_and_first_change_are_above_the_fold(tmp_path):
+    """At 1400×900 a reader sees, without scrolling, whether the run resolved differences,
+    every finding's heading and the first row of what to change (the H200 reference: six
+    memory findings, an unresolved run, two untested changes)."""
+    from conftest import REPO
+
+    from harness.report import data, findings, markdown, memory
+
+    run = data.load_run(REPO / "results" / "reference" / "h200")
+    headed = len(findings.findings(run)[0]) + len(memory.memory_findings(run))
+    _, page_html = markdown.render(run, (), frozenset(v.name for v in run.variants))
+    page = tmp_path / "report.html"
+    page.write_text(page_html)
+    browser = Browser(tmp_path / "profile")
+    try:
+        session = _open(browser)
+        browser.call(
+            "Emulation.setDeviceMetricsOverride", session, width=1400, height=900,
+            deviceScaleFactor=1, mobile=False,
+        )  # fmt: skip
+        _load(browser, session, page)
+        seen = json.loads(_eval(browser, session, FOLD))
+    finally:
+        browser.close()
+    assert seen["width"] == 1400
+    assert seen["verdict"] is not None and seen["verdict"] < 900, seen
+    assert len(seen["findings"]) == headed > 0, seen  # memory findings; no timing one ranked
+    assert all(y < 900 for _, y in seen["findings"]), seen
+    assert seen["change"] is not None and seen["change"] < 900, seen

@@ -135,7 +135,8 @@ def test_manifest_records_overrides_versions_and_status(cpu_run):
         "report_s",
     }
     assert manifest["compiler_options"]["xla_no_fusion"]["xla_disable_hlo_passes"]
-    assert (cpu_run / "report.md").read_text().count("| xla") >= 5
+    assert "| [xla](variants/xla/report.md) |" in (cpu_run / "report.md").read_text()
+    assert (cpu_run / "variants" / "xla" / "report.md").read_text().startswith("# gelu: `xla`")
 
 
 def test_misspelled_key_exits_2_with_a_suggestion_and_no_results(tmp_path):

@@ -4,6 +4,7 @@ excluded, coordinate descent over a small space, and search.json's schema."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ def search_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg.write_text(SEARCH)
     proc = run_harness(f"--config={cfg}", results_root=root / "results")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (root / "stdout.txt").write_text(proc.stdout)
     return (root / "results" / "tiny_search" / "latest").resolve()
 
 
@@ -139,3 +141,42 @@ def test_an_option_has_no_effect_only_against_the_point_it_was_tried_from() -> N
     assert space.unchanged_axes(axes, programs) == ("cublas_fallback",)
     # A point whose partner was never compiled says nothing either way.
     assert space.unchanged_axes(["cublas_fallback"], [(fallback_off, "d1")]) == ()
+
+
+def test_progress_says_where_the_search_is(search_run: Path) -> None:
+    printed = (search_run.parents[2] / "stdout.txt").read_text()
+    planned = space.planned(load_tiny_space(), "coordinate")
+    assert planned == 4  # the default, then one other value of each of three options
+    assert f"stage 1: candidate 1 of {planned} default" in " ".join(printed.split())
+    assert "stage 1: the lower bound" in printed
+    assert re.search(rf"stage \d: candidate {planned} of {planned} ", printed)
+    assert not re.search(r"^\[\d+/\d+\]", printed, re.M)  # no counter that restarts
+
+
+def load_tiny_space():
+    import yaml
+
+    from harness.config.schema import SearchSpace
+
+    raw = yaml.safe_load(SEARCH)["search"]["space"]
+    return SearchSpace(xla_options=raw["xla_options"])
+
+
+def test_an_option_that_acts_only_with_another_is_no_effect_only_where_it_acts() -> None:
+    """`xla_cpu_fast_math_honor_*` are read only with fast math on: the same program with
+    fast math off says nothing about them (the CPU search once listed them as no effect)."""
+    fast, honor = "xla_cpu_enable_fast_math", "xla_cpu_fast_math_honor_nans"
+    assert space.ACTS_ONLY_WITH[honor] == ((fast, True),)
+    off, off_honor = space.Point(), space.Point().with_option(honor, False)
+    on = space.Point().with_option(fast, True)
+    on_honor = on.with_option(honor, False)
+    where_off = [(off, "d0"), (off_honor, "d0")]
+    assert space.unchanged_axes([honor], where_off) == ()
+    assert space.not_tried_where_acts([honor], where_off) == {honor: f"{fast}: true"}
+    where_on = [*where_off, (on, "d1"), (on_honor, "d1")]
+    assert space.unchanged_axes([honor], where_on) == (honor,)
+    assert space.not_tried_where_acts([honor], where_on) == {}
+    # fast math set on the base variant itself: the default point is where it acts
+    assert space.unchanged_axes([honor], where_off, {fast: True}) == (honor,)
+    # an option that acts alone is unchanged as before
+    assert space.unchanged_axes([fast], [(off, "d0"), (on, "d0")]) == (fast,)

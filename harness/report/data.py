@@ -16,6 +16,7 @@ from harness import io, ladder
 from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
 
 MISSING = "–"
+PAGE = "report.md"  # a report page's name: the run's, and each variant's in variants/<name>/
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ class VariantData:
     @property
     def framework(self) -> str:
         return self.summary.identity.framework
+
+    @property
+    def page(self) -> str:
+        """The variant's report page, relative to the run folder (its HTML is beside it)."""
+        return f"variants/{self.name}/{PAGE}"
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.stage == name), None)

@@ -2,8 +2,8 @@
 
 Keeps the report, plots, summaries and the per-variant analysis and IR stage files; leaves out
 XLA's raw dumps, the profiler's binaries, the per-pass HLO files, LLVM IR, logs, torch's working
-folders and any file over 1 MB, then renders the report again in the copy so its links point
-only at what was kept.
+folders, tlparse's pages and any file over 1 MB, then renders the report again in the copy (the
+leading page and each variant's page) so its links point only at what was kept.
 The destination must be empty, new, or a copy this tool made before that holds only what it
 wrote then: export never replaces a run, the results root, a dump or anything else it did not
 make, and writes nothing outside the destination (not the results index above it).
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from harness import io, terminal
 
-# XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, and torch's own working
-# folders (Inductor's and Triton's caches, TORCH_TRACE logs): the IR ladder keeps the stages
-# the report shows.
-LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs", "torch"})
+# XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, torch's own working
+# folders (Inductor's and Triton's caches, TORCH_TRACE logs) and tlparse's pages of those logs:
+# the IR ladder keeps the stages the report shows.
+LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs", "torch", "tlparse"})
 LEFT_OUT_FILES = frozenset({"index.html", ".lock", io.MARKER})
 MAX_BYTES = 1_000_000
 

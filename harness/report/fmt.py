@@ -124,7 +124,10 @@ VERDICT_WORDS = {
 }
 
 
-def verdict(v: Any) -> str:
+SHORT_WORDS = {**VERDICT_WORDS, "indistinguishable": "noise", "not_resolved": "not resolved"}
+
+
+def verdict(v: Any, words_for: dict[str, str] = VERDICT_WORDS) -> str:
     """Returns a comparison cell: the ratio with its interval and the verdict in words.
 
     A pair that is the same program or indistinguishable is never called faster or slower:
@@ -132,10 +135,16 @@ def verdict(v: Any) -> str:
     """
     if v is None:
         return MISSING
-    words = VERDICT_WORDS.get(v.verdict, v.verdict)
+    words = words_for.get(v.verdict, v.verdict)
     if v.ratio is None:
         return words
     interval = f" ({v.ci95[0]:.3f}–{v.ci95[1]:.3f})" if v.ci95 else ""
     if v.verdict in ("same_program", "indistinguishable", "not_resolved"):
         return f"{words}: {v.ratio:.3f}×{interval}"
     return f"{v.ratio:.3f}×{interval} {words}"
+
+
+def short_verdict(v: Any) -> str:
+    """The summary table's comparison cell: as `verdict`, in fewer words ("noise", "not
+    resolved"); the variant's page and the notes under the table say them in full."""
+    return verdict(v, SHORT_WORDS)

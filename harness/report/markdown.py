@@ -1,17 +1,37 @@
-"""write_report(workdir): report.md, report.html, plots/ and the indexes of a saved run.
+"""write_report(workdir): report.md, report.html, each variant's page, plots/ and the indexes.
 
 Reads only files in the run folder (and never imports jax), so a report can be rendered again
 from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. It writes
-only its own outputs: report.md, report.html, plots/, index.html in the run folder, and, for a
-study, the results index of its results root (`make index` rewrites that one).
+only its own outputs: report.md, report.html, variants/<name>/report.md and .html, plots/,
+index.html in the run folder, and, for a study, the results index of its results root (`make
+index` rewrites that one). With `tlparse` on the PATH it also writes tlparse's pages of each
+kept TORCH_TRACE log, under variants/<name>/tlparse/.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 from harness import io
-from harness.report import data, doc, findings, index, observations, plots, search, sections
+from harness.hlo.files import parse_cached
+from harness.hlo.passes import pass_file_info, structural_fingerprint
+from harness.report import (
+    data,
+    doc,
+    findings,
+    index,
+    observations,
+    plots,
+    search,
+    sections,
+    stage_diff,
+    variant_page,
+)
+
+MAX_STAGE_BYTES = 4_000_000  # of one stage's text read for its diff
+TLPARSE_S = 120
 
 
 def read_decisions(run: data.RunData) -> str:
@@ -39,18 +59,201 @@ def read_pass_texts(run: data.RunData, v: data.VariantData) -> dict[str, str]:
     return {p.stem: p.read_text(errors="replace") for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def render(run: data.RunData, plot_outcomes: tuple[plots.PlotOutcome, ...]) -> tuple[str, str]:
-    """Returns (markdown, html) of the report: two renderings of the same blocks."""
+# --- what a variant's page reads ---------------------------------------------------------------
+
+
+def _read(path: Path) -> str:
+    with open(path, errors="replace") as f:
+        return f.read(MAX_STAGE_BYTES)
+
+
+def _stage_files(run: data.RunData, st: data.Stage) -> list[Path]:
+    path = run.path / st.path
+    if not st.is_dir:
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
+
+
+def _passes(folder: Path) -> list[tuple[str, Path]]:
+    """A passes folder's files in pass order, each with its pipeline-qualified name."""
+    files = [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+    infos = sorted((info, p) for p in files if (info := pass_file_info(p)) is not None)
+    return [(f"{pipe}.{name}" if pipe else name, p) for (_, pipe, name), p in infos]
+
+
+def first_differing_passes(a: Path, b: Path) -> tuple[Path, Path] | None:
+    """The first pair of per-pass files that differ, by the comparison the divergence made
+    (harness.hlo.diverge): another pass at the same place, or the same pass's output with
+    another structure."""
+    pairs = list(zip(_passes(a), _passes(b), strict=False))
+    for (name_a, pa), (name_b, pb) in pairs:
+        if name_a != name_b:
+            return pa, pb
+        if structural_fingerprint(parse_cached(pa)) != structural_fingerprint(parse_cached(pb)):
+            return pa, pb
+    return None
+
+
+def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Divergence | None:
+    """The variant's first divergence with the diff of that stage's two files, read here."""
+    d = v.summary.comparison.first_divergence
+    if d is None or "baseline" in v.roles:
+        return None
+    ref = run.variant(d.against)
+    if d.stage not in stage_diff.TEXT_STAGES or ref is None:
+        why = f"There is no stage file to diff: the difference is in the `{d.stage}`."
+        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+    mine, theirs = v.stage(d.stage), ref.stage(d.stage)
+    if mine is None or theirs is None or not (mine.exists and theirs.exists):
+        why = "The stage's files are not kept in this copy of the run."
+        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+    try:
+        if d.stage == "passes":
+            pair = first_differing_passes(run.path / theirs.path, run.path / mine.path)
+            if pair is None:
+                why = "The kept pass files do not differ by that comparison."
+                return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+            left_files, right_files = [pair[0]], [pair[1]]
+        else:
+            left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
+        left = _joined(left_files)
+        right = _joined(right_files)
+    except (OSError, ValueError) as e:  # a damaged pass file: the page says so
+        why = f"The stage's files could not be read: {e}"
+        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+    rel = [str(p.relative_to(run.path)) for p in (left_files[0], right_files[0])]
+    if len(left_files) > 1 or len(right_files) > 1:  # a folder stage: link the folders
+        rel = [theirs.path, mine.path]
+    diff = stage_diff.stage_diff(
+        d.stage, (f"{ref.name}: {rel[0]}", left), (f"{v.name}: {rel[1]}", right)
+    )
+    return variant_page.Divergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
+
+
+def _joined(files: list[Path]) -> str:
+    """One file's text, or a folder's files one after another, each under its name."""
+    if len(files) == 1:
+        return _read(files[0])
+    return "\n".join(f"// {p.name}\n{_read(p)}" for p in files)
+
+
+def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsewhere:
+    """The variant's profile folder, traces Perfetto opens and TORCH_TRACE logs; runs
+    tlparse on each log when `tlparse` is on the PATH."""
+    vdir = run.path / "variants" / v.name
+    profile = vdir / "profile"
+    logdir = None
+    perfetto: list[str] = []
+    if profile.is_dir() and not profile.is_symlink():
+        files = sorted(p for p in profile.rglob("*") if p.is_file() and not p.is_symlink())
+        if any(p.name.endswith(".xplane.pb") for p in files):
+            logdir = str(profile.relative_to(run.path))
+        perfetto = [
+            str(p.relative_to(run.path))
+            for p in files
+            if p.name in ("perfetto_trace.json.gz", "torch_trace.json")
+        ]
+    trace_dir = vdir / "torch" / "trace"
+    logs = (
+        sorted(p for p in trace_dir.iterdir() if p.is_file() and p.suffix == ".log")
+        if trace_dir.is_dir() and not trace_dir.is_symlink()
+        else []
+    )
+    made, note = (None, "")
+    if logs:
+        made, note = run_tlparse(run.path, logs[0], vdir / "tlparse")
+    return variant_page.Elsewhere(
+        profile=logdir,
+        perfetto=tuple(perfetto),
+        torch_traces=tuple(str(p.relative_to(run.path)) for p in logs),
+        tlparse=made,
+        tlparse_note=note,
+    )
+
+
+def run_tlparse(run: Path, log: Path, out: Path) -> tuple[str | None, str]:
+    """tlparse's index.html for `log` under `out` (made again when the log is newer),
+    relative to the run; else None and why."""
+    exe = shutil.which("tlparse")
+    if exe is None:
+        return None, "tlparse is not installed here, so its pages were not made."
+    if out.is_symlink():
+        return None, f"{out.name} is a link: tlparse's pages were not made."
+    index_html = out / "index.html"
+    if not (index_html.is_file() and index_html.stat().st_mtime >= log.stat().st_mtime):
+        try:
+            subprocess.run(
+                [exe, str(log), "-o", str(out), "--no-browser", "--overwrite"],
+                capture_output=True,
+                timeout=TLPARSE_S,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"tlparse failed on the log ({type(e).__name__})."
+    if not index_html.is_file():
+        return None, "tlparse wrote no index.html."
+    return str(index_html.relative_to(run)), ""
+
+
+def page_folders(run: data.RunData) -> dict[str, Path]:
+    """Each variant's folder for its page, made when absent (a variant that never ran): only
+    for a name that is one plain path component (a summary can name anything), and never
+    through a link."""
+    variants = run.path / "variants"
+    if variants.is_symlink():
+        return {}
+    out = {}
+    for v in run.variants:
+        name = v.name
+        if name in ("", ".", "..") or "/" in name or "\\" in name or not name.isprintable():
+            continue
+        folder = variants / name
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        out[name] = folder
+    return out
+
+
+def page_inputs(run: data.RunData, v: data.VariantData) -> variant_page.PageInputs:
+    """What one variant's page reads from the run folder."""
+    passes = read_pass_texts(run, v)
+    return variant_page.PageInputs(
+        divergence=read_divergence(run, v),
+        elsewhere=find_elsewhere(run, v),
+        origins=findings.origins(v, passes) if passes else None,
+        decisions=read_decisions(run) if "baseline" in v.roles else "",
+    )
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def render(
+    run: data.RunData,
+    plot_outcomes: tuple[plots.PlotOutcome, ...],
+    pages: frozenset[str] = frozenset(),
+) -> tuple[str, str]:
+    """Returns (markdown, html) of the leading page: two renderings of the same blocks."""
     texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
     rows = observations.observation_table(run, texts)
-    origins = {
-        v.name: findings.origins(v, passes)
-        for v in run.variants
-        if (passes := read_pass_texts(run, v))
-    }
-    blocks = sections.report_blocks(run, rows, plot_outcomes, read_decisions(run), origins)
+    blocks = sections.report_blocks(run, rows, plot_outcomes, pages)
     title = f"{run.experiment} {run.run_id}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
+
+
+def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
+    """Writes variants/<name>/report.md and .html for each variant in `folders`."""
+    for v in run.variants:
+        folder = folders.get(v.name)
+        if folder is None:
+            continue
+        for own in (data.PAGE, "report.html"):
+            if (folder / own).is_symlink():  # planted: replace the link, never write through it
+                (folder / own).unlink()
+        blocks = variant_page.page_blocks(v, run, page_inputs(run, v))
+        io.write_text(folder / "report.html", doc.to_html(blocks, f"{v.name}: {run.run_id}"))
+        io.write_text(folder / data.PAGE, doc.to_markdown(blocks))
 
 
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
@@ -66,15 +269,18 @@ def write_search_report(workdir: Path) -> Path:
     if any(c.step_s is not None for c in record.candidates):
         plots.save_figure(search.figure(record), workdir / "plots" / "search.png")
         plot = "plots/search.png"
-    blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
+    blocks = search.blocks(
+        record, f"Search: {workdir.parent.name} {workdir.name}", plot, search.notes(workdir)
+    )
     io.write_text(workdir / "report.html", doc.to_html(blocks, workdir.name))
     io.write_text(workdir / "report.md", doc.to_markdown(blocks))
     return workdir / "report.md"
 
 
 def write_report(workdir: Path, results_root: Path | None = None) -> Path:
-    """Writes report.md, report.html, plots/ and the run's index.html; with `results_root`
-    (a study's, whose run this is), the results index there too. Returns report.md's path.
+    """Writes report.md, report.html, each variant's page, plots/ and the run's index.html;
+    with `results_root` (a study's, whose run this is), the results index there too. Returns
+    report.md's path.
 
     Only a study names its results root: a command given a run folder (report, export,
     reanalyze) writes inside that folder alone, never into a folder above it.
@@ -86,7 +292,9 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
         if (run.path / own).is_symlink():  # planted: replace the link, never write through it
             (run.path / own).unlink()
     outcomes = plots.save_plots(run, run.path / "plots", plot_formats(run))
-    md, html = render(run, outcomes)
+    folders = page_folders(run)
+    write_variant_pages(run, folders)
+    md, html = render(run, outcomes, frozenset(folders))
     io.write_text(run.path / "report.html", html)
     io.write_text(run.path / "report.md", md)
     index.write_run_index(run.path)

@@ -143,57 +143,75 @@ def _buffer_row(b: object) -> tuple[str, ...]:
     )
 
 
+def _sources_row(m: object) -> tuple[str, ...]:
+    """A variant's peak beside the other sources' figures."""
+    c = getattr(m, "compiler", None)
+    device = ", ".join(
+        f"{d.device}: {fmt.si(d.peak_bytes, 'B')}"
+        for d in getattr(m, "devices", ())
+        if d.peak_bytes is not None
+    )
+    notes = getattr(m, "notes", ())
+    peak_bytes, total = getattr(m, "peak_bytes", None), getattr(m, "total_bytes", None)
+    return (
+        fmt.si(peak_bytes, "B") if peak_bytes is not None else MISSING,
+        fmt.si(total, "B") if total is not None else MISSING,
+        fmt.si(c.temp_bytes, "B") if c and c.temp_bytes is not None else MISSING,
+        fmt.si(c.output_bytes, "B") if c and c.output_bytes is not None else MISSING,
+        fmt.si(c.argument_bytes, "B") if c and c.argument_bytes is not None else MISSING,
+        device or "; ".join(notes[:1]) or MISSING,
+    )
+
+
+SOURCES = (
+    "**Peak**: XLA's live-range peak, what is live at once (the summary's peak memory). **Total "
+    "allocation**: the memory-usage report's total (not the peak). **Temp, output, argument**: "
+    "`compiled.memory_analysis()`. **Device peak**: the allocator's peak over the steady steps."
+)
+
+
 def memory_blocks(run: RunData) -> list[Block]:
-    """The Memory section: each variant's peak beside the other sources' figures, then the 10
-    largest buffers at each peak by source line."""
-    rows = []
-    for v in run.variants:
-        m = v.summary.memory
-        if m is None:
-            continue
-        c = m.compiler
-        device = ", ".join(
-            f"{d.device}: {fmt.si(d.peak_bytes, 'B')}"
-            for d in m.devices
-            if d.peak_bytes is not None
+    """The leading page's Memory section: what the peaks are, and the largest and smallest
+    beside the baseline's; each variant's page has its figures and the buffers at its peak."""
+    peaks = [(v, p) for v in run.variants if (p := peak(v.summary)) is not None]
+    if not peaks:
+        return []
+    high = max(peaks, key=lambda x: x[1])
+    low = min(peaks, key=lambda x: x[1])
+    base = run.variant(run.baseline)
+    line = (
+        f"Largest peak `{high[0].name}` {fmt.si(high[1], 'B')}, smallest `{low[0].name}` "
+        f"{fmt.si(low[1], 'B')}"
+        + (
+            f", the baseline `{base.name}` {peak_cell(base.summary)}"
+            if base is not None and peak(base.summary) is not None
+            else ""
         )
-        rows.append(
-            (
-                v.name,
-                peak_cell(v.summary),
-                fmt.si(m.total_bytes, "B") if m.total_bytes is not None else MISSING,
-                fmt.si(c.temp_bytes, "B") if c and c.temp_bytes is not None else MISSING,
-                fmt.si(c.output_bytes, "B") if c and c.output_bytes is not None else MISSING,
-                fmt.si(c.argument_bytes, "B") if c and c.argument_bytes is not None else MISSING,
-                device or "; ".join(m.notes[:1]) or MISSING,
-            )
-        )
-    if not rows:
+        + ". Each variant's page has its figures by source and the buffers live at its peak."
+    )
+    return [Heading(2, "Memory", "memory"), Para(line), Para(SOURCES)]
+
+
+def variant_memory_blocks(v: VariantData) -> list[Block]:
+    """A variant's page's Memory section: its peak beside the other sources, and the largest
+    buffers live at the peak, by source line."""
+    m = v.summary.memory
+    if m is None:
         return []
     out: list[Block] = [
         Heading(2, "Memory", "memory"),
-        Para(
-            "**Peak**: XLA's live-range peak (`*-live-range.txt`), what is live at once, the "
-            "study's peak. **Total allocation**: the memory-usage report's Total bytes (not the "
-            "peak). **Temp, output, argument**: `compiled.memory_analysis()`. **Device peak**: "
-            "`peak_bytes_in_use` after the steady steps minus `bytes_in_use` before the first call."
-        ),
+        Para(SOURCES),
         Table(
-            ("variant", "peak", "total allocation", "temp", "output", "argument", "device peak"),
-            tuple(rows),
+            ("peak", "total allocation", "temp", "output", "argument", "device peak"),
+            (_sources_row(m),),
         ),
     ]
-    for v in run.variants:
-        m = v.summary.memory
-        if m is None or not m.largest:
-            continue
-        out.append(
+    if m.largest:
+        out += [
             Para(
-                f"`{v.name}`: the {len(m.largest)} largest of {m.buffers_at_peak} buffers live at "
-                f"the peak (position {m.peak_at} of {m.schedule_length})"
-            )
-        )
-        out.append(
+                f"The {len(m.largest)} largest of {m.buffers_at_peak} buffers live at the peak "
+                f"(position {m.peak_at} of {m.schedule_length}):"
+            ),
             Table(
                 (
                     "buffer",
@@ -204,8 +222,8 @@ def memory_blocks(run: RunData) -> list[Block]:
                     "op (or who inserted it)",
                 ),
                 tuple(_buffer_row(b) for b in m.largest),
-            )
-        )
+            ),
+        ]
     return out
 
 

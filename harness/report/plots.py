@@ -219,7 +219,7 @@ def step_time(run: RunData) -> Figure:
         f"Steady-state time per step (interleaved rounds){of_all(len(vs), len(every))}"
         + ("\nthis run could not resolve differences (its A/A check failed)" if gated else ""),
         fontsize=10,
-        color="#c62828" if gated else None,
+        **({"color": "#c62828"} if gated else {}),  # matplotlib refuses color=None
     )
     return fig
 
@@ -368,11 +368,41 @@ def step_events(v: VariantData) -> tuple[list[dict[str, Any]], str]:
     return list(v.kernels), "whole profile"
 
 
+# The timeline names at most this many clusters, each in a colour of its own; the rest are
+# "other", in grey. Ten colours a reader can tell apart, none of them grey.
+TIMELINE_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
+)  # fmt: skip
+OTHER = "other"
+OTHER_COLOR = "#9e9e9e"
+STEP_BAND_COLOR = "#ececec"
+
+
+def event_cluster(e: dict[str, Any]) -> str:
+    return str(e.get("cluster") or e.get("name"))
+
+
+def timeline_colors(
+    rows: list[tuple[VariantData, list[dict[str, Any]], str]],
+) -> tuple[dict[str, str], list[str]]:
+    """Returns each named cluster's colour and the named clusters, the most time first: the
+    TIMELINE_COLORS clusters with the most device time over the steps drawn. Any other
+    cluster is drawn in OTHER_COLOR."""
+    total: dict[str, float] = {}
+    for _, evs, _ in rows:
+        for e in evs:
+            total[event_cluster(e)] = total.get(event_cluster(e), 0.0) + e["duration_ns"]
+    named = sorted(total, key=lambda c: (-total[c], c))[: len(TIMELINE_COLORS)]
+    return dict(zip(named, TIMELINE_COLORS, strict=False)), named
+
+
 def timeline(run: RunData) -> Figure:
     """Returns an Nsight-style Gantt per variant: one step's events on their streams.
 
-    Events are coloured by cluster; the grey band is the median wall step, so the uncovered part
-    of it is the host gap.
+    The clusters with the most device time are coloured, each named in the legend; every other
+    event is grey ("other"). The light band behind each row is the variant's median timed step
+    from the first device event, so what the events leave of it is time no event covers.
     """
     rows = []
     for v in run.variants:
@@ -389,15 +419,14 @@ def timeline(run: RunData) -> Figure:
     total = len(rows)
     keep = {id(v) for v in few([v for v, _, _ in rows], MAX_TIMELINE_ROWS)}
     rows = [r for r in rows if id(r[0]) in keep]
-    clusters = sorted({str(e.get("cluster") or e.get("name")) for _, evs, _ in rows for e in evs})
-    cmap = matplotlib.colormaps["tab20"]
-    color = {c: cmap(i % 20) for i, c in enumerate(clusters)}
+    color, named = timeline_colors(rows)
     streams = {str(e.get("stream", "")) for _, evs, _ in rows for e in evs}
     left = 0.25 + min(22, max(len(s) for s in streams)) * 6 * CHAR_IN
     fig = new_figure(
         10.5, 1.0 + 1.1 * len(rows), left=left, bottom=0.55, right=2.3, top=0.35, hspace=0.6
     )
     axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    banded = False
     for ax, (v, evs, label) in zip(axes, rows, strict=True):
         t0 = min(e["start_ns"] for e in evs)
         streams = sorted({str(e.get("stream", "")) for e in evs})
@@ -406,10 +435,21 @@ def timeline(run: RunData) -> Figure:
         # for a profile with thousands of kernels.
         spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for e in evs:
-            key = (row_of[str(e.get("stream", ""))], str(e.get("cluster") or e.get("name")))
+            key = (row_of[str(e.get("stream", ""))], event_cluster(e))
             spans.setdefault(key, []).append(((e["start_ns"] - t0) / 1e3, e["duration_ns"] / 1e3))
         for (y, cluster), xranges in spans.items():
-            ax.broken_barh(xranges, (y - 0.3, 0.6), facecolors=color[cluster], edgecolor="none")
+            drawn = ax.broken_barh(
+                xranges,
+                (y - 0.3, 0.6),
+                facecolors=color.get(cluster, OTHER_COLOR),
+                edgecolor="none",
+                zorder=2,
+            )
+            drawn.set_gid(cluster)  # which cluster a segment is: the legend test reads it
+        step = fmt.num(v.summary.timing.step_s)
+        if step:
+            ax.axvspan(0, step * 1e6, color=STEP_BAND_COLOR, zorder=0, lw=0)
+            banded = True
         ax.autoscale_view()
         gap = v.summary.profile.host_gap_per_step_s
         note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
@@ -420,13 +460,13 @@ def timeline(run: RunData) -> Figure:
     axes[-1].set_xlabel(
         "µs from the step's first device event" + of_all(len(rows), total, "variants' steps")
     )
-    shown = clusters[:12]
-    fig.legend(
-        handles=[Patch(color=color[c], label=c[:30]) for c in shown],
-        fontsize=6,
-        loc="upper right",
-        bbox_to_anchor=(1.0, 1.0),
-    )
+    others = {event_cluster(e) for _, evs, _ in rows for e in evs} - set(named)
+    handles = [Patch(color=color[c], label=c[:30]) for c in named]
+    if others:
+        handles.append(Patch(color=OTHER_COLOR, label=f"{OTHER} ({len(others)} clusters)"))
+    if banded:
+        handles.append(Patch(color=STEP_BAND_COLOR, label="median timed step"))
+    fig.legend(handles=handles, fontsize=6, loc="upper right", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 

@@ -25,9 +25,8 @@ from harness.report.analysis_report import (
 from harness.report.data import RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 
-TOP = 10  # clusters and source lines in the baseline's tables
-TOP_VARIANT = 6  # in each other variant's section
-TOP_CELL = 3  # in the overview's cells
+TOP = 10  # clusters and source lines on a variant's page
+TOP_CELL = 2  # in the overview's cells
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,17 +77,17 @@ def _why_unranked(v: VariantData) -> str:
     if i.status != "ok":
         return f"{i.status}" + (f": {i.reason}" if i.reason else "")
     if i.mode in ("eager", "torch_eager"):
-        return "eager dispatch runs one small module per primitive: see its clusters below"
+        return "eager: one small module per primitive (its page lists them)"
     if i.expected_error is not None:
         return "nothing compiled (an expected error)"
     if v.framework == "torch":
-        return "a PyTorch variant: Inductor's kernels are listed in its section"
+        return "a PyTorch variant: Inductor's kernels are listed on its page"
     return "no single optimized module was analysed"
 
 
 def overview_blocks(run: RunData) -> list[Block]:
-    """The section: the baseline's clusters ranked and rolled up by source line, then one row
-    per variant with its largest clusters and lines."""
+    """The leading page's section: one row per variant with its largest clusters and source
+    lines; each variant's page ranks and rolls up its clusters in full."""
     found = {v.name: r for v in run.variants if (r := ranked(v)) is not None}
     out: list[Block] = [Heading(2, "Where the time goes", "where-the-time-goes")]
     if not found:
@@ -97,35 +96,22 @@ def overview_blocks(run: RunData) -> list[Block]:
         )
         return out
     paths = _paths(list(found.values()))
+    base = run.by_role("baseline")
     out.append(
         Para(
-            "Each compiled variant's clusters (fusions, library calls, lone instructions) ranked "
-            "by device time a step in its steady profile (by our FLOP count without one), and "
-            "rolled up by the source line they came from: the innermost frame in your code, so "
-            "a library layer is charged to the line that calls it. A cluster spanning several "
-            "lines gives each an equal part. The same analysis as `python -m harness.analyze`; "
-            "every row is in `variants/<name>/ranking.json`."
+            "Each compiled variant's largest clusters by device time a step (by our FLOP count "
+            "without a profile) and the source lines they came from, the innermost frame in your "
+            "code. Each variant's page ranks them all"
+            + (f" ([the baseline's]({base.page}))" if base else "")
+            + "; `ranking.json` has every row."
             + (f" Source paths are relative to `{paths.root}`." if paths.root else "")
         )
     )
-    base = run.by_role("baseline")
-    if base is not None and base.name in found:
-        r = found[base.name]
-        out += [
-            Heading(3, f"`{base.name}`, the baseline", "where-the-time-goes-baseline"),
-            Para(_module_line(base, r)),
-            cluster_table(r.module, r.by_time, paths, TOP),
-            Para("By source line:"),
-            rollup_table(r.module.by_line[:TOP], "source line", r.by_time, paths),
-        ]
-        if any(u.label for u in r.module.by_scope):  # not only the top level
-            out += [
-                Para("By named scope (the op_name path: `jax.named_scope`, flax module paths):"),
-                rollup_table(r.module.by_scope[:TOP], "named scope", r.by_time, None),
-            ]
     rows = []
     for v in run.variants:
         r = found.get(v.name)
+        if r is None and not v.ok:
+            continue  # skipped or failed: the summary says so
         if r is None:
             rows.append((v.name, "–", _why_unranked(v), "–"))
             continue
@@ -139,11 +125,9 @@ def overview_blocks(run: RunData) -> list[Block]:
                 _cell(lines),
             )
         )
-    out.append(Para("Every variant, its largest clusters and source lines:"))
     out.append(
         Table(("variant", "ranked by", "largest clusters", "largest source lines"), tuple(rows))
     )
-    out += [Para("How to read these tables:"), Bullets(CONVENTIONS)]
     return out
 
 
@@ -163,23 +147,30 @@ def _module_line(v: VariantData, r: Ranked) -> str:
 
 
 def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
-    """A variant's own ranking, for its section: the largest clusters and source lines (the
-    baseline's are in full in "Where the time goes")."""
+    """A variant's page's section: its clusters ranked, rolled up by source line and named
+    scope, and how to read the tables."""
     r = ranked(v)
     if r is None:
         return []
-    if "baseline" in v.roles and v.framework == "jax":
-        return [Para("Where its time goes: see [the baseline's tables](#where-the-time-goes).")]
     paths = _paths([x for u in run.variants if (x := ranked(u)) is not None])
-    more = len(r.module.clusters) - TOP_VARIANT
-    return [
-        Para(f"Where its time goes. {_module_line(v, r)}"),
-        cluster_table(r.module, r.by_time, paths, TOP_VARIANT),
-        *(
-            [Bullets((f"{more} more clusters in `variants/{v.name}/ranking.json`",))]
-            if more > 0
-            else []
+    more = len(r.module.clusters) - TOP
+    out: list[Block] = [
+        Heading(2, "Where its time goes", "where-the-time-goes"),
+        Para(
+            _module_line(v, r)
+            + (f" Source paths are relative to `{paths.root}`." if paths.root else "")
         ),
-        Para("By source line:"),
-        rollup_table(r.module.by_line[:TOP_VARIANT], "source line", r.by_time, paths),
+        cluster_table(r.module, r.by_time, paths, TOP),
     ]
+    if more > 0:
+        out.append(Para(f"{more} more clusters in `ranking.json`."))
+    out += [
+        Para("By source line:"),
+        rollup_table(r.module.by_line[:TOP], "source line", r.by_time, paths),
+    ]
+    if any(u.label for u in r.module.by_scope):  # not only the top level
+        out += [
+            Para("By named scope (the op_name path: `jax.named_scope`, flax module paths):"),
+            rollup_table(r.module.by_scope[:TOP], "named scope", r.by_time, None),
+        ]
+    return [*out, Para("How to read these tables:"), Bullets(CONVENTIONS)]

@@ -21,6 +21,16 @@ def load(run: Path) -> SearchRecord:
     return from_json(SearchRecord, io.read_json(run / SEARCH_FILE), str(run / SEARCH_FILE))
 
 
+def notes(run: Path) -> tuple[str, ...]:
+    """The search's notes in its manifest.json (an option not tried where it acts); none when
+    the manifest is absent or unreadable."""
+    try:
+        found = io.read_json(run / "manifest.json").get("notes")
+    except (OSError, ValueError, AttributeError):
+        return ()
+    return tuple(n for n in found if isinstance(n, str)) if isinstance(found, list) else ()
+
+
 def ranked(record: SearchRecord) -> list:
     """Timed candidates, fastest first: the default included, the lower bound not (it computes
     less; it is shown as the line every candidate is measured against)."""
@@ -81,7 +91,9 @@ def figure(record: SearchRecord) -> Figure:
     return fig
 
 
-def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
+def blocks(
+    record: SearchRecord, title: str, plot: str | None, notes: tuple[str, ...] = ()
+) -> tuple[Block, ...]:
     rows = ranked(record)
     best = next((c for c in record.candidates if c.name == record.best), None)
     out: list[Block] = [Heading(1, title)]
@@ -173,11 +185,13 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     if record.no_effect:
         out.append(
             Para(
-                "Options with no effect on this program: "
+                "Options with no effect on this program, where they can act: "
                 + ", ".join(f"`{o}`" for o in record.no_effect)
                 + "."
             )
         )
+    if notes:
+        out += [Heading(2, "Notes"), Bullets(notes)]
     bad = [c for c in record.candidates if c.status in ("failed", "wrong")]
     if bad:
         out += [

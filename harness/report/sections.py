@@ -1,9 +1,13 @@
-"""The report's content as document blocks, built from run data by pure functions."""
+"""The leading page's content as document blocks, built from run data by pure functions.
+
+The page opens with the verdict (resolved or not, the noise floor), the findings and what to
+change, then one summary row per variant linked to its own page (harness.report.variant_page),
+then the evidence, noise, memory, where the time goes, observations, plots and environment.
+"""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,22 +23,24 @@ from harness.report.plots import PlotOutcome
 from harness.report.sharded import sharded_blocks
 from harness.summary import Noise
 
+# The columns a reader compares across variants; each variant's page has every figure.
 SUMMARY_HEADER = (
-    "variant", "status", "kernels/step", "transfers/step", "step (95% CI)",
-    "vs lower bound", "vs baseline", "first call", "recompile", "fusions", "library calls",
-    "TFLOP/s", "of peak", "peak memory", "numerics", "first divergence",
+    "variant", "status", "kernels/step", "transfers/step", "step (95% CI)", "vs baseline",
+    "vs lower bound", "first call", "fusions", "peak memory", "numerics", "first divergence",
 )  # fmt: skip
 
 PLOT_CAPTIONS = {
     "launches": "Device kernels and transfers per step, per variant.",
-    "step_time": "Time per step from the interleaved timing rounds, with 95% intervals; the dashed "
-    "line is the lower bound. Bars are coloured by their verdict against the baseline; grey means "
-    "no difference the run can resolve.",
-    "compile_time": "First-call compile time: trace, lower, XLA passes by pipeline, the rest of XLA compile.",
-    "roofline": "Arithmetic intensity against achieved FLOP/s under the device's measured ceilings.",
-    "timeline": "One step per variant: device events on their streams, coloured by cluster.",
-    "fusion_map": "Which pre-optimization ops ended up in which cluster: the baseline and one other variant.",
-    "memory": "Bytes live over the schedule (XLA's live ranges): the baseline and the variant whose peak differs most; each peak is marked.",
+    "step_time": "Time per step with 95% intervals; the dashed line is the lower bound. Colour: "
+    "the verdict against the baseline (grey: no difference the run can resolve).",
+    "compile_time": "First-call compile time: trace, lower, XLA passes by pipeline, the rest.",
+    "roofline": "Arithmetic intensity against achieved FLOP/s under the measured ceilings.",
+    "timeline": "One step per variant on its streams: the ten clusters with the most device time "
+    "in colours the legend names, the rest grey; the light band is the median timed step.",
+    "fusion_map": "Which pre-optimization ops ended up in which cluster: the baseline and one "
+    "other variant.",
+    "memory": "Bytes live over the schedule: the baseline and the variant whose peak differs "
+    "most, each peak marked.",
 }
 
 
@@ -80,11 +86,15 @@ def numerics(v: VariantData) -> str:
     return ("ok" if n.ok else "FAIL") + tail
 
 
-def divergence(v: VariantData) -> str:
+def divergence(v: VariantData, linked: bool = False) -> str:
+    """The first stage at which the variant differs from its reference (linked to the diff on
+    its page)."""
     if "baseline" in v.roles:
         return "baseline"
     d = v.summary.comparison.first_divergence
-    return d.stage if d else MISSING
+    if d is None:
+        return MISSING
+    return f"[{d.stage}]({v.page}#divergence)" if linked else d.stage
 
 
 def status(v: VariantData) -> str:
@@ -92,41 +102,47 @@ def status(v: VariantData) -> str:
     return i.status + (f": {i.reason}" if i.reason else "")
 
 
-def summary_row(v: VariantData) -> tuple[str, ...]:
-    """Returns one variant's summary-table cells, each formatted once for both renderings."""
+def numerics_cell(v: VariantData) -> str:
+    """ok, or FAIL with the error and the tolerance it broke (the page has both always)."""
+    n = v.summary.numerics
+    if n.ok is None:
+        return MISSING
+    return "ok" if n.ok else numerics(v)
+
+
+def summary_row(v: VariantData, paged: bool = False) -> tuple[str, ...]:
+    """Returns one variant's summary-table cells, each formatted once for both renderings;
+    with `paged`, its name and first divergence link to its page."""
     s = v.summary
     return (
-        v.name,
+        f"[{v.name}]({v.page})" if paged else v.name,
         status(v),
         fmt.count(s.profile.kernels_per_step),
         transfers(v),
         fmt.step(s.timing.step_s, s.timing.step_ci95_s),
-        fmt.verdict(s.comparison.vs_lower_bound),
-        fmt.verdict(s.comparison.vs_baseline),
+        fmt.short_verdict(s.comparison.vs_baseline),
+        fmt.short_verdict(s.comparison.vs_lower_bound),
         fmt.secs(s.compile.first_call_s),
-        fmt.secs(s.compile.recompile_s),
         fmt.count(s.hlo.fusion_count),
-        library_calls(v),
-        fmt.tflops(s.cost.achieved_flops_per_s),
-        fraction_of_peak(v),
         memory_report.peak_cell(s),
-        numerics(v),
-        divergence(v),
+        numerics_cell(v),
+        divergence(v, linked=paged),
     )
 
 
-def summary_table(run: RunData) -> Table:
-    return Table(SUMMARY_HEADER, tuple(summary_row(v) for v in run.variants))
+def summary_table(run: RunData, pages: frozenset[str] = frozenset()) -> Table:
+    """One row per variant; those in `pages` link to their own page."""
+    return Table(SUMMARY_HEADER, tuple(summary_row(v, v.name in pages) for v in run.variants))
 
 
 def noise_blocks(run: RunData) -> list[Block]:
     """Returns what the run can resolve: the baseline against itself, and the device clocks."""
     n = run.summary.noise
+    out: list[Block] = [Heading(2, "Noise", "noise")]
     if n is None:
         return [
-            Para(
-                "Noise: this run has no timing rounds, so no difference between variants is resolved."
-            )
+            *out,
+            Para("This run has no timing rounds, so no difference between variants is resolved."),
         ]
     parts = []
     if n.self_ratio is not None and n.self_ci95:
@@ -166,9 +182,9 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             "profiled device time per step differs from the timed step by more than 5% for "
             + ", ".join(off)
-            + " (a host-bound step, or clocks that moved between the profiled and the timed windows)"
+            + " (host-bound, or clocks that moved between the two windows)"
         )
-    return [Para("**Noise.** " + "; ".join(parts) + "." if parts else "**Noise.** not measured.")]
+    return [*out, Para("; ".join(parts) + "." if parts else "Not measured.")]
 
 
 def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
@@ -248,12 +264,13 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
     return out
 
 
-def findings_blocks(run: RunData) -> list[Block]:
-    """The Findings section: resolved differences, largest first; then what is noise."""
-    found, noise = why.findings(run)
-    out: list[Block] = [Heading(2, "Findings", "findings")]
-    if (line := resolution.unresolved_line(run.summary)) is not None:
-        out.append(Para(f"**{line}**"))
+def verdict_blocks(run: RunData) -> list[Block]:
+    """The line the page opens with: whether the run resolves differences, and its noise
+    floor; an unresolved run's command to time it again."""
+    n = run.summary.noise
+    line = resolution.unresolved_line(run.summary)
+    if line is not None:
+        out: list[Block] = [Para(f"**Not resolved.** {line} [Noise](#noise).")]
         if retimable(run):
             out.append(
                 Para(
@@ -262,26 +279,77 @@ def findings_blocks(run: RunData) -> list[Block]:
                 )
             )
             out.append(Code(retime_command(run), "sh"))
-    for name, gaps in why.attribution_gaps(run):
-        out += gap_blocks(gaps, f"`{name}`")
+        return out
+    if n is None:
+        return [Para("**No timing.** This run has no timing rounds: no difference is resolved.")]
+    aa = (
+        f"`{n.baseline}` against itself {n.self_ratio:.4f}× "
+        f"(95% CI {n.self_ci95[0]:.4f}–{n.self_ci95[1]:.4f}) over {n.rounds} rounds"
+        if n.self_ratio is not None and n.self_ci95
+        else "its A/A check passed"
+    )
+    return [
+        Para(
+            f"**Resolved.** {aa}: differences under {fmt.pct(n.floor)} are noise. [Noise](#noise)."
+        )
+    ]
+
+
+def findings_blocks(run: RunData) -> list[Block]:
+    """The verdict, then the findings: resolved differences largest first, each a heading and
+    its reason (the evidence comes later on the page); the memory findings."""
+    found, noise = why.findings(run)
+    out: list[Block] = [*verdict_blocks(run), Heading(2, "Findings", "findings")]
     if not found and not noise:
         out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
     for i, f in enumerate(found, 1):
-        out.append(Para(f"**{i}. {f.what}.** Why: {f.why}."))
-        out.append(Bullets(f.evidence))
+        out.append(Heading(3, f"{i}. {f.what}", f"finding-{i}"))
+        out.append(Para(f"Why: {f.why}. [Evidence](#evidence-{i})."))
     if noise:
-        out.append(Para("No resolvable difference (noise, never ranked):"))
-        out.append(Bullets(tuple(noise)))
+        pairs = "1 pair shows" if len(noise) == 1 else f"{len(noise)} pairs show"
+        out.append(
+            Para(
+                f"{pairs} no resolvable difference (noise, never ranked): "
+                "[which, and why](#no-difference)."
+            )
+        )
     # Peaks are compiled, not timed: the timing gate above never holds these back.
-    for f in memory_report.memory_findings(run):
-        out.append(Para(f"**Memory: {f.what}.**"))
-        if f.evidence.sources:
-            out.append(Bullets(memory_report.evidence_lines(f.evidence)))
+    for i, f in enumerate(memory_report.memory_findings(run), 1):
+        out.append(Heading(3, f"Memory: {f.what}", f"memory-{i}"))
     return out
 
 
+def evidence_blocks(run: RunData) -> list[Block]:
+    """What backs each finding, by its number; the pairs that are noise, and why."""
+    found, noise = why.findings(run)
+    memory = memory_report.memory_findings(run)
+    with_sources = [(i, f) for i, f in enumerate(memory, 1) if f.evidence.sources]
+    if not found and not noise and not with_sources:
+        return []
+    out: list[Block] = [Heading(2, "Evidence", "evidence")]
+    for i, f in enumerate(found, 1):
+        out += [Heading(3, f"For finding {i}", f"evidence-{i}"), Bullets(f.evidence)]
+    for i, f in with_sources:
+        out += [
+            Heading(3, f"For memory finding {i}", f"memory-evidence-{i}"),
+            Bullets(memory_report.evidence_lines(f.evidence)),
+        ]
+    if noise:
+        out += [Heading(3, "No resolvable difference", "no-difference"), Bullets(tuple(noise))]
+    return out
+
+
+def coverage_blocks(run: RunData) -> list[Block]:
+    """Device time the profile match could not attribute, per variant (nothing when all is)."""
+    out: list[Block] = []
+    for name, gaps in why.attribution_gaps(run):
+        out += gap_blocks(gaps, f"`{name}`")
+    return [Heading(2, "Coverage", "coverage"), *out] if out else []
+
+
 def changes_blocks(run: RunData) -> list[Block]:
-    """What to change: measured changes with their effect and trade-off; then untested ones."""
+    """What to change: measured changes with their effect and trade-off; then the untested
+    ones, a row each, with the variants that would measure them."""
     recs = why.recommendations(run)
     out: list[Block] = [Heading(2, "What to change", "what-to-change")]
     if not resolution.resolved(run.summary):
@@ -297,204 +365,12 @@ def changes_blocks(run: RunData) -> list[Block]:
         out.append(Para("No change measured in this run made a resolvable difference."))
     later = why.untested(run)
     if later:
-        out.append(Para("Untested in this run (add a variant to measure it):"))
-        for u in later:
-            out.append(Para(f"{u.change}: {u.why}."))
-            out.append(Code(u.snippet, "yaml"))
-    return out
-
-
-def boundaries_blocks(run: RunData, decisions: str) -> list[Block]:
-    """Why the baseline's clusters are separate launches, boundary by boundary, with evidence."""
-    base = run.by_role("baseline")
-    if base is None or not base.summary.profile.step_sequence:
-        return []
-    found = why.boundaries(run, base, decisions)
-    if not found:
-        return []
-    out: list[Block] = [Heading(3, f"Why `{base.name}`'s clusters are not one", "why-not-fused")]
-    for b in found:
-        out.append(Para(f"`{b.producer}` → `{b.consumer}`:"))
-        out.append(Bullets(b.reasons))
-    return out
-
-
-def clusters_table(v: VariantData, origins: dict[str, str] | None = None) -> Table | None:
-    """Returns the variant's clusters with their source ops and the kernels matched to them."""
-    clusters = v.clusters()
-    if not clusters:
-        return None
-    steps = len({k.get("step") for k in v.kernels if k.get("step") is not None}) or 1
-    by_cluster: dict[str, Counter[str]] = {}
-    for k in v.kernels:
-        if k.get("cluster"):
-            by_cluster.setdefault(str(k["cluster"]), Counter())[str(k.get("name"))] += 1
-    rows = []
-    for c in clusters:
-        name = str(c.get("name", "?"))
-        kern = by_cluster.get(name, Counter())
-        matched = ", ".join(f"{n[:40]} ×{fmt.count(m / steps)}" for n, m in kern.most_common(3))
-        target = c.get("target") or ""
-        if c.get("epilogue"):
-            target += f" + {c['epilogue']}"
-        ops = c.get("source_ops") or []
-        rows.append(
-            (
-                name,
-                str(c.get("kind", MISSING)),
-                target or MISSING,
-                ", ".join(str(o) for o in ops[:8])
-                + (f" … (+{len(ops) - 8})" if len(ops) > 8 else "")
-                or MISSING,
-                str(c.get("output_shape", MISSING)),
-                matched or (MISSING if not v.kernels else "none"),
-            )
-        )
-    return Table(
-        ("cluster", "kind", "target", "source ops", "output", "kernels per step"), tuple(rows)
-    )
-
-
-def top_passes_table(v: VariantData) -> list[Block]:
-    c = v.summary.compile
-    if not c.top_passes:
-        return []
-    out: list[Block] = [
-        Para("Top compile passes:"),
-        Table(
-            ("pass", "pipeline", "time"),
-            tuple((p.name, p.pipeline or MISSING, fmt.ms(p.total_s)) for p in c.top_passes[:8]),
-        ),
-    ]
-    if c.notes:
-        out.append(Bullets(tuple(c.notes)))
-    return out
-
-
-def variant_blocks(
-    v: VariantData, run: RunData, origins: dict[str, str] | None = None
-) -> list[Block]:
-    """Returns one variant's section: ladder, divergence, clusters, passes, compile passes."""
-    s = v.summary
-    i = s.identity
-    out: list[Block] = [Heading(3, v.name, f"variant-{v.name}")]
-    roles = f"; roles: {', '.join(i.roles)}" if i.roles else ""
-    out.append(
-        Para(
-            f"{i.description} — mode `{i.mode}`{roles}, status {i.status}"
-            + (f": {i.reason}" if i.reason else "")
-        )
-    )
-    if i.xla_options:
+        out.append(Para("Untested in this run; the variants below would measure them:"))
         out.append(
-            Para("XLA options: " + ", ".join(f"`{k}={val}`" for k, val in i.xla_options.items()))
+            Table(("untested change", "what it does"), tuple((u.change, u.why) for u in later))
         )
-    if s.dynamo is not None:
-        out.append(Para(dynamo_line(s.dynamo)))
-    if i.failure and i.failure.stderr_tail:
-        out.append(Code("\n".join(i.failure.stderr_tail)))
-    if v.stages:
-        items = tuple(
-            f"{st.order:02d} `{st.stage}`: [{st.path}]({st.path}{'/' if st.is_dir else ''})"
-            if st.exists
-            else f"{st.order:02d} `{st.stage}`: {st.path} (not kept in this copy of the run)"
-            for st in v.stages
-        )
-        out += [Para("IR ladder:"), Bullets(items)]
-    d = s.comparison.first_divergence
-    if "baseline" in v.roles:
-        out.append(Para("First divergence: this is the baseline."))
-    elif d is not None:
-        out.append(Para(f"First divergence from `{d.against}`: at `{d.stage}`. {d.detail}".strip()))
-    else:
-        out.append(
-            Para(f"First divergence from {run.baseline}: {MISSING} (not analyzed in this run).")
-        )
-    for label, verdict in (
-        ("lower bound", s.comparison.vs_lower_bound),
-        ("baseline", s.comparison.vs_baseline),
-        ("JAX variant in its role", s.comparison.vs_framework),
-    ):
-        if verdict is not None:
-            out.append(
-                Para(
-                    f"Against the {label} `{verdict.against}`: {fmt.verdict(verdict)} — {verdict.why}."
-                )
-            )
-    table = clusters_table(v, origins)
-    out.append(
-        Para(f"Clusters (fusion count {fmt.count(s.hlo.fusion_count)}):")
-        if table
-        else Para(f"Clusters: {MISSING} (no fusions.json).")
-    )
-    if table:
-        out.append(table)
-    out += ranking.variant_blocks(v, run)
-    if s.hlo.fusion_changing_passes:
-        out.append(Para("Passes that changed the fusion structure:"))
-        out.append(
-            Table(
-                ("#", "pass", "pipeline", "what changed"),
-                tuple(
-                    (str(p.index), p.name, p.pipeline, p.sentence)
-                    for p in s.hlo.fusion_changing_passes
-                ),
-            )
-        )
-    out += top_passes_table(v)
-    extra = []
-    if s.compile.recompile_s is not None:
-        extra.append(
-            f"recompile pause {fmt.secs(s.compile.recompile_s)}"
-            + (
-                f"; fusion changed on recompile: {fmt.text(s.compile.recompile_fusion_changed)}"
-                if s.compile.recompile_fusion_changed is not None
-                else ""
-            )
-        )
-    extra += [f"FLOP count: {d}" for d in s.cost.disagreements]
-    if s.cost.fraction_withheld:
-        extra.append(f"fraction of peak withheld: {s.cost.fraction_withheld}")
-    if s.profile.host_gap_per_step_s is not None:
-        extra.append(
-            f"device time per step {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
-            f"{fmt.ms(s.profile.host_gap_per_step_s)}, matched {fmt.pct(s.profile.matched_fraction)} of events"
-        )
-    if s.timing.latency_blocked_median_s is not None:
-        extra.append(
-            f"blocked per-call latency (dispatch included) {fmt.ms(s.timing.latency_blocked_median_s)} "
-            f"(p10 {fmt.ms(s.timing.latency_blocked_p10_s)}, p90 {fmt.ms(s.timing.latency_blocked_p90_s)})"
-        )
-    extra += [f"analysis error: {e}" for e in s.analysis_errors]
-    if extra:
-        out.append(Bullets(tuple(extra)))
-    if i.expected_error is not None:
-        out.append(Code(f"{i.expected_error.type}: {i.expected_error.message}"))
+        out.append(Code("\n".join(u.snippet.rstrip("\n") for u in later), "yaml"))
     return out
-
-
-def dynamo_line(d: Any) -> str:
-    """Returns what Dynamo made of a PyTorch variant, in one paragraph."""
-    options = ", ".join(f"`{k}={v}`" for k, v in d.options.items()) or "defaults"
-    parts = [f"torch.compile({options})"]
-    if d.graph_count is not None:
-        breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
-        if d.break_reasons:
-            where = f" at `{d.break_locations[0]}`" if d.break_locations else ""
-            breaks += f": {d.break_reasons[0]}{where}"
-        parts.append(breaks)
-    if d.guard_count is not None:
-        parts.append(f"{d.guard_count} guards")
-    if d.dynamic_shapes:
-        parts.append("symbolic sizes from the first call")
-    if d.recompiles is not None:
-        again = f"new shape: {d.recompiles} recompile(s)"
-        if d.recompile_reasons:
-            again += f" ({d.recompile_reasons[0].splitlines()[0][:160]})"
-        if d.recompile_dynamic_shapes:
-            again += ", compiled with symbolic sizes (automatic dynamic shapes)"
-        parts.append(again)
-    return "Dynamo: " + "; ".join(parts) + "."
 
 
 def _arrays(specs: Sequence[Any]) -> str:
@@ -609,11 +485,13 @@ def environment_blocks(run: RunData) -> list[Block]:
         out.append(Para("No overrides: the config file as written."))
     cfg = m.get("config") or {}
     studied = "program" if (cfg.get("program") or {}).get("function") else "problem"
-    shown = {
-        k: cfg[k] for k in (studied, "measure", "profile", "dump", "timing", "capture") if k in cfg
-    }
-    if shown:
-        out.append(Code(json.dumps(shown, indent=1), "json"))
+    if studied in cfg:
+        out.append(
+            Para(
+                f"The {studied}: `{json.dumps(cfg[studied], separators=(',', ':'))}`; the whole "
+                "config as run is in [manifest.json](manifest.json)."
+            )
+        )
     return out
 
 
@@ -654,44 +532,45 @@ def report_blocks(
     run: RunData,
     obs: Sequence[ObservationRow],
     plots: Sequence[PlotOutcome],
-    decisions: str = "",
-    origins: dict[str, dict[str, str]] | None = None,
+    pages: frozenset[str] = frozenset(),
 ) -> tuple[Block, ...]:
-    """Returns the whole report: findings and what to change first, then the summary, noise,
-    observations, plots, variants and environment."""
+    """Returns the leading page: the verdict, findings and what to change first, then the
+    summary (a row per variant, linked to the variants in `pages`), the evidence, noise,
+    memory, where the time goes, observations, plots and environment."""
     studied = program_blocks(run)
+    evidence = evidence_blocks(run)
     blocks: list[Block] = [
         Heading(1, f"{run.experiment}: run {run.run_id}"),
         Para(headline(run)),
+        *findings_blocks(run),
+        *changes_blocks(run),
         Para(
             ("[the program](#program) · " if studied else "")
-            + "[findings](#findings) · [what to change](#what-to-change) · [summary](#summary) · "
-            "[where the time goes](#where-the-time-goes) · [observations](#observations) · "
-            "[plots](#plots) · [variants](#variants) · [environment](#environment) · "
+            + "[summary](#summary) · "
+            + ("[evidence](#evidence) · " if evidence else "")
+            + "[noise](#noise) · [where the time goes](#where-the-time-goes) · "
+            "[observations](#observations) · [plots](#plots) · [environment](#environment) · "
             "[run folder](index.html)"
         ),
         *studied,
-        *findings_blocks(run),
-        *changes_blocks(run),
-        *boundaries_blocks(run, decisions),
         Heading(2, "Summary", "summary"),
-        summary_table(run),
+        summary_table(run, pages),
         Para(
-            "Step times come from interleaved timing rounds; a ratio is the median of per-round "
-            "ratios with its 95% bootstrap interval, and pairs only variants of the same size. "
-            f'"{MISSING}" means the run has no such figure.'
+            "A name opens the variant's page (every figure, its IR, clusters and first "
+            "divergence as a diff). A ratio is the median of paired per-round ratios with its "
+            "95% interval, between variants of one size; noise: no resolvable difference. "
+            f'"{MISSING}": no such figure.'
         ),
+        *evidence,
         *noise_blocks(run),
+        *coverage_blocks(run),
         *memory_report.memory_blocks(run),
         *ranking.overview_blocks(run),
         *observation_blocks(obs),
         *plot_blocks(plots),
         *sharded_blocks(run),
-        Heading(2, "Variants", "variants"),
+        *environment_blocks(run),
     ]
-    for v in run.variants:
-        blocks += variant_blocks(v, run, (origins or {}).get(v.name))
-    blocks += environment_blocks(run)
     if run.notes:
         blocks += [Heading(2, "Notes", "notes"), Bullets(tuple(run.notes))]
     return tuple(blocks)

@@ -167,8 +167,17 @@ class Search:
         wanted = [n for n in fresh]
         if self.bound is not None and self.bound.name not in self.records:
             wanted.insert(0, self.bound.name)
-        numbers = {n: i for i, n in enumerate(wanted, len(self.records) + 1)}
-        captured = self.supervisor.capture(wanted, False, numbers, len(self.records) + len(wanted))
+        planned = space.planned(self.exp.search.space, self.exp.search.strategy)
+        planned = min(planned, self.exp.search.max_candidates + 1)
+        stage = self.stages + 1  # the timing stage these candidates go to
+
+        def position(name: str) -> str:
+            if self.bound is not None and name == self.bound.name:
+                return f"stage {stage}: the lower bound"
+            number = list(self.points).index(name) + 1
+            return f"stage {stage}: candidate {number} of {max(planned, number)}"
+
+        captured = self.supervisor.capture(wanted, False, position=position)
         distinct = []
         for name in wanted:
             record = captured[name]
@@ -298,16 +307,28 @@ def best_of(records: dict[str, Candidate], lower_bound: str | None) -> str:
     return min(faster, key=lambda c: c.vs_default.ratio).name
 
 
-def no_effect(search: Search) -> tuple[str, ...]:
-    """Options that never changed the program: each candidate that set one compiled to the
-    same program as the candidate it differs from by that option alone. In a coordinate
-    search that partner is the point it was tried from, which is not always the default."""
-    programs = [
+def _compiled(search: Search) -> list[tuple[space.Point, str]]:
+    return [
         (search.points[n], c.fingerprint)
         for n, c in search.records.items()
         if n in search.points and c.fingerprint
     ]
-    return space.unchanged_axes([a for a, _ in space.axes(search.exp.search.space)], programs)
+
+
+def no_effect(search: Search) -> tuple[str, ...]:
+    """Options that never changed the program where they can act: each candidate that set
+    one compiled to the same program as the candidate it differs from by that option alone.
+    In a coordinate search that partner is the point it was tried from, which is not always
+    the default; an option that acts only with another (space.ACTS_ONLY_WITH) counts only
+    where that other is set."""
+    axes = [a for a, _ in space.axes(search.exp.search.space)]
+    return space.unchanged_axes(axes, _compiled(search), search.base.xla_options)
+
+
+def not_tried(search: Search) -> dict[str, str]:
+    """Options compiled only where they cannot act, each with what it needs."""
+    axes = [a for a, _ in space.axes(search.exp.search.space)]
+    return space.not_tried_where_acts(axes, _compiled(search), search.base.xla_options)
 
 
 def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
@@ -359,16 +380,24 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
             unresolved=tuple(search.unresolved),
         )
         io.write_json(workdir / SEARCH_FILE, to_json(record))
+        untried = not_tried(search)
+        if untried:
+            manifest["notes"] = [
+                f"`{o}` was not tried where it acts: needs `{need}`" for o, need in untried.items()
+            ]
+        # The status is final before the report (and the results index) read it.
+        manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
+        io.write_json(workdir / "manifest.json", manifest)
         from harness.report import write_report
 
         write_report(workdir, workdir.parent.parent)  # the results root's index too
-        manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
-        io.write_json(workdir / "manifest.json", manifest)
     if best is None:
         print(f"best: none: the search could not resolve differences ({search.unresolved[0]})")
     else:
         print(
             f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
         )
+    for o, need in untried.items():
+        print(f"not tried where it acts: {o} (needs {need})", flush=True)
     print(f"report: {workdir / 'report.md'}", flush=True)
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -16,6 +17,37 @@ from typing import Any
 from harness.config.schema import SearchSpace, Variant
 
 DEFAULT = "default"
+
+# Options that act only when another option has a value: XLA reads each of these only on a
+# path the other one opens, so trying one where that value is not set says nothing about it.
+# Each maps to the settings it needs.
+ACTS_ONLY_WITH: Mapping[str, tuple[tuple[str, Any], ...]] = types.MappingProxyType(
+    {
+        # The CPU backend reads the fast-math honour flags only with fast math on.
+        "xla_cpu_fast_math_honor_nans": (("xla_cpu_enable_fast_math", True),),
+        "xla_cpu_fast_math_honor_infs": (("xla_cpu_enable_fast_math", True),),
+        "xla_cpu_fast_math_honor_division": (("xla_cpu_enable_fast_math", True),),
+        "xla_cpu_fast_math_honor_functions": (("xla_cpu_enable_fast_math", True),),
+    }
+)
+
+
+def needs(axis: str) -> str:
+    """What an option needs to act, in config words ('' when it acts alone)."""
+    return ", ".join(f"{k}: {_yaml(v)}" for k, v in ACTS_ONLY_WITH.get(axis, ()))
+
+
+def _yaml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def acts_at(axis: str, point: Point, configured: Mapping[str, Any]) -> bool:
+    """True when `axis` can act at `point`: every setting it needs holds there (the point's
+    options over the base variant's `configured` ones)."""
+    options = {**configured, **dict(point.options)}
+    return all(options.get(k) == v for k, v in ACTS_ONLY_WITH.get(axis, ()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,21 +106,51 @@ def without(point: Point, axis: str) -> Point:
     return dataclasses.replace(point, options=tuple((k, v) for k, v in point.options if k != axis))
 
 
-def unchanged_axes(axes: Sequence[str], programs: Sequence[tuple[Point, str]]) -> tuple[str, ...]:
-    """The axes whose setting never changed the program: for each compiled point that sets
-    the axis and whose partner without it was compiled too, the two digests are equal."""
+def _pairs(axis: str, programs: Sequence[tuple[Point, str]]) -> list[tuple[Point, str, str]]:
+    """Each compiled point that sets `axis`, with its digest and that of its partner without
+    it (when the partner was compiled too)."""
+    return [
+        (point, digest, partner)
+        for point, digest in programs
+        if (alone := without(point, axis)) != point
+        for other, partner in programs
+        if other == alone
+    ]
+
+
+def unchanged_axes(
+    axes: Sequence[str],
+    programs: Sequence[tuple[Point, str]],
+    configured: Mapping[str, Any] | None = None,
+) -> tuple[str, ...]:
+    """The axes whose setting never changed the program where it can act: for each compiled
+    point that sets the axis, can act there (ACTS_ONLY_WITH), and whose partner without it was
+    compiled too, the two digests are equal."""
     out = []
     for axis in axes:
         same = [
             digest == partner
-            for point, digest in programs
-            if (alone := without(point, axis)) != point
-            for other, partner in programs
-            if other == alone
+            for point, digest, partner in _pairs(axis, programs)
+            if acts_at(axis, point, configured or {})
         ]
         if same and all(same):
             out.append(axis)
     return tuple(out)
+
+
+def not_tried_where_acts(
+    axes: Sequence[str],
+    programs: Sequence[tuple[Point, str]],
+    configured: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The axes that were compiled against their partner only where they cannot act, each
+    with what it needs: the search can say nothing about them."""
+    out = {}
+    for axis in axes:
+        pairs = _pairs(axis, programs)
+        if pairs and not any(acts_at(axis, p, configured or {}) for p, _, _ in pairs):
+            out[axis] = needs(axis)
+    return out
 
 
 def _set(point: Point, axis: str, value: Any) -> Point:
@@ -107,6 +169,15 @@ def grid(space: SearchSpace) -> Iterator[Point]:
         for (axis, _), value in zip(names, values, strict=True):
             point = _set(point, axis, value)
         yield point
+
+
+def planned(space: SearchSpace, strategy: str) -> int:
+    """How many configurations the strategy compiles at most, the default included: every
+    combination for `grid`; for `coordinate`, one per other value of each axis."""
+    values = [len(v) for _, v in axes(space)]
+    if strategy == "grid":
+        return 1 + math.prod(values)
+    return 1 + sum(max(0, n - 1) for n in values)
 
 
 def value_of(point: Point, axis: str, base: Variant) -> Any:
