@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder
+from harness.fmt import MISSING as MISSING  # the report's "no such figure", shared with harness.fmt
 from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
-
-MISSING = "–"
 
 
 @dataclass(frozen=True)
