@@ -1,7 +1,8 @@
 """write_report(workdir): report.md, report.html, plots/ and the indexes of a saved run.
 
 Reads only files in the run folder (and never imports jax), so a report can be rendered again
-from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. It writes
+from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. It reads
+no IR file and no profile: the conclusions are summary.json's `findings`. It writes
 only its own outputs: report.md, report.html, plots/, index.html in the run folder, and, for a
 study, the results index of its results root (`make index` rewrites that one).
 """
@@ -11,44 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import io
-from harness.report import data, doc, findings, index, observations, plots, search, sections
-
-
-def read_decisions(run: data.RunData) -> str:
-    """The baseline's priority-fusion decision log (GPU), read at the edge; '' when absent."""
-    base = run.by_role("baseline")
-    stage = base.stage("fusion_decisions") if base else None
-    if stage is None or not stage.exists:
-        return ""
-    with open(run.path / stage.path, errors="replace") as f:
-        return f.read(2_000_000)
-
-
-def read_pass_texts(run: data.RunData, v: data.VariantData) -> dict[str, str]:
-    """A variant's per-pass HLO files by name, read at the edge, when a cluster needs its
-    origin traced (XLA-made clusters: converts, copies, wrapped ops)."""
-    stage = v.stage("passes")
-    wanted = any(
-        not c.get("source_ops")
-        or str(c.get("name", "")).startswith(("wrapped_", "convert", "copy"))
-        for c in v.clusters()
-    )
-    if stage is None or not stage.exists or not stage.is_dir or not wanted:
-        return {}
-    folder = run.path / stage.path
-    return {p.stem: p.read_text(errors="replace") for p in sorted(folder.iterdir()) if p.is_file()}
+from harness.report import data, doc, index, plots, search, sections
 
 
 def render(run: data.RunData, plot_outcomes: tuple[plots.PlotOutcome, ...]) -> tuple[str, str]:
     """Returns (markdown, html) of the report: two renderings of the same blocks."""
-    texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
-    rows = observations.observation_table(run, texts)
-    origins = {
-        v.name: findings.origins(v, passes)
-        for v in run.variants
-        if (passes := read_pass_texts(run, v))
-    }
-    blocks = sections.report_blocks(run, rows, plot_outcomes, read_decisions(run), origins)
+    blocks = sections.report_blocks(run, plot_outcomes)
     title = f"{run.experiment} {run.run_id}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 

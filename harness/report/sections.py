@@ -1,4 +1,9 @@
-"""The report's content as document blocks, built from run data by pure functions."""
+"""The report's content as document blocks, built from run data by pure functions.
+
+The conclusions (findings, what to change, why-not-fused, observations) are summary.json's
+`findings`, made by the analysis stage's rules; harness.report.findings and
+harness.report.observations lay them out.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from harness.report import findings as why
 from harness.report import fmt, ranking, resolution
 from harness.report import memory as memory_report
-from harness.report.conclusion import retimable, retime_command
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
-from harness.report.gaps import gap_blocks
-from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
+from harness.report.findings import boundaries_blocks, changes_blocks, findings_blocks
+from harness.report.observations import FRAMEWORKS, observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.sharded import sharded_blocks
 from harness.summary import Noise
@@ -39,13 +42,15 @@ PLOT_CAPTIONS = {
 
 
 def library_calls(v: VariantData) -> str:
-    """Returns 'target + epilogue' for each library call, or MISSING when not analyzed."""
+    """Returns 'target + epilogue' for each kind of library call, repeats counted
+    (`__ynn_fusion + no epilogue ×14`), or MISSING when not analyzed."""
     h = v.summary.hlo
     if h.fusion_count is None:
         return MISSING
     if not h.library_calls:
         return "none"
-    return "; ".join(f"{c.target} + {c.epilogue or 'no epilogue'}" for c in h.library_calls)
+    calls = Counter(f"{c.target} + {c.epilogue or 'no epilogue'}" for c in h.library_calls)
+    return "; ".join(call + (f" ×{n}" if n > 1 else "") for call, n in calls.items())
 
 
 def transfers(v: VariantData) -> str:
@@ -145,7 +150,7 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
-    parts += machine_parts(n, run.platform)
+    parts += machine_parts(n, resolution.evidence(run.summary))
     if n.clock_limits:
         parts.append(
             f"the GPU's clocks were held by: {', '.join(n.clock_limits)}"
@@ -171,14 +176,14 @@ def noise_blocks(run: RunData) -> list[Block]:
     return [Para("**Noise.** " + "; ".join(parts) + "." if parts else "**Noise.** not measured.")]
 
 
-def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
-    """Returns the machine's state during the rounds, the rounds it flags, and the run's A/A
-    verdict on itself, as phrases of the noise paragraph."""
+def machine_parts(n: Noise, gate_evidence: Sequence[str] = ()) -> list[str]:
+    """Returns the machine's state during the rounds (`gate_evidence`: the A/A gate's, as
+    its rule worded it), the rounds it flags, and the run's A/A verdict on itself, as
+    phrases of the noise paragraph."""
     out = []
     m = n.machine
     if m is not None:
-        host = run_platform not in ("gpu", "tpu")
-        out += [e for e in resolution.evidence(n, host) if not e.startswith(("`", "SM clock"))][:3]
+        out += [e for e in gate_evidence if not e.startswith(("`", "SM clock"))][:3]
         if m.flagged_rounds:
             # "round 3: preempted: ...; load average ..." -> round 3, and the kinds seen
             nums = [f.split(":")[0].removeprefix("round ") for f in m.flagged_rounds]
@@ -204,37 +209,6 @@ def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
     return out
 
 
-def observation_cell(o: Observation | None) -> str:
-    """Returns one framework's verdict and its evidence, for one cell of the table."""
-    if o is None:
-        return MISSING
-    return o.verdict + (" — " + "; ".join(o.evidence) if o.evidence else "")
-
-
-def observation_blocks(rows: Sequence[ObservationRow]) -> list[Block]:
-    """Returns the observations: claim | JAX verdict and evidence | PyTorch verdict and
-    evidence, then the quoted logs and IR lines that back them."""
-    out: list[Block] = [Heading(2, "Observations", "observations")]
-    header = ("claim", *(f"{name}: verdict and evidence" for name in FRAMEWORKS.values()))
-    out.append(
-        Table(
-            header,
-            tuple(
-                (f"{i}. {r.claim}", *(observation_cell(r.by_framework.get(f)) for f in FRAMEWORKS))
-                for i, r in enumerate(rows, 1)
-            ),
-            wrap=True,
-        )
-    )
-    for i, r in enumerate(rows, 1):
-        for f, name in FRAMEWORKS.items():
-            o = r.by_framework.get(f)
-            if o is not None and o.quote:
-                out.append(Para(f"Quoted for {i} ({name}):"))
-                out.append(Code(o.quote))
-    return out
-
-
 def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
     out: list[Block] = [Heading(2, "Plots", "plots")]
     for p in outcomes:
@@ -245,77 +219,6 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
             out.append(Image(png, p.name, caption))
         else:
             out.append(Para(f"**{p.name}**: {p.note}"))
-    return out
-
-
-def findings_blocks(run: RunData) -> list[Block]:
-    """The Findings section: resolved differences, largest first; then what is noise."""
-    found, noise = why.findings(run)
-    out: list[Block] = [Heading(2, "Findings", "findings")]
-    if (line := resolution.unresolved_line(run.summary)) is not None:
-        out.append(Para(f"**{line}**"))
-        if retimable(run):
-            out.append(
-                Para(
-                    "To time the saved run again (each variant compiled again and checked by "
-                    "fingerprint against its captured program; the earlier timing is kept):"
-                )
-            )
-            out.append(Code(retime_command(run), "sh"))
-    for name, gaps in why.attribution_gaps(run):
-        out += gap_blocks(gaps, f"`{name}`")
-    if not found and not noise:
-        out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
-    for i, f in enumerate(found, 1):
-        out.append(Para(f"**{i}. {f.what}.** Why: {f.why}."))
-        out.append(Bullets(f.evidence))
-    if noise:
-        out.append(Para("No resolvable difference (noise, never ranked):"))
-        out.append(Bullets(tuple(noise)))
-    # Peaks are compiled, not timed: the timing gate above never holds these back.
-    for f in memory_report.memory_findings(run):
-        out.append(Para(f"**Memory: {f.what}.**"))
-        if f.evidence.sources:
-            out.append(Bullets(memory_report.evidence_lines(f.evidence)))
-    return out
-
-
-def changes_blocks(run: RunData) -> list[Block]:
-    """What to change: measured changes with their effect and trade-off; then untested ones."""
-    recs = why.recommendations(run)
-    out: list[Block] = [Heading(2, "What to change", "what-to-change")]
-    if not resolution.resolved(run.summary):
-        out.append(Para("No change is recommended: this run could not resolve differences."))
-    elif recs:
-        out.append(
-            Table(
-                ("change", "measured effect", "trade-off"),
-                tuple((r.change, r.effect, r.tradeoff or MISSING) for r in recs),
-            )
-        )
-    else:
-        out.append(Para("No change measured in this run made a resolvable difference."))
-    later = why.untested(run)
-    if later:
-        out.append(Para("Untested in this run (add a variant to measure it):"))
-        for u in later:
-            out.append(Para(f"{u.change}: {u.why}."))
-            out.append(Code(u.snippet, "yaml"))
-    return out
-
-
-def boundaries_blocks(run: RunData, decisions: str) -> list[Block]:
-    """Why the baseline's clusters are separate launches, boundary by boundary, with evidence."""
-    base = run.by_role("baseline")
-    if base is None or not base.summary.profile.step_sequence:
-        return []
-    found = why.boundaries(run, base, decisions)
-    if not found:
-        return []
-    out: list[Block] = [Heading(3, f"Why `{base.name}`'s clusters are not one", "why-not-fused")]
-    for b in found:
-        out.append(Para(f"`{b.producer}` → `{b.consumer}`:"))
-        out.append(Bullets(b.reasons))
     return out
 
 
@@ -652,9 +555,7 @@ def headline(run: RunData) -> str:
 
 def report_blocks(
     run: RunData,
-    obs: Sequence[ObservationRow],
     plots: Sequence[PlotOutcome],
-    decisions: str = "",
     origins: dict[str, dict[str, str]] | None = None,
 ) -> tuple[Block, ...]:
     """Returns the whole report: findings and what to change first, then the summary, noise,
@@ -673,7 +574,7 @@ def report_blocks(
         *studied,
         *findings_blocks(run),
         *changes_blocks(run),
-        *boundaries_blocks(run, decisions),
+        *boundaries_blocks(run),
         Heading(2, "Summary", "summary"),
         summary_table(run),
         Para(
@@ -684,7 +585,7 @@ def report_blocks(
         *noise_blocks(run),
         *memory_report.memory_blocks(run),
         *ranking.overview_blocks(run),
-        *observation_blocks(obs),
+        *observation_blocks(run),
         *plot_blocks(plots),
         *sharded_blocks(run),
         Heading(2, "Variants", "variants"),
