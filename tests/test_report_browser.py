@@ -135,7 +135,7 @@ def _hostile_pages(root: Path) -> list[Path]:
         write_report(run, results_root=root / "results")
         runs.append(run)
     (root / "cmp").mkdir()
-    _, compare_html = compare_runs(runs[0], runs[1], root / "cmp")
+    _, compare_html, _ = compare_runs(runs[0], runs[1], root / "cmp")
     return [runs[1] / "report.html", root / "results" / "index.html", compare_html]
 
 

@@ -65,3 +65,5 @@ _.runs_by_step  # harness/profile/devices.py:72: kept for tests/test_comm.py
 _.read_device_events  # harness/profile/events.py:212: kept for benchmarks/profile_overhead.py, tests/test_analyze_program.py, tests/test_match_events.py
 _.torch_events_to_json  # harness/profile/torch_trace.py:453: kept for tests/test_torch_trace.py
 _.PLOT_NAMES  # harness/report/plots.py:29: kept for tests/test_report.py, tests/test_report_browser.py
+_.was  # harness/summary_findings.py:49: field of the record ConfigChange: written to JSON through dataclasses.fields
+_.against_kernels_per_step  # harness/summary_findings.py:77: field of the record TimingFinding: written to JSON through dataclasses.fields

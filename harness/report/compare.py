@@ -208,11 +208,13 @@ def _timing_reading(t: TimingFinding | None) -> str:
 def timing_status(x: TimingFinding | None, y: TimingFinding | None, gated: str) -> str:
     """How one pair's timing relates across the runs: changed only when the two intervals
     are disjoint; a different verdict with overlapping intervals is the same within noise."""
+    if x is None or y is None:
+        return APPEARED if x is None else VANISHED
+    if x.verdict == y.verdict == stats.SAME_PROGRAM:
+        return SAME  # a fingerprint, not a timing: no gate holds it back
     if gated:
         runs = "runs" if " and " in gated else "run"
         return f"no verdict: {runs} {gated} could not resolve differences"
-    if x is None or y is None:
-        return APPEARED if x is None else VANISHED
     if disjoint(x.ci95, y.ci95):
         return CHANGED
     return SAME if x.verdict == y.verdict else WITHIN_NOISE
@@ -488,14 +490,9 @@ def compare_blocks(
     return tuple(blocks)
 
 
-def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path]:
-    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths."""
-    md, html, _ = compare_files(a, b, out)
-    return md, html
-
-
-def compare_files(a: Path, b: Path, out: Path) -> tuple[Path, Path, list[FindingChange]]:
-    """compare_runs, and the findings of both runs as it lists them."""
+def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, list[FindingChange]]:
+    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths and
+    the findings of both runs as it lists them."""
     ra, rb = data.load_run(a), data.load_run(b)
     na, nb = ra.summary.noise, rb.summary.noise
     floor = max(na.floor if na else 0.0, nb.floor if nb else 0.0)
@@ -522,7 +519,7 @@ def main(argv: Sequence[str]) -> int:
         raise cli.UsageError("--a, --b and --out are required")
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
-        md, html, found = compare_files(ra, rb, target)
+        md, html, found = compare_runs(ra, rb, target)
     for c in found:
         print(terminal.shown(f"{c.status}: {c.subject} ({c.rule}): a {c.a}; b {c.b}"))
     print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
