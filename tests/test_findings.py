@@ -91,6 +91,7 @@ def test_what_to_change_is_measured_with_its_interval_and_numerics(erf_run: Path
 def test_compare_states_its_ground_first(cpu_run: Path, erf_run: Path, tmp_path: Path) -> None:
     md, _, found = compare.compare_runs(cpu_run, erf_run, tmp_path)
     text = md.read_text()
+    assert "`xla_no_fusion` against `xla`" in {c.subject for c in found}  # both runs' findings
     assert text.index("## Config differences") < text.index("## Findings")
     assert text.index("## Findings") < text.index("## Variants in both runs")
     assert "problem.gelu" in text and "problem.batch" in text
