@@ -10,6 +10,7 @@ host callback): nothing was measured there, and nothing is claimed.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -191,12 +192,15 @@ class LibraryEpilogue(Claim):
                 ],
             )
         if any(v.summary.hlo.fusion_count is not None for v in compiled):
-            libs = [
-                f"{v.name}: {', '.join(c.target for c in v.summary.hlo.library_calls) or 'none'}"
-                for v in compiled[:4]
-            ]
+            libs = [f"{v.name}: {_calls(v)}" for v in compiled[:4]]
             return self.said(framework, NO, [f"library calls — {x}" for x in libs])
         return self.missing(framework, "no compiled variant was analyzed")
+
+
+def _calls(v: VariantFacts) -> str:
+    """A variant's library calls, repeats counted: `__ynn_fusion ×4`."""
+    calls = Counter(c.target for c in v.summary.hlo.library_calls)
+    return ", ".join(t + (f" ×{n}" if n > 1 else "") for t, n in calls.items()) or "none"
 
 
 class FewerKernels(Claim):
