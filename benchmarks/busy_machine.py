@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness import stats  # noqa: E402
-from harness.report import data, findings  # noqa: E402
+from harness.report import data  # noqa: E402
 from harness.summary import TIMING_FILE, TimingRecord  # noqa: E402
 
 IDLE_LOAD = 0.5
@@ -158,18 +158,21 @@ def read_timing(run: Path) -> TimingRecord:
     return from_json(TimingRecord, json.loads((run / TIMING_FILE).read_text()), str(run))
 
 
+def timing_findings(run: data.RunData) -> tuple:
+    """The run's ranked timing findings, as its summary.json records them."""
+    return run.summary.findings.timing if run.summary.findings is not None else ()
+
+
 def contradictions(run: data.RunData, reference: Pooled) -> list[str]:
     """Returns the run's findings that contradict the pooled reference, each in words."""
     out = []
-    for f in findings.findings(run)[0]:
-        v = run.variant(f.variant)
-        _, verdict = findings.reference(run, v)
+    for f in timing_findings(run):
         ref = reference.ratio(f.variant, f.against)
-        if verdict is None or verdict.ci95 is None or ref is None:
+        if f.ratio is None or f.ci95 is None or ref is None:
             continue
-        lo, hi = verdict.ci95
+        lo, hi = f.ci95
         rlo, rhi = ref.ci95
-        opposite = (rlo > 1.0 and verdict.ratio < 1.0) or (rhi < 1.0 and verdict.ratio > 1.0)
+        opposite = (rlo > 1.0 and f.ratio < 1.0) or (rhi < 1.0 and f.ratio > 1.0)
         disjoint = hi < rlo or lo > rhi
         if opposite or disjoint:
             out.append(
@@ -191,7 +194,7 @@ def describe(study: Study, reference: Pooled | None) -> tuple[data.RunData, list
         else "A/A not measured"
     )
     state = "UNRESOLVED" if n is not None and not n.resolved else "resolved"
-    found = findings.findings(run)[0]
+    found = timing_findings(run)
     bad = contradictions(run, reference) if reference else []
     print(
         f"  {run.run_id}: {study.wall_s:.1f} s, load before {study.load_before:.2f}, during "

@@ -1,7 +1,8 @@
 """The results contract: summary.json, defined once as frozen dataclasses, one section per concern.
 
 A run's summary.json is a `RunSummary`: run-level facts and, per variant, a `VariantSummary`
-made of sections (identity, timing, compile, hlo, cost, profile, numerics, comm, comparison). Each
+made of sections (identity, timing, compile, hlo, cost, profile, numerics, comm, comparison), and
+the run's `findings` (harness.summary_findings), which the analysis stage's rules make. Each
 section has exactly one producer, a function of the analysis stage that reads the saved files
 (harness.analyze.sections), so no key is ever written twice. The report, compare and the
 results index read summaries only through `load_summary`, which validates every value and
@@ -31,11 +32,12 @@ from harness.records import (
     markdown_table,
     to_json,
 )
+from harness.summary_findings import Findings, migrate_v5
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_probes import ProbeFailure
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -538,6 +540,11 @@ class Divergence:
     against: str = doc("the variant compared with")
     stage: str = doc("the first IR stage where the two differ (`none` when none does)")
     detail: str = doc("how, in one sentence")
+    files: tuple[str, str] | None = doc(
+        "for `passes`: the first pair of per-pass files that differ (the other's, this "
+        "variant's), relative to the run folder",
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -632,6 +639,10 @@ class RunSummary:
     baseline: str = doc("the config's baseline variant")
     noise: Noise | None = doc("the run's own noise floor and device clocks")
     variants: dict[str, VariantSummary] = doc("every selected variant, in config order", EMPTY)
+    findings: Findings | None = doc(
+        "the run's conclusions, each from a rule of the analysis stage (harness.analyze.rules); "
+        "null in a summary saved before schema 6, until `python -m harness.migrate` adds them"
+    )
 
 
 # --- what the capture stage writes per variant (variants/<name>/result.json) ------------------
@@ -1051,7 +1062,7 @@ def _migrate_v2(data: dict[str, Any], source: str) -> dict[str, Any]:
     return {**data, "schema_version": 3}
 
 
-MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: migrate_v3, 4: migrate_v4}
+MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: migrate_v3, 4: migrate_v4, 5: migrate_v5}
 
 
 def key_table() -> str:

@@ -1,5 +1,6 @@
 """Findings come from the data of any config: a second study, not gelu.yaml's, names its
-largest effect and its cause; compare states its ground."""
+largest effect and its cause, in summary.json's `findings` records; compare states its ground
+and lists each finding of both runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_harness
 
-from harness.report import compare, data, findings, resolution
+from harness.report import compare, data, resolution
 
 # The batched erf study of the issue, at a tiny size: erf expands to ~127 elementwise ops, and
 # with the fusion passes off each becomes a kernel of its own.
@@ -45,9 +46,10 @@ def gated(run: data.RunData) -> bool:
     verdict = no_fusion.summary.comparison.vs_baseline if no_fusion else None
     if resolution.resolved(run.summary) and verdict and verdict.verdict != "not_resolved":
         return False
-    found, _ = findings.findings(run)
-    assert not [f for f in found if f.verdict in ("faster", "slower")]
-    assert findings.recommendations(run) == []
+    found = run.summary.findings
+    assert not [f for f in found.timing if f.verdict in ("faster", "slower")]
+    if not resolution.resolved(run.summary):
+        assert found.changes == ()
     if not resolution.resolved(run.summary):
         assert "could not resolve differences" in (run.path / "report.md").read_text()
     return True
@@ -57,34 +59,41 @@ def test_the_largest_effect_of_a_batched_erf_study_is_no_fusion_and_why(erf_run:
     run = data.load_run(erf_run)
     if gated(run):
         return
-    found, noise = findings.findings(run)
-    top = found[0]
-    assert top.variant == "xla_no_fusion" and top.verdict == "slower", [f.what for f in found]
-    assert "xla_disable_hlo_passes" in top.why
-    kernels, ops = (
-        int(x) for x in re.search(r"(\d+) kernels a step.*fuses (\d+) ops", top.why).groups()
-    )
-    assert kernels > 50 and ops > 50  # the erf expansion, op by op
-    assert any("xla_flax_nnx" in n and "same program" in n for n in noise)
+    found = run.summary.findings
+    top = found.timing[0]
+    assert top.variant == "xla_no_fusion" and top.verdict == "slower", [
+        f.what for f in found.timing
+    ]
+    assert found.top == top.what and top.rule == "timing.difference"
+    assert [c.key for c in top.changes] == ["xla_options.xla_disable_hlo_passes"]
+    # the erf expansion, op by op: many kernels where the baseline fuses many ops into one
+    assert top.kernels_per_step > 50 > top.against_kernels_per_step
+    ops = int(re.search(r"fuses (\d+) ops", top.why).group(1))
+    assert ops > 50
+    (same,) = [n for n in found.noise if n.variant == "xla_flax_nnx"]
+    assert same.verdict == "same_program" and same.what.endswith("the same program")
     md = (erf_run / "report.md").read_text()
     assert md.index("## Findings") < md.index("## Summary")
-    assert "1. `xla_no_fusion` is" in md
+    assert "1. `xla_no_fusion` is" in md and "(rule `timing.difference`)" in md
 
 
 def test_what_to_change_is_measured_with_its_interval_and_numerics(erf_run: Path) -> None:
-    if gated(data.load_run(erf_run)):
+    run = data.load_run(erf_run)
+    if gated(run):
         return
-    recs = findings.recommendations(data.load_run(erf_run))
-    (rec,) = [r for r in recs if r.variant == "xla_no_fusion"]
-    assert rec.change.startswith("keep `xla_disable_hlo_passes` unset")
-    assert re.search(r"95% CI \d+\.\d{3}–\d+\.\d{3}", rec.effect)
+    (rec,) = [r for r in run.summary.findings.changes if r.variant == "xla_no_fusion"]
+    assert rec.verdict == "keep" and rec.change.startswith("keep `xla_disable_hlo_passes` unset")
+    assert re.search(r"measured \d+\.\d{3}× the time of `xla` \(95% CI \d+\.\d{3}–", rec.effect)
+    assert rec.ci95 is not None and rec.ci95[0] > 1.0
     assert "error against float64" in rec.tradeoff
 
 
 def test_compare_states_its_ground_first(cpu_run: Path, erf_run: Path, tmp_path: Path) -> None:
-    md, _ = compare.compare_runs(cpu_run, erf_run, tmp_path)
+    md, _, found = compare.compare_runs(cpu_run, erf_run, tmp_path)
     text = md.read_text()
-    assert text.index("## Config differences") < text.index("## Variants in both runs")
+    assert "`xla_no_fusion` against `xla`" in {c.subject for c in found}  # both runs' findings
+    assert text.index("## Config differences") < text.index("## Findings")
+    assert text.index("## Findings") < text.index("## Variants in both runs")
     assert "problem.gelu" in text and "problem.batch" in text
     assert "different problem sizes" in text and "per FLOP" in text
     assert re.search(r"ps/FLOP", text)
@@ -115,9 +124,10 @@ def test_the_h200_reference_states_why_it_ranks_nothing_and_keeps_its_mechanisms
     run = data.load_run(REPO / "results" / "reference" / "h200")
     assert not resolution.resolved(run.summary)
     assert "excludes 1.0" in run.summary.noise.reasons[0]
-    found, _ = findings.findings(run)
-    assert not [f for f in found if f.verdict in ("faster", "slower")]
-    assert findings.recommendations(run) == []
+    found = run.summary.findings  # migrated from its summary and kept ir/ (harness.migrate)
+    assert found.timing == () and found.changes == ()
+    assert found.top.startswith("could not resolve differences")
+    assert {m.variant for m in found.memory} >= {"xla_no_fusion", "xla_mixed_dtype"}
     profile = {v.name: v.summary.profile for v in run.variants if v.summary.profile}
     matched = [p.matched_fraction for p in profile.values() if p.matched_fraction is not None]
     assert len(matched) >= 15 and set(matched) == {1.0}  # command buffers too

@@ -9,6 +9,7 @@ the worker and the entry points) sits on top.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ LIBRARIES = (
     "harness.records",
     "harness.summary",
     "harness.summary_memory",  # the memory section and its migration (issue 28)
+    "harness.summary_findings",  # the findings section and its migration (issue 25)
+    "harness.fmt",  # number formatting, shared by the rules' sentences and the report
     "harness.ladder",
     "harness.stats",
     "harness.precision",
@@ -56,8 +59,20 @@ ORCHESTRATOR = (
     "harness.runs",
     "harness.worker",
     "harness.reanalyze",
+    "harness.migrate",
     "harness.search",
 )
+# The report renders the findings the analysis made; it never makes them. So no report
+# module imports the rules, the IR readers (the HLO parser, Inductor's artifacts) or the
+# profile readers (the profile and its match), save summary.json's own record of the gaps.
+REPORT_NEVER_IMPORTS = (
+    "harness.analyze.rules",
+    "harness.hlo",
+    "harness.inductor",
+    "harness.profile",
+    "harness.match",
+)
+REPORT_RECORDS = ("harness.match.gaps",)
 
 
 def module_name(path: Path) -> str:
@@ -96,10 +111,16 @@ def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+@functools.cache
+def _graph() -> dict[str, frozenset[str]]:
     mods = modules()
     known = set(mods)
-    return {name: imports_of(path, name, known) for name, path in mods.items()}
+    return {name: frozenset(imports_of(path, name, known)) for name, path in mods.items()}
+
+
+def graph() -> dict[str, set[str]]:
+    """The import graph, parsed once per session (each test may change its own copy)."""
+    return {name: set(found) for name, found in _graph().items()}
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -177,6 +198,19 @@ def violations(g: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def conclusions_in_the_report(g: dict[str, set[str]]) -> list[str]:
+    """The report modules (entry points aside) that import a rule, an IR reader or a profile
+    reader."""
+    out = []
+    for src, targets in sorted(g.items()):
+        if not src.startswith("harness.report") or layer(src)[0] == "top":
+            continue
+        for dst in sorted(targets - set(REPORT_RECORDS)):
+            if any(dst == n or dst.startswith(n + ".") for n in REPORT_NEVER_IMPORTS):
+                out.append(f"the report {src} imports {dst}")
+    return out
+
+
 def test_every_module_belongs_to_a_layer() -> None:
     for name in modules():
         layer(name)
@@ -203,6 +237,25 @@ def test_the_checks_can_fail() -> None:
         in bad
     )
     assert "library harness.config.schema imports the stage harness.report.data" in bad
+
+
+def test_the_report_imports_no_rule_no_ir_reader_and_no_profile_reader() -> None:
+    assert conclusions_in_the_report(graph()) == []
+
+
+def test_the_report_check_can_fail() -> None:
+    """A report module planted with an import of the rules, the HLO parser or the profile
+    is named; summary.json's own gap record stays allowed."""
+    g = graph()
+    g["harness.report.findings"] = g["harness.report.findings"] | {"harness.analyze.rules.timing"}
+    g["harness.report.observations"] = g["harness.report.observations"] | {"harness.hlo.parser"}
+    g["harness.report.sections"] = g["harness.report.sections"] | {"harness.profile.events"}
+    assert conclusions_in_the_report(g) == [
+        "the report harness.report.findings imports harness.analyze.rules.timing",
+        "the report harness.report.observations imports harness.hlo.parser",
+        "the report harness.report.sections imports harness.profile.events",
+    ]
+    assert "harness.match.gaps" in g["harness.report.gaps"]
 
 
 @pytest.mark.parametrize("entry", ["harness.report.__main__", "harness.analyze.__main__"])

@@ -123,7 +123,7 @@ def test_every_compiled_cpu_variant_has_its_peak_and_buffers(cpu_run: Path) -> N
 
 
 def test_a_version_4_summary_reads_without_memory() -> None:
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     read = parse_summary(
         {
             "schema_version": 4,
@@ -136,30 +136,28 @@ def test_a_version_4_summary_reads_without_memory() -> None:
         },
         "old.json",
     )
-    assert read.schema_version == 5 and read.variants == {}
+    assert read.schema_version == 6 and read.variants == {} and read.findings is None
 
 
 def test_the_memory_thresholds_are_the_runs_config(cpu_run: Path) -> None:
     """memory.min_ratio and memory.min_bytes decide the finding; a run saved before the keys
     existed reads the defaults."""
-    import dataclasses
-
+    from harness.analyze.rules import facts
+    from harness.analyze.rules import memory as rule
     from harness.config import load
-    from harness.report import data
-    from harness.report import memory as rule
 
     assert load("gelu.yaml", ["--config.memory.min_bytes=0"]).experiment.memory.min_bytes == 0
-    run = data.load_run(cpu_run)
-    config = dict(run.manifest["config"])
+    config = json.loads((cpu_run / "manifest.json").read_text())["config"]
     config.pop("memory", None)
-    old = dataclasses.replace(run, manifest={**run.manifest, "config": config})
-    assert rule.thresholds(old) == (rule.MIN_RATIO, rule.MIN_BYTES)
-    every = {**config, "memory": {"min_ratio": 0.0, "min_bytes": 0}}
-    loose = dataclasses.replace(run, manifest={**run.manifest, "config": every})
-    assert rule.thresholds(loose) == (0.0, 0)
+    assert facts.thresholds(config) == (facts.MIN_RATIO, facts.MIN_BYTES)
+    assert facts.thresholds({**config, "memory": {"min_ratio": 0.0, "min_bytes": 0}}) == (0.0, 0)
     # With no threshold, any two compiled variants whose peaks differ at all make a finding.
-    peaks = {v.name: rule.peak(v.summary) for v in run.variants}
-    base = peaks[run.baseline]
+    summary = load_summary(cpu_run / "summary.json")
+    loose = facts.read_facts(cpu_run, summary, min_ratio=0.0, min_bytes=0)
+    peaks = {v.name: rule.peak(v.summary) for v in loose.variants}
+    base = peaks[loose.baseline]
     differ = {n for n, p in peaks.items() if p is not None and base is not None and p != base}
-    found = {f.evidence.variant for f in rule.memory_findings(loose)}
+    found = {f.variant for f in rule.MemoryPeak().conclude(loose)}
     assert found <= differ and (found or not differ)
+    # The run's own findings used its config's thresholds (the defaults here): fewer or equal.
+    assert {f.variant for f in summary.findings.memory} <= found

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from conftest import read_summary, run_harness
 
+from harness.analyze.rules import read_facts, words
 from harness.config import ConfigError, load
-from harness.report import data, findings
+from harness.summary import load_summary
 
 ROWS, FEATURES = 16, 8
 
@@ -97,11 +98,11 @@ def test_a_failing_recompile_probe_leaves_its_variant_ok(two_input_run) -> None:
 
 def test_a_keyword_knob_is_named_like_an_xla_option(two_input_run) -> None:
     run, _ = two_input_run
-    loaded = data.load_run(run)
-    loop, base = loaded.variant("xla_loop"), loaded.variant("xla")
-    diffs = findings.config_differences(loop, base)
-    assert diffs == ["`logits=loop` (was `logits=vectorized`)"]
-    assert findings._reverse(diffs[0]) == "`logits=vectorized` (not `logits=loop`)"
+    facts = read_facts(run, load_summary(run / "summary.json"))
+    (knob,) = words.config_changes(facts.variant("xla_loop"), facts.variant("xla"))
+    assert (knob.key, knob.value, knob.was) == ("program.kwargs.logits", "loop", "vectorized")
+    assert knob.phrase == "`logits=loop` (was `logits=vectorized`)"
+    assert knob.reverse == "`logits=vectorized` (not `logits=loop`)"
     assert "| `logits=loop` |" in (run / "report.md").read_text()
 
 

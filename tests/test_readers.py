@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import terminal
+from harness import fmt, terminal
 from harness.config import load as load_config
 from harness.config.schema import ConfigError
 from harness.records import SchemaError, loads
-from harness.report import doc, fmt
+from harness.report import doc
 from harness.report.index import write_results_index
 from harness.summary import load_summary, parse_summary
 

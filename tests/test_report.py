@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import compare, data, observations, plots, write_report
-from harness.report.observations import NO, NOT_HERE, NOT_MEASURED, YES
-from harness.summary import SCHEMA_VERSION, RunSummary
+from harness.analyze import rules
+from harness.analyze.rules.observations import NO, NOT_HERE, YES
+from harness.report import compare, data, plots, write_report
+from harness.summary import SCHEMA_VERSION, RunSummary, load_summary
 from tests.conftest import REPO, TINY, read_summary, run_harness
 
 # What the tiny default study shows on a CPU, claim by claim.
@@ -121,18 +123,18 @@ def test_markdown_and_html_state_the_same_figures(rendered):
 
 def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
     run = data.load_run(rendered)
-    got = {
-        o.key: o for o in observations.all_observations(run, observations.read_emitter_texts(run))
-    }
+    got = {o.key: o for o in run.summary.findings.observations}
+    assert {o.framework for o in got.values()} == {"jax"}  # a JAX-only study
     assert {k: o.verdict for k, o in got.items()} == CPU_VERDICTS
+    assert all(o.rule == f"observation.{o.key}" for o in got.values())
     assert "now f32[8,32] and before f32[16,32]" in got["cache_miss_log"].evidence[0]
     assert "phi i64" in got["later_ir_loops"].quote
     md = (rendered / "report.md").read_text()
     table = next(t for t in md_tables(md) if t[0][0] == "claim")
-    assert table[0][1:] == ["JAX: verdict and evidence", "PyTorch: verdict and evidence"]
+    # No PyTorch column in a JAX-only study; the rule beside each claim.
+    assert table[0][1:] == ["JAX: verdict and evidence", "rule"]
     assert [row[1].split(" — ")[0] for row in table[1:]] == list(CPU_VERDICTS.values())
-    # This study has no PyTorch variant: its column says so, claim by claim.
-    assert all(row[2].startswith(NOT_MEASURED) for row in table[1:])
+    assert table[1][2] == "observation.eager_launches"
 
 
 def test_ladder_links_point_at_real_files(rendered):
@@ -192,6 +194,9 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
         for p in run.glob(f"variants/*/{name}"):
             p.unlink()
     (run / "manifest.json").write_text("{}")
+    from harness.migrate import add_findings
+
+    add_findings(run)  # the findings of this summary, as the analysis would make them
     write_report(run)
     md = (run / "report.md").read_text()
     assert "| not measured — " in md
@@ -200,7 +205,7 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
     assert {p.name for p in (run / "plots").iterdir()} == {"step_time.png"}
 
 
-def test_observations_on_an_empty_run_are_not_measured(tmp_path):
+def test_an_empty_run_claims_nothing(tmp_path):
     empty = RunSummary(
         schema_version=SCHEMA_VERSION,
         experiment="x",
@@ -209,10 +214,17 @@ def test_observations_on_an_empty_run_are_not_measured(tmp_path):
         baseline="xla",
         variants={},
     )
-    run = data.RunData(path=tmp_path, manifest={}, summary=empty, variants=())
-    verdicts = {o.verdict for o in observations.all_observations(run, {})}
-    # no variant in any role: the study measured nothing; missing figures are not measured
-    assert verdicts == {observations.NOT_IN_STUDY, NOT_MEASURED}
+    # no variant in any role: the study measured nothing, and no rule claims anything
+    found = rules.evaluate(rules.facts_of(empty))
+    assert found.observations == found.timing == found.untested == ()
+    assert all(r.error is None for r in found.rules)
+    from harness.report.observations import observation_blocks
+
+    judged = dataclasses.replace(empty, findings=found)
+    _, said = observation_blocks(
+        data.RunData(path=tmp_path, manifest={}, summary=judged, variants=())
+    )
+    assert "No claim" in said.text
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +243,7 @@ def fast_math_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
-    md, html = compare.compare_runs(rendered, fast_math_run, tmp_path / "cmp")
+    md, html, found = compare.compare_runs(rendered, fast_math_run, tmp_path / "cmp")
     text = md.read_text()
     assert "xla_cpu_enable_fast_math" in text
     table = next(t for t in md_tables(text) if t[0][:2] == ["variant", "clusters"])
@@ -241,6 +253,15 @@ def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
     # StableHLO agree, so the first difference is at or after hlo_before
     assert rows["xla"][7] not in ("jaxpr", "stablehlo")
     assert "<table>" in html.read_text()
+    # every finding of both runs, from their records: a pair only the first run has vanished
+    by = {c.subject: c for c in found}
+    assert by["`xla_no_fusion` against `xla`"].status == compare.VANISHED
+    assert by["`eager` against `xla`"].status in (
+        compare.SAME,
+        compare.CHANGED,
+        compare.WITHIN_NOISE,
+    ) or by["`eager` against `xla`"].status.startswith("no verdict")
+    assert text.index("## Findings") < text.index("## Variants in both runs")
 
 
 def test_the_results_index_reads_a_kept_row_only_while_its_summary_is_unchanged(
@@ -260,13 +281,15 @@ def test_the_results_index_reads_a_kept_row_only_while_its_summary_is_unchanged(
     assert (own / index.PART_FILE).is_file() and not (other / index.PART_FILE).exists()
     fresh = (root / "index.html").read_text()
     part = index.kept_part(own)
-    assert part is not None and part.experiment == "gelu" and len(part.headline) == 4
+    assert part is not None and part.experiment == "gelu" and len(part.headline) == 5
+    top = load_summary(own / "summary.json").findings.top
+    assert part.headline[-1].rstrip("…") == top[: index.TOP_LIMIT]
     index.write_results_index(root)
     assert (root / "index.html").read_text() == fresh  # the kept row is the same row
 
     # A kept row that no longer matches its summary is not believed: the summary is read.
     kept = json.loads((own / index.PART_FILE).read_text())
-    kept["headline"] = ["forged", "forged", "forged", "0/0"]
+    kept["headline"] = ["forged", "forged", "forged", "0/0", "forged"]
     (own / index.PART_FILE).write_text(json.dumps(kept))
     assert "forged" in (index.write_results_index(root) and (root / "index.html").read_text())
     summary = own / "summary.json"
@@ -274,3 +297,29 @@ def test_the_results_index_reads_a_kept_row_only_while_its_summary_is_unchanged(
     assert index.kept_part(own) is None
     index.write_results_index(root)
     assert "forged" not in (root / "index.html").read_text()
+
+
+def test_the_report_reads_no_ir_file_and_no_profile(tmp_path):
+    """The conclusions the report shows are summary.json's: in a copy of the committed H200
+    reference with every IR file emptied and no kernels.json, they render the same."""
+    from harness.report.doc import to_markdown
+    from harness.report.findings import boundaries_blocks, changes_blocks, findings_blocks
+    from harness.report.observations import observation_blocks
+
+    source = REPO / "results" / "reference" / "h200"
+    copy = tmp_path / "h200"
+    shutil.copytree(source, copy)
+    emptied = [p for p in copy.glob("variants/*/ir/**/*") if p.is_file() and p.name != "index.json"]
+    for p in emptied:
+        p.write_text("")
+    for p in copy.glob("variants/*/kernels.json"):
+        p.unlink()
+    assert len(emptied) > 100
+
+    def conclusions(run: Path) -> str:
+        r = data.load_run(run)
+        shown = (findings_blocks, changes_blocks, boundaries_blocks, observation_blocks)
+        return to_markdown(tuple(b for blocks in shown for b in blocks(r)))
+
+    assert "(rule `structure.why_not_fused`)" in conclusions(source)
+    assert conclusions(copy) == conclusions(source)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_hex
 
-from harness.report import data, doc, plots, stage_diff, variant_page
-from harness.report.findings import Boundary
+from harness.report import data, doc, plots, stage_diff
 from harness.summary import SCHEMA_VERSION, parse_summary
 from tests.html_helpers import stray_markers
 
@@ -84,23 +83,6 @@ def test_a_stage_diff_stops_at_its_line_budget() -> None:
 def test_hlo_metadata_is_left_out_of_the_diff() -> None:
     line = '  %add.1 = f32[2]{0} add(%a, %b), metadata={op_name="jit(f)/add" source_line=3}'
     assert stage_diff.normalized("hlo_after", line) == "  %add.1 = f32[2]{0} add(%a, %b)"
-
-
-# --- boundaries grouped by reason --------------------------------------------------------------
-
-
-def test_boundaries_group_by_reason_with_counts() -> None:
-    library = "structure: `ynn_fusion` is a library call (__ynn_fusion): epilogues only"
-    found = [Boundary(f"f{i}", f"f{i + 1}", ("no reason recorded",)) for i in range(30)]
-    found.insert(3, Boundary("ynn_fusion", "f4", (library,)))
-    found.append(
-        Boundary("ynn_fusion.1", "g", (library.replace("`ynn_fusion`", "`ynn_fusion.1`"),))
-    )
-    groups = variant_page.boundary_groups(found)
-    assert [(reason, len(g)) for reason, g in groups] == [
-        ("no reason recorded", 30),
-        (library, 2),
-    ]
 
 
 # --- the timeline cannot mislabel --------------------------------------------------------------

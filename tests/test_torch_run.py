@@ -14,10 +14,9 @@ from conftest import read_json, read_summary
 from test_schema import README, documented
 
 from harness import ladder, records
+from harness.analyze.rules.observations import NOT_HERE, NOT_MEASURED, YES
 from harness.profile.torch_trace import read_torch_trace
-from harness.report import data, observations
-from harness.report.observations import NOT_HERE, NOT_MEASURED, YES
-from harness.summary import RunSummary
+from harness.summary import RunSummary, load_summary
 
 TORCH = ("torch_eager", "torch_compile", "torch_compile_dynamic", "torch_print", "torch_matmul")
 COMPILED_STAGES = {
@@ -203,13 +202,11 @@ def test_ir_ladder_and_artifacts_stay_in_the_variant_folder(torch_run):
 
 
 def test_report_has_the_pytorch_column(torch_run):
-    run = data.load_run(torch_run)
-    texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
-    rows = observations.observation_table(run, texts)
-    got = {r.key: r.by_framework["torch"].verdict for r in rows}
+    found = load_summary(torch_run / "summary.json").findings.observations
+    got = {o.key: o.verdict for o in found if o.framework == "torch"}
     assert got == TORCH_CPU_VERDICTS
     md = (torch_run / "report.md").read_text()
-    assert "| claim | JAX: verdict and evidence | PyTorch: verdict and evidence |" in md
+    assert "| claim | JAX: verdict and evidence | PyTorch: verdict and evidence | rule |" in md
     assert "torch_compile: argument x, dim 0: 16 → 8" in md
     page = (torch_run / "variants" / "torch_compile" / "report.md").read_text()
     assert "Dynamo: torch.compile(" in page

@@ -66,3 +66,5 @@ _.read_device_events  # harness/profile/events.py:212: kept for benchmarks/profi
 _.torch_events_to_json  # harness/profile/torch_trace.py:453: kept for tests/test_torch_trace.py
 _.PLOT_NAMES  # harness/report/plots.py:29: kept for tests/test_report.py, tests/test_report_browser.py
 _.validateLink  # harness/report/doc.py:197: markdown-it's link check, replaced on the parser: a library object's attribute set here
+_.was  # harness/summary_findings.py:49: field of the record ConfigChange: written to JSON through dataclasses.fields
+_.against_kernels_per_step  # harness/summary_findings.py:77: field of the record TimingFinding: written to JSON through dataclasses.fields

@@ -1,9 +1,11 @@
 """Analysis stage: a saved run (or any XLA dump) read into summaries and analysis files.
 
-    analyze_run(workdir, exp)   every variant's sections, then the comparisons over the run
+    analyze_run(workdir, exp)   every variant's sections, the comparisons over the run, and
+                                the findings (rules over the summary)
     modules                     HLO modules into fusions.json, cost.json, passes.json
     sections                    one producer per summary section
     comm                        the communication of a sharded variant (its `comm` section)
+    rules                       the conclusions: summary.json's `findings`, one rule each
     dump                        any program's dump folder (python -m harness.analyze)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import forked, io, ladder, stats
-from harness.analyze import comm, ranking, sections, torch_sections, verdicts
+from harness.analyze import comm, ranking, rules, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
 from harness.config.schema import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
@@ -409,7 +411,13 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
                 None,
             )
             if found is not None:
-                divergence = Divergence(base, found.stage, found.detail)
+                files = found.files
+                divergence = Divergence(
+                    base,
+                    found.stage,
+                    found.detail,
+                    tuple(str(f.relative_to(workdir)) for f in files) if files else None,
+                )
         comparison = Comparison(
             first_divergence=divergence,
             vs_baseline=judged.get((name, "vs_baseline")),
@@ -418,7 +426,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         )
         # Every section as analyzed, with the comparisons over the run added.
         out[name] = dataclasses.replace(s, comparison=comparison, analysis_errors=tuple(errors))
-    return RunSummary(
+    summary = RunSummary(
         schema_version=SCHEMA_VERSION,
         experiment=exp.experiment,
         run_id=workdir.name,
@@ -432,6 +440,9 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         ),
         variants=out,
     )
+    # The conclusions last: rules over the summary just made (harness.analyze.rules).
+    facts = rules.read_facts(workdir, summary, exp.memory.min_ratio, exp.memory.min_bytes)
+    return dataclasses.replace(summary, findings=rules.evaluate(facts))
 
 
 __all__ = ["Identity", "analyze_run", "analyze_variant"]

@@ -26,6 +26,9 @@ class Divergence:
 
     stage: str
     detail: str
+    # For `passes`: the first pair of per-pass files that differ (A's, B's), which the
+    # report shows as a diff without comparing anything itself.
+    files: tuple[Path, Path] | None = None
 
 
 _JAXPR_BINDER = re.compile(r"\b([a-z]+)(?=:[a-z0-9]+\[)")
@@ -129,7 +132,8 @@ def _pass_list(path: Path) -> list[tuple[str, Path]]:
     return [(f"{pipeline}.{name}" if pipeline else name, p) for (_, pipeline, name), p in infos]
 
 
-def _compare_passes(a: Path, b: Path) -> str:
+def _compare_passes(a: Path, b: Path) -> tuple[str, tuple[Path, Path] | None]:
+    """How the two pass lists first differ, and the pair of files where they do."""
     la, lb = _pass_list(a), _pass_list(b)
     prev_a: HloModule | None = None
     for k, ((name_a, pa), (name_b, pb)) in enumerate(zip(la, lb, strict=False)):
@@ -138,16 +142,19 @@ def _compare_passes(a: Path, b: Path) -> str:
             why = explain_fusion_change(name_b, prev_a, mb) if prev_a is not None else ""
             return f"first differs at pass {k:04d}: A ran {name_a}, B ran {name_b}" + (
                 f" ({why})" if why else ""
-            )
+            ), (pa, pb)
         if structural_fingerprint(ma) != structural_fingerprint(mb):
             why = explain_fusion_change(name_a, ma, mb) or _describe_counts(
                 "module", _opcodes([ma]), _opcodes([mb])
             )
-            return f"first differs after pass {k:04d} {name_a}: {why or 'structure differs'}"
+            return f"first differs after pass {k:04d} {name_a}: {why or 'structure differs'}", (
+                pa,
+                pb,
+            )
         prev_a = ma
     if len(la) != len(lb):
-        return f"pass lists differ in length ({len(la)} vs {len(lb)} changed passes)"
-    return ""
+        return f"pass lists differ in length ({len(la)} vs {len(lb)} changed passes)", None
+    return "", None
 
 
 def first_divergence(
@@ -185,9 +192,9 @@ def first_divergence(
                 )
                 return Divergence("stablehlo", detail or _first_line_diff("stablehlo", ta, tb))
         elif stage == "passes":
-            detail = _compare_passes(la.path(stage), lb.path(stage))
+            detail, pair = _compare_passes(la.path(stage), lb.path(stage))
             if detail:
-                return Divergence("passes", detail)
+                return Divergence("passes", detail, pair)
         else:
             detail = _compare_hlo(stage, la.hlo_files(stage), lb.hlo_files(stage))
             if detail:

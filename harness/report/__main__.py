@@ -15,6 +15,7 @@ from harness import cli
 def main(argv: Sequence[str]) -> int:
     from harness import io, terminal
     from harness.report.markdown import write_report
+    from harness.summary import load_summary
 
     cli.no_extra_arguments(argv)
     real = cli.run_folder(flags.FLAGS.run, "--run", need=("summary.json", "search.json"))
@@ -22,6 +23,11 @@ def main(argv: Sequence[str]) -> int:
         path = write_report(real)
     print(f"report: {terminal.shown(path)}")
     print(f"html:   {terminal.shown(path.with_suffix('.html'))}")
+    if (real / "summary.json").is_file() and load_summary(real / "summary.json").findings is None:
+        print(
+            "note: this summary was saved before findings were recorded (schema 6); "
+            f"`python -m harness.migrate --run={terminal.shown(real)}` makes them"
+        )
     return 0
 
 

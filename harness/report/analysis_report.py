@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness import io
+from harness import fmt, io
 from harness.analyze.program import (
     ClusterRow,
     ModuleAnalysis,
@@ -27,7 +27,6 @@ from harness.analyze.program import (
     RollUp,
 )
 from harness.analyze.roof import ABOVE_CEILING
-from harness.report import fmt
 from harness.report.data import MISSING
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
 from harness.report.gaps import gap_blocks

@@ -2,7 +2,10 @@
 
 It states its ground first: the config differences and the environments, and a warning when
 the two ran different problem sizes (then speed is compared per FLOP, never as a step ratio).
-Then, for each variant in both runs: clusters, library calls, kernels per step, the step time
+Then every finding of either run (summary.json's `findings`, matched by its rule and subject):
+the same, changed (a timing finding only when the two runs' intervals are disjoint), the same
+within noise (a different verdict, overlapping intervals), appeared or vanished. Then, for
+each variant in both runs: clusters, library calls, kernels per step, the step time
 with both runs' intervals and a verdict, and the first IR stage where the two ladders differ.
 A pair that compiled to the same program is never called faster or slower: across runs its
 difference is drift. Reads only the run folders.
@@ -17,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import io, stats, terminal
+from harness import fmt, io, stats, terminal
 from harness.records import first_difference
-from harness.report import data, doc, fmt, resolution
+from harness.report import data, doc, resolution
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.report.memory import peak_cell
+from harness.summary_findings import MemoryFinding, TimingFinding
 
 LIST_LIMIT = 6  # longer lists are cut to a count and this many examples
 NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
@@ -159,18 +163,166 @@ def variant_change(
 
 
 def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
-    """Returns (stage, detail) where the two ladders first differ (harness.hlo.diverge)."""
-    from harness.hlo.diverge import first_divergence
+    """Returns (stage, detail) where the two ladders first differ (harness.analyze.crossrun)."""
+    from harness.analyze.crossrun import ladder_divergence
 
     if not a.stages or not b.stages:
         return MISSING, "one of the runs has no IR ladder for this variant"
-    try:
-        d = first_divergence(
-            ra.path / "variants" / a.name / "ir", rb.path / "variants" / b.name / "ir"
+    return ladder_divergence(
+        ra.path / "variants" / a.name / "ir", rb.path / "variants" / b.name / "ir"
+    )
+
+
+# --- findings across the two runs --------------------------------------------------------------
+
+SAME, CHANGED, WITHIN_NOISE = "same", "changed", "the same within noise"
+APPEARED, VANISHED = "appeared in b", "vanished in b"
+
+
+@dataclass(frozen=True)
+class FindingChange:
+    """One finding of either run, read in both: what each run concluded and how they relate."""
+
+    rule: str
+    subject: str
+    a: str
+    b: str
+    status: str
+
+
+def disjoint(x: tuple[float, float] | None, y: tuple[float, float] | None) -> bool:
+    """True when both intervals exist and do not overlap: only then has a ratio changed."""
+    return x is not None and y is not None and (x[1] < y[0] or y[1] < x[0])
+
+
+def _timing_reading(t: TimingFinding | None) -> str:
+    if t is None:
+        return MISSING
+    words = fmt.VERDICT_WORDS.get(t.verdict, t.verdict)
+    if t.ratio is None:
+        return words
+    interval = f" ({t.ci95[0]:.3f}–{t.ci95[1]:.3f})" if t.ci95 else ""
+    return f"{words} {t.ratio:.3f}×{interval}"
+
+
+def timing_status(x: TimingFinding | None, y: TimingFinding | None, gated: str) -> str:
+    """How one pair's timing relates across the runs: changed only when the two intervals
+    are disjoint; a different verdict with overlapping intervals is the same within noise."""
+    if x is None or y is None:
+        return APPEARED if x is None else VANISHED
+    if x.verdict == y.verdict == stats.SAME_PROGRAM:
+        return SAME  # a fingerprint, not a timing: no gate holds it back
+    if gated:
+        runs = "runs" if " and " in gated else "run"
+        return f"no verdict: {runs} {gated} could not resolve differences"
+    if disjoint(x.ci95, y.ci95):
+        return CHANGED
+    return SAME if x.verdict == y.verdict else WITHIN_NOISE
+
+
+def _timing(run: RunData) -> dict[tuple[str, str], TimingFinding]:
+    f = run.summary.findings
+    return {(t.variant, t.against): t for t in ((*f.timing, *f.noise) if f else ())}
+
+
+def _memory_reading(m: MemoryFinding | None) -> str:
+    return (
+        MISSING if m is None else f"{fmt.si(abs(m.peak_bytes - m.against_bytes), 'B')} {m.verdict}"
+    )
+
+
+def _keyed_status(x: object, y: object, same: bool) -> str:
+    if x is None or y is None:
+        return APPEARED if x is None else VANISHED
+    return SAME if same else CHANGED
+
+
+def finding_changes(ra: RunData, rb: RunData) -> list[FindingChange]:
+    """Every finding of either run, matched by its rule's subject: the timing pairs (changed
+    only with disjoint intervals), the memory peaks, the unattributed time, the
+    observations."""
+    out: list[FindingChange] = []
+    gated = unresolved_runs(ra, rb)
+    ta, tb = _timing(ra), _timing(rb)
+    for key in [*ta, *(k for k in tb if k not in ta)]:
+        x, y = ta.get(key), tb.get(key)
+        out.append(
+            FindingChange(
+                (x or y).rule if (x or y) else "",
+                f"`{key[0]}` against `{key[1]}`",
+                _timing_reading(x),
+                _timing_reading(y),
+                timing_status(x, y, gated),
+            )
         )
-    except Exception as e:  # an unparsable stage must not stop the comparison
-        return MISSING, f"the ladders could not be compared ({type(e).__name__}: {str(e)[:120]})"
-    return d.stage, d.detail
+    fa, fb = ra.summary.findings, rb.summary.findings
+    ma = {(m.variant, m.against): m for m in (fa.memory if fa else ())}
+    mb = {(m.variant, m.against): m for m in (fb.memory if fb else ())}
+    for key in [*ma, *(k for k in mb if k not in ma)]:
+        x, y = ma.get(key), mb.get(key)
+        same = x is not None and y is not None and x.verdict == y.verdict
+        out.append(
+            FindingChange(
+                "memory.peak",
+                f"`{key[0]}`'s peak against `{key[1]}`",
+                _memory_reading(x),
+                _memory_reading(y),
+                _keyed_status(x, y, same),
+            )
+        )
+    ca = {c.variant: c for c in (fa.coverage if fa else ())}
+    cb = {c.variant: c for c in (fb.coverage if fb else ())}
+    for name in [*ca, *(n for n in cb if n not in ca)]:
+        x, y = ca.get(name), cb.get(name)
+        same = x is not None and y is not None and x.verdict == y.verdict
+        out.append(
+            FindingChange(
+                "coverage.unattributed",
+                f"`{name}`'s device time",
+                x.verdict if x else MISSING,
+                y.verdict if y else MISSING,
+                _keyed_status(x, y, same),
+            )
+        )
+    oa = {(o.key, o.framework): o for o in (fa.observations if fa else ())}
+    ob = {(o.key, o.framework): o for o in (fb.observations if fb else ())}
+    for key in [*oa, *(k for k in ob if k not in oa)]:
+        x, y = oa.get(key), ob.get(key)
+        same = x is not None and y is not None and x.verdict == y.verdict
+        out.append(
+            FindingChange(
+                (x or y).rule if (x or y) else "",
+                f"{(x or y).claim if (x or y) else key[0]} ({key[1]})",
+                x.verdict if x else MISSING,
+                y.verdict if y else MISSING,
+                _keyed_status(x, y, same),
+            )
+        )
+    return out
+
+
+def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -> list[Block]:
+    """The findings of both runs side by side, each with how they relate."""
+    out: list[Block] = [Heading(2, "Findings")]
+    missing = [label for label, r in (("a", ra), ("b", rb)) if r.summary.findings is None]
+    if missing:
+        out.append(
+            Para(
+                f"Run {' and '.join(missing)} has no findings recorded (saved before schema 6): "
+                "`python -m harness.migrate --run=...` makes them."
+            )
+        )
+    if not changes:
+        return [*out, Para("Neither run has a finding.")]
+    counts = Counter(c.status for c in changes)
+    out.append(Para("; ".join(f"{n} {status}" for status, n in counts.most_common()) + "."))
+    out.append(
+        Table(
+            ("finding", "rule", "a", "b", "in b"),
+            tuple((c.subject, f"`{c.rule}`", c.a, c.b, c.status) for c in changes),
+        )
+    )
+    return out
 
 
 def _run_label(run: RunData) -> str:
@@ -274,7 +426,12 @@ def ground_blocks(ra: RunData, rb: RunData) -> list[Block]:
     return blocks
 
 
-def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tuple[Block, ...]:
+def compare_blocks(
+    ra: RunData,
+    rb: RunData,
+    changes: list[VariantChange],
+    found: Sequence[FindingChange] = (),
+) -> tuple[Block, ...]:
     """Returns the comparison page as document blocks."""
     env_keys = ("platform", "device_kind", "jax", "jaxlib", "flax", "python", "git_commit")
     env_rows = tuple(
@@ -285,6 +442,7 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
         Heading(1, f"Comparison: {ra.run_id} against {rb.run_id}"),
         Bullets((f"a = {_run_label(ra)}", f"b = {_run_label(rb)}")),
         *ground_blocks(ra, rb),
+        *finding_blocks(ra, rb, found),
         Heading(2, "Environment"),
         Table(("what", "a", "b"), env_rows),
         Heading(2, "Variants in both runs"),
@@ -332,8 +490,9 @@ def compare_blocks(ra: RunData, rb: RunData, changes: list[VariantChange]) -> tu
     return tuple(blocks)
 
 
-def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path]:
-    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths."""
+def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, list[FindingChange]]:
+    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths and
+    the findings of both runs as it lists them."""
     ra, rb = data.load_run(a), data.load_run(b)
     na, nb = ra.summary.noise, rb.summary.noise
     floor = max(na.floor if na else 0.0, nb.floor if nb else 0.0)
@@ -342,10 +501,11 @@ def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path]:
         for va in ra.variants
         if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok
     ]
-    blocks = compare_blocks(ra, rb, changes)
+    found = finding_changes(ra, rb)
+    blocks = compare_blocks(ra, rb, changes, found)
     md = io.write_text(out / "compare.md", doc.to_markdown(blocks))
     html = io.write_text(out / "compare.html", doc.to_html(blocks, f"{ra.run_id} vs {rb.run_id}"))
-    return md, html
+    return md, html, found
 
 
 def main(argv: Sequence[str]) -> int:
@@ -359,7 +519,9 @@ def main(argv: Sequence[str]) -> int:
         raise cli.UsageError("--a, --b and --out are required")
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
-        md, html = compare_runs(ra, rb, target)
+        md, html, found = compare_runs(ra, rb, target)
+    for c in found:
+        print(terminal.shown(f"{c.status}: {c.subject} ({c.rule}): a {c.a}; b {c.b}"))
     print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
     return 0
 

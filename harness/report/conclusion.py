@@ -1,7 +1,8 @@
 """The terminal's last lines: the run's conclusion, so a user sees it without opening the report.
 
-Either the top findings (the same ranked list the report leads with), one line each, or the
-one line that says the run could not resolve differences, with its evidence.
+Either the top findings (the same ranked list the report leads with, read from summary.json's
+`findings`), one line each, or the one line that says the run could not resolve differences,
+with its evidence.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.report import data, findings, resolution
+from harness.report import data, resolution
 
 TOP = 3  # findings printed; the report has the rest
 
@@ -21,7 +22,9 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     line = resolution.unresolved_line(run.summary)
     if line is not None:
         return [f"could not resolve: {line}", f"time it again later: {retime_command(run)}"]
-    found, _ = findings.findings(run)
+    if run.summary.findings is None:
+        return [f"findings: not recorded (`python -m harness.migrate --run={run.path}`)"]
+    found = run.summary.findings.timing
     if not found:
         return ["findings: no resolvable difference between the variants in this run"]
     out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]

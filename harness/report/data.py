@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder
+from harness.fmt import MISSING as MISSING  # the report's "no such figure", shared with harness.fmt
 from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
 
-MISSING = "–"
 PAGE = "report.md"  # a report page's name: the run's, and each variant's in variants/<name>/
 
 

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import io
+from harness import fmt, io
 from harness.records import SchemaError
-from harness.report import fmt
 from harness.report.doc import Bullets, Heading, Para, Table, to_html
 from harness.summary import RunSummary, load_summary
+
+TOP_LIMIT = 200  # characters of the top finding a row shows
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,11 @@ class SummaryPart:
 
 
 def summary_part(summary: RunSummary) -> SummaryPart:
-    """Returns the experiment and headline numbers: baseline step, verdict, first call, ok."""
+    """Returns the experiment and headline numbers: baseline step, verdict, first call, ok,
+    and the run's top finding (summary.json's `findings.top`)."""
     variants = summary.variants
     base = variants.get(summary.baseline)
+    top = summary.findings.top if summary.findings is not None else "not recorded"
     return SummaryPart(
         experiment=summary.experiment,
         headline=(
@@ -46,6 +49,7 @@ def summary_part(summary: RunSummary) -> SummaryPart:
             fmt.verdict(base.comparison.vs_lower_bound) if base else fmt.text(None),
             fmt.secs(base.compile.first_call_s) if base else fmt.text(None),
             str(sum(1 for r in variants.values() if r.ok)) + f"/{len(variants)}",
+            top[:TOP_LIMIT] + ("…" if len(top) > TOP_LIMIT else ""),
         ),
     )
 
@@ -68,7 +72,7 @@ def run_row(root: Path, run: Path, part: SummaryPart, manifest: dict[str, Any]) 
 # A run's SummaryPart, kept in its folder by its own report: the index reads every run's
 # summary otherwise, 25 ms each, which a results folder of a few hundred runs makes seconds.
 PART_FILE = ".index-row.json"
-PART_FORMAT = 1  # bump when summary_part changes what it makes
+PART_FORMAT = 2  # bump when summary_part changes what it makes
 
 
 def _stamp(run: Path) -> list[int]:
@@ -121,6 +125,7 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
             "baseline vs lower bound",
             "first call",
             "variants ok",
+            "top finding",
         ),
         tuple(
             (f"[{r.run_id}]({r.href})", r.experiment, r.started, r.device, r.status, *r.headline)

@@ -1,11 +1,13 @@
 """write_report(workdir): report.md, report.html, each variant's page, plots/ and the indexes.
 
 Reads only files in the run folder (and never imports jax), so a report can be rendered again
-from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. It writes
-only its own outputs: report.md, report.html, variants/<name>/report.md and .html, plots/,
-index.html in the run folder, and, for a study, the results index of its results root (`make
-index` rewrites that one). With `tlparse` on the PATH it also writes tlparse's pages of each
-kept TORCH_TRACE log, under variants/<name>/tlparse/.
+from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. Its
+conclusions are summary.json's `findings` (it reads no profile, and IR files only to show a
+variant's first differing stage as a diff). It writes only its own outputs: report.md,
+report.html, variants/<name>/report.md and .html, plots/, index.html in the run folder, and,
+for a study, the results index of its results root (`make index` rewrites that one). With
+`tlparse` on the PATH it also writes tlparse's pages of each kept TORCH_TRACE log, under
+variants/<name>/tlparse/.
 """
 
 from __future__ import annotations
@@ -15,48 +17,10 @@ import subprocess
 from pathlib import Path
 
 from harness import io
-from harness.hlo.files import parse_cached
-from harness.hlo.passes import pass_file_info, structural_fingerprint
-from harness.report import (
-    data,
-    doc,
-    findings,
-    index,
-    observations,
-    plots,
-    search,
-    sections,
-    stage_diff,
-    variant_page,
-)
+from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
 
 MAX_STAGE_BYTES = 4_000_000  # of one stage's text read for its diff
 TLPARSE_S = 120
-
-
-def read_decisions(run: data.RunData) -> str:
-    """The baseline's priority-fusion decision log (GPU), read at the edge; '' when absent."""
-    base = run.by_role("baseline")
-    stage = base.stage("fusion_decisions") if base else None
-    if stage is None or not stage.exists:
-        return ""
-    with open(run.path / stage.path, errors="replace") as f:
-        return f.read(2_000_000)
-
-
-def read_pass_texts(run: data.RunData, v: data.VariantData) -> dict[str, str]:
-    """A variant's per-pass HLO files by name, read at the edge, when a cluster needs its
-    origin traced (XLA-made clusters: converts, copies, wrapped ops)."""
-    stage = v.stage("passes")
-    wanted = any(
-        not c.get("source_ops")
-        or str(c.get("name", "")).startswith(("wrapped_", "convert", "copy"))
-        for c in v.clusters()
-    )
-    if stage is None or not stage.exists or not stage.is_dir or not wanted:
-        return {}
-    folder = run.path / stage.path
-    return {p.stem: p.read_text(errors="replace") for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 # --- what a variant's page reads ---------------------------------------------------------------
@@ -74,26 +38,6 @@ def _stage_files(run: data.RunData, st: data.Stage) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
 
 
-def _passes(folder: Path) -> list[tuple[str, Path]]:
-    """A passes folder's files in pass order, each with its pipeline-qualified name."""
-    files = [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
-    infos = sorted((info, p) for p in files if (info := pass_file_info(p)) is not None)
-    return [(f"{pipe}.{name}" if pipe else name, p) for (_, pipe, name), p in infos]
-
-
-def first_differing_passes(a: Path, b: Path) -> tuple[Path, Path] | None:
-    """The first pair of per-pass files that differ, by the comparison the divergence made
-    (harness.hlo.diverge): another pass at the same place, or the same pass's output with
-    another structure."""
-    pairs = list(zip(_passes(a), _passes(b), strict=False))
-    for (name_a, pa), (name_b, pb) in pairs:
-        if name_a != name_b:
-            return pa, pb
-        if structural_fingerprint(parse_cached(pa)) != structural_fingerprint(parse_cached(pb)):
-            return pa, pb
-    return None
-
-
 def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Divergence | None:
     """The variant's first divergence with the diff of that stage's two files, read here."""
     d = v.summary.comparison.first_divergence
@@ -109,11 +53,17 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
         return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
     try:
         if d.stage == "passes":
-            pair = first_differing_passes(run.path / theirs.path, run.path / mine.path)
-            if pair is None:
-                why = "The kept pass files do not differ by that comparison."
+            # The analysis names the pair of pass files where the two first differ.
+            if not d.files:
+                why = "The summary names no pair of pass files (it was made before it did)."
                 return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
-            left_files, right_files = [pair[0]], [pair[1]]
+            left_files = [run.path / d.files[0]]
+            right_files = [run.path / d.files[1]]
+            # A summary can name any path: only a plain file of each side's own passes folder.
+            for f, st in ((left_files[0], theirs), (right_files[0], mine)):
+                if f.is_symlink() or not f.is_file() or f.parent != run.path / st.path:
+                    why = "The pass files the summary names are not in the kept passes folders."
+                    return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
         else:
             left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
         left = _joined(left_files)
@@ -217,12 +167,8 @@ def page_folders(run: data.RunData) -> dict[str, Path]:
 
 def page_inputs(run: data.RunData, v: data.VariantData) -> variant_page.PageInputs:
     """What one variant's page reads from the run folder."""
-    passes = read_pass_texts(run, v)
     return variant_page.PageInputs(
-        divergence=read_divergence(run, v),
-        elsewhere=find_elsewhere(run, v),
-        origins=findings.origins(v, passes) if passes else None,
-        decisions=read_decisions(run) if "baseline" in v.roles else "",
+        divergence=read_divergence(run, v), elsewhere=find_elsewhere(run, v)
     )
 
 
@@ -235,9 +181,7 @@ def render(
     pages: frozenset[str] = frozenset(),
 ) -> tuple[str, str]:
     """Returns (markdown, html) of the leading page: two renderings of the same blocks."""
-    texts = {f: observations.read_emitter_texts(run, framework=f) for f in observations.FRAMEWORKS}
-    rows = observations.observation_table(run, texts)
-    blocks = sections.report_blocks(run, rows, plot_outcomes, pages)
+    blocks = sections.report_blocks(run, plot_outcomes, pages)
     title = f"{run.experiment} {run.run_id}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 

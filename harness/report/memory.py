@@ -1,25 +1,17 @@
-"""Memory in the report: the peak per variant, the largest buffers at it, and the memory rule.
+"""Memory in the report: the peak per variant and the largest buffers at it.
 
 Reads only what the run wrote: each variant's `memory` summary section and memory.json
-(harness.analyze.memory). The finding is a rule over the summaries with typed evidence, kept
-apart from the timing findings: a peak is compiled, not timed, so the timing noise gate never
-suppresses it.
+(harness.analyze.memory). The memory findings are a rule of the analysis stage
+(harness.analyze.rules.memory), rendered with the other findings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from harness.analyze.memory import SourceDifference, differences, read_memory_file
-from harness.config.memory import MemoryOptions
-from harness.report import fmt
+from harness import fmt
+from harness.analyze.memory import read_memory_file
 from harness.report.data import MISSING, RunData, VariantData, same_size
 from harness.report.doc import Block, Heading, Para, Table
 from harness.summary import VariantSummary
-
-# The rule's defaults, as harness.config.memory's (a run saved before those keys reads these).
-MIN_RATIO = MemoryOptions().min_ratio
-MIN_BYTES = MemoryOptions().min_bytes
 
 
 def peak(s: VariantSummary) -> int | None:
@@ -29,104 +21,6 @@ def peak(s: VariantSummary) -> int | None:
 def peak_cell(s: VariantSummary) -> str:
     value = peak(s)
     return fmt.si(value, "B") if value is not None else MISSING
-
-
-@dataclass(frozen=True)
-class MemoryEvidence:
-    """Why two peaks differ: each side's peak and the source lines that make the difference."""
-
-    variant: str
-    against: str
-    peak_bytes: int
-    against_bytes: int
-    sources: tuple[SourceDifference, ...]
-
-    @property
-    def delta(self) -> int:
-        return self.peak_bytes - self.against_bytes
-
-
-@dataclass(frozen=True)
-class MemoryFinding:
-    rule: str
-    what: str
-    evidence: MemoryEvidence
-
-
-def memory_rule(
-    name: str,
-    s: VariantSummary,
-    base_name: str,
-    base: VariantSummary,
-    min_ratio: float = MIN_RATIO,
-    min_bytes: int = MIN_BYTES,
-) -> MemoryFinding | None:
-    """A finding when two variants' peaks differ by more than `min_ratio` of the smaller and
-    more than `min_bytes`, naming the buffers (by source line) that make the difference."""
-    a, b = peak(s), peak(base)
-    if a is None or b is None or name == base_name:
-        return None
-    delta = a - b
-    if abs(delta) <= min_bytes or abs(delta) <= min_ratio * min(a, b):
-        return None
-    mine = s.memory.largest if s.memory else ()
-    theirs = base.memory.largest if base.memory else ()
-    evidence = MemoryEvidence(name, base_name, a, b, differences(theirs, mine))
-    more = "more" if delta > 0 else "less"
-    what = (
-        f"`{name}` peaks at {fmt.si(a, 'B')}, {fmt.si(abs(delta), 'B')} {more} than "
-        f"`{base_name}` ({fmt.si(b, 'B')}; XLA's live-range peaks)"
-    )
-    return MemoryFinding("memory_peak", what, evidence)
-
-
-def thresholds(run: RunData) -> tuple[float, int]:
-    """The run's `memory.min_ratio` and `memory.min_bytes` (the defaults for a run saved
-    before the keys existed)."""
-    section = (run.manifest.get("config") or {}).get("memory") or {}
-    ratio, size = section.get("min_ratio", MIN_RATIO), section.get("min_bytes", MIN_BYTES)
-    ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (ratio, size))
-    return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
-
-
-def memory_findings(run: RunData) -> list[MemoryFinding]:
-    """Every variant's memory finding against its framework's baseline, largest first; only
-    between variants of one problem size (a smaller problem's smaller peak says nothing)."""
-    base = run.variant(run.baseline)
-    if base is None:
-        return []
-    ratio, size = thresholds(run)
-    found = [
-        f
-        for v in run.variants
-        if v.framework == base.framework
-        and same_size(v, base)
-        and (f := memory_rule(v.name, v.summary, base.name, base.summary, ratio, size)) is not None
-    ]
-    return sorted(found, key=lambda f: -abs(f.evidence.delta))
-
-
-def evidence_lines(e: MemoryEvidence) -> tuple[str, ...]:
-    out = []
-    for d in e.sources:
-        where = f"`{d.source_line}`" if d.source_line else "no source line"
-        scope = f" (`{d.scope}`)" if d.scope else ""
-        out.append(
-            f"{where}{scope}: {fmt.si(d.bytes_b, 'B')} at `{e.variant}`'s peak against "
-            f"{fmt.si(d.bytes_a, 'B')} at `{e.against}`'s: "
-            + ", ".join(f"`{b}`" for b in d.buffers)
-        )
-    return tuple(out)
-
-
-def tradeoff(run: RunData, variant: str, against: str) -> str:
-    """The change in peak a recommendation brings: "What to change"'s trade-off column."""
-    v, ref = run.variant(variant), run.variant(against)
-    if v is None or ref is None or peak(v.summary) is None or peak(ref.summary) is None:
-        return ""
-    delta = (peak(v.summary) or 0) - (peak(ref.summary) or 0)
-    sign = "+" if delta >= 0 else "−"
-    return f"peak memory {sign}{fmt.si(abs(delta), 'B')} ({fmt.si(peak(v.summary), 'B')})"
 
 
 def _buffer_row(b: object) -> tuple[str, ...]:

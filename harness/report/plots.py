@@ -22,8 +22,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness import forked, io
-from harness.report import fmt
+from harness import fmt, forked, io
 from harness.report.data import RunData, VariantData, same_size
 
 PLOT_NAMES = (

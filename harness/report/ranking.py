@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from harness import fmt
 from harness.analyze.program import ModuleAnalysis
 from harness.records import from_json
-from harness.report import fmt
 from harness.report.analysis_report import (
     CONVENTIONS,
     Paths,

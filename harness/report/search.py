@@ -7,9 +7,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from harness import io
+from harness import fmt, io
 from harness.records import from_json
-from harness.report import fmt
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.plots import CHAR_IN, new_figure
 from harness.summary import SEARCH_FILE, Candidate, SearchRecord

@@ -1,5 +1,9 @@
 """The leading page's content as document blocks, built from run data by pure functions.
 
+The conclusions (findings, what to change, why-not-fused, observations) are summary.json's
+`findings`, made by the analysis stage's rules; harness.report.findings and
+harness.report.observations lay them out.
+
 The page opens with the verdict (resolved or not, the noise floor), the findings and what to
 change, then one summary row per variant linked to its own page (harness.report.variant_page),
 then the evidence, noise, memory, where the time goes, observations, plots and environment.
@@ -8,17 +12,22 @@ then the evidence, noise, memory, where the time goes, observations, plots and e
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from harness.report import findings as why
-from harness.report import fmt, ranking, resolution
+from harness import fmt
 from harness.report import memory as memory_report
-from harness.report.conclusion import retimable, retime_command
+from harness.report import ranking, resolution
 from harness.report.data import MISSING, RunData, VariantData
-from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
-from harness.report.gaps import gap_blocks
-from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
+from harness.report.doc import Block, Bullets, Heading, Image, Para, Table
+from harness.report.findings import (
+    changes_blocks,
+    coverage_blocks,
+    evidence_blocks,
+    findings_blocks,
+)
+from harness.report.observations import FRAMEWORKS, observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.sharded import sharded_blocks
 from harness.summary import Noise
@@ -51,7 +60,8 @@ def library_calls(v: VariantData) -> str:
         return MISSING
     if not h.library_calls:
         return "none"
-    return "; ".join(f"{c.target} + {c.epilogue or 'no epilogue'}" for c in h.library_calls)
+    calls = Counter(f"{c.target} + {c.epilogue or 'no epilogue'}" for c in h.library_calls)
+    return "; ".join(call + (f" ×{n}" if n > 1 else "") for call, n in calls.items())
 
 
 def transfers(v: VariantData) -> str:
@@ -161,7 +171,7 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
-    parts += machine_parts(n, run.platform)
+    parts += machine_parts(n, resolution.evidence(run.summary))
     if n.clock_limits:
         parts.append(
             f"the GPU's clocks were held by: {', '.join(n.clock_limits)}"
@@ -187,14 +197,14 @@ def noise_blocks(run: RunData) -> list[Block]:
     return [*out, Para("; ".join(parts) + "." if parts else "Not measured.")]
 
 
-def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
-    """Returns the machine's state during the rounds, the rounds it flags, and the run's A/A
-    verdict on itself, as phrases of the noise paragraph."""
+def machine_parts(n: Noise, gate_evidence: Sequence[str] = ()) -> list[str]:
+    """Returns the machine's state during the rounds (`gate_evidence`: the A/A gate's, as
+    its rule worded it), the rounds it flags, and the run's A/A verdict on itself, as
+    phrases of the noise paragraph."""
     out = []
     m = n.machine
     if m is not None:
-        host = run_platform not in ("gpu", "tpu")
-        out += [e for e in resolution.evidence(n, host) if not e.startswith(("`", "SM clock"))][:3]
+        out += [e for e in gate_evidence if not e.startswith(("`", "SM clock"))][:3]
         if m.flagged_rounds:
             # "round 3: preempted: ...; load average ..." -> round 3, and the kinds seen
             nums = [f.split(":")[0].removeprefix("round ") for f in m.flagged_rounds]
@@ -220,37 +230,6 @@ def machine_parts(n: Noise, run_platform: str = "cpu") -> list[str]:
     return out
 
 
-def observation_cell(o: Observation | None) -> str:
-    """Returns one framework's verdict and its evidence, for one cell of the table."""
-    if o is None:
-        return MISSING
-    return o.verdict + (" — " + "; ".join(o.evidence) if o.evidence else "")
-
-
-def observation_blocks(rows: Sequence[ObservationRow]) -> list[Block]:
-    """Returns the observations: claim | JAX verdict and evidence | PyTorch verdict and
-    evidence, then the quoted logs and IR lines that back them."""
-    out: list[Block] = [Heading(2, "Observations", "observations")]
-    header = ("claim", *(f"{name}: verdict and evidence" for name in FRAMEWORKS.values()))
-    out.append(
-        Table(
-            header,
-            tuple(
-                (f"{i}. {r.claim}", *(observation_cell(r.by_framework.get(f)) for f in FRAMEWORKS))
-                for i, r in enumerate(rows, 1)
-            ),
-            wrap=True,
-        )
-    )
-    for i, r in enumerate(rows, 1):
-        for f, name in FRAMEWORKS.items():
-            o = r.by_framework.get(f)
-            if o is not None and o.quote:
-                out.append(Para(f"Quoted for {i} ({name}):"))
-                out.append(Code(o.quote))
-    return out
-
-
 def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
     out: list[Block] = [Heading(2, "Plots", "plots")]
     for p in outcomes:
@@ -261,115 +240,6 @@ def plot_blocks(outcomes: Sequence[PlotOutcome]) -> list[Block]:
             out.append(Image(png, p.name, caption))
         else:
             out.append(Para(f"**{p.name}**: {p.note}"))
-    return out
-
-
-def verdict_blocks(run: RunData) -> list[Block]:
-    """The line the page opens with: whether the run resolves differences, and its noise
-    floor; an unresolved run's command to time it again."""
-    n = run.summary.noise
-    line = resolution.unresolved_line(run.summary)
-    if line is not None:
-        out: list[Block] = [Para(f"**Not resolved.** {line} [Noise](#noise).")]
-        if retimable(run):
-            out.append(
-                Para(
-                    "To time the saved run again (each variant compiled again and checked by "
-                    "fingerprint against its captured program; the earlier timing is kept):"
-                )
-            )
-            out.append(Code(retime_command(run), "sh"))
-        return out
-    if n is None:
-        return [Para("**No timing.** This run has no timing rounds: no difference is resolved.")]
-    aa = (
-        f"`{n.baseline}` against itself {n.self_ratio:.4f}× "
-        f"(95% CI {n.self_ci95[0]:.4f}–{n.self_ci95[1]:.4f}) over {n.rounds} rounds"
-        if n.self_ratio is not None and n.self_ci95
-        else "its A/A check passed"
-    )
-    return [
-        Para(
-            f"**Resolved.** {aa}: differences under {fmt.pct(n.floor)} are noise. [Noise](#noise)."
-        )
-    ]
-
-
-def findings_blocks(run: RunData) -> list[Block]:
-    """The verdict, then the findings: resolved differences largest first, each a heading and
-    its reason (the evidence comes later on the page); the memory findings."""
-    found, noise = why.findings(run)
-    out: list[Block] = [*verdict_blocks(run), Heading(2, "Findings", "findings")]
-    if not found and not noise:
-        out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
-    for i, f in enumerate(found, 1):
-        out.append(Heading(3, f"{i}. {f.what}", f"finding-{i}"))
-        out.append(Para(f"Why: {f.why}. [Evidence](#evidence-{i})."))
-    if noise:
-        pairs = "1 pair shows" if len(noise) == 1 else f"{len(noise)} pairs show"
-        out.append(
-            Para(
-                f"{pairs} no resolvable difference (noise, never ranked): "
-                "[which, and why](#no-difference)."
-            )
-        )
-    # Peaks are compiled, not timed: the timing gate above never holds these back.
-    for i, f in enumerate(memory_report.memory_findings(run), 1):
-        out.append(Heading(3, f"Memory: {f.what}", f"memory-{i}"))
-    return out
-
-
-def evidence_blocks(run: RunData) -> list[Block]:
-    """What backs each finding, by its number; the pairs that are noise, and why."""
-    found, noise = why.findings(run)
-    memory = memory_report.memory_findings(run)
-    with_sources = [(i, f) for i, f in enumerate(memory, 1) if f.evidence.sources]
-    if not found and not noise and not with_sources:
-        return []
-    out: list[Block] = [Heading(2, "Evidence", "evidence")]
-    for i, f in enumerate(found, 1):
-        out += [Heading(3, f"For finding {i}", f"evidence-{i}"), Bullets(f.evidence)]
-    for i, f in with_sources:
-        out += [
-            Heading(3, f"For memory finding {i}", f"memory-evidence-{i}"),
-            Bullets(memory_report.evidence_lines(f.evidence)),
-        ]
-    if noise:
-        out += [Heading(3, "No resolvable difference", "no-difference"), Bullets(tuple(noise))]
-    return out
-
-
-def coverage_blocks(run: RunData) -> list[Block]:
-    """Device time the profile match could not attribute, per variant (nothing when all is)."""
-    out: list[Block] = []
-    for name, gaps in why.attribution_gaps(run):
-        out += gap_blocks(gaps, f"`{name}`")
-    return [Heading(2, "Coverage", "coverage"), *out] if out else []
-
-
-def changes_blocks(run: RunData) -> list[Block]:
-    """What to change: measured changes with their effect and trade-off; then the untested
-    ones, a row each, with the variants that would measure them."""
-    recs = why.recommendations(run)
-    out: list[Block] = [Heading(2, "What to change", "what-to-change")]
-    if not resolution.resolved(run.summary):
-        out.append(Para("No change is recommended: this run could not resolve differences."))
-    elif recs:
-        out.append(
-            Table(
-                ("change", "measured effect", "trade-off"),
-                tuple((r.change, r.effect, r.tradeoff or MISSING) for r in recs),
-            )
-        )
-    else:
-        out.append(Para("No change measured in this run made a resolvable difference."))
-    later = why.untested(run)
-    if later:
-        out.append(Para("Untested in this run; the variants below would measure them:"))
-        out.append(
-            Table(("untested change", "what it does"), tuple((u.change, u.why) for u in later))
-        )
-        out.append(Code("\n".join(u.snippet.rstrip("\n") for u in later), "yaml"))
     return out
 
 
@@ -530,7 +400,6 @@ def headline(run: RunData) -> str:
 
 def report_blocks(
     run: RunData,
-    obs: Sequence[ObservationRow],
     plots: Sequence[PlotOutcome],
     pages: frozenset[str] = frozenset(),
 ) -> tuple[Block, ...]:
@@ -566,7 +435,7 @@ def report_blocks(
         *coverage_blocks(run),
         *memory_report.memory_blocks(run),
         *ranking.overview_blocks(run),
-        *observation_blocks(obs),
+        *observation_blocks(run),
         *plot_blocks(plots),
         *sharded_blocks(run),
         *environment_blocks(run),

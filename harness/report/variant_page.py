@@ -10,16 +10,15 @@ read for the page (`PageInputs`); links are relative to the page's folder.
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import fmt
 from harness.report import findings as why
-from harness.report import fmt, ranking
 from harness.report import memory as memory_report
+from harness.report import ranking
 from harness.report.data import MISSING, PAGE, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.sections import (
@@ -30,8 +29,6 @@ from harness.report.sections import (
     transfers,
 )
 from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_LINES, StageDiff
-
-EXAMPLES = 3  # boundaries shown for each reason
 
 
 def here(v: VariantData, path: str) -> str:
@@ -70,8 +67,6 @@ class PageInputs:
 
     divergence: Divergence | None = None
     elsewhere: Elsewhere = field(default_factory=Elsewhere)
-    origins: dict[str, str] | None = None  # XLA-made cluster -> the pass that made it
-    decisions: str = ""  # the baseline's priority-fusion log
 
 
 # --- the page's own figures ------------------------------------------------------------------
@@ -206,52 +201,20 @@ def divergence_blocks(v: VariantData, run: RunData, d: Divergence | None) -> lis
 # --- why the baseline's clusters are not one -------------------------------------------------
 
 
-def _reason_key(reason: str) -> str:
-    """A reason with the clusters it names left out: boundaries that differ only in which
-    clusters they join share it."""
-    return re.sub(r"`[^`]*`", "…", reason)
-
-
-def boundary_groups(found: Sequence[why.Boundary]) -> list[tuple[str, list[why.Boundary]]]:
-    """The boundaries grouped by their reasons, the largest group first; each group is named
-    by its first boundary's reasons."""
-    groups: dict[tuple[str, ...], list[why.Boundary]] = defaultdict(list)
-    for b in found:
-        groups[tuple(_reason_key(r) for r in b.reasons)].append(b)
-    ordered = sorted(groups.values(), key=lambda g: -len(g))
-    return [("; ".join(g[0].reasons), g) for g in ordered]
-
-
-def boundaries_blocks(run: RunData, v: VariantData, decisions: str) -> list[Block]:
-    """Why the baseline's consecutive clusters are separate launches: the boundaries grouped
-    by reason, largest group first, each with how many share it and a few of them."""
-    if "baseline" not in v.roles or not v.summary.profile.step_sequence:
+def boundaries_blocks(run: RunData, v: VariantData) -> list[Block]:
+    """Why the baseline's consecutive clusters are separate launches, on the baseline's page:
+    the `structure.why_not_fused` rule's records, grouped by reason."""
+    f = run.summary.findings
+    if f is None or f.boundaries is None or f.boundaries.variant != v.name:
         return []
-    found = why.boundaries(run, v, decisions)
-    if not found:
-        return []
-    groups = boundary_groups(found)
-    out: list[Block] = [
-        Heading(2, f"Why `{v.name}`'s clusters are not one", "why-not-fused"),
-        Para(
-            f"{fmt.counted(len(found), 'boundary')} between consecutive clusters of its step, "
-            f"in {fmt.counted(len(groups), 'group')} by the reason recorded for them."
-        ),
-    ]
-    for _, group in groups:
-        shown = ", ".join(f"`{b.producer}` → `{b.consumer}`" for b in group[:EXAMPLES])
-        more = f" and {len(group) - EXAMPLES} more" if len(group) > EXAMPLES else ""
-        out.append(Para(f"**{fmt.counted(len(group), 'boundary')}**: {shown}{more}."))
-        out.append(Bullets(group[0].reasons))
-    return out
+    return why.boundaries_blocks(run, level=2)
 
 
 # --- clusters, passes, the rest --------------------------------------------------------------
 
 
-def clusters_table(v: VariantData, origins: dict[str, str] | None = None) -> Table | None:
-    """Returns the variant's clusters with their source ops (for those XLA made, the pass
-    that made them) and the kernels matched to them."""
+def clusters_table(v: VariantData) -> Table | None:
+    """Returns the variant's clusters with their source ops and the kernels matched to them."""
     clusters = v.clusters()
     if not clusters:
         return None
@@ -272,8 +235,6 @@ def clusters_table(v: VariantData, origins: dict[str, str] | None = None) -> Tab
         source = ", ".join(str(o) for o in ops[:8]) + (
             f" … (+{len(ops) - 8})" if len(ops) > 8 else ""
         )
-        if not source and origins and name in origins:
-            source = f"none: {origins[name]}"
         rows.append(
             (
                 name,
@@ -422,7 +383,7 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     out += elsewhere_blocks(v, inputs.elsewhere)
     out += divergence_blocks(v, run, inputs.divergence)
     out += ladder_blocks(v)
-    table = clusters_table(v, inputs.origins)
+    table = clusters_table(v)
     out.append(Heading(2, "Clusters", "clusters"))
     out.append(
         Para(f"Fusion count {fmt.count(s.hlo.fusion_count)}.")
@@ -433,7 +394,7 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
         out.append(table)
     out += ranking.variant_blocks(v, run)
     out += memory_report.variant_memory_blocks(v)
-    out += boundaries_blocks(run, v, inputs.decisions)
+    out += boundaries_blocks(run, v)
     if s.hlo.fusion_changing_passes:
         out += [
             Heading(2, "Passes that changed the fusion structure", "fusion-passes"),

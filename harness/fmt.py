@@ -1,11 +1,15 @@
-"""Number formatting shared by every table, so report.md and report.html print identical figures."""
+"""Number formatting shared by every table, so report.md and report.html print identical figures.
+
+A library, not part of the report: the analysis stage's rules (harness.analyze.rules) word
+their findings with the same figures the report's tables print.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from harness.report.data import MISSING
+MISSING = "–"  # no such figure
 
 
 def num(value: Any) -> float | None:

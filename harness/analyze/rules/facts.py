@@ -1,0 +1,310 @@
+"""What the rules read: the typed summary, and the few facts of the run folder it does not hold.
+
+The rules are pure functions of a `RunFacts`. `read_facts` is their edge: it reads, once, what
+a rule needs beyond summary.json (each variant's clusters from fusions.json, a torch
+variant's guards from compile.json, the baseline's priority-fusion log and the emitted code
+from the IR ladder), so a test builds a RunFacts by hand and a rule never opens a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import io, ladder
+from harness.config.memory import MemoryOptions
+from harness.summary import RunSummary, VariantSummary
+
+MIN_RATIO = MemoryOptions().min_ratio
+MIN_BYTES = MemoryOptions().min_bytes
+
+
+@dataclass(frozen=True)
+class ClusterFact:
+    """One cluster of a variant's optimized program (fusions.json)."""
+
+    name: str
+    kind: str = ""  # kLoop, kInput, library, ...
+    target: str | None = None  # a library call's entry
+    epilogue: str | None = None
+    ops: int = 0  # its member ops, parameters and constants not counted
+
+
+@dataclass(frozen=True)
+class DecisionStep:
+    """One step of priority fusion's decision log (GPU): what it weighed, and why not."""
+
+    kind: str  # `producer_ineligible`, `fusion`, `update_priority`, ...
+    producer: str = ""
+    consumers: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class IrText:
+    """The first characters of one emitted-code file, its path relative to the run folder."""
+
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class VariantFacts:
+    name: str
+    summary: VariantSummary
+    clusters: tuple[ClusterFact, ...] = ()
+    guards: tuple[str, ...] = ()  # torch: the first compile's TENSOR_MATCH guards
+
+    @property
+    def ok(self) -> bool:
+        return self.summary.identity.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """True when the variant ran and has a steady time per step."""
+        return self.ok and self.summary.timing.step_s is not None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.summary.identity.roles
+
+    @property
+    def framework(self) -> str:
+        return self.summary.identity.framework
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """A run as the rules see it."""
+
+    summary: RunSummary
+    variants: tuple[VariantFacts, ...]
+    platform: str = "unknown"
+    min_ratio: float = MIN_RATIO  # memory.min_ratio
+    min_bytes: int = MIN_BYTES  # memory.min_bytes
+    decisions: tuple[DecisionStep, ...] = ()  # the baseline's priority-fusion log
+    # framework -> emitter stage (triton, llvm, ptx, output_code) -> files, baseline's first
+    emitted: Mapping[str, Mapping[str, tuple[IrText, ...]]] = field(default_factory=dict)
+
+    @property
+    def baseline(self) -> str:
+        return self.summary.baseline
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, VariantFacts]:
+        return {v.name: v for v in self.variants}
+
+    def variant(self, name: str | None) -> VariantFacts | None:
+        return self._by_name.get(name or "")
+
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks the study has variants of, JAX first."""
+        have = {v.framework for v in self.variants}
+        return tuple(f for f in ("jax", "torch") if f in have)
+
+    def by_role(
+        self, role: str, framework: str = "jax", like: VariantFacts | None = None
+    ) -> VariantFacts | None:
+        """The first variant with `role` in `framework` (and of `like`'s size)."""
+        for v in self.variants:
+            if (
+                role in v.roles
+                and v.framework == framework
+                and (like is None or same_size(v, like))
+            ):
+                return v
+        return None
+
+    def with_role(self, role: str, framework: str = "jax") -> list[VariantFacts]:
+        return [v for v in self.variants if role in v.roles and v.framework == framework]
+
+
+def same_size(a: VariantFacts, b: VariantFacts) -> bool:
+    """True when two variants ran the same m, k, n and batch, so a time ratio means something."""
+    pa, pb = a.summary.identity.problem, b.summary.identity.problem
+    return all(pa.get(d) == pb.get(d) for d in ("m", "k", "n", "batch"))
+
+
+def facts_of(
+    summary: RunSummary,
+    clusters: Mapping[str, tuple[ClusterFact, ...]] | None = None,
+    **run: Any,
+) -> RunFacts:
+    """A RunFacts from a summary alone (and, optionally, clusters per variant): what a test
+    or a caller without a run folder builds."""
+    return RunFacts(
+        summary=summary,
+        variants=tuple(
+            VariantFacts(name, s, (clusters or {}).get(name, ()))
+            for name, s in summary.variants.items()
+        ),
+        platform=run.pop("platform", None) or summary.platform or "unknown",
+        **run,
+    )
+
+
+# --- the edge: reading the run folder --------------------------------------------------------
+
+
+def _json(path: Path) -> Any:
+    try:
+        return io.read_json(path) if path.is_file() else None
+    except (OSError, ValueError):  # the report notes unreadable files; a rule goes without
+        return None
+
+
+def cluster_facts(fusions: Any) -> tuple[ClusterFact, ...]:
+    """Every cluster of fusions.json's modules, in file order; a malformed entry is left out."""
+    mods = fusions.get("modules") if isinstance(fusions, dict) else None
+    out = []
+    for m in mods if isinstance(mods, list) else ():
+        for c in (m.get("clusters") if isinstance(m, dict) else None) or ():
+            if not isinstance(c, dict):
+                continue
+            members = c.get("member_opcodes")
+            ops = sum(
+                int(n)
+                for op, n in (members.items() if isinstance(members, dict) else ())
+                if op not in ("parameter", "constant") and isinstance(n, int)
+            )
+            out.append(
+                ClusterFact(
+                    name=str(c.get("name", "?")),
+                    kind=str(c.get("kind") or ""),
+                    target=str(c["target"]) if c.get("target") else None,
+                    epilogue=str(c["epilogue"]) if c.get("epilogue") else None,
+                    ops=ops,
+                )
+            )
+    return tuple(out)
+
+
+def guard_lines(compile_json: Any) -> tuple[str, ...]:
+    """A torch variant's TENSOR_MATCH guards from compile.json, as Dynamo printed them."""
+    guards = compile_json.get("guards") if isinstance(compile_json, dict) else None
+    return tuple(
+        g.lstrip("| +-") for g in guards or () if isinstance(g, str) and "TENSOR_MATCH" in g
+    )
+
+
+_STEP = re.compile(r"fusion_steps \{\s*(\w+) \{([^{}]*)\}\s*\}")
+_FIELD = re.compile(r'(\w+): "?([^"\n]*)"?')
+
+
+def decision_steps(text: str) -> tuple[DecisionStep, ...]:
+    """Parses priority fusion's decision log (a text proto) into its steps."""
+    out = []
+    for kind, body in _STEP.findall(text):
+        fields: dict[str, list[str]] = {}
+        for key, value in _FIELD.findall(body):
+            fields.setdefault(key, []).append(value)
+        out.append(
+            DecisionStep(
+                kind=kind,
+                producer=(fields.get("producer_name") or [""])[0],
+                consumers=tuple(fields.get("consumer_names", []) + fields.get("consumer_name", [])),
+                reason=(fields.get("reason") or [""])[0],
+            )
+        )
+    return tuple(out)
+
+
+def _ladder(workdir: Path, name: str) -> ladder.Ladder | None:
+    ir = workdir / "variants" / name / "ir"
+    if not ladder.has_ladder(ir):
+        return None
+    try:
+        return ladder.read_ladder(ir)
+    except ValueError:
+        return None
+
+
+def read_decisions(
+    workdir: Path, baseline: str, limit: int = 2_000_000
+) -> tuple[DecisionStep, ...]:
+    """The baseline's priority-fusion decision log (GPU); none when the ladder lacks it."""
+    lad = _ladder(workdir, baseline)
+    path = lad.path("fusion_decisions") if lad else None
+    if path is None or not path.is_file():
+        return ()
+    with open(path, errors="replace") as f:
+        return decision_steps(f.read(limit))
+
+
+EMITTER_STAGES = ("triton", "llvm", "ptx")
+TORCH_EMITTER_STAGES = (*EMITTER_STAGES, "output_code")
+
+
+def read_emitted(
+    workdir: Path,
+    variants: tuple[VariantFacts, ...],
+    framework: str,
+    limit: int = 500_000,
+    per_stage: int = 200,
+) -> dict[str, tuple[IrText, ...]]:
+    """The first `limit` characters of up to `per_stage` files per emitter stage of the
+    framework's variants (for PyTorch also Inductor's output_code); the baseline's first, so
+    quotes prefer it."""
+    stages = TORCH_EMITTER_STAGES if framework == "torch" else EMITTER_STAGES
+    mine = sorted(
+        (v for v in variants if v.framework == framework), key=lambda v: "baseline" not in v.roles
+    )
+    out: dict[str, list[IrText]] = {s: [] for s in stages}
+    for v in mine:
+        lad = _ladder(workdir, v.name)
+        for stage in (s for s in stages if lad is not None and lad.has(s)):
+            for path in lad.files(stage):
+                if len(out[stage]) >= per_stage:
+                    break
+                with open(path, errors="replace") as fh:
+                    out[stage].append(IrText(str(path.relative_to(workdir)), fh.read(limit)))
+    return {s: tuple(files) for s, files in out.items()}
+
+
+def thresholds(config: Any) -> tuple[float, int]:
+    """A saved config's `memory.min_ratio` and `memory.min_bytes` (the defaults for a run
+    saved before the keys existed, or values of another type)."""
+    section = (config.get("memory") if isinstance(config, dict) else None) or {}
+    ratio, size = section.get("min_ratio", MIN_RATIO), section.get("min_bytes", MIN_BYTES)
+    ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (ratio, size))
+    return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
+
+
+def read_facts(
+    workdir: Path,
+    summary: RunSummary,
+    min_ratio: float | None = None,
+    min_bytes: int | None = None,
+) -> RunFacts:
+    """Returns the facts of the run folder `workdir` whose summary is `summary`: the memory
+    thresholds from its manifest's config unless given (an analysis passes the config's)."""
+    workdir = Path(workdir)
+    manifest = _json(workdir / "manifest.json")
+    manifest = manifest if isinstance(manifest, dict) else {}
+    ratio, size = thresholds(manifest.get("config"))
+    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
+    variants = tuple(
+        VariantFacts(
+            name,
+            s,
+            cluster_facts(_json(workdir / "variants" / name / "fusions.json")),
+            guard_lines(_json(workdir / "variants" / name / "compile.json"))
+            if s.identity.framework == "torch"
+            else (),
+        )
+        for name, s in summary.variants.items()
+    )
+    base = next((v for v in variants if "baseline" in v.roles and v.framework == "jax"), None)
+    return RunFacts(
+        summary=summary,
+        variants=variants,
+        platform=str(summary.platform or env.get("platform") or "unknown"),
+        min_ratio=ratio if min_ratio is None else min_ratio,
+        min_bytes=size if min_bytes is None else min_bytes,
+        decisions=read_decisions(workdir, base.name) if base is not None else (),
+        emitted={f: read_emitted(workdir, variants, f) for f in ("jax", "torch")},
+    )

@@ -1,0 +1,215 @@
+"""What differs between a variant and its reference, as typed changes and in words.
+
+`config_changes` names every config key that differs (the mode, the problem, a program's
+dtypes, its keyword knobs, the XLA options), each with its value on both sides, the phrase the
+report shows and its reverse (what to keep). `mechanisms` says what the compiler made of the
+difference, from the measurements. Nothing here reads a variant's name for meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness import fmt
+from harness.analyze.rules.facts import ClusterFact, VariantFacts
+from harness.config.program import knob
+from harness.summary_findings import ConfigChange
+
+PROBLEM_WORDS = {
+    "dtype": "x's dtype",
+    "w_dtype": "W's dtype",
+    "gelu": "the GELU form",
+    "frontend": "the frontend",
+    "bias": "the bias",
+    "m": "m",
+    "k": "k",
+    "n": "n",
+    "batch": "the batch",
+}
+MODE_WORDS = {
+    "eager": "op-by-op (eager) dispatch",
+    "jit": "jit",
+    "jit_host_callback": "a host callback (jax.debug.print) inside jit",
+    "jit_lax_cond": "a data-dependent lax.cond inside jit",
+    "matmul_only": "the GEMM alone",
+}
+
+
+def _mode(mode: str) -> str:
+    return MODE_WORDS.get(mode, mode)
+
+
+def _valued(word: str, key: str, x: object, y: object) -> ConfigChange:
+    """A key whose value reads as a word: "x's dtype bfloat16 (was float32)"."""
+    a, b = fmt.text(x), fmt.text(y)
+    return ConfigChange(key, x, y, f"{word} {a} (was {b})", f"{word} {b} (not {a})")
+
+
+def _knob(key: str, name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigChange:
+    """A keyword knob or an XLA option, named `name=value` like an option."""
+    a = f"`{knob(name, x)}`" if in_a else f"`{name}` unset"
+    b = f"`{knob(name, y)}`" if in_b else "unset"
+    keep = f"`{knob(name, y)}`" if in_b else f"`{name}` unset"
+    return ConfigChange(key, x, y, f"{a} (was {b})", f"{keep} (not {a if in_a else 'unset'})")
+
+
+def _option(name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigChange:
+    key = f"xla_options.{name}"
+    if in_a and not in_b:  # set here, the XLA default there
+        return ConfigChange(
+            key, x, None, f"`{name}={fmt.text(x)}`", f"`{name}` unset (not `{fmt.text(x)}`)"
+        )
+    if in_b and not in_a:
+        return ConfigChange(
+            key,
+            None,
+            y,
+            f"`{name}` unset (was {fmt.text(y)})",
+            f"`{name}={fmt.text(y)}` (not unset)",
+        )
+    return ConfigChange(
+        key,
+        x,
+        y,
+        f"`{name}={fmt.text(x)}` (was {fmt.text(y)})",
+        f"`{name}={fmt.text(y)}` (not `{fmt.text(x)}`)",
+    )
+
+
+def config_changes(v: VariantFacts, ref: VariantFacts) -> tuple[ConfigChange, ...]:
+    """Returns the config differences of `v` from `ref`: mode, problem, program, options."""
+    a, b = v.summary.identity, ref.summary.identity
+    out = []
+    if a.mode != b.mode:
+        out.append(
+            ConfigChange(
+                "mode",
+                a.mode,
+                b.mode,
+                f"{_mode(a.mode)} instead of {_mode(b.mode)}",
+                f"{_mode(b.mode)} (not {_mode(a.mode)})",
+            )
+        )
+    for key, word in PROBLEM_WORDS.items():
+        x, y = a.problem.get(key), b.problem.get(key)
+        if key == "w_dtype":
+            x, y = x or a.problem.get("dtype"), y or b.problem.get("dtype")
+        if x != y:
+            out.append(_valued(word, f"problem.{key}", x, y))
+    pa, pb = a.program, b.program
+    if pa is not None and pb is not None:
+        for key, word, x, y in (
+            (
+                "program.inputs",
+                "the inputs' dtype",
+                "/".join(sorted({i.dtype for i in pa.inputs})),
+                "/".join(sorted({i.dtype for i in pb.inputs})),
+            ),
+            (
+                "program.params",
+                "the parameters' dtype",
+                "/".join(pa.param_dtypes),
+                "/".join(pb.param_dtypes),
+            ),
+        ):
+            if x != y:
+                out.append(_valued(word, key, x, y))
+        for name in sorted(set(pa.kwargs) | set(pb.kwargs)):
+            x, y = pa.kwargs.get(name), pb.kwargs.get(name)
+            if x != y or (name in pa.kwargs) != (name in pb.kwargs):
+                out.append(
+                    _knob(
+                        f"program.kwargs.{name}", name, x, y, name in pa.kwargs, name in pb.kwargs
+                    )
+                )
+    for name in sorted(set(a.xla_options) | set(b.xla_options)):
+        x, y = a.xla_options.get(name), b.xla_options.get(name)
+        if x != y:
+            out.append(_option(name, x, y, name in a.xla_options, name in b.xla_options))
+    return tuple(out)
+
+
+def change_words(changes: tuple[ConfigChange, ...]) -> str:
+    """The change that turns the reference into the variant, in words and config keys."""
+    return "; ".join(c.phrase for c in changes) or "no config difference (same options)"
+
+
+def _cluster_kinds(v: VariantFacts) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for c in v.clusters:
+        name = re.sub(r"(\.\d+)+$", "", c.name)
+        out[f"{name} ({c.target or c.kind or '?'})"] += 1
+    return out
+
+
+def largest_fusion(v: VariantFacts) -> ClusterFact | None:
+    """The fusion cluster holding the most ops (constants and parameters not counted)."""
+    fusions = [c for c in v.clusters if c.kind.startswith("k")]
+    return max(fusions, key=lambda c: c.ops, default=None)
+
+
+def _is_transfer(event: str) -> bool:
+    return event.startswith(("D2H(", "H2D("))
+
+
+def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+    """Returns what the compiler made differently, measured: kernels, transfers, clusters,
+    epilogues, the GEMM's precision, bytes moved."""
+    s, r = v.summary, ref.summary
+    out = []
+    kv, kr = s.profile.kernels_per_step, r.profile.kernels_per_step
+    if kv is not None and kr is not None and kv != kr:
+        out.append(f"{fmt.counted(kv, 'kernel')} a step instead of {fmt.count(kr)}")
+        fused = largest_fusion(ref)
+        if kv > kr and fused is not None and fused.ops >= 4:
+            out.append(
+                f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
+                "separate kernels"
+            )
+    tv = Counter({t.direction: t.count for t in s.profile.transfers_per_step})
+    tr = Counter({t.direction: t.count for t in r.profile.transfers_per_step})
+    for direction in sorted(set(tv) | set(tr)):
+        if tv[direction] != tr[direction]:
+            nbytes = sum(t.bytes for t in s.profile.transfers_per_step if t.direction == direction)
+            out.append(
+                f"{fmt.counted(tv[direction], direction + ' copy')} a step ({fmt.si(nbytes, 'B')}) "
+                f"instead of {fmt.count(tr[direction])}"
+            )
+    ea = {c.epilogue or "none" for c in s.hlo.library_calls}
+    eb = {c.epilogue or "none" for c in r.hlo.library_calls}
+    if s.hlo.library_calls and r.hlo.library_calls and ea != eb:
+        out.append(
+            f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
+            f"{'/'.join(sorted(eb))}"
+        )
+    added = _cluster_kinds(v) - _cluster_kinds(ref)
+    if added and ref.clusters and len(added) <= 4:
+        compiler = "Inductor" if v.framework == "torch" else "XLA"
+        out.append(f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))
+    elif added and ref.clusters:
+        out.append(
+            f"{sum(added.values())} clusters more ({len(v.clusters)} against {len(ref.clusters)})"
+        )
+    pv, pr = s.cost.peak_precision, r.cost.peak_precision
+    if pv and pr and pv != pr:
+        out.append(f"the GEMM runs on {pv} instead of {pr}")
+    bv, br = s.cost.bytes, r.cost.bytes
+    if bv and br and abs(bv - br) > 0.05 * br:
+        out.append(
+            f"{fmt.si(abs(bv - br), 'B')} {'more' if bv > br else 'less'} memory traffic "
+            f"({fmt.si(bv, 'B')} against {fmt.si(br, 'B')})"
+        )
+    seq = s.profile.step_sequence
+    if any(map(_is_transfer, seq)) and not any(map(_is_transfer, r.profile.step_sequence)):
+        out.append("the device program is split by a host transfer: " + ", ".join(seq[:6]))
+    return tuple(out)
+
+
+def divergence_sentence(v: VariantFacts) -> str:
+    """Where the programs first differ, in one sentence ('' when they do not)."""
+    d = v.summary.comparison.first_divergence
+    if d is None or d.stage == "none":
+        return ""
+    detail = d.detail if len(d.detail) <= 300 else d.detail[:297] + "..."
+    return f"the programs first differ at `{d.stage}`: {detail}"

@@ -1,0 +1,86 @@
+"""compare reads both runs' findings records (issue 25): a timing finding is changed only when
+the two intervals are disjoint, else the same within noise; findings of one run appear or
+vanish; no verdict for a run that failed its A/A check. Constructed runs, no study."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from harness.report import compare, data
+from harness.summary import Noise, RunSummary
+from harness.summary_findings import Findings, MemoryFinding, Observation, TimingFinding
+
+RESOLVED = Noise(baseline="xla", self_ratio=1.0, self_ci95=(0.99, 1.01), floor=0.01, rounds=10)
+
+
+def pair(variant: str, verdict: str, ratio: float, lo: float, hi: float) -> TimingFinding:
+    return TimingFinding("timing.difference", variant, "xla", verdict, ratio, (lo, hi), None)
+
+
+def run(path: Path, *found: TimingFinding, noise: Noise = RESOLVED, **more: object) -> data.RunData:
+    timing = tuple(f for f in found if f.verdict in ("slower", "faster"))
+    quiet = tuple(f for f in found if f not in timing)
+    summary = RunSummary(
+        schema_version=6,
+        experiment="e",
+        run_id=path.name,
+        platform="cpu",
+        baseline="xla",
+        noise=noise,
+        findings=Findings(timing=timing, noise=quiet, **more),  # type: ignore[arg-type]
+    )
+    return data.RunData(path=path, manifest={}, summary=summary, variants=())
+
+
+def statuses(a: data.RunData, b: data.RunData) -> dict[str, str]:
+    return {c.subject: c.status for c in compare.finding_changes(a, b)}
+
+
+def test_each_finding_is_same_changed_within_noise_appeared_or_vanished(tmp_path: Path) -> None:
+    a = run(
+        tmp_path / "a",
+        pair("eager", "slower", 1.64, 1.36, 1.98),
+        pair("xla_no_fusion", "slower", 1.22, 1.15, 1.32),
+        pair("xla_mixed", "slower", 1.29, 1.20, 1.33),
+        pair("xla_gone", "slower", 1.5, 1.4, 1.6),
+    )
+    b = run(
+        tmp_path / "b",
+        pair("eager", "slower", 1.70, 1.50, 1.90),  # overlapping, same verdict
+        pair("xla_no_fusion", "slower", 2.5, 2.4, 2.6),  # disjoint: changed
+        pair("xla_mixed", "indistinguishable", 1.05, 0.95, 1.21),  # overlapping: within noise
+        pair("xla_new", "faster", 0.8, 0.7, 0.9),
+    )
+    assert statuses(a, b) == {
+        "`eager` against `xla`": compare.SAME,
+        "`xla_no_fusion` against `xla`": compare.CHANGED,
+        "`xla_mixed` against `xla`": compare.WITHIN_NOISE,
+        "`xla_gone` against `xla`": compare.VANISHED,
+        "`xla_new` against `xla`": compare.APPEARED,
+    }
+    (row,) = [c for c in compare.finding_changes(a, b) if "xla_no_fusion" in c.subject]
+    assert (row.a, row.b) == ("slower 1.220× (1.150–1.320)", "slower 2.500× (2.400–2.600)")
+
+
+def test_no_verdict_when_a_run_failed_its_aa_check_and_memory_needs_no_interval(
+    tmp_path: Path,
+) -> None:
+    failed = dataclasses.replace(RESOLVED, resolved=False, reasons=("A/A",))
+    peak = MemoryFinding("memory.peak", "xla_no_fusion", "xla", "more", 400, 100)
+    seen = Observation("observation.eager_launches", "eager_launches", "Eager ...", "jax", "yes")
+    a = run(
+        tmp_path / "a", pair("eager", "slower", 1.6, 1.4, 1.9), memory=(peak,), observations=(seen,)
+    )
+    b = run(
+        tmp_path / "b",
+        pair("eager", "slower", 3.0, 2.9, 3.1),
+        noise=failed,
+        memory=(dataclasses.replace(peak, verdict="less"),),
+        observations=(dataclasses.replace(seen, verdict="no"),),
+    )
+    got = statuses(a, b)
+    assert got["`eager` against `xla`"] == "no verdict: run b could not resolve differences"
+    assert got["`xla_no_fusion`'s peak against `xla`"] == compare.CHANGED
+    assert got["Eager ... (jax)"] == compare.CHANGED
+    assert statuses(a, a)["Eager ... (jax)"] == compare.SAME
