@@ -815,7 +815,16 @@ class SearchRecord:
     stopped: str | None = doc("why the search stopped early (budget), if it did")
     candidates: tuple[Candidate, ...] = doc("every candidate, in the order compiled", ())
     same_program_count: int = doc("candidates that compiled to a program already seen", 0)
-    no_effect: tuple[str, ...] = doc("options whose values all gave the default's program", ())
+    no_effect: tuple[str, ...] = doc(
+        "options that never changed the program where they can act (compiled against the "
+        "candidate they differ from by that option alone)",
+        (),
+    )
+    not_tried_where_acts: dict[str, str] = doc(
+        "options compiled only where they cannot act, each with the option it needs "
+        "(harness.search.space.ACTS_ONLY_WITH): never called `no effect`",
+        EMPTY,
+    )
     best: str | None = doc(
         "the fastest candidate resolved as faster than the default, else `default`"
     )

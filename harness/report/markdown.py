@@ -213,9 +213,7 @@ def write_search_report(workdir: Path) -> Path:
     if any(c.step_s is not None for c in record.candidates):
         plots.save_figure(search.figure(record), workdir / "plots" / "search.png")
         plot = "plots/search.png"
-    blocks = search.blocks(
-        record, f"Search: {workdir.parent.name} {workdir.name}", plot, search.notes(workdir)
-    )
+    blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
     io.write_text(workdir / "report.html", doc.to_html(blocks, workdir.name))
     io.write_text(workdir / "report.md", doc.to_markdown(blocks))
     return workdir / "report.md"

@@ -20,14 +20,12 @@ def load(run: Path) -> SearchRecord:
     return from_json(SearchRecord, io.read_json(run / SEARCH_FILE), str(run / SEARCH_FILE))
 
 
-def notes(run: Path) -> tuple[str, ...]:
-    """The search's notes in its manifest.json (an option not tried where it acts); none when
-    the manifest is absent or unreadable."""
-    try:
-        found = io.read_json(run / "manifest.json").get("notes")
-    except (OSError, ValueError, AttributeError):
-        return ()
-    return tuple(n for n in found if isinstance(n, str)) if isinstance(found, list) else ()
+def notes(record: SearchRecord) -> tuple[str, ...]:
+    """What the search could not judge: each option compiled only where it cannot act."""
+    return tuple(
+        f"`{o}` was not tried where it acts: needs `{need}`"
+        for o, need in record.not_tried_where_acts.items()
+    )
 
 
 def ranked(record: SearchRecord) -> list:
@@ -90,9 +88,7 @@ def figure(record: SearchRecord) -> Figure:
     return fig
 
 
-def blocks(
-    record: SearchRecord, title: str, plot: str | None, notes: tuple[str, ...] = ()
-) -> tuple[Block, ...]:
+def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
     rows = ranked(record)
     best = next((c for c in record.candidates if c.name == record.best), None)
     out: list[Block] = [Heading(1, title)]
@@ -189,8 +185,8 @@ def blocks(
                 + "."
             )
         )
-    if notes:
-        out += [Heading(2, "Notes"), Bullets(notes)]
+    if untried := notes(record):
+        out += [Heading(2, "Notes"), Bullets(untried)]
     bad = [c for c in record.candidates if c.status in ("failed", "wrong")]
     if bad:
         out += [

@@ -374,17 +374,13 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
                 1 for c in search.records.values() if c.status == "same_program"
             ),
             no_effect=no_effect(search),
+            not_tried_where_acts=not_tried(search),
             best=best,
             best_xla_options=dict(options),
             best_xla_flags=space.xla_flags(options),
             unresolved=tuple(search.unresolved),
         )
         io.write_json(workdir / SEARCH_FILE, to_json(record))
-        untried = not_tried(search)
-        if untried:
-            manifest["notes"] = [
-                f"`{o}` was not tried where it acts: needs `{need}`" for o, need in untried.items()
-            ]
         # The status is final before the report (and the results index) read it.
         manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
         io.write_json(workdir / "manifest.json", manifest)
@@ -397,7 +393,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         print(
             f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
         )
-    for o, need in untried.items():
+    for o, need in record.not_tried_where_acts.items():
         print(f"not tried where it acts: {o} (needs {need})", flush=True)
     print(f"report: {workdir / 'report.md'}", flush=True)
     return 0
