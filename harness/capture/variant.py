@@ -171,7 +171,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        return Subject(fn, placed, lambda y: _numerics(exp, variant, y, inputs))
+        return Subject(fn, placed, lambda y: _numerics(exp, variant, sharded.gathered(y), inputs))
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
     args = program.args_for(p, seed)

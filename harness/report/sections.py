@@ -16,6 +16,7 @@ from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.gaps import gap_blocks
 from harness.report.observations import FRAMEWORKS, Observation, ObservationRow
 from harness.report.plots import PlotOutcome
+from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
 from harness.summary import Noise
 
@@ -687,6 +688,7 @@ def report_blocks(
         *observation_blocks(obs),
         *plot_blocks(plots),
         *sharded_blocks(run),
+        *processes_blocks(run),
         Heading(2, "Variants", "variants"),
     ]
     for v in run.variants:
