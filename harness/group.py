@@ -89,11 +89,13 @@ def start_local(
         m.process, m.processes = rank, count
     first, peers = members[0], members[1:]
     try:
-        # The others first: process 0's join waits until every member has connected.
+        # Process 0 first, as it hosts the coordinator (a member that connects before it is up
+        # retries after a pause), then the others; process 0's join waits for all of them.
+        send_hello(first, exp, source, specs[0], checks)
         for p, spec in zip(peers, specs[1:], strict=True):
-            send_hello(p, exp, source, spec)
+            send_hello(p, exp, source, spec, False)
         first.watch = alive(peers)
-        environment = hello(first, exp, source, checks, meanwhile, distributed=specs[0])
+        environment = hello(first, exp, source, checks, meanwhile, specs[0], sent=True)
         for p in peers:
             p.expect("hello", within=exp.limits.preflight_s)
             p.send("follow")
@@ -107,9 +109,11 @@ def start_local(
     return first, peers, environment
 
 
-def send_hello(worker: WorkerProcess, exp: Experiment, source: str, spec: dict[str, Any]) -> None:
-    """Sends a member other than process 0 its hello job (no preflight: process 0's is the
-    group's)."""
+def send_hello(
+    worker: WorkerProcess, exp: Experiment, source: str, spec: dict[str, Any], checks: bool
+) -> None:
+    """Sends a member its hello job without waiting (the preflight, `checks`, is process
+    0's: it is the group's)."""
     import json
 
     from harness.config.schema import to_plain
@@ -118,7 +122,7 @@ def send_hello(worker: WorkerProcess, exp: Experiment, source: str, spec: dict[s
         "hello",
         config=json.loads(json.dumps(to_plain(exp))),
         source=source,
-        checks=False,
+        checks=checks,
         distributed=spec,
     )
 

@@ -127,19 +127,22 @@ def hello(
     checks: bool,
     meanwhile: Callable[[], None] = lambda: None,
     distributed: dict[str, Any] | None = None,
+    sent: bool = False,
 ) -> dict[str, Any]:
     """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails.
     `meanwhile` runs here while the worker starts. The start and the preflight together have
     `limits.preflight_s`: a program's function or init that never returns ends there.
-    `distributed` makes the worker join a group of processes first (harness.group)."""
+    `distributed` makes the worker join a group of processes first (harness.group), which
+    may have `sent` the hello job already."""
     deadline = time.monotonic() + exp.limits.preflight_s
-    worker.send(
-        "hello",
-        config=json.loads(json.dumps(to_plain(exp))),
-        source=source,
-        checks=checks,
-        distributed=distributed,
-    )
+    if not sent:
+        worker.send(
+            "hello",
+            config=json.loads(json.dumps(to_plain(exp))),
+            source=source,
+            checks=checks,
+            distributed=distributed,
+        )
     meanwhile()
     try:
         event = worker.expect("hello", within=deadline - time.monotonic())
@@ -188,6 +191,10 @@ def _import_ahead() -> None:
         plots.warm_up()
 
 
+def _no_op() -> None:
+    return None
+
+
 @contextlib.contextmanager
 def session(config: LoadedConfig) -> Iterator[Session]:
     """Starts the first worker and runs the preflight; yields the session, then ends it.
@@ -200,8 +207,10 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     live: Session | None = None
     try:
         try:
+            # With an external launcher most processes only follow: none imports ahead.
+            ahead = _import_ahead if config.experiment.processes.launcher == "local" else _no_op
             worker, peers, env = group.start_workers(
-                config.experiment, str(config.path), 1, True, hello, _import_ahead
+                config.experiment, str(config.path), 1, True, hello, ahead
             )
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from None
