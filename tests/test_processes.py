@@ -463,3 +463,16 @@ def test_a_missing_process_is_named_by_the_barrier() -> None:
         "process 1 of 2 did not reach the end of capturing dp within 60 s (it died or hangs)"
     )
     assert e.how() == "did not reach the end of capturing dp within 60 s (it died or hangs)"
+
+
+def test_processes_json_is_documented_key_for_key(processes: ProcessesSummary) -> None:
+    from harness import records
+    from harness.summary_processes import README_BEGIN, README_END, key_table
+
+    readme = (REPO / "results" / "README.md").read_text()
+    table = readme[readme.index(README_BEGIN) + len(README_BEGIN) : readme.index(README_END)]
+    # `python -m harness.summary_processes results/README.md` regenerates it
+    assert table.strip() == key_table()
+    documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    emitted = records.emitted_keys(ProcessesSummary, records.to_json(processes))
+    assert emitted == documented
