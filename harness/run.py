@@ -108,6 +108,12 @@ class Session:
             if w is not None and w.proc.poll() is None:
                 w.kill()
 
+    def kill_group(self) -> None:
+        """Ends the worker and its group, not the spare started for the next variant."""
+        for w in (self.worker, *self.peers):
+            if w.proc.poll() is None:
+                w.kill()
+
     def close(self, workdir: Path | None) -> None:
         """Ends the worker and its group (the others leave when process 0 does), keeping
         their logs in the run folder."""
@@ -392,6 +398,8 @@ class Supervisor:
                     todo.remove(name)
                     _progress(numbers[name], total, name, records[name])
             except WorkerDied as died:
+                # A group's other members may still be writing: none outlives its fault.
+                self.session.kill_group()
                 name = died.last.get("variant")
                 if name is None or name not in todo:
                     raise
@@ -465,6 +473,7 @@ class Supervisor:
                 worker.expect("timed", within=within)
                 return from_json(TimingRecord, io.read_json(self.workdir / file), file)
             except WorkerDied as died:
+                self.session.kill_group()  # a group's others, before anything is rewritten
                 name, doing = _timing_fault(died.last)
                 print(
                     f"    timing: {name or 'the worker'} {died.how()}", file=sys.stderr, flush=True

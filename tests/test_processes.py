@@ -26,10 +26,11 @@ import yaml
 from conftest import REPO, harness_argv, harness_env, read_json, read_summary, run_harness
 
 from harness.analyze.process_findings import spread_finding
-from harness.analyze.processes import empty_row, scope_of, spread
+from harness.analyze.processes import as_process_0, empty_row, scope_of, spread
 from harness.capture.processes import gather_profiles, session_name
 from harness.config.load import load
 from harness.config.schema import ConfigError, build_experiment
+from harness.profile.events import DeviceEvent
 from harness.summary_processes import (
     CROSS,
     WITHIN,
@@ -476,3 +477,21 @@ def test_processes_json_is_documented_key_for_key(processes: ProcessesSummary) -
     documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
     emitted = records.emitted_keys(ProcessesSummary, records.to_json(processes))
     assert emitted == documented
+
+
+def _event(module: str, program: int, start: float) -> DeviceEvent:
+    return DeviceEvent(
+        step=0, name="t", kind="host_thunk", direction=None, bytes=None, hlo_module=module,
+        hlo_op="t", program_id=program, correlation_id=None, device="/host:CPU", stream="0",
+        start_ns=start, duration_ns=1.0,
+    )  # fmt: skip
+
+
+def test_another_process_eager_programs_take_process_0s_ids_by_dispatch_order() -> None:
+    # Process 0 compiled more modules before (its preflight): the same primitives have
+    # higher ids there; the n-th program of a name maps to the n-th of process 0's.
+    p0 = [_event("jit_multiply", 26, 0), _event("jit_tanh", 27, 1), _event("jit_multiply", 66, 2)]
+    p1 = [_event("jit_multiply", 22, 0), _event("jit_tanh", 23, 1), _event("jit_multiply", 60, 2)]
+    p1.append(_event("jit_add", 61, 3))  # a name process 0 never ran keeps its id
+    found = [(e.hlo_module, e.program_id) for e in as_process_0(p1, p0)]
+    assert found == [("jit_multiply", 26), ("jit_tanh", 27), ("jit_multiply", 66), ("jit_add", 61)]

@@ -32,7 +32,7 @@ from harness.analyze import sections
 from harness.config.schema import Experiment, Variant
 from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
-from harness.profile.events import read_events_and_markers
+from harness.profile.events import DeviceEvent, read_events_and_markers
 from harness.records import SchemaError
 from harness.summary import RunSummary, TimingRecord, VariantSummary
 from harness.summary_processes import (
@@ -120,6 +120,17 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _events_of(vdir: Path, capture: ProcessCapture | None) -> list[DeviceEvent]:
+    """Returns the events of a process's steady profile ([] without one)."""
+    profile = _steady_profile(capture)
+    if profile is None or not (vdir / profile).is_file():
+        return []
+    try:
+        return list(read_events_and_markers(vdir / profile)[0])
+    except Exception:  # its own row says why
+        return []
+
+
 def _steady_profile(capture: ProcessCapture | None) -> str | None:
     if capture is None:
         return None
@@ -145,6 +156,40 @@ def empty_row(rank: int) -> ProcessRow:
     )
 
 
+def first_seen(events: Sequence[DeviceEvent]) -> dict[str, list[int]]:
+    """Returns per module name its program ids in the order the window first runs them."""
+    out: dict[str, list[int]] = {}
+    for e in sorted(events, key=lambda e: e.start_ns):
+        if e.hlo_module is not None and e.program_id is not None:
+            ids = out.setdefault(e.hlo_module, [])
+            if e.program_id not in ids:
+                ids.append(e.program_id)
+    return out
+
+
+def as_process_0(events: Sequence[DeviceEvent], reference: Sequence[DeviceEvent]) -> list:
+    """Returns another process's eager events with process 0's program ids.
+
+    XLA numbers a process's modules in the order it compiles them, and process 0 compiled
+    more (its preflight), so the same primitive module has another id in each process. The
+    steps dispatch the same primitives in the same order everywhere, so the n-th program of
+    a name first seen in this window is the n-th of that name in process 0's; a name seen
+    with a different number of programs keeps its ids (and its events stay unattributed)."""
+    mine, theirs = first_seen(events), first_seen(reference)
+    mapping = {
+        (name, a): b
+        for name, ids in mine.items()
+        if len(ids) == len(theirs.get(name, ()))
+        for a, b in zip(ids, theirs[name], strict=True)
+    }
+    return [
+        dataclasses.replace(e, program_id=mapping.get((e.hlo_module, e.program_id), e.program_id))
+        if e.hlo_module is not None
+        else e
+        for e in events
+    ]
+
+
 def process_row(
     vdir: Path,
     lad: ladder.Ladder | None,
@@ -154,8 +199,11 @@ def process_row(
     info: ProcessInfo | None,
     rounds: Sequence[float],
     scopes: Mapping[str, str],
+    reference: Sequence[DeviceEvent] = (),
 ) -> tuple[ProcessRow, CommReport | None, str | None]:
-    """Returns one process's row in one variant, its communication report and a note."""
+    """Returns one process's row in one variant, its communication report and a note.
+    `reference` holds process 0's steady events, whose program ids an eager variant's
+    events of another process take (`as_process_0`)."""
     profile = _steady_profile(capture)
     step = stats.median(rounds) if rounds else None
     ci = stats.bootstrap_ci(rounds) if len(rounds) > 1 else None
@@ -170,12 +218,22 @@ def process_row(
     if lad is None or profile is None or not (vdir / profile).is_file():
         return base, None, f"process {rank}: no steady-state profile"
     events, _ = read_events_and_markers(vdir / profile)
-    _, clusters = sections.matched(events, lad, mode)
+    if mode == "eager" and rank != 0 and reference:
+        events = as_process_0(events, reference)
+    match, clusters = sections.matched(events, lad, mode)
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     collectives = {m.name: find_collectives(m) for m in after}
     report = communication_report(events, clusters, collectives)
+    # Attribution as process 0's profile section has it: eager primitives by module (their
+    # program ids differ between processes), a compiled program's events to its clusters
+    # or, for a collective, to the collective (the communication report's count).
+    fraction, unmatched = (
+        (match.matched_fraction, tuple(a.reason for a in match.unmatched))
+        if mode == "eager"
+        else (report.matched_fraction, tuple(report.unmatched))
+    )
     steps = max(1, report.steps)
-    attributed = report.matched_fraction * report.events_in_window
+    attributed = fraction * report.events_in_window
     exposed = _per_step(report, "exposed_collective_s")
     devices = list(exposed) or list(report.devices)
 
@@ -191,8 +249,8 @@ def process_row(
         base,
         events_per_step=report.events_in_window / steps,
         kernels_per_step=attributed / steps,
-        attributed_fraction=report.matched_fraction,
-        unattributed=tuple(report.unmatched),
+        attributed_fraction=fraction,
+        unattributed=unmatched,
         compute_s=_mean([d.compute_s for d in report.per_device]),
         communication_s=_mean([d.communication_s for d in report.per_device]),
         exposed_s=_mean([d.exposed_s for d in report.per_device]),
@@ -293,11 +351,12 @@ def variant_processes(
         if v.name in t.variants and t.variants[v.name].round_step_s
     }
     rows, reports, notes = [], {}, []
+    reference = _events_of(vdir, captures.get(0)) if v.mode == "eager" else []
     for rank in ranks:
         try:
             row, report, note = process_row(
                 vdir, lad, v.mode, rank, captures.get(rank), infos.get(rank),
-                rounds.get(rank, ()), scopes,
+                rounds.get(rank, ()), scopes, reference,
             )  # fmt: skip
         except Exception as e:  # one unreadable profile is a note, never the analysis's end
             row, report = empty_row(rank), None
