@@ -217,7 +217,9 @@ def follow(worker: WorkerProcess, exp: Experiment, out: Any) -> int:
         worker.expect("following", within=exp.limits.preflight_s)
         worker.expect("followed", within=within)
     except WorkerDied as died:
-        print(f"process {rank} of {count}: {died.how()}", file=out)
+        # how() names the process at fault when one is known ("process 1 of 2 crashed ...").
+        named = died.how() if died.process is not None else None
+        print(named or f"process {rank} of {count}: the worker {died.how()}", file=out)
         return 1
     worker.end()
     worker.close(None)
@@ -234,3 +236,13 @@ def describe(exp: Experiment, environment: dict[str, Any]) -> str:
         f"({p.launcher} launcher, coordinator {joined.get('coordinator', '?')}); "
         "each process captures and times every variant"
     )
+
+
+def successor(exp: Experiment) -> str:
+    """What takes over after a worker died: a new worker, a new group, or nothing."""
+    p = exp.processes
+    if not p.enabled:
+        return "a new worker takes over"
+    if p.launcher == "external":
+        return "an external launcher's processes cannot be replaced: the run stops"
+    return "a new group of processes takes over"

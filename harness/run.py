@@ -410,10 +410,7 @@ class Supervisor:
                 records[name] = record
                 todo.remove(name)
                 _progress(numbers[name], total, name, record)
-                successor = "group of processes" if self.exp.processes.enabled else "worker"
-                print(
-                    f"    {died.how()}; a new {successor} takes over", file=sys.stderr, flush=True
-                )
+                print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
                 self.session.worker.save_log(self.workdir)
                 self.session.worker = self._new_worker()
                 first = True  # the new worker is fresh: capture the next variant in it
