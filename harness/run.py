@@ -601,8 +601,11 @@ def _stages(
     if exp.processes.enabled:
         _stage(group.describe(exp, session.environment))
     records, todo = _capture_plan(exp, workdir, platform, resume)
-    per_variant = exp.capture.isolation == "per_variant" or (
-        exp.capture.isolation == "auto" and platform == "gpu"
+    # A group of processes captures every variant in turn: a group per variant would pay
+    # every member's start for each one.
+    per_variant = not exp.processes.enabled and (
+        exp.capture.isolation == "per_variant"
+        or (exp.capture.isolation == "auto" and platform == "gpu")
     )
     supervisor = Supervisor(session, workdir, exp)
     numbers = {v.name: i for i, v in enumerate(exp.selected_variants, 1)}

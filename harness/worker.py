@@ -4,9 +4,14 @@ The supervisor (harness.run) starts it, sends it jobs as JSON lines on stdin, an
 happens as JSON lines on the file descriptor EVENTS_FD (stdout is left to the program being
 studied: a host callback prints there). Jobs, in the order the supervisor sends them:
 
-  {"op": "hello", "config": {...}, "source": "...", "checks": true}
+  {"op": "hello", "config": {...}, "source": "...", "checks": true, "distributed": ... | null}
       imports JAX, describes the machine, and (with checks) runs the preflight: each XLA
       option set is compiled once and the problems are checked against the device's memory.
+      With `distributed` it first joins a group of processes (harness.capture.distributed):
+      process 0's preflight is then the group's.
+  {"op": "follow"}
+      a process of a group other than 0: runs the jobs process 0 publishes (capture, time)
+      until process 0 ends the group, then exits.
   {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false,
    "executables": "..." | null}
       captures the variants in turn (harness.capture), each into variants/<name>/; with

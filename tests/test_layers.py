@@ -22,6 +22,7 @@ LIBRARIES = (
     "harness.records",
     "harness.summary",
     "harness.summary_memory",  # the memory section and its migration (issue 28)
+    "harness.summary_processes",  # the records of a study across processes (issue 31)
     "harness.ladder",
     "harness.stats",
     "harness.precision",
@@ -52,6 +53,7 @@ ORCHESTRATOR = (
     "harness.__main__",
     "harness.main",
     "harness.run",
+    "harness.group",  # the supervisor's side of a group of processes (issue 31)
     "harness.workerproc",
     "harness.runs",
     "harness.worker",
