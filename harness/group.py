@@ -18,12 +18,13 @@ filesystem every process sees); the others' only follow (`follow`).
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.config.schema import Experiment
+from harness.config.schema import ConfigError, Experiment, to_plain
 from harness.workerproc import WorkerDied, WorkerProcess
 
 
@@ -97,9 +98,15 @@ def start_local(
         first.watch = alive(peers)
         environment = hello(first, exp, source, checks, meanwhile, specs[0], sent=True)
         for p in peers:
-            p.expect("hello", within=exp.limits.preflight_s)
-            p.send("follow")
-            p.expect("following", within=exp.limits.preflight_s)
+            try:
+                p.expect("hello", within=exp.limits.preflight_s)
+                p.send("follow")
+                p.expect("following", within=exp.limits.preflight_s)
+            except WorkerDied as e:
+                tail = e.stderr_tail[-1] if e.stderr_tail else "no output"
+                raise ConfigError(
+                    "config", "processes", f"{e.how()} as it started: {tail}"
+                ) from None
         first.watch = drained(peers)
     except BaseException:
         for m in members:
@@ -114,10 +121,6 @@ def send_hello(
 ) -> None:
     """Sends a member its hello job without waiting (the preflight, `checks`, is process
     0's: it is the group's)."""
-    import json
-
-    from harness.config.schema import to_plain
-
     worker.send(
         "hello",
         config=json.loads(json.dumps(to_plain(exp))),

@@ -625,8 +625,9 @@ def _stages(
     if missing:
         manifest_notes.append(missing)
     supervisor.time(timed)
-    session.worker.end()  # it exits while the analysis runs (a group's others with it); its log
-    # is kept after the report
+    # It exits while the analysis runs (a group's others with it); its log is kept after the
+    # report.
+    session.worker.end()
     seconds["timing_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
