@@ -85,7 +85,14 @@ def join(spec: Mapping[str, Any], timeout_s: float) -> None:
             initialization_timeout=timeout,
         )
     else:
-        jax.distributed.initialize(initialization_timeout=timeout)
+        try:
+            jax.distributed.initialize(initialization_timeout=timeout)
+        except ValueError as e:  # no launcher's environment: which process is this?
+            raise RuntimeError(
+                f"processes.launcher is external, but jax.distributed.initialize() found no "
+                f"launcher's environment (srun's SLURM_*, mpirun's OMPI_*, a TPU pod's "
+                f"metadata): {e}"
+            ) from None
 
 
 def membership(launcher: str) -> Membership:
