@@ -96,15 +96,6 @@ def scope_of(groups: Sequence[Sequence[int]], owner: Mapping[int, int]) -> tuple
     return (CROSS if cross else WITHIN), process_groups
 
 
-def global_devices(report: CommReport, local: Sequence[int]) -> dict[int, int]:
-    """Returns the profile's device numbers -> device ids. A process's profile numbers its
-    devices either by id or by local ordinal (0..n-1); ids are used when they are its own."""
-    seen = set(report.devices)
-    if seen <= set(local):
-        return {d: d for d in seen}
-    return {d: local[d] for d in seen if 0 <= d < len(local)}
-
-
 def _per_step(report: CommReport, attr: str) -> dict[int, dict[str, float]]:
     """Returns per profile device: collective -> its `attr` (`collective_s` or
     `exposed_collective_s`) per step, summed over the steps."""
@@ -264,7 +255,6 @@ def collective_splits(
     vs: VariantSummary | None,
     owner: Mapping[int, int],
     reports: Mapping[int, CommReport],
-    locals_: Mapping[int, Sequence[int]],
 ) -> tuple[CollectiveSplit, ...]:
     """Returns each collective of the variant's `comm` section with its scope, and its time
     and exposed time per step in each process (mean over the process's devices)."""
@@ -278,9 +268,8 @@ def collective_splits(
         scope, process_groups = scope_of(groups, owner)
         time_s: dict[str, float] = {}
         exposed_s: dict[str, float] = {}
-        for rank, rep in reports.items():
-            devices = global_devices(rep, locals_.get(rank, ()))
-            mine = [d for d in devices if d in times[rank]]
+        for rank in reports:
+            mine = list(times[rank])  # the devices of its profile (a CPU event names its id)
             spent = [times[rank][d].get(c.name, 0.0) for d in mine]
             shown = [exposed[rank].get(d, {}).get(c.name, 0.0) for d in mine]
             if spent:
@@ -367,8 +356,7 @@ def variant_processes(
         if note and status == "ok":
             notes.append(note)
     slow, fast, ratio = spread(rows, rounds)
-    locals_ = {r: tuple(i.local_devices) for r, i in infos.items()}
-    splits = collective_splits(vs, owner, reports, locals_)
+    splits = collective_splits(vs, owner, reports)
     fingerprints = {r: c.fingerprint for r, c in captures.items()}
     return VariantProcesses(
         status=status,
