@@ -495,3 +495,44 @@ def test_another_process_eager_programs_take_process_0s_ids_by_dispatch_order() 
     p1.append(_event("jit_add", 61, 3))  # a name process 0 never ran keeps its id
     found = [(e.hlo_module, e.program_id) for e in as_process_0(p1, p0)]
     assert found == [("jit_multiply", 26), ("jit_tanh", 27), ("jit_multiply", 66), ("jit_add", 61)]
+
+
+# Two bare members of a group (no study): process 1 joins and leaves without reaching the
+# barrier, as a process that died or hangs; process 0's barrier names it when its time is up.
+BARRIER = """\
+import sys
+from harness.capture import distributed
+rank, port = int(sys.argv[1]), sys.argv[2]
+spec = {"launcher": "local", "coordinator": f"127.0.0.1:{port}", "count": 2, "rank": rank}
+distributed.join(spec, 60)
+group = distributed.Group(rank, 2, barrier_s=1.0)
+group.barrier("the start")
+if rank == 0:
+    try:
+        group.barrier("the end of capturing dp")
+    except distributed.ProcessesMissing as e:
+        print("missing", list(e.missing), e.how(), flush=True)
+import os
+os._exit(0)
+"""
+
+
+def test_a_barrier_names_the_process_that_never_came() -> None:
+    port = str(_free_port())
+    env = {**harness_env(), "JAX_PLATFORMS": "cpu"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BARRIER, str(rank), port],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    out = [p.communicate(timeout=120)[0] for p in procs]
+    assert out[0].strip() == (
+        "missing [1] did not reach the end of capturing dp within 1 s (it died or hangs)"
+    )
+    assert out[1] == ""
