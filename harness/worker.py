@@ -250,6 +250,7 @@ class Worker:
                 self.platform,
                 fresh_process=bool(job.get("fresh_process")),
                 executables=_executables(job),
+                barrier=self.group.barrier if self.group is not None else None,
             )
             try:
                 captured = _capture_for(variant)(self.exp, variant, ctx)
