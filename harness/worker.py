@@ -173,7 +173,7 @@ class Worker:
                 )
             except ConfigError as e:
                 found = (e.key, e.problem)
-        found = self.group.share_verdict(found)
+        found = self.group.share_verdict(found, self.exp.limits.preflight_s)
         if checks:
             if found is not None:
                 send("config_error", key=found[0], problem=found[1])

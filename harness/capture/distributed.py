@@ -149,13 +149,15 @@ class Group:
         arrived = {int(str(k).rsplit("/", 1)[-1]) for k, _ in found}
         return tuple(r for r in range(self.count) if r not in arrived)
 
-    def agree(self, value: Any) -> Any:
-        """Returns process 0's `value` in every process (JSON round trip)."""
+    def agree(self, value: Any, within_s: float | None = None) -> Any:
+        """Returns process 0's `value` in every process (JSON round trip); the others wait
+        `within_s` for it (default `barrier_s`)."""
         self._values += 1
         key = f"{PREFIX}/value/{self._values}"
         if self.rank == 0:
             self.client.key_value_set(key, json.dumps(value))
-        return json.loads(self._get(key, f"agreed value {self._values}", self.barrier_s))
+        wait = self.barrier_s if within_s is None else within_s
+        return json.loads(self._get(key, f"agreed value {self._values}", wait))
 
     def _get(self, key: str, what: str, within_s: float) -> str:
         try:
@@ -174,7 +176,10 @@ class Group:
         text = self._get(f"{PREFIX}/job/{self._jobs}", f"job {self._jobs}", within_s)
         return dict(json.loads(text))
 
-    def share_verdict(self, problem: tuple[str, str] | None) -> tuple[str, str] | None:
-        """Returns process 0's preflight verdict everywhere: None, or (key, problem)."""
-        found = self.agree(list(problem) if problem else None)
+    def share_verdict(
+        self, problem: tuple[str, str] | None, within_s: float
+    ) -> tuple[str, str] | None:
+        """Returns process 0's preflight verdict everywhere: None, or (key, problem); the
+        others wait `within_s` (the preflight's own limit) for it."""
+        found = self.agree(list(problem) if problem else None, within_s)
         return (str(found[0]), str(found[1])) if found else None
