@@ -26,6 +26,10 @@ def main(argv: Sequence[str]) -> int:
     if config.experiment.search.base and _RESUME.value:
         raise cli.UsageError("--resume: a search is not resumable; start it again")
     with run.session(config) as session:
+        if session.rank != 0:  # started by an external launcher: process 0 writes the run
+            from harness import group
+
+            return group.follow(session.worker, config.experiment, sys.stdout)
         workdir = workdir or runs.new_run(root, config)
         if config.experiment.search.base:
             from harness.search import run_search

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import io, terminal
+from harness import group, io, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.program import gpu_only_note
@@ -82,6 +82,8 @@ class Session:
     started: float = field(default_factory=time.perf_counter)
     workers: int = 1
     spare: WorkerProcess | None = None  # started ahead while a variant is captured
+    # A local group of processes (harness.group): processes 1.. of the group `worker` leads.
+    peers: list[WorkerProcess] = field(default_factory=list)
     # Compiled programs that capture workers keep for the timing worker: a folder of this
     # process's own (mode 0700, outside the results), because loading one runs what it holds.
     executables: Path | None = None
@@ -95,11 +97,28 @@ class Session:
     def platform(self) -> str:
         return str(self.environment.get("platform"))
 
+    @property
+    def rank(self) -> int:
+        """This process's rank in a group of processes (0 without a group)."""
+        return int((self.environment.get("process") or {}).get("rank", 0))
+
     def kill(self) -> None:
-        """Ends the worker and any spare at once (an interrupt, a disk fault)."""
-        for w in (self.worker, self.spare):
+        """Ends the worker, its group and any spare at once (an interrupt, a disk fault)."""
+        for w in (self.worker, self.spare, *self.peers):
             if w is not None and w.proc.poll() is None:
                 w.kill()
+
+    def kill_group(self) -> None:
+        """Ends the worker and its group, not the spare started for the next variant."""
+        for w in (self.worker, *self.peers):
+            if w.proc.poll() is None:
+                w.kill()
+
+    def close(self, workdir: Path | None) -> None:
+        """Ends the worker and its group (the others leave when process 0 does), keeping
+        their logs in the run folder."""
+        for w in (self.worker, *self.peers):
+            w.close(workdir)
 
     def forget_executables(self) -> None:
         if self.executables is not None:
@@ -113,12 +132,23 @@ def hello(
     source: str,
     checks: bool,
     meanwhile: Callable[[], None] = lambda: None,
+    distributed: dict[str, Any] | None = None,
+    sent: bool = False,
 ) -> dict[str, Any]:
     """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails.
     `meanwhile` runs here while the worker starts. The start and the preflight together have
-    `limits.preflight_s`: a program's function or init that never returns ends there."""
+    `limits.preflight_s`: a program's function or init that never returns ends there.
+    `distributed` makes the worker join a group of processes first (harness.group), which
+    may have `sent` the hello job already."""
     deadline = time.monotonic() + exp.limits.preflight_s
-    worker.send("hello", config=json.loads(json.dumps(to_plain(exp))), source=source, checks=checks)
+    if not sent:
+        worker.send(
+            "hello",
+            config=json.loads(json.dumps(to_plain(exp))),
+            source=source,
+            checks=checks,
+            distributed=distributed,
+        )
     meanwhile()
     try:
         event = worker.expect("hello", within=deadline - time.monotonic())
@@ -167,6 +197,10 @@ def _import_ahead() -> None:
         plots.warm_up()
 
 
+def _no_op() -> None:
+    return None
+
+
 @contextlib.contextmanager
 def session(config: LoadedConfig) -> Iterator[Session]:
     """Starts the first worker and runs the preflight; yields the session, then ends it.
@@ -176,23 +210,22 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     """
     from harness.config.load import blame
 
-    worker = WorkerProcess(1, stopped_s=config.experiment.limits.stopped_s)
     live: Session | None = None
     try:
         try:
-            env = hello(
-                worker, config.experiment, str(config.path), checks=True, meanwhile=_import_ahead
+            # With an external launcher most processes only follow: none imports ahead.
+            ahead = _import_ahead if config.experiment.processes.launcher == "local" else _no_op
+            worker, peers, env = group.start_workers(
+                config.experiment, str(config.path), 1, True, hello, ahead
             )
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from None
-        live = Session(config, worker, env)
+        live = Session(config, worker, env, workers=1 + len(peers), peers=peers)
         yield live
     finally:
         if live is not None:
             live.kill()  # whichever workers are still running: the last one, a spare
             live.forget_executables()
-        elif worker.proc.poll() is None:
-            worker.kill()
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -297,10 +330,24 @@ class Supervisor:
     exp: Experiment
 
     def _new_worker(self) -> WorkerProcess:
-        """Returns a worker ready for jobs: the spare started ahead, else a new one."""
+        """Returns a worker ready for jobs: the spare started ahead, else a new one. In a
+        group of processes, a new group: a jax.distributed group cannot go on after a member
+        died, and with an external launcher the run cannot start one (WorkerDied stops it)."""
+        p = self.exp.processes
+        if p.enabled:
+            return self._new_group()
         worker = self.session.spare or self._spawn(())
         self.session.spare = None
         hello(worker, self.exp, str(self.session.config.path), checks=False)
+        return worker
+
+    def _new_group(self) -> WorkerProcess:
+        worker, peers = group.restart(
+            self.session.worker, self.session.peers, self.workdir, self.exp,
+            str(self.session.config.path), self.session.workers + 1, hello,
+        )  # fmt: skip
+        self.session.workers += 1 + len(peers)
+        self.session.peers = peers
         return worker
 
     def _spawn(self, preload: tuple[str, ...]) -> WorkerProcess:
@@ -355,15 +402,19 @@ class Supervisor:
                     todo.remove(name)
                     _progress(position(name), name, records[name])
             except WorkerDied as died:
+                # A group's other members may still be writing: none outlives its fault.
+                self.session.kill_group()
                 name = died.last.get("variant")
                 if name is None or name not in todo:
                     raise
                 record = _crash_record(self.exp, name, died)
                 io.write_json(self.workdir / "variants" / name / RESULT_FILE, to_json(record))
+                if self.exp.processes.enabled:
+                    group.record_fault(self.workdir, self.exp, name, "capture", died)
                 records[name] = record
                 todo.remove(name)
                 _progress(position(name), name, record)
-                print(f"    {died.how()}; a new worker takes over", file=sys.stderr, flush=True)
+                print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
                 self.session.worker.save_log(self.workdir)
                 self.session.worker = self._new_worker()
                 first = True  # the new worker is fresh: capture the next variant in it
@@ -423,10 +474,13 @@ class Supervisor:
                 worker.expect("timed", within=within)
                 return from_json(TimingRecord, io.read_json(self.workdir / file), file)
             except WorkerDied as died:
+                self.session.kill_group()  # a group's others, before anything is rewritten
                 name, doing = _timing_fault(died.last)
                 print(
                     f"    timing: {name or 'the worker'} {died.how()}", file=sys.stderr, flush=True
                 )
+                if self.exp.processes.enabled:
+                    group.record_fault(self.workdir, self.exp, name, "timing", died)
                 if name in todo:
                     excluded[name] = f"{died.how()} while {doing}"
                     todo.remove(name)
@@ -550,9 +604,14 @@ def _stages(
     platform = session.platform
     clock = time.perf_counter()
     seconds["start_s"] = clock - harness.STARTED
+    if exp.processes.enabled:
+        _stage(group.describe(exp, session.environment))
     records, todo = _capture_plan(exp, workdir, platform, resume)
-    per_variant = exp.capture.isolation == "per_variant" or (
-        exp.capture.isolation == "auto" and platform == "gpu"
+    # A group of processes captures every variant in turn: a group per variant would pay
+    # every member's start for each one.
+    per_variant = not exp.processes.enabled and (
+        exp.capture.isolation == "per_variant"
+        or (exp.capture.isolation == "auto" and platform == "gpu")
     )
     supervisor = Supervisor(session, workdir, exp)
     numbers = {v.name: i for i, v in enumerate(exp.selected_variants, 1)}
@@ -572,7 +631,9 @@ def _stages(
     if missing:
         manifest_notes.append(missing)
     supervisor.time(timed)
-    session.worker.end()  # it exits while the analysis runs; its log is kept after the report
+    # It exits while the analysis runs (a group's others with it); its log is kept after the
+    # report.
+    session.worker.end()
     seconds["timing_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -584,7 +645,7 @@ def _stages(
     clock = time.perf_counter()
     _stage("report")
     write_report(workdir, workdir.parent.parent)  # a study's: its results root's index too
-    session.worker.close(workdir)
+    session.close(workdir)
     seconds["report_s"] = time.perf_counter() - clock
     return summary
 

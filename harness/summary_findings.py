@@ -204,6 +204,21 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class ProcessSpread:
+    """A straggler of a study across processes: one process slower than the fastest by more
+    than the run's noise can explain (rule `processes.straggler`)."""
+
+    rule: str = doc("the rule's id")
+    variant: str = doc("the variant")
+    straggler: int = doc("the slowest process's rank", 0)
+    fastest: int = doc("the fastest process's rank", 0)
+    ratio: float = doc("the straggler's step time over the fastest's (paired rounds)", 0.0)
+    ci95: tuple[float, float] = doc("its 95% interval", (0.0, 0.0))
+    floor: float = doc("the run's noise floor the excess exceeds", 0.0)
+    what: str = doc("the finding in one sentence", "")
+
+
+@dataclass(frozen=True)
 class Findings:
     """The run's conclusions, each from a rule with a stable id (harness.analyze.rules)."""
 
@@ -221,6 +236,9 @@ class Findings:
     changes: tuple[Change, ...] = doc("what to change: measured changes, largest first", ())
     untested: tuple[Untested, ...] = doc("known changes this run did not measure", ())
     boundaries: Boundaries | None = doc("why the baseline's clusters are separate launches")
+    processes: tuple[ProcessSpread, ...] = doc(
+        "stragglers of a study across processes (processes.json), resolvable ones only", ()
+    )
     observations: tuple[Observation, ...] = doc(
         "the seed chapter's claims, claim by claim, one per framework the study has", ()
     )

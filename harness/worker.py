@@ -4,9 +4,14 @@ The supervisor (harness.run) starts it, sends it jobs as JSON lines on stdin, an
 happens as JSON lines on the file descriptor EVENTS_FD (stdout is left to the program being
 studied: a host callback prints there). Jobs, in the order the supervisor sends them:
 
-  {"op": "hello", "config": {...}, "source": "...", "checks": true}
+  {"op": "hello", "config": {...}, "source": "...", "checks": true, "distributed": ... | null}
       imports JAX, describes the machine, and (with checks) runs the preflight: each XLA
       option set is compiled once and the problems are checked against the device's memory.
+      With `distributed` it first joins a group of processes (harness.capture.distributed):
+      process 0's preflight is then the group's.
+  {"op": "follow"}
+      a process of a group other than 0: runs the jobs process 0 publishes (capture, time)
+      until process 0 ends the group, then exits.
   {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false,
    "executables": "..." | null}
       captures the variants in turn (harness.capture), each into variants/<name>/; with
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import importlib
 import io as stdio
@@ -93,6 +99,8 @@ class Worker:
         self.environment: dict[str, Any] = {}
         self.calls: dict[str, Callable[[], Any]] = {}
         self.waits: dict[str, Callable[[Any], Any]] = {}  # a torch variant's own wait
+        self.group: Any = None  # harness.capture.distributed.Group, in a group of processes
+        self.member: Any = None  # its Membership
 
     def hello(self, job: dict[str, Any]) -> None:
         from harness.capture import environment, mesh, preflight
@@ -101,10 +109,17 @@ class Worker:
         self.exp = build_experiment(job["config"], job.get("source", "config"))
         # Before the first device query: jax fixes its CPU device count when it starts.
         forced = mesh.request_host_devices(self.exp.cpu_devices)
+        if job.get("distributed"):  # before the first device query too
+            self.join(job["distributed"])
         self.environment = {**environment.describe(), "host_devices": forced}
+        if self.member is not None:
+            self.environment["process"] = dataclasses.asdict(self.member)
         self.platform = self.environment["platform"]
         limit, where = preflight.device_memory()
         send("hello", environment=self.environment, memory=[limit, where])
+        if self.group is not None:
+            self.group_preflight(bool(job.get("checks")))
+            return
         if job.get("checks"):
             try:
                 if self.exp.program.enabled:  # a function or init that never returns ends here
@@ -122,6 +137,63 @@ class Worker:
             # own start: the imports would otherwise fall inside the capture, between two
             # variants. (A worker for one variant preloads only its own: run.preload_for.)
             self.import_frontends()
+
+    def join(self, spec: dict[str, Any]) -> None:
+        """Joins the jax.distributed group the supervisor (or the launcher) set up."""
+        from harness.capture import distributed
+
+        distributed.join(spec, self.exp.limits.preflight_s)
+        self.member = distributed.membership(str(spec.get("launcher")))
+        self.group = distributed.Group(
+            self.member.rank, self.member.count, self.exp.processes.barrier_s
+        )
+
+    def group_preflight(self, checks: bool) -> None:
+        """The preflight of a group: process 0 checks the config once, and every process
+        answers with its verdict, so a process started by an external launcher refuses the
+        same config error as process 0 instead of waiting for jobs that never come."""
+        from harness.capture import preflight
+        from harness.config.schema import ConfigError
+
+        found: tuple[str, str] | None = None
+        if self.member.count != self.exp.processes.count:
+            found = (
+                "processes.count",
+                f"is {self.exp.processes.count}, but the launcher started "
+                f"{self.member.count} processes",
+            )
+        elif self.member.rank == 0 and checks:
+            try:
+                if self.exp.program.enabled:
+                    send("checking", key="program", what="tracing the program's init and function")
+                preflight.check_program(self.exp)
+                preflight.check_memory(self.exp, self.platform)
+                preflight.check_options(
+                    self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
+                )
+            except ConfigError as e:
+                found = (e.key, e.problem)
+        found = self.group.share_verdict(found, self.exp.limits.preflight_s)
+        if checks:
+            if found is not None:
+                send("config_error", key=found[0], problem=found[1])
+                return
+            send("preflight_ok")
+        self.import_frontends()
+
+    def follow(self, job: dict[str, Any]) -> None:
+        """Another process than 0: runs the jobs process 0 publishes until it ends the group."""
+        del job
+        from harness.config.timing import max_budget_s
+
+        send("following")
+        while True:
+            within = self.exp.limits.call_s + max_budget_s(self.exp.timing)
+            relayed = self.group.next_job(within)
+            if relayed.get("op") == "end":
+                send("followed")
+                return
+            getattr(self, relayed["op"])(relayed)  # inside the follow job's scratch cache
 
     def import_frontends(self) -> None:
         """Imports what the frontends of this platform's variants need (flax)."""
@@ -150,6 +222,10 @@ class Worker:
         from harness.variants import expression, program
 
         workdir = Path(job["workdir"])
+        if self.group is not None:
+            from harness.capture import processes
+
+            processes.write_info(workdir, self.member)
         # Inputs are made once per distinct problem, before any variant clears JAX's caches,
         # so variants sharing a problem share bit-identical data and none pays for making it.
         # A program's parameters too: its init runs once per distinct inputs and seed.
@@ -167,11 +243,14 @@ class Worker:
             variant = self.exp.variant(name)
             vdir = workdir / "variants" / name
             send("start", variant=name)
+            if self.group is not None:
+                vdir = processes.capture_folder(vdir, self.member.rank)
             ctx = Context(
                 vdir,
                 self.platform,
                 fresh_process=bool(job.get("fresh_process")),
                 executables=_executables(job),
+                barrier=self.group.barrier if self.group is not None else None,
             )
             try:
                 captured = _capture_for(variant)(self.exp, variant, ctx)
@@ -181,6 +260,8 @@ class Worker:
                 if captured.wait is not None:
                     self.waits[name] = captured.wait
             except Exception as e:
+                if isinstance(e, _group_faults()):
+                    raise  # the group cannot go on: harness.worker.main reports it
                 io.write_text(vdir / "error.txt", traceback.format_exc())
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 record = CaptureRecord(
@@ -190,7 +271,13 @@ class Worker:
                     module=None,
                     failure=Failure(kind="exception", signal=None, exit_code=None),
                 )
-            io.write_json(vdir / RESULT_FILE, to_json(record))
+            if self.group is None or self.member.rank == 0:
+                io.write_json(vdir / RESULT_FILE, to_json(record))
+            if self.group is not None:
+                # Its profiles into the variant's XProf session, its record beside them;
+                # then every process waits for the others: a missing one is named here.
+                processes.finish_capture(workdir, name, vdir, record, self.member)
+                self.group.barrier(f"the end of capturing {name}")
             send("done", variant=name, status=record.status)
 
     def ceilings(self, job: dict[str, Any]) -> None:
@@ -211,7 +298,10 @@ class Worker:
                 shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
         cache = Path(job["cache"]) if job.get("cache") else None
         remeasure = bool(self.exp.capture.remeasure_ceilings)
-        found = ceilings.measure(self.environment, shapes, cache, remeasure)
+        environment = self.environment
+        if self.member is not None:  # process 0 alone: its own devices' link, not the group's
+            environment = {**environment, "device_count": len(self.member.local_devices)}
+        found = ceilings.measure(environment, shapes, cache, remeasure)
         io.write_json(Path(job["workdir"]) / "ceilings.json", found)
         send("ceilings_done")
 
@@ -246,6 +336,15 @@ class Worker:
                 for n in job["variants"]
             }
         buffer = stdio.StringIO()
+        group = self.group
+
+        def announce(name: str) -> None:
+            # Before each variant's batch: a crash, exception or hang is then its own. In a
+            # group every process starts the batch together, after a barrier.
+            send("timing_call", variant=name)
+            if group is not None:
+                group.barrier(f"timing {name}")
+
         with contextlib.redirect_stdout(buffer):  # host callbacks print on every call
             record = stage.run(
                 self.exp,
@@ -255,11 +354,24 @@ class Worker:
                 notes,
                 excluded=job.get("excluded") or {},
                 waits={n: self.waits[n] for n in job["variants"] if n in self.waits},
-                # Before each variant's batch: a crash, exception or hang is then its own.
-                announce=lambda name: send("timing_call", variant=name),
+                announce=announce,
+                agree=group.agree if group is not None else None,
             )
-        io.write_json(workdir / job.get("file", "timing.json"), to_json(record))
+        file = job.get("file", "timing.json")
+        if group is not None:
+            from harness.capture import processes
+
+            processes.write_timing(workdir, file, record, self.member.rank)
+        if group is None or self.member.rank == 0:
+            io.write_json(workdir / file, to_json(record))
         send("timed")
+
+
+def _group_faults() -> tuple[type[BaseException], ...]:
+    """The exceptions that end a group of processes (a member missing from a barrier)."""
+    from harness.capture.distributed import ProcessesMissing
+
+    return (ProcessesMissing,)
 
 
 def preload(modules: Iterable[str]) -> None:
@@ -269,6 +381,12 @@ def preload(modules: Iterable[str]) -> None:
     for module in modules:
         with contextlib.suppress(Exception), scratch_cache_dir():  # no torch folder in $TMPDIR
             importlib.import_module(module)
+
+
+def _relayed() -> frozenset[str]:
+    from harness.capture.distributed import RELAYED
+
+    return RELAYED
 
 
 def _executables(job: dict[str, Any]) -> Path | None:
@@ -307,14 +425,29 @@ def main(argv: list[str]) -> int:
             continue
         job = json.loads(line)
         op = job.get("op")
-        if op not in ("hello", "config", "capture", "ceilings", "time"):
+        if op not in ("hello", "config", "capture", "ceilings", "time", "follow"):
             send("error", message=f"unknown op {op!r}")
             return 2
+        if worker.group is not None and worker.member.rank == 0 and op in _relayed():
+            worker.group.publish(
+                job
+            )  # the other processes run it too (harness.capture.distributed)
         try:
             # torch, imported or called outside a variant's block, would make its cache folder
             # in $TMPDIR: each job gives it a scratch one, removed when the job ends.
             with scratch_cache_dir():
                 getattr(worker, op)(job)
+        except _group_faults() as e:
+            # A member is gone: a jax.distributed group cannot go on, and its shutdown would
+            # wait for the missing member, so this process leaves at once.
+            send(
+                "process_fault",
+                missing=list(e.missing),
+                processes=e.count,
+                how=e.how(),
+                message=str(e),
+            )
+            os._exit(3)
         except Exception as e:
             send(
                 "error",
@@ -323,6 +456,10 @@ def main(argv: list[str]) -> int:
                 traceback=traceback.format_exc(),
             )
             return 1
+        if op == "follow":
+            break  # process 0 ended the group: leave with it (jax's shutdown waits for all)
+    if worker.group is not None and worker.member.rank == 0:
+        worker.group.publish({"op": "end"})  # the others leave their follow loop
     # It ends while the supervisor analyses the run: the interpreter's last collection over
     # everything JAX made would take a core from that analysis for nothing.
     gc.freeze()

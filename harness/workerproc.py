@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -52,6 +53,9 @@ EVENTS = frozenset(
         "timing_call",
         "timed",
         "error",
+        "process_fault",
+        "following",
+        "followed",
     }
 )
 # Events that say what the worker is doing now: the variant a fault is recorded against.
@@ -68,8 +72,17 @@ class WorkerDied(Exception):
     last: dict[str, Any] = field(default_factory=dict)
     reason: str = ""  # set when the supervisor killed it (a time limit, garbage) or it raised
     killed: bool = False  # by the supervisor: a SIGKILL is then no OOM kill
+    # In a group of processes (harness.group): the rank of the process at fault, and the size.
+    process: int | None = None
+    processes: int = 1
 
     def how(self) -> str:
+        said = self._how()
+        if self.process is None:
+            return said
+        return f"process {self.process} of {self.processes} {said}"
+
+    def _how(self) -> str:
         if self.reason:
             return self.reason
         if self.returncode < 0:
@@ -184,6 +197,11 @@ class WorkerProcess:
         self.buffer = b""
         self.last: dict[str, Any] = {}
         self.killed = False
+        # In a group of processes: this one's rank and the group's size (its faults name it),
+        # and for process 0 the check on the others while it waits (harness.group).
+        self.process: int | None = None
+        self.processes = 1
+        self.watch: Callable[[], None] | None = None
         self.send_raw(self.token)  # first line: the token every event must carry
 
     def send_raw(self, line: str) -> None:
@@ -201,7 +219,13 @@ class WorkerProcess:
         if reason:
             self.kill()
         return WorkerDied(
-            self.proc.wait(), self.stderr_tail(), dict(self.last), reason, killed=self.killed
+            self.proc.wait(),
+            self.stderr_tail(),
+            dict(self.last),
+            reason,
+            killed=self.killed,
+            process=self.process,
+            processes=self.processes,
         )
 
     def _line(self, within: float) -> bytes | None:
@@ -224,6 +248,8 @@ class WorkerProcess:
                 continue
             if self.proc.poll() is not None:
                 return None  # ended; a child it left may hold the pipe open
+            if self.watch is not None:
+                self.watch()  # raises WorkerDied for another process of the group
             if process_state(self.proc.pid) in ("T", "t"):
                 stopped_since = stopped_since or now
                 if now - stopped_since >= self.stopped_s:
@@ -268,8 +294,43 @@ class WorkerProcess:
                 # Its first line: an exception's message may hold a whole traceback (a host
                 # callback's), which belongs in the log, not on the terminal.
                 f"raised {_first_line(event.get('message'))}",
+                process=self.process,
+                processes=self.processes,
+            )
+        if event["event"] == "process_fault":
+            # Another process of the group missed a barrier (died or hangs): the fault is
+            # that process's, recorded against what this one was doing.
+            self.kill()
+            missing = [int(r) for r in event.get("missing") or ()]
+            raise WorkerDied(
+                self.proc.returncode or 1,
+                (str(event.get("message", "")),),
+                dict(self.last),
+                str(event.get("how") or "missed a barrier"),
+                killed=True,
+                process=missing[0] if missing else None,
+                processes=int(event.get("processes") or self.processes),
             )
         return event
+
+    def check_alive(self) -> None:
+        """Raises WorkerDied when the worker has ended (its events are left unread)."""
+        if self.proc.poll() is not None:
+            raise self._died()
+
+    def drain(self) -> None:
+        """Reads the events this worker has sent so far without waiting for more (a process
+        of a group other than process 0, whose events the supervisor only checks); raises
+        WorkerDied when it ended, raised or reported a fault."""
+        ended = False
+        while not ended and select.select([self.fd], [], [], 0)[0]:
+            chunk = os.read(self.fd, 1 << 16)
+            ended = not chunk
+            self.buffer += chunk
+        while b"\n" in self.buffer:  # its last events first: an error says more than the end
+            self.next_event(within=1.0)  # a whole line is buffered: returns at once
+        if ended or self.proc.poll() is not None:
+            raise self._died()
 
     def expect(self, *names: str, within: float = 3600.0) -> dict[str, Any]:
         """Returns the next event, which must be one of `names` (others are passed over); the

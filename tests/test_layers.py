@@ -25,6 +25,7 @@ LIBRARIES = (
     "harness.summary_memory",  # the memory section and its migration (issue 28)
     "harness.summary_findings",  # the findings section and its migration (issue 25)
     "harness.fmt",  # number formatting, shared by the rules' sentences and the report
+    "harness.summary_processes",  # the records of a study across processes (issue 31)
     "harness.ladder",
     "harness.stats",
     "harness.precision",
@@ -55,6 +56,7 @@ ORCHESTRATOR = (
     "harness.__main__",
     "harness.main",
     "harness.run",
+    "harness.group",  # the supervisor's side of a group of processes (issue 31)
     "harness.workerproc",
     "harness.runs",
     "harness.worker",

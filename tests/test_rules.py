@@ -520,3 +520,32 @@ def test_a_failing_rule_is_recorded_and_the_others_still_conclude() -> None:
     found = rules.evaluate(facts(eager=SLOWER_EAGER), (Broken(), timing.TimingDifference()))
     assert found.rules[0].error.startswith("KeyError: 'boom' (at test_rules.py:")
     assert [t.variant for t in found.timing] == ["eager"]
+
+
+# --- processes.straggler ---------------------------------------------------------------------
+
+
+def _processes(spread: float, lo: float, hi: float, floor: float = 0.05):
+    from harness.summary_processes import ProcessesSummary, VariantProcesses
+
+    v = VariantProcesses(
+        status="ok", same_program=True, straggler=1, fastest=0, spread=spread,
+        spread_ci95=(lo, hi),
+    )  # fmt: skip
+    return ProcessesSummary(count=2, noise_floor=floor, noise_resolved=True, variants={"dp": v})
+
+
+def test_a_resolvable_straggler_is_found_and_a_spread_within_noise_is_not() -> None:
+    from harness.analyze.rules import processes
+
+    rule = processes.Straggler()
+    base = facts()
+    assert not rule.applies(base)  # one process: no processes.json, nothing to conclude
+    slow = dataclasses.replace(base, processes=_processes(1.30, 1.20, 1.40))
+    found = rule.conclude(slow)
+    assert [(f.variant, f.straggler, f.fastest) for f in found] == [("dp", 1, 0)]
+    assert found[0].rule == "processes.straggler"
+    equal = dataclasses.replace(base, processes=_processes(1.03, 0.99, 1.08))
+    assert rule.conclude(equal) == ()
+    gated = dataclasses.replace(slow, summary=dataclasses.replace(slow.summary, noise=FAILED))
+    assert not rule.applies(gated)  # a timing rule reads the A/A gate

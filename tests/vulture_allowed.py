@@ -48,6 +48,8 @@ _.in_use_before  # harness/summary_memory.py:70: field of the record DevicePeak:
 _.peak_after  # harness/summary_memory.py:71: field of the record DevicePeak: written to JSON through dataclasses.fields
 _.peak_source  # harness/summary_memory.py:98: field of the record Memory: written to JSON through dataclasses.fields
 _.buffers_at_peak_bytes  # harness/summary_memory.py:103: field of the record Memory: written to JSON through dataclasses.fields
+_.cross_process  # harness/summary_processes.py:150: field of the record VariantProcesses: written to JSON through dataclasses.fields
+_.device_process  # harness/summary_processes.py:163: field of the record ProcessesSummary: written to JSON through dataclasses.fields
 _._HEADER_LOCK_DIR  # harness/capture/torch_env.py:518: sets codecache._HEADER_LOCK_DIR, which the library that owns codecache reads
 _.python_tracer_level  # harness/capture/variant.py:92: sets options.python_tracer_level, which the library that owns options reads
 _.launcher_by_correlation  # harness/profile/torch_trace.py:131: property of TorchTrace, read by tests/test_torch_trace.py

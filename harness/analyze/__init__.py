@@ -440,6 +440,10 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         ),
         variants=out,
     )
+    if exp.processes.enabled:  # a study across processes: processes.json, which a rule reads
+        from harness.analyze import processes
+
+        processes.write(workdir, exp, summary)
     # The conclusions last: rules over the summary just made (harness.analyze.rules).
     facts = rules.read_facts(workdir, summary, exp.memory.min_ratio, exp.memory.min_bytes)
     return dataclasses.replace(summary, findings=rules.evaluate(facts))

@@ -300,14 +300,23 @@ def profile(
     # The host gap compares like with like: each profiled step's wall time (its marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
+    report, clusters = matched(events, lad, mode)
+    io.write_json(vdir / "kernels.json", kernels_document(report))
+    return profile_of(report, events, walls, clusters, step_s)
+
+
+def matched(
+    events: Sequence[Any], lad: ladder.Ladder, mode: str
+) -> tuple[MatchReport, dict[Any, tuple[Any, ...]]]:
+    """Returns the attribution of a steady window's `events` to the clusters of the variant's
+    ladder, and those clusters (each process of a group is matched alike: analyze.processes)."""
     eager = mode == "eager"
     clusters = _module_clusters(lad, eager)
     buffers = {} if eager else _command_buffers(lad, clusters)
-    report: MatchReport = match_events(
+    report = match_events(
         events, clusters, mode="eager" if eager else "jit", command_buffers=buffers
     )
-    io.write_json(vdir / "kernels.json", kernels_document(report))
-    return profile_of(report, events, walls, clusters, step_s)
+    return report, clusters
 
 
 def profile_of(

@@ -24,7 +24,7 @@ def measure_link(platform: str, budget_s: float, best_batch: Any) -> dict[str, A
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    devices = jax.devices()
+    devices = jax.local_devices()  # in a group of processes: process 0's own (no other joins)
     p = len(devices)
     if p < 2:
         return None

@@ -59,6 +59,10 @@ class Context:
     # The optional probes that failed while capturing (filled in place by the capture; a
     # fresh list per variant): the recompile, the profile, the emitter dumps, the reference.
     failures: list[ProbeFailure] = dataclasses.field(default_factory=list)
+    # In a group of processes, the group's barrier: every process starts its steady profile
+    # together, so a collective's time in one process's profile is not its wait for another
+    # still timing its blocked calls (harness.capture.distributed).
+    barrier: Callable[[str], None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +175,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        return Subject(fn, placed, lambda y: _numerics(exp, variant, y, inputs))
+        return Subject(fn, placed, lambda y: _numerics(exp, variant, sharded.gathered(y), inputs))
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
     args = program.args_for(p, seed)
@@ -266,6 +270,8 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
 def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[float]:
     """Returns blocked per-call times, then profiles `profile.steps` marked steps."""
     times = measure.step_times(call, exp.measure.warmup, exp.measure.steps)
+    if ctx.barrier is not None:
+        ctx.barrier("the steady profile")
     with profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled, ctx.failures):
         for i in range(exp.profile.steps):
             with jax.profiler.StepTraceAnnotation("step", step_num=i):

@@ -21,6 +21,8 @@ from typing import Any
 from harness.config.fields import ranged
 from harness.config.limits import Limits
 from harness.config.memory import MemoryOptions
+from harness.config.processes import Processes
+from harness.config.processes import problem as processes_problem
 from harness.config.program import (
     NO_KWARGS,
     FrozenMap,
@@ -280,6 +282,7 @@ class Experiment:
     search: SearchOptions = SearchOptions()
     limits: Limits = Limits()  # time limits on the worker processes
     memory: MemoryOptions = MemoryOptions()  # when two peaks differ enough for a finding
+    processes: Processes = Processes()  # a group of processes through jax.distributed
     variants: tuple[Variant, ...] = ()
 
     @property
@@ -290,8 +293,11 @@ class Experiment:
 
     @property
     def cpu_devices(self) -> int:
-        """Returns the host devices a CPU run must force: the largest mesh of a selected
-        variant that runs on a CPU (1 when none is sharded)."""
+        """Returns the host devices a CPU run must force: in a group of processes each
+        process's own (`processes.devices`), else the largest mesh of a selected variant that
+        runs on a CPU (1 when none is sharded)."""
+        if self.processes.enabled:
+            return self.processes.devices
         return max(
             (v.sharding.devices for v in self.selected_variants if "cpu" in v.platforms),
             default=1,
@@ -457,6 +463,9 @@ def validate_experiment(e: Experiment, source: str) -> None:
         validate_torch_variant(v, source)
     names = [v.name for v in e.variants]
     validate_search(e.search, source, names)
+    found = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
+    if found is not None:
+        raise ConfigError(source, *found)
     if e.baseline not in seen:
         raise ConfigError(
             source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"

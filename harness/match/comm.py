@@ -73,6 +73,8 @@ class DeviceStep:
     exposed_s: float
     idle_s: float
     collective_s: tuple[tuple[str, float], ...]
+    # Per collective, the part of its time no compute on another stream hides.
+    exposed_collective_s: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,12 @@ class CommReport:
             "communication_events": self.communication_events,
             "per_device": [asdict(d) for d in self.per_device],
             "device_steps": [
-                asdict(s) | {"collective_s": dict(s.collective_s)} for s in self.device_steps
+                asdict(s)
+                | {
+                    "collective_s": dict(s.collective_s),
+                    "exposed_collective_s": dict(s.exposed_collective_s),
+                }
+                for s in self.device_steps
             ],
             "collectives": [
                 asdict(c) | {"per_device_s": {str(d): t for d, t in c.per_device_s}}
@@ -278,10 +285,14 @@ def _device_step(
     # on the collective's own stream cannot run beside it; where timestamps of one stream touch
     # (sub-microsecond in the H200 profiles) that is no overlap either.
     exposed_iv: list[Interval] = []
+    exposed_of: dict[str, list[Interval]] = defaultdict(list)
     for stream in {e.stream for e in comm}:
-        mine = merge(_intervals(e for e in comm if e.stream == stream))
         others = merge(_intervals(e for e in compute if e.stream != stream))
+        mine = merge(_intervals(e for e in comm if e.stream == stream))
         exposed_iv.extend(subtract(mine, others))
+        for name in {c.name for e, c in rows if c is not None and e.stream == stream}:
+            theirs = (e for e, c in rows if c is not None and c.name == name and e.stream == stream)
+            exposed_of[name].extend(subtract(merge(_intervals(theirs)), others))
     exposed = length(merge(exposed_iv))
     span = max(e.end_ns for e, _ in rows) - min(e.start_ns for e, _ in rows)
     per_collective: dict[str, float] = defaultdict(float)
@@ -301,6 +312,9 @@ def _device_step(
         exposed_s=exposed * 1e-9,
         idle_s=(span - busy) * 1e-9,
         collective_s=tuple(sorted(per_collective.items())),
+        exposed_collective_s=tuple(
+            sorted((n, length(merge(iv)) * 1e-9) for n, iv in exposed_of.items())
+        ),
     )
 
 

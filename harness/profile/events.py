@@ -124,7 +124,9 @@ def find_xplane(profile_dir: Path | str) -> Path:
     """Return the single `*.xplane.pb` under a `jax.profiler.trace` log dir (or the file itself).
 
     jax writes `<log_dir>/plugins/profile/<timestamp>/<host>.xplane.pb`; the
-    newest one wins when a folder was traced more than once.
+    newest one wins when a folder was traced more than once. A study across processes keeps
+    one file per process in one session (`<host>-p<rank>.xplane.pb`,
+    harness.capture.processes): the single-process analyses read process 0's.
     """
     path = Path(profile_dir)
     if path.is_file():
@@ -134,7 +136,11 @@ def find_xplane(profile_dir: Path | str) -> Path:
     found = sorted(path.rglob("*.xplane.pb"), key=lambda p: (p.stat().st_mtime, str(p)))
     if not found:
         raise ProfileError(f"{path}: no *.xplane.pb under this folder")
-    return found[-1]
+    first = [p for p in found if p.name.endswith(f"-p0{XPLANE_SUFFIX}")]
+    return (first or found)[-1]
+
+
+XPLANE_SUFFIX = ".xplane.pb"
 
 
 def load_profile(xplane_path: Path | str) -> ProfileData:

@@ -29,6 +29,7 @@ from harness.report.findings import (
 )
 from harness.report.observations import FRAMEWORKS, observation_blocks
 from harness.report.plots import PlotOutcome
+from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
 from harness.summary import Noise
 
@@ -438,6 +439,7 @@ def report_blocks(
         *observation_blocks(run),
         *plot_blocks(plots),
         *sharded_blocks(run),
+        *processes_blocks(run),
         *environment_blocks(run),
     ]
     if run.notes:

@@ -134,17 +134,24 @@ class Batch:
     seconds: float
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def calls_for(
     t: Timed,
     target_s: float,
     max_calls: int = 100_000,
     clock: Callable[[], float] = time.perf_counter,
+    agree: Callable[[Any], Any] = _same,
 ) -> Batch:
     """Returns the batch of back-to-back calls that fills about `target_s` (at least
-    MIN_CALLS), with the seconds its last calibration took."""
+    MIN_CALLS), with the seconds its last calibration took. Each calibration's seconds pass
+    through `agree` (in a group of processes, process 0's), so every process grows its batch
+    alike and calls a collective as often as the others."""
     calls = MIN_CALLS
     while True:
-        elapsed = _batch(t, calls, clock=clock)
+        elapsed = float(agree(_batch(t, calls, clock=clock)))
         if elapsed >= target_s or calls >= max_calls:
             return Batch(calls, elapsed)
         grow = target_s / max(elapsed, 1e-7)
@@ -175,6 +182,7 @@ def time_rounds(
     more: Callable[[Mapping[str, Sequence[float]]], bool] | None = None,
     max_budget_s: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    agree: Callable[[Any], Any] | None = None,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
@@ -191,8 +199,14 @@ def time_rounds(
     and `max_budget_s`, pairs of rounds are added after the planned ones while `more(step_s)`
     says the intervals are still too wide and the next pair fits in `max_budget_s`, counted
     from the start like `budget_s`.
+
+    In a group of processes every decision that sets how many calls run (calibration, the
+    budget's scaling, adding rounds) passes through `agree`, which returns process 0's value
+    everywhere: each process then runs the same calls, and none waits in a collective for a
+    call another does not make.
     """
     tell = announce or (lambda name: None)
+    same = agree or _same
     started = clock()
     batches = max(1, batches)
     for t in timed:
@@ -202,10 +216,11 @@ def time_rounds(
     calibrated = {}
     for t in timed:
         tell(t.name)
-        calibrated[t.name] = calls_for(t, target_batch_s, clock=clock)
+        calibrated[t.name] = calls_for(t, target_batch_s, clock=clock, agree=same)
     calls = {n: b.calls for n, b in calibrated.items()}
     if budget_s is not None:
-        calls = fit_budget(calibrated, rounds, budget_s - (clock() - started), settle)
+        left = float(same(budget_s - (clock() - started)))
+        calls = fit_budget(calibrated, rounds, left, settle)
     settling = {n: math.ceil(c * settle) for n, c in calls.items()}
     # The slot's calls are split between its short batches; the settling stays whole.
     batches = split_count(calls, batches)
@@ -233,11 +248,11 @@ def time_rounds(
     if more is not None and max_budget_s is not None:
         stopped = "budget"
         while True:
-            if not more(out):
+            if not same(more(out)):
                 stopped = "widths"
                 break
             per_round = (clock() - rounds_started) / max(1, r)
-            if clock() - started + 2 * per_round > max_budget_s:
+            if same(clock() - started + 2 * per_round > max_budget_s):
                 break
             # Rounds are added in pairs, so the orders stay balanced (see round_order).
             one_round(r)

@@ -31,12 +31,14 @@ def run(
     excluded: dict[str, str],
     waits: Mapping[str, Callable[[Any], Any]] | None = None,
     announce: Callable[[str], None] | None = None,
+    agree: Callable[[Any], Any] | None = None,
 ) -> TimingRecord:
     """Times `calls` in interleaved rounds, the baseline twice per round; returns the record.
 
     `waits` gives a variant its own wait for a call's result (a torch variant's
     `torch.cuda.synchronize()`); the others wait with `jax.block_until_ready`. `announce`
-    is told each variant's name before its calls (rounds.time_rounds).
+    is told each variant's name before its calls (rounds.time_rounds); `agree`, in a group
+    of processes, makes every decision the rounds take process 0's (rounds.time_rounds).
     """
     names = list(calls)
     wait = dict(waits or {})
@@ -69,6 +71,7 @@ def run(
         batches=exp.timing.batches,
         more=lambda step_s: not widths_met(step_s, pairs, width),
         max_budget_s=max_budget_s(exp.timing),
+        agree=agree,
     )
     host_bound = platform not in ("gpu", "tpu")
     return TimingRecord(

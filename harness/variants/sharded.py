@@ -8,7 +8,8 @@ Explicit axes, which refuse a sharded contraction without an explicit output sha
 `shard_map` body the per-device program is written by hand, its collective included.
 
 The inputs are the unsharded variants' seeded data (`expression.inputs_for`), put on the mesh
-with `jax.device_put`, so every variant computes on bit-identical values.
+with `jax.device_put` (across processes, each process places its own shards: `put`), so every
+variant computes on bit-identical values.
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ def make_mesh(s: Sharding) -> Mesh:
     return Mesh(np.array(devices[: s.devices]).reshape(s.mesh), tuple(s.axes))
 
 
+def put(value: Any, sharding: NamedSharding) -> jax.Array:
+    """Returns `value` laid out as `sharding`. Across processes (a mesh holding other
+    processes' devices) each process places only its own shards, cut from its copy of the
+    value: every process made the same seeded inputs."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(value, sharding)
+    host = np.asarray(value)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def gathered(y: Any) -> Any:
+    """Returns a result whole in this process: a result spread over other processes' devices
+    is gathered from all of them (a collective: every process calls it, in the same order)."""
+    if getattr(y, "is_fully_addressable", True):
+        return y
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(y, tiled=True)
+
+
 def _body(variant: Variant, k_axes: tuple[str, ...]) -> Callable[..., Any]:
     """Returns the per-device body of a shard_map variant, named like the expression."""
     p = variant.problem
@@ -102,8 +123,7 @@ def place(variant: Variant, fn: Callable[..., Any], inputs: expression.Inputs) -
     shardings = tuple(NamedSharding(mesh, spec) for spec in specs)
     out_sharding = NamedSharding(mesh, out_spec)
     args = tuple(
-        jax.device_put(a, sh)
-        for a, sh in zip((inputs.x, inputs.w, inputs.b), shardings, strict=True)
+        put(a, sh) for a, sh in zip((inputs.x, inputs.w, inputs.b), shardings, strict=True)
     )
     if s.shard_map:
         k_axes = entry_axes(s.x[-1])
@@ -118,7 +138,7 @@ def place(variant: Variant, fn: Callable[..., Any], inputs: expression.Inputs) -
         # new-shape call sees the same sharding and only the shape changes.
         x = np.asarray(inputs.x)
         x_half = x[..., : x.shape[-2] // 2, :]
-        return (jax.device_put(x_half, shardings[0]), args[1], args[2])
+        return (put(x_half, shardings[0]), args[1], args[2])
 
     record = MeshRecord(
         mesh=tuple(s.mesh),

@@ -14,6 +14,7 @@ and the terminal only read the records, and the report names each finding's rule
     memory.peak                memory.py      peaks that differ (never gated)
     untested.*                 untested.py    known changes this run did not measure
     structure.why_not_fused    boundaries.py  why the baseline's clusters are separate launches
+    processes.straggler        processes.py   a process slower than the run's noise explains
     observation.*              observations.py  the seed chapter's claims, per framework
 
 Rules that rest on timing read the gate (`noise.resolved`, through `base.timing_resolved`):
@@ -43,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze.rules import boundaries, memory, observations, timing, untested
+from harness.analyze.rules import boundaries, memory, observations, processes, timing, untested
 from harness.analyze.rules.base import Rule
 from harness.analyze.rules.facts import RunFacts, facts_of, read_facts
 from harness.summary_findings import Findings, RuleInfo
@@ -60,6 +61,7 @@ RULES: tuple[Rule, ...] = (
     untested.UntestedBf16(),
     untested.UntestedProgramBf16(),
     boundaries.WhyNotFused(),
+    processes.Straggler(),
     *observations.CLAIMS,
 )
 KINDS = (
@@ -72,6 +74,7 @@ KINDS = (
     "untested",
     "boundaries",
     "observations",
+    "processes",
 )
 
 

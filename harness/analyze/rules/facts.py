@@ -17,7 +17,10 @@ from typing import Any
 
 from harness import io, ladder
 from harness.config.memory import MemoryOptions
+from harness.records import SchemaError
 from harness.summary import RunSummary, VariantSummary
+from harness.summary_processes import PROCESSES_FILE, ProcessesSummary
+from harness.summary_processes import read as read_record
 
 MIN_RATIO = MemoryOptions().min_ratio
 MIN_BYTES = MemoryOptions().min_bytes
@@ -89,6 +92,7 @@ class RunFacts:
     decisions: tuple[DecisionStep, ...] = ()  # the baseline's priority-fusion log
     # framework -> emitter stage (triton, llvm, ptx, output_code) -> files, baseline's first
     emitted: Mapping[str, Mapping[str, tuple[IrText, ...]]] = field(default_factory=dict)
+    processes: ProcessesSummary | None = None  # processes.json of a study across processes
 
     @property
     def baseline(self) -> str:
@@ -307,4 +311,17 @@ def read_facts(
         min_bytes=size if min_bytes is None else min_bytes,
         decisions=read_decisions(workdir, base.name) if base is not None else (),
         emitted={f: read_emitted(workdir, variants, f) for f in ("jax", "torch")},
+        processes=read_processes(workdir),
     )
+
+
+def read_processes(workdir: Path) -> ProcessesSummary | None:
+    """processes.json of a study across processes; None for one process (or a damaged file:
+    the rule then concludes nothing, and the report's section says the file is unreadable)."""
+    path = workdir / PROCESSES_FILE
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return read_record(ProcessesSummary, path)
+    except (OSError, SchemaError):
+        return None
