@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import fmt
 from harness.records import SchemaError
-from harness.report import fmt
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.summary_processes import PROCESSES_FILE, ProcessesSummary, read
