@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.hlo.parser import ParseError, parse_module
+from harness.hlo.instruction import ParseError
+from harness.hlo.parser import parse_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_hlo.py"
 _spec = importlib.util.spec_from_file_location("fuzz_hlo", SCRIPT)

@@ -12,7 +12,8 @@ from hlo_helpers import cpu_dump, gpu_file, hlo_text_files, require_fixtures
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.hlo.parser import ParseError, parse_file, parse_module, print_module
+from harness.hlo.instruction import ParseError
+from harness.hlo.parser import parse_file, parse_module, print_module
 from harness.hlo.shapes import ArrayShape, TupleShape, parse_shape
 
 INSTRUCTION_LINE = re.compile(r"^\s+(?:ROOT )?%[^\s=]+ = ", re.M)

@@ -19,10 +19,11 @@ from hlo_helpers import gpu_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.hlo import parser
+from harness.hlo import instruction, parser
 from harness.hlo.clusters import find_clusters, members
 from harness.hlo.cost import module_cost
-from harness.hlo.parser import GemmConfig, ParseError, parse_file, parse_module, print_module
+from harness.hlo.instruction import GemmConfig, ParseError
+from harness.hlo.parser import parse_file, parse_module, print_module
 from harness.hlo.passes import _computation_order, structural_fingerprint
 from harness.hlo.shapes import MAX_TUPLE_DEPTH, ShapeError, leaves, parse_shape, strip_comments
 
@@ -242,7 +243,7 @@ def test_new_scanners_read_short_lines_as_the_old_regexes_did(line: str) -> None
     old = OLD_COMP.match(line)
     new = parser._computation_header(line)
     assert (None if old is None else (bool(old[1]), old[2], old[3])) == new
-    assert OLD_META_ITEM.findall(line) == parser._META_ITEM.findall(line)
+    assert OLD_META_ITEM.findall(line) == instruction._META_ITEM.findall(line)
     assert OLD_COMMENT.sub("", line) == strip_comments(line)
     for old_re, new_re in (
         (OLD_FAST, parser._FAST),
@@ -271,9 +272,9 @@ def test_computation_headers(line: str, expected: tuple | None) -> None:
 
 
 def test_unclosed_quotes_make_attributes_unsplittable_not_slow() -> None:
-    assert parser.split_top_level('a="x", b={1}') == ['a="x"', "b={1}"]
-    assert parser.split_top_level('a="x\\", b={1}') is None
-    assert parser.parse_attributes('a="x, b={1}') == {"": 'a="x, b={1}'}
+    assert instruction.split_top_level('a="x", b={1}') == ['a="x"', "b={1}"]
+    assert instruction.split_top_level('a="x\\", b={1}') is None
+    assert instruction.parse_attributes('a="x, b={1}') == {"": 'a="x, b={1}'}
 
 
 # Depth -------------------------------------------------------------------------------------

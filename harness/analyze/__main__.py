@@ -56,7 +56,7 @@ def read_ceilings(path: Path) -> prog.Ceilings:
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.hlo.parser import ParseError
+    from harness.hlo.instruction import ParseError
     from harness.profile.events import ProfileError
 
     cli.no_extra_arguments(argv)

@@ -27,9 +27,10 @@ from typing import Any
 from harness import forked, io
 from harness.analyze import modules as hlo_files
 from harness.analyze import program as prog
-from harness.hlo.clusters import Cluster, ReverseMap, reverse_map
+from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
+from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, kernels_document, match_events
 from harness.profile.events import (

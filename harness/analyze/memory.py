@@ -20,7 +20,8 @@ from harness import io, ladder
 from harness.analyze import modules as hlo_files
 from harness.analyze import program as prog
 from harness.hlo import memory as xm
-from harness.hlo.parser import HloModule, Instruction
+from harness.hlo.instruction import Instruction
+from harness.hlo.parser import HloModule
 from harness.records import from_json, to_json
 from harness.summary_memory import (
     MEMORY_FILE,

@@ -33,9 +33,11 @@ from typing import Any
 
 from harness.analyze import roof as roofs
 from harness.analyze import steps as by_step
-from harness.hlo.clusters import Cluster, ReverseMap
+from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
-from harness.hlo.parser import MAX_ID, HloModule, Instruction, parse_metadata
+from harness.hlo.instruction import MAX_ID, Instruction, parse_metadata
+from harness.hlo.parser import HloModule
+from harness.hlo.reverse_map import ReverseMap
 from harness.hlo.shapes import decimal
 from harness.match.gaps import AttributionGaps
 from harness.match.match import Attribution, MatchReport
