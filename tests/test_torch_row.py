@@ -22,8 +22,8 @@ from harness.capture import torch_variant
 from harness.capture.torch_env import capture_dirs
 from harness.capture.variant import Context
 from harness.config import ConfigError, load
+from harness.config.experiment import Problem, Variant, framework_baselines
 from harness.config.roles import framework_of, roles_of
-from harness.config.schema import Problem, Variant, framework_baselines
 from harness.inductor.diverge import torch_first_divergence
 from harness.summary import CaptureRecord
 from harness.timing import stage

@@ -21,7 +21,7 @@ from typing import Any
 from harness import forked, io, ladder, stats
 from harness.analyze import comm, ranking, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
-from harness.config.schema import Experiment, Variant, framework_baselines
+from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
 from harness.inductor.diverge import torch_first_divergence
 from harness.machine_state import machine_state
