@@ -1,13 +1,14 @@
-"""Analysis stage: a saved run (or any XLA dump) read into summaries and analysis files.
+"""Analysis stage: a saved run read into summaries and analysis files.
 
     analyze_run(workdir, exp)   every variant's sections, then the comparisons over the run
     modules                     HLO modules into fusions.json, cost.json, passes.json
     sections                    one producer per summary section
     comm                        the communication of a sharded variant (its `comm` section)
-    dump                        any program's dump folder (python -m harness.analyze)
+    ranking                     ranking.json: the clusters ranked (module_analysis, sources)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
-run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop.
+run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop. Any
+other program's dump and profile (`python -m harness.analyze`) is harness.anydump.
 """
 
 from __future__ import annotations
