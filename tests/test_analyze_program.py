@@ -224,6 +224,7 @@ def test_self_time_subtracts_nested_events_on_the_same_stream() -> None:
     assert self_times([loop, *body, other, after]) == [50, 30, 20, 50, 5]
 
 
+@pytest.mark.slow
 def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_path: Path) -> None:
     """Run where JAX is not loaded (fresh_process): the analyzer forks only such a process."""
     from hlo_helpers import require_fixtures
@@ -263,6 +264,7 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
     assert out.strip() == "forked"
 
 
+@pytest.mark.slow
 def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

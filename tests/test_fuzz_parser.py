@@ -33,6 +33,7 @@ def _need_fixtures() -> None:
         pytest.skip(f"no HLO fixtures under {fuzz.FIXTURES}")
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_mutated_fixture_modules_parse_or_raise_a_located_parse_error(data: st.DataObject) -> None:
@@ -40,6 +41,7 @@ def test_mutated_fixture_modules_parse_or_raise_a_located_parse_error(data: st.D
     assert fuzz.check(text) in OUTCOMES
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_structure_level_cases_parse_or_raise_a_located_parse_error(data: st.DataObject) -> None:

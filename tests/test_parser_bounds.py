@@ -186,6 +186,7 @@ PATHOLOGICAL: dict[str, Callable[[int], str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(LONG_LINES))
 def test_a_1mb_line_in_each_position_reads_in_linear_time(where: str) -> None:
     build, expected = LONG_LINES[where]
@@ -196,6 +197,7 @@ def test_a_1mb_line_in_each_position_reads_in_linear_time(where: str) -> None:
     assert_linear(build, seconds, where)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(PATHOLOGICAL))
 def test_lines_built_against_the_old_regexes_are_linear(what: str) -> None:
     text = PATHOLOGICAL[what](MB)
@@ -215,6 +217,7 @@ OLD_HEAD = re.compile(r"\s+(ROOT\s+)?%?([^\s=%]+)\s*=\s*")
 OLD_HEADER = re.compile(r"HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
 
 
+@pytest.mark.slow
 def test_old_regexes_backtrack() -> None:
     """The reason for all of this: the old header regex is cubic in a run of blanks (1,000
     took a second, 4,000 took 50), the new scanner is linear."""
@@ -237,6 +240,7 @@ LINE = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(LINE)
 def test_new_scanners_read_short_lines_as_the_old_regexes_did(line: str) -> None:
@@ -334,6 +338,7 @@ def test_tuple_shapes_nest_to_the_limit_and_no_deeper() -> None:
         ),
     ],
 )
+@pytest.mark.slow
 def test_brackets_100k_deep(where: str, text: str, expected: str) -> None:
     assert read_everything(text) == expected, where
 
@@ -365,6 +370,7 @@ def chains() -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_10k_deep_call_chains_walk_without_recursion(chains: dict) -> None:
     calls, fusions, whiles = chains["call"], chains["fusion"], chains["while"]
     (leaf,) = find_clusters(calls)
