@@ -8,7 +8,7 @@ CONFIG ?= gelu.yaml
 FLAGS ?=
 RUN ?= results/gelu/latest
 
-.PHONY: experiment search test lint report compare index clean-venv
+.PHONY: experiment search test test-fast lint report compare index clean-venv
 
 # The torch extra comes too (pinned to the CPU build, torch==2.13.0), so the PyTorch row's
 # tests run.
@@ -28,7 +28,14 @@ search: $(VENV)/.installed
 # pytest exits 5 when it collects no tests: that is a failure here, not a pass.
 test: $(VENV)/.installed
 	$(PY) -m ruff check harness tests benchmarks
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests; rc=$$?; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The tests marked neither `study` nor `slow` (pyproject.toml, tests/conftest.py): about a
+# minute on two cores. `make test` runs them too, with the rest.
+test-fast: $(VENV)/.installed
+	$(PY) -m ruff check harness tests benchmarks
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=10 -m "not study and not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint: $(VENV)/.installed

@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from parse_hlo import transformer_step_hlo
 
-from harness.hlo.clusters import find_clusters, reverse_map
+from harness.hlo.clusters import find_clusters
 from harness.hlo.cost import module_cost
 from harness.hlo.parser import parse_file
+from harness.hlo.reverse_map import reverse_map
 
 T = TypeVar("T")
 

@@ -59,7 +59,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.hlo.clusters import find_clusters  # noqa: E402
 from harness.hlo.cost import module_cost  # noqa: E402
-from harness.hlo.parser import HloModule, Instruction, ParseError, parse_module, print_module  # noqa: E402
+from harness.hlo.instruction import Instruction, ParseError  # noqa: E402
+from harness.hlo.parser import HloModule, parse_module, print_module  # noqa: E402
 from harness.hlo.passes import structural_fingerprint  # noqa: E402
 
 FIXTURES = REPO.parent / "shared" / "fixtures"

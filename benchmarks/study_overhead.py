@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.config.schema import Experiment
+    from harness.config.experiment import Experiment
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

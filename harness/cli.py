@@ -27,7 +27,7 @@ class UsageError(ValueError):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from harness.config.schema import ConfigError
+    from harness.config.experiment import ConfigError
     from harness.io import Locked, NotOurs, OutsideOutput
     from harness.records import SchemaError
 

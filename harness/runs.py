@@ -7,7 +7,8 @@ from pathlib import Path
 
 from harness import io
 from harness.config import ConfigError, LoadedConfig
-from harness.config.schema import to_plain, validate_name
+from harness.config.experiment import to_plain
+from harness.config.validate import validate_name
 from harness.records import first_difference
 
 

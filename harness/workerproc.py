@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness import io
-from harness.config.schema import FRONTEND_MODULES, Variant
+from harness.config.experiment import FRONTEND_MODULES, Variant
 
 REPO = Path(__file__).resolve().parents[1]
 STDERR_TAIL = 12

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +99,149 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def once_per_session(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """Returns the folder `make(folder)` filled, made once in the whole test session.
+
+    Under pytest-xdist each worker is a session of its own, so a session-scoped fixture would
+    run its study once per worker: here the first worker to ask makes it, under a lock in the
+    folder the workers share, and the others wait for it and read it. A failed `make` leaves
+    no mark, so the next worker to ask tries again (and fails alike)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's own folder, above each worker's
+    folder, made = base / name, base / f"{name}.made"
+    with open(base / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# `make test-fast` leaves out the tests marked `study` and those marked `slow` (pyproject.toml
+# says what each means). A study is seconds even shrunk: a test that reads one of the session's
+# (cpu_run, torch_run, ...) is marked here; one that runs its own study says so with
+# `@pytest.mark.study` (or its module's `pytestmark`), and the check below fails it if not.
+
+# The fixtures that run a study: the session's (below) and those of single test files.
+STUDY_FIXTURES = frozenset(
+    {
+        "cpu_run",
+        "torch_run",
+        "erf_run",  # test_findings.py
+        "two_input_run",  # test_program_pytrees.py
+        "fast_math_run",  # test_report.py
+        "renamed_run",  # test_roles.py
+        "search_run",  # test_search.py
+        "sharded_run",  # test_sharded.py
+        "program_run",  # test_user_program.py
+    }
+)
+# The fixtures that run something slow but no study: the tests that read them are `slow`.
+SLOW_FIXTURES = frozenset(
+    {
+        "mesh",  # test_comm.py, test_collectives.py: the 4-device capture, in its own process
+        "mlp",  # test_analyze_program.py: a program profiled, then analysed, in processes
+        "mixer",  # test_analyze_steps.py: `python -m harness.analyze` on the Mixer fixture
+    }
+)
+# A study seen in a command this process starts: `python -m harness` (its argv, a shell line
+# or runpy), the hooked harness of the signal tests, or the JAX worker of a study this
+# process runs itself (harness.main called in-process).
+STUDY_COMMAND = re.compile(
+    r"(?:^|[\s'\"])-m\s+harness(?:\.worker)?(?=[\s'\"]|$)"
+    r"|run_module\(\s*['\"]harness['\"]"
+    r"|hooked_harness\.py"
+)
+_running: list[pytest.Item] = []  # the test whose set-up, call or tear-down runs now
+_unmarked_studies: dict[str, str] = {}  # test id -> the study command it started unmarked
+
+
+def _command_line(argv: object) -> str:
+    if isinstance(argv, str | bytes | os.PathLike):
+        return os.fsdecode(argv)
+    return " ".join(os.fsdecode(a) if isinstance(a, bytes | os.PathLike) else str(a) for a in argv)
+
+
+def _note_unmarked_study(event: str, args: tuple[Any, ...]) -> None:
+    """An audit hook (it only looks; it must never raise, or the command would not start)."""
+    if event != "subprocess.Popen" or not _running:
+        return
+    try:
+        item = _running[-1]
+        line = _command_line(args[1])
+        if item.get_closest_marker("study") is None and STUDY_COMMAND.search(line):
+            _unmarked_studies.setdefault(item.nodeid, line[:300])
+    except Exception:
+        pass
+
+
+sys.addaudithook(_note_unmarked_study)
+
+
+# The files that take longest (pytest --durations=0 -n 2 on two cores, 2026-12-02), longest
+# first: `make test` (--dist loadfile --no-loadscope-reorder) hands them out first, and the short
+# files fill in at the end, so neither worker is left with a long file while the other idles.
+# xdist's own order, by number of tests, put test_faults.py and the torch run last.
+LONGEST_FIRST = (
+    "test_hostile.py",
+    "test_faults.py",
+    "test_hlo_parser.py",
+    "test_analyze_cli.py",
+    "test_bad_inputs.py",
+    "test_torch_run.py",
+    "test_parser_bounds.py",
+    "test_user_program.py",
+    "test_sharded.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if STUDY_FIXTURES & used:
+            item.add_marker(pytest.mark.study)
+        if SLOW_FIXTURES & used:
+            item.add_marker(pytest.mark.slow)
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int, str]:
+        name = item.path.name
+        first = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        return first, -counts[name], name  # then xdist's own order: more tests first
+
+    items.sort(key=rank)  # stable: each file keeps its own order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    command = _unmarked_studies.get(item.nodeid)
+    if call.when == "teardown" and command is not None and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} runs a study but is not marked `study` (`make test-fast` would run "
+            f"it): mark it with @pytest.mark.study. It started: {command}"
+        )
+    return report
+
+
 @pytest.fixture(scope="session")
 def h200() -> Path:
     if not H200.exists():
@@ -103,14 +251,17 @@ def h200() -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Returns the folder of one complete tiny run of configs/gelu.yaml on the CPU."""
-    root = tmp_path_factory.mktemp("results")
-    proc = run_harness("--config=gelu.yaml", *TINY, results_root=root)
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"the tiny study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return (root / "gelu" / "latest").resolve()
+    """Returns the folder of one complete tiny run of configs/gelu.yaml on the CPU (one for the
+    whole session, its workers included: tests read it and copy it before changing anything)."""
+
+    def study(root: Path) -> None:
+        proc = run_harness("--config=gelu.yaml", *TINY, results_root=root)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"the tiny study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+
+    return (once_per_session(tmp_path_factory, "results", study) / "gelu" / "latest").resolve()
 
 
 @dataclass(frozen=True)
@@ -136,13 +287,16 @@ def torch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.compile (every torch test reads its files; one Inductor compile on two cores costs
     seconds). Skipped when torch is not installed."""
     pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("torch_results")
-    proc = run_harness("--config=gelu_torch.yaml", *TINY_TORCH, results_root=root, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"the tiny torch study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return (root / "gelu_torch" / "latest").resolve()
+
+    def study(root: Path) -> None:
+        proc = run_harness("--config=gelu_torch.yaml", *TINY_TORCH, results_root=root, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"the tiny torch study failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+
+    found = once_per_session(tmp_path_factory, "torch_results", study)
+    return (found / "gelu_torch" / "latest").resolve()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

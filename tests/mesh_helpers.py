@@ -9,7 +9,6 @@ output; inputs go to `inputs.npz`. `mesh_capture()` runs it once per test sessio
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO, harness_env
+from conftest import FIXTURES, REPO, harness_env, once_per_session
 
 from harness.hlo.parser import HloModule, parse_file
 
@@ -166,24 +165,25 @@ class MeshCapture:
         return list(self.record[variant]["assignment"])  # type: ignore[call-overload]
 
 
-@functools.cache
-def mesh_capture(base: Path) -> MeshCapture:
-    """Runs the capture once per session (keyed by pytest's base temp folder)."""
-    root = base / "mesh_capture"
-    root.mkdir(exist_ok=True)
-    # A file, not `-c`: source locations in the HLO then name it and a line.
-    script = root / "capture_script.py"
-    script.write_text(SCRIPT)
-    proc = subprocess.run(
-        [sys.executable, str(script), str(root), str(M), str(K), str(N)],
-        cwd=REPO,
-        env=harness_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"the 4-device CPU capture failed:\n{proc.stdout}\n{proc.stderr}")
+def mesh_capture(tmp_path_factory: pytest.TempPathFactory) -> MeshCapture:
+    """Runs the capture once per test session (its workers included), into its own folder."""
+
+    def capture(root: Path) -> None:
+        # A file, not `-c`: source locations in the HLO then name it and a line.
+        script = root / "capture_script.py"
+        script.write_text(SCRIPT)
+        proc = subprocess.run(
+            [sys.executable, str(script), str(root), str(M), str(K), str(N)],
+            cwd=REPO,
+            env=harness_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"the 4-device CPU capture failed:\n{proc.stdout}\n{proc.stderr}")
+
+    root = once_per_session(tmp_path_factory, "mesh_capture", capture)
     return MeshCapture(root, json.loads((root / "capture.json").read_text()))
 
 

@@ -9,6 +9,8 @@ import pytest
 from conftest import FIXTURES, REPO, run_analyze
 from hlo_helpers import H200, require_fixtures
 
+pytestmark = pytest.mark.slow  # each test runs `python -m harness.analyze` in a process of its own
+
 VARIANTS = sorted(p.name for p in H200.iterdir()) if H200.is_dir() else []
 
 

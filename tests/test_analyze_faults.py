@@ -11,6 +11,8 @@ import pytest
 from conftest import run_analyze
 from test_profile_faults import PROFILE
 
+pytestmark = pytest.mark.slow  # each test runs `python -m harness.analyze` in a process of its own
+
 
 def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *words: str) -> None:
     assert proc.returncode == 2, proc.stderr

@@ -17,7 +17,9 @@ import pytest
 from conftest import REPO, harness_env, run_analyze
 from fresh_process import in_fresh_process
 
-from harness.analyze.program import StepsUnknown, count_steps, scope_of, self_times
+from harness.analyze.module_analysis import self_times
+from harness.analyze.sources import scope_of
+from harness.anydump.analysis import StepsUnknown, count_steps
 from harness.profile.events import DeviceEvent, find_xplane, read_device_events
 
 PROGRAM = REPO / "tests" / "mlp_program.py"
@@ -222,6 +224,7 @@ def test_self_time_subtracts_nested_events_on_the_same_stream() -> None:
     assert self_times([loop, *body, other, after]) == [50, 30, 20, 50, 5]
 
 
+@pytest.mark.slow
 def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_path: Path) -> None:
     """Run where JAX is not loaded (fresh_process): the analyzer forks only such a process."""
     from hlo_helpers import require_fixtures
@@ -231,7 +234,7 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
         """
         from pathlib import Path
         from harness import forked, io
-        from harness.analyze import dump, program
+        from harness.anydump import analysis, dump
         folder, tmp_path = Path(sys.argv[1]), Path(sys.argv[2])
         assert forked.fork_safe()
         with io.writes_confined_to(tmp_path):
@@ -245,10 +248,10 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
                 child = tmp_path / "child" / r.key / "fusions.json"
                 assert child.read_text() == (r.out_dir / "fusions.json").read_text()
             # What the CLI does meanwhile: analyse without the pending map, fill it in after.
-            early = program.analyse_program([r.as_input() for r in started], None, None)
-            assert program.with_reverse_maps(
+            early = analysis.analyse_program([r.as_input() for r in started], None, None)
+            assert analysis.with_reverse_maps(
                 early, [r.as_input() for r in done]
-            ) == program.analyse_program([r.as_input() for r in done], None, None)
+            ) == analysis.analyse_program([r.as_input() for r in done], None, None)
             stopped = dump.analyze_dump(folder, tmp_path / "stopped", finish=False)
             job = next(r.pending for r in stopped if r.pending is not None)
             dump.cancel_dump(stopped)
@@ -261,6 +264,7 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
     assert out.strip() == "forked"
 
 
+@pytest.mark.slow
 def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,7 +272,7 @@ def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     from hlo_helpers import require_fixtures
 
     from harness import io
-    from harness.analyze import dump
+    from harness.anydump import dump
 
     folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
     monkeypatch.setattr(dump, "FORK_INSTRUCTIONS", 0)

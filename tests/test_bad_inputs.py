@@ -13,6 +13,8 @@ from typing import NamedTuple
 import pytest
 from conftest import run_harness
 
+pytestmark = pytest.mark.study  # each case is a `python -m harness` process
+
 MINIMAL = """\
 experiment: t
 problem: {m: 8, k: 4, n: 4}

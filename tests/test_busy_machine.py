@@ -18,7 +18,7 @@ from conftest import REPO
 
 from harness import stats
 from harness.analyze import rules, verdicts
-from harness.config.schema import ConfigError
+from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
@@ -179,7 +179,7 @@ def _timing(baseline: list[float], again: list[float], other: list[float]) -> Ti
 
 
 def test_a_search_stage_that_fails_its_aa_check_calls_no_candidate_faster() -> None:
-    from harness.config.schema import Experiment
+    from harness.config.experiment import Experiment
 
     exp = Experiment(experiment="s", baseline="default")
     base = jitter(1.0, 0.01, 10, 3)

@@ -34,8 +34,8 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="session")
-def live(tmp_path_factory: pytest.TempPathFactory) -> MeshCapture:
-    return mesh_capture(tmp_path_factory.getbasetemp())
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> MeshCapture:
+    return mesh_capture(tmp_path_factory)
 
 
 def only(collectives: tuple[Collective, ...]) -> Collective:
@@ -304,25 +304,25 @@ def test_stages_refuse_dump_files_of_two_modules(tmp_path: Path) -> None:
 # --- live: 4 forced CPU devices --------------------------------------------------------------------
 
 
-def collectives_of(live: MeshCapture, variant: str) -> tuple[Collective, ...]:
-    return find_collectives(parse_file(live.after_optimizations(variant)))
+def collectives_of(mesh: MeshCapture, variant: str) -> tuple[Collective, ...]:
+    return find_collectives(parse_file(mesh.after_optimizations(variant)))
 
 
-def origins_of(live: MeshCapture, variant: str) -> list[tuple[str, str]]:
+def origins_of(mesh: MeshCapture, variant: str) -> list[tuple[str, str]]:
     found = collective_origins(
-        collectives_of(live, variant), stages_from_dump(live.dump_files(variant))
+        collectives_of(mesh, variant), stages_from_dump(mesh.dump_files(variant))
     )
     return [(o.made_by, o.pass_name) for o in found]
 
 
-def test_data_parallel_needs_no_collective(live: MeshCapture) -> None:
-    assert collectives_of(live, "dp") == ()
+def test_data_parallel_needs_no_collective(mesh: MeshCapture) -> None:
+    assert collectives_of(mesh, "dp") == ()
 
 
 def test_contraction_sharded_with_replicated_output_all_reduces_the_full_product(
-    live: MeshCapture,
+    mesh: MeshCapture,
 ) -> None:
-    c = only(collectives_of(live, "k_sharded"))
+    c = only(collectives_of(mesh, "k_sharded"))
     assert (c.opcode, c.replica_groups, c.participants, c.reduction) == (
         "all-reduce",
         ((0, 1, 2, 3),),
@@ -331,20 +331,20 @@ def test_contraction_sharded_with_replicated_output_all_reduces_the_full_product
     )
     # f32[64,48] = 12288 bytes on each device; ring: 2 * 3/4 * 12288.
     assert (c.in_bytes, c.payload_bytes, c.sent_bytes) == (12288, 12288, 18432)
-    assert origins_of(live, "k_sharded") == [("spmd-partitioner", "spmd-partitioning")]
+    assert origins_of(mesh, "k_sharded") == [("spmd-partitioner", "spmd-partitioning")]
 
 
 def test_column_parallel_with_replicated_output_all_gathers_the_columns(
-    live: MeshCapture,
+    mesh: MeshCapture,
 ) -> None:
-    c = only(collectives_of(live, "column"))
+    c = only(collectives_of(mesh, "column"))
     assert (c.opcode, c.dimensions, c.replica_groups) == ("all-gather", (1,), ((0, 1, 2, 3),))
     assert (c.in_bytes, c.out_bytes, c.sent_bytes) == (64 * 12 * 4, 12288, 9216)
-    assert origins_of(live, "column") == [("spmd-partitioner", "spmd-partitioning")]
+    assert origins_of(mesh, "column") == [("spmd-partitioner", "spmd-partitioning")]
 
 
-def test_a_2x2_mesh_gathers_columns_within_each_row_of_devices(live: MeshCapture) -> None:
-    c = only(collectives_of(live, "mesh_2d"))
+def test_a_2x2_mesh_gathers_columns_within_each_row_of_devices(mesh: MeshCapture) -> None:
+    c = only(collectives_of(mesh, "mesh_2d"))
     assert (c.opcode, c.group_text) == ("all-gather", "mesh['axis_0'=2,'axis_1'=2] {'axis_1'}")
     assert (c.replica_groups, c.participants) == (((0, 1), (2, 3)), 2)
     # Each device gathers its row block [32,48] from 2 halves of [32,24]: (2-1)/2 * 6144.
@@ -352,9 +352,9 @@ def test_a_2x2_mesh_gathers_columns_within_each_row_of_devices(live: MeshCapture
 
 
 def test_a_mesh_out_of_device_order_writes_device_ids_and_groups_map_to_devices(
-    live: MeshCapture,
+    mesh: MeshCapture,
 ) -> None:
-    module = parse_file(live.after_optimizations("k_2d"))
+    module = parse_file(mesh.after_optimizations("k_2d"))
     c = only(find_collectives(module))
     assert (
         c.group_text
@@ -363,13 +363,13 @@ def test_a_mesh_out_of_device_order_writes_device_ids_and_groups_map_to_devices(
     assert c.replica_groups == ((0, 1), (2, 3))
     # jax runs partition p on mesh.devices.flat[p] = [0, 2, 1, 3][p]: the 'n' axis pairs
     # devices 0 with 2 and 1 with 3, the columns of [[0, 2], [1, 3]].
-    assert live.assignment("k_2d") == [0, 2, 1, 3]
-    assert c.device_groups(live.assignment("k_2d")) == ((0, 2), (1, 3))
+    assert mesh.assignment("k_2d") == [0, 2, 1, 3]
+    assert c.device_groups(mesh.assignment("k_2d")) == ((0, 2), (1, 3))
     assert (c.in_bytes, c.sent_bytes) == (32 * 48 * 4, 32 * 48 * 4)
 
 
-def test_the_parser_keeps_the_device_ids_form_in_one_attribute(live: MeshCapture) -> None:
-    module = parse_file(live.after_optimizations("k_2d"))
+def test_the_parser_keeps_the_device_ids_form_in_one_attribute(mesh: MeshCapture) -> None:
+    module = parse_file(mesh.after_optimizations("k_2d"))
     inst = next(i for _, i in module.instructions() if i.opcode == "all-reduce")
     # `replica_groups=mesh[...], device_ids=(...) {...}` has a top-level comma inside it.
     assert inst.attrs["replica_groups"] == (
@@ -378,8 +378,8 @@ def test_the_parser_keeps_the_device_ids_form_in_one_attribute(live: MeshCapture
     assert "device_ids" not in inst.attrs
 
 
-def test_mismatched_shardings_permute_shards_before_the_all_reduce(live: MeshCapture) -> None:
-    reduce, permute = sorted(collectives_of(live, "k_mixed"), key=lambda c: c.opcode)
+def test_mismatched_shardings_permute_shards_before_the_all_reduce(mesh: MeshCapture) -> None:
+    reduce, permute = sorted(collectives_of(mesh, "k_mixed"), key=lambda c: c.opcode)
     assert permute.opcode == "collective-permute"
     assert permute.source_target_pairs == ((0, 0), (2, 1), (1, 2), (3, 3))
     # A shard f32[8,48] = 1536 bytes goes 2->1 and 1->2; 0 and 3 keep theirs.
@@ -387,8 +387,8 @@ def test_mismatched_shardings_permute_shards_before_the_all_reduce(live: MeshCap
     assert (reduce.opcode, reduce.replica_groups) == ("all-reduce", ((0, 1, 2, 3),))
 
 
-def test_a_hand_written_psum_scatter_is_the_programs_own_reduce_scatter(live: MeshCapture) -> None:
-    c = only(collectives_of(live, "psum_scatter"))
+def test_a_hand_written_psum_scatter_is_the_programs_own_reduce_scatter(mesh: MeshCapture) -> None:
+    c = only(collectives_of(mesh, "psum_scatter"))
     assert (c.opcode, c.group_syntax, c.replica_groups) == (
         "reduce-scatter",
         "explicit",
@@ -397,31 +397,31 @@ def test_a_hand_written_psum_scatter_is_the_programs_own_reduce_scatter(live: Me
     assert (c.in_bytes, c.out_bytes, c.sent_bytes, c.dimensions) == (12288, 3072, 9216, (0,))
     assert c.op_name.endswith("shard_map/reduce_scatter")
     line = next(i for i, t in enumerate(SCRIPT.split("\n"), 1) if "lax.psum_scatter(" in t)
-    assert c.source == f"{live.root / 'capture_script.py'}:{line}"
-    assert origins_of(live, "psum_scatter") == [("program", "")]
+    assert c.source == f"{mesh.root / 'capture_script.py'}:{line}"
+    assert origins_of(mesh, "psum_scatter") == [("program", "")]
 
 
-def test_two_psums_become_one_tuple_all_reduce_made_by_the_combiner(live: MeshCapture) -> None:
-    c = only(collectives_of(live, "psum_pair"))
+def test_two_psums_become_one_tuple_all_reduce_made_by_the_combiner(mesh: MeshCapture) -> None:
+    c = only(collectives_of(mesh, "psum_pair"))
     assert (c.opcode, c.out_shape) == ("all-reduce", "(f32[64,48]{1,0}, f32[])")
     assert (c.payload_bytes, c.sent_bytes) == (12292, 2 * 3 * 12292 // 4)
-    assert origins_of(live, "psum_pair") == [("later-pass", "cpu-all-reduce-combiner")]
+    assert origins_of(mesh, "psum_pair") == [("later-pass", "cpu-all-reduce-combiner")]
 
 
 @pytest.mark.parametrize(
     "variant", ["dp", "k_sharded", "column", "mesh_2d", "k_2d", "k_mixed", "psum_scatter"]
 )
-def test_the_sharded_result_matches_float64_numpy(live: MeshCapture, variant: str) -> None:
-    x, w, b = live.inputs()
+def test_the_sharded_result_matches_float64_numpy(mesh: MeshCapture, variant: str) -> None:
+    x, w, b = mesh.inputs()
     expected = reference(x, w, b)
-    (y,) = live.outputs(variant)
+    (y,) = mesh.outputs(variant)
     # np.asarray gathers the global array, whatever the output's sharding.
     assert y.shape == expected.shape == (64, 48)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_combined_psums_still_give_both_results(live: MeshCapture) -> None:
-    x, w, b = live.inputs()
-    y, total = live.outputs("psum_pair")
+def test_the_combined_psums_still_give_both_results(mesh: MeshCapture) -> None:
+    x, w, b = mesh.inputs()
+    y, total = mesh.outputs("psum_pair")
     np.testing.assert_allclose(y, reference(x, w, b), rtol=1e-5, atol=1e-5)
     assert total == pytest.approx(float(x.astype(np.float64).sum()), rel=1e-5)

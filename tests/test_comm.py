@@ -31,8 +31,8 @@ LIVE = ("dp", "k_sharded", "column", "mesh_2d", "k_2d", "k_mixed", "psum_scatter
 
 
 @pytest.fixture(scope="session")
-def live(tmp_path_factory: pytest.TempPathFactory) -> MeshCapture:
-    return mesh_capture(tmp_path_factory.getbasetemp())
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> MeshCapture:
+    return mesh_capture(tmp_path_factory)
 
 
 def gpu_events(variant: str) -> tuple[DeviceEvent, ...]:
@@ -48,9 +48,9 @@ def gpu_report(variant: str, events: tuple[DeviceEvent, ...] | None = None) -> C
     )
 
 
-def live_report(live: MeshCapture, variant: str) -> tuple[CommReport, tuple[DeviceEvent, ...]]:
-    module = parse_file(live.after_optimizations(variant))
-    events = read_events_and_markers(find_xplane(live.profile(variant)))[0]
+def live_report(mesh: MeshCapture, variant: str) -> tuple[CommReport, tuple[DeviceEvent, ...]]:
+    module = parse_file(mesh.after_optimizations(variant))
+    events = read_events_and_markers(find_xplane(mesh.profile(variant)))[0]
     report = communication_report(
         events,
         {module.name: find_clusters(module)},
@@ -210,8 +210,8 @@ def test_gpu_events_name_their_device_by_plane() -> None:
 # --- live: 4 forced CPU devices --------------------------------------------------------------------
 
 
-def test_cpu_thunks_name_their_device_and_each_step_is_one_run(live: MeshCapture) -> None:
-    events = read_events_and_markers(find_xplane(live.profile("k_sharded")))[0]
+def test_cpu_thunks_name_their_device_and_each_step_is_one_run(mesh: MeshCapture) -> None:
+    events = read_events_and_markers(find_xplane(mesh.profile("k_sharded")))[0]
     # Every device shares the host plane; the device is a stat of each thunk event.
     assert {e.device for e in events} == {"/host:CPU"}
     assert all(e.device_ordinal is not None and e.run_id is not None for e in events)
@@ -229,8 +229,8 @@ def test_cpu_thunks_name_their_device_and_each_step_is_one_run(live: MeshCapture
     assert sorted(runs) == [0, 1] and all(len(ids) == 1 for ids in runs.values())
 
 
-def test_host_events_without_a_device_cannot_be_placed(live: MeshCapture) -> None:
-    events = read_events_and_markers(find_xplane(live.profile("k_sharded")))[0]
+def test_host_events_without_a_device_cannot_be_placed(mesh: MeshCapture) -> None:
+    events = read_events_and_markers(find_xplane(mesh.profile("k_sharded")))[0]
     blind = [dataclasses.replace(e, device_ordinal=None) for e in events]
     (single,) = split_by_device(blind)  # no event names a device: a one-device profile
     assert single.device == 0 and len(single.events) == len(events)
@@ -240,10 +240,10 @@ def test_host_events_without_a_device_cannot_be_placed(live: MeshCapture) -> Non
 
 @pytest.mark.parametrize("variant", LIVE)
 def test_every_cpu_collective_thunk_is_attributed_on_every_device(
-    live: MeshCapture, variant: str
+    mesh: MeshCapture, variant: str
 ) -> None:
-    report, _ = live_report(live, variant)
-    module = parse_file(live.after_optimizations(variant))
+    report, _ = live_report(mesh, variant)
+    module = parse_file(mesh.after_optimizations(variant))
     collectives = find_collectives(module)
     assert (report.devices, report.steps, report.matched_fraction) == ((0, 1, 2, 3), 2, 1.0)
     assert report.communication_events == len(collectives) * 4 * 2
@@ -259,8 +259,8 @@ def test_every_cpu_collective_thunk_is_attributed_on_every_device(
     assert len(report.device_steps) == 4 * 2
 
 
-def test_cpu_all_reduce_time_is_its_thunk_durations(live: MeshCapture) -> None:
-    report, events = live_report(live, "k_sharded")
+def test_cpu_all_reduce_time_is_its_thunk_durations(mesh: MeshCapture) -> None:
+    report, events = live_report(mesh, "k_sharded")
     timing = report.collective("all-reduce")
     for device, seconds in timing.per_device_s:
         thunks = [e for e in events if e.hlo_op == "all-reduce" and device_of(e) == device]
@@ -269,8 +269,8 @@ def test_cpu_all_reduce_time_is_its_thunk_durations(live: MeshCapture) -> None:
     assert timing.achieved_bandwidth_Bps == pytest.approx(18432 / timing.time_s)
 
 
-def test_reports_of_a_live_capture_write_json(live: MeshCapture, tmp_path: Path) -> None:
-    report, _ = live_report(live, "k_mixed")
+def test_reports_of_a_live_capture_write_json(mesh: MeshCapture, tmp_path: Path) -> None:
+    report, _ = live_report(mesh, "k_mixed")
     path = tmp_path / "comm.json"
     path.write_text(json.dumps(report.to_json()))
     doc = json.loads(path.read_text())

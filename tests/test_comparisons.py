@@ -224,7 +224,7 @@ def test_inputs_kept_between_runs_are_bit_identical_to_made_ones(tmp_path: Path)
     kernels, about a second a run) and changes no bit: numerics stay exactly the same."""
     import numpy as np
 
-    from harness.config.schema import Problem
+    from harness.config.experiment import Problem
     from harness.variants import expression
 
     p = Problem(m=8, k=16, n=24, dtype="bfloat16", w_dtype="float32")
@@ -256,7 +256,7 @@ def test_the_half_size_input_is_the_slice_of_x_and_compiles_nothing() -> None:
     import numpy as np
 
     from harness.capture import measure
-    from harness.config.schema import Problem
+    from harness.config.experiment import Problem
     from harness.variants import expression
 
     p = Problem(m=6, k=16, n=8, batch=(2,), dtype="bfloat16")

@@ -21,11 +21,14 @@ FINISHED = re.compile(r"^\[(\d+)/(\d+)\] (\S+)\s+(ok|failed|skipped)\b")
 # bf16 GEMM with XLA's bf16 normalization pass disabled: the name and the value are legal (the
 # preflight compile of an f32 probe accepts them) but the CPU dot emitter then fails a
 # RET_CHECK when it meets the bf16 dot. A real compile failure, chosen in the config.
+# The timing shrunk as conftest.TINY shrinks it: the default (a 30 s budget, and rounds added up
+# to 3x that) would be most of each run here, and no test of this file reads a timing.
 FAILING = """\
 experiment: faults
 problem: {m: 16, k: 32, n: 32}
 measure: {warmup: 1, steps: 2}
 profile: {enabled: false}
+timing: {rounds: 4, budget_s: 0.5, max_budget_s: 0.5}
 variants:
   - {name: xla, mode: jit}
   - name: bf16_unnormalized
@@ -75,6 +78,7 @@ def wait_for_finished(proc: subprocess.Popen[str], count: int) -> list[str]:
 # A variant that fails.
 
 
+@pytest.mark.study
 def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     cfg = tmp_path / "faults.yaml"
     cfg.write_text(FAILING)
@@ -164,6 +168,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path: Path, cpu_run
     assert (run / "report.md").exists()
 
 
+@pytest.mark.study
 def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: Path) -> None:
     cfg = tmp_path / "three.yaml"
     cfg.write_text(
@@ -193,6 +198,7 @@ def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: 
     }
 
 
+@pytest.mark.study
 def test_resume_with_a_different_config_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(FAILING)
@@ -265,6 +271,7 @@ def test_every_file_is_written_through_the_atomic_helpers() -> None:
 # Two runs at once.
 
 
+@pytest.mark.study
 def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: Path) -> None:
     results = tmp_path / "results"
     args = ("--config=gelu.yaml", *TINY, "--config.select=xla")
@@ -284,6 +291,7 @@ def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: 
     assert not [p for p in (results / "gelu").iterdir() if p.name.startswith(".latest")]
 
 
+@pytest.mark.study
 def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp_path):
     """The GPU's default (capture.isolation=auto there): each variant's first call is paid in a
     fresh worker, so no variant inherits another's caches or autotuning. The next variant's

@@ -14,6 +14,8 @@ from fresh_process import in_fresh_process
 
 from harness import forked
 
+pytestmark = pytest.mark.slow  # each test starts a fresh interpreter
+
 
 def test_results_come_back_in_order_from_every_child() -> None:
     in_fresh_process(

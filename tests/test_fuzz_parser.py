@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.hlo.parser import ParseError, parse_module
+from harness.hlo.instruction import ParseError
+from harness.hlo.parser import parse_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_hlo.py"
 _spec = importlib.util.spec_from_file_location("fuzz_hlo", SCRIPT)
@@ -32,6 +33,7 @@ def _need_fixtures() -> None:
         pytest.skip(f"no HLO fixtures under {fuzz.FIXTURES}")
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_mutated_fixture_modules_parse_or_raise_a_located_parse_error(data: st.DataObject) -> None:
@@ -39,6 +41,7 @@ def test_mutated_fixture_modules_parse_or_raise_a_located_parse_error(data: st.D
     assert fuzz.check(text) in OUTCOMES
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_structure_level_cases_parse_or_raise_a_located_parse_error(data: st.DataObject) -> None:

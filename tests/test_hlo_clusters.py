@@ -11,17 +11,9 @@ import jax.numpy as jnp
 import pytest
 from hlo_helpers import FIXTURES, gpu_file
 
-from harness.hlo.clusters import (
-    REWRITES,
-    Cluster,
-    GemmShape,
-    ReverseMap,
-    find_clusters,
-    members,
-    name_ancestors,
-    reverse_map,
-)
+from harness.hlo.clusters import Cluster, GemmShape, find_clusters, members
 from harness.hlo.parser import HloModule, parse_file, parse_module
+from harness.hlo.reverse_map import REWRITES, ReverseMap, name_ancestors, reverse_map
 
 AFTER = "sm_9.0a_gpu_after_optimizations.txt"
 BEFORE = "before_optimizations.txt"

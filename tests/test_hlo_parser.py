@@ -12,7 +12,8 @@ from hlo_helpers import cpu_dump, gpu_file, hlo_text_files, require_fixtures
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.hlo.parser import ParseError, parse_file, parse_module, print_module
+from harness.hlo.instruction import ParseError
+from harness.hlo.parser import parse_file, parse_module, print_module
 from harness.hlo.shapes import ArrayShape, TupleShape, parse_shape
 
 INSTRUCTION_LINE = re.compile(r"^\s+(?:ROOT )?%[^\s=]+ = ", re.M)
@@ -225,6 +226,7 @@ def modules(draw: st.DrawFn) -> str:
     return f"HloModule gen, entry_computation_layout={{()->{shape}}}\n\nENTRY %main () -> {shape} {{\n{body}\n}}\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(modules())
 def test_generated_modules_survive_print_parse_round_trip(text: str) -> None:
@@ -253,6 +255,7 @@ def _fuzz_sources() -> list[str]:
     return [(root / p).read_text() for p in picks if (root / p).is_file()]
 
 
+@pytest.mark.slow
 @settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_truncated_or_mutated_fixtures_raise_only_parse_error(data: st.DataObject) -> None:

@@ -39,6 +39,7 @@ def test_the_sample_names_fast_cases() -> None:
     assert all(c.fast for c in SAMPLE.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FILES_SAMPLE)
 def test_a_fast_hostile_case_holds(name: str, tmp_path: Path) -> None:
     sandbox = Sandbox(root=tmp_path, template_run=None)
@@ -68,6 +69,7 @@ def test_the_faults_sample_names_fast_cases() -> None:
     assert all(c.fast for c in FAULTS.values())
 
 
+@pytest.mark.study
 @pytest.mark.parametrize("name", FAULTS_SAMPLE)
 def test_a_fast_faults_case_holds(name: str, tmp_path: Path) -> None:
     sandbox = Sandbox(root=tmp_path, template_run=None)
@@ -105,6 +107,7 @@ def test_the_readers_sample_names_fast_cases() -> None:
     assert all(c.fast for c in readers.values())
 
 
+@pytest.mark.study
 @pytest.mark.parametrize("name", READERS_SAMPLE)
 def test_a_fast_readers_case_holds(name: str, tmp_path: Path) -> None:
     sandbox = Sandbox(root=tmp_path, template_run=None)

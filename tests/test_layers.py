@@ -1,9 +1,10 @@
 """The package layout is the architecture: imports flow one way, and nothing imports in a cycle.
 
 Every `import` in harness/ counts, function-level ones included. The pure libraries sit below
-the stages; the stages (variants → capture → timing → analyze → report) import only libraries
-and earlier stages, and the report none of the stages that run JAX; the orchestrator (the run,
-the worker and the entry points) sits on top.
+the stages; the stages (variants → capture → timing → analyze → report, then the analyzer of any
+program's dump, anydump) import only libraries and earlier stages, and the report and anydump
+none of the stages that run JAX; the orchestrator (the run, the worker and the entry points)
+sits on top.
 """
 
 from __future__ import annotations
@@ -50,8 +51,13 @@ STAGES = (
     "harness.timing",
     "harness.analyze",
     "harness.report",
+    # Any program's dump and profile (python -m harness.analyze): a product over the study's
+    # analysis and report, which share their ranking and tables with it and never import it.
+    "harness.anydump",
 )
 RUNS_JAX = ("harness.variants", "harness.capture", "harness.timing")
+# Packages that only read files: they import no stage that runs JAX.
+READS_ONLY = ("harness.report", "harness.anydump")
 ORCHESTRATOR = (
     "harness.__main__",
     "harness.main",
@@ -162,6 +168,10 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
 def layer(name: str) -> tuple[str, int]:
     """Returns ("lib", 0), ("stage", i) or ("top", 99) for a module."""
     if name.endswith(".__main__") or any(
@@ -193,10 +203,8 @@ def violations(g: dict[str, set[str]]) -> list[str]:
                 out.append(f"library {src} imports the stage {dst}")
             elif kind == "stage" and dkind == "stage" and drank > rank:
                 out.append(f"stage {src} imports the later stage {dst}")
-            elif src.startswith("harness.report") and any(
-                dst == s or dst.startswith(s + ".") for s in RUNS_JAX
-            ):
-                out.append(f"the report {src} imports {dst}, a stage that runs JAX")
+            elif _within(src, READS_ONLY) and _within(dst, RUNS_JAX):
+                out.append(f"{src} only reads files but imports {dst}, a stage that runs JAX")
     return out
 
 
@@ -235,8 +243,8 @@ def test_the_checks_can_fail() -> None:
     g["harness.config.schema"] = g["harness.config.schema"] | {"harness.report.data"}
     bad = violations(g)
     assert (
-        "the report harness.report.plots imports harness.capture.variant, a stage that runs JAX"
-        in bad
+        "harness.report.plots only reads files but imports harness.capture.variant, a stage "
+        "that runs JAX" in bad
     )
     assert "library harness.config.schema imports the stage harness.report.data" in bad
 
@@ -258,6 +266,108 @@ def test_the_report_check_can_fail() -> None:
         "the report harness.report.sections imports harness.profile.events",
     ]
     assert "harness.match.gaps" in g["harness.report.gaps"]
+
+
+# The modules of the splits of issue 30, each with the layer it must sit in.
+SPLIT_MODULES = {
+    "harness.hlo.instruction": ("lib", 0),
+    "harness.hlo.parser": ("lib", 0),
+    "harness.hlo.clusters": ("lib", 0),
+    "harness.hlo.after_index": ("lib", 0),
+    "harness.hlo.reverse_map": ("lib", 0),
+    "harness.config.experiment": ("lib", 0),
+    "harness.config.validate": ("lib", 0),
+    "harness.config.callables": ("lib", 0),
+    "harness.config.schema": ("lib", 0),
+    "harness.analyze.program": ("stage", STAGES.index("harness.analyze") + 1),
+    "harness.analyze.sources": ("stage", STAGES.index("harness.analyze") + 1),
+    "harness.analyze.module_analysis": ("stage", STAGES.index("harness.analyze") + 1),
+    "harness.report.cluster_tables": ("stage", STAGES.index("harness.report") + 1),
+    "harness.anydump": ("stage", STAGES.index("harness.anydump") + 1),
+    "harness.anydump.dump": ("stage", STAGES.index("harness.anydump") + 1),
+    "harness.anydump.analysis": ("stage", STAGES.index("harness.anydump") + 1),
+    "harness.anydump.report": ("stage", STAGES.index("harness.anydump") + 1),
+    "harness.anydump.main": ("stage", STAGES.index("harness.anydump") + 1),
+}
+
+
+def test_the_split_modules_exist_in_their_layers() -> None:
+    assert set(SPLIT_MODULES) <= set(modules())
+    assert {name: layer(name) for name in SPLIT_MODULES} == SPLIT_MODULES
+
+
+def test_the_study_never_imports_the_any_dump_analyzer() -> None:
+    """analyze/ and report/ hold the study's product: the any-dump analyzer reads them, never
+    the other way round (the thin `python -m harness.analyze` entry point aside)."""
+    g = graph()
+    study = [n for n in g if _within(n, ("harness.analyze", "harness.report"))]
+    assert study
+    users = {
+        (src, dst)
+        for src in study
+        for dst in g[src]
+        if _within(dst, ("harness.anydump",)) and layer(src)[0] != "top"
+    }
+    assert users == set()
+    assert "harness.anydump.main" in g["harness.analyze.__main__"]
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "message"),
+    [
+        (
+            "harness.analyze.module_analysis",
+            "harness.anydump.analysis",
+            "stage harness.analyze.module_analysis imports the later stage "
+            "harness.anydump.analysis",
+        ),
+        (
+            "harness.report.cluster_tables",
+            "harness.anydump.report",
+            "stage harness.report.cluster_tables imports the later stage harness.anydump.report",
+        ),
+        (
+            "harness.anydump.dump",
+            "harness.capture.variant",
+            "harness.anydump.dump only reads files but imports harness.capture.variant, a stage "
+            "that runs JAX",
+        ),
+        (
+            "harness.hlo.reverse_map",
+            "harness.analyze.program",
+            "library harness.hlo.reverse_map imports the stage harness.analyze.program",
+        ),
+        (
+            "harness.config.validate",
+            "harness.anydump.main",
+            "library harness.config.validate imports the stage harness.anydump.main",
+        ),
+    ],
+    ids=["analyze_to_anydump", "report_to_anydump", "anydump_to_jax", "hlo_up", "config_up"],
+)
+def test_a_planted_upward_import_between_the_new_modules_fails(
+    src: str, dst: str, message: str
+) -> None:
+    g = graph()
+    assert message not in violations(g)
+    g[src] = g[src] | {dst}
+    assert message in violations(g)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        ("harness.hlo.instruction", "harness.hlo.parser"),
+        ("harness.hlo.clusters", "harness.hlo.reverse_map"),
+        ("harness.config.experiment", "harness.config.schema"),
+        ("harness.analyze.program", "harness.analyze.module_analysis"),
+    ],
+)
+def test_a_planted_import_back_into_a_split_makes_a_cycle(src: str, dst: str) -> None:
+    g = graph()
+    assert dst not in g[src]
+    g[src] = g[src] | {dst}
+    assert any(src in c and dst in c for c in cycles(g))
 
 
 @pytest.mark.parametrize("entry", ["harness.report.__main__", "harness.analyze.__main__"])

@@ -19,10 +19,11 @@ from hlo_helpers import gpu_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.hlo import parser
+from harness.hlo import instruction, parser
 from harness.hlo.clusters import find_clusters, members
 from harness.hlo.cost import module_cost
-from harness.hlo.parser import GemmConfig, ParseError, parse_file, parse_module, print_module
+from harness.hlo.instruction import GemmConfig, ParseError
+from harness.hlo.parser import parse_file, parse_module, print_module
 from harness.hlo.passes import _computation_order, structural_fingerprint
 from harness.hlo.shapes import MAX_TUPLE_DEPTH, ShapeError, leaves, parse_shape, strip_comments
 
@@ -185,6 +186,7 @@ PATHOLOGICAL: dict[str, Callable[[int], str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(LONG_LINES))
 def test_a_1mb_line_in_each_position_reads_in_linear_time(where: str) -> None:
     build, expected = LONG_LINES[where]
@@ -195,6 +197,7 @@ def test_a_1mb_line_in_each_position_reads_in_linear_time(where: str) -> None:
     assert_linear(build, seconds, where)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(PATHOLOGICAL))
 def test_lines_built_against_the_old_regexes_are_linear(what: str) -> None:
     text = PATHOLOGICAL[what](MB)
@@ -214,6 +217,7 @@ OLD_HEAD = re.compile(r"\s+(ROOT\s+)?%?([^\s=%]+)\s*=\s*")
 OLD_HEADER = re.compile(r"HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
 
 
+@pytest.mark.slow
 def test_old_regexes_backtrack() -> None:
     """The reason for all of this: the old header regex is cubic in a run of blanks (1,000
     took a second, 4,000 took 50), the new scanner is linear."""
@@ -236,13 +240,14 @@ LINE = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(LINE)
 def test_new_scanners_read_short_lines_as_the_old_regexes_did(line: str) -> None:
     old = OLD_COMP.match(line)
     new = parser._computation_header(line)
     assert (None if old is None else (bool(old[1]), old[2], old[3])) == new
-    assert OLD_META_ITEM.findall(line) == parser._META_ITEM.findall(line)
+    assert OLD_META_ITEM.findall(line) == instruction._META_ITEM.findall(line)
     assert OLD_COMMENT.sub("", line) == strip_comments(line)
     for old_re, new_re in (
         (OLD_FAST, parser._FAST),
@@ -271,9 +276,9 @@ def test_computation_headers(line: str, expected: tuple | None) -> None:
 
 
 def test_unclosed_quotes_make_attributes_unsplittable_not_slow() -> None:
-    assert parser.split_top_level('a="x", b={1}') == ['a="x"', "b={1}"]
-    assert parser.split_top_level('a="x\\", b={1}') is None
-    assert parser.parse_attributes('a="x, b={1}') == {"": 'a="x, b={1}'}
+    assert instruction.split_top_level('a="x", b={1}') == ['a="x"', "b={1}"]
+    assert instruction.split_top_level('a="x\\", b={1}') is None
+    assert instruction.parse_attributes('a="x, b={1}') == {"": 'a="x, b={1}'}
 
 
 # Depth -------------------------------------------------------------------------------------
@@ -333,6 +338,7 @@ def test_tuple_shapes_nest_to_the_limit_and_no_deeper() -> None:
         ),
     ],
 )
+@pytest.mark.slow
 def test_brackets_100k_deep(where: str, text: str, expected: str) -> None:
     assert read_everything(text) == expected, where
 
@@ -364,6 +370,7 @@ def chains() -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_10k_deep_call_chains_walk_without_recursion(chains: dict) -> None:
     calls, fusions, whiles = chains["call"], chains["fusion"], chains["while"]
     (leaf,) = find_clusters(calls)

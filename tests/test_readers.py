@@ -15,7 +15,7 @@ from conftest import REPO
 
 from harness import fmt, terminal
 from harness.config import load as load_config
-from harness.config.schema import ConfigError
+from harness.config.experiment import ConfigError
 from harness.records import SchemaError, loads
 from harness.report import doc
 from harness.report.index import write_results_index

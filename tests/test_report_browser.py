@@ -14,9 +14,12 @@ import pytest
 from harness.report import plots, write_report
 from tests.cdp import CHROMIUM, Browser
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
+    ),
+    pytest.mark.slow,  # a real Chromium
+]
 
 PROBE = """JSON.stringify({
   images: Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth]),

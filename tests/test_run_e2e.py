@@ -139,6 +139,7 @@ def test_manifest_records_overrides_versions_and_status(cpu_run):
     assert (cpu_run / "variants" / "xla" / "report.md").read_text().startswith("# gelu: `xla`")
 
 
+@pytest.mark.study
 def test_misspelled_key_exits_2_with_a_suggestion_and_no_results(tmp_path):
     proc = run_harness("--config=gelu.yaml", "--config.problem.mm=64", results_root=tmp_path)
     assert proc.returncode == 2

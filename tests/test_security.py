@@ -41,6 +41,7 @@ def grep(pattern: str) -> list[str]:
         "!!python/object:argparse.Namespace {{a: 1}}",
     ],
 )
+@pytest.mark.study
 def test_python_tags_are_config_errors_and_never_run(tmp_path: Path, tag: str) -> None:
     marker = tmp_path / "pwned"
     cfg = tmp_path / "evil.yaml"
@@ -108,6 +109,7 @@ def test_confined_resolves_symlinks_before_deciding(tmp_path: Path) -> None:
     ],
     ids=["experiment_dotdot", "experiment_absolute", "variant_dotdot"],
 )
+@pytest.mark.study
 def test_names_from_config_cannot_leave_the_results_root(
     tmp_path: Path, text: str, flag: str
 ) -> None:
@@ -118,6 +120,7 @@ def test_names_from_config_cannot_leave_the_results_root(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
 
 
+@pytest.mark.study
 def test_an_experiment_folder_linked_outside_the_root_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -132,6 +135,7 @@ def test_an_experiment_folder_linked_outside_the_root_is_refused(tmp_path: Path)
     assert "escapes" in proc.stderr and not any(outside.iterdir())
 
 
+@pytest.mark.study
 def test_resume_of_a_run_linked_outside_the_root_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

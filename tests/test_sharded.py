@@ -19,8 +19,8 @@ from mesh_helpers import x2
 
 from harness import ladder
 from harness.analyze import comm
+from harness.config.experiment import ConfigError, Experiment
 from harness.config.load import load
-from harness.config.schema import ConfigError, Experiment
 from harness.hlo.diverge import first_divergence
 from harness.summary import CaptureRecord, MeshRecord, TimedVariant, TimingRecord
 

@@ -164,6 +164,7 @@ with torch_capture_env(sys.argv[1]) as state:
 """
 
 
+@pytest.mark.slow
 def test_fresh_worker_gets_everything_from_the_environment(tmp_path: Path):
     """A process that imports torch inside the block: the environment alone must do."""
     done = subprocess.run(

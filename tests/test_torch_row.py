@@ -22,8 +22,8 @@ from harness.capture import torch_variant
 from harness.capture.torch_env import capture_dirs
 from harness.capture.variant import Context
 from harness.config import ConfigError, load
+from harness.config.experiment import Problem, Variant, framework_baselines
 from harness.config.roles import framework_of, roles_of
-from harness.config.schema import Problem, Variant, framework_baselines
 from harness.inductor.diverge import torch_first_divergence
 from harness.summary import CaptureRecord
 from harness.timing import stage
@@ -262,6 +262,7 @@ def test_compile_options_reach_torch_compile(tmp_path):
 # --- data, functions, waits -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_torch_inputs_are_the_jax_inputs_bit_for_bit(dtype):
     pytest.importorskip("torch")
@@ -301,6 +302,7 @@ def test_without_torch_a_torch_variant_is_skipped(monkeypatch, tmp_path):
     assert captured.call is None and not (tmp_path / "tc").exists()
 
 
+@pytest.mark.slow
 def test_timing_rounds_wait_per_variant(tmp_path):
     exp = load(write(tmp_path, TORCH_CONFIG)).experiment
     waited: list[int] = []

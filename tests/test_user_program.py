@@ -322,6 +322,7 @@ def test_a_bad_program_config_is_one_line_naming_file_and_key(
         assert "program study" in e.problem and "allowed: eager, jit" in e.problem
 
 
+@pytest.mark.study
 def test_a_search_runs_on_a_program(tmp_path: Path) -> None:
     """`make search` with a program: each candidate compiled, checked against the float64
     reference and timed against the default."""
@@ -383,6 +384,7 @@ def test_the_worker_refuses_what_is_no_callable_or_refuses_the_arguments(tmp_pat
     assert len(str(e.value).splitlines()) == 1
 
 
+@pytest.mark.study
 def test_the_cli_refuses_a_missing_module_in_one_line_with_status_2(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(GOOD.replace("examples.mlp:apply", "examples.nowhere:apply"))

@@ -181,6 +181,7 @@ variants:
 """
 
 
+@pytest.mark.study
 def test_a_variant_that_crashes_only_in_timing_is_excluded_and_the_rest_timed(
     tmp_path: Path,
 ) -> None:

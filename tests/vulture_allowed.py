@@ -57,9 +57,9 @@ _.log_errors  # harness/textsafety.py:49: sets options.log_errors, which the lib
 _.max_mem  # harness/textsafety.py:50: sets options.max_mem, which the library that owns options reads
 _.pipelined_step_time  # harness/capture/measure.py:70: kept for benchmarks/profile_overhead.py
 _.BACKWARD_MULTIPLE  # harness/hlo/library_cost.py:41: kept for tests/test_library_cost.py
-_.parse_attributes  # harness/hlo/parser.py:183: kept for tests/test_parser_bounds.py
-_.output_array  # harness/hlo/parser.py:537: kept for benchmarks/fuzz_hlo.py, tests/test_parser_bounds.py
-_.print_module  # harness/hlo/parser.py:1082: kept for benchmarks/fuzz_hlo.py, tests/test_hlo_parser.py, tests/test_hlo_passes.py
+_.parse_attributes  # harness/hlo/instruction.py:148: kept for tests/test_parser_bounds.py
+_.output_array  # harness/hlo/instruction.py:502: kept for benchmarks/fuzz_hlo.py, tests/test_parser_bounds.py
+_.print_module  # harness/hlo/parser.py:554: kept for benchmarks/fuzz_hlo.py, tests/test_hlo_parser.py, tests/test_hlo_passes.py
 _.read_graphs  # harness/inductor/artifacts.py:514: kept for tests/test_torch_artifacts.py, tests/test_torch_cpu.py, tests/test_torch_trace.py
 _.graphs_from_trace  # harness/inductor/artifacts.py:588: kept for tests/test_torch_artifacts.py
 _.split_by_device  # harness/profile/devices.py:54: kept for tests/test_comm.py

@@ -1,4 +1,4 @@
-"""Analysis stage: a saved run (or any XLA dump) read into summaries and analysis files.
+"""Analysis stage: a saved run read into summaries and analysis files.
 
     analyze_run(workdir, exp)   every variant's sections, the comparisons over the run, and
                                 the findings (rules over the summary)
@@ -6,10 +6,11 @@
     sections                    one producer per summary section
     comm                        the communication of a sharded variant (its `comm` section)
     rules                       the conclusions: summary.json's `findings`, one rule each
-    dump                        any program's dump folder (python -m harness.analyze)
+    ranking                     ranking.json: the clusters ranked (module_analysis, sources)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
-run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop.
+run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop. Any
+other program's dump and profile (`python -m harness.analyze`) is harness.anydump.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from harness import forked, io, ladder, stats
 from harness.analyze import comm, ranking, rules, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
-from harness.config.schema import Experiment, Variant, framework_baselines
+from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
 from harness.inductor.diverge import torch_first_divergence
 from harness.machine_state import machine_state

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness import io, ladder, stats
 from harness.analyze import modules as hlo_files
-from harness.config.schema import Experiment, Variant
+from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import (
     Collective,
     Origin,

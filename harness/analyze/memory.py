@@ -3,7 +3,7 @@
 Reads XLA's live ranges, buffer assignment and memory-usage report (harness.hlo.memory)
 beside the optimized module, and names each buffer live at the peak by its defining
 instruction, its cluster, its source line and named scope (the rankings' frame resolution,
-harness.analyze.program). A buffer XLA inserted carries no op_name; it is named by the pass
+harness.analyze.sources). A buffer XLA inserted carries no op_name; it is named by the pass
 that inserted it and the op it feeds.
 
 Shared by the run's analysis (the `memory` section and memory.json of every compiled JAX
@@ -18,9 +18,10 @@ from pathlib import Path
 
 from harness import io, ladder
 from harness.analyze import modules as hlo_files
-from harness.analyze import program as prog
+from harness.analyze.sources import Frames, cluster_lines, scope_of
 from harness.hlo import memory as xm
-from harness.hlo.parser import HloModule, Instruction
+from harness.hlo.instruction import Instruction
+from harness.hlo.parser import HloModule
 from harness.records import from_json, to_json
 from harness.summary_memory import (
     MEMORY_FILE,
@@ -167,8 +168,8 @@ def buffers_at_peak(
     """Returns every buffer live at the peak, largest first, each named and placed."""
     clusters = hlo_files.clusters_of(module)
     names = {c.name for c in clusters}
-    lines = prog.cluster_lines(module, clusters)
-    frames = prog._Frames(module)  # the rankings' own resolution, one cache for the module
+    lines = cluster_lines(module, clusters)
+    frames = Frames(module)  # the rankings' own resolution, one cache for the module
     users = _Users(module)
     values = assignment.by_value() if assignment is not None else {}
     kinds = assignment.kinds() if assignment is not None else {}
@@ -200,7 +201,7 @@ def buffers_at_peak(
                     feeds = f"{reader.name} ({_op(reader.op_name)})"
                     line = line or frames.line_of(reader)
         scope = (
-            prog.scope_of(op_name)
+            scope_of(op_name)
             if op_name and inst is not None and inst.opcode not in _NO_SOURCE
             else None
         )

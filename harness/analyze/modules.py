@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.hlo.clusters import Cluster, find_clusters, reverse_map
+from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
 from harness.hlo.files import parse_cached
 from harness.hlo.parser import HloModule
 from harness.hlo.passes import pass_timeline
+from harness.hlo.reverse_map import reverse_map
 
 
 def parsed(path: Path) -> HloModule:

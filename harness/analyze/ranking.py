@@ -1,11 +1,11 @@
 """Where a variant's time goes: its clusters ranked and rolled up by source line, for any config.
 
 The run report's counterpart of `python -m harness.analyze`'s main-module tables, made by the
-same functions (harness.analyze.program.analyse_module) from what the other producers already
-wrote for the variant: the optimized module of its IR ladder and kernels.json (every event of
-the steady window with the cluster it is attributed to). Without a profile the clusters are
-ranked by our FLOPs. Writes ranking.json (a `ProgramAnalysis` with the one module); eager
-variants, which run one module per primitive, get none.
+same function (harness.analyze.module_analysis.analyse_module) from what the other producers
+already wrote for the variant: the optimized module of its IR ladder and kernels.json (every
+event of the steady window with the cluster it is attributed to). Without a profile the
+clusters are ranked by our FLOPs. Writes ranking.json (a `ProgramAnalysis` with the one
+module); eager variants, which run one module per primitive, get none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 
 from harness import io, ladder
 from harness.analyze import modules as hlo_files
-from harness.analyze import program as prog
+from harness.analyze.module_analysis import analyse_module, program_of, self_times
+from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
 
@@ -45,7 +46,7 @@ def attributions(kernels: dict[str, Any]) -> tuple[Attribution, ...]:
 
 def ranking(
     vdir: Path, lad: ladder.Ladder, mode: str, ceilings: dict[str, Any]
-) -> prog.ProgramAnalysis | None:
+) -> ProgramAnalysis | None:
     """Returns the variant's module analysed as a main program: clusters ranked by device time
     a step (by FLOPs without a profile), rolled up by source line and named scope; None for
     eager dispatch or a ladder without exactly one optimized module."""
@@ -56,7 +57,7 @@ def ranking(
     clusters = hlo_files.clusters_of(module)
     (cost,) = hlo_files.costs_of([module])
     try:
-        roofs = prog.ceilings_from_json(ceilings, "ceilings.json") if ceilings else None
+        roofs = ceilings_from_json(ceilings, "ceilings.json") if ceilings else None
     except ValueError:
         roofs = None
     path = vdir / "kernels.json"
@@ -64,7 +65,7 @@ def ranking(
     found = attributions(kernels if isinstance(kernels, dict) else {})
     steps = int((kernels.get("match") or {}).get("steps") or 0) if found else 0
     pids = {a.event.program_id for a in found if a.event.hlo_module == module.name}
-    m = prog.ModuleInput(
+    m = ModuleInput(
         module.name,
         module.name,
         next(iter(pids)) if len(pids) == 1 else None,
@@ -73,17 +74,17 @@ def ranking(
         cost,
     )
     if found and steps > 0:
-        times = prog.self_times([a.event for a in found])
+        times = self_times([a.event for a in found])
         pairs = list(zip(found, times, strict=True))
         total = sum(times) * 1e-9 / steps
-        mine = [(a, t) for a, t in pairs if prog.program_of(a.event) == m.program]
-        analysed = prog.analyse_module(m, "main", mine, steps, total, roofs, True, "main program")
-        how = prog.Steps(steps, "markers", f"{steps} profiled steps (StepTraceAnnotation)")
+        mine = [(a, t) for a, t in pairs if program_of(a.event) == m.program]
+        analysed = analyse_module(m, "main", mine, steps, total, roofs, True, "main program")
+        how = Steps(steps, "markers", f"{steps} profiled steps (StepTraceAnnotation)")
         by = "device time"
     else:
-        analysed = prog.analyse_module(m, "main", None, 1, cost.flops, roofs, True, "main program")
+        analysed = analyse_module(m, "main", None, 1, cost.flops, roofs, True, "main program")
         how, by = None, "FLOPs"
-    return prog.ProgramAnalysis(
+    return ProgramAnalysis(
         ranked_by=by,
         main=(m.key,),
         main_rule=f"`{m.key}`: the variant's optimized module",

@@ -14,8 +14,8 @@ from typing import Any
 
 from harness import io, ladder, stats
 from harness.analyze import modules as hlo_files
+from harness.config.experiment import Experiment, Variant, to_plain
 from harness.config.roles import roles_of
-from harness.config.schema import Experiment, Variant, to_plain
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, kernels_document, match_events

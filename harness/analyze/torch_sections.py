@@ -18,7 +18,7 @@ from typing import Any
 from harness import io, ladder
 from harness.analyze import sections
 from harness.capture.torch_env import capture_dirs
-from harness.config.schema import Variant
+from harness.config.experiment import Variant
 from harness.inductor.captured import Captured, fingerprint, read_captured, structure, symbolic
 from harness.inductor.clusters import clusters_by_graph, fusions_document, graph_clusters
 from harness.inductor.trace_log import CompileTimes, compile_times

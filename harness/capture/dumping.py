@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.config.schema import Dump
+from harness.config.experiment import Dump
 
 
 def dump_options(dump_dir: Path, module_re: str, dump: Dump, platform: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from harness.config.schema import Variant
+from harness.config.experiment import Variant
 
 _FORCE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\d+")
 

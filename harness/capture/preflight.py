@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.capture import hostmem
-from harness.config.schema import ConfigError, Experiment, Problem, Variant
+from harness.config.experiment import ConfigError, Experiment, Problem, Variant
 from harness.config.sharding import Sharding, padded
 from harness.variants import expression, program
 

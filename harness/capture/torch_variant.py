@@ -37,7 +37,7 @@ from harness import io, ladder
 from harness.capture import memory as capture_memory
 from harness.capture import torch_env
 from harness.capture.variant import Captured, Context, analytic_flops
-from harness.config.schema import Experiment, Variant
+from harness.config.experiment import Experiment, Variant
 from harness.inductor.artifacts import FX_READABLE, FX_TRANSFORMED, IR_POST, IR_PRE, OUTPUT_CODE
 from harness.inductor.captured import read_captured
 from harness.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile

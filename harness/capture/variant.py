@@ -31,7 +31,7 @@ import jax
 from harness import io, ladder
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
-from harness.config.schema import Experiment, Program, Variant
+from harness.config.experiment import Experiment, Program, Variant
 from harness.summary import (
     CaptureRecord,
     ExpectedError,

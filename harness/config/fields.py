@@ -8,5 +8,5 @@ from typing import Any
 
 
 def ranged(default: Any, lo: float, hi: float, doc: str = "") -> Any:
-    """A numeric config field with its allowed range, checked by schema.validate_ranges."""
+    """A numeric config field with its allowed range, checked by validate.validate_ranges."""
     return dataclasses.field(default=default, metadata={"range": (lo, hi), "doc": doc})

@@ -13,7 +13,7 @@ import yaml
 
 from harness import userfiles
 from harness.config import schema
-from harness.config.schema import ConfigError
+from harness.config.experiment import ConfigError, Experiment, Program, Variant, shown
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 OVERRIDE_PREFIX = "--config."
@@ -34,7 +34,7 @@ class LoadedConfig:
     """The validated experiment plus where it came from, for the manifest."""
 
     path: Path
-    experiment: schema.Experiment
+    experiment: Experiment
     raw: Mapping[str, Any]
     overrides: tuple[Override, ...]
 
@@ -145,7 +145,7 @@ def _check_nodes(root: yaml.Node, source: str) -> None:
                     if key.value in first:
                         raise ConfigError(
                             source,
-                            schema.shown(key.value),
+                            shown(key.value),
                             f"duplicate key: at line {first[key.value]} and again at line {line}",
                         )
                     first[key.value] = line
@@ -241,7 +241,7 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
             value = safe_yaml(text, source)
         except ConfigError as e:
             raise ConfigError(
-                source, key, f"cannot read {schema.shown(text)} as a value: {e.problem}"
+                source, key, f"cannot read {shown(text)} as a value: {e.problem}"
             ) from e
         if tp is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -266,7 +266,7 @@ def _flow(text: str, source: str, key: str) -> Any:
         return safe_yaml(text, source)
     except ConfigError as e:
         raise ConfigError(
-            source, key, f"cannot read {schema.shown(text)} as a YAML flow value: {e.problem}"
+            source, key, f"cannot read {shown(text)} as a YAML flow value: {e.problem}"
         ) from None
 
 
@@ -286,11 +286,11 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
     source = f"flag --config.{ov.key}"
     parts = ov.key.split(".")
     node: dict[str, Any] = raw
-    cls: type = schema.Experiment
+    cls: type = Experiment
     i = 0
     while i < len(parts) - 1:
         part = parts[i]
-        if cls is schema.Experiment and part == "variants":
+        if cls is Experiment and part == "variants":
             name = parts[i + 1]
             variants = raw.get("variants") or []
             found = [v for v in variants if isinstance(v, dict) and v.get("name") == name]
@@ -299,15 +299,15 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
                 raise ConfigError(
                     source,
                     ov.key,
-                    f"no variant named {schema.shown(name)}" + schema.suggest(name, names),
+                    f"no variant named {shown(name)}" + schema.suggest(name, names),
                 )
             if i + 2 >= len(parts):
                 raise ConfigError(
                     source, ov.key, "name a key inside the variant, e.g. variants.xla.mode"
                 )
-            node, cls, i = found[0], schema.Variant, i + 2
+            node, cls, i = found[0], Variant, i + 2
             continue
-        if cls is schema.Variant and part == "xla_options":
+        if cls is Variant and part == "xla_options":
             if not isinstance(node.get("xla_options"), dict):
                 node["xla_options"] = {}
             node = node["xla_options"]
@@ -315,7 +315,7 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
             previous = node.get(option)
             node[option] = _scalar(ov.text)
             return dataclasses.replace(ov, value=node[option], previous=previous)
-        if cls is schema.Program and part == "kwargs" and i == len(parts) - 2:
+        if cls is Program and part == "kwargs" and i == len(parts) - 2:
             # One keyword argument: `program.kwargs.attention=cudnn`.
             if not isinstance(node.get("kwargs"), dict):
                 node["kwargs"] = {}
@@ -332,7 +332,7 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
             raise ConfigError(source, ov.key, f"{part!r} is not a mapping in the config file")
         node, cls, i = child, tp, i + 1
     leaf = parts[-1]
-    if cls is schema.Variant and leaf == "name":
+    if cls is Variant and leaf == "name":
         raise ConfigError(source, ov.key, "a variant's name cannot be overridden")
     tp = _field_type(cls, leaf, source, ov.key)
     if dataclasses.is_dataclass(tp) or leaf in ("variants", "xla_options"):

@@ -1,5 +1,5 @@
 """A program study's arguments as a user writes them: pytrees of input specs, the new-shape
-call's shapes mirroring them, and static keyword arguments (harness.config.schema.Program).
+call's shapes mirroring them, and static keyword arguments (harness.config.experiment.Program).
 
 In a config:
 

@@ -17,7 +17,7 @@ With `shard_map`, x must be split on k alone and W on the same axes along its k,
 
 This module describes and checks a sharding; harness.variants.sharded builds the JAX program.
 Checks that need the problem (divisibility, ranks) are here too, so the one validation pass
-(harness.config.schema.validate_experiment) reports them against the config key.
+(harness.config.validate.validate_experiment) reports them against the config key.
 """
 
 from __future__ import annotations

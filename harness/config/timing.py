@@ -1,6 +1,6 @@
 """The config's timing section (`timing:`), and the checks one field's range cannot express.
 
-Kept apart from harness.config.schema (over its size limit), as harness.config.limits is;
+Kept apart from harness.config.experiment, as harness.config.limits is;
 the schema imports it, and `validate_ranges` checks each field's range.
 """
 

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction, parse_file
+from harness.hlo.instruction import MAX_ID, Instruction
+from harness.hlo.parser import Computation, HloModule, parse_file
 from harness.hlo.passes import XLA_PASS_FILE, pass_file_info
 from harness.hlo.shapes import ArrayShape, Shape, decimal, leaves, parse_shape
 

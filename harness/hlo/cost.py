@@ -40,8 +40,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
+from harness.hlo.instruction import MAX_ID, Instruction
 from harness.hlo.library_cost import attention_cost, is_attention
-from harness.hlo.parser import MAX_ID, Computation, HloModule, Instruction
+from harness.hlo.parser import Computation, HloModule
 from harness.hlo.shapes import ArrayShape, Shape, TupleShape, decimal, leaves
 
 TRANSCENDENTAL = frozenset(

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.hlo.files import parse_cached as parse_file
-from harness.hlo.parser import CALL_ATTRS, HloModule, Instruction, parse_module
+from harness.hlo.instruction import CALL_ATTRS, Instruction
+from harness.hlo.parser import HloModule, parse_module
 from harness.ladder import Ladder
 
 # Attributes that name things or record provenance, not what the program computes.

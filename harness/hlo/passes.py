@@ -11,7 +11,8 @@ from pathlib import Path
 
 from harness.hlo.clusters import backend_kind, epilogue
 from harness.hlo.files import parse_cached
-from harness.hlo.parser import Computation, HloModule, Instruction
+from harness.hlo.instruction import Instruction
+from harness.hlo.parser import Computation, HloModule
 
 IGNORED_ATTRS = frozenset(
     {

@@ -2,8 +2,8 @@
 time a step, and rolled up by source line and named scope, for any config.
 
 Reads each variant's ranking.json (written by harness.analyze.ranking with the functions of
-`python -m harness.analyze`) and draws it with the analyze report's own tables
-(harness.report.analysis_report), so a run and an analysis rank and roll up alike.
+`python -m harness.analyze`) and draws it with the tables the analyze report draws too
+(harness.report.cluster_tables), so a run and an analysis rank and roll up alike.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from harness import fmt
 from harness.analyze.program import ModuleAnalysis
 from harness.records import from_json
-from harness.report.analysis_report import (
+from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
     cluster_table,

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import stats
+from harness.config.experiment import Experiment
 from harness.config.roles import roles_of
-from harness.config.schema import Experiment
 from harness.config.timing import max_budget_s
 from harness.summary import RoundContext, TimedVariant, TimingRecord
 from harness.timing import clocks, machine, rounds

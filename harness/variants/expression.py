@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harness import io
-from harness.config.schema import Problem, Variant
+from harness.config.experiment import Problem, Variant
 from harness.precision import narrowest_float
 from harness.summary import Numerics
 

@@ -1,7 +1,7 @@
 """The user's own function as the study's program: its import, seeded inputs and parameters,
 a variant's dtype changes, the new-shape call, and the float64 reference.
 
-The config's `program` section (harness.config.schema.Program) names `function` and `init`.
+The config's `program` section (harness.config.experiment.Program) names `function` and `init`.
 The harness calls
 
     params = init(jax.random.key(seed), *input_specs, **kwargs)   # once per inputs and seed
@@ -42,9 +42,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness.config.callables import split_callable
+from harness.config.experiment import Program
 from harness.config.program import InputSpec, input_leaves, map_specs
 from harness.config.program import leaves as config_leaves
-from harness.config.schema import Program, split_callable
 from harness.precision import narrowest_float, tolerance_dtype
 from harness.summary import ArraySpec, Numerics, ProgramRecord
 from harness.variants.expression import TOLERANCE, compare

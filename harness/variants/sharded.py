@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from harness.config.schema import Variant
+from harness.config.experiment import Variant
 from harness.config.sharding import Sharding, entry_axes
 from harness.summary import MeshRecord
 from harness.variants import expression

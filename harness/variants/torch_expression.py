@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.config.schema import Problem, Variant
+from harness.config.experiment import Problem, Variant
 from harness.variants import expression
 
 TorchFn = Callable[[Any, Any, Any], Any]

@@ -1,8 +1,9 @@
 """The report of `python -m harness.analyze`: a user's program, ranked and rolled up.
 
 Built once as document blocks (harness.report.doc) and written as report.md and a
-self-contained report.html, with its figures as PNG under plots/, like a run's report. It
-reads only a `harness.analyze.program.ProgramAnalysis`; it never imports JAX.
+self-contained report.html, with its figures as PNG under plots/, like a run's report. Its
+cluster and roll-up tables are the run report's (harness.report.cluster_tables). It reads
+only a `harness.analyze.program.ProgramAnalysis`; it never imports JAX.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from harness import fmt, io
-from harness.analyze.program import (
-    ClusterRow,
-    ModuleAnalysis,
-    ProgramAnalysis,
-    RollUp,
+from harness.analyze.program import ClusterRow, ModuleAnalysis, ProgramAnalysis
+from harness.report.cluster_tables import (
+    CONVENTIONS,
+    Paths,
+    cluster_table,
+    lines_cell,
+    rollup_table,
+    step_time,
 )
-from harness.analyze.roof import ABOVE_CEILING
 from harness.report.data import MISSING
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
 from harness.report.gaps import gap_blocks
@@ -49,57 +52,8 @@ class Figured:
 # Cells
 
 
-class Paths:
-    """Shortens source paths to the part below the folder they all share."""
-
-    def __init__(self, labels: Sequence[str]) -> None:
-        files = sorted({label.rpartition(":")[0] for label in labels if ":" in label})
-        common = os.path.commonpath(files) if files else ""
-        if len(files) == 1:
-            common = os.path.dirname(files[0])
-        self.root = common if common not in ("", "/") else ""
-
-    def short(self, label: str) -> str:
-        if self.root and label.startswith(self.root + "/"):
-            return label[len(self.root) + 1 :]
-        return label
-
-
-def _lines(labels: Sequence[str], paths: Paths, limit: int = 2) -> str:
-    if not labels:
-        return MISSING
-    shown = [f"`{paths.short(x)}`" for x in labels[:limit]]
-    more = f" +{len(labels) - limit}" if len(labels) > limit else ""
-    return ", ".join(shown) + more
-
-
-def _scopes(labels: Sequence[str], limit: int = 1) -> str:
-    labels = [x for x in labels if x] or []
-    if not labels:
-        return MISSING
-    more = f" +{len(labels) - limit}" if len(labels) > limit else ""
-    return ", ".join(f"`{x}`" for x in labels[:limit]) + more
-
-
-def _kind(row: ClusterRow) -> str:
-    if row.kind == "library":
-        return f"library `{row.target}`"
-    return row.kind
-
-
-def _rate(value: float | None, unit: str) -> str:
-    return fmt.si(value, unit) if value is not None else MISSING
-
-
 def _dim(value: tuple[int, int, int] | None) -> str:
     return MISSING if value is None else "×".join(str(v) for v in value)
-
-
-def step_time(seconds: float | None) -> str:
-    """A time a step, in ms (µs under 0.1 ms), or MISSING."""
-    if seconds is None:
-        return MISSING
-    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} µs"
 
 
 def _all_lines(a: ProgramAnalysis) -> list[str]:
@@ -112,93 +66,6 @@ def _all_lines(a: ProgramAnalysis) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Tables
-
-
-def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) -> Table:
-    """The ranking: clusters by device time a step (or by FLOPs without a profile)."""
-    rows = []
-    for i, r in enumerate(m.clusters[:limit], 1):
-        if by_time:
-            rows.append(
-                (
-                    str(i),
-                    f"`{r.name}`",
-                    _kind(r),
-                    step_time(r.time_s),
-                    fmt.pct(r.share),
-                    fmt.count(r.runs) if r.runs is not None else MISSING,
-                    fmt.si(r.flops, "FLOP"),
-                    fmt.si(r.bytes, "B"),
-                    _rate(r.flops_per_s, "FLOP/s"),
-                    _rate(r.bytes_per_s, "B/s"),
-                    fmt.pct(r.roof_fraction)
-                    + (f" ({r.roof})" if r.roof else "")
-                    + (f": {ABOVE_CEILING}" if r.above_ceiling else ""),
-                    _lines(r.lines, paths),
-                    _scopes(r.scopes),
-                )
-            )
-        else:
-            rows.append(
-                (
-                    str(i),
-                    f"`{r.name}`",
-                    _kind(r),
-                    fmt.si(r.flops, "FLOP"),
-                    fmt.pct(r.share),
-                    fmt.si(r.bytes, "B"),
-                    f"{r.intensity:.3g}" if r.intensity is not None else MISSING,
-                    _lines(r.lines, paths),
-                    _scopes(r.scopes),
-                )
-            )
-    if by_time:
-        header = (
-            "#",
-            "cluster",
-            "kind",
-            "time a step",
-            "% of step",
-            "runs a step",
-            "FLOPs a run",
-            "bytes a run",
-            "FLOP/s",
-            "B/s",
-            "of roof",
-            "source line",
-            "named scope",
-        )
-    else:
-        header = (
-            "#",
-            "cluster",
-            "kind",
-            "FLOPs",
-            "% of FLOPs",
-            "bytes",
-            "FLOP/byte",
-            "source line",
-            "named scope",
-        )
-    return Table(header, tuple(rows))
-
-
-def rollup_table(rows: Sequence[RollUp], what: str, by_time: bool, paths: Paths | None) -> Table:
-    """A roll-up by source line or named scope."""
-    value_head = ("time a step", "% of step") if by_time else ("FLOPs", "% of FLOPs")
-    body = []
-    for r in rows:
-        label = paths.short(r.label) if paths is not None else r.label
-        body.append(
-            (
-                f"`{label}`" if label else "(top level)",
-                step_time(r.value) if by_time else fmt.si(r.value, "FLOP"),
-                fmt.pct(r.share),
-                str(r.clusters),
-                f"`{r.top_cluster}`",
-            )
-        )
-    return Table((what, *value_head, "clusters", "largest cluster"), tuple(body))
 
 
 def kernel_table(m: ModuleAnalysis) -> Table:
@@ -244,7 +111,7 @@ def unfused_table(m: ModuleAnalysis, by_time: bool, paths: Paths) -> Table:
         rows.append(
             (
                 u.opcode,
-                _lines(u.lines, paths),
+                lines_cell(u.lines, paths),
                 str(len(u.clusters)),
                 step_time(u.value) if by_time else fmt.si(u.value, "FLOP"),
                 fmt.pct(u.share),
@@ -448,27 +315,6 @@ def _image(figs: dict[str, Figured], name: str, alt: str, caption: str) -> Block
     if f is None or not f.file:
         return Para(f"*{alt}: not drawn ({f.note if f else 'no figure'}).*")
     return Image(f.file, alt, caption)
-
-
-CONVENTIONS = (
-    "A cluster is one unit XLA runs: a fusion, a library call (cuBLAS, YNNPACK, ...) or a lone "
-    "instruction.",
-    "Time is each event's *self* time (its duration less the events nested in it on the same "
-    "stream), summed per cluster and divided by the steps; with marked steps, the median over "
-    "the steps of each step's sum (a step a cluster did not run in counts 0), so one stalled "
-    "event cannot top the ranking. Shares are of the (median) step's summed event time; events "
-    "that overlap on different streams or threads each count in full.",
-    "FLOPs and bytes are our cost model of one run of the cluster (`cost.json`); achieved "
-    "FLOP/s and B/s multiply them by the runs a step and divide by the time. `of roof` is the "
-    "achieved FLOP/s over min(peak, bandwidth × intensity), the peak of the GEMM's precision "
-    "(else the largest measured). Above 100% on a CPU the cluster beat the measured ceiling: "
-    "data that fits in cache moves faster than the DRAM copy bandwidth. Above 100% on a GPU it "
-    f"is marked {ABOVE_CEILING!r} and is not to be read as efficient.",
-    "A source line is the innermost frame in your code (frames in site-packages and the "
-    "standard library are skipped); a named scope is the op_name path without `jit(...)` and "
-    "the primitive, so `jax.named_scope` and flax module paths show. A cluster spanning "
-    "several lines or scopes gives each an equal part.",
-)
 
 
 def report_blocks(

@@ -1,11 +1,12 @@
 """Any program's XLA dump, analyzed: modules found, clusters, costs, and its profile attributed.
 
-Used by `python -m harness.analyze`. Works on an XLA dump folder (`--xla_dump_to=DIR
---xla_dump_hlo_as_text`) or on a single HLO text file from any program. For each module it
-writes `<out>/<module>/fusions.json` (the clusters, with their source ops and file:line, and a
-map from each pre-optimization op to the cluster that now holds it) and `cost.json`; with a
-profile, every device event of the analysed modules is attributed to a cluster in
-`<out>/kernels.json`. `harness.analyze.program` turns all of it into the report's rankings.
+Used by `python -m harness.analyze` (harness.anydump.main). Works on an XLA dump folder
+(`--xla_dump_to=DIR --xla_dump_hlo_as_text`) or on a single HLO text file from any program. For
+each module it writes `<out>/<module>/fusions.json` (the clusters, with their source ops and
+file:line, and a map from each pre-optimization op to the cluster that now holds it) and
+`cost.json`; with a profile, every device event of the analysed modules is attributed to a
+cluster in `<out>/kernels.json`. harness.anydump.analysis turns all of it into the report's
+rankings.
 
 Programs are told apart by (module name, program id): XLA's dump file `module_NNNN.<name>`
 has NNNN == the profile's `program_id`. Events of any other program, a recompile of the same
@@ -26,10 +27,13 @@ from typing import Any
 
 from harness import forked, io
 from harness.analyze import modules as hlo_files
-from harness.analyze import program as prog
-from harness.hlo.clusters import Cluster, ReverseMap, reverse_map
+from harness.analyze.module_analysis import program_of, self_times
+from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
+from harness.anydump.analysis import choose_main, count_steps, time_by_program
+from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
+from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, kernels_document, match_events
 from harness.profile.events import (
@@ -69,11 +73,11 @@ class ModuleResult:
     before: HloModule | None = field(default=None, repr=False, compare=False)
     pending: _ReverseMapJob | None = field(default=None, repr=False, compare=False)
 
-    def as_input(self, program_id: int | None = None) -> prog.ModuleInput:
-        """This module for `harness.analyze.program` (with the program id it was bound to)."""
+    def as_input(self, program_id: int | None = None) -> ModuleInput:
+        """This module as the analysis reads it (with the program id it was bound to)."""
         assert self.hlo is not None and self.cost is not None
         pid = self.program_id if program_id is None else program_id
-        return prog.ModuleInput(
+        return ModuleInput(
             self.key, self.module, pid, self.hlo, self.clusters, self.cost, self.reverse
         )
 
@@ -145,8 +149,8 @@ class ProfileResult:
 
     path: Path
     report: MatchReport
-    steps: prog.Steps | None
-    outside: tuple[prog.OutsideProgram, ...]
+    steps: Steps | None
+    outside: tuple[OutsideProgram, ...]
     bound: dict[str, int | None]  # module key -> the program id its events carry
     notes: tuple[str, ...] = ()
     markers: tuple[StepMarker, ...] = ()  # the host's step windows: each step's wall time
@@ -372,38 +376,38 @@ def attach_profile(
     selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
     eager = mode == "eager"
     inside: list[DeviceEvent] = []
-    outside_events: dict[prog.ProgramKey, list[DeviceEvent]] = defaultdict(list)
+    outside_events: dict[ProgramKey, list[DeviceEvent]] = defaultdict(list)
     for e in events:
-        key = prog.program_of(e)
+        key = program_of(e)
         if eager or key is None or key in selected:
             inside.append(e)
         else:
             outside_events[key].append(e)
     outside = []
     for (name, pid), evs in sorted(outside_events.items(), key=lambda kv: str(kv[0])):
-        outside.append(prog.OutsideProgram(name, pid, len(evs), sum(prog.self_times(evs)) * 1e-9))
-    if not eager and not any(prog.program_of(e) in selected for e in inside):
+        outside.append(OutsideProgram(name, pid, len(evs), sum(self_times(evs)) * 1e-9))
+    if not eager and not any(program_of(e) in selected for e in inside):
         # Nothing of the analysed programs ran: runtime copies alone make no steps.
-        loose = sum(1 for e in inside if prog.program_of(e) is None)
+        loose = sum(1 for e in inside if program_of(e) is None)
         if loose:
             notes.append(f"{loose} device events outside any program (runtime copies) ignored")
         inside = []
     marked = any(e.step is not None for e in inside)
     window = [e for e in inside if e.step is not None] if marked else inside
     inputs = [r.as_input(bound.get(r.key)) for r in results]
-    times = prog.time_by_program(window)
+    times = time_by_program(window)
     if eager and times:
         # Eager: one small module per primitive, most without HLO; a step is one execution of
         # the program that takes the most device time, analysed or not.
         key = max(times, key=lambda k: (times[k], str(k)))
         label = f"{key[0]} (program {key[1]})"
-        main_events = [e for e in window if prog.program_of(e) == key]
+        main_events = [e for e in window if program_of(e) == key]
     else:
-        main, _ = prog.choose_main(inputs, times)
+        main, _ = choose_main(inputs, times)
         top = next(m for m in inputs if m.key == main[0])
-        main_events = [e for e in window if prog.program_of(e) == top.program]
+        main_events = [e for e in window if program_of(e) == top.program]
         label = f"{top.name} (program {top.program_id})"
-    found: prog.Steps | None = None
+    found: Steps | None = None
     if window:
         marked_steps = len({e.step for e in window}) if marked else 0
         if marked and steps is not None and marked_steps != steps:
@@ -416,7 +420,7 @@ def attach_profile(
                 f"the profile has {len(markers)} step markers but none holds an event of the "
                 "analysed modules"
             )
-        found = prog.count_steps(main_events, label, marked_steps, steps)
+        found = count_steps(main_events, label, marked_steps, steps)
     clusters = {(r.module, bound[r.key]): r.clusters for r in results if r.key in bound}
     clusters_by_key: dict[Any, tuple[Cluster, ...]] = {
         (name, pid): cs for (name, pid), cs in clusters.items() if pid is not None

@@ -1,0 +1,315 @@
+"""The experiment as frozen dataclasses: the study, its sections and its variants, with the
+allowed values of each choice and the one error every config mistake is (`ConfigError`).
+
+harness.config.schema builds them from a raw mapping and harness.config.validate checks them;
+nothing else in the harness checks config values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from harness.config.fields import ranged
+from harness.config.limits import Limits
+from harness.config.memory import MemoryOptions
+from harness.config.processes import Processes
+from harness.config.program import NO_KWARGS, FrozenMap, default_shapes
+from harness.config.roles import framework_of, roles_of
+from harness.config.sharding import Sharding
+from harness.config.timing import TimingOptions
+
+DTYPES = ("float32", "bfloat16", "float16")
+# What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant
+# (it is on only for the float64 reference), so a float64 input would silently be float32.
+INPUT_DTYPES = (*DTYPES, "int32", "int8", "uint8", "bool")
+# The modes a program study runs; the others build the GELU expression's own variants.
+PROGRAM_MODES = ("eager", "jit")
+GELU_FORMS = ("tanh", "erf")
+FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
+# What each frontend imports, for a worker to load before the capture (flax: 0.4 s on a
+# 2-core machine, which would otherwise land between two variants' captures).
+FRONTEND_MODULES = {"jnp": (), "flax_linen": ("flax.linen",), "flax_nnx": ("flax.nnx",)}
+TORCH_MODES = ("torch_eager", "torch_compile", "torch_matmul", "torch_print", "torch_branch")
+MODES = (
+    "eager",
+    "jit",
+    "jit_host_callback",
+    "matmul_only",
+    "jit_python_branch",
+    "jit_lax_cond",
+    *TORCH_MODES,
+)
+# torch.compile's `mode` argument ("default" passes none).
+TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+PLATFORMS = ("cpu", "gpu", "tpu")
+ISOLATION = ("auto", "shared", "per_variant")
+# Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after
+# multiplying out, and counts stay small enough that a typo cannot run for a day.
+MAX_DIM = 1 << 20
+MAX_SEED = (1 << 32) - 1
+
+
+class ConfigError(ValueError):
+    """A config mistake, reported as one line that names the source, the key and what is allowed."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: {key}" if key else source
+        super().__init__(_one_line(f"{where}: {problem}"))
+
+
+def _one_line(text: str) -> str:
+    """Returns text with control characters escaped, so an error is always one printable line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """y = gelu(x @ W + b) with x of shape batch + [m, k], W [k, n], b [n]."""
+
+    m: int = ranged(256, 2, MAX_DIM, "rows of x (halved for the recompile, so ≥ 2)")
+    k: int = ranged(512, 1, MAX_DIM, "the contracted dimension")
+    n: int = ranged(512, 1, MAX_DIM, "columns of W")
+    batch: tuple[int, ...] = ranged((), 1, 4096, "leading batch dimensions of x")
+    dtype: str = "float32"
+    w_dtype: str | None = None
+    gelu: str = "tanh"
+    bias: bool = True
+    frontend: str = "jnp"
+
+    @property
+    def x_shape(self) -> tuple[int, ...]:
+        return (*self.batch, self.m, self.k)
+
+    @property
+    def weight_dtype(self) -> str:
+        return self.w_dtype or self.dtype
+
+    @property
+    def rows(self) -> int:
+        """All rows of x, batch dimensions included."""
+        out = self.m
+        for d in self.batch:
+            out *= d
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The user's own function as the study's program (README: "Studying your own function").
+
+    `function` is called as `function(params, *inputs)` with `params = init(jax.random.key(
+    seed), *input_specs)`, each spec a `jax.ShapeDtypeStruct` of one input as configured. A
+    variant may change only `dtype` (every floating input cast to it), `w_dtype` (every
+    floating leaf of the parameters cast to it) and `kwargs`; the rest is the study's. Inputs,
+    new shapes and keyword arguments are read by harness.config.program.
+    """
+
+    function: str = ""  # module:function (importable) or path/to/file.py:function
+    init: str = ""  # module:function: init(key, *input_specs) -> params
+    inputs: tuple[Any, ...] = ()  # one pytree of program.InputSpec per positional argument
+    flops: float | None = None  # FLOPs per call; None: our cost model of the unoptimized HLO
+    # The inputs' shapes for the new-shape call, mirroring `inputs`; empty: the leading
+    # dimension of every leaf sized like the first leaf's halved.
+    recompile_shapes: tuple[Any, ...] = ()
+    kwargs: FrozenMap = NO_KWARGS  # static keyword arguments of the function (and init)
+    dtype: str | None = None  # a variant's dtype for every floating input
+    w_dtype: str | None = None  # a variant's dtype for every floating leaf of the parameters
+
+    @property
+    def enabled(self) -> bool:
+        """True when the config names a function: the study is of that program."""
+        return bool(self.function)
+
+    def new_shapes(self) -> tuple[Any, ...]:
+        """Returns the inputs' shapes for the recompile, mirroring `inputs`: as configured,
+        else harness.config.program.default_shapes."""
+        return self.recompile_shapes or default_shapes(self.inputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+    """How each variant is timed and checked."""
+
+    warmup: int = ranged(2, 0, 1000, "untimed calls before the blocked per-call latency")
+    steps: int = ranged(20, 1, 100_000, "blocked calls timed for the per-call latency")
+    recompile: bool = True
+    numerics_rows: int = ranged(
+        256, 1, 1 << 20, "rows of y checked against the float64 reference (a program: all of it)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """jax.profiler capture: the first call, `steps` steady-state steps, and the recompile."""
+
+    enabled: bool = True
+    steps: int = ranged(3, 1, 1000, "steady-state steps in the profiled window")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dump:
+    """Which XLA dumps are written besides the HLO before and after optimization."""
+
+    passes: bool = True
+    emitters: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureOptions:
+    """How variants are isolated from each other while they are captured."""
+
+    isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
+    remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
+    torch_threads: int = ranged(
+        0, 0, 4096, "torch's intra-op threads and Inductor's compile workers; 0: torch's defaults"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportOptions:
+    """What the report writes besides report.md and report.html."""
+
+    svg: bool = False  # each plot as SVG too, next to the PNG the report shows
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchOptions:
+    """A PyTorch variant's `torch.compile(fn, mode=..., dynamic=..., fullgraph=...)` arguments."""
+
+    mode: str = "default"  # default | max-autotune-no-cudagraphs | reduce-overhead | max-autotune
+    dynamic: bool | None = None  # None: Dynamo's automatic dynamic shapes after a recompile
+    fullgraph: bool = False  # True: a graph break is an error instead of a split
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way of compiling the expression."""
+
+    name: str
+    mode: str = "jit"
+    description: str = ""
+    problem: Problem = Problem()
+    program: Program = Program()  # the experiment's program with this variant's dtype changes
+    xla_options: Mapping[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
+    platforms: tuple[str, ...] = PLATFORMS
+    roles: tuple[str, ...] = ()  # roles beyond those its mode and options give (config.roles)
+    # A mesh and PartitionSpecs (harness.config.sharding); the default, no mesh, is one device.
+    sharding: Sharding = dataclasses.field(default_factory=Sharding)
+    torch: TorchOptions = TorchOptions()  # torch.compile's arguments, for the torch_* modes
+
+    @property
+    def framework(self) -> str:
+        """`jax` or `torch`, from the mode."""
+        return framework_of(self.mode)
+
+
+STRATEGIES = ("grid", "coordinate")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSpace:
+    """The values a search tries: XLA options, and optionally W's dtype and the GELU form."""
+
+    xla_options: Mapping[str, tuple[bool | int | float | str, ...]] = dataclasses.field(
+        default_factory=dict
+    )
+    w_dtype: tuple[str, ...] = ()
+    gelu: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """A search for the fastest configuration of one variant (harness.search).
+
+    `base` names the variant the search starts from; an empty base means the config is a
+    study, not a search.
+    """
+
+    base: str = ""
+    strategy: str = "coordinate"  # grid: every combination; coordinate: one option at a time
+    budget_s: float = ranged(420.0, 1.0, 3600.0, "the search's time budget in seconds")
+    max_candidates: int = ranged(40, 1, 1000, "at most this many candidates are compiled")
+    space: SearchSpace = SearchSpace()
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """A whole study: the shared problem and the variants that compile it."""
+
+    experiment: str = "gelu"
+    description: str = ""
+    seed: int = ranged(0, 0, MAX_SEED, "the PRNG seed of the inputs")
+    baseline: str = "xla"
+    select: tuple[str, ...] = ()
+    problem: Problem = Problem()
+    program: Program = Program()  # set: the study is of the user's own function, not the GELU
+    measure: Measure = Measure()
+    profile: Profile = Profile()
+    dump: Dump = Dump()
+    timing: TimingOptions = TimingOptions()
+    capture: CaptureOptions = CaptureOptions()
+    report: ReportOptions = ReportOptions()
+    search: SearchOptions = SearchOptions()
+    limits: Limits = Limits()  # time limits on the worker processes
+    memory: MemoryOptions = MemoryOptions()  # when two peaks differ enough for a finding
+    processes: Processes = Processes()  # a group of processes through jax.distributed
+    variants: tuple[Variant, ...] = ()
+
+    @property
+    def selected_variants(self) -> tuple[Variant, ...]:
+        if not self.select:
+            return self.variants
+        return tuple(v for v in self.variants if v.name in self.select)
+
+    @property
+    def cpu_devices(self) -> int:
+        """Returns the host devices a CPU run must force: in a group of processes each
+        process's own (`processes.devices`), else the largest mesh of a selected variant that
+        runs on a CPU (1 when none is sharded)."""
+        if self.processes.enabled:
+            return self.processes.devices
+        return max(
+            (v.sharding.devices for v in self.selected_variants if "cpu" in v.platforms),
+            default=1,
+        )
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def shown(value: Any) -> str:
+    """Returns a value for an error message, cut short: a 10**23 seed is printed, not a novel."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        # repr() of a long integer is slow, and past 4300 digits it raises ValueError.
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def framework_baselines(e: Experiment) -> dict[str, str]:
+    """Returns framework -> its baseline variant: the config's `baseline` for its own
+    framework, and for another framework the variant whose `roles` name `baseline`."""
+    out: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            out.setdefault(v.framework, v.name)
+    return out
+
+
+def to_plain(obj: Any) -> Any:
+    """Returns JSON-ready data for a config dataclass (tuples become lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, tuple | list):
+        return [to_plain(v) for v in obj]
+    return obj

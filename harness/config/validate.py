@@ -1,0 +1,377 @@
+"""The one place that validates an experiment: every choice against its allowed values, every
+range, and what a variant, a search and a program study may be. Each problem is a ConfigError
+naming the config file, the key and what would be allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import typing
+from typing import Any
+
+from harness.config.callables import validate_callable
+from harness.config.experiment import (
+    DTYPES,
+    FRONTENDS,
+    GELU_FORMS,
+    INPUT_DTYPES,
+    ISOLATION,
+    MODES,
+    PLATFORMS,
+    PROGRAM_MODES,
+    STRATEGIES,
+    TORCH_COMPILE_MODES,
+    TORCH_MODES,
+    ConfigError,
+    Experiment,
+    Problem,
+    Program,
+    SearchOptions,
+    TorchOptions,
+    Variant,
+    shown,
+)
+from harness.config.processes import problem as processes_problem
+from harness.config.program import input_leaves, shapes_problem
+from harness.config.roles import ROLES, roles_of
+from harness.config.sharding import problems as sharding_problems
+from harness.config.timing import timing_problem
+
+# Experiment names become folder names, so they are kept to a safe alphabet.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _allowed(values: typing.Iterable[str]) -> str:
+    return "allowed: " + ", ".join(values)
+
+
+def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(source, key, f"{shown(value)} is not supported; {_allowed(allowed)}")
+
+
+def validate_ranges(obj: Any, source: str, path: str) -> None:
+    """Checks every numeric field that declares a range, in `obj` and the sections inside it."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{path}.{f.name}" if path else f.name
+        if "range" in f.metadata:
+            lo, hi = f.metadata["range"]
+            for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
+                if not lo <= v <= hi:
+                    where = key if i is None else f"{key}[{i}]"
+                    raise ConfigError(
+                        source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
+                    )
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            validate_ranges(value, source, key)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def validate_problem(p: Problem, source: str, path: str) -> None:
+    validate_ranges(p, source, path)
+    if p.rows * p.k > 1 << 34 or p.rows * p.n > 1 << 34 or p.k * p.n > 1 << 34:
+        raise ConfigError(source, path, "the problem is larger than 2**34 elements in one array")
+    _choice(source, f"{path}.dtype", p.dtype, DTYPES)
+    if p.w_dtype is not None:
+        _choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
+    _choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
+    _choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
+
+
+def validate_name(source: str, key: str, name: str) -> None:
+    if not _NAME_RE.match(name) or ".." in name:
+        raise ConfigError(
+            source,
+            key,
+            f"{shown(name)} is not a safe name; use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, without '/' or '..'",
+        )
+
+
+# XLA options that name a file or folder: XLA would read or write there, outside the run.
+_PATH_OPTION = re.compile(r"(_dir|_to|_from|_path|_paths|_file|_filename|_prefix)$")
+
+
+def validate_xla_option(source: str, key: str, value: object) -> None:
+    name = key.rsplit(".", 1)[-1]
+    if not name.startswith("xla_"):
+        raise ConfigError(source, key, "XLA option names start with 'xla_'")
+    if _PATH_OPTION.search(name):
+        raise ConfigError(
+            source,
+            key,
+            "names a file or folder, which would make XLA read or write outside the run folder; "
+            "the harness pins its own dumps under each variant's folder",
+        )
+    if not isinstance(value, bool | int | float | str):
+        raise ConfigError(
+            source, key, f"must be a bool, number or string, got {type(value).__name__}"
+        )
+    # XLA's options are C++ int64s and doubles: a longer integer or an infinity would fail
+    # inside the compile, in every variant's worker, instead of here.
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        raise ConfigError(source, key, f"must fit in a 64-bit integer, got {shown(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(source, key, f"must be a finite number, got {shown(value)}")
+
+
+def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
+    if not s.base:
+        return
+    if s.base not in names:
+        raise ConfigError(
+            source, "search.base", f"{shown(s.base)} names no variant; {_allowed(names)}"
+        )
+    _choice(source, "search.strategy", s.strategy, STRATEGIES)
+    if not s.space.xla_options and not s.space.w_dtype and not s.space.gelu:
+        raise ConfigError(source, "search.space", "is empty; name XLA options with their values")
+    for name, values in s.space.xla_options.items():
+        key = f"search.space.xla_options.{name}"
+        validate_xla_option(source, key, values[0] if values else 0)
+        if not values:
+            raise ConfigError(source, key, "needs at least one value")
+    for d in s.space.w_dtype:
+        _choice(source, "search.space.w_dtype", d, DTYPES)
+    for g in s.space.gelu:
+        _choice(source, "search.space.gelu", g, GELU_FORMS)
+
+
+def validate_experiment(e: Experiment, source: str) -> None:
+    validate_name(source, "experiment", e.experiment)
+    validate_problem(e.problem, source, "problem")
+    validate_ranges(e, source, "")  # the seed and every section's numbers
+    if (problem := timing_problem(e.timing)) is not None:
+        raise ConfigError(source, *problem)
+    validate_program(e, source)
+    _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
+    if not e.variants:
+        raise ConfigError(
+            source, "variants", "the variant list is empty; name at least one variant"
+        )
+    seen: set[str] = set()
+    for i, v in enumerate(e.variants):
+        where = f"variants[{i}]"
+        validate_name(source, f"{where}.name", v.name)
+        if v.name in seen:
+            raise ConfigError(
+                source,
+                f"{where}.name",
+                f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
+            )
+        seen.add(v.name)
+        _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
+        validate_problem(v.problem, source, f"variants.{v.name}.problem")
+        if not v.platforms:
+            raise ConfigError(
+                source, f"variants.{v.name}.platforms", f"is empty; {_allowed(PLATFORMS)}"
+            )
+        for p in v.platforms:
+            _choice(source, f"variants.{v.name}.platforms", p, PLATFORMS)
+        for r in v.roles:
+            _choice(source, f"variants.{v.name}.roles", r, ROLES)
+        for opt, value in v.xla_options.items():
+            validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
+        validate_ranges(v.sharding, source, f"variants.{v.name}.sharding")
+        p = v.problem
+        found = sharding_problems(
+            v.sharding, p.x_shape, p.k, p.n, e.measure.recompile, v.mode, p.frontend
+        )
+        if found is not None:
+            raise ConfigError(source, f"variants.{v.name}.sharding.{found[0]}", found[1])
+        validate_torch_variant(v, source)
+    names = [v.name for v in e.variants]
+    validate_search(e.search, source, names)
+    found = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
+    if found is not None:
+        raise ConfigError(source, *found)
+    if e.baseline not in seen:
+        raise ConfigError(
+            source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
+        )
+    validate_baselines(e, source)
+    for s in e.select:
+        if s not in seen:
+            raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
+
+
+# What a variant of a program study may set under `program:`; the rest is the study's.
+_PROGRAM_SHARED = ("function", "init", "inputs", "flops", "recompile_shapes")
+
+
+def validate_program(e: Experiment, source: str) -> None:
+    """Checks a program study: the function and its init, the inputs, the FLOPs, the new
+    shapes, and that every variant is one a program study can run (eager or jit, one device,
+    no GELU `problem`, dtype changes only)."""
+    p = e.program
+    if not p.enabled:
+        if p != Program():
+            raise ConfigError(
+                source,
+                "program.function",
+                "is required in a `program` section: module:function or path/to/file.py:function",
+            )
+        for v in e.variants:
+            if v.program != p:
+                raise ConfigError(
+                    source,
+                    f"variants.{v.name}.program",
+                    "applies to a program study; this config names no `program.function`",
+                )
+        return
+    validate_callable(source, "program.function", p.function)
+    if not p.init:
+        raise ConfigError(
+            source,
+            "program.init",
+            "is required: module:function of init(key, *input_specs) -> params (a function "
+            "without parameters can use an init that returns {})",
+        )
+    validate_callable(source, "program.init", p.init)
+    if not p.inputs:
+        raise ConfigError(
+            source,
+            "program.inputs",
+            "is empty; list the arguments after the parameters, e.g. "
+            "[{shape: [256, 512], dtype: float32}]",
+        )
+    for where, spec in input_leaves(p.inputs):
+        validate_ranges(spec, source, where)
+        if spec.low >= spec.high:
+            raise ConfigError(
+                source, f"{where}.high", f"must be above low ({spec.low}), got {spec.high}"
+            )
+        if spec.dtype == "float64":
+            raise ConfigError(
+                source,
+                f"{where}.dtype",
+                "float64 is refused: the measured variants run without jax's x64 (only the "
+                f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
+            )
+        _choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+        if math.prod(spec.shape) > 1 << 34:
+            raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
+    if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
+        raise ConfigError(
+            source,
+            "program.flops",
+            f"must be the FLOPs of one call (> 0), or null for our cost model of the "
+            f"unoptimized HLO; got {shown(p.flops)}",
+        )
+    validate_new_shapes(e, source)
+    _program_dtypes(p, source, "program")
+    if e.problem != Problem():
+        raise ConfigError(
+            source,
+            "problem",
+            "a program study has no `problem` (the GELU expression's m, k, n, ...); its "
+            "arguments are `program.inputs`",
+        )
+    for v in e.variants:
+        validate_program_variant(e, v, source)
+    space = e.search.space
+    for key, values in (("w_dtype", space.w_dtype), ("gelu", space.gelu)):
+        if e.search.base and values:
+            raise ConfigError(
+                source,
+                f"search.space.{key}",
+                "a program study's search varies XLA options only (`search.space.xla_options`)",
+            )
+
+
+def validate_new_shapes(e: Experiment, source: str) -> None:
+    """Checks that the new-shape call can be made and differs from the first call."""
+    problem = shapes_problem(e.program.inputs, e.program.recompile_shapes, e.measure.recompile)
+    if problem is not None:
+        raise ConfigError(source, *problem)
+
+
+def _program_dtypes(p: Program, source: str, where: str) -> None:
+    """Checks the dtype changes a program section makes (`dtype`, `w_dtype`), when set."""
+    for key in ("dtype", "w_dtype"):
+        if getattr(p, key) is not None:
+            _choice(source, f"{where}.{key}", getattr(p, key), DTYPES)
+
+
+def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
+    """Refuses what a program study's variant cannot be: a mode that builds the GELU
+    expression's own variant, a `problem`, a mesh, or a change of the study's function."""
+    where = f"variants.{v.name}"
+    if v.mode not in PROGRAM_MODES:
+        raise ConfigError(
+            source,
+            f"{where}.mode",
+            f"{v.mode!r} builds the GELU expression's own variant, which a program study does "
+            f"not have; {_allowed(PROGRAM_MODES)}",
+        )
+    if v.problem != e.problem:
+        raise ConfigError(
+            source,
+            f"{where}.problem",
+            "a program study has no `problem`; change dtypes with "
+            "`program: {dtype: ..., w_dtype: ...}`",
+        )
+    for key in _PROGRAM_SHARED:
+        if getattr(v.program, key) != getattr(e.program, key):
+            raise ConfigError(
+                source,
+                f"{where}.program.{key}",
+                "a variant changes only `dtype`, `w_dtype` and `kwargs`; the function, its init, "
+                "inputs, FLOPs and new shapes are the study's (`program.*`)",
+            )
+    _program_dtypes(v.program, source, f"{where}.program")
+    if v.sharding.enabled:
+        raise ConfigError(
+            source,
+            f"{where}.sharding",
+            "a mesh applies to the GELU expression's sharded variants; a program study runs "
+            "on one device",
+        )
+
+
+def validate_torch_variant(v: Variant, source: str) -> None:
+    """Checks a variant's `torch:` section and what a torch_* mode cannot take."""
+    where = f"variants.{v.name}"
+    _choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
+    if v.framework != "torch":
+        if v.torch != TorchOptions():
+            raise ConfigError(
+                source,
+                f"{where}.torch",
+                f"applies to the torch_* modes ({', '.join(TORCH_MODES)}); mode is {v.mode!r}",
+            )
+        return
+    if v.mode == "torch_eager" and v.torch != TorchOptions():
+        raise ConfigError(source, f"{where}.torch", "torch_eager compiles nothing; remove it")
+    if v.xla_options:
+        raise ConfigError(
+            source, f"{where}.xla_options", "a torch variant runs no XLA compile; remove them"
+        )
+    if v.problem.frontend != "jnp":
+        raise ConfigError(
+            source,
+            f"{where}.problem.frontend",
+            f"torch variants compute x @ W + b with torch itself; got {v.problem.frontend!r}, "
+            "allowed: jnp",
+        )
+
+
+def validate_baselines(e: Experiment, source: str) -> None:
+    """Refuses two baselines in one framework: every comparison needs exactly one reference."""
+    seen: dict[str, str] = {}
+    for v in e.variants:
+        if "baseline" not in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+            continue
+        if v.framework in seen:
+            raise ConfigError(
+                source,
+                f"variants.{v.name}.roles",
+                f"{seen[v.framework]!r} is already the {v.framework} baseline; each framework "
+                "has one (the config's `baseline`, or a variant with `roles: [baseline]`)",
+            )
+        seen[v.framework] = v.name
