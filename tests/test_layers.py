@@ -27,6 +27,9 @@ LIBRARIES = (
     "harness.summary_findings",  # the findings section and its migration (issue 25)
     "harness.fmt",  # number formatting, shared by the rules' sentences and the report
     "harness.summary_processes",  # the records of a study across processes (issue 31)
+    "harness.summary_comm",  # the comm section, apart for summary.py's size
+    "harness.summary_v1",  # the migrations of versions 1 and 2
+    "harness.summary_doc",  # results/README.md's generated key tables
     "harness.ladder",
     "harness.stats",
     "harness.precision",

@@ -17,15 +17,8 @@ from conftest import REPO
 
 from harness import io, records
 from harness.records import SchemaError
-from harness.summary import (
-    README_BEGIN,
-    README_END,
-    SCHEMA_VERSION,
-    RunSummary,
-    key_table,
-    load_summary,
-    parse_summary,
-)
+from harness.summary import SCHEMA_VERSION, RunSummary, load_summary, parse_summary
+from harness.summary_doc import README_BEGIN, README_END, key_table
 
 README = REPO / "results" / "README.md"
 
@@ -42,7 +35,7 @@ def documented(text: str) -> set[str]:
 
 
 def test_the_readme_key_table_is_the_generated_one() -> None:
-    # `python -m harness.summary results/README.md` regenerates it
+    # `python -m harness.summary_doc results/README.md` regenerates it
     assert documented_table(README.read_text()) == key_table()
 
 
@@ -144,7 +137,7 @@ def test_run_files_are_written_with_the_users_umask(cpu_run: Path, tmp_path: Pat
 
 
 def test_the_readme_search_table_is_the_generated_one() -> None:
-    from harness.summary import SEARCH_BEGIN, SEARCH_END, search_table
+    from harness.summary_doc import SEARCH_BEGIN, SEARCH_END, search_table
 
     text = README.read_text()
     start, end = text.index(SEARCH_BEGIN) + len(SEARCH_BEGIN), text.index(SEARCH_END)

@@ -33,15 +33,8 @@ from harness.hlo.collectives import (
 from harness.hlo.passes import pass_file_info
 from harness.match.comm import CommReport, communication_report, compare_with_link
 from harness.profile.events import find_xplane, read_events_and_markers
-from harness.summary import (
-    CaptureRecord,
-    CollectiveSummary,
-    Comm,
-    DeviceComm,
-    MeshRecord,
-    Scaling,
-    TimingRecord,
-)
+from harness.summary import CaptureRecord, MeshRecord, TimingRecord
+from harness.summary_comm import CollectiveSummary, Comm, DeviceComm, Scaling
 
 COMM_FILE = "comm.json"
 

@@ -30,7 +30,7 @@ To add a rule:
    needs a file the summary does not hold, `facts.read_facts` reads it at the edge.
 2. A new kind of conclusion needs its record in harness/summary_findings.py and a field in
    `Findings` (a schema change: bump SCHEMA_VERSION with a migration, and regenerate
-   results/README.md's key table with `python -m harness.summary results/README.md`).
+   results/README.md's key table with `python -m harness.summary_doc results/README.md`).
 3. Register it in RULES below, and render its records where the report shows that kind.
 4. Test it on a constructed summary (tests/test_rules.py): once where it fires, once where
    it stays silent.
