@@ -140,6 +140,7 @@ STUDY_FIXTURES = frozenset(
         "search_run",  # test_search.py
         "sharded_run",  # test_sharded.py
         "program_run",  # test_user_program.py
+        "world_run",  # test_hostile.py
     }
 )
 # The fixtures that run something slow but no study: the tests that read them are `slow`.

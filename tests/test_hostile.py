@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY, harness_env
+from conftest import REPO, TINY, harness_env, once_per_session, run_harness
 
 CONFIGS = REPO / "configs"
 MINIMAL = "experiment: t\nproblem: {m: 8, k: 4, n: 4}\nvariants:\n  - {name: xla, mode: jit}\n"
@@ -75,11 +75,28 @@ class World:
         return snapshot(self.root)
 
 
+# The finished run each case runs beside: the default study shrunk as conftest.TINY shrinks it,
+# with the variants the cases name. Every case copies it and hashes it twice; the session's
+# 13-variant cpu_run cost 0.8 CPU-s a case for that alone.
+WORLD_STUDY = ("--config=gelu.yaml", *TINY, "--config.select=eager,xla,xla_lax_cond,matmul_only")
+
+
+@pytest.fixture(scope="session")
+def world_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    def study(root: Path) -> None:
+        proc = run_harness(*WORLD_STUDY, results_root=root)
+        if proc.returncode != 0:
+            raise AssertionError(f"the world's study failed:\n{proc.stdout}\n{proc.stderr}")
+
+    found = once_per_session(tmp_path_factory, "hostile_world", study)
+    return (found / "gelu" / "latest").resolve()
+
+
 @pytest.fixture
-def world(tmp_path: Path, cpu_run: Path) -> World:
+def world(tmp_path: Path, world_run: Path) -> World:
     results = tmp_path / "results"
-    run = results / "gelu" / cpu_run.name
-    shutil.copytree(cpu_run, run, symlinks=True)
+    run = results / "gelu" / world_run.name
+    shutil.copytree(world_run, run, symlinks=True)
     (results / "gelu" / "latest").symlink_to(run.name)
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
@@ -667,7 +684,7 @@ def test_resume_with_a_damaged_manifest_is_one_line(world: World, content: str) 
     (world.run / "manifest.json").write_text(content)
     before = world.before()
     one_line(
-        harness_main(world, "--config=gelu.yaml", *TINY, f"--resume={world.run.name}"),
+        harness_main(world, *WORLD_STUDY, f"--resume={world.run.name}"),
         2,
         "--resume",
     )
@@ -677,7 +694,7 @@ def test_resume_with_a_damaged_manifest_is_one_line(world: World, content: str) 
 def test_resume_of_a_folder_without_manifest_lists_the_runs(world: World) -> None:
     before = world.before()
     one_line(
-        harness_main(world, "--config=gelu.yaml", *TINY, "--resume=20991231-000000"),
+        harness_main(world, *WORLD_STUDY, "--resume=20991231-000000"),
         2,
         world.run.name,
     )
@@ -902,12 +919,15 @@ def test_a_resume_redoes_a_corrupt_variant_and_a_second_resume_at_once_is_refuse
     manifest["status"] = "interrupted"
     (world.run / "manifest.json").write_text(json.dumps(manifest))
     (world.run / "variants" / "matmul_only" / "result.json").write_text("{corrupt")
-    args = ("--config=gelu.yaml", *TINY, f"--resume={world.run.name}")
+    args = (*WORLD_STUDY, f"--resume={world.run.name}")
     with tagged() as env:
         first = popen(world, *args, env=env)
         seen = wait_for_line(first, "[1/")  # the first holds the run's lock by now
         second = command("-m", "harness", f"--results_root={world.results}", *args, env=env)
-        out, err = first.communicate(timeout=300)
+        # Read on through the same file: communicate() would lose what it has buffered.
+        assert first.stdout is not None and first.stderr is not None
+        out, err = first.stdout.read(), first.stderr.read()
+        first.wait(timeout=300)
     assert first.returncode == 0, err
     one_line(second, 2, "in use by another harness process")
     stdout = "".join(seen) + out
@@ -978,16 +998,16 @@ cp -r {mount}/results {tmp_path}/kept
 
 
 @needs_namespace
-def test_a_read_only_run_folder_is_one_line(tmp_path: Path, cpu_run: Path) -> None:
+def test_a_read_only_run_folder_is_one_line(tmp_path: Path, world_run: Path) -> None:
     mount = tmp_path / "ro"
     mount.mkdir()
     script = f"""
 mount -t tmpfs -o size=50m tmpfs {mount}
-mkdir -p {mount}/results/gelu && cp -r {cpu_run} {mount}/results/gelu/
-sed -i 's/"status": "complete"/"status": "interrupted"/' {mount}/results/gelu/{cpu_run.name}/manifest.json
+mkdir -p {mount}/results/gelu && cp -r {world_run} {mount}/results/gelu/
+sed -i 's/"status": "complete"/"status": "interrupted"/' {mount}/results/gelu/{world_run.name}/manifest.json
 mount -o remount,ro {mount}
-{sys.executable} -m harness.report --run={mount}/results/gelu/{cpu_run.name} 2> {tmp_path}/report.err; echo "report=$?"
-{sys.executable} -m harness --results_root={mount}/results --config=gelu.yaml {" ".join(TINY)} --resume={cpu_run.name} 2> {tmp_path}/resume.err; echo "resume=$?"
+{sys.executable} -m harness.report --run={mount}/results/gelu/{world_run.name} 2> {tmp_path}/report.err; echo "report=$?"
+{sys.executable} -m harness --results_root={mount}/results {" ".join(WORLD_STUDY)} --resume={world_run.name} 2> {tmp_path}/resume.err; echo "resume=$?"
 """
     proc = in_namespace(script)
     assert "report=2" in proc.stdout, (proc.stdout, proc.stderr)
