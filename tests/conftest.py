@@ -141,6 +141,7 @@ STUDY_FIXTURES = frozenset(
         "sharded_run",  # test_sharded.py
         "program_run",  # test_user_program.py
         "world_run",  # test_hostile.py
+        "group_run",  # test_processes.py: a study across two processes
     }
 )
 # The fixtures that run something slow but no study: the tests that read them are `slow`.

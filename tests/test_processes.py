@@ -265,6 +265,7 @@ variants:
 """
 
 
+@pytest.mark.study
 def test_a_process_that_aborts_fails_its_variant_and_a_new_group_runs_the_rest(
     tmp_path: Path, group_root: Path, group_run: tuple[Path, str]
 ) -> None:
@@ -296,6 +297,7 @@ def test_a_process_that_aborts_fails_its_variant_and_a_new_group_runs_the_rest(
 # --- an external launcher -----------------------------------------------------------------------
 
 
+@pytest.mark.study
 def test_an_external_launcher_runs_the_same_config(
     tmp_path: Path, group_run: tuple[Path, str]
 ) -> None:
