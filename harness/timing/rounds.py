@@ -112,10 +112,11 @@ def _slot(t: Timed, calls: int, settle: int, batches: int, clock: Callable[[], f
 
 MIN_CALLS = 2  # a batch times at least two back-to-back calls, so calls overlap as in a loop
 # A slot is split into short batches only while each keeps this many calls. A batch's start
-# and end cost about 2 ms on the 2-core VM (idle cores wake for its first call, the caller for
-# its result), where the default study's call takes 1.1 ms: timed in batches of 2 it measured
-# 2.1–2.9 ms a call, in batches of 10 1.12–1.24 ms, and its A/A floor rose from about 7% to
-# 10–40%. Under this, a slot is fewer (or one) longer batches.
+# and end can cost milliseconds on the 2-core VM (idle cores wake for its first call, the
+# caller for its result), where the default study's call takes 1.1 ms: timed alone in batches
+# of 2 it once measured 2.1–2.9 ms a call, in batches of 10 1.12–1.24 ms. Under this, a slot is
+# fewer (or one) longer batches. (The study's idle A/A floors were 10–40% with the 2-call
+# split and 15–27% without it: the batches were not the main source of that noise.)
 MIN_SPLIT_CALLS = 8
 
 
