@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import io
-from harness.records import EMPTY, doc, from_json, to_json
+from harness.records import EMPTY, SchemaError, doc, from_json, to_json
 
 PROCESSES_FILE = "processes.json"
 PROCESS_DIR = "processes"
@@ -174,6 +174,18 @@ def read(cls: type[Record], path: Path) -> Record:
     """Returns the record `cls` of a harness-written file; SchemaError names the file and key."""
     found: Record = from_json(cls, io.read_json(path), str(path))
     return found
+
+
+def load(run_dir: Path) -> ProcessesSummary | None:
+    """The run's processes.json; None for a study of one process, or for a file that is not a
+    plain, readable record (its rule then concludes nothing, and the report says nothing)."""
+    path = run_dir / PROCESSES_FILE
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return read(ProcessesSummary, path)
+    except (OSError, SchemaError):
+        return None
 
 
 def write(path: Path, record: object) -> None:

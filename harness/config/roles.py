@@ -68,3 +68,12 @@ def roles_of(
     if any(xla_options.get(k) == v for k, v in _LIBRARY_EPILOGUE_OPTIONS.items()):
         found.add("library_epilogue")
     return tuple(r for r in ROLES if r in found) + tuple(sorted(found - set(ROLES)))
+
+
+SIZE_KEYS = ("m", "k", "n", "batch")
+
+
+def same_size(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when two variants' problems have the same m, k, n and batch, so a time ratio
+    between them means something (a variant's reference is of its own size)."""
+    return all(a.get(d) == b.get(d) for d in SIZE_KEYS)

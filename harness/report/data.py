@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import io, ladder
+from harness.config.roles import same_size as same_problem_size
 from harness.fmt import MISSING as MISSING  # the report's "no such figure", shared with harness.fmt
 from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
 
@@ -155,9 +156,8 @@ class RunData:
 
 
 def same_size(a: VariantData, b: VariantData) -> bool:
-    """True when two variants ran the same m, k, n and batch, so a time ratio means something."""
-    pa, pb = a.summary.identity.problem, b.summary.identity.problem
-    return all(pa.get(d) == pb.get(d) for d in ("m", "k", "n", "batch"))
+    """True when two variants ran the same m, k, n and batch (harness.config.roles)."""
+    return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
 def _read_json(path: Path, notes: list[str]) -> Any:

@@ -8,13 +8,11 @@ single process) gets no section.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness import fmt
-from harness.records import SchemaError
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
-from harness.summary_processes import PROCESSES_FILE, ProcessesSummary, read
+from harness.summary_processes import ProcessesSummary
+from harness.summary_processes import load as load_processes
 
 PROCESSES_HEADER = (
     "variant", "process", "host", "step (95% CI)", "events / step", "attributed",
@@ -25,17 +23,6 @@ COLLECTIVES_HEADER = (
     "variant", "collective", "opcode", "scope", "device groups", "processes",
     "time / step per process", "exposed per process",
 )  # fmt: skip
-
-
-def read_processes(run_dir: Path) -> ProcessesSummary | None:
-    """Returns the run's processes.json, or None when it has none (or it is unreadable)."""
-    path = run_dir / PROCESSES_FILE
-    if not path.is_file() or path.is_symlink():
-        return None
-    try:
-        return read(ProcessesSummary, path)
-    except (OSError, SchemaError):
-        return None
 
 
 def _groups(groups: tuple[tuple[int, ...], ...]) -> str:
@@ -102,7 +89,7 @@ def _spread_line(name: str, summary: ProcessesSummary) -> str | None:
 
 def processes_blocks(run: RunData) -> list[Block]:
     """Returns the section on the processes of the run, or nothing for a single process."""
-    summary = read_processes(run.path)
+    summary = load_processes(run.path)
     if summary is None:
         return []
     hosts = sorted(set(summary.hosts.values()))

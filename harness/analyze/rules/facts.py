@@ -17,10 +17,10 @@ from typing import Any
 
 from harness import io, ladder
 from harness.config.memory import MemoryOptions
-from harness.records import SchemaError
+from harness.config.roles import same_size as same_problem_size
 from harness.summary import RunSummary, VariantSummary
-from harness.summary_processes import PROCESSES_FILE, ProcessesSummary
-from harness.summary_processes import read as read_record
+from harness.summary_processes import ProcessesSummary
+from harness.summary_processes import load as load_processes
 
 MIN_RATIO = MemoryOptions().min_ratio
 MIN_BYTES = MemoryOptions().min_bytes
@@ -128,9 +128,8 @@ class RunFacts:
 
 
 def same_size(a: VariantFacts, b: VariantFacts) -> bool:
-    """True when two variants ran the same m, k, n and batch, so a time ratio means something."""
-    pa, pb = a.summary.identity.problem, b.summary.identity.problem
-    return all(pa.get(d) == pb.get(d) for d in ("m", "k", "n", "batch"))
+    """True when two variants ran the same m, k, n and batch (harness.config.roles)."""
+    return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
 def facts_of(
@@ -311,17 +310,5 @@ def read_facts(
         min_bytes=size if min_bytes is None else min_bytes,
         decisions=read_decisions(workdir, base.name) if base is not None else (),
         emitted={f: read_emitted(workdir, variants, f) for f in ("jax", "torch")},
-        processes=read_processes(workdir),
+        processes=load_processes(workdir),
     )
-
-
-def read_processes(workdir: Path) -> ProcessesSummary | None:
-    """processes.json of a study across processes; None for one process (or a damaged file:
-    the rule then concludes nothing, and the report's section says the file is unreadable)."""
-    path = workdir / PROCESSES_FILE
-    if not path.is_file() or path.is_symlink():
-        return None
-    try:
-        return read_record(ProcessesSummary, path)
-    except (OSError, SchemaError):
-        return None
