@@ -18,6 +18,8 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
+from harness.runfolder import SUMMARY_FILE
+
 USAGE_ERROR = 2
 INTERRUPTED = 130
 
@@ -141,7 +143,7 @@ def no_extra_arguments(argv: Sequence[str]) -> None:
         raise UsageError(f"unexpected argument {argv[1][:80]!r}; see --helpfull")
 
 
-def run_folder(value: str, flag: str, need: str | tuple[str, ...] = "summary.json") -> Path:
+def run_folder(value: str, flag: str, need: str | tuple[str, ...] = SUMMARY_FILE) -> Path:
     """Returns the run folder a flag names, resolved; a UsageError for anything else.
 
     `latest` is a link to a sibling run; a link that leads out of its own folder (a planted

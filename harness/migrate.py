@@ -26,9 +26,10 @@ def add_findings(workdir: Path) -> tuple[int, int]:
     from harness import io
     from harness.analyze import rules
     from harness.records import loads
-    from harness.summary import SUMMARY_FILE, load_summary, summary_json
+    from harness.runfolder import RunFolder
+    from harness.summary import load_summary, summary_json
 
-    path = workdir / SUMMARY_FILE
+    path = RunFolder(workdir).summary
     before = loads(path.read_text(), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
@@ -40,13 +41,14 @@ def add_findings(workdir: Path) -> tuple[int, int]:
 
 def main(argv: Sequence[str]) -> int:
     from harness import io, terminal
+    from harness.runfolder import RunFolder
 
     cli.no_extra_arguments(argv)
-    workdir = cli.run_folder(flags.FLAGS.run, "--run", need="summary.json")
+    workdir = cli.run_folder(flags.FLAGS.run, "--run")
     with io.writes_confined_to(workdir), io.run_lock(workdir):
         version, made = add_findings(workdir)
     print(
-        f"migrated {terminal.shown(workdir / 'summary.json')} from schema {version}: "
+        f"migrated {terminal.shown(RunFolder(workdir).summary)} from schema {version}: "
         f"{made} findings made from its summary and kept files"
     )
     return 0

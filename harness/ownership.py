@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.runfolder import MANIFEST_FILE, SEARCH_FILE, SUMMARY_FILE, TIMING_FILE
+
 # More entries than any output the tools write; a folder past it is refused, never walked on.
 MAX_ENTRIES = 200_000
 MAX_MARKER_BYTES = 64 << 20
-RUN_FILES = frozenset({"manifest.json", "summary.json", "timing.json", "search.json"})
+RUN_FILES = frozenset({MANIFEST_FILE, SUMMARY_FILE, TIMING_FILE, SEARCH_FILE})
 DUMP_SUFFIXES = (".hlo", ".hlo.pb", ".pb", ".mlir", ".ll", ".ptx", ".xplane.pb")
 
 

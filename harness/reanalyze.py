@@ -19,20 +19,30 @@ from pathlib import Path
 from absl import flags
 
 from harness import cli
+from harness.runfolder import (
+    DUMP_DIR,
+    IR_DIR,
+    MANIFEST_FILE,
+    PROFILE_DIR,
+    TORCH_DIR,
+    RunFolder,
+    VariantFolder,
+)
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness import io, run, terminal
+    from harness import io, run, run_records, terminal
     from harness.config.schema import build_experiment
 
     cli.no_extra_arguments(argv)
-    workdir = cli.run_folder(flags.FLAGS.run, "--run", need="manifest.json")
-    manifest_path = workdir / "manifest.json"
+    workdir = cli.run_folder(flags.FLAGS.run, "--run", need=MANIFEST_FILE)
+    manifest_path = RunFolder(workdir).manifest
     try:
-        manifest = io.read_json(manifest_path)
-        config = manifest["config"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        config = run_records.load(run_records.MANIFEST, manifest_path).config
+    except ValueError as e:  # SchemaError: unreadable, not JSON, not a manifest
         raise cli.UsageError(f"{manifest_path}: unreadable manifest ({e})") from None
+    if not config:
+        raise cli.UsageError(f"{manifest_path}: unreadable manifest (it holds no config)")
     exp = build_experiment(config, str(manifest_path))
     missing = missing_inputs(workdir, exp.profile.enabled)
     if missing:
@@ -45,14 +55,14 @@ def main(argv: Sequence[str]) -> int:
     with io.writes_confined_to(workdir), io.run_lock(workdir):
         summary = run.finalize(workdir, exp)
         run.write_report(workdir)
-    where = terminal.shown(workdir / "summary.json")
+    where = terminal.shown(RunFolder(workdir).summary)
     print(f"analyzed {len(summary.variants)} variants: {where}")
     return 0
 
 
 # What a captured variant's folder holds that only the capture makes: the inputs of its
 # analysis, beside the IR ladder (ir/) made from them.
-RAW_INPUTS = ("dump", "profile", "torch")
+RAW_INPUTS = (DUMP_DIR, PROFILE_DIR, TORCH_DIR)
 
 
 def missing_inputs(workdir: Path, profiled: bool) -> list[str]:
@@ -60,10 +70,13 @@ def missing_inputs(workdir: Path, profiled: bool) -> list[str]:
     and lacks. A variant with an IR ladder was captured: a JAX one has `dump/` (and `profile/`
     when the run profiled), a torch one `torch/`."""
     missing = []
-    for vdir in sorted(p for p in (workdir / "variants").glob("*") if (p / "ir").is_dir()):
-        torch = (vdir / "torch.json").is_file()
-        needs = [n for n in RAW_INPUTS if (n == "torch") == torch and (profiled or n != "profile")]
-        missing += [f"variants/{vdir.name}/{n}" for n in needs if not (vdir / n).is_dir()]
+    folder = RunFolder(workdir)
+    for vdir in sorted(p for p in folder.variants_dir.glob("*") if (p / IR_DIR).is_dir()):
+        torch = VariantFolder(vdir).torch.is_file()
+        needs = [
+            n for n in RAW_INPUTS if (n == TORCH_DIR) == torch and (profiled or n != PROFILE_DIR)
+        ]
+        missing += [folder.relative(vdir / n) for n in needs if not (vdir / n).is_dir()]
     return missing
 
 

@@ -30,14 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import group, io, terminal
+from harness import group, io, run_records, runfolder, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.program import gpu_only_note
 from harness.config.schema import Experiment, to_plain
 from harness.config.timing import max_budget_s
 from harness.records import SchemaError, from_json, to_json
-from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
+from harness.runfolder import RunFolder, VariantFolder
+from harness.summary import CaptureRecord, Failure, TimingRecord, load_capture
 from harness.workerproc import REPO, WorkerDied, WorkerProcess, preload_for
 
 
@@ -269,13 +270,13 @@ def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = 
 
 def _fresh_variant_dir(workdir: Path, name: str) -> Path:
     """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there."""
-    variants = workdir / "variants"
+    variants = RunFolder(workdir).variants_dir
     if variants.is_symlink():  # planted: replace the link, never write through it
         variants.unlink()
     variants.mkdir(exist_ok=True)
     if (variants / name).is_symlink():  # never follow a planted link out of the run folder
         (variants / name).unlink()
-    vdir = io.confined(workdir, "variants", name)
+    vdir = io.confined(workdir, runfolder.VARIANTS_DIR, name)
     io.remove_tree(variants, variants / name)
     vdir.mkdir(parents=True)
     return vdir
@@ -283,11 +284,11 @@ def _fresh_variant_dir(workdir: Path, name: str) -> Path:
 
 def kept_record(workdir: Path, name: str) -> CaptureRecord | None:
     """Returns a finished variant's record on resume, or None when it must be redone."""
-    vdir = workdir / "variants" / name
-    if vdir.is_symlink() or not (vdir / RESULT_FILE).is_file():
+    vdir = RunFolder(workdir).variant(name)
+    if vdir.root.is_symlink() or not vdir.result.is_file():
         return None
     try:
-        return load_capture(vdir / RESULT_FILE)
+        return load_capture(vdir.result)
     except SchemaError:
         return None  # corrupt: the variant is captured again
 
@@ -398,7 +399,7 @@ class Supervisor:
                     worker.expect("start", within=self.exp.limits.call_s)
                     done = worker.expect("done", within=self.exp.limits.call_s)
                     name = done["variant"]
-                    records[name] = load_capture(self.workdir / "variants" / name / RESULT_FILE)
+                    records[name] = load_capture(RunFolder(self.workdir).variant(name).result)
                     todo.remove(name)
                     _progress(position(name), name, records[name])
             except WorkerDied as died:
@@ -408,7 +409,7 @@ class Supervisor:
                 if name is None or name not in todo:
                     raise
                 record = _crash_record(self.exp, name, died)
-                io.write_json(self.workdir / "variants" / name / RESULT_FILE, to_json(record))
+                io.write_json(RunFolder(self.workdir).variant(name).result, to_json(record))
                 if self.exp.processes.enabled:
                     group.record_fault(self.workdir, self.exp, name, "capture", died)
                 records[name] = record
@@ -435,7 +436,7 @@ class Supervisor:
         refused = io.cache_note(self.workdir)  # a link or outside the root: not used
         if refused:
             print(f"note: {refused}", file=sys.stderr, flush=True)
-        kept = cache / "ceilings.json" if cache is not None else None
+        kept = cache / runfolder.CEILINGS_FILE if cache is not None else None
         self.session.worker.send(
             "ceilings",
             workdir=str(self.workdir),
@@ -451,7 +452,7 @@ class Supervisor:
             return note
         return None
 
-    def time(self, timed: list[str], file: str = "timing.json") -> TimingRecord:
+    def time(self, timed: list[str], file: str = runfolder.TIMING_FILE) -> TimingRecord:
         """Times `timed` together in the current worker; a variant whose compile or calls for
         timing kill the worker (or raise, or hang past the time limit) is excluded with the
         reason and the others are timed again, in a new worker."""
@@ -472,7 +473,8 @@ class Supervisor:
             )
             try:
                 worker.expect("timed", within=within)
-                return from_json(TimingRecord, io.read_json(self.workdir / file), file)
+                path = RunFolder(self.workdir).timing_named(file)
+                return from_json(TimingRecord, io.read_json(path), file)
             except WorkerDied as died:
                 self.session.kill_group()  # a group's others, before anything is rewritten
                 name, doing = _timing_fault(died.last)
@@ -494,7 +496,7 @@ class Supervisor:
         empty = TimingRecord(
             rounds=0, target_batch_s=0.0, wall_s=0.0, baseline=None, repeat=None, excluded=excluded
         )
-        io.write_json(self.workdir / file, to_json(empty))
+        io.write_json(RunFolder(self.workdir).timing_named(file), to_json(empty))
         return empty
 
 
@@ -572,7 +574,7 @@ def _capture_plan(
                 mode=v.mode,
                 module=None,
             )
-            io.write_json(vdir / RESULT_FILE, to_json(record))
+            io.write_json(VariantFolder(vdir).result, to_json(record))
             records[v.name] = record
             _progress(f"[{i}/{len(selected)}]", v.name, record)
             continue
@@ -656,12 +658,12 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
     seconds: dict[str, float] = {}
     try:
         with interruptible():
-            if resume and (workdir / "manifest.json").exists():
+            if resume and RunFolder(workdir).manifest.exists():
                 with contextlib.suppress(OSError, ValueError, AttributeError):
-                    before = io.read_json(workdir / "manifest.json")
-                    manifest["started"] = before.get("started", manifest["started"])
+                    before = run_records.load(run_records.MANIFEST, RunFolder(workdir).manifest)
+                    manifest["started"] = before.started or manifest["started"]
                 manifest["resumed"] = io.utc_now()
-            io.write_json(workdir / "manifest.json", manifest)
+            write_manifest(workdir, manifest)
             note = io.point_latest(workdir)
             if note:
                 print(f"note: {note}", file=sys.stderr)
@@ -679,7 +681,7 @@ def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) ->
                 _record_end(workdir, manifest, "failed" if failed else "complete")
 
             summary = _stages(config, workdir, session, resume, seconds, notes, settle)
-            io.write_json(workdir / "manifest.json", manifest)  # with report_s
+            write_manifest(workdir, manifest)  # with report_s
     except (KeyboardInterrupt, Interrupted) as e:
         session.kill()
         kept = sum(
@@ -748,9 +750,9 @@ def keep_earlier_timing(workdir: Path) -> str:
     config it ran with) is lost; returns a note."""
     stamp = io.utc_now().split("+")[0].replace(":", "").replace("-", "")
     kept = []
-    for name in ("timing.json", "summary.json", "manifest.json"):
+    for name in (runfolder.TIMING_FILE, runfolder.SUMMARY_FILE, runfolder.MANIFEST_FILE):
         if (workdir / name).is_file():
-            target = f"{name.removesuffix('.json')}.before-{stamp}.json"
+            target = runfolder.set_aside(name, stamp)
             io.write_text(workdir / target, (workdir / name).read_text())
             kept.append(target)
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
@@ -762,10 +764,15 @@ def _record_end(workdir: Path, manifest: dict[str, Any], status: str, reason: st
     if reason:
         manifest["reason"] = reason
     try:
-        io.write_json(workdir / "manifest.json", manifest)
+        write_manifest(workdir, manifest)
     except OSError:
         return False
     return True
+
+
+def write_manifest(workdir: Path, manifest: dict[str, Any]) -> Path:
+    """Writes the run's manifest through its record (harness.run_records.Manifest)."""
+    return run_records.write_document(run_records.MANIFEST, RunFolder(workdir).manifest, manifest)
 
 
 def finalize(workdir: Path, exp: Experiment) -> Any:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness import io
+from harness import io, run_records
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import to_plain
 from harness.config.validate import validate_name
 from harness.records import first_difference
+from harness.runfolder import RunFolder
 
 
 def results_root(value: str) -> Path:
@@ -58,7 +59,7 @@ def abandon() -> None:
     between creating the folder and starting the run): no empty folder is left behind."""
     for workdir in _CREATED:
         try:
-            if workdir.is_dir() and not (workdir / "manifest.json").exists():
+            if workdir.is_dir() and not RunFolder(workdir).manifest.exists():
                 for child in workdir.iterdir():
                     child.unlink()  # only the lock file can be there
                 workdir.rmdir()
@@ -78,11 +79,11 @@ def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:
     link = root / experiment / run_id
     if link.is_symlink():
         raise ConfigError(source, "resume", f"{link} is a link; resume a run folder itself")
-    if not (workdir / "manifest.json").is_file():
+    if not RunFolder(workdir).manifest.is_file():
         parent = root / experiment
         found = (
             sorted(
-                p.name for p in parent.iterdir() if p.is_dir() and (p / "manifest.json").is_file()
+                p.name for p in parent.iterdir() if p.is_dir() and RunFolder(p).manifest.is_file()
             )
             if parent.is_dir()
             else []
@@ -107,15 +108,13 @@ def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:
 
 def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None:
     """Refuses to resume a run with a config other than the one it started with."""
+    path = RunFolder(workdir).manifest
     try:
-        manifest = io.read_json(workdir / "manifest.json")
-        before = manifest.get("config") if isinstance(manifest, dict) else None
-    except (OSError, ValueError) as e:
-        raise ConfigError(
-            source, "resume", f"{workdir / 'manifest.json'} is unreadable: {e}"
-        ) from e
-    if before is None:
-        raise ConfigError(source, "resume", f"{workdir / 'manifest.json'} holds no config")
+        before = run_records.load(run_records.MANIFEST, path).config
+    except ValueError as e:  # SchemaError: unreadable, not JSON, or not a manifest
+        raise ConfigError(source, "resume", f"{path} is unreadable: {e}") from e
+    if not before:
+        raise ConfigError(source, "resume", f"{path} holds no config")
     now = json.loads(json.dumps(to_plain(config.experiment)))
     if config.experiment.timing.only and isinstance(before, dict):
         # A re-time may time differently (a larger budget, timing.only itself); the rest of
@@ -136,14 +135,12 @@ def finished_status(workdir: Path) -> str | None:
     variants ended it); None when it can be resumed: interrupted, stopped by an environment
     fault (the manifest names the reason), or still running when its process died."""
     try:
-        manifest = io.read_json(workdir / "manifest.json")
-    except (OSError, ValueError, RecursionError):
+        manifest = run_records.load(run_records.MANIFEST, RunFolder(workdir).manifest)
+    except ValueError:  # SchemaError: a damaged manifest does not say the run ended
         return None
-    if not isinstance(manifest, dict):
-        return None
-    status = manifest.get("status")
+    status = manifest.status
     if status == "complete":
         return "complete"
-    if status == "failed" and not manifest.get("reason"):
+    if status == "failed" and not manifest.reason:
         return "finished (with failed variants)"
     return None

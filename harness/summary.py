@@ -31,6 +31,12 @@ from harness.records import (
     loads,
     to_json,
 )
+
+# The file names are the run folder's (harness.runfolder), kept here for their readers.
+from harness.runfolder import RESULT_FILE as RESULT_FILE
+from harness.runfolder import SEARCH_FILE as SEARCH_FILE
+from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
+from harness.runfolder import TIMING_FILE as TIMING_FILE
 from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
@@ -608,9 +614,6 @@ class CaptureRecord:
     memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
 
 
-RESULT_FILE = "result.json"
-
-
 def load_capture(path: Path) -> CaptureRecord:
     """Returns a variant's result.json; raises SchemaError naming the file and key."""
     try:
@@ -661,9 +664,6 @@ class TimingRecord:
     batches: int = doc("short batches per variant per round; the round's figure is their median", 1)
     added_rounds: int = doc("rounds added after the planned ones while intervals were wide", 0)
     stopped: str | None = doc("why no more rounds: `widths` (narrow enough) or `budget`")
-
-
-TIMING_FILE = "timing.json"
 
 
 # --- what a search writes (search.json) ---------------------------------------------------------
@@ -720,12 +720,6 @@ class SearchRecord:
     best_xla_options: dict[str, Plain] = doc("its options, ready to paste as `xla_options`", EMPTY)
     best_xla_flags: str = doc("the same as an XLA_FLAGS string", "")
     unresolved: tuple[str, ...] = doc("timing stages that failed their A/A check: no best", ())
-
-
-SEARCH_FILE = "search.json"
-
-
-SUMMARY_FILE = "summary.json"
 
 
 def load_summary(path: Path) -> RunSummary:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.records import doc
+from harness.runfolder import MEMORY_FILE as MEMORY_FILE  # the run folder's name, for its readers
 
 PEAK_SOURCE = "XLA's live-range peak (*-live-range.txt)"
 TOTAL_SOURCE = "XLA's memory-usage report, Total bytes (*-memory-usage-report.txt)"
@@ -123,9 +124,6 @@ class MemoryFile:
         (),
     )
     live_step: int = doc("schedule positions per `live_bytes` entry", 1)
-
-
-MEMORY_FILE = "memory.json"
 
 
 def migrate_v4(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -23,22 +23,15 @@ from typing import TypeVar
 from harness import io
 from harness.records import EMPTY, SchemaError, doc, from_json, to_json
 
-PROCESSES_FILE = "processes.json"
-PROCESS_DIR = "processes"
-FAULTS_FILE = "faults.json"
+# The names are the run folder's (harness.runfolder), kept here for their readers.
+from harness.runfolder import FAULTS_FILE as FAULTS_FILE
+from harness.runfolder import PROCESS_DIR as PROCESS_DIR
+from harness.runfolder import PROCESSES_FILE as PROCESSES_FILE
+from harness.runfolder import process_file as process_file
+
 PROCESSES_VERSION = 1
 CROSS = "cross_process"
 WITHIN = "within_process"
-
-
-def process_file(rank: int) -> str:
-    """The name of one process's record in a `processes/` folder."""
-    return f"p{rank}.json"
-
-
-def timing_file(file: str, rank: int) -> str:
-    """The name of one process's timing record for the run's `file` (timing.json)."""
-    return f"{file.removesuffix('.json')}-p{rank}.json"
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,7 @@ class Worker:
         from harness import io
         from harness.capture.variant import Context
         from harness.records import to_json
+        from harness.runfolder import RunFolder
         from harness.summary import RESULT_FILE, CaptureRecord, Failure
         from harness.variants import expression, program
 
@@ -241,7 +242,7 @@ class Worker:
                 expression.inputs_for(v.problem, self.exp.seed, io.cache_dir(workdir))
         for name in job["variants"]:
             variant = self.exp.variant(name)
-            vdir = workdir / "variants" / name
+            vdir = RunFolder(workdir).variant(name).root
             send("start", variant=name)
             if self.group is not None:
                 vdir = processes.capture_folder(vdir, self.member.rank)
@@ -281,8 +282,9 @@ class Worker:
             send("done", variant=name, status=record.status)
 
     def ceilings(self, job: dict[str, Any]) -> None:
-        from harness import io
+        from harness import run_records
         from harness.capture import ceilings
+        from harness.runfolder import RunFolder
         from harness.variants import program
 
         shapes = []
@@ -302,7 +304,9 @@ class Worker:
         if self.member is not None:  # process 0 alone: its own devices' link, not the group's
             environment = {**environment, "device_count": len(self.member.local_devices)}
         found = ceilings.measure(environment, shapes, cache, remeasure)
-        io.write_json(Path(job["workdir"]) / "ceilings.json", found)
+        # The ceilings are a typed record (harness.run_records.Ceilings): checked as written.
+        folder = RunFolder(Path(job["workdir"]))
+        run_records.write_document(run_records.CEILINGS, folder.ceilings, found)
         send("ceilings_done")
 
     def time(self, job: dict[str, Any]) -> None:
@@ -310,6 +314,7 @@ class Worker:
         from harness.capture import mesh
         from harness.capture.variant import compile_for_timing
         from harness.records import to_json
+        from harness.runfolder import TIMING_FILE, RunFolder
         from harness.timing import stage
 
         workdir = Path(job["workdir"])
@@ -357,13 +362,13 @@ class Worker:
                 announce=announce,
                 agree=group.agree if group is not None else None,
             )
-        file = job.get("file", "timing.json")
+        file = job.get("file", TIMING_FILE)
         if group is not None:
             from harness.capture import processes
 
             processes.write_timing(workdir, file, record, self.member.rank)
         if group is None or self.member.rank == 0:
-            io.write_json(workdir / file, to_json(record))
+            io.write_json(RunFolder(workdir).timing_named(file), to_json(record))
         send("timed")
 
 

@@ -3,7 +3,8 @@
     analyze_run(workdir, exp)   every variant's sections, the comparisons over the run, and
                                 the findings (rules over the summary)
     modules                     HLO modules into fusions.json, cost.json, passes.json
-    sections                    one producer per summary section
+    sections                    one producer per summary section (returning its files' records)
+    files                       the stage's one writer of the per-variant files
     comm                        the communication of a sharded variant (its `comm` section)
     rules                       the conclusions: summary.json's `findings`, one rule each
     ranking                     ranking.json: the clusters ranked (module_analysis, sources)
@@ -21,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import forked, io, ladder, stats
-from harness.analyze import comm, ranking, rules, sections, torch_sections, verdicts
+from harness import forked, io, ladder, run_records, stats
+from harness.analyze import comm, files, ranking, rules, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.hlo.diverge import first_divergence
@@ -30,10 +31,10 @@ from harness.inductor.diverge import torch_first_divergence
 from harness.machine_state import machine_state
 from harness.records import SchemaError, from_json, to_json
 from harness.resolution import DEFAULT_MAX_NOISE, aa_reasons
+from harness.run_records import Ceilings
+from harness.runfolder import IR_DIR, RunFolder
 from harness.summary import (
-    RESULT_FILE,
     SCHEMA_VERSION,
-    TIMING_FILE,
     CaptureRecord,
     Comparison,
     Divergence,
@@ -60,7 +61,7 @@ def _guarded(errors: list[str], what: str, fn: Callable[[], Any], default: Any) 
 
 def read_timing(workdir: Path) -> TimingRecord | None:
     """Returns timing.json, or None when the run has none (or it is unreadable)."""
-    path = workdir / TIMING_FILE
+    path = RunFolder(workdir).timing
     if not path.is_file():
         return None
     try:
@@ -69,18 +70,18 @@ def read_timing(workdir: Path) -> TimingRecord | None:
         return None
 
 
-def read_ceilings(workdir: Path) -> dict[str, Any]:
-    path = workdir / "ceilings.json"
+def read_ceilings(workdir: Path) -> Ceilings | None:
+    """Returns the run's ceilings.json, or None when it has none (the worker died measuring
+    them) or it is unreadable: a run without ceilings is analysed without them."""
     try:
-        found = io.read_json(path) if path.is_file() else {}
-    except (OSError, ValueError):
-        found = {}
-    return found if isinstance(found, dict) else {}
+        return run_records.load_if_present(run_records.CEILINGS, RunFolder(workdir).ceilings)
+    except SchemaError:
+        return None
 
 
 def capture_of(workdir: Path, v: Variant) -> CaptureRecord:
     """Returns a variant's capture record; a missing or corrupt one reads as a failure."""
-    path = workdir / "variants" / v.name / RESULT_FILE
+    path = RunFolder(workdir).variant(v.name).result
     if not path.is_file():
         return CaptureRecord(
             status="failed", reason="not captured (no result.json)", mode=v.mode, module=None
@@ -98,50 +99,90 @@ def analyze_variant(
     exp: Experiment,
     v: Variant,
     timed: TimingRecord | None,
-    ceilings: dict[str, Any],
+    ceilings: Ceilings | None,
     platform: str,
 ) -> tuple[VariantSummary, list[str]]:
-    """Returns one variant's summary (every section) and its first step's kernel names."""
+    """Returns one variant's summary (every section) and its first step's kernel names, and
+    writes the variant's analysis files: its producers return them, and this is their one
+    writer (harness.analyze.files)."""
+    folder = RunFolder(workdir).variant(v.name)
+    summary, kernels, made = variant_sections(workdir, exp, v, timed, ceilings, platform)
+    files.write(folder, made)
+    return summary, kernels
+
+
+def variant_sections(
+    workdir: Path,
+    exp: Experiment,
+    v: Variant,
+    timed: TimingRecord | None,
+    ceilings: Ceilings | None,
+    platform: str,
+) -> tuple[VariantSummary, list[str], files.VariantFiles]:
+    """Returns one variant's summary, its first step's kernel names and the records of its
+    analysis files, writing nothing."""
     record = capture_of(workdir, v)
-    vdir = workdir / "variants" / v.name
+    vdir = RunFolder(workdir).variant(v.name).root
     ident = sections.identity(exp, v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
     if v.framework == "torch" and record.status == "ok" and record.expected_error is None:
         return analyze_torch_variant(vdir, exp, v, record, timing, ceilings, platform)
-    if record.status != "ok" or not ladder.has_ladder(vdir / "ir"):
+    if record.status != "ok" or not ladder.has_ladder(vdir / IR_DIR):
+        compiled, made = sections.compile_(vdir, record, None)
         return (
-            VariantSummary(
-                identity=ident,
-                timing=timing,
-                compile=sections.compile_(vdir, record, None),
-                numerics=numerics,
-            ),
+            VariantSummary(identity=ident, timing=timing, compile=compiled, numerics=numerics),
             [],
+            made,
         )
     errors: list[str] = []
-    lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / "ir"), None)
+    lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / IR_DIR), None)
     if lad is None:
-        return VariantSummary(
-            identity=ident, timing=timing, numerics=numerics, analysis_errors=tuple(errors)
-        ), []
+        return (
+            VariantSummary(
+                identity=ident, timing=timing, numerics=numerics, analysis_errors=tuple(errors)
+            ),
+            [],
+            files.NONE,
+        )
+    made = files.NONE
     changed = _guarded(errors, "recompile", lambda: sections.recompile_fusion_changed(lad), None)
-    hlo = _guarded(errors, "hlo", lambda: sections.hlo(vdir, lad), Hlo())
-    compile_ = _guarded(errors, "compile", lambda: sections.compile_(vdir, record, changed), None)
-    cost = _guarded(
+    hlo, found = _guarded(errors, "hlo", lambda: sections.hlo(vdir, lad), (Hlo(), files.NONE))
+    made = made.with_(found)
+    compile_, found = _guarded(
+        errors, "compile", lambda: sections.compile_(vdir, record, changed), (None, files.NONE)
+    )
+    made = made.with_(found)
+    cost, found = _guarded(
         errors,
         "cost",
         lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
-        None,
+        (None, files.NONE),
     )
-    profile, kernels = _guarded(
-        errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
+    made = made.with_(found)
+    profile, kernels, found = _guarded(
+        errors,
+        "profile",
+        lambda: sections.profile(vdir, lad, v.mode, timing.step_s),
+        (None, [], files.NONE),
     )
+    made = made.with_(found)
     # ranking.json, for the report's table of where the time goes (no summary key).
-    _guarded(errors, "ranking", lambda: ranking.write_ranking(vdir, lad, v.mode, ceilings), None)
-    comm_ = _guarded(
-        errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
+    made = made.with_(
+        _guarded(
+            errors,
+            "ranking",
+            lambda: ranking.ranking_file(vdir, lad, v.mode, ceilings, made.kernels),
+            files.NONE,
+        )
     )
+    comm_, found = _guarded(
+        errors,
+        "comm",
+        lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings),
+        (None, files.NONE),
+    )
+    made = made.with_(found)
     # memory.json beside the section: the report's buffers and live bytes, no dump needed.
     memory_ = _guarded(
         errors,
@@ -167,7 +208,7 @@ def analyze_variant(
         numerics=numerics,
         analysis_errors=tuple(errors),
     )
-    return summary, kernels
+    return summary, kernels, made
 
 
 def analyze_torch_variant(
@@ -176,29 +217,35 @@ def analyze_torch_variant(
     v: Variant,
     record: CaptureRecord,
     timing: Any,
-    ceilings: dict[str, Any],
+    ceilings: Ceilings | None,
     platform: str,
-) -> tuple[VariantSummary, list[str]]:
-    """Returns a PyTorch variant's summary: identity, timing, cost and numerics as for JAX, the
-    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace."""
+) -> tuple[VariantSummary, list[str], files.VariantFiles]:
+    """Returns a PyTorch variant's summary (identity, timing, cost and numerics as for JAX, the
+    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace), its first
+    step's kernel names and the records of its analysis files."""
     errors: list[str] = []
     found = torch_sections.analyze_torch(
         vdir, v, record, exp.profile.steps, timing.step_s, errors, _guarded
     )
-    lad = ladder.read_ladder(vdir / "ir") if ladder.has_ladder(vdir / "ir") else None
-    cost = (
+    made: files.VariantFiles = found["files"]
+    ir = vdir / IR_DIR
+    lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None
+    cost, costed = (
         _guarded(
             errors,
             "cost",
             lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
-            None,
+            (None, files.NONE),
         )
         if lad is not None
-        else None
+        else (None, files.NONE)
     )
+    made = made.with_(costed)
     parts = {k: found.get(k) for k in ("compile", "hlo", "profile")}
     if parts["compile"] is None:
-        parts["compile"] = sections.compile_(vdir, record, None)
+        # The pauses only: a PyTorch variant's compile.json is torch_sections' shape, and a
+        # torch capture records no XLA compile profile for this one to read.
+        parts["compile"], _ = sections.compile_(vdir, record, None)
     summary = VariantSummary(
         identity=sections.identity(exp, v, record),
         timing=timing,
@@ -209,7 +256,7 @@ def analyze_torch_variant(
         memory=memory_analysis.measured_only(record.memory),
         analysis_errors=tuple(errors),
     )
-    return summary, list(found.get("kernels") or [])
+    return summary, list(found.get("kernels") or []), made
 
 
 def same_size(a: VariantSummary, b: VariantSummary) -> bool:
@@ -359,11 +406,13 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     """Returns the run's summary: every selected variant's sections, then the comparisons."""
     timed = read_timing(workdir)
     ceilings = read_ceilings(workdir)
-    manifest = (
-        io.read_json(workdir / "manifest.json") if (workdir / "manifest.json").is_file() else {}
-    )
+    folder = RunFolder(workdir)
+    manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
+    env = manifest.environment if manifest is not None else None
     platform = str(
-        (manifest.get("environment") or {}).get("platform") or ceilings.get("platform") or ""
+        (env.platform if env is not None else None)
+        or (ceilings.platform if ceilings is not None else None)
+        or ""
     )
     # Each variant's analysis reads and writes only its own folder: shared with forked
     # children, one per spare CPU.
@@ -394,13 +443,13 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     judged = verdicts.judge(found_pending, floor, exp.timing.target_width, reasons)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
-        ir = workdir / "variants" / name / "ir"
+        ir = folder.variant(name).ir
         errors = list(s.analysis_errors)
         divergence = None
         # Each variant diverges from its own framework's baseline, through its own ladder.
         torch = s.identity.framework == "torch"
         base = baselines.get(s.identity.framework, exp.baseline)
-        base_ir = workdir / "variants" / base / "ir"
+        base_ir = folder.variant(base).ir
         diverge = torch_first_divergence if torch else first_divergence
         if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
             found = _guarded(

@@ -10,17 +10,17 @@ the run's ceilings and timing rounds:
   link bandwidth measured in this run (ceilings.json `link_bytes_per_s`);
 - speedup and efficiency against the one-device variant of the same problem, from the paired
   timing rounds (harness.stats).
-Writes comm.json (every figure) and returns the summary's `Comm` section.
+Returns the summary's `Comm` section and comm.json's record (every figure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from harness import io, ladder, stats
+from harness import ladder, run_records, stats
 from harness.analyze import modules as hlo_files
+from harness.analyze.files import NONE, VariantFiles
 from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import (
     Collective,
@@ -33,10 +33,10 @@ from harness.hlo.collectives import (
 from harness.hlo.passes import pass_file_info
 from harness.match.comm import CommReport, communication_report, compare_with_link
 from harness.profile.events import find_xplane, read_events_and_markers
+from harness.run_records import Ceilings
+from harness.runfolder import VariantFolder
 from harness.summary import CaptureRecord, MeshRecord, TimingRecord
 from harness.summary_comm import CollectiveSummary, Comm, DeviceComm, Scaling
-
-COMM_FILE = "comm.json"
 
 
 def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
@@ -45,7 +45,7 @@ def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
     The raw names keep what the ladder's drop (`before_<next pass>`), which says which pass a
     pipeline's start state belongs to. Returns () when the dump is not kept (an exported run).
     """
-    dump = vdir / "dump"
+    dump = VariantFolder(vdir).dump
     if not dump.is_dir() or dump.is_symlink():
         return ()
     found = [m for m in ladder.dump_modules(dump.iterdir()) if module is None or m.name == module]
@@ -203,12 +203,12 @@ def comm(
     v: Variant,
     record: CaptureRecord,
     timed: TimingRecord | None,
-    ceilings: dict[str, Any],
-) -> Comm:
-    """Returns the variant's `comm` section (empty for an unsharded one); writes comm.json."""
+    ceilings: Ceilings | None,
+) -> tuple[Comm, VariantFiles]:
+    """Returns the variant's `comm` section (empty for an unsharded one) and comm.json's record."""
     mesh = record.mesh
     if mesh is None:
-        return Comm()
+        return Comm(), NONE
     notes: list[str] = []
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     collectives = {m.name: find_collectives(m) for m in after}
@@ -217,15 +217,15 @@ def comm(
     stages = dump_stages(vdir, record.module) or ladder_stages(lad)
     origins = {o.collective: o for o in collective_origins(every, stages)}
     report: CommReport | None = None
-    steady = vdir / "profile" / "steady"
+    steady = VariantFolder(vdir).profile_window("steady")
     if steady.is_dir() and not steady.is_symlink():
         events, _ = read_events_and_markers(find_xplane(steady))
         report = communication_report(events, clusters, collectives)
         notes += list(report.notes)
     else:
         notes.append("no steady-state profile: no time per device or collective")
-    link_Bps = ceilings.get("link_bytes_per_s")
-    link_Bps = float(link_Bps) if isinstance(link_Bps, int | float) and link_Bps > 0 else None
+    link_Bps = ceilings.link_bytes_per_s if ceilings is not None else None
+    link_Bps = link_Bps if link_Bps is not None and link_Bps > 0 else None
     found_scaling, why = scaling(exp, v, mesh.devices, timed)
     if why:
         notes.append(why)
@@ -265,34 +265,32 @@ def comm(
         collective_events=report.collective_like_events if report else None,
         collective_matched_fraction=report.collective_matched_fraction if report else None,
         link_bytes_per_s=link_Bps,
-        link_source=ceilings.get("link_source"),
+        link_source=ceilings.link_source if ceilings is not None else None,
         scaling=found_scaling,
         notes=tuple(notes),
     )
-    io.write_json(
-        vdir / COMM_FILE,
-        {
-            "collectives": [
-                c.to_json()
-                | {
-                    "origin": _origin_json(origins.get(c.name), vdir),
-                    "device_groups": [list(g) for g in s.device_groups],
-                }
-                for c, s in zip(every, summaries, strict=True)
-            ],
-            "stages": [
-                {
-                    "index": s.index,
-                    "label": s.label,
-                    "pass": s.pass_name,
-                    "path": _rel(s.path, vdir),
-                }
-                for s in stages
-            ],
-            "profile": report.to_json() if report else None,
-            "link": [r.to_json() for r in compare_with_link(report.collectives, link_Bps)]
-            if report and link_Bps
-            else [],
-        },
-    )
-    return section
+    document = {
+        "collectives": [
+            c.to_json()
+            | {
+                "origin": _origin_json(origins.get(c.name), vdir),
+                "device_groups": [list(g) for g in s.device_groups],
+            }
+            for c, s in zip(every, summaries, strict=True)
+        ],
+        "stages": [
+            {
+                "index": s.index,
+                "label": s.label,
+                "pass": s.pass_name,
+                "path": _rel(s.path, vdir),
+            }
+            for s in stages
+        ],
+        "profile": report.to_json() if report else None,
+        "link": [r.to_json() for r in compare_with_link(report.collectives, link_Bps)]
+        if report and link_Bps
+        else [],
+    }
+    source = str(VariantFolder(vdir).comm)
+    return section, VariantFiles(comm=run_records.from_document(run_records.COMM, document, source))

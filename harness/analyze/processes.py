@@ -34,6 +34,7 @@ from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
 from harness.profile.events import DeviceEvent, read_events_and_markers
 from harness.records import SchemaError
+from harness.runfolder import IR_DIR, TIMING_FILE, RunFolder
 from harness.summary import RunSummary, TimingRecord, VariantSummary
 from harness.summary_processes import (
     CROSS,
@@ -74,7 +75,7 @@ def _ranked(folder: Path, cls: type) -> dict[int, Any]:
 def _timings(workdir: Path, ranks: Sequence[int]) -> dict[int, TimingRecord]:
     out = {}
     for rank in ranks:
-        path = workdir / PROCESS_DIR / timing_file("timing.json", rank)
+        path = workdir / PROCESS_DIR / timing_file(TIMING_FILE, rank)
         try:
             out[rank] = read(TimingRecord, path)
         except (OSError, SchemaError):
@@ -324,11 +325,12 @@ def variant_processes(
     timings: Mapping[int, TimingRecord],
 ) -> VariantProcesses:
     """Returns one variant across the processes of the group."""
-    vdir = workdir / "variants" / v.name
+    vdir = RunFolder(workdir).variant(v.name).root
     captures = _ranked(vdir / PROCESS_DIR, ProcessCapture)
     ranks = sorted(set(infos) | set(captures))
     status = vs.identity.status if vs else "failed"
-    lad = ladder.read_ladder(vdir / "ir") if ladder.has_ladder(vdir / "ir") else None
+    ir = vdir / IR_DIR
+    lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None
     owner = owners(infos)
     scopes = {
         c.name: scope_of(c.device_groups or c.replica_groups, owner)[0]

@@ -4,7 +4,7 @@ The run report's counterpart of `python -m harness.analyze`'s main-module tables
 same function (harness.analyze.module_analysis.analyse_module) from what the other producers
 already wrote for the variant: the optimized module of its IR ladder and kernels.json (every
 event of the steady window with the cluster it is attributed to). Without a profile the
-clusters are ranked by our FLOPs. Writes ranking.json (a `ProgramAnalysis` with the one
+clusters are ranked by our FLOPs. Returns ranking.json's record (a `ProgramAnalysis` with the one
 module); eager variants, which run one module per primitive, get none.
 """
 
@@ -12,44 +12,46 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
-from harness import io, ladder
+from harness import ladder, run_records
 from harness.analyze import modules as hlo_files
+from harness.analyze.files import NONE, VariantFiles
 from harness.analyze.module_analysis import analyse_module, program_of, self_times
 from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
+from harness.run_records import Ceilings, KernelsFile
+from harness.runfolder import CEILINGS_FILE, VariantFolder
 
-RANKING_FILE = "ranking.json"
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceEvent))
 
 
-def attributions(kernels: dict[str, Any]) -> tuple[Attribution, ...]:
+def attributions(kernels: KernelsFile | None) -> tuple[Attribution, ...]:
     """Returns kernels.json's events with the clusters they were attributed to (the inverse of
     `kernels_document`), each credited to its event's module."""
-    rows = [r for r in kernels.get("events") or [] if isinstance(r, dict)]
-    events = events_from_json({k: r.get(k) for k in _EVENT_FIELDS if k in r} for r in rows)
+    rows = kernels.events if kernels is not None else ()
+    events = events_from_json({k: getattr(r, k) for k in _EVENT_FIELDS} for r in rows)
     return tuple(
         Attribution(
             event=e,
-            matched=bool(r.get("matched")),
-            rule=str(r.get("rule") or ""),
-            reason=str(r.get("reason") or ""),
+            matched=bool(r.matched),
+            rule=r.rule or "",
+            reason=r.reason or "",
             module=e.hlo_module,
-            cluster=r.get("cluster"),
-            primitive=r.get("primitive"),
+            cluster=r.cluster,
+            primitive=r.primitive,
         )
         for e, r in zip(events, rows, strict=True)
     )
 
 
 def ranking(
-    vdir: Path, lad: ladder.Ladder, mode: str, ceilings: dict[str, Any]
+    lad: ladder.Ladder, mode: str, ceilings: Ceilings | None, kernels: KernelsFile | None
 ) -> ProgramAnalysis | None:
     """Returns the variant's module analysed as a main program: clusters ranked by device time
     a step (by FLOPs without a profile), rolled up by source line and named scope; None for
-    eager dispatch or a ladder without exactly one optimized module."""
+    eager dispatch or a ladder without exactly one optimized module. `kernels` is the
+    variant's kernels.json record, as its producer returned it."""
     after = lad.hlo_files("hlo_after")
     if mode == "eager" or len(after) != 1:
         return None
@@ -57,13 +59,16 @@ def ranking(
     clusters = hlo_files.clusters_of(module)
     (cost,) = hlo_files.costs_of([module])
     try:
-        roofs = ceilings_from_json(ceilings, "ceilings.json") if ceilings else None
+        roofs = (
+            ceilings_from_json(run_records.record_json(ceilings), CEILINGS_FILE)
+            if ceilings is not None
+            else None
+        )
     except ValueError:
         roofs = None
-    path = vdir / "kernels.json"
-    kernels = io.read_json(path) if path.is_file() else {}
-    found = attributions(kernels if isinstance(kernels, dict) else {})
-    steps = int((kernels.get("match") or {}).get("steps") or 0) if found else 0
+    found = attributions(kernels)
+    match = kernels.match if kernels is not None else None
+    steps = int(match.steps or 0) if found and match is not None else 0
     pids = {a.event.program_id for a in found if a.event.hlo_module == module.name}
     m = ModuleInput(
         module.name,
@@ -94,12 +99,18 @@ def ranking(
     )
 
 
-def write_ranking(
-    vdir: Path, lad: ladder.Ladder, mode: str, ceilings: dict[str, Any]
-) -> Path | None:
-    """Writes ranking.json for the variant (see `ranking`); returns its path, or None."""
-    found = ranking(vdir, lad, mode, ceilings)
+def ranking_file(
+    vdir: Path,
+    lad: ladder.Ladder,
+    mode: str,
+    ceilings: Ceilings | None,
+    kernels: KernelsFile | None,
+) -> VariantFiles:
+    """Returns ranking.json's record for the variant (see `ranking`); none for eager."""
+    found = ranking(lad, mode, ceilings, kernels)
     if found is None:
-        return None
-    io.write_json(vdir / RANKING_FILE, found.to_json(), compact=True)
-    return vdir / RANKING_FILE
+        return NONE
+    source = str(VariantFolder(vdir).ranking)
+    return VariantFiles(
+        ranking=run_records.from_document(run_records.RANKING, found.to_json(), source)
+    )

@@ -1,8 +1,9 @@
 """The producers of summary.json's sections: one function per section, each from saved files.
 
-Every function reads what the capture and timing stages wrote for one variant (and writes the
-analysis files it derives: fusions.json, cost.json, passes.json, kernels.json, compile.json)
-and returns its own section of harness.summary. No key is produced twice.
+Every function reads what the capture and timing stages wrote for one variant and returns its
+own section of harness.summary, with the records of the analysis files it derives (fusions.json,
+cost.json, passes.json, kernels.json, compile.json): it writes none of them, the stage's one
+writer does (harness.analyze.files). No key is produced twice.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import io, ladder, stats
+from harness import ladder, run_records, stats
 from harness.analyze import modules as hlo_files
+from harness.analyze.files import NONE, VariantFiles
 from harness.config.experiment import Experiment, Variant, to_plain
 from harness.config.roles import roles_of
 from harness.hlo.fingerprint import fingerprint
@@ -22,6 +24,8 @@ from harness.match.match import MatchReport, kernels_document, match_events
 from harness.precision import precision as gemm_precision
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane, read_events_and_markers
+from harness.run_records import Ceilings
+from harness.runfolder import VariantFolder
 from harness.summary import (
     CaptureRecord,
     Compile,
@@ -91,20 +95,31 @@ def timing(name: str, record: CaptureRecord, timed: TimingRecord | None) -> Timi
     )
 
 
-def compile_(vdir: Path, record: CaptureRecord, fusion_changed: bool | None) -> Compile:
-    """Returns the compile pauses and, from the first-call profile, XLA's time by pass.
-
-    Writes compile.json (the first call's and the recompile's breakdowns)."""
+def compile_(
+    vdir: Path, record: CaptureRecord, fusion_changed: bool | None
+) -> tuple[Compile, VariantFiles]:
+    """Returns the compile pauses and, from the first-call profile, XLA's time by pass, with
+    compile.json's record (the first call's and the recompile's breakdowns)."""
     p, r = record.pauses, record.recompile
+    folder = VariantFolder(vdir)
     breakdown: dict[str, Any] = {}
     for window in ("first_call", "recompile"):
-        folder = vdir / "profile" / window
-        if folder.is_dir() and not folder.is_symlink():
-            breakdown[window] = compile_breakdown(find_xplane(folder), record.module)
-    if breakdown:
-        io.write_json(vdir / "compile.json", {k: b.to_json() for k, b in breakdown.items()})
+        profiled = folder.profile_window(window)
+        if profiled.is_dir() and not profiled.is_symlink():
+            breakdown[window] = compile_breakdown(find_xplane(profiled), record.module)
+    files = (
+        VariantFiles(
+            compile=run_records.from_document(
+                run_records.COMPILE,
+                {k: b.to_json() for k, b in breakdown.items()},
+                str(folder.compile),
+            )
+        )
+        if breakdown
+        else NONE
+    )
     first = breakdown.get("first_call")
-    return Compile(
+    section = Compile(
         first_call_s=p.first_call_s if p else None,
         compile_s=p.compile_s if p else None,
         trace_s=p.trace_s if p else None,
@@ -126,6 +141,7 @@ def compile_(vdir: Path, record: CaptureRecord, fusion_changed: bool | None) -> 
         autotuning_s=first.autotuning_s if first else None,
         notes=first.notes if first else (),
     )
+    return section, files
 
 
 def recompile_fusion_changed(lad: ladder.Ladder) -> bool | None:
@@ -143,18 +159,23 @@ def _structure(module: Any) -> list[tuple[Any, ...]]:
     )
 
 
-def hlo(vdir: Path, lad: ladder.Ladder) -> Hlo:
-    """Returns what XLA made of the program; writes fusions.json and passes.json."""
+def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
+    """Returns what XLA made of the program, with fusions.json's and passes.json's records."""
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     before = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_before")]
     if not after:
-        return Hlo()
-    io.write_json(vdir / "fusions.json", hlo_files.fusions_document(after, before))
+        return Hlo(), NONE
+    folder = VariantFolder(vdir)
     passes = hlo_files.passes_document(lad.files("passes"))
-    io.write_json(vdir / "passes.json", passes)
+    files = VariantFiles(
+        fusions=run_records.from_document(
+            run_records.FUSIONS, hlo_files.fusions_document(after, before), str(folder.fusions)
+        ),
+        passes=run_records.from_document(run_records.PASSES, passes, str(folder.passes)),
+    )
     clusters = [c for m in after for c in hlo_files.clusters_of(m)]
     found = fingerprint(lad)
-    return Hlo(
+    section = Hlo(
         fusion_count=hlo_files.fusion_count(clusters),
         cluster_count=len(clusters),
         library_calls=tuple(
@@ -170,6 +191,7 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> Hlo:
         if found
         else None,
     )
+    return section, files
 
 
 def cost(
@@ -178,10 +200,11 @@ def cost(
     v: Variant,
     record: CaptureRecord,
     step_s: float | None,
-    ceilings: dict[str, Any],
+    ceilings: Ceilings | None,
     platform: str,
-) -> Cost:
-    """Returns work and traffic (ours and XLA's) against this variant's ceiling; writes cost.json."""
+) -> tuple[Cost, VariantFiles]:
+    """Returns work and traffic (ours and XLA's) against this variant's ceiling, with cost.json's
+    record."""
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     costs = hlo_files.costs_of(after)
     x = record.xla_cost
@@ -198,12 +221,16 @@ def cost(
         if x is not None
         else None
     )
+    files = NONE
+    disagreements: tuple[str, ...] = ()
     if costs:
-        doc = hlo_files.cost_document(costs, xla or None)
-        io.write_json(vdir / "cost.json", doc)
-        disagreements = tuple(doc.get("xla_disagreements") or ())
-    else:
-        disagreements = ()
+        written = run_records.from_document(
+            run_records.COST,
+            hlo_files.cost_document(costs, xla or None),
+            str(VariantFolder(vdir).cost),
+        )
+        files = VariantFiles(cost=written)
+        disagreements = written.xla_disagreements
     if x is not None and x.error:
         disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
     flops = sum(c.flops for c in costs) if costs else None
@@ -219,8 +246,8 @@ def cost(
         program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
     )
     precision = gemm_precision(platform, x_dtype, w_dtype)
-    peak = (ceilings.get("peaks") or {}).get(precision) or {}
-    peak_flops = peak.get("flops_per_s")
+    peak = ceilings.peaks.get(precision) if ceilings is not None else None
+    peak_flops = peak.flops_per_s if peak is not None else None
     fraction, withheld = None, None
     if achieved is not None and peak_flops:
         fraction = achieved / peak_flops
@@ -241,7 +268,7 @@ def cost(
             fraction = None
     elif achieved is not None:
         withheld = f"no {precision} ceiling was measured in this run"
-    return Cost(
+    section = Cost(
         flops_analytic=analytic,
         flops_analytic_source=record.flops_analytic_source
         or ("formula" if analytic is not None else None),
@@ -257,10 +284,11 @@ def cost(
         achieved_bytes_per_s=moved / step_s if moved and step_s else None,
         peak_flops_per_s=peak_flops,
         peak_precision=precision,
-        peak_source=peak.get("source"),
+        peak_source=peak.source if peak is not None else None,
         fraction_of_peak=fraction,
         fraction_withheld=withheld,
     )
+    return section, files
 
 
 def _module_clusters(lad: ladder.Ladder, eager: bool) -> dict[Any, tuple[Any, ...]]:
@@ -290,19 +318,23 @@ def _command_buffers(
 
 def profile(
     vdir: Path, lad: ladder.Ladder, mode: str, step_s: float | None
-) -> tuple[Profile, list[str]]:
-    """Returns the steady window's device timeline and one step's kernel names; writes
-    kernels.json (every event with the cluster it is attributed to)."""
-    steady = vdir / "profile" / "steady"
+) -> tuple[Profile, list[str], VariantFiles]:
+    """Returns the steady window's device timeline and one step's kernel names, with
+    kernels.json's record (every event with the cluster it is attributed to)."""
+    folder = VariantFolder(vdir)
+    steady = folder.profile_window("steady")
     if not steady.is_dir() or steady.is_symlink():
-        return Profile(), []
+        return Profile(), [], NONE
     events, markers = read_events_and_markers(find_xplane(steady))
     # The host gap compares like with like: each profiled step's wall time (its marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
     report, clusters = matched(events, lad, mode)
-    io.write_json(vdir / "kernels.json", kernels_document(report))
-    return profile_of(report, events, walls, clusters, step_s)
+    kernels = run_records.from_document(
+        run_records.KERNELS, kernels_document(report), str(folder.kernels)
+    )
+    section, names = profile_of(report, events, walls, clusters, step_s)
+    return section, names, VariantFiles(kernels=kernels)
 
 
 def matched(

@@ -3,10 +3,12 @@
 Reads the variant folder (harness.capture.torch_variant's layout): torch.json (explain(), the
 compilation metrics, the compile ids of the first and the new-shape calls), the TORCH_TRACE
 log and Inductor's debug folder (harness.inductor), and torch.profiler's Chrome trace
-(harness.profile.torch_trace), attributed with harness.match.torch_match. Writes
-fusions.json, kernels.json and compile.json in the shapes the JAX variants' have, so the
-report's cluster tables, timeline and fusion map read them unchanged. The timing, cost and
-identity sections are the JAX producers' (harness.analyze.sections). Never imports torch.
+(harness.profile.torch_trace), attributed with harness.match.torch_match. Returns the records
+of fusions.json and kernels.json in the shapes the JAX variants' have, so the report's cluster
+tables, timeline and fusion map read them unchanged, and of compile.json in its own
+(harness.run_records.TorchCompileFile); the stage's writer writes them (harness.analyze.files).
+The timing, cost and identity sections are the JAX producers' (harness.analyze.sections).
+Never imports torch.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import io, ladder
+from harness import io, ladder, run_records
 from harness.analyze import sections
+from harness.analyze.files import NONE, VariantFiles
 from harness.capture.torch_env import capture_dirs
 from harness.config.experiment import Variant
 from harness.inductor.captured import Captured, fingerprint, read_captured, structure, symbolic
@@ -25,6 +28,7 @@ from harness.inductor.trace_log import CompileTimes, compile_times
 from harness.match.match import kernels_document
 from harness.match.torch_match import eager_clusters, match_torch_events
 from harness.profile.torch_trace import read_torch_trace
+from harness.runfolder import TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
 from harness.summary import (
     CaptureRecord,
     Compile,
@@ -35,8 +39,7 @@ from harness.summary import (
     Profile,
 )
 
-TORCH_FILE = "torch.json"
-PROFILE_FILE = "torch_trace.json"
+PROFILE_FILE = TORCH_TRACE_FILE
 # compile_times' fields -> the compile section's by_pipeline keys, in pipeline order.
 PHASES = (
     ("dynamo_tracing_s", "dynamo_tracing"),
@@ -75,16 +78,21 @@ def captured(vdir: Path) -> Captured:
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
-def hlo(vdir: Path, cap: Captured, first: Sequence[str], runtime: Sequence[str] = ()) -> Hlo:
-    """Returns what Inductor generated for the first call; writes fusions.json (one module per
-    graph, XLA's shape: clusters, reverse map, folded-away nodes)."""
+def hlo(
+    vdir: Path, cap: Captured, first: Sequence[str], runtime: Sequence[str] = ()
+) -> tuple[Hlo, VariantFiles]:
+    """Returns what Inductor generated for the first call, with fusions.json's record (one
+    module per graph, XLA's shape: clusters, reverse map, folded-away nodes)."""
     graphs = cap.graphs_of(first)
     if not graphs:
-        return Hlo()
-    io.write_json(vdir / "fusions.json", fusions_document(graphs))
+        return Hlo(), NONE
+    source = str(VariantFolder(vdir).fusions)
+    files = VariantFiles(
+        fusions=run_records.from_document(run_records.FUSIONS, fusions_document(graphs), source)
+    )
     clusters = [c for g in graphs for c in graph_clusters(g)]
     found = fingerprint(graphs, runtime)
-    return Hlo(
+    section = Hlo(
         fusion_count=sum(c.kind in ("triton", "cpp") for c in clusters),
         cluster_count=len(clusters),
         library_calls=tuple(
@@ -96,26 +104,26 @@ def hlo(vdir: Path, cap: Captured, first: Sequence[str], runtime: Sequence[str] 
         if found
         else None,
     )
+    return section, files
 
 
-def eager_fusions(vdir: Path, trace_clusters: Sequence[Any]) -> None:
-    """Writes fusions.json for eager: one `eager` module whose clusters are the ATen ops that
-    ran (nothing was compiled, so nothing was folded)."""
-    io.write_json(
-        vdir / "fusions.json",
-        {
-            "modules": [
-                {
-                    "module": "eager",
-                    "path": None,
-                    "clusters": [c.to_json() for c in trace_clusters],
-                    "reverse_map": {c.name: [c.name] for c in trace_clusters},
-                    "folded_away": [],
-                    "notes": ["torch eager: one cluster per ATen op the profile saw"],
-                }
-            ]
-        },
-    )
+def eager_fusions(vdir: Path, trace_clusters: Sequence[Any]) -> VariantFiles:
+    """Returns fusions.json's record for eager: one `eager` module whose clusters are the ATen
+    ops that ran (nothing was compiled, so nothing was folded)."""
+    document = {
+        "modules": [
+            {
+                "module": "eager",
+                "path": None,
+                "clusters": [c.to_json() for c in trace_clusters],
+                "reverse_map": {c.name: [c.name] for c in trace_clusters},
+                "folded_away": [],
+                "notes": ["torch eager: one cluster per ATen op the profile saw"],
+            }
+        ]
+    }
+    source = str(VariantFolder(vdir).fusions)
+    return VariantFiles(fusions=run_records.from_document(run_records.FUSIONS, document, source))
 
 
 # --- compile ----------------------------------------------------------------------------------
@@ -128,20 +136,21 @@ def _times(cap: Captured, ids: Sequence[str]) -> CompileTimes | None:
 
 def compile_(
     vdir: Path, record: CaptureRecord, cap: Captured, first: Sequence[str], again: Sequence[str]
-) -> Compile:
+) -> tuple[Compile, VariantFiles]:
     """Returns the compile pauses, the first compile split into torch.compile's phases, and
-    the new-shape call; writes compile.json (both calls' phases, per compile id)."""
+    the new-shape call, with compile.json's record (both calls' phases, per compile id)."""
     p, r = record.pauses, record.recompile
     first_times, again_times = _times(cap, first), _times(cap, again)
     frames = {f.compile_id: f.to_json() for f in cap.frames([*first, *again])}
-    io.write_json(
-        vdir / "compile.json",
+    written = run_records.from_document(
+        run_records.TORCH_COMPILE,
         {
             "first_call": first_times.to_json() if first_times else None,
             "recompile": again_times.to_json() if again_times else None,
             "frames": frames,
             "guards": _guards(cap, first),
         },
+        str(VariantFolder(vdir).compile),
     )
     by_phase = (
         {
@@ -172,7 +181,7 @@ def compile_(
     compile_s = p.compile_s if p else None
     if compile_s is None and first_times is not None:
         compile_s = first_times.total_s
-    return Compile(
+    section = Compile(
         first_call_s=p.first_call_s if p else None,
         compile_s=compile_s,
         first_execute_s=p.first_execute_s if p else None,
@@ -186,6 +195,7 @@ def compile_(
         autotuning_s=first_times.autotune_s if first_times else None,
         notes=tuple(notes),
     )
+    return section, VariantFiles(compile=written)
 
 
 def _guards(cap: Captured, ids: Sequence[str]) -> list[str]:
@@ -297,13 +307,14 @@ def profile(
     first: Sequence[str],
     steps: int,
     step_s: float | None,
-) -> tuple[Profile, list[str], tuple[Any, ...]]:
-    """Returns the steady window's timeline, one step's kernel names, and (eager) the ATen ops
-    that ran as clusters; writes kernels.json, every event with its cluster and the CPU op
-    that launched it."""
-    path = vdir / "profile" / "steady" / PROFILE_FILE
+) -> tuple[Profile, list[str], tuple[Any, ...], VariantFiles]:
+    """Returns the steady window's timeline, one step's kernel names, (eager) the ATen ops
+    that ran as clusters, and kernels.json's record: every event with its cluster and the CPU
+    op that launched it."""
+    folder = VariantFolder(vdir)
+    path = folder.profile_window("steady") / PROFILE_FILE
     if not path.is_file():
-        return Profile(), [], ()
+        return Profile(), [], (), NONE
     trace = read_torch_trace(path, steps=steps)
     eager = mode == "torch_eager"
     if eager:
@@ -320,11 +331,12 @@ def profile(
         source = launcher.get(id(a.event))
         row["cpu_op"] = source.cpu_op if source else None
         row["compile_region"] = source.compile_region if source else None
-    io.write_json(vdir / "kernels.json", doc)
+    written = run_records.from_document(run_records.KERNELS, doc, str(folder.kernels))
     walls = [m.duration_s for m in trace.markers]
     events = [e.event for e in trace.events]
     profile, kernels = sections.profile_of(report, events, walls, clusters, step_s)
-    return profile, kernels, clusters.get("eager", ()) if eager else ()
+    ops = clusters.get("eager", ()) if eager else ()
+    return profile, kernels, ops, VariantFiles(kernels=written)
 
 
 # --- the variant ------------------------------------------------------------------------------
@@ -346,24 +358,33 @@ def analyze_torch(
     eager = v.mode == "torch_eager"
     cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
     out: dict[str, Any] = {}
+    files = NONE
     if cap is not None:
         # CUDA graphs exist on a GPU only; on the CPU these modes run the same wrapper.
         graphed = v.torch.mode in CUDAGRAPH_MODES and facts.get("device") == "cuda"
         runtime = ("cudagraphs",) if graphed else ()
-        out["hlo"] = guarded(errors, "hlo", lambda: hlo(vdir, cap, first, runtime), Hlo())
-        out["compile"] = guarded(
-            errors, "compile", lambda: compile_(vdir, record, cap, first, again), None
+        out["hlo"], made = guarded(
+            errors, "hlo", lambda: hlo(vdir, cap, first, runtime), (Hlo(), NONE)
         )
+        files = files.with_(made)
+        out["compile"], made = guarded(
+            errors, "compile", lambda: compile_(vdir, record, cap, first, again), (None, NONE)
+        )
+        files = files.with_(made)
         out["dynamo"] = guarded(errors, "dynamo", lambda: dynamo(facts, cap, first, again), None)
     found = guarded(
         errors,
         "profile",
         lambda: profile(vdir, v.mode, cap, first, steps, step_s),
-        (None, [], ()),
+        (None, [], (), NONE),
     )
-    out["profile"], out["kernels"], eager_ops = found
+    out["profile"], out["kernels"], eager_ops, made = found
+    files = files.with_(made)
     if eager and eager_ops:
-        guarded(errors, "fusions", lambda: eager_fusions(vdir, eager_ops), None)
-    if not ladder.has_ladder(vdir / "ir"):
+        files = files.with_(
+            guarded(errors, "fusions", lambda: eager_fusions(vdir, eager_ops), NONE)
+        )
+    if not ladder.has_ladder(VariantFolder(vdir).ir):
         errors.append("no IR ladder (ir/index.json)")
+    out["files"] = files
     return out

@@ -40,12 +40,12 @@ from harness.capture.variant import Captured, Context, analytic_flops
 from harness.config.experiment import Experiment, Variant
 from harness.inductor.artifacts import FX_READABLE, FX_TRANSFORMED, IR_POST, IR_PRE, OUTPUT_CODE
 from harness.inductor.captured import read_captured
+from harness.runfolder import TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
 from harness.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
 from harness.variants import expression
 from harness.variants import torch_expression as tx
 
-TORCH_FILE = "torch.json"
-PROFILE_FILE = "torch_trace.json"
+PROFILE_FILE = TORCH_TRACE_FILE
 # Modes whose function breaks the graph on purpose: with fullgraph=True Dynamo must refuse them.
 BREAKING_MODES = ("torch_print", "torch_branch")
 # Triton's per-kernel files, by ladder stage.
@@ -212,7 +212,7 @@ def _capture_eager(
             None,
         )
     notes += _eager_ladder(ctx.variant_dir / "ir", fn, args)
-    io.write_json(ctx.variant_dir / "timings.json", {"latency_blocked_s": times})
+    io.write_json(VariantFolder(ctx.variant_dir).timings, {"latency_blocked_s": times})
     io.write_json(
         ctx.variant_dir / TORCH_FILE,
         {"torch_version": str(torch_env.torch_version()), "device": inputs.device, "eager": True},
@@ -336,7 +336,7 @@ def _capture_compiled(
         recompile_s=recompile_s,
     )
     io.write_json(ctx.variant_dir / TORCH_FILE, facts)
-    io.write_json(ctx.variant_dir / "timings.json", {"latency_blocked_s": times})
+    io.write_json(VariantFolder(ctx.variant_dir).timings, {"latency_blocked_s": times})
     notes += write_compiled_ladder(ctx.variant_dir, first_ids, facts.get("recompile_started"))
     notes += [str(u) for u in state.unavailable]
     if steady_ids:

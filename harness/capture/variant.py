@@ -32,6 +32,7 @@ from harness import io, ladder
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
+from harness.runfolder import VariantFolder
 from harness.summary import (
     CaptureRecord,
     ExpectedError,
@@ -376,7 +377,7 @@ def _capture_jit(
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
     io.write_json(
-        ctx.variant_dir / "timings.json",
+        VariantFolder(ctx.variant_dir).timings,
         {"latency_blocked_s": times, "first_call_events": events},
     )
     if ctx.executables is not None:
@@ -465,7 +466,7 @@ def _capture_eager(
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
     io.write_json(
-        ctx.variant_dir / "timings.json",
+        VariantFolder(ctx.variant_dir).timings,
         {"latency_blocked_s": times, "first_call_events": events},
     )
     # Eager dispatch has no module of the whole function: its FLOPs are those of the module

@@ -15,15 +15,17 @@ from harness import cli
 def main(argv: Sequence[str]) -> int:
     from harness import io, terminal
     from harness.report.markdown import write_report
+    from harness.runfolder import SEARCH_FILE, SUMMARY_FILE, RunFolder
     from harness.summary import load_summary
 
     cli.no_extra_arguments(argv)
-    real = cli.run_folder(flags.FLAGS.run, "--run", need=("summary.json", "search.json"))
+    real = cli.run_folder(flags.FLAGS.run, "--run", need=(SUMMARY_FILE, SEARCH_FILE))
     with io.writes_confined_to(real):
         path = write_report(real)
     print(f"report: {terminal.shown(path)}")
     print(f"html:   {terminal.shown(path.with_suffix('.html'))}")
-    if (real / "summary.json").is_file() and load_summary(real / "summary.json").findings is None:
+    summary = RunFolder(real).summary
+    if summary.is_file() and load_summary(summary).findings is None:
         print(
             "note: this summary was saved before findings were recorded (schema 6); "
             f"`python -m harness.migrate --run={terminal.shown(real)}` makes them"

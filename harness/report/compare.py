@@ -26,6 +26,8 @@ from harness.report import data, doc, resolution
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.report.memory import peak_cell
+from harness.run_records import ClusterEntry
+from harness.runfolder import RunFolder
 from harness.summary_findings import MemoryFinding, TimingFinding
 
 LIST_LIMIT = 6  # longer lists are cut to a count and this many examples
@@ -50,13 +52,14 @@ class VariantChange:
     peak_memory: str = MISSING  # XLA's live-range peaks, a → b
 
 
-def cluster_signature(c: dict[str, Any]) -> str:
+def cluster_signature(c: ClusterEntry) -> str:
     """Returns a cluster's identity across runs: kind, library target and epilogue, its name
     with numeric suffixes removed (fusion.3 and fusion.7 are the same kind of thing)."""
-    name = re.sub(r"(\.\d+)+$", "", str(c.get("name", "?")))
-    target = c.get("target") or ""
-    epi = f"+{c['epilogue']}" if c.get("epilogue") else ""
-    return f"{name} [{c.get('kind', '?')}{' ' + target if target else ''}{epi}]"
+    name = re.sub(r"(\.\d+)+$", "", c.name if c.name is not None else "?")
+    target = c.target or ""
+    epi = f"+{c.epilogue}" if c.epilogue else ""
+    kind = c.kind if c.kind is not None else "?"
+    return f"{name} [{kind}{' ' + target if target else ''}{epi}]"
 
 
 def cluster_changes(a: VariantData, b: VariantData) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -169,7 +172,7 @@ def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tupl
     if not a.stages or not b.stages:
         return MISSING, "one of the runs has no IR ladder for this variant"
     return ladder_divergence(
-        ra.path / "variants" / a.name / "ir", rb.path / "variants" / b.name / "ir"
+        RunFolder(ra.path).variant(a.name).ir, RunFolder(rb.path).variant(b.name).ir
     )
 
 
@@ -328,8 +331,8 @@ def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -
 def _run_label(run: RunData) -> str:
     env = run.environment
     return (
-        f"{run.experiment}/{run.run_id}: {fmt.text(env.get('device_kind'))} ({run.platform}), "
-        f"jax {fmt.text(env.get('jax'))}"
+        f"{run.experiment}/{run.run_id}: {fmt.text(env.device_kind)} ({run.platform}), "
+        f"jax {fmt.text(env.jax)}"
     )
 
 
@@ -357,7 +360,7 @@ def configs(ra: RunData, rb: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
     from harness.config.experiment import Experiment, Variant, to_plain
 
     top, variant = to_plain(Experiment()), to_plain(Variant(name=""))
-    ca, cb = (_defaulted(r.manifest.get("config") or {}, top, variant) for r in (ra, rb))
+    ca, cb = (_defaulted(r.manifest.config, top, variant) for r in (ra, rb))
     return ca, cb
 
 
@@ -435,7 +438,8 @@ def compare_blocks(
     """Returns the comparison page as document blocks."""
     env_keys = ("platform", "device_kind", "jax", "jaxlib", "flax", "python", "git_commit")
     env_rows = tuple(
-        (k, fmt.text(ra.environment.get(k)), fmt.text(rb.environment.get(k))) for k in env_keys
+        (k, fmt.text(getattr(ra.environment, k)), fmt.text(getattr(rb.environment, k)))
+        for k in env_keys
     )
     only = sorted(set(ra.names()) ^ set(rb.names()))
     blocks: list[Block] = [

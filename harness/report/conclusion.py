@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import data, resolution
+from harness.runfolder import DUMP_DIR, TORCH_DIR, RunFolder
 
 TOP = 3  # findings printed; the report has the rest
 
@@ -46,9 +47,9 @@ def retimable(run: data.RunData) -> bool:
     """True for a run folder as the study left it: an exported copy (no variant keeps its
     `dump/` or `torch/`) cannot be timed again, and its path is another machine's."""
     return any(
-        (run.path / "variants" / v.name / d).is_dir()
+        (RunFolder(run.path).variant(v.name).root / d).is_dir()
         for v in run.variants
-        for d in ("dump", "torch")
+        for d in (DUMP_DIR, TORCH_DIR)
     )
 
 
@@ -56,10 +57,10 @@ def retime_command(run: data.RunData) -> str:
     """Returns the command that times this saved run again (timing.only): its config and
     overrides, as it was started, resumed by its id."""
     m = run.manifest
-    args = ["python", "-m", "harness", f"--config={m.get('config_file') or 'CONFIG'}"]
-    for o in m.get("overrides") or []:
-        if isinstance(o, dict) and o.get("key") and o.get("key") != "timing.only":
-            args.append(f"--config.{o['key']}={_flag_value(o.get('value'))}")
+    args = ["python", "-m", "harness", f"--config={m.config_file or 'CONFIG'}"]
+    for o in m.overrides:
+        if o.key and o.key != "timing.only":
+            args.append(f"--config.{o.key}={_flag_value(o.value)}")
     root = run.path.parent.parent
     if root.name != "results":
         args.append(f"--results_root={root}")

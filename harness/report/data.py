@@ -1,23 +1,40 @@
 """A saved run read back for the report: the typed summary plus the per-variant analysis files.
 
-The summary is read only through harness.summary.load_summary, which validates it and names
-the file and key of anything wrong. Every per-variant file is optional: a file that is absent
-or unreadable becomes an empty value and a note, so a run captured before a stage existed (or
-one that failed half-way) still renders.
+Every file is read through its record (harness.summary.load_summary for the summary,
+harness.run_records for the rest), which migrates an older version and names the file and
+the key of anything wrong: a renamed or mistyped key stops the report in one line rather
+than printing "–" for it. A per-variant file that is absent leaves its field empty, so a run
+captured before a stage existed (or one that failed half-way) still renders.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from harness import io, ladder
+from harness import io, ladder, run_records
+from harness.analyze.program import ModuleAnalysis
 from harness.config.roles import same_size as same_problem_size
 from harness.fmt import MISSING as MISSING  # the report's "no such figure", shared with harness.fmt
-from harness.summary import SUMMARY_FILE, RunSummary, VariantSummary, load_summary
+from harness.records import from_json
+from harness.run_records import (
+    Ceilings,
+    ClusterEntry,
+    CommFile,
+    CompileFile,
+    CostFile,
+    Environment,
+    FusionsFile,
+    KernelEvent,
+    Manifest,
+    PassesFile,
+    RankingFile,
+    TorchCompileFile,
+)
+from harness.runfolder import REPORT_FILE, RunFolder, variant_page
+from harness.summary import RunSummary, VariantSummary, load_summary
 
-PAGE = "report.md"  # a report page's name: the run's, and each variant's in variants/<name>/
+PAGE = REPORT_FILE  # a report page's name: the run's, and each variant's in variants/<name>/
 
 
 @dataclass(frozen=True)
@@ -38,11 +55,14 @@ class VariantData:
     name: str
     summary: VariantSummary
     stages: tuple[Stage, ...] = ()
-    fusions: dict[str, Any] = field(default_factory=dict)
-    kernels: tuple[dict[str, Any], ...] = ()
-    passes: dict[str, Any] = field(default_factory=dict)
-    compile: dict[str, Any] = field(default_factory=dict)
-    ranking: dict[str, Any] = field(default_factory=dict)  # ranking.json: where the time goes
+    fusions: FusionsFile | None = None
+    kernels: tuple[KernelEvent, ...] = ()
+    passes: PassesFile | None = None
+    compile: CompileFile | TorchCompileFile | None = None
+    cost: CostFile | None = None
+    ranking: RankingFile | None = None  # ranking.json: where the time goes
+    ranked_modules: tuple[ModuleAnalysis, ...] = ()  # its modules, typed
+    comm: CommFile | None = None
 
     @property
     def ok(self) -> bool:
@@ -64,38 +84,28 @@ class VariantData:
     @property
     def page(self) -> str:
         """The variant's report page, relative to the run folder (its HTML is beside it)."""
-        return f"variants/{self.name}/{PAGE}"
+        return variant_page(self.name)
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.stage == name), None)
 
-    def clusters(self) -> list[dict[str, Any]]:
+    def clusters(self) -> list[ClusterEntry]:
         """Returns every cluster of fusions.json, over all its modules, in file order."""
-        mods = self.fusions.get("modules")
-        groups = (
-            [m.get("clusters") for m in mods if isinstance(m, dict)]
-            if isinstance(mods, list)
-            else []
-        )
-        return [c for g in groups if isinstance(g, list) for c in g if isinstance(c, dict)]
+        modules = self.fusions.modules if self.fusions is not None else ()
+        return [c for m in modules for c in m.clusters]
 
     def reverse_map(self) -> dict[str, list[str]]:
         """Returns pre-optimization op -> clusters holding it, merged over fusions.json's modules.
 
         With several modules (eager: one per primitive) each op is prefixed by its module.
         """
-        mods = self.fusions.get("modules")
-        maps = [
-            (str(m.get("module", "")), m.get("reverse_map"))
-            for m in (mods if isinstance(mods, list) else [])
-            if isinstance(m, dict)
-        ]
-        maps = [(n, m) for n, m in maps if isinstance(m, dict) and m]
+        modules = self.fusions.modules if self.fusions is not None else ()
+        maps = [(m.module, m.reverse_map) for m in modules if m.reverse_map]
         out: dict[str, list[str]] = {}
         for module, m in maps:
             for op, cs in m.items():
                 key = f"{module}: {op}" if len(maps) > 1 and module else str(op)
-                out[key] = [str(c) for c in (cs if isinstance(cs, list) else [cs])]
+                out[key] = list(cs)
         return out
 
 
@@ -104,11 +114,10 @@ class RunData:
     """One run folder read back: manifest, typed summary, variants in config order, ceilings."""
 
     path: Path
-    manifest: dict[str, Any]
     summary: RunSummary
     variants: tuple[VariantData, ...]
-    ceilings: dict[str, Any] = field(default_factory=dict)
-    timing: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest = field(default_factory=Manifest)
+    ceilings: Ceilings | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -121,16 +130,15 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.summary.run_id or self.path.name)
+        return str(self.manifest.run_id or self.summary.run_id or self.path.name)
 
     @property
-    def environment(self) -> dict[str, Any]:
-        env = self.manifest.get("environment")
-        return env if isinstance(env, dict) else {}
+    def environment(self) -> Environment:
+        return self.manifest.environment or Environment()
 
     @property
     def platform(self) -> str:
-        return str(self.summary.platform or self.environment.get("platform") or "unknown")
+        return str(self.summary.platform or self.environment.platform or "unknown")
 
     def variant(self, name: str) -> VariantData | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -160,20 +168,10 @@ def same_size(a: VariantData, b: VariantData) -> bool:
     return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
-def _read_json(path: Path, notes: list[str]) -> Any:
-    """Returns the parsed JSON at `path`, or None (with a note) when it is missing or broken."""
-    if not path.is_file():
-        return None
-    try:
-        return io.read_json(path)
-    except (OSError, ValueError) as e:  # SchemaError too: too deep, NaN, a huge number
-        notes.append(f"{path.name} in {path.parent.name} could not be read: {e}")
-        return None
-
-
 def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
     """Returns the variant's IR ladder, paths made relative to the run folder."""
-    ir = run / "variants" / name / "ir"
+    folder = RunFolder(run)
+    ir = folder.variant(name).ir
     if not ladder.has_ladder(ir):
         return ()
     try:
@@ -196,7 +194,7 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
             Stage(
                 order=ladder.KINDS[s["stage"]].order,
                 stage=str(s["stage"]),
-                path=f"variants/{name}/ir/{rel}",
+                path=folder.relative(target),
                 is_dir=target.is_dir() and not target.is_symlink(),
                 exists=target.exists() and not target.is_symlink(),
             )
@@ -204,27 +202,33 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
     return tuple(sorted(out, key=lambda s: s.order))
 
 
-def _kernel_rows(data: Any) -> tuple[dict[str, Any], ...]:
-    rows = data.get("events") if isinstance(data, dict) else None
-    return tuple(r for r in rows or [] if isinstance(r, dict))
-
-
 def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]) -> VariantData:
-    """Returns one variant's data; missing files leave their fields empty."""
-    vdir = run / "variants" / name
-    fusions = _read_json(vdir / "fusions.json", notes)
-    passes = _read_json(vdir / "passes.json", notes)
-    compile_ = _read_json(vdir / "compile.json", notes)
-    ranking = _read_json(vdir / "ranking.json", notes)
+    """Returns one variant's data; missing files leave their fields empty, and a file that is
+    there but does not match its record raises SchemaError naming the file and the key."""
+    vdir = RunFolder(run).variant(name)
+    torch = summary.identity.framework == "torch"
+    kernels = run_records.load_if_present(run_records.KERNELS, vdir.kernels)
+    ranking = run_records.load_if_present(run_records.RANKING, vdir.ranking)
+    # The ranking's modules are harness.analyze.program's records, which the library layer
+    # of run_records cannot import: typed here, at the edge, with the file and key named.
+    ranked = tuple(
+        from_json(ModuleAnalysis, m, str(vdir.ranking), f"modules[{i}]")
+        for i, m in enumerate(ranking.modules if ranking is not None else ())
+    )
     return VariantData(
         name=name,
         summary=summary,
         stages=read_stages(run, name, notes),
-        fusions=fusions if isinstance(fusions, dict) else {},
-        kernels=_kernel_rows(_read_json(vdir / "kernels.json", notes)),
-        passes=passes if isinstance(passes, dict) else {},
-        compile=compile_ if isinstance(compile_, dict) else {},
-        ranking=ranking if isinstance(ranking, dict) else {},
+        fusions=run_records.load_if_present(run_records.FUSIONS, vdir.fusions),
+        kernels=kernels.events if kernels is not None else (),
+        passes=run_records.load_if_present(run_records.PASSES, vdir.passes),
+        compile=run_records.load_if_present(
+            run_records.TORCH_COMPILE if torch else run_records.COMPILE, vdir.compile
+        ),
+        cost=run_records.load_if_present(run_records.COST, vdir.cost),
+        ranking=ranking,
+        ranked_modules=ranked,
+        comm=run_records.load_if_present(run_records.COMM, vdir.comm),
     )
 
 
@@ -232,25 +236,23 @@ def load_run(path: Path | str) -> RunData:
     """Returns the run folder at `path` read back.
 
     Raises FileNotFoundError without summary.json and SchemaError (naming the file and key)
-    for a summary that does not match the schema.
+    for a file that does not match its record.
     """
     run = Path(path).resolve()
-    if not (run / SUMMARY_FILE).is_file():
+    folder = RunFolder(run)
+    if not folder.summary.is_file():
         raise FileNotFoundError(f"{run} has no summary.json: not a finished run folder")
     notes: list[str] = []
-    summary = load_summary(run / SUMMARY_FILE)
-    manifest = _read_json(run / "manifest.json", notes)
-    ceilings = _read_json(run / "ceilings.json", notes)
-    timing = _read_json(run / "timing.json", notes)
+    summary = load_summary(folder.summary)
+    manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
     variants = tuple(
         read_variant(run, name, entry, notes) for name, entry in summary.variants.items()
     )
     return RunData(
         path=run,
-        manifest=manifest if isinstance(manifest, dict) else {},
+        manifest=manifest if manifest is not None else Manifest(),
         summary=summary,
         variants=variants,
-        ceilings=ceilings if isinstance(ceilings, dict) else {},
-        timing=timing if isinstance(timing, dict) else {},
+        ceilings=run_records.load_if_present(run_records.CEILINGS, folder.ceilings),
         notes=tuple(notes),
     )

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from harness.runfolder import REPORT_FILE
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -201,7 +203,7 @@ def _parser() -> MarkdownIt:
 def page_href(href: str) -> str:
     """A link to another report page, written to its report.md, goes to its report.html."""
     path, sep, fragment = href.partition("#")
-    if path.endswith("report.md") and not _SCHEME.match(path):
+    if path.endswith(REPORT_FILE) and not _SCHEME.match(path):
         return path.removesuffix(".md") + ".html" + sep + fragment
     return href
 

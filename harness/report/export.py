@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import io, terminal
+from harness.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunFolder
 
 # XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, torch's own working
 # folders (Inductor's and Triton's caches, TORCH_TRACE logs) and tlparse's pages of those logs:
 # the IR ladder keeps the stages the report shows.
-LEFT_OUT_DIRS = frozenset({"dump", "profile", "30-passes", "70-llvm", "logs", "torch", "tlparse"})
-LEFT_OUT_FILES = frozenset({"index.html", ".lock", io.MARKER})
+LEFT_OUT_DIRS = frozenset(
+    {DUMP_DIR, PROFILE_DIR, "30-passes", "70-llvm", "logs", TORCH_DIR, "tlparse"}
+)
+LEFT_OUT_FILES = frozenset({INDEX_HTML, ".lock", io.MARKER})
 MAX_BYTES = 1_000_000
 
 
@@ -42,11 +45,11 @@ def export(run: Path, dest: Path) -> list[Path]:
     from harness.summary import load_summary
 
     run = Path(run).resolve()
-    if not (run / "summary.json").exists():
+    if not RunFolder(run).summary.exists():
         raise ValueError(f"{run}: not a finished run folder (no summary.json)")
     with io.own_output(Path(dest), "export", inputs=(run,)) as target:
         # A damaged run is refused in one line naming its own file, before anything is copied.
-        load_summary(run / "summary.json")
+        load_summary(RunFolder(run).summary)
         copied = [
             io.copy_file(path, target / path.relative_to(run))
             for path in sorted(p for p in run.rglob("*") if p.is_file() and not p.is_symlink())

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import fmt, io
+from harness import fmt, io, run_records
 from harness.records import SchemaError
 from harness.report.doc import Bullets, Heading, Para, Table, to_html
+from harness.run_records import Environment, Manifest
+from harness.runfolder import INDEX_HTML, RunFolder
 from harness.summary import RunSummary, load_summary
 
 TOP_LIMIT = 200  # characters of the top finding a row shows
@@ -54,17 +56,18 @@ def summary_part(summary: RunSummary) -> SummaryPart:
     )
 
 
-def run_row(root: Path, run: Path, part: SummaryPart, manifest: dict[str, Any]) -> RunRow:
+def run_row(root: Path, run: Path, part: SummaryPart, manifest: Manifest) -> RunRow:
     """Returns the index row of one run: date, device and its headline numbers."""
-    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
-    report = "report.html" if (run / "report.html").exists() else "index.html"
+    env = manifest.environment or Environment()
+    folder = RunFolder(run)
+    report = folder.report_html if folder.report_html.exists() else folder.index_html
     return RunRow(
-        href=f"{run.relative_to(root)}/{report}",
+        href=f"{run.relative_to(root)}/{report.name}",
         experiment=part.experiment or run.parent.name,
         run_id=run.name,
-        started=str(manifest.get("started") or fmt.text(None)),
-        device=f"{fmt.text(env.get('device_kind'))} ({fmt.text(env.get('platform'))})",
-        status=str(manifest.get("status") or fmt.text(None)),
+        started=str(manifest.started or fmt.text(None)),
+        device=f"{fmt.text(env.device_kind)} ({fmt.text(env.platform)})",
+        status=str(manifest.status or fmt.text(None)),
         headline=part.headline,
     )
 
@@ -76,7 +79,7 @@ PART_FORMAT = 2  # bump when summary_part changes what it makes
 
 
 def _stamp(run: Path) -> list[int]:
-    st = (run / "summary.json").stat()
+    st = RunFolder(run).summary.stat()
     return [PART_FORMAT, st.st_mtime_ns, st.st_size]
 
 
@@ -106,7 +109,7 @@ def find_runs(root: Path) -> list[Path]:
         (
             p
             for p in root.glob("*/*")
-            if p.is_dir() and not p.is_symlink() and (p / "summary.json").is_file()
+            if p.is_dir() and not p.is_symlink() and RunFolder(p).summary.is_file()
         ),
         key=lambda p: p.name,
         reverse=True,
@@ -138,12 +141,14 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
     return to_html(tuple(blocks), "Runs")
 
 
-def _manifest(path: Path) -> dict[str, Any]:
+def _manifest(path: Path) -> Manifest:
+    """Returns a run's manifest; one that is absent or damaged only blanks its row of the
+    index of every run (the run's own report names what is wrong with it)."""
     try:
-        data = io.read_json(path)
-    except (OSError, ValueError):  # SchemaError too: a damaged manifest only blanks its row
-        return {}
-    return data if isinstance(data, dict) else {}
+        found = run_records.load_if_present(run_records.MANIFEST, path)
+    except SchemaError:
+        return Manifest()
+    return found if found is not None else Manifest()
 
 
 def write_results_index(root: Path, own: Path | None = None) -> Path:
@@ -155,13 +160,13 @@ def write_results_index(root: Path, own: Path | None = None) -> Path:
         part = kept_part(r)
         if part is None:
             try:
-                part = summary_part(load_summary(r / "summary.json"))
+                part = summary_part(load_summary(RunFolder(r).summary))
             except SchemaError as e:  # every reader's one error: the run is listed apart
                 skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
                 continue
             if own is not None and r.resolve() == own.resolve():
                 keep_part(r, part)
-        rows.append(run_row(root, r, part, _manifest(r / "manifest.json")))
+        rows.append(run_row(root, r, part, _manifest(RunFolder(r).manifest)))
     return io.write_text(root / "index.html", results_index_html(rows, skipped))
 
 
@@ -171,10 +176,10 @@ def run_index_html(run: Path) -> str:
     top = [
         f"[{p.name}]({p.name})"
         for p in sorted(run.iterdir())
-        if p.is_file() and not p.name.startswith(".") and p.name != "index.html"
+        if p.is_file() and not p.name.startswith(".") and p.name != INDEX_HTML
     ]
     blocks += [Heading(2, "Files"), Bullets(tuple(top))]
-    plots = run / "plots"
+    plots = RunFolder(run).plots
     if plots.is_dir():
         blocks += [
             Heading(2, "Plots"),
@@ -186,7 +191,7 @@ def run_index_html(run: Path) -> str:
                 )
             ),
         ]
-    vdir = run / "variants"
+    vdir = RunFolder(run).variants_dir
     if vdir.is_dir():
         blocks.append(Heading(2, "Variants"))
         for v in sorted(p for p in vdir.iterdir() if p.is_dir()):
@@ -205,4 +210,4 @@ def run_index_html(run: Path) -> str:
 
 
 def write_run_index(run: Path) -> Path:
-    return io.write_text(run / "index.html", run_index_html(run))
+    return io.write_text(RunFolder(run).index_html, run_index_html(run))

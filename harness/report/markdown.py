@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness import io
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
+from harness.runfolder import REPORT_HTML, TORCH_DIR, TORCH_TRACE_FILE, RunFolder
 
 MAX_STAGE_BYTES = 4_000_000  # of one stage's text read for its diff
 TLPARSE_S = 120
@@ -90,8 +91,8 @@ def _joined(files: list[Path]) -> str:
 def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsewhere:
     """The variant's profile folder, traces Perfetto opens and TORCH_TRACE logs; runs
     tlparse on each log when `tlparse` is on the PATH."""
-    vdir = run.path / "variants" / v.name
-    profile = vdir / "profile"
+    folder = RunFolder(run.path).variant(v.name)
+    vdir, profile = folder.root, folder.profile
     logdir = None
     perfetto: list[str] = []
     if profile.is_dir() and not profile.is_symlink():
@@ -101,9 +102,9 @@ def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsew
         perfetto = [
             str(p.relative_to(run.path))
             for p in files
-            if p.name in ("perfetto_trace.json.gz", "torch_trace.json")
+            if p.name in ("perfetto_trace.json.gz", TORCH_TRACE_FILE)
         ]
-    trace_dir = vdir / "torch" / "trace"
+    trace_dir = vdir / TORCH_DIR / "trace"
     logs = (
         sorted(p for p in trace_dir.iterdir() if p.is_file() and p.suffix == ".log")
         if trace_dir.is_dir() and not trace_dir.is_symlink()
@@ -149,7 +150,7 @@ def page_folders(run: data.RunData) -> dict[str, Path]:
     """Each variant's folder for its page, made when absent (a variant that never ran): only
     for a name that is one plain path component (a summary can name anything), and never
     through a link."""
-    variants = run.path / "variants"
+    variants = RunFolder(run.path).variants_dir
     if variants.is_symlink():
         return {}
     out = {}
@@ -192,31 +193,33 @@ def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
         folder = folders.get(v.name)
         if folder is None:
             continue
-        for own in (data.PAGE, "report.html"):
+        for own in (data.PAGE, REPORT_HTML):
             if (folder / own).is_symlink():  # planted: replace the link, never write through it
                 (folder / own).unlink()
         blocks = variant_page.page_blocks(v, run, page_inputs(run, v))
-        io.write_text(folder / "report.html", doc.to_html(blocks, f"{v.name}: {run.run_id}"))
+        io.write_text(folder / REPORT_HTML, doc.to_html(blocks, f"{v.name}: {run.run_id}"))
         io.write_text(folder / data.PAGE, doc.to_markdown(blocks))
 
 
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
-    wanted = ((run.manifest.get("config") or {}).get("report") or {}).get("svg")
+    wanted = (run.manifest.config.get("report") or {}).get("svg")
     return ("png", "svg") if wanted is True else ("png",)
 
 
 def write_search_report(workdir: Path) -> Path:
     """report.md, report.html and plots/search.png of a search's run folder."""
     record = search.load(workdir)
+    folder = RunFolder(workdir)
     plot = None
     if any(c.step_s is not None for c in record.candidates):
-        plots.save_figure(search.figure(record), workdir / "plots" / "search.png")
-        plot = "plots/search.png"
+        figure = folder.plots / "search.png"
+        plots.save_figure(search.figure(record), figure)
+        plot = folder.relative(figure)
     blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
-    io.write_text(workdir / "report.html", doc.to_html(blocks, workdir.name))
-    io.write_text(workdir / "report.md", doc.to_markdown(blocks))
-    return workdir / "report.md"
+    io.write_text(folder.report_html, doc.to_html(blocks, workdir.name))
+    io.write_text(folder.report, doc.to_markdown(blocks))
+    return folder.report
 
 
 def write_report(workdir: Path, results_root: Path | None = None) -> Path:
@@ -227,20 +230,22 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     Only a study names its results root: a command given a run folder (report, export,
     reanalyze) writes inside that folder alone, never into a folder above it.
     """
-    if (workdir / "search.json").is_file() and not (workdir / "summary.json").is_file():
+    folder = RunFolder(workdir)
+    if folder.search.is_file() and not folder.summary.is_file():
         return write_search_report(workdir)
     run = data.load_run(workdir)
-    for own in ("plots", "report.md", "report.html", "index.html"):
-        if (run.path / own).is_symlink():  # planted: replace the link, never write through it
-            (run.path / own).unlink()
-    outcomes = plots.save_plots(run, run.path / "plots", plot_formats(run))
+    folder = RunFolder(run.path)
+    for own in (folder.plots, folder.report, folder.report_html, folder.index_html):
+        if own.is_symlink():  # planted: replace the link, never write through it
+            own.unlink()
+    outcomes = plots.save_plots(run, folder.plots, plot_formats(run))
     folders = page_folders(run)
     write_variant_pages(run, folders)
     md, html = render(run, outcomes, frozenset(folders))
-    io.write_text(run.path / "report.html", html)
-    io.write_text(run.path / "report.md", md)
+    io.write_text(folder.report_html, html)
+    io.write_text(folder.report, md)
     index.write_run_index(run.path)
     if results_root is not None:
         with io.writes_confined_to(results_root):
             index.write_results_index(results_root, own=run.path)
-    return run.path / "report.md"
+    return folder.report

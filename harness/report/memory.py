@@ -11,6 +11,7 @@ from harness import fmt
 from harness.analyze.memory import read_memory_file
 from harness.report.data import MISSING, RunData, VariantData, same_size
 from harness.report.doc import Block, Heading, Para, Table
+from harness.runfolder import RunFolder
 from harness.summary import VariantSummary
 
 
@@ -139,7 +140,7 @@ def memory_pair(run: RunData) -> tuple[VariantData, VariantData] | None:
 
 def live_series(run: RunData, v: VariantData) -> tuple[tuple[int, ...], int]:
     """A variant's live bytes over the schedule from its memory.json, and positions per point."""
-    found = read_memory_file(run.path / "variants" / v.name)
+    found = read_memory_file(RunFolder(run.path).variant(v.name).root)
     return (found.live_bytes, found.live_step) if found is not None else ((), 1)
 
 

@@ -24,6 +24,7 @@ from matplotlib.patches import Patch
 
 from harness import fmt, forked, io
 from harness.report.data import RunData, VariantData, same_size
+from harness.run_records import KernelEvent
 
 PLOT_NAMES = (
     "launches",
@@ -307,8 +308,8 @@ def roofline(run: RunData) -> Figure:
         )
         for v in few(every)
     ]
-    peaks = run.ceilings.get("peaks") or {}
-    bw = fmt.num(run.ceilings.get("peak_bytes_per_s"))
+    peaks = run.ceilings.peaks if run.ceilings is not None else {}
+    bw = fmt.num(run.ceilings.peak_bytes_per_s) if run.ceilings is not None else None
     fig = new_figure(7, 4.2, left=0.9, bottom=0.6)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
@@ -318,7 +319,7 @@ def roofline(run: RunData) -> Figure:
     cmap = matplotlib.colormaps["tab10"]
     used = sorted({p for *_, p in pts if p in peaks})
     for j, prec in enumerate(used):
-        peak = fmt.num(peaks[prec].get("flops_per_s"))
+        peak = fmt.num(peaks[prec].flops_per_s)
         if not peak or not bw:
             continue
         lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
@@ -344,7 +345,7 @@ def roofline(run: RunData) -> Figure:
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="major", alpha=0.25)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    age = fmt.num(run.ceilings.get("age_s"))
+    age = fmt.num(run.ceilings.age_s) if run.ceilings is not None else None
     when = (
         "measured in this run"
         if not age
@@ -358,12 +359,12 @@ def roofline(run: RunData) -> Figure:
     return fig
 
 
-def step_events(v: VariantData) -> tuple[list[dict[str, Any]], str]:
+def step_events(v: VariantData) -> tuple[list[KernelEvent], str]:
     """Returns one step's device events (the second marked step when there are several)."""
-    steps = sorted({r["step"] for r in v.kernels if isinstance(r.get("step"), int)})
+    steps = sorted({r.step for r in v.kernels if r.step is not None})
     if steps:
         step = steps[1] if len(steps) > 1 else steps[0]
-        return [r for r in v.kernels if r.get("step") == step], f"step {step}"
+        return [r for r in v.kernels if r.step == step], f"step {step}"
     return list(v.kernels), "whole profile"
 
 
@@ -378,12 +379,12 @@ OTHER_COLOR = "#9e9e9e"
 STEP_BAND_COLOR = "#ececec"
 
 
-def event_cluster(e: dict[str, Any]) -> str:
-    return str(e.get("cluster") or e.get("name"))
+def event_cluster(e: KernelEvent) -> str:
+    return str(e.cluster or e.name)
 
 
 def timeline_colors(
-    rows: list[tuple[VariantData, list[dict[str, Any]], str]],
+    rows: list[tuple[VariantData, list[KernelEvent], str]],
 ) -> tuple[dict[str, str], list[str]]:
     """Returns each named cluster's colour and the named clusters, the most time first: the
     TIMELINE_COLORS clusters with the most device time over the steps drawn. Any other
@@ -391,7 +392,7 @@ def timeline_colors(
     total: dict[str, float] = {}
     for _, evs, _ in rows:
         for e in evs:
-            total[event_cluster(e)] = total.get(event_cluster(e), 0.0) + e["duration_ns"]
+            total[event_cluster(e)] = total.get(event_cluster(e), 0.0) + e.duration_ns
     named = sorted(total, key=lambda c: (-total[c], c))[: len(TIMELINE_COLORS)]
     return dict(zip(named, TIMELINE_COLORS, strict=False)), named
 
@@ -407,9 +408,7 @@ def timeline(run: RunData) -> Figure:
     for v in run.variants:
         evs, label = step_events(v)
         evs = [
-            e
-            for e in evs
-            if fmt.num(e.get("start_ns")) is not None and fmt.num(e.get("duration_ns")) is not None
+            e for e in evs if fmt.num(e.start_ns) is not None and fmt.num(e.duration_ns) is not None
         ]
         if evs:
             rows.append((v, evs, label))
@@ -419,7 +418,7 @@ def timeline(run: RunData) -> Figure:
     keep = {id(v) for v in few([v for v, _, _ in rows], MAX_TIMELINE_ROWS)}
     rows = [r for r in rows if id(r[0]) in keep]
     color, named = timeline_colors(rows)
-    streams = {str(e.get("stream", "")) for _, evs, _ in rows for e in evs}
+    streams = {str(e.stream or "") for _, evs, _ in rows for e in evs}
     left = 0.25 + min(22, max(len(s) for s in streams)) * 6 * CHAR_IN
     fig = new_figure(
         10.5, 1.0 + 1.1 * len(rows), left=left, bottom=0.55, right=2.3, top=0.35, hspace=0.6
@@ -427,15 +426,15 @@ def timeline(run: RunData) -> Figure:
     axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
     banded = False
     for ax, (v, evs, label) in zip(axes, rows, strict=True):
-        t0 = min(e["start_ns"] for e in evs)
-        streams = sorted({str(e.get("stream", "")) for e in evs})
+        t0 = min(e.start_ns for e in evs)
+        streams = sorted({str(e.stream or "") for e in evs})
         row_of = {s: i for i, s in enumerate(streams)}
         # One collection per (stream, cluster): a Rectangle per event costs seconds to draw
         # for a profile with thousands of kernels.
         spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for e in evs:
-            key = (row_of[str(e.get("stream", ""))], event_cluster(e))
-            spans.setdefault(key, []).append(((e["start_ns"] - t0) / 1e3, e["duration_ns"] / 1e3))
+            key = (row_of[str(e.stream or "")], event_cluster(e))
+            spans.setdefault(key, []).append(((e.start_ns - t0) / 1e3, e.duration_ns / 1e3))
         for (y, cluster), xranges in spans.items():
             drawn = ax.broken_barh(
                 xranges,

@@ -14,7 +14,6 @@ from typing import Any
 
 from harness import fmt
 from harness.analyze.program import ModuleAnalysis
-from harness.records import from_json
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
@@ -53,15 +52,10 @@ def ranked(v: VariantData) -> Ranked | None:
 
 
 def _read(v: VariantData) -> Ranked | None:
-    modules = v.ranking.get("modules") if v.ranking else None
-    if not isinstance(modules, list) or not modules:
+    if v.ranking is None or not v.ranked_modules:
         return None
-    try:
-        module = from_json(ModuleAnalysis, modules[0], f"{v.name}/ranking.json")
-    except (ValueError, TypeError, KeyError):
-        return None
-    steps = (v.ranking.get("steps") or {}).get("count") if v.ranking.get("steps") else None
-    return Ranked(module, v.ranking.get("ranked_by") == "device time", steps)
+    steps = v.ranking.steps.count if v.ranking.steps else None
+    return Ranked(v.ranked_modules[0], v.ranking.ranked_by == "device time", steps)
 
 
 def _paths(found: Sequence[Ranked]) -> Paths:

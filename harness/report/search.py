@@ -11,13 +11,15 @@ from harness import fmt, io
 from harness.records import from_json
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.plots import CHAR_IN, new_figure
-from harness.summary import SEARCH_FILE, Candidate, SearchRecord
+from harness.runfolder import RunFolder
+from harness.summary import Candidate, SearchRecord
 
 NO_DIFFERENCE = ("same_program", "indistinguishable", "not_resolved")
 
 
 def load(run: Path) -> SearchRecord:
-    return from_json(SearchRecord, io.read_json(run / SEARCH_FILE), str(run / SEARCH_FILE))
+    path = RunFolder(run).search
+    return from_json(SearchRecord, io.read_json(path), str(path))
 
 
 def notes(record: SearchRecord) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from harness.report.observations import FRAMEWORKS, observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
+from harness.run_records import Ceilings
 from harness.summary import Noise
 
 # The columns a reader compares across variants; each variant's page has every figure.
@@ -318,7 +319,7 @@ def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
     rows = tuple(
-        (k, fmt.text(env.get(k)))
+        (k, fmt.text(getattr(env, k)))
         for k in (
             "platform",
             "device_kind",
@@ -331,9 +332,11 @@ def environment_blocks(run: RunData) -> list[Block]:
             "git_commit",
         )
     )
-    rows += tuple((k, fmt.text(m.get(k))) for k in ("config_file", "started", "finished", "status"))
-    stages = m.get("stages_s")
-    if isinstance(stages, dict) and stages:
+    rows += tuple(
+        (k, fmt.text(getattr(m, k))) for k in ("config_file", "started", "finished", "status")
+    )
+    stages = m.stages_s
+    if stages:
         rows += (
             (
                 "time by stage",
@@ -341,20 +344,16 @@ def environment_blocks(run: RunData) -> list[Block]:
             ),
         )
     out: list[Block] = [Heading(2, "Environment", "environment"), Table(("what", "value"), rows)]
-    overrides = m.get("overrides") or []
-    if overrides:
+    if m.overrides:
         out.append(
             Table(
                 ("override", "value", "previous"),
-                tuple(
-                    (str(o.get("key")), fmt.text(o.get("value")), fmt.text(o.get("previous")))
-                    for o in overrides
-                ),
+                tuple((str(o.key), fmt.text(o.value), fmt.text(o.previous)) for o in m.overrides),
             )
         )
     else:
         out.append(Para("No overrides: the config file as written."))
-    cfg = m.get("config") or {}
+    cfg = m.config
     studied = "program" if (cfg.get("program") or {}).get("function") else "problem"
     if studied in cfg:
         out.append(
@@ -366,28 +365,28 @@ def environment_blocks(run: RunData) -> list[Block]:
     return out
 
 
-def ceilings_line(ceilings: dict[str, Any]) -> str:
-    peaks = ceilings.get("peaks") or {}
-    if not peaks:
+def ceilings_line(ceilings: Ceilings | None) -> str:
+    if ceilings is None or not ceilings.peaks:
         return "no ceilings measured"
     shown = ", ".join(
-        f"{p} {fmt.si(v.get('flops_per_s'), 'FLOP/s')}" for p, v in sorted(peaks.items())
+        f"{p} {fmt.si(v.flops_per_s, 'FLOP/s')}" for p, v in sorted(ceilings.peaks.items())
     )
-    bw = fmt.si(ceilings.get("peak_bytes_per_s"), "B/s")
-    return f"{shown}; copy {bw} (measured {ceilings.get('measured_at', '?')})"
+    bw = fmt.si(ceilings.peak_bytes_per_s, "B/s")
+    when = ceilings.measured_at if ceilings.measured_at is not None else "?"
+    return f"{shown}; copy {bw} (measured {when})"
 
 
 def headline(run: RunData) -> str:
     env = run.environment
-    torch = env.get("torch")
+    torch = env.torch
     bases = [
         f"`{v.name}` ({FRAMEWORKS.get(v.framework, v.framework)})"
         for v in run.variants
         if "baseline" in v.roles
     ]
     return (
-        f"{fmt.text(env.get('device_kind'))} ({run.platform}), jax {fmt.text(env.get('jax'))}, "
-        f"jaxlib {fmt.text(env.get('jaxlib'))}, flax {fmt.text(env.get('flax'))}"
+        f"{fmt.text(env.device_kind)} ({run.platform}), jax {fmt.text(env.jax)}, "
+        f"jaxlib {fmt.text(env.jaxlib)}, flax {fmt.text(env.flax)}"
         + (
             f", torch {torch}"
             if torch and any(v.framework == "torch" for v in run.variants)

@@ -218,30 +218,27 @@ def clusters_table(v: VariantData) -> Table | None:
     clusters = v.clusters()
     if not clusters:
         return None
-    steps = len({k.get("step") for k in v.kernels if k.get("step") is not None}) or 1
+    steps = len({k.step for k in v.kernels if k.step is not None}) or 1
     by_cluster: dict[str, Counter[str]] = {}
     for k in v.kernels:
-        if k.get("cluster"):
-            by_cluster.setdefault(str(k["cluster"]), Counter())[str(k.get("name"))] += 1
+        if k.cluster:
+            by_cluster.setdefault(k.cluster, Counter())[str(k.name)] += 1
     rows = []
     for c in clusters:
-        name = str(c.get("name", "?"))
-        kern = by_cluster.get(name, Counter())
+        kern = by_cluster.get(c.name, Counter())
         matched = ", ".join(f"{n[:40]} ×{fmt.count(m / steps)}" for n, m in kern.most_common(3))
-        target = c.get("target") or ""
-        if c.get("epilogue"):
-            target += f" + {c['epilogue']}"
-        ops = c.get("source_ops") or []
-        source = ", ".join(str(o) for o in ops[:8]) + (
-            f" … (+{len(ops) - 8})" if len(ops) > 8 else ""
-        )
+        target = c.target or ""
+        if c.epilogue:
+            target += f" + {c.epilogue}"
+        ops = c.source_ops
+        source = ", ".join(ops[:8]) + (f" … (+{len(ops) - 8})" if len(ops) > 8 else "")
         rows.append(
             (
-                name,
-                str(c.get("kind", MISSING)),
+                c.name if c.name is not None else "?",
+                c.kind if c.kind is not None else MISSING,
                 target or MISSING,
                 source or MISSING,
-                str(c.get("output_shape", MISSING)),
+                c.output_shape if c.output_shape is not None else MISSING,
                 matched or (MISSING if not v.kernels else "none"),
             )
         )

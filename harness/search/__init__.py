@@ -29,11 +29,18 @@ from harness.config.schema import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import to_json
 from harness.resolution import aa_reasons
-from harness.run import Interrupted, Session, Supervisor, interruptible, manifest_for
+from harness.run import (
+    Interrupted,
+    Session,
+    Supervisor,
+    interruptible,
+    manifest_for,
+    write_manifest,
+)
+from harness.runfolder import RunFolder, stage_timing
 from harness.search import space
 from harness.summary import (
     SCHEMA_VERSION,
-    SEARCH_FILE,
     Candidate,
     CaptureRecord,
     SearchRecord,
@@ -211,7 +218,7 @@ class Search:
             return dataclasses.replace(
                 base, status="wrong", reason=f"numerics: {n.rel_fro_err:.2e} > {n.tolerance:.0e}"
             )
-        found = fingerprint_dir(self.workdir / "variants" / name / "ir")
+        found = fingerprint_dir(RunFolder(self.workdir).variant(name).ir)
         if found is None:
             return dataclasses.replace(base, status="failed", reason="no optimized HLO was dumped")
         base = dataclasses.replace(base, fingerprint=found.digest)
@@ -231,7 +238,7 @@ class Search:
             order.append(self.bound.name)
         self.stages += 1
         print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
-        timed = self.supervisor.time(order, f"timing-{self.stages}.json")
+        timed = self.supervisor.time(order, stage_timing(self.stages))
         floor = _floor(timed)
         self.unresolved += [
             f"timing stage {self.stages}: {r}" for r in _unresolved(timed, self.exp)
@@ -338,7 +345,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
     bound = lower_bound(exp, base)
     with io.writes_confined_to(workdir), io.run_lock(workdir):
         manifest = {**manifest_for(config, workdir, session.environment), "kind": "search"}
-        io.write_json(workdir / "manifest.json", manifest)
+        write_manifest(workdir, manifest)
         io.point_latest(workdir)
         supervisor = Supervisor(session, workdir, search_experiment(exp, [base]))
         search = Search(config, workdir, supervisor, base, bound)
@@ -352,7 +359,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         except Interrupted as e:
             session.kill()
             manifest.update(status="interrupted", finished=io.utc_now())
-            io.write_json(workdir / "manifest.json", manifest)
+            write_manifest(workdir, manifest)
             print(
                 f"interrupted ({e}): the search is not resumable; start it again", file=sys.stderr
             )
@@ -380,10 +387,10 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
             best_xla_flags=space.xla_flags(options),
             unresolved=tuple(search.unresolved),
         )
-        io.write_json(workdir / SEARCH_FILE, to_json(record))
+        io.write_json(RunFolder(workdir).search, to_json(record))
         # The status is final before the report (and the results index) read it.
         manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
-        io.write_json(workdir / "manifest.json", manifest)
+        write_manifest(workdir, manifest)
         from harness.report import write_report
 
         write_report(workdir, workdir.parent.parent)  # the results root's index too

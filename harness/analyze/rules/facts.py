@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import io, ladder
+from harness import ladder, run_records
 from harness.config.memory import MemoryOptions
 from harness.config.roles import same_size as same_problem_size
+from harness.run_records import Environment, FusionsFile, Manifest, TorchCompileFile
+from harness.runfolder import RunFolder
 from harness.summary import RunSummary, VariantSummary
 from harness.summary_processes import ProcessesSummary
 from harness.summary_processes import load as load_processes
@@ -153,45 +155,30 @@ def facts_of(
 # --- the edge: reading the run folder --------------------------------------------------------
 
 
-def _json(path: Path) -> Any:
-    try:
-        return io.read_json(path) if path.is_file() else None
-    except (OSError, ValueError):  # the report notes unreadable files; a rule goes without
-        return None
-
-
-def cluster_facts(fusions: Any) -> tuple[ClusterFact, ...]:
-    """Every cluster of fusions.json's modules, in file order; a malformed entry is left out."""
-    mods = fusions.get("modules") if isinstance(fusions, dict) else None
+def cluster_facts(fusions: FusionsFile | None) -> tuple[ClusterFact, ...]:
+    """Every cluster of fusions.json's modules, in file order (none without the file)."""
     out = []
-    for m in mods if isinstance(mods, list) else ():
-        for c in (m.get("clusters") if isinstance(m, dict) else None) or ():
-            if not isinstance(c, dict):
-                continue
-            members = c.get("member_opcodes")
+    for m in fusions.modules if fusions is not None else ():
+        for c in m.clusters:
             ops = sum(
-                int(n)
-                for op, n in (members.items() if isinstance(members, dict) else ())
-                if op not in ("parameter", "constant") and isinstance(n, int)
+                n for op, n in c.member_opcodes.items() if op not in ("parameter", "constant")
             )
             out.append(
                 ClusterFact(
-                    name=str(c.get("name", "?")),
-                    kind=str(c.get("kind") or ""),
-                    target=str(c["target"]) if c.get("target") else None,
-                    epilogue=str(c["epilogue"]) if c.get("epilogue") else None,
+                    name=c.name if c.name is not None else "?",
+                    kind=c.kind or "",
+                    target=c.target or None,
+                    epilogue=c.epilogue or None,
                     ops=ops,
                 )
             )
     return tuple(out)
 
 
-def guard_lines(compile_json: Any) -> tuple[str, ...]:
+def guard_lines(compiled: TorchCompileFile | None) -> tuple[str, ...]:
     """A torch variant's TENSOR_MATCH guards from compile.json, as Dynamo printed them."""
-    guards = compile_json.get("guards") if isinstance(compile_json, dict) else None
-    return tuple(
-        g.lstrip("| +-") for g in guards or () if isinstance(g, str) and "TENSOR_MATCH" in g
-    )
+    guards = compiled.guards if compiled is not None else ()
+    return tuple(g.lstrip("| +-") for g in guards if "TENSOR_MATCH" in g)
 
 
 _STEP = re.compile(r"fusion_steps \{\s*(\w+) \{([^{}]*)\}\s*\}")
@@ -217,7 +204,7 @@ def decision_steps(text: str) -> tuple[DecisionStep, ...]:
 
 
 def _ladder(workdir: Path, name: str) -> ladder.Ladder | None:
-    ir = workdir / "variants" / name / "ir"
+    ir = RunFolder(workdir).variant(name).ir
     if not ladder.has_ladder(ir):
         return None
     try:
@@ -286,16 +273,20 @@ def read_facts(
     """Returns the facts of the run folder `workdir` whose summary is `summary`: the memory
     thresholds from its manifest's config unless given (an analysis passes the config's)."""
     workdir = Path(workdir)
-    manifest = _json(workdir / "manifest.json")
-    manifest = manifest if isinstance(manifest, dict) else {}
-    ratio, size = thresholds(manifest.get("config"))
-    env = manifest.get("environment") if isinstance(manifest.get("environment"), dict) else {}
+    folder = RunFolder(workdir)
+    manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest) or Manifest()
+    ratio, size = thresholds(manifest.config)
+    env = manifest.environment or Environment()
     variants = tuple(
         VariantFacts(
             name,
             s,
-            cluster_facts(_json(workdir / "variants" / name / "fusions.json")),
-            guard_lines(_json(workdir / "variants" / name / "compile.json"))
+            cluster_facts(
+                run_records.load_if_present(run_records.FUSIONS, folder.variant(name).fusions)
+            ),
+            guard_lines(
+                run_records.load_if_present(run_records.TORCH_COMPILE, folder.variant(name).compile)
+            )
             if s.identity.framework == "torch"
             else (),
         )
@@ -305,7 +296,7 @@ def read_facts(
     return RunFacts(
         summary=summary,
         variants=variants,
-        platform=str(summary.platform or env.get("platform") or "unknown"),
+        platform=str(summary.platform or env.platform or "unknown"),
         min_ratio=ratio if min_ratio is None else min_ratio,
         min_bytes=size if min_bytes is None else min_bytes,
         decisions=read_decisions(workdir, base.name) if base is not None else (),

@@ -1,0 +1,67 @@
+"""The analysis stage's one writer: the per-variant files its producers return.
+
+Each producer (harness.analyze.sections, torch_sections, comm, ranking) returns its summary
+section and the records of the files it derives, and writes nothing; `write` puts them in the
+variant's folder, each through harness.run_records at the path harness.runfolder gives it
+(tlparse's pattern: parsers return outputs, one driver writes them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from harness import run_records
+from harness.run_records import (
+    CommFile,
+    CompileFile,
+    CostFile,
+    FusionsFile,
+    KernelsFile,
+    PassesFile,
+    RankingFile,
+    TorchCompileFile,
+)
+from harness.runfolder import VariantFolder
+
+
+@dataclass(frozen=True)
+class VariantFiles:
+    """The analysis files of one variant, as its producers returned them (None: not made)."""
+
+    fusions: FusionsFile | None = None
+    passes: PassesFile | None = None
+    compile: CompileFile | TorchCompileFile | None = None
+    cost: CostFile | None = None
+    kernels: KernelsFile | None = None
+    ranking: RankingFile | None = None
+    comm: CommFile | None = None
+
+    def with_(self, other: VariantFiles) -> VariantFiles:
+        """Returns these files with every file `other` made added (a later producer's win)."""
+        made = {
+            f.name: getattr(other, f.name)
+            for f in dataclasses.fields(other)
+            if getattr(other, f.name) is not None
+        }
+        return dataclasses.replace(self, **made)
+
+
+NONE = VariantFiles()
+
+
+def write(folder: VariantFolder, files: VariantFiles) -> None:
+    """Writes every file of `files` into the variant's folder."""
+    paths = {
+        "fusions": folder.fusions,
+        "passes": folder.passes,
+        "compile": folder.compile,
+        "cost": folder.cost,
+        "kernels": folder.kernels,
+        "ranking": folder.ranking,
+        "comm": folder.comm,
+    }
+    for f in dataclasses.fields(files):
+        record = getattr(files, f.name)
+        if record is not None:
+            run_records.write(paths[f.name], record)
