@@ -30,7 +30,7 @@ def run(path: Path, *found: TimingFinding, noise: Noise = RESOLVED, **more: obje
         noise=noise,
         findings=Findings(timing=timing, noise=quiet, **more),  # type: ignore[arg-type]
     )
-    return data.RunData(path=path, manifest={}, summary=summary, variants=())
+    return data.RunData(path=path, summary=summary, variants=())
 
 
 def statuses(a: data.RunData, b: data.RunData) -> dict[str, str]:

@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import pytest
 from hlo_helpers import write_ladder
 
-from harness.analyze import sections
+from harness.analyze import files, sections
 from harness.hlo.diverge import first_divergence, normalize_jaxpr
 from harness.ladder import read_ladder
+from harness.runfolder import VariantFolder
 
 ARGS = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32,)))
 
@@ -86,10 +87,12 @@ def test_jaxpr_normalisation_ignores_variable_names() -> None:
 def test_the_hlo_section_writes_its_files_and_fingerprints_the_program(
     ladders: dict[str, Path], tmp_path: Path
 ) -> None:
-    hlo = sections.hlo(tmp_path, read_ladder(ladders["tanh"]))
+    hlo, made = sections.hlo(tmp_path, read_ladder(ladders["tanh"]))
+    assert list(tmp_path.iterdir()) == []  # a producer returns its files; it writes none
+    files.write(VariantFolder(tmp_path), made)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fusions.json", "passes.json"]
     assert hlo.fusion_count >= 1 and hlo.cluster_count >= hlo.fusion_count
-    again = sections.hlo(tmp_path / "again", read_ladder(ladders["tanh_again"]))
-    other = sections.hlo(tmp_path / "erf", read_ladder(ladders["erf"]))
+    again, _ = sections.hlo(tmp_path / "again", read_ladder(ladders["tanh_again"]))
+    other, _ = sections.hlo(tmp_path / "erf", read_ladder(ladders["erf"]))
     assert hlo.fingerprint.digest == again.fingerprint.digest
     assert hlo.fingerprint.digest != other.fingerprint.digest

@@ -653,6 +653,8 @@ def test_reanalyze_leaves_each_committed_reference_as_it_is(name: str, tmp_path:
     one_line(_in_process("harness.reanalyze", f"--run={copy}"), 2, "lacks variants/")
     assert _tree(copy) == before
     assert _in_process("harness.report.__main__", f"--run={copy}").code == 0
+    # Read through the typed records (issue 26), the report is byte for byte the committed one.
+    assert (copy / "report.md").read_bytes() == before["report.md"]
     # Every page renders its emphasis as markup (issue 27): no `**` or `*x*` left as text.
     from tests.html_helpers import stray_markers
 

@@ -30,6 +30,8 @@ LIBRARIES = (
     "harness.summary_comm",  # the comm section, apart for summary.py's size
     "harness.summary_v1",  # the migrations of versions 1 and 2
     "harness.summary_doc",  # results/README.md's generated key tables
+    "harness.runfolder",  # every path of a run folder (issue 26)
+    "harness.run_records",  # the records of the run folder's other files (issue 26)
     "harness.ladder",
     "harness.stats",
     "harness.precision",

@@ -221,9 +221,7 @@ def test_an_empty_run_claims_nothing(tmp_path):
     from harness.report.observations import observation_blocks
 
     judged = dataclasses.replace(empty, findings=found)
-    _, said = observation_blocks(
-        data.RunData(path=tmp_path, manifest={}, summary=judged, variants=())
-    )
+    _, said = observation_blocks(data.RunData(path=tmp_path, summary=judged, variants=()))
     assert "No claim" in said.text
 
 

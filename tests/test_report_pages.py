@@ -12,6 +12,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from harness.report import data, doc, plots, stage_diff
+from harness.run_records import KernelEvent
 from harness.summary import SCHEMA_VERSION, parse_summary
 from tests.html_helpers import stray_markers
 
@@ -107,21 +108,21 @@ def _many_clusters(tmp_path: Path, clusters: int) -> data.RunData:
         "t",
     )
     events = [
-        {
-            "step": 1,
-            "name": f"kernel_{i}",
-            "cluster": f"cluster_{i:02d}",
-            "stream": str(i % 2),
-            "start_ns": 1000 * i,
-            "duration_ns": 100 * (i + 1),
-        }
+        KernelEvent(
+            step=1,
+            name=f"kernel_{i}",
+            cluster=f"cluster_{i:02d}",
+            stream=str(i % 2),
+            start_ns=1000.0 * i,
+            duration_ns=100.0 * (i + 1),
+        )
         for i in range(clusters)
     ]
     variants = tuple(
         data.VariantData(name, summary.variants[name], kernels=tuple(events[k::2]))
         for k, name in enumerate(("xla", "other"))
     )
-    return data.RunData(path=tmp_path, manifest={}, summary=summary, variants=variants)
+    return data.RunData(path=tmp_path, summary=summary, variants=variants)
 
 
 def test_each_coloured_timeline_segment_is_its_own_cluster_in_the_legend(tmp_path: Path) -> None:

@@ -18,10 +18,12 @@ from conftest import read_json, read_summary, run_harness
 from mesh_helpers import x2
 
 from harness import ladder
-from harness.analyze import comm
+from harness.analyze import comm, files
 from harness.config.experiment import ConfigError, Experiment
 from harness.config.load import load
 from harness.hlo.diverge import first_divergence
+from harness.run_records import Ceilings
+from harness.runfolder import VariantFolder
 from harness.summary import CaptureRecord, MeshRecord, TimedVariant, TimingRecord
 
 F32 = 4
@@ -298,9 +300,11 @@ RECORD = CaptureRecord(
 def gpu_comm(tmp_path: Path, fixture: str, variant: str, timed: TimingRecord | None = None):
     exp = load("gelu_h200x2.yaml").experiment
     vdir = fixture_variant(tmp_path, fixture)
-    ceilings = {"link_bytes_per_s": 300e9, "link_source": "a test figure"}
+    ceilings = Ceilings(link_bytes_per_s=300e9, link_source="a test figure")
     lad = ladder.read_ladder(vdir / "ir")
-    return comm.comm(vdir, lad, exp, exp.variant(variant), RECORD, timed, ceilings), vdir
+    section, made = comm.comm(vdir, lad, exp, exp.variant(variant), RECORD, timed, ceilings)
+    files.write(VariantFolder(vdir), made)
+    return section, vdir
 
 
 def test_the_nccl_all_reduce_is_exposed_in_full_and_compared_with_the_link(tmp_path: Path) -> None:
