@@ -162,6 +162,9 @@ def _value(tp: Any, value: Any, source: str, key: str) -> Any:
                 return _value(arg, value, source, key)
             except SchemaError as e:
                 errors.append(e)
+        if len(errors) == 1 and errors[0].key != key:
+            # An optional record whose value is one but wrong inside: name the key inside.
+            raise errors[0]
         raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}")
     if origin is tuple:
         if not isinstance(value, list | tuple):

@@ -122,14 +122,6 @@ class VariantFolder:
         return self.root / TORCH_FILE
 
     @property
-    def torch_trace(self) -> Path:
-        return self.root / TORCH_TRACE_FILE
-
-    @property
-    def recompile_log(self) -> Path:
-        return self.root / RECOMPILE_FILE
-
-    @property
     def dump(self) -> Path:
         return self.root / DUMP_DIR
 
@@ -195,9 +187,6 @@ class RunFolder:
     @property
     def process_dir(self) -> Path:
         return self.root / PROCESS_DIR
-
-    def process_record(self, rank: int) -> Path:
-        return self.process_dir / process_file(rank)
 
     @property
     def faults(self) -> Path:

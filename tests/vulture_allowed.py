@@ -70,3 +70,11 @@ _.PLOT_NAMES  # harness/report/plots.py:29: kept for tests/test_report.py, tests
 _.validateLink  # harness/report/doc.py:197: markdown-it's link check, replaced on the parser: a library object's attribute set here
 _.was  # harness/summary_findings.py:49: field of the record ConfigChange: written to JSON through dataclasses.fields
 _.against_kernels_per_step  # harness/summary_findings.py:77: field of the record TimingFinding: written to JSON through dataclasses.fields
+_.python  # harness/run_records.py:40: field of the record Environment: written to JSON through dataclasses.fields
+_.host_devices  # harness/run_records.py:50: field of the record Environment: written to JSON through dataclasses.fields
+_.compiler_options  # harness/run_records.py:74: field of the record Manifest: written to JSON through dataclasses.fields
+_.resumed  # harness/run_records.py:76: field of the record Manifest: written to JSON through dataclasses.fields
+_.bytes_source  # harness/run_records.py:104: field of the record Ceilings: written to JSON through dataclasses.fields
+_.pass_  # harness/run_records.py:257: field of the records PassRow and CommStage: written to JSON through dataclasses.fields (as `pass`)
+_.first_call  # harness/run_records.py:318: field of the records CompileFile and TorchCompileFile: written to JSON through dataclasses.fields
+_.per_process  # harness/runfolder.py:60: the per-process file name, imported by harness.summary_processes as timing_file

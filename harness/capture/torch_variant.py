@@ -40,7 +40,7 @@ from harness.capture.variant import Captured, Context, analytic_flops
 from harness.config.experiment import Experiment, Variant
 from harness.inductor.artifacts import FX_READABLE, FX_TRANSFORMED, IR_POST, IR_PRE, OUTPUT_CODE
 from harness.inductor.captured import read_captured
-from harness.runfolder import TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
+from harness.runfolder import RECOMPILE_FILE, TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
 from harness.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
 from harness.variants import expression
 from harness.variants import torch_expression as tx
@@ -360,7 +360,7 @@ def _capture_compiled(
         )
         recompile = Recompile(recompile_s, explanation, len(recompile_ids), None)
         if reasons:
-            io.write_text(ctx.variant_dir / "recompile.txt", explanation + "\n")
+            io.write_text(ctx.variant_dir / RECOMPILE_FILE, explanation + "\n")
     record = CaptureRecord(
         status="ok",
         reason=None,

@@ -32,7 +32,7 @@ from harness import io, ladder
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
-from harness.runfolder import VariantFolder
+from harness.runfolder import RECOMPILE_FILE, VariantFolder
 from harness.summary import (
     CaptureRecord,
     ExpectedError,
@@ -318,7 +318,7 @@ def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recom
         _, seconds = measure.timed(call)
     explanation = "\n\n".join(m for m in messages if "CACHE MISS" in m) or None
     if explanation:
-        io.write_text(ctx.variant_dir / "recompile.txt", explanation + "\n")
+        io.write_text(ctx.variant_dir / RECOMPILE_FILE, explanation + "\n")
     counted = measure.summarize_events(events)
     return Recompile(seconds, explanation, counted["backend_compiles"], counted["xla_compile_s"])
 
