@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from harness import io, ladder
-from harness.analyze import _guarded, torch_sections
+from harness.analyze import _guarded, files, torch_sections
 from harness.capture import torch_variant
 from harness.capture.torch_env import capture_dirs
 from harness.capture.variant import Context
@@ -25,6 +25,7 @@ from harness.config import ConfigError, load
 from harness.config.experiment import Problem, Variant, framework_baselines
 from harness.config.roles import framework_of, roles_of
 from harness.inductor.diverge import torch_first_divergence
+from harness.runfolder import VariantFolder
 from harness.summary import CaptureRecord
 from harness.timing import stage
 from harness.variants import expression
@@ -75,6 +76,7 @@ def analyzed(case: str, root: Path) -> tuple[dict, list[str], Path]:
     found = torch_sections.analyze_torch(
         vdir, Variant(name=case, mode=mode), record, 3, 0.0016, errors, _guarded
     )
+    files.write(VariantFolder(vdir), found["files"])  # the stage's one writer
     return found, errors, vdir
 
 
