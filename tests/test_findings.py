@@ -104,8 +104,8 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
     """A run saved before a top-level key existed (here `program`) is the same problem, and
     the key is not listed as a difference."""
     run = data.load_run(cpu_run)
-    old_config = {k: v for k, v in run.manifest["config"].items() if k != "program"}
-    older = dataclasses.replace(run, manifest={**run.manifest, "config": old_config})
+    old_config = {k: v for k, v in run.manifest.config.items() if k != "program"}
+    older = dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=old_config))
     assert compare.same_problem(older, run)
     assert not [k for k, _, _ in compare.config_differences(older, run) if k == "program"]
     changed = {
@@ -113,7 +113,7 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
         "problem": {**old_config["problem"], "m": 1 + old_config["problem"]["m"]},
     }
     assert not compare.same_problem(
-        dataclasses.replace(run, manifest={**run.manifest, "config": changed}), run
+        dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=changed)), run
     )
 
 
