@@ -27,7 +27,10 @@ from harness.records import EMPTY, SchemaError, doc, from_json, to_json
 from harness.runfolder import FAULTS_FILE as FAULTS_FILE
 from harness.runfolder import PROCESS_DIR as PROCESS_DIR
 from harness.runfolder import PROCESSES_FILE as PROCESSES_FILE
+from harness.runfolder import per_process
 from harness.runfolder import process_file as process_file
+
+timing_file = per_process  # one process's timing record of the run's `file` (timing.json)
 
 PROCESSES_VERSION = 1
 CROSS = "cross_process"
