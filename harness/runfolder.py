@@ -98,7 +98,7 @@ class VariantFolder:
         return self.root / PASSES_FILE
 
     @property
-    def compile(self) -> Path:
+    def compiles(self) -> Path:  # compile.json: the variant's compiles
         return self.root / COMPILE_FILE
 
     @property

@@ -36,7 +36,7 @@ VARIANT_FILES = (
     ("fusions", run_records.FUSIONS),
     ("kernels", run_records.KERNELS),
     ("passes", run_records.PASSES),
-    ("compile", run_records.COMPILE),
+    ("compiles", run_records.COMPILE),
     ("cost", run_records.COST),
     ("ranking", run_records.RANKING),
 )

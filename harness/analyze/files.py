@@ -55,7 +55,7 @@ def write(folder: VariantFolder, files: VariantFiles) -> None:
     paths = {
         "fusions": folder.fusions,
         "passes": folder.passes,
-        "compile": folder.compile,
+        "compile": folder.compiles,
         "cost": folder.cost,
         "kernels": folder.kernels,
         "ranking": folder.ranking,

@@ -112,7 +112,7 @@ def compile_(
             compile=run_records.from_document(
                 run_records.COMPILE,
                 {k: b.to_json() for k, b in breakdown.items()},
-                str(folder.compile),
+                str(folder.compiles),
             )
         )
         if breakdown

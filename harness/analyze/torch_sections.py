@@ -150,7 +150,7 @@ def compile_(
             "frames": frames,
             "guards": _guards(cap, first),
         },
-        str(VariantFolder(vdir).compile),
+        str(VariantFolder(vdir).compiles),
     )
     by_phase = (
         {

@@ -223,7 +223,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         kernels=kernels.events if kernels is not None else (),
         passes=run_records.load_if_present(run_records.PASSES, vdir.passes),
         compile=run_records.load_if_present(
-            run_records.TORCH_COMPILE if torch else run_records.COMPILE, vdir.compile
+            run_records.TORCH_COMPILE if torch else run_records.COMPILE, vdir.compiles
         ),
         cost=run_records.load_if_present(run_records.COST, vdir.cost),
         ranking=ranking,

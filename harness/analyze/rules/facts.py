@@ -285,7 +285,9 @@ def read_facts(
                 run_records.load_if_present(run_records.FUSIONS, folder.variant(name).fusions)
             ),
             guard_lines(
-                run_records.load_if_present(run_records.TORCH_COMPILE, folder.variant(name).compile)
+                run_records.load_if_present(
+                    run_records.TORCH_COMPILE, folder.variant(name).compiles
+                )
             )
             if s.identity.framework == "torch"
             else (),
