@@ -25,8 +25,7 @@ from harness import forked, io, ladder, stats
 from harness.analyze import comm, ranking, rules, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
-from harness.hlo.diverge import first_divergence
-from harness.inductor.diverge import torch_first_divergence
+from harness.frontends import registry
 from harness.machine_state import machine_state
 from harness.records import SchemaError, from_json, to_json
 from harness.resolution import DEFAULT_MAX_NOISE, aa_reasons
@@ -101,24 +100,46 @@ def analyze_variant(
     ceilings: dict[str, Any],
     platform: str,
 ) -> tuple[VariantSummary, list[str]]:
-    """Returns one variant's summary (every section) and its first step's kernel names."""
+    """Returns one variant's summary (every section) and its first step's kernel names: its
+    frontend's sections (registry.get(framework).analyze) for a variant that ran, the
+    capture's own for one that failed, was skipped or was refused as it was expected to be."""
     record = capture_of(workdir, v)
+    if record.status == "ok" and record.expected_error is None:
+        frontend = registry.get(v.framework)
+        return frontend.analyze(workdir, exp, v, record, timed, ceilings, platform)
+    return unanalyzed(workdir / "variants" / v.name, exp, v, record, timed), []
+
+
+def unanalyzed(
+    vdir: Path, exp: Experiment, v: Variant, record: CaptureRecord, timed: TimingRecord | None
+) -> VariantSummary:
+    """Returns the summary of a variant that left nothing to analyse: what its capture and
+    the timing stage (`timed`, timing.json) say."""
+    return VariantSummary(
+        identity=sections.identity(exp, v, record),
+        timing=sections.timing(v.name, record, timed),
+        compile=sections.compile_(vdir, record, None),
+        numerics=record.numerics or Numerics(),
+    )
+
+
+def analyze_xla_variant(
+    workdir: Path,
+    exp: Experiment,
+    v: Variant,
+    record: CaptureRecord,
+    timed: TimingRecord | None,
+    ceilings: dict[str, Any],
+    platform: str,
+) -> tuple[VariantSummary, list[str]]:
+    """Returns a JAX variant's summary from its HLO ladder, XLA's dumps and its profile."""
     vdir = workdir / "variants" / v.name
     ident = sections.identity(exp, v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
-    if v.framework == "torch" and record.status == "ok" and record.expected_error is None:
-        return analyze_torch_variant(vdir, exp, v, record, timing, ceilings, platform)
-    if record.status != "ok" or not ladder.has_ladder(vdir / "ir"):
-        return (
-            VariantSummary(
-                identity=ident,
-                timing=timing,
-                compile=sections.compile_(vdir, record, None),
-                numerics=numerics,
-            ),
-            [],
-        )
+    op_by_op = v.mode_spec.op_by_op  # eager: a module per primitive, no program to rank
+    if not ladder.has_ladder(vdir / "ir"):
+        return unanalyzed(vdir, exp, v, record, timed), []
     errors: list[str] = []
     lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / "ir"), None)
     if lad is None:
@@ -135,10 +156,10 @@ def analyze_variant(
         None,
     )
     profile, kernels = _guarded(
-        errors, "profile", lambda: sections.profile(vdir, lad, v.mode, timing.step_s), (None, [])
+        errors, "profile", lambda: sections.profile(vdir, lad, op_by_op, timing.step_s), (None, [])
     )
     # ranking.json, for the report's table of where the time goes (no summary key).
-    _guarded(errors, "ranking", lambda: ranking.write_ranking(vdir, lad, v.mode, ceilings), None)
+    _guarded(errors, "ranking", lambda: ranking.write_ranking(vdir, lad, op_by_op, ceilings), None)
     comm_ = _guarded(
         errors, "comm", lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings), None
     )
@@ -146,7 +167,7 @@ def analyze_variant(
     memory_ = _guarded(
         errors,
         "memory",
-        lambda: memory_analysis.variant_memory(vdir, lad, v.mode, record.memory),
+        lambda: memory_analysis.variant_memory(vdir, lad, op_by_op, record.memory),
         None,
     )
     summary = VariantSummary(
@@ -231,9 +252,10 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
     return None
 
 
-# A torch variant's role -> the JAX role it is timed against, most specific first. A Python
-# branch JAX refuses to compile, so Dynamo's split branch meets the branch XLA keeps on the
-# device (lax.cond). A variant holding none of them (options on a compile) meets the baseline.
+# A variant's role -> the role of the variant of another framework it is timed against (a
+# torch variant's JAX twin), most specific first. A Python branch JAX refuses to compile, so
+# Dynamo's split branch meets the branch XLA keeps on the device (lax.cond). A variant holding
+# none of them (options on a compile) meets the baseline.
 COUNTERPART_ROLES = (
     ("baseline", "baseline"),
     ("lower_bound", "lower_bound"),
@@ -244,15 +266,18 @@ COUNTERPART_ROLES = (
 
 
 def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSummary | None:
-    """Returns the JAX variant a PyTorch variant is timed against: its role's, same size."""
+    """Returns the variant of another framework a variant is also timed against (a PyTorch
+    variant's JAX twin: its frontend's `timed_against`), of its role's counterpart and its size;
+    None for a variant of the framework the others are timed against."""
     me = summaries[name]
-    if me.identity.framework == "jax":
+    against = registry.traits(me.identity.framework).timed_against
+    if against is None:
         return None
     role = next((j for t, j in COUNTERPART_ROLES if t in me.identity.roles), "baseline")
     for other in summaries.values():
         if (
             role in other.identity.roles
-            and other.identity.framework == "jax"
+            and other.identity.framework == against
             and same_size(me, other)
         ):
             return other
@@ -398,10 +423,9 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         errors = list(s.analysis_errors)
         divergence = None
         # Each variant diverges from its own framework's baseline, through its own ladder.
-        torch = s.identity.framework == "torch"
         base = baselines.get(s.identity.framework, exp.baseline)
         base_ir = workdir / "variants" / base / "ir"
-        diverge = torch_first_divergence if torch else first_divergence
+        diverge = registry.get(s.identity.framework).diverge
         if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
             found = _guarded(
                 errors,
