@@ -45,13 +45,13 @@ def attributions(kernels: dict[str, Any]) -> tuple[Attribution, ...]:
 
 
 def ranking(
-    vdir: Path, lad: ladder.Ladder, mode: str, ceilings: dict[str, Any]
+    vdir: Path, lad: ladder.Ladder, op_by_op: bool, ceilings: dict[str, Any]
 ) -> ProgramAnalysis | None:
     """Returns the variant's module analysed as a main program: clusters ranked by device time
     a step (by FLOPs without a profile), rolled up by source line and named scope; None for
     eager dispatch or a ladder without exactly one optimized module."""
     after = lad.hlo_files("hlo_after")
-    if mode == "eager" or len(after) != 1:
+    if op_by_op or len(after) != 1:
         return None
     module = hlo_files.parsed(after[0])
     clusters = hlo_files.clusters_of(module)
@@ -95,10 +95,10 @@ def ranking(
 
 
 def write_ranking(
-    vdir: Path, lad: ladder.Ladder, mode: str, ceilings: dict[str, Any]
+    vdir: Path, lad: ladder.Ladder, op_by_op: bool, ceilings: dict[str, Any]
 ) -> Path | None:
     """Writes ranking.json for the variant (see `ranking`); returns its path, or None."""
-    found = ranking(vdir, lad, mode, ceilings)
+    found = ranking(vdir, lad, op_by_op, ceilings)
     if found is None:
         return None
     io.write_json(vdir / RANKING_FILE, found.to_json(), compact=True)

@@ -289,7 +289,7 @@ def _command_buffers(
 
 
 def profile(
-    vdir: Path, lad: ladder.Ladder, mode: str, step_s: float | None
+    vdir: Path, lad: ladder.Ladder, op_by_op: bool, step_s: float | None
 ) -> tuple[Profile, list[str]]:
     """Returns the steady window's device timeline and one step's kernel names; writes
     kernels.json (every event with the cluster it is attributed to)."""
@@ -300,17 +300,17 @@ def profile(
     # The host gap compares like with like: each profiled step's wall time (its marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
-    report, clusters = matched(events, lad, mode)
+    report, clusters = matched(events, lad, op_by_op)
     io.write_json(vdir / "kernels.json", kernels_document(report))
     return profile_of(report, events, walls, clusters, step_s)
 
 
 def matched(
-    events: Sequence[Any], lad: ladder.Ladder, mode: str
+    events: Sequence[Any], lad: ladder.Ladder, op_by_op: bool
 ) -> tuple[MatchReport, dict[Any, tuple[Any, ...]]]:
     """Returns the attribution of a steady window's `events` to the clusters of the variant's
     ladder, and those clusters (each process of a group is matched alike: analyze.processes)."""
-    eager = mode == "eager"
+    eager = op_by_op  # each primitive its own module: matched by module, not by cluster
     clusters = _module_clusters(lad, eager)
     buffers = {} if eager else _command_buffers(lad, clusters)
     report = match_events(

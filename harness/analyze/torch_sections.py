@@ -292,7 +292,7 @@ def _metric_reasons(facts: dict[str, Any], ids: Sequence[str]) -> tuple[str, ...
 
 def profile(
     vdir: Path,
-    mode: str,
+    op_by_op: bool,
     cap: Captured | None,
     first: Sequence[str],
     steps: int,
@@ -305,7 +305,7 @@ def profile(
     if not path.is_file():
         return Profile(), [], ()
     trace = read_torch_trace(path, steps=steps)
-    eager = mode == "torch_eager"
+    eager = op_by_op
     if eager:
         clusters: dict[str, tuple[Any, ...]] = {"eager": eager_clusters(trace)}
         report = match_torch_events(trace, clusters, steps=steps, mode="eager")
@@ -343,7 +343,7 @@ def analyze_torch(
     kernel names, each analysis guarded: a failure is an analysis error, never a crash."""
     facts = read_torch_facts(vdir)
     first, again = compile_ids(facts, "first_call"), compile_ids(facts, "recompile")
-    eager = v.mode == "torch_eager"
+    eager = v.mode_spec.op_by_op
     cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
     out: dict[str, Any] = {}
     if cap is not None:
@@ -358,7 +358,7 @@ def analyze_torch(
     found = guarded(
         errors,
         "profile",
-        lambda: profile(vdir, v.mode, cap, first, steps, step_s),
+        lambda: profile(vdir, eager, cap, first, steps, step_s),
         (None, [], ()),
     )
     out["profile"], out["kernels"], eager_ops = found

@@ -247,9 +247,9 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
     started = time.perf_counter()
     buffer = stdio.StringIO()
     with contextlib.redirect_stdout(buffer):
-        if variant.mode == "eager":
+        if variant.mode_spec.op_by_op:
             record, call = _capture_eager(exp, variant, subject, ctx)
-        elif variant.mode == "jit_python_branch":
+        elif variant.mode_spec.expects_trace_error:
             record, call = _expected_trace_error(variant, subject, ctx), None
         else:
             record, call = _capture_jit(exp, variant, subject, ctx)
@@ -281,7 +281,7 @@ def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[floa
 
 def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Numerics:
     rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
-    ref = expression.reference(variant.problem, variant.mode, inputs, rows)
+    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
@@ -555,7 +555,7 @@ def compile_for_timing(
     subject = subject_of(exp, variant)
     fn, placed = subject.fn, subject.placed
     args = placed.args
-    if variant.mode == "eager":
+    if variant.mode_spec.op_by_op:
         return (lambda: fn(*args)), "eager: called again in the timing process"
     lowered = jax.jit(
         placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs

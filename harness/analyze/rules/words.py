@@ -14,6 +14,7 @@ from collections import Counter
 from harness import fmt
 from harness.analyze.rules.facts import ClusterFact, VariantFacts
 from harness.config.program import knob
+from harness.frontends import registry
 from harness.summary_findings import ConfigChange
 
 PROBLEM_WORDS = {
@@ -185,7 +186,7 @@ def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
         )
     added = _cluster_kinds(v) - _cluster_kinds(ref)
     if added and ref.clusters and len(added) <= 4:
-        compiler = "Inductor" if v.framework == "torch" else "XLA"
+        compiler = registry.traits(v.framework).compiler or "XLA"
         out.append(f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))
     elif added and ref.clusters:
         out.append(
