@@ -200,6 +200,10 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     return Subject(fn, placed, judge, p, describe)
 
 
+# What builds a variant's Subject (its frontend's `subject`); None: subject_of.
+MakeSubject = Callable[[Experiment, Variant], Subject] | None
+
+
 def _module_name(compiled: Any, fallback: str) -> str:
     """Returns the name XLA gave the compiled module (`HloModule <name>, ...`)."""
     try:
@@ -233,8 +237,14 @@ def _hlo_before(variant_dir: Path) -> str | None:
     return found[0].read_text() if len(found) == 1 else None
 
 
-def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured:
-    """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
+def capture_variant(
+    exp: Experiment, variant: Variant, ctx: Context, make_subject: MakeSubject = None
+) -> Captured:
+    """Measures one variant; returns its record (status "ok") and its call. Raises on failure.
+
+    `make_subject(exp, variant)` builds what it runs, its frontend's (harness.frontends):
+    `subject_of` unless given. It is called after JAX's caches are cleared, as the capture's
+    own compiles are."""
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
     if variant.sharding.enabled:
         reason = mesh.unavailable(variant)
@@ -242,7 +252,7 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    subject = subject_of(exp, variant)
+    subject = (make_subject or subject_of)(exp, variant)
     ctx = dataclasses.replace(ctx, failures=[])
     started = time.perf_counter()
     buffer = stdio.StringIO()
@@ -538,7 +548,11 @@ def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
 
 
 def compile_for_timing(
-    exp: Experiment, variant: Variant, workdir: Path, executables: Path | None = None
+    exp: Experiment,
+    variant: Variant,
+    workdir: Path,
+    executables: Path | None = None,
+    make_subject: MakeSubject = None,
 ) -> tuple[Callable[[], Any], str | None]:
     """Returns a steady-state call of a variant another worker captured, and a note.
 
@@ -552,7 +566,7 @@ def compile_for_timing(
     from harness.hlo import fingerprint
     from harness.hlo.parser import parse_file
 
-    subject = subject_of(exp, variant)
+    subject = (make_subject or subject_of)(exp, variant)
     fn, placed = subject.fn, subject.placed
     args = placed.args
     if variant.mode_spec.op_by_op:

@@ -93,7 +93,9 @@ class JaxFrontend:
     def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
         from harness.capture.variant import capture_variant
 
-        return capture_variant(exp, variant, ctx)
+        # Its own subject: a frontend built on this one that runs another function (its
+        # `subject`) is captured, dumped and profiled as JAX's are.
+        return capture_variant(exp, variant, ctx, self.subject)
 
     def compile_for_timing(
         self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
@@ -101,7 +103,7 @@ class JaxFrontend:
         del platform
         from harness.capture.variant import compile_for_timing
 
-        return compile_for_timing(exp, variant, workdir, executables)
+        return compile_for_timing(exp, variant, workdir, executables, self.subject)
 
     def waiter(self, platform: str) -> Callable[[Any], Any]:
         del platform
