@@ -74,6 +74,8 @@ def test_a_mode_says_how_it_runs_and_what_it_computes() -> None:
     assert mode("matmul_only").gemm_only and mode("torch_matmul").gemm_only
     assert mode("jit_host_callback").host_print and mode("torch_print").host_print
     assert {m.name for m in registry.modes() if m.program} == {"eager", "jit"}
+    # A finding names a mode in its frontend's words, else by its name.
+    assert mode("eager").words == "op-by-op (eager) dispatch" and mode("torch_eager").words == ""
     assert registry.traits("torch").timed_against == "jax"
     assert registry.traits("jax").timed_against is None
     assert registry.traits("nobody") == registry.traits("nobody2")  # UNKNOWN, never KeyError

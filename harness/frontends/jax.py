@@ -18,16 +18,32 @@ NAME = "jax"
 EMITTER_STAGES = ("triton", "llvm", "ptx")  # the later IRs XLA's emitters write
 
 MODES = (
-    Mode("eager", NAME, ("eager",), "op-by-op dispatch", op_by_op=True, program=True),
-    Mode("jit", NAME, ("compiled",), "the whole function jitted", program=True),
+    Mode(
+        "eager",
+        NAME,
+        ("eager",),
+        "op-by-op dispatch",
+        words="op-by-op (eager) dispatch",
+        op_by_op=True,
+        program=True,
+    ),
+    Mode("jit", NAME, ("compiled",), "the whole function jitted", words="jit", program=True),
     Mode(
         "jit_host_callback",
         NAME,
         ("host_callback", "compiled"),
         "jitted, with jax.debug.print between the GEMM and the GELU",
+        words="a host callback (jax.debug.print) inside jit",
         host_print=True,
     ),
-    Mode("matmul_only", NAME, ("lower_bound", "compiled"), "x @ W alone, jitted", gemm_only=True),
+    Mode(
+        "matmul_only",
+        NAME,
+        ("lower_bound", "compiled"),
+        "x @ W alone, jitted",
+        words="the GEMM alone",
+        gemm_only=True,
+    ),
     Mode(
         "jit_python_branch",
         NAME,
@@ -41,6 +57,7 @@ MODES = (
         NAME,
         ("device_branch", "compiled"),
         "the branch kept on the device (lax.cond), jitted",
+        words="a data-dependent lax.cond inside jit",
         device_branch=True,
     ),
 )

@@ -22,6 +22,9 @@ class Mode:
     framework: str  # the frontend's name (`jax`, `torch`, ...)
     roles: tuple[str, ...] = ()  # the roles the mode gives a variant (harness.config.roles)
     description: str = ""
+    # The mode in a finding's sentence ("op-by-op (eager) dispatch instead of jit"); empty:
+    # its name.
+    words: str = ""
     # How it runs: op by op (each primitive dispatched on its own, nothing compiled whole)
     # or compiled whole; `expects_trace_error`: the compiler must refuse the function while
     # tracing it, so nothing runs and the refusal is the result.

@@ -28,17 +28,12 @@ PROBLEM_WORDS = {
     "n": "n",
     "batch": "the batch",
 }
-MODE_WORDS = {
-    "eager": "op-by-op (eager) dispatch",
-    "jit": "jit",
-    "jit_host_callback": "a host callback (jax.debug.print) inside jit",
-    "jit_lax_cond": "a data-dependent lax.cond inside jit",
-    "matmul_only": "the GEMM alone",
-}
 
 
 def _mode(mode: str) -> str:
-    return MODE_WORDS.get(mode, mode)
+    """The mode in a sentence: its frontend's words for it (Mode.words), else its name."""
+    found = registry.find_mode(mode)
+    return found.words if found is not None and found.words else mode
 
 
 def _valued(word: str, key: str, x: object, y: object) -> ConfigChange:
