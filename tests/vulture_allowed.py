@@ -70,3 +70,4 @@ _.PLOT_NAMES  # harness/report/plots.py:29: kept for tests/test_report.py, tests
 _.validateLink  # harness/report/doc.py:197: markdown-it's link check, replaced on the parser: a library object's attribute set here
 _.was  # harness/summary_findings.py:49: field of the record ConfigChange: written to JSON through dataclasses.fields
 _.against_kernels_per_step  # harness/summary_findings.py:77: field of the record TimingFinding: written to JSON through dataclasses.fields
+_.unregister  # harness/frontends/registry.py:116: kept for tests/test_frontends.py (a test's plug-in is taken out again)

@@ -152,4 +152,4 @@ class JaxFrontend:
         return first_divergence(base_ir, ir, base_kernels, kernels)
 
 
-FRONTEND = register(JaxFrontend())
+register(JaxFrontend())

@@ -128,4 +128,4 @@ class TorchFrontend:
         return torch_first_divergence(base_ir, ir, base_kernels, kernels)
 
 
-FRONTEND = register(TorchFrontend())
+register(TorchFrontend())
