@@ -9,12 +9,14 @@ rules that do not rest on timing (coverage, memory, structure) stand.
 
 from __future__ import annotations
 
-# PROVISIONAL. The issue asks for the default to sit above the 90th percentile of the floors
-# of 10 idle default studies on the 2-core machine (`python benchmarks/busy_machine.py
-# --idle_only=10` prints them). That machine was shared while this was written, so nothing
-# idle could be measured: 0.10 is above the committed CPU reference's 7.1% floor and under
-# the 16–58% that busy runs showed, until the lead sets it from the measurement.
-DEFAULT_MAX_NOISE = 0.10
+# Measured: 10 idle default studies on the 2-core machine (`python benchmarks/busy_machine.py
+# --idle_only=10`, 1-minute load 0.41-0.50 before each, configs/gelu.yaml's 40 rounds) gave A/A
+# floors of 11.7, 22.5, 13.0, 7.6, 11.8, 8.7, 16.6, 25.4, 23.7 and 11.1%: a 90th percentile of
+# 23.9% and a worst of 25.4%. The floor on that machine is set by CPU steal from its host (up to
+# 18% of a round) as much as by load, so the default sits above every idle floor seen: an idle
+# run is not declared unresolved, and a busy one (16-58% floors measured) mostly is. Each
+# pair's verdict still has its own interval, the floor and Holm's correction to pass.
+DEFAULT_MAX_NOISE = 0.30
 # PROVISIONAL too, for the same reason: a ratio's 95% interval must be narrower than this
 # (log(hi/lo), about ±5% around the ratio) before adaptive rounds stop; a ratio still wider
 # at the end is "not resolved in this run".
