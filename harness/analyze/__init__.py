@@ -26,9 +26,14 @@ from harness.analyze import comm, ranking, rules, sections, torch_sections, verd
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
-from harness.machine_state import machine_state
+from harness.machine_state import MachineState, machine_state
 from harness.records import SchemaError, from_json, to_json
-from harness.resolution import DEFAULT_MAX_NOISE, aa_reasons
+from harness.resolution import (
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MAX_OTHERS_SHARE,
+    aa_reasons,
+    busy_reasons,
+)
 from harness.summary import (
     RESULT_FILE,
     SCHEMA_VERSION,
@@ -322,6 +327,7 @@ def noise_section(
     self_ratio: stats.RatioEstimate | None,
     max_noise: float = DEFAULT_MAX_NOISE,
     comparisons: int = 0,
+    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
 ) -> Noise | None:
     """Returns the run's noise floor, its A/A gate, the device clocks and the machine's state
     around the timing rounds."""
@@ -345,7 +351,7 @@ def noise_section(
         )
     )
     floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, max_noise)
+    reasons = unresolved_reasons(timed, self_ratio, max_noise, max_others)
     return Noise(
         baseline=timed.baseline,
         self_ratio=self_ratio.ratio if self_ratio else None,
@@ -360,15 +366,23 @@ def noise_section(
         reasons=reasons,
         max_noise=max_noise,
         comparisons=comparisons,
-        machine=machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context]),
+        machine=timing_machine(timed),
     )
 
 
+def timing_machine(timed: TimingRecord) -> MachineState | None:
+    """Returns what the machine was doing during the timing rounds (None before readings)."""
+    return machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context])
+
+
 def unresolved_reasons(
-    timed: TimingRecord | None, self_ratio: stats.RatioEstimate | None, max_noise: float
+    timed: TimingRecord | None,
+    self_ratio: stats.RatioEstimate | None,
+    max_noise: float,
+    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
 ) -> tuple[str, ...]:
-    """Returns why the run cannot resolve differences (empty: it can); a run with no timed
-    variants has nothing to resolve."""
+    """Returns why the run cannot resolve differences (empty: it can): its A/A check, and how
+    busy the rest of the machine was. A run with no timed variants has nothing to resolve."""
     if timed is None or not timed.variants:
         return ()
     return aa_reasons(
@@ -377,7 +391,7 @@ def unresolved_reasons(
         self_ratio.ci95 if self_ratio else None,
         stats.noise_floor(self_ratio),
         max_noise,
-    )
+    ) + busy_reasons(timing_machine(timed), max_others)
 
 
 def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
@@ -403,7 +417,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
     self_ratio = noise(timed)
     floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise)
+    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise, exp.timing.max_others)
     baselines = framework_baselines(exp)
     found_pending = [
         p
@@ -462,6 +476,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             self_ratio,
             exp.timing.max_noise,
             sum(1 for v in judged.values() if v.p_holm is not None),
+            exp.timing.max_others,
         ),
         variants=out,
     )

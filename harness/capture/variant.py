@@ -187,11 +187,13 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         return made["new"].args
 
     def judge(y: Any) -> Numerics:
-        return program.numerics(y, program.reference(p, args, seed), program.computed_in(args))
+        ref, note = program.reference_for(p, exp.program.kwargs, args, seed)
+        judged = program.numerics(y, ref, program.computed_in(args))
+        return dataclasses.replace(judged, reference_note=note) if note else judged
 
     def describe(y: Any, flops_source: str, gemm_flops: float | None) -> ProgramRecord:
         try:
-            ref = program.reference(p, args, seed)
+            ref, _ = program.reference_for(p, exp.program.kwargs, args, seed)
         except Exception:  # the numerics probe recorded why; the record is made without it
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)

@@ -279,6 +279,8 @@ def program_blocks(run: RunData) -> list[Block]:
             "reference is no more precise than that"
         )
     for v in run.variants:
+        if v.summary.numerics is not None and v.summary.numerics.reference_note:
+            items.append(f"`{v.name}`: {v.summary.numerics.reference_note}")
         for f in v.summary.identity.probe_failures:
             items.append(
                 f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "
