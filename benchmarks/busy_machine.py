@@ -3,6 +3,7 @@
 Run: python benchmarks/busy_machine.py [--idle=5] [--loaded=6] [--idle_checks=3]
      [--config=gelu.yaml] [--wait_idle_s=300] [--results_root=DIR] [--config.KEY=VALUE ...]
      python benchmarks/busy_machine.py --idle_only=10    # floors of 10 idle runs and their p90
+     python benchmarks/busy_machine.py --reference=RUN,RUN,...  # pool earlier idle runs instead
 
 1. The reference: `--idle` runs of the study on the idle machine (the 1-minute load average is
    printed before each; with `--wait_idle_s` the benchmark first waits up to that long for it
@@ -193,12 +194,17 @@ def describe(study: Study, reference: Pooled | None) -> tuple[data.RunData, list
         if n and n.self_ratio is not None and n.self_ci95
         else "A/A not measured"
     )
+    others = (
+        f", others {m.others_share * 100:.0f}% of the CPUs"
+        if m is not None and m.others_share is not None
+        else ""
+    )
     state = "UNRESOLVED" if n is not None and not n.resolved else "resolved"
     found = timing_findings(run)
     bad = contradictions(run, reference) if reference else []
     print(
         f"  {run.run_id}: {study.wall_s:.1f} s, load before {study.load_before:.2f}, during "
-        f"{during}; {aa}; {state}; {len(found)} findings, {len(bad)} contradicting",
+        f"{during}{others}; {aa}; {state}; {len(found)} findings, {len(bad)} contradicting",
         flush=True,
     )
     if n is not None and not n.resolved:
@@ -237,6 +243,12 @@ def main() -> int:
     parser.add_argument("--idle_only", type=int, default=0, help="only N idle runs' floors")
     parser.add_argument("--wait_idle_s", type=float, default=300.0)
     parser.add_argument("--results_root", default=None)
+    parser.add_argument(
+        "--reference",
+        default="",
+        help="comma-separated run folders of earlier idle runs to pool as the reference, "
+        "instead of making it (their machine readings are not checked here: say how they ran)",
+    )
     args, overrides = parser.parse_known_args()
     config = args.config if "/" in args.config else f"configs/{args.config}"
     args.config = config
@@ -245,9 +257,12 @@ def main() -> int:
     if args.idle_only:
         return idle_only(args, root, overrides)
 
-    print(f"reference: {args.idle} idle runs, pooled", flush=True)
-    ref_runs = []
-    for _ in range(args.idle):
+    ref_runs = [Path(p) for p in args.reference.split(",") if p]
+    if ref_runs:
+        print(f"reference: {len(ref_runs)} earlier idle runs, pooled", flush=True)
+    else:
+        print(f"reference: {args.idle} idle runs, pooled", flush=True)
+    for _ in range(0 if ref_runs else args.idle):
         wait_for_idle(args.wait_idle_s)
         study = run_study(config, root, overrides)
         describe(study, None)

@@ -103,7 +103,7 @@ def bare(config: str, out: Path, overrides: list[str]) -> None:
             with profiled(f"{v.name}/recompile"):
                 jax.block_until_ready(target(half, inputs.w, inputs.b))
         rows = expression.sample_rows(v.problem.m, m.numerics_rows)
-        ref = expression.reference(v.problem, v.mode, inputs, rows)
+        ref = expression.reference(v.problem, v.mode_spec, inputs, rows)
         expression.numerics(y, ref, rows, expression.tolerance(v.problem))
         timed[v.name] = call
     time_in_rounds(timed, exp)

@@ -40,6 +40,33 @@ def steal_share(before: Mapping[str, Any], after: Mapping[str, Any], cpus: int) 
     return max(0.0, s1 - s0) / ((w1 - w0) * max(1, cpus))  # type: ignore[operator]
 
 
+def others_share(before: Mapping[str, Any], after: Mapping[str, Any], cpus: int) -> float | None:
+    """Returns the CPU time other processes took over the round's wall time on all CPUs: the
+    machine's busy time less the worker's own CPU time; None without both readings."""
+    w0, w1 = reading_number(before, "wall_s"), reading_number(after, "wall_s")
+    b0, b1 = reading_number(before, "busy_s"), reading_number(after, "busy_s")
+    c0, c1 = reading_number(before, "cpu_s"), reading_number(after, "cpu_s")
+    if None in (w0, w1, b0, b1, c0, c1) or w1 <= w0:  # type: ignore[operator]
+        return None
+    others = (b1 - b0) - (c1 - c0)  # type: ignore[operator]
+    return max(0.0, others) / ((w1 - w0) * max(1, cpus))  # type: ignore[operator]
+
+
+def _stage_others_share(
+    rounds: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any], Sequence[str]]], cpus: int
+) -> float | None:
+    """The other processes' share of all CPUs over every round together: a round of tens of
+    milliseconds holds only a few of /proc/stat's 10 ms ticks, the stage holds hundreds."""
+    parts = [
+        (share * wall, wall)
+        for _, b, a, _ in rounds
+        if (share := others_share(b, a, cpus)) is not None
+        and (wall := float(a["wall_s"]) - float(b["wall_s"])) > 0
+    ]
+    total = sum(w for _, w in parts)
+    return sum(x for x, _ in parts) / total if total > 0 else None
+
+
 @dataclass(frozen=True)
 class MachineState:
     cpus: int | None = doc("the CPUs the timing worker could run on")
@@ -54,6 +81,10 @@ class MachineState:
     steal_max: float | None = doc(
         "the highest CPU steal over a round, a share of its wall time on all CPUs (/proc/stat; "
         "null where the kernel reports none)"
+    )
+    others_share: float | None = doc(
+        "the CPU time other processes took during the rounds, a share of all CPUs' time (the "
+        "machine's busy time in /proc/stat less the timing worker's own; null without it)"
     )
     flagged_rounds: tuple[str, ...] = doc(
         "rounds the machine's readings put in doubt, each `round N: why` (as timing.json's "
@@ -90,6 +121,7 @@ def machine_state(
         cpu_share_min=shares[0] if shares else None,
         cpu_share_median=shares[len(shares) // 2] if shares else None,
         steal_max=max(steals) if steals else None,
+        others_share=_stage_others_share(rounds, cpus or 1),
         flagged_rounds=tuple(
             f"round {r}: {'; '.join(flags)}" for r, _, _, flags in rounds if flags
         ),

@@ -9,16 +9,32 @@ rules that do not rest on timing (coverage, memory, structure) stand.
 
 from __future__ import annotations
 
-# PROVISIONAL. The issue asks for the default to sit above the 90th percentile of the floors
-# of 10 idle default studies on the 2-core machine (`python benchmarks/busy_machine.py
-# --idle_only=10` prints them). That machine was shared while this was written, so nothing
-# idle could be measured: 0.10 is above the committed CPU reference's 7.1% floor and under
-# the 16–58% that busy runs showed, until the lead sets it from the measurement.
-DEFAULT_MAX_NOISE = 0.10
-# PROVISIONAL too, for the same reason: a ratio's 95% interval must be narrower than this
-# (log(hi/lo), about ±5% around the ratio) before adaptive rounds stop; a ratio still wider
-# at the end is "not resolved in this run".
+from harness.machine_state import MachineState
+
+# Measured: 10 idle default studies on the 2-core machine (`python benchmarks/busy_machine.py
+# --idle_only=10`, 1-minute load 0.41-0.50 before each, configs/gelu.yaml's 40 rounds) gave A/A
+# floors of 11.7, 22.5, 13.0, 7.6, 11.8, 8.7, 16.6, 25.4, 23.7 and 11.1%: a 90th percentile of
+# 23.9% and a worst of 25.4%. The floor on that machine is set by CPU steal from its host (up to
+# 18% of a round) as much as by load, so the default sits above every idle floor seen: an idle
+# run is not declared unresolved, and a busy one (16-58% floors measured) mostly is. Each
+# pair's verdict still has its own interval, the floor and Holm's correction to pass.
+DEFAULT_MAX_NOISE = 0.30
+# A ratio's 95% interval must be narrower than this (log(hi/lo), about ±5% around the ratio)
+# before adaptive rounds stop; a ratio still wider at the end, whose interval reaches into the
+# floor, is "not resolved in this run". Not set from a measurement: the 2-core machine rarely
+# meets it (configs/gelu.yaml adds no rounds), the H200 meets it in its planned rounds.
 DEFAULT_TARGET_WIDTH = 0.10
+# Other processes may take up to this share of the machine's CPUs during the rounds. A busy
+# machine changes the ratios themselves, not only their noise. On the 2-core machine
+# (benchmarks/busy_machine.py's pooled idle reference: `xla_host_callback` 1.894× `xla`, CI
+# 1.787-2.016; `xla_no_fusion` 1.300×):
+# - two single-threaded NumPy processes running: others 37-47% of the CPUs, the A/A pair clean
+#   (floors 5.8-13.6%), yet `xla_no_fusion` measured 2.36-2.53× and `xla_host_callback`
+#   1.57-1.64×, intervals disjoint from the reference's;
+# - one such process: others 49-50%, floors 2.1-6.1%, `xla_host_callback` 1.48-1.53×;
+# - idle: others 2-3% during a default study, 0.2% with nothing running.
+# 15% is five times the idle share and under a third of one busy core's.
+DEFAULT_MAX_OTHERS_SHARE = 0.15
 
 
 def aa_reasons(
@@ -46,3 +62,15 @@ def aa_reasons(
             f"the noise floor {floor * 100:.1f}% exceeds timing.max_noise {max_noise * 100:.1f}%"
         )
     return tuple(out)
+
+
+def busy_reasons(machine: MachineState | None, max_others: float) -> tuple[str, ...]:
+    """Returns why the machine was too busy for the ratios to be an idle machine's (empty:
+    it was not, or nothing was read)."""
+    if machine is None or machine.others_share is None or machine.others_share <= max_others:
+        return ()
+    return (
+        f"other processes took {machine.others_share * 100:.0f}% of the {machine.cpus} CPUs "
+        f"during the rounds, over timing.max_others {max_others * 100:.0f}%: the ratios "
+        "measured are this load's, not an idle machine's",
+    )

@@ -425,6 +425,11 @@ class Numerics:
         "furthest from passing, each leaf judged by its own dtype's tolerance, integers exactly"
     )
     failed_leaves: tuple[str, ...] = doc("the paths of the leaves outside their tolerance", ())
+    reference_note: str | None = doc(
+        "set where the float64 reference is not the variant's own function: a keyword knob "
+        "that does not run in float64 (cuDNN attention), so the experiment's keyword arguments "
+        "made the reference; why"
+    )
 
 
 # --- comparison -------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ class Worker:
         self.platform = ""
         self.environment: dict[str, Any] = {}
         self.calls: dict[str, Callable[[], Any]] = {}
-        self.waits: dict[str, Callable[[Any], Any]] = {}  # a torch variant's own wait
+        self.waits: dict[str, Callable[[Any], Any]] = {}  # each call's wait, its frontend's
         self.group: Any = None  # harness.capture.distributed.Group, in a group of processes
         self.member: Any = None  # its Membership
 
@@ -217,10 +217,10 @@ class Worker:
     def capture(self, job: dict[str, Any]) -> None:
         from harness import io
         from harness.capture.variant import Context
+        from harness.frontends import registry
         from harness.records import to_json
         from harness.runfolder import RunFolder
         from harness.summary import RESULT_FILE, CaptureRecord, Failure
-        from harness.variants import expression, program
 
         workdir = Path(job["workdir"])
         if self.group is not None:
@@ -233,13 +233,8 @@ class Worker:
         for name in job["variants"]:
             v = self.exp.variant(name)
             send("inputs", variant=name)  # a crash or hang here is this variant's
-            if v.program.enabled:
-                # An init that fails here fails again in each variant, which records why.
-                with contextlib.suppress(Exception):
-                    program.args_for(v.program, self.exp.seed)
-            elif v.mode != "jit_python_branch":
-                # Kept between runs beside the ceilings, under the results root.
-                expression.inputs_for(v.problem, self.exp.seed, io.cache_dir(workdir))
+            # Inputs kept between runs beside the ceilings, under the results root.
+            registry.get(v.framework).prepare(self.exp, v, io.cache_dir(workdir))
         for name in job["variants"]:
             variant = self.exp.variant(name)
             vdir = RunFolder(workdir).variant(name).root
@@ -254,12 +249,12 @@ class Worker:
                 barrier=self.group.barrier if self.group is not None else None,
             )
             try:
-                captured = _capture_for(variant)(self.exp, variant, ctx)
+                frontend = registry.get(variant.framework)
+                captured = frontend.capture(self.exp, variant, ctx)
                 record = captured.record
                 if captured.call is not None:
                     self.calls[name] = captured.call
-                if captured.wait is not None:
-                    self.waits[name] = captured.wait
+                    self.waits[name] = captured.wait or frontend.waiter(self.platform)
             except Exception as e:
                 if isinstance(e, _group_faults()):
                     raise  # the group cannot go on: harness.worker.main reports it
@@ -295,7 +290,7 @@ class Worker:
                 x, w = program.gemm_dtypes(v.program, self.exp.seed)
                 side = ceilings.square_side(self.platform)
                 shapes.append(ceilings.GemmShape(side, side, side, x, w))
-            elif self.platform in v.platforms and v.mode != "jit_python_branch":
+            elif self.platform in v.platforms and not v.mode_spec.expects_trace_error:
                 p = v.problem
                 shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
         cache = Path(job["cache"]) if job.get("cache") else None
@@ -312,7 +307,7 @@ class Worker:
     def time(self, job: dict[str, Any]) -> None:
         from harness import io
         from harness.capture import mesh
-        from harness.capture.variant import compile_for_timing
+        from harness.frontends import registry
         from harness.records import to_json
         from harness.runfolder import TIMING_FILE, RunFolder
         from harness.timing import stage
@@ -323,16 +318,12 @@ class Worker:
             if name not in self.calls:
                 send("timing_compile", variant=name)
                 variant = self.exp.variant(name)
-                if variant.framework == "torch":
-                    from harness.capture import torch_variant
-
-                    call, wait, note = torch_variant.compile_for_timing(
-                        self.exp, variant, workdir, self.platform
-                    )
-                    self.waits[name] = wait
-                else:
-                    call, note = compile_for_timing(self.exp, variant, workdir, _executables(job))
+                frontend = registry.get(variant.framework)
+                call, note = frontend.compile_for_timing(
+                    self.exp, variant, workdir, self.platform, _executables(job)
+                )
                 self.calls[name] = call
+                self.waits[name] = frontend.waiter(self.platform)
                 if note:
                     notes[name] = note
         if mesh.blocks_every_call():
@@ -399,17 +390,6 @@ def _executables(job: dict[str, Any]) -> Path | None:
     return Path(job["executables"]) if job.get("executables") else None
 
 
-def _capture_for(variant: Any) -> Callable[..., Any]:
-    """Returns the capture function of the variant's framework (JAX, or the PyTorch row)."""
-    if variant.framework == "torch":
-        from harness.capture.torch_variant import capture_torch_variant
-
-        return capture_torch_variant
-    from harness.capture.variant import capture_variant
-
-    return capture_variant
-
-
 def main(argv: list[str]) -> int:
     global EVENTS, TOKEN
     # NVLink multicast (NVLS) stays off in every worker, whatever the caller's environment.
@@ -423,7 +403,10 @@ def main(argv: list[str]) -> int:
     # queries no device until its first job.
     preload(filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")))
     from harness.capture.torch_env import scratch_cache_dir
+    from harness.frontends import registry
 
+    # The frontends, the built-ins and those HARNESS_FRONTENDS names, before the first job.
+    registry.names()
     worker = Worker()
     for line in sys.stdin:
         if not line.strip():

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness import io
-from harness.config.experiment import FRONTEND_MODULES, Variant
+from harness.config.experiment import Variant
+from harness.frontends import registry
 
 REPO = Path(__file__).resolve().parents[1]
 STDERR_TAIL = 12
@@ -119,9 +120,7 @@ def worker_env(preload: tuple[str, ...] = ()) -> dict[str, str]:
 
 def preload_for(variant: Variant) -> tuple[str, ...]:
     """Returns the modules a worker for `variant` imports before its first job."""
-    if variant.framework == "torch":
-        return ("jax", "torch", "harness.capture.torch_variant")
-    return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
+    return registry.get(variant.framework).preload(variant)
 
 
 def _high_fd(fd: int) -> int:

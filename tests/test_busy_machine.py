@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import stats
+from harness import machine_state, stats
 from harness.analyze import rules, verdicts
 from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
@@ -26,6 +26,7 @@ from harness.search import _unresolved, _verdicts
 from harness.summary import (
     SCHEMA_VERSION,
     Comparison,
+    RoundContext,
     TimedVariant,
     TimingRecord,
     Verdict,
@@ -318,6 +319,57 @@ def test_a_worker_that_got_less_cpu_than_wall_time_is_flagged_as_preempted() -> 
     )
     reading = machine.read()
     assert {"wall_s", "cpu_s", "load_1m", "steal_s", "cpus"} <= set(reading)
+
+
+def test_other_processes_cpu_is_the_machines_busy_time_less_the_workers_own() -> None:
+    before = {"wall_s": 10.0, "cpu_s": 5.0, "busy_s": 100.0, "steal_s": 1.0}
+    # 1 s of wall on 2 CPUs: the machine was busy 1.6 s, the worker took 0.4 s of it.
+    after = {"wall_s": 11.0, "cpu_s": 5.4, "busy_s": 101.6, "steal_s": 1.0}
+    assert machine_state.others_share(before, after, 2) == pytest.approx(0.6)
+    assert machine.flags(before, after, cpus=2, host_bound=False) == (
+        "other processes 60% of the CPUs",
+    )
+    quiet = {**after, "busy_s": 100.5}  # the worker's own 0.4 s and 0.1 s of the rest
+    assert machine_state.others_share(before, quiet, 2) == pytest.approx(0.05)
+    assert machine.flags(before, quiet, cpus=2, host_bound=False) == ()
+    assert machine_state.others_share({}, after, 2) is None  # a reading from before busy_s
+    reading = machine.read()
+    assert reading["busy_s"] is None or reading["busy_s"] > 0
+
+
+def _with_others(timed: TimingRecord, share: float) -> TimingRecord:
+    """`timed` with machine readings around each round in which other processes took `share`
+    of 2 CPUs."""
+    context = tuple(
+        RoundContext(
+            r,
+            {"wall_s": float(r), "cpu_s": 0.5 * r, "busy_s": (0.5 + 2 * share) * r, "cpus": 2},
+            {
+                "wall_s": r + 1.0,
+                "cpu_s": 0.5 * (r + 1),
+                "busy_s": (0.5 + 2 * share) * (r + 1),
+                "cpus": 2,
+            },
+        )
+        for r in range(timed.rounds)
+    )
+    return dataclasses.replace(timed, context=context)
+
+
+def test_a_busy_machine_gates_the_run_even_when_its_aa_pair_is_clean() -> None:
+    from harness.config.experiment import Experiment
+
+    exp = Experiment(experiment="s", baseline="default")
+    base = jitter(1.0, 0.01, 10, 3)
+    clean = _timing(base, jitter(1.0, 0.01, 10, 4), [0.5 * x for x in base])
+    assert _unresolved(_with_others(clean, 0.05), exp) == ()
+    busy = _unresolved(_with_others(clean, 0.6), exp)
+    assert len(busy) == 1 and busy[0].startswith("other processes took 60% of the 2 CPUs")
+    assert "timing.max_others 15%" in busy[0]
+    judged = _verdicts(_with_others(clean, 0.6), [("c01", "default")], 0.0, exp)
+    assert judged[("c01", "default")].verdict == stats.NOT_RESOLVED
+    lenient = dataclasses.replace(exp, timing=dataclasses.replace(exp.timing, max_others=0.7))
+    assert _unresolved(_with_others(clean, 0.6), lenient) == ()
 
 
 def test_a_max_budget_under_the_budget_is_refused_in_one_line(tmp_path: Path) -> None:

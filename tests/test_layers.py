@@ -49,18 +49,32 @@ LIBRARIES = (
     "harness.profile",
     "harness.match",
     "harness.inductor",
+    # A frontend's modes and traits, and the registry (issue 30): what the config, the
+    # analysis and the report read about a framework, with no JAX. The built-in frontends
+    # below them are a stage.
+    "harness.frontends.modes",
+    "harness.frontends.registry",
 )
 STAGES = (
     "harness.variants",
     "harness.capture",
     "harness.timing",
     "harness.analyze",
+    # The built-in frontends (jax, torch): each delegates to the capture, the timing and the
+    # analysis of its framework; the harness reaches them through the registry alone.
+    "harness.frontends",
     "harness.report",
     # Any program's dump and profile (python -m harness.analyze): a product over the study's
     # analysis and report, which share their ranking and tables with it and never import it.
     "harness.anydump",
 )
-RUNS_JAX = ("harness.variants", "harness.capture", "harness.timing")
+RUNS_JAX = (
+    "harness.variants",
+    "harness.capture",
+    "harness.timing",
+    "harness.frontends.jax",
+    "harness.frontends.torch",
+)
 # Packages that only read files: they import no stage that runs JAX.
 READS_ONLY = ("harness.report", "harness.anydump")
 ORCHESTRATOR = (
@@ -378,3 +392,68 @@ def test_a_planted_import_back_into_a_split_makes_a_cycle(src: str, dst: str) ->
 @pytest.mark.parametrize("entry", ["harness.report.__main__", "harness.analyze.__main__"])
 def test_entry_points_inside_stage_packages_are_on_top(entry: str) -> None:
     assert layer(entry) == ("top", 99)
+
+
+BUILTIN_FRONTENDS = ("harness.frontends.jax", "harness.frontends.torch")
+
+
+def test_the_frontends_registry_is_a_library_and_the_builtins_a_stage() -> None:
+    assert layer("harness.frontends.registry") == ("lib", 0)
+    assert layer("harness.frontends.modes") == ("lib", 0)
+    rank = STAGES.index("harness.frontends") + 1
+    assert rank == STAGES.index("harness.analyze") + 2  # after the analysis they delegate to
+    assert {layer(m) for m in BUILTIN_FRONTENDS} == {("stage", rank)}
+    assert "harness.frontends.registry" in graph()["harness.config.experiment"]
+
+
+def test_only_the_registry_names_the_builtin_frontends() -> None:
+    """The harness asks the registry for a frontend by name: no module outside
+    harness/frontends imports jax's or torch's (the registry loads them by name)."""
+    g = graph()
+    users = {
+        (src, dst)
+        for src, targets in g.items()
+        for dst in targets
+        if dst in BUILTIN_FRONTENDS and not _within(src, ("harness.frontends",))
+    }
+    assert users == set()
+    assert all(dst not in g["harness.frontends.registry"] for dst in BUILTIN_FRONTENDS)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "message"),
+    [
+        (
+            "harness.frontends.registry",
+            "harness.frontends.jax",
+            "library harness.frontends.registry imports the stage harness.frontends.jax",
+        ),
+        (
+            "harness.frontends.modes",
+            "harness.capture.variant",
+            "library harness.frontends.modes imports the stage harness.capture.variant",
+        ),
+        (
+            "harness.frontends.torch",
+            "harness.report.data",
+            "stage harness.frontends.torch imports the later stage harness.report.data",
+        ),
+        (
+            "harness.analyze.sections",
+            "harness.frontends.jax",
+            "stage harness.analyze.sections imports the later stage harness.frontends.jax",
+        ),
+        (
+            "harness.report.plots",
+            "harness.frontends.torch",
+            "harness.report.plots only reads files but imports harness.frontends.torch, a stage "
+            "that runs JAX",
+        ),
+    ],
+    ids=["registry_up", "modes_up", "frontend_to_report", "analyze_to_frontend", "report_to_torch"],
+)
+def test_a_planted_import_around_the_frontends_fails(src: str, dst: str, message: str) -> None:
+    g = graph()
+    assert message not in violations(g)
+    g[src] = g[src] | {dst}
+    assert message in violations(g)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import read_summary, run_harness
+from conftest import REPO, read_summary, run_harness
 
 from harness.analyze.rules import read_facts, words
 from harness.config import ConfigError, load
@@ -122,6 +122,39 @@ def test_each_leaf_is_judged_by_its_own_dtype_and_integers_exactly() -> None:
     judged = program.numerics(wrong, ref, "float32")
     assert not judged.ok and judged.worst_leaf == "['n']" and judged.failed_leaves == ("['n']",)
     assert judged.tolerance == 0.0 and judged.max_abs_err == 1.0
+
+
+def test_a_knob_that_cannot_run_in_float64_is_judged_against_the_default_knob(
+    tmp_path: Path,
+) -> None:
+    """cuDNN attention takes fp16/bf16/fp8 only (its numerics probe failed on the H200): the
+    reference is then the function with the experiment's kwargs, and says so."""
+    from harness.variants import program
+
+    block = REPO / "examples" / "transformer_block.py"
+    exp = _load(
+        tmp_path,
+        f"""
+experiment: attention
+program:
+  function: {block}:block
+  init: {block}:init
+  inputs: [{{shape: [2, 8, 32], dtype: float32}}]
+  kwargs: {{attention: xla}}
+variants:
+  - {{name: xla, mode: jit}}
+  - {{name: cudnn, mode: jit, program: {{kwargs: {{attention: cudnn}}}}, platforms: [cpu]}}
+""",
+    )
+    xla, cudnn = (v.program for v in exp.variants)
+    args = program.args_for(cudnn, exp.seed)
+    ref, note = program.reference_for(cudnn, exp.program.kwargs, args, exp.seed)
+    assert note is not None and "`attention=cudnn` does not run in float64" in note
+    assert "(attention=xla)" in note
+    own, none = program.reference_for(xla, exp.program.kwargs, args, exp.seed)
+    assert none is None and all(np.array_equal(a, b) for a, b in zip(ref, own, strict=True))
+    judged = program.numerics(program.bound(xla)(args.params, *args.inputs), ref, "float32")
+    assert judged.ok
 
 
 # --- config: pytrees, new shapes, kwargs, flags -----------------------------------------------

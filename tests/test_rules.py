@@ -549,3 +549,25 @@ def test_a_resolvable_straggler_is_found_and_a_spread_within_noise_is_not() -> N
     assert rule.conclude(equal) == ()
     gated = dataclasses.replace(slow, summary=dataclasses.replace(slow.summary, noise=FAILED))
     assert not rule.applies(gated)  # a timing rule reads the A/A gate
+
+
+def test_an_attention_call_is_not_read_as_a_gemm_epilogue() -> None:
+    """cuDNN attention has no epilogue: with the same cuBLAS GEMM on both sides, no epilogue
+    difference is named (the H200 once read "DEFAULT/none instead of DEFAULT")."""
+    from harness.analyze.rules.words import mechanisms
+
+    gemm = LibraryCall("__cublas$lt$matmul", "DEFAULT", "gemm")
+    fmha = LibraryCall("__cudnn$fmhaSoftmax", None, "attention")
+    run = facts(
+        xla=variant(roles=("baseline", "compiled"), hlo=Hlo(library_calls=(gemm,))),
+        cudnn=variant(hlo=Hlo(library_calls=(gemm, fmha))),
+    )
+    said = mechanisms(run.variant("cudnn"), run.variant("xla"))
+    assert not any("epilogue" in s for s in said)
+    bias = LibraryCall("__cublas$lt$matmul", "BIAS", "gemm")
+    other = facts(
+        xla=variant(roles=("baseline", "compiled"), hlo=Hlo(library_calls=(gemm,))),
+        cudnn=variant(hlo=Hlo(library_calls=(bias, fmha))),
+    )
+    said = mechanisms(other.variant("cudnn"), other.variant("xla"))
+    assert "the library GEMM's epilogue is BIAS instead of DEFAULT" in said

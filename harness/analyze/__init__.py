@@ -26,13 +26,17 @@ from harness import forked, io, ladder, run_records, stats
 from harness.analyze import comm, files, ranking, rules, sections, torch_sections, verdicts
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
-from harness.hlo.diverge import first_divergence
-from harness.inductor.diverge import torch_first_divergence
-from harness.machine_state import machine_state
+from harness.frontends import registry
+from harness.machine_state import MachineState, machine_state
 from harness.records import SchemaError, from_json, to_json
-from harness.resolution import DEFAULT_MAX_NOISE, aa_reasons
+from harness.resolution import (
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MAX_OTHERS_SHARE,
+    aa_reasons,
+    busy_reasons,
+)
 from harness.run_records import Ceilings
-from harness.runfolder import IR_DIR, RunFolder
+from harness.runfolder import IR_DIR, RunFolder, VariantFolder
 from harness.summary import (
     SCHEMA_VERSION,
     CaptureRecord,
@@ -102,39 +106,65 @@ def analyze_variant(
     ceilings: Ceilings | None,
     platform: str,
 ) -> tuple[VariantSummary, list[str]]:
-    """Returns one variant's summary (every section) and its first step's kernel names, and
-    writes the variant's analysis files: its producers return them, and this is their one
-    writer (harness.analyze.files)."""
+    """Returns one variant's summary (every section) and its first step's kernel names: its
+    frontend's sections (registry.get(framework).analyze) for a variant that ran, the
+    capture's own for one that failed, was skipped or was refused as it was expected to be."""
+    record = capture_of(workdir, v)
+    if record.status == "ok" and record.expected_error is None:
+        frontend = registry.get(v.framework)
+        return frontend.analyze(workdir, exp, v, record, timed, ceilings, platform)
+    return unanalyzed(RunFolder(workdir).variant(v.name).root, exp, v, record, timed), []
+
+
+def unanalyzed(
+    vdir: Path, exp: Experiment, v: Variant, record: CaptureRecord, timed: TimingRecord | None
+) -> VariantSummary:
+    """Returns the summary of a variant that left nothing to analyse: what its capture and
+    the timing stage (`timed`, timing.json) say; writes the compile.json its profiles give."""
+    compiled, made = sections.compile_(vdir, record, None)
+    files.write(VariantFolder(vdir), made)
+    return VariantSummary(
+        identity=sections.identity(exp, v, record),
+        timing=sections.timing(v.name, record, timed),
+        compile=compiled,
+        numerics=record.numerics or Numerics(),
+    )
+
+
+def analyze_xla_variant(
+    workdir: Path,
+    exp: Experiment,
+    v: Variant,
+    record: CaptureRecord,
+    timed: TimingRecord | None,
+    ceilings: Ceilings | None,
+    platform: str,
+) -> tuple[VariantSummary, list[str]]:
+    """Returns a JAX variant's summary from its HLO ladder, XLA's dumps and its profile, and
+    writes its analysis files: the producers return them, `files.write` is their one writer."""
     folder = RunFolder(workdir).variant(v.name)
-    summary, kernels, made = variant_sections(workdir, exp, v, timed, ceilings, platform)
+    summary, kernels, made = xla_sections(folder.root, exp, v, record, timed, ceilings, platform)
     files.write(folder, made)
     return summary, kernels
 
 
-def variant_sections(
-    workdir: Path,
+def xla_sections(
+    vdir: Path,
     exp: Experiment,
     v: Variant,
+    record: CaptureRecord,
     timed: TimingRecord | None,
     ceilings: Ceilings | None,
     platform: str,
 ) -> tuple[VariantSummary, list[str], files.VariantFiles]:
-    """Returns one variant's summary, its first step's kernel names and the records of its
+    """Returns a JAX variant's summary, its first step's kernel names and the records of its
     analysis files, writing nothing."""
-    record = capture_of(workdir, v)
-    vdir = RunFolder(workdir).variant(v.name).root
     ident = sections.identity(exp, v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
-    if v.framework == "torch" and record.status == "ok" and record.expected_error is None:
-        return analyze_torch_variant(vdir, exp, v, record, timing, ceilings, platform)
-    if record.status != "ok" or not ladder.has_ladder(vdir / IR_DIR):
-        compiled, made = sections.compile_(vdir, record, None)
-        return (
-            VariantSummary(identity=ident, timing=timing, compile=compiled, numerics=numerics),
-            [],
-            made,
-        )
+    op_by_op = v.mode_spec.op_by_op  # eager: a module per primitive, no program to rank
+    if not ladder.has_ladder(vdir / IR_DIR):
+        return unanalyzed(vdir, exp, v, record, timed), [], files.NONE
     errors: list[str] = []
     lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / IR_DIR), None)
     if lad is None:
@@ -163,7 +193,7 @@ def variant_sections(
     profile, kernels, found = _guarded(
         errors,
         "profile",
-        lambda: sections.profile(vdir, lad, v.mode, timing.step_s),
+        lambda: sections.profile(vdir, lad, op_by_op, timing.step_s),
         (None, [], files.NONE),
     )
     made = made.with_(found)
@@ -172,7 +202,7 @@ def variant_sections(
         _guarded(
             errors,
             "ranking",
-            lambda: ranking.ranking_file(vdir, lad, v.mode, ceilings, made.kernels),
+            lambda: ranking.ranking_file(vdir, lad, op_by_op, ceilings, made.kernels),
             files.NONE,
         )
     )
@@ -187,7 +217,7 @@ def variant_sections(
     memory_ = _guarded(
         errors,
         "memory",
-        lambda: memory_analysis.variant_memory(vdir, lad, v.mode, record.memory),
+        lambda: memory_analysis.variant_memory(vdir, lad, op_by_op, record.memory),
         None,
     )
     summary = VariantSummary(
@@ -219,10 +249,10 @@ def analyze_torch_variant(
     timing: Any,
     ceilings: Ceilings | None,
     platform: str,
-) -> tuple[VariantSummary, list[str], files.VariantFiles]:
+) -> tuple[VariantSummary, list[str]]:
     """Returns a PyTorch variant's summary (identity, timing, cost and numerics as for JAX, the
-    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace), its first
-    step's kernel names and the records of its analysis files."""
+    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace) and its
+    first step's kernel names; writes its analysis files (the producers return them)."""
     errors: list[str] = []
     found = torch_sections.analyze_torch(
         vdir, v, record, exp.profile.steps, timing.step_s, errors, _guarded
@@ -256,7 +286,8 @@ def analyze_torch_variant(
         memory=memory_analysis.measured_only(record.memory),
         analysis_errors=tuple(errors),
     )
-    return summary, list(found.get("kernels") or []), made
+    files.write(VariantFolder(vdir), made)  # the stage's one writer
+    return summary, list(found.get("kernels") or [])
 
 
 def same_size(a: VariantSummary, b: VariantSummary) -> bool:
@@ -278,9 +309,10 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
     return None
 
 
-# A torch variant's role -> the JAX role it is timed against, most specific first. A Python
-# branch JAX refuses to compile, so Dynamo's split branch meets the branch XLA keeps on the
-# device (lax.cond). A variant holding none of them (options on a compile) meets the baseline.
+# A variant's role -> the role of the variant of another framework it is timed against (a
+# torch variant's JAX twin), most specific first. A Python branch JAX refuses to compile, so
+# Dynamo's split branch meets the branch XLA keeps on the device (lax.cond). A variant holding
+# none of them (options on a compile) meets the baseline.
 COUNTERPART_ROLES = (
     ("baseline", "baseline"),
     ("lower_bound", "lower_bound"),
@@ -291,15 +323,18 @@ COUNTERPART_ROLES = (
 
 
 def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSummary | None:
-    """Returns the JAX variant a PyTorch variant is timed against: its role's, same size."""
+    """Returns the variant of another framework a variant is also timed against (a PyTorch
+    variant's JAX twin: its frontend's `timed_against`), of its role's counterpart and its size;
+    None for a variant of the framework the others are timed against."""
     me = summaries[name]
-    if me.identity.framework == "jax":
+    against = registry.traits(me.identity.framework).timed_against
+    if against is None:
         return None
     role = next((j for t, j in COUNTERPART_ROLES if t in me.identity.roles), "baseline")
     for other in summaries.values():
         if (
             role in other.identity.roles
-            and other.identity.framework == "jax"
+            and other.identity.framework == against
             and same_size(me, other)
         ):
             return other
@@ -344,6 +379,7 @@ def noise_section(
     self_ratio: stats.RatioEstimate | None,
     max_noise: float = DEFAULT_MAX_NOISE,
     comparisons: int = 0,
+    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
 ) -> Noise | None:
     """Returns the run's noise floor, its A/A gate, the device clocks and the machine's state
     around the timing rounds."""
@@ -367,7 +403,7 @@ def noise_section(
         )
     )
     floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, max_noise)
+    reasons = unresolved_reasons(timed, self_ratio, max_noise, max_others)
     return Noise(
         baseline=timed.baseline,
         self_ratio=self_ratio.ratio if self_ratio else None,
@@ -382,15 +418,23 @@ def noise_section(
         reasons=reasons,
         max_noise=max_noise,
         comparisons=comparisons,
-        machine=machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context]),
+        machine=timing_machine(timed),
     )
 
 
+def timing_machine(timed: TimingRecord) -> MachineState | None:
+    """Returns what the machine was doing during the timing rounds (None before readings)."""
+    return machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context])
+
+
 def unresolved_reasons(
-    timed: TimingRecord | None, self_ratio: stats.RatioEstimate | None, max_noise: float
+    timed: TimingRecord | None,
+    self_ratio: stats.RatioEstimate | None,
+    max_noise: float,
+    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
 ) -> tuple[str, ...]:
-    """Returns why the run cannot resolve differences (empty: it can); a run with no timed
-    variants has nothing to resolve."""
+    """Returns why the run cannot resolve differences (empty: it can): its A/A check, and how
+    busy the rest of the machine was. A run with no timed variants has nothing to resolve."""
     if timed is None or not timed.variants:
         return ()
     return aa_reasons(
@@ -399,7 +443,7 @@ def unresolved_reasons(
         self_ratio.ci95 if self_ratio else None,
         stats.noise_floor(self_ratio),
         max_noise,
-    )
+    ) + busy_reasons(timing_machine(timed), max_others)
 
 
 def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
@@ -427,7 +471,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
     self_ratio = noise(timed)
     floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise)
+    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise, exp.timing.max_others)
     baselines = framework_baselines(exp)
     found_pending = [
         p
@@ -447,10 +491,9 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         errors = list(s.analysis_errors)
         divergence = None
         # Each variant diverges from its own framework's baseline, through its own ladder.
-        torch = s.identity.framework == "torch"
         base = baselines.get(s.identity.framework, exp.baseline)
         base_ir = folder.variant(base).ir
-        diverge = torch_first_divergence if torch else first_divergence
+        diverge = registry.get(s.identity.framework).diverge
         if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
             found = _guarded(
                 errors,
@@ -487,6 +530,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             self_ratio,
             exp.timing.max_noise,
             sum(1 for v in judged.values() if v.p_holm is not None),
+            exp.timing.max_others,
         ),
         variants=out,
     )

@@ -316,11 +316,11 @@ def memory_file(memory: Memory, top: ModuleMemory | None) -> MemoryFile:
 
 
 def variant_memory(
-    vdir: Path, lad: ladder.Ladder, mode: str, measured: MeasuredMemory | None
+    vdir: Path, lad: ladder.Ladder, op_by_op: bool, measured: MeasuredMemory | None
 ) -> Memory:
     """Returns a JAX variant's memory section and writes its memory.json."""
     found = [m for f in ladder_files(lad) if (m := module_memory(f)) is not None]
-    memory, top = section(found, measured, mode == "eager")
+    memory, top = section(found, measured, op_by_op)
     io.write_json(vdir / MEMORY_FILE, to_json(memory_file(memory, top)), compact=True)
     return memory
 

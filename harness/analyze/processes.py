@@ -185,7 +185,7 @@ def as_process_0(events: Sequence[DeviceEvent], reference: Sequence[DeviceEvent]
 def process_row(
     vdir: Path,
     lad: ladder.Ladder | None,
-    mode: str,
+    op_by_op: bool,
     rank: int,
     capture: ProcessCapture | None,
     info: ProcessInfo | None,
@@ -210,9 +210,9 @@ def process_row(
     if lad is None or profile is None or not (vdir / profile).is_file():
         return base, None, f"process {rank}: no steady-state profile"
     events, _ = read_events_and_markers(vdir / profile)
-    if mode == "eager" and rank != 0 and reference:
+    if op_by_op and rank != 0 and reference:
         events = as_process_0(events, reference)
-    match, clusters = sections.matched(events, lad, mode)
+    match, clusters = sections.matched(events, lad, op_by_op)
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     collectives = {m.name: find_collectives(m) for m in after}
     report = communication_report(events, clusters, collectives)
@@ -221,7 +221,7 @@ def process_row(
     # or, for a collective, to the collective (the communication report's count).
     fraction, unmatched = (
         (match.matched_fraction, tuple(a.reason for a in match.unmatched))
-        if mode == "eager"
+        if op_by_op
         else (report.matched_fraction, tuple(report.unmatched))
     )
     steps = max(1, report.steps)
@@ -342,11 +342,12 @@ def variant_processes(
         if v.name in t.variants and t.variants[v.name].round_step_s
     }
     rows, reports, notes = [], {}, []
-    reference = _events_of(vdir, captures.get(0)) if v.mode == "eager" else []
+    op_by_op = v.mode_spec.op_by_op
+    reference = _events_of(vdir, captures.get(0)) if op_by_op else []
     for rank in ranks:
         try:
             row, report, note = process_row(
-                vdir, lad, v.mode, rank, captures.get(rank), infos.get(rank),
+                vdir, lad, op_by_op, rank, captures.get(rank), infos.get(rank),
                 rounds.get(rank, ()), scopes, reference,
             )  # fmt: skip
         except Exception as e:  # one unreadable profile is a note, never the analysis's end

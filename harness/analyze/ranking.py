@@ -46,14 +46,14 @@ def attributions(kernels: KernelsFile | None) -> tuple[Attribution, ...]:
 
 
 def ranking(
-    lad: ladder.Ladder, mode: str, ceilings: Ceilings | None, kernels: KernelsFile | None
+    lad: ladder.Ladder, op_by_op: bool, ceilings: Ceilings | None, kernels: KernelsFile | None
 ) -> ProgramAnalysis | None:
     """Returns the variant's module analysed as a main program: clusters ranked by device time
     a step (by FLOPs without a profile), rolled up by source line and named scope; None for
     eager dispatch or a ladder without exactly one optimized module. `kernels` is the
     variant's kernels.json record, as its producer returned it."""
     after = lad.hlo_files("hlo_after")
-    if mode == "eager" or len(after) != 1:
+    if op_by_op or len(after) != 1:
         return None
     module = hlo_files.parsed(after[0])
     clusters = hlo_files.clusters_of(module)
@@ -102,12 +102,12 @@ def ranking(
 def ranking_file(
     vdir: Path,
     lad: ladder.Ladder,
-    mode: str,
+    op_by_op: bool,
     ceilings: Ceilings | None,
     kernels: KernelsFile | None,
 ) -> VariantFiles:
     """Returns ranking.json's record for the variant (see `ranking`); none for eager."""
-    found = ranking(lad, mode, ceilings, kernels)
+    found = ranking(lad, op_by_op, ceilings, kernels)
     if found is None:
         return NONE
     source = str(VariantFolder(vdir).ranking)

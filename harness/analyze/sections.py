@@ -317,7 +317,7 @@ def _command_buffers(
 
 
 def profile(
-    vdir: Path, lad: ladder.Ladder, mode: str, step_s: float | None
+    vdir: Path, lad: ladder.Ladder, op_by_op: bool, step_s: float | None
 ) -> tuple[Profile, list[str], VariantFiles]:
     """Returns the steady window's device timeline and one step's kernel names, with
     kernels.json's record (every event with the cluster it is attributed to)."""
@@ -329,7 +329,7 @@ def profile(
     # The host gap compares like with like: each profiled step's wall time (its marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
-    report, clusters = matched(events, lad, mode)
+    report, clusters = matched(events, lad, op_by_op)
     kernels = run_records.from_document(
         run_records.KERNELS, kernels_document(report), str(folder.kernels)
     )
@@ -338,11 +338,11 @@ def profile(
 
 
 def matched(
-    events: Sequence[Any], lad: ladder.Ladder, mode: str
+    events: Sequence[Any], lad: ladder.Ladder, op_by_op: bool
 ) -> tuple[MatchReport, dict[Any, tuple[Any, ...]]]:
     """Returns the attribution of a steady window's `events` to the clusters of the variant's
     ladder, and those clusters (each process of a group is matched alike: analyze.processes)."""
-    eager = mode == "eager"
+    eager = op_by_op  # each primitive its own module: matched by module, not by cluster
     clusters = _module_clusters(lad, eager)
     buffers = {} if eager else _command_buffers(lad, clusters)
     report = match_events(

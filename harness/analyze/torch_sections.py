@@ -302,7 +302,7 @@ def _metric_reasons(facts: dict[str, Any], ids: Sequence[str]) -> tuple[str, ...
 
 def profile(
     vdir: Path,
-    mode: str,
+    op_by_op: bool,
     cap: Captured | None,
     first: Sequence[str],
     steps: int,
@@ -316,7 +316,7 @@ def profile(
     if not path.is_file():
         return Profile(), [], (), NONE
     trace = read_torch_trace(path, steps=steps)
-    eager = mode == "torch_eager"
+    eager = op_by_op
     if eager:
         clusters: dict[str, tuple[Any, ...]] = {"eager": eager_clusters(trace)}
         report = match_torch_events(trace, clusters, steps=steps, mode="eager")
@@ -355,7 +355,7 @@ def analyze_torch(
     kernel names, each analysis guarded: a failure is an analysis error, never a crash."""
     facts = read_torch_facts(vdir)
     first, again = compile_ids(facts, "first_call"), compile_ids(facts, "recompile")
-    eager = v.mode == "torch_eager"
+    eager = v.mode_spec.op_by_op
     cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
     out: dict[str, Any] = {}
     files = NONE
@@ -375,7 +375,7 @@ def analyze_torch(
     found = guarded(
         errors,
         "profile",
-        lambda: profile(vdir, v.mode, cap, first, steps, step_s),
+        lambda: profile(vdir, eager, cap, first, steps, step_s),
         (None, [], (), NONE),
     )
     out["profile"], out["kernels"], eager_ops, made = found

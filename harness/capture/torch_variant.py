@@ -38,6 +38,7 @@ from harness.capture import memory as capture_memory
 from harness.capture import torch_env
 from harness.capture.variant import Captured, Context, analytic_flops
 from harness.config.experiment import Experiment, Variant
+from harness.frontends.modes import Mode
 from harness.inductor.artifacts import FX_READABLE, FX_TRANSFORMED, IR_POST, IR_PRE, OUTPUT_CODE
 from harness.inductor.captured import read_captured
 from harness.runfolder import RECOMPILE_FILE, TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
@@ -46,10 +47,14 @@ from harness.variants import expression
 from harness.variants import torch_expression as tx
 
 PROFILE_FILE = TORCH_TRACE_FILE
-# Modes whose function breaks the graph on purpose: with fullgraph=True Dynamo must refuse them.
-BREAKING_MODES = ("torch_print", "torch_branch")
 # Triton's per-kernel files, by ladder stage.
 TRITON_FILES = {".ttir": "triton", ".ttgir": "triton", ".llir": "llvm", ".ptx": "ptx"}
+
+
+def breaks_the_graph(mode: Mode) -> bool:
+    """True when the mode's function breaks Dynamo's graph on purpose (a print, a Python
+    branch on a tensor's value): with fullgraph=True Dynamo must refuse it."""
+    return mode.host_print or mode.python_branch
 
 
 def waiter(device: str) -> Callable[[Any], Any]:
@@ -111,7 +116,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
     buffer = stdio.StringIO()
     allocated = capture_memory.torch_before(device)
     with contextlib.redirect_stdout(buffer):
-        if variant.mode == "torch_eager":
+        if variant.mode_spec.op_by_op:
             record, call = _capture_eager(exp, variant, fn, inputs, wait, ctx)
         else:
             record, call = _capture_compiled(exp, variant, fn, inputs, wait, ctx)
@@ -302,7 +307,7 @@ def _capture_compiled(
         try:
             y, first_call_s = _timed(call, wait)
         except Exception as e:
-            if variant.torch.fullgraph and variant.mode in BREAKING_MODES:
+            if variant.torch.fullgraph and breaks_the_graph(variant.mode_spec):
                 return _refused(variant, e, ctx, facts), None
             raise
         first_ids = _new_ids(known)
@@ -520,7 +525,7 @@ def compile_for_timing(
     fn = tx.build_torch_function(variant)
     wait = waiter(device)
     args = (inputs.x, inputs.w, inputs.b)
-    if variant.mode == "torch_eager":
+    if variant.mode_spec.op_by_op:
         return (lambda: fn(*args)), wait, "eager: called again in the timing process"
     with torch_env.torch_cache_env(workdir / "variants" / variant.name):
         compiled = torch.compile(fn, **tx.compile_kwargs(variant))

@@ -188,17 +188,23 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         return made["new"].args
 
     def judge(y: Any) -> Numerics:
-        return program.numerics(y, program.reference(p, args, seed), program.computed_in(args))
+        ref, note = program.reference_for(p, exp.program.kwargs, args, seed)
+        judged = program.numerics(y, ref, program.computed_in(args))
+        return dataclasses.replace(judged, reference_note=note) if note else judged
 
     def describe(y: Any, flops_source: str, gemm_flops: float | None) -> ProgramRecord:
         try:
-            ref = program.reference(p, args, seed)
+            ref, _ = program.reference_for(p, exp.program.kwargs, args, seed)
         except Exception:  # the numerics probe recorded why; the record is made without it
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
     placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
     return Subject(fn, placed, judge, p, describe)
+
+
+# What builds a variant's Subject (its frontend's `subject`); None: subject_of.
+MakeSubject = Callable[[Experiment, Variant], Subject] | None
 
 
 def _module_name(compiled: Any, fallback: str) -> str:
@@ -234,8 +240,14 @@ def _hlo_before(variant_dir: Path) -> str | None:
     return found[0].read_text() if len(found) == 1 else None
 
 
-def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured:
-    """Measures one variant; returns its record (status "ok") and its call. Raises on failure."""
+def capture_variant(
+    exp: Experiment, variant: Variant, ctx: Context, make_subject: MakeSubject = None
+) -> Captured:
+    """Measures one variant; returns its record (status "ok") and its call. Raises on failure.
+
+    `make_subject(exp, variant)` builds what it runs, its frontend's (harness.frontends):
+    `subject_of` unless given. It is called after JAX's caches are cleared, as the capture's
+    own compiles are."""
     jax.clear_caches()  # every variant pays its own compiles, whatever ran before it
     if variant.sharding.enabled:
         reason = mesh.unavailable(variant)
@@ -243,14 +255,14 @@ def capture_variant(exp: Experiment, variant: Variant, ctx: Context) -> Captured
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    subject = subject_of(exp, variant)
+    subject = (make_subject or subject_of)(exp, variant)
     ctx = dataclasses.replace(ctx, failures=[])
     started = time.perf_counter()
     buffer = stdio.StringIO()
     with contextlib.redirect_stdout(buffer):
-        if variant.mode == "eager":
+        if variant.mode_spec.op_by_op:
             record, call = _capture_eager(exp, variant, subject, ctx)
-        elif variant.mode == "jit_python_branch":
+        elif variant.mode_spec.expects_trace_error:
             record, call = _expected_trace_error(variant, subject, ctx), None
         else:
             record, call = _capture_jit(exp, variant, subject, ctx)
@@ -282,7 +294,7 @@ def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[floa
 
 def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Numerics:
     rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
-    ref = expression.reference(variant.problem, variant.mode, inputs, rows)
+    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
@@ -539,7 +551,11 @@ def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
 
 
 def compile_for_timing(
-    exp: Experiment, variant: Variant, workdir: Path, executables: Path | None = None
+    exp: Experiment,
+    variant: Variant,
+    workdir: Path,
+    executables: Path | None = None,
+    make_subject: MakeSubject = None,
 ) -> tuple[Callable[[], Any], str | None]:
     """Returns a steady-state call of a variant another worker captured, and a note.
 
@@ -553,10 +569,10 @@ def compile_for_timing(
     from harness.hlo import fingerprint
     from harness.hlo.parser import parse_file
 
-    subject = subject_of(exp, variant)
+    subject = (make_subject or subject_of)(exp, variant)
     fn, placed = subject.fn, subject.placed
     args = placed.args
-    if variant.mode == "eager":
+    if variant.mode_spec.op_by_op:
         return (lambda: fn(*args)), "eager: called again in the timing process"
     lowered = jax.jit(
         placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs

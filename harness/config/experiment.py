@@ -19,28 +19,20 @@ from harness.config.program import NO_KWARGS, FrozenMap, default_shapes
 from harness.config.roles import framework_of, roles_of
 from harness.config.sharding import Sharding
 from harness.config.timing import TimingOptions
+from harness.frontends import registry
+from harness.frontends.modes import Mode
 
 DTYPES = ("float32", "bfloat16", "float16")
 # What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant
 # (it is on only for the float64 reference), so a float64 input would silently be float32.
 INPUT_DTYPES = (*DTYPES, "int32", "int8", "uint8", "bool")
-# The modes a program study runs; the others build the GELU expression's own variants.
-PROGRAM_MODES = ("eager", "jit")
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
 # What each frontend imports, for a worker to load before the capture (flax: 0.4 s on a
 # 2-core machine, which would otherwise land between two variants' captures).
 FRONTEND_MODULES = {"jnp": (), "flax_linen": ("flax.linen",), "flax_nnx": ("flax.nnx",)}
-TORCH_MODES = ("torch_eager", "torch_compile", "torch_matmul", "torch_print", "torch_branch")
-MODES = (
-    "eager",
-    "jit",
-    "jit_host_callback",
-    "matmul_only",
-    "jit_python_branch",
-    "jit_lax_cond",
-    *TORCH_MODES,
-)
+# The modes are the registered frontends' (harness.frontends.registry): a mode is data on its
+# frontend, and a frontend a test plugs in brings its own.
 # torch.compile's `mode` argument ("default" passes none).
 TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 PLATFORMS = ("cpu", "gpu", "tpu")
@@ -204,8 +196,14 @@ class Variant:
 
     @property
     def framework(self) -> str:
-        """`jax` or `torch`, from the mode."""
+        """The frontend that runs the variant (`jax`, `torch`, ...), from the mode."""
         return framework_of(self.mode)
+
+    @property
+    def mode_spec(self) -> Mode:
+        """The mode's record: how the variant runs and what it computes (a validated
+        variant's mode is always registered)."""
+        return registry.mode(self.mode)
 
 
 STRATEGIES = ("grid", "coordinate")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from harness.frontends import registry
+
 ROLES = (
     "baseline",  # the config's baseline: every comparison's reference
     "lower_bound",  # the GEMM alone: no fused variant can beat it
@@ -23,27 +25,15 @@ ROLES = (
     "one_device",  # the unsharded program that sharded variants of its size scale against
 )
 
-MODE_ROLES: dict[str, tuple[str, ...]] = {
-    "eager": ("eager",),
-    "jit": ("compiled",),
-    "matmul_only": ("lower_bound", "compiled"),
-    "jit_host_callback": ("host_callback", "compiled"),
-    "jit_python_branch": ("traced_branch",),
-    "jit_lax_cond": ("device_branch", "compiled"),
-    # The PyTorch row: the same roles, so the report pairs each torch variant with its JAX twin.
-    "torch_eager": ("eager",),
-    "torch_compile": ("compiled",),
-    "torch_matmul": ("lower_bound", "compiled"),
-    "torch_print": ("host_callback", "compiled"),
-    "torch_branch": ("traced_branch", "compiled"),
-}
-
-FRAMEWORKS = ("jax", "torch")
+FRAMEWORKS = ("jax", "torch")  # the built-in frontends (harness.frontends)
 
 
 def framework_of(mode: str) -> str:
-    """Returns the framework a mode runs in: `torch` for the `torch_*` modes, else `jax`."""
-    return "torch" if mode.startswith("torch_") else "jax"
+    """Returns the framework a mode runs in: its frontend's name (harness.frontends); a mode
+    no frontend registered reads as JAX's, as an unknown mode always did, until the
+    config's validation refuses it."""
+    found = registry.find_mode(mode)
+    return found.framework if found is not None else "jax"
 
 
 # XLA options whose documented effect is to hand the GEMM's epilogue to the library.
@@ -59,7 +49,8 @@ def roles_of(
     sharded: bool = False,
 ) -> tuple[str, ...]:
     """Returns the variant's roles, in ROLES order, without repeats."""
-    found = set(MODE_ROLES.get(mode, ()))
+    spec = registry.find_mode(mode)
+    found = set(spec.roles if spec is not None else ())
     found |= set(explicit)
     if sharded:
         found.add("sharded")

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 from harness.config.fields import ranged
-from harness.resolution import DEFAULT_MAX_NOISE, DEFAULT_TARGET_WIDTH
+from harness.resolution import DEFAULT_MAX_NOISE, DEFAULT_MAX_OTHERS_SHARE, DEFAULT_TARGET_WIDTH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +38,13 @@ class TimingOptions:
     )
     max_noise: float = ranged(
         DEFAULT_MAX_NOISE, 0.0, 10.0, "the largest A/A noise floor at which differences are called"
+    )
+    max_others: float = ranged(
+        DEFAULT_MAX_OTHERS_SHARE,
+        0.0,
+        1.0,
+        "the largest share of the machine's CPUs other processes may take during the rounds"
+        " at which differences are called",
     )
     target_width: float = ranged(
         DEFAULT_TARGET_WIDTH,

@@ -18,12 +18,9 @@ from harness.config.experiment import (
     GELU_FORMS,
     INPUT_DTYPES,
     ISOLATION,
-    MODES,
     PLATFORMS,
-    PROGRAM_MODES,
     STRATEGIES,
     TORCH_COMPILE_MODES,
-    TORCH_MODES,
     ConfigError,
     Experiment,
     Problem,
@@ -38,9 +35,20 @@ from harness.config.program import input_leaves, shapes_problem
 from harness.config.roles import ROLES, roles_of
 from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
+from harness.frontends import registry
 
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def mode_names(framework: str | None = None) -> tuple[str, ...]:
+    """The registered frontends' modes (harness.frontends.registry), of one framework if named."""
+    return tuple(m.name for m in registry.modes() if framework in (None, m.framework))
+
+
+def program_modes() -> tuple[str, ...]:
+    """The modes a program study may run; the others build the GELU expression's variants."""
+    return tuple(m.name for m in registry.modes() if m.program)
 
 
 def _allowed(values: typing.Iterable[str]) -> str:
@@ -165,7 +173,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
                 f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
             )
         seen.add(v.name)
-        _choice(source, f"variants.{v.name}.mode", v.mode, MODES)
+        _choice(source, f"variants.{v.name}.mode", v.mode, mode_names())
         validate_problem(v.problem, source, f"variants.{v.name}.problem")
         if not v.platforms:
             raise ConfigError(
@@ -302,12 +310,13 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
     """Refuses what a program study's variant cannot be: a mode that builds the GELU
     expression's own variant, a `problem`, a mesh, or a change of the study's function."""
     where = f"variants.{v.name}"
-    if v.mode not in PROGRAM_MODES:
+    allowed = program_modes()
+    if v.mode not in allowed:
         raise ConfigError(
             source,
             f"{where}.mode",
             f"{v.mode!r} builds the GELU expression's own variant, which a program study does "
-            f"not have; {_allowed(PROGRAM_MODES)}",
+            f"not have; {_allowed(allowed)}",
         )
     if v.problem != e.problem:
         raise ConfigError(
@@ -343,7 +352,7 @@ def validate_torch_variant(v: Variant, source: str) -> None:
             raise ConfigError(
                 source,
                 f"{where}.torch",
-                f"applies to the torch_* modes ({', '.join(TORCH_MODES)}); mode is {v.mode!r}",
+                f"applies to the torch_* modes ({', '.join(mode_names('torch'))}); mode is {v.mode!r}",
             )
         return
     if v.mode == "torch_eager" and v.torch != TorchOptions():

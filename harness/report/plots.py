@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from harness import fmt, forked, io
+from harness.frontends import registry
 from harness.report.data import RunData, VariantData, same_size
 from harness.run_records import KernelEvent
 
@@ -228,10 +229,10 @@ def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
     """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
     seg: dict[str, float] = {}
     c = v.summary.compile
-    if v.framework == "torch":  # by_pipeline holds torch.compile's phases, not XLA pipelines
-        seg = {f"torch {k}": float(fmt.num(s) or 0.0) for k, s in c.by_pipeline.items()}
+    if registry.traits(v.framework).compile_phases:  # by_pipeline: its own phases (torch.compile's)
+        seg = {f"{v.framework} {k}": float(fmt.num(s) or 0.0) for k, s in c.by_pipeline.items()}
         if c.compile_s is not None and seg:
-            seg["torch other"] = max(0.0, c.compile_s - sum(seg.values()))
+            seg[f"{v.framework} other"] = max(0.0, c.compile_s - sum(seg.values()))
         return seg
     for value, label in ((c.trace_s, "trace"), (c.lower_s, "lower")):
         if value is not None:
@@ -256,7 +257,7 @@ def top_pipelines(run: RunData, n: int = 5) -> list[str]:
     """Returns the `n` XLA pipelines with the largest compile time summed over variants."""
     total: dict[str, float] = {}
     for v in run.variants:
-        if v.framework != "jax":
+        if not registry.traits(v.framework).xla:
             continue
         for p, s in (v.summary.compile.by_pipeline or {}).items():
             total[p] = total.get(p, 0.0) + (fmt.num(s) or 0.0)

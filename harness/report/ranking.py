@@ -14,6 +14,7 @@ from typing import Any
 
 from harness import fmt
 from harness.analyze.program import ModuleAnalysis
+from harness.frontends import registry
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
@@ -70,12 +71,13 @@ def _why_unranked(v: VariantData) -> str:
     i = v.summary.identity
     if i.status != "ok":
         return f"{i.status}" + (f": {i.reason}" if i.reason else "")
-    if i.mode in ("eager", "torch_eager"):
+    if registry.op_by_op(i.mode):
         return "eager: one small module per primitive (its page lists them)"
     if i.expected_error is not None:
         return "nothing compiled (an expected error)"
-    if v.framework == "torch":
-        return "a PyTorch variant: Inductor's kernels are listed on its page"
+    traits = registry.traits(v.framework)
+    if traits.compiler and not traits.xla:  # PyTorch: Inductor's kernels, not XLA's clusters
+        return f"a {traits.label} variant: {traits.compiler}'s kernels are listed on its page"
     return "no single optimized module was analysed"
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness import fmt
+from harness.frontends import registry
 from harness.report import memory as memory_report
 from harness.report import ranking, resolution
 from harness.report.data import MISSING, RunData, VariantData
@@ -27,7 +28,7 @@ from harness.report.findings import (
     evidence_blocks,
     findings_blocks,
 )
-from harness.report.observations import FRAMEWORKS, observation_blocks
+from harness.report.observations import observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
@@ -279,6 +280,8 @@ def program_blocks(run: RunData) -> list[Block]:
             "reference is no more precise than that"
         )
     for v in run.variants:
+        if v.summary.numerics is not None and v.summary.numerics.reference_note:
+            items.append(f"`{v.name}`: {v.summary.numerics.reference_note}")
         for f in v.summary.identity.probe_failures:
             items.append(
                 f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "
@@ -380,7 +383,7 @@ def headline(run: RunData) -> str:
     env = run.environment
     torch = env.torch
     bases = [
-        f"`{v.name}` ({FRAMEWORKS.get(v.framework, v.framework)})"
+        f"`{v.name}` ({registry.traits(v.framework).label or v.framework})"
         for v in run.variants
         if "baseline" in v.roles
     ]

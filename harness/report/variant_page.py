@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import fmt
+from harness.frontends import registry
 from harness.report import findings as why
 from harness.report import memory as memory_report
 from harness.report import ranking
@@ -101,6 +102,7 @@ def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
     """The commands and links that open the variant's profile and logs in other tools."""
     out: list[Block] = [Heading(2, "Open it elsewhere", "elsewhere")]
     cmds: list[str] = []
+    traits = registry.traits(v.framework)  # what its frontend's capture keeps
     if e.profile is not None:
         cmds.append(f"xprof --logdir={shlex.quote(e.profile)} --port=6006")
         out.append(
@@ -111,7 +113,7 @@ def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
                 "`recompile`) is a run of its own."
             )
         )
-    elif v.framework == "jax" and v.ok:
+    elif traits.xprof and v.ok:
         out.append(Para("No jax.profiler trace of this variant is kept in this copy of the run."))
     for trace in e.perfetto:
         out.append(
@@ -120,7 +122,7 @@ def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
                 f"[`{trace}`]({here(v, trace)}) (Open trace file)."
             )
         )
-    if e.profile is not None and not e.perfetto and v.framework == "jax":
+    if e.profile is not None and not e.perfetto and traits.xprof:
         out.append(
             Para(
                 "No Perfetto trace: jax writes `perfetto_trace.json.gz` only when a trace is "
@@ -145,7 +147,7 @@ def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
                 "Dynamo's graphs, guards and Inductor's output code, one per compile." + made
             )
         )
-    elif v.framework == "torch" and v.ok:
+    elif traits.torch_trace and v.ok:
         out.append(Para("No TORCH_TRACE log of this variant is kept in this copy of the run."))
     if cmds:
         out.append(Code("\n".join(cmds), "sh"))

@@ -22,13 +22,12 @@ import time
 from pathlib import Path
 
 from harness import io, stats
-from harness.analyze import verdicts
+from harness.analyze import noise, unresolved_reasons, verdicts
 from harness.config import LoadedConfig
 from harness.config.roles import roles_of
 from harness.config.schema import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import to_json
-from harness.resolution import aa_reasons
 from harness.run import (
     Interrupted,
     Session,
@@ -94,30 +93,13 @@ def _verdicts(
 
 
 def _unresolved(timed: TimingRecord, exp: Experiment) -> tuple[str, ...]:
-    """Returns why a timing stage cannot resolve differences (its A/A check), or ()."""
-    self_ratio = (
-        verdicts.estimate(timed, timed.repeat, timed.baseline)
-        if timed.baseline and timed.repeat
-        else None
-    )
-    if not timed.variants:
-        return ()
-    return aa_reasons(
-        timed.baseline,
-        self_ratio.ratio if self_ratio else None,
-        self_ratio.ci95 if self_ratio else None,
-        stats.noise_floor(self_ratio),
-        exp.timing.max_noise,
-    )
+    """Returns why a timing stage cannot resolve differences (its A/A check and the machine's
+    load, as a study's), or ()."""
+    return unresolved_reasons(timed, noise(timed), exp.timing.max_noise, exp.timing.max_others)
 
 
 def _floor(timed: TimingRecord) -> float:
-    if not timed.baseline or not timed.repeat:
-        return 0.0
-    a, b = timed.variants.get(timed.repeat), timed.variants.get(timed.baseline)
-    if not a or not b or len(a.round_step_s) != len(b.round_step_s) or not a.round_step_s:
-        return 0.0
-    return stats.noise_floor(stats.ratio_estimate(a.round_step_s, b.round_step_s))
+    return stats.noise_floor(noise(timed))
 
 
 @dataclasses.dataclass

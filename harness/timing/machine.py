@@ -10,7 +10,12 @@ names the rounds they put in doubt, as NVML's clock events do on the GPU:
   got less CPU than wall time waited for a core (on a CPU platform, where the calls compute
   on the host; a GPU worker waits on the device by design);
 - the CPU steal time of the whole machine from /proc/stat, where the kernel reports it (a
-  virtual machine whose host gave its cores to another guest).
+  virtual machine whose host gave its cores to another guest);
+- the CPU time every other process took meanwhile: the machine's busy time from /proc/stat
+  less the worker's own. A busy machine does more than add noise: on the 2-core machine, with
+  two other single-threaded processes running, `xla_no_fusion` measured 2.36× the time of
+  `xla` against 1.30× idle, with a clean A/A pair, so the A/A check alone cannot say that
+  the ratios measured are not an idle machine's (harness.resolution gates on this share).
 """
 
 from __future__ import annotations
@@ -20,15 +25,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.machine_state import cpu_share, reading_number, steal_share
+from harness.machine_state import cpu_share, others_share, reading_number, steal_share
 
 PROC_STAT = "/proc/stat"
 # A round is flagged when the worker got under this share of the wall time as CPU time...
 MIN_CPU_SHARE = 0.9
 # ...or the machine's steal time was over this share of the round's wall time on all CPUs...
 MAX_STEAL_SHARE = 0.05
-# ...or more runnable tasks than usable CPUs (the worker's own threads count as one).
+# ...or more runnable tasks than usable CPUs (the worker's own threads count as one)...
 LOAD_PER_CPU = 1.0
+# ...or other processes took over this share of all the CPUs' time during the round.
+MAX_OTHERS_SHARE = 0.25
 
 
 def usable_cpus() -> int:
@@ -39,22 +46,39 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def steal_s(path: str = PROC_STAT) -> float | None:
-    """Returns the machine's total CPU steal time in seconds, or None where /proc/stat has no
-    steal column (not Linux, or a kernel too old)."""
+def _cpu_ticks(path: str = PROC_STAT) -> list[int] | None:
+    """Returns /proc/stat's first line, "cpu user nice system idle iowait irq softirq steal
+    ...", as clock ticks summed over all CPUs; None where it cannot be read."""
     try:
         with open(path) as f:
             first = f.readline().split()
     except OSError:
         return None
-    # "cpu user nice system idle iowait irq softirq steal ...", in clock ticks
-    if len(first) < 9 or first[0] != "cpu":
+    if len(first) < 8 or first[0] != "cpu":
         return None
     try:
-        ticks = int(first[8])
+        return [int(x) for x in first[1:]]
     except ValueError:
         return None
-    return ticks / float(os.sysconf("SC_CLK_TCK"))
+
+
+def steal_s(path: str = PROC_STAT) -> float | None:
+    """Returns the machine's total CPU steal time in seconds, or None where /proc/stat has no
+    steal column (not Linux, or a kernel too old)."""
+    ticks = _cpu_ticks(path)
+    if ticks is None or len(ticks) < 8:
+        return None
+    return ticks[7] / float(os.sysconf("SC_CLK_TCK"))
+
+
+def busy_s(path: str = PROC_STAT) -> float | None:
+    """Returns the seconds all CPUs have spent running anything (user, nice, system, irq,
+    softirq; neither idle, iowait nor steal), or None without /proc/stat."""
+    ticks = _cpu_ticks(path)
+    if ticks is None:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
+    return (user + nice + system + irq + softirq) / float(os.sysconf("SC_CLK_TCK"))
 
 
 def read() -> dict[str, Any]:
@@ -68,6 +92,7 @@ def read() -> dict[str, Any]:
         "cpu_s": time.process_time(),
         "load_1m": load,
         "steal_s": steal_s(),
+        "busy_s": busy_s(),
         "cpus": usable_cpus(),
     }
 
@@ -94,6 +119,9 @@ def flags(
     steal = steal_share(before, after, cpus)
     if steal is not None and steal > MAX_STEAL_SHARE:
         out.append(f"CPU steal {steal * 100:.0f}% of the round")
+    others = others_share(before, after, cpus)
+    if others is not None and others > MAX_OTHERS_SHARE:
+        out.append(f"other processes {others * 100:.0f}% of the CPUs")
     loads = [
         x
         for x in (reading_number(before, "load_1m"), reading_number(after, "load_1m"))

@@ -10,6 +10,7 @@ from harness import stats
 from harness.config.experiment import Experiment
 from harness.config.roles import roles_of
 from harness.config.timing import max_budget_s
+from harness.frontends import registry
 from harness.summary import RoundContext, TimedVariant, TimingRecord
 from harness.timing import clocks, machine, rounds
 
@@ -112,9 +113,10 @@ def reported_pairs(
     exp: Experiment, names: Sequence[str], baseline: str | None, repeat: str | None
 ) -> tuple[tuple[str, str], ...]:
     """Returns the ratios the analysis will report from these rounds, as (this, other): every
-    variant against its framework's baseline and lower bound, a PyTorch variant also against
-    the JAX baseline, and the A/A pair. (A pair of different problem sizes is not reported;
-    it is kept here, where sizes are not compared, which can only add rounds.)"""
+    variant against its framework's baseline and lower bound, a variant of a framework timed
+    against another (PyTorch's `timed_against`) also against the config's baseline, and the
+    A/A pair. (A pair of different problem sizes is not reported; it is kept here, where sizes
+    are not compared, which can only add rounds.)"""
     timed = [v for v in exp.variants if v.name in names]
     by_role: dict[tuple[str, str], str] = {}
     for v in timed:
@@ -123,8 +125,8 @@ def reported_pairs(
     out = []
     for v in timed:
         others = {by_role.get((v.framework, "baseline")), by_role.get((v.framework, "lower_bound"))}
-        if v.framework != "jax":
-            others.add(baseline)
+        if registry.traits(v.framework).timed_against is not None:
+            others.add(baseline)  # a torch variant is also timed against the JAX baseline
         out += [(v.name, o) for o in sorted(o for o in others if o and o != v.name)]
     if baseline and repeat:
         out.append((repeat, baseline))

@@ -21,6 +21,7 @@ import numpy as np
 
 from harness import io
 from harness.config.experiment import Problem, Variant
+from harness.frontends.modes import Mode
 from harness.precision import narrowest_float
 from harness.summary import Numerics
 
@@ -96,10 +97,10 @@ DENSE = {"jnp": _dense_jnp, "flax_linen": _dense_linen, "flax_nnx": _dense_nnx}
 
 def build_function(variant: Variant) -> ArrayFn:
     """Returns the Python function the variant compiles (or, in eager mode, dispatches)."""
-    p = variant.problem
+    p, mode = variant.problem, variant.mode_spec
     dense = DENSE[p.frontend](p)
 
-    if variant.mode == "matmul_only":
+    if mode.gemm_only:
 
         def matmul_only(x, w, b):
             del b
@@ -107,7 +108,7 @@ def build_function(variant: Variant) -> ArrayFn:
 
         return matmul_only
 
-    if variant.mode == "jit_host_callback":
+    if mode.host_print:
 
         def gelu_linear(x, w, b):
             h = dense(x, w, b)
@@ -117,7 +118,7 @@ def build_function(variant: Variant) -> ArrayFn:
 
         return gelu_linear
 
-    if variant.mode == "jit_python_branch":
+    if mode.python_branch:
 
         def gelu_linear(x, w, b):
             h = dense(x, w, b)
@@ -127,7 +128,7 @@ def build_function(variant: Variant) -> ArrayFn:
 
         return gelu_linear
 
-    if variant.mode == "jit_lax_cond":
+    if mode.device_branch:
 
         def gelu_linear(x, w, b):
             h = dense(x, w, b)
@@ -258,16 +259,17 @@ def sample_rows(m: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, m - 1, num=min(m, count)).astype(np.int64))
 
 
-def reference(p: Problem, mode: str, inputs: Inputs, rows: np.ndarray) -> np.ndarray:
-    """Returns the float64 NumPy result for the chosen rows of x (all batch entries)."""
+def reference(p: Problem, mode: Mode, inputs: Inputs, rows: np.ndarray) -> np.ndarray:
+    """Returns the float64 NumPy result of `mode`'s function (of any frontend: its record
+    says what it computes) for the chosen rows of x (all batch entries)."""
     x = np.asarray(inputs.x).astype(np.float64)[..., rows, :]
     w = np.asarray(inputs.w).astype(np.float64)
     h = x @ w
-    if mode == "matmul_only":
+    if mode.gemm_only:
         return h
     if p.bias:
         h = h + np.asarray(inputs.b).astype(np.float64)
-    if mode == "jit_lax_cond":
+    if mode.branches:  # the branch is on the mean of all of x @ W + b, not of the rows
         full = np.asarray(inputs.x).astype(np.float64) @ w
         if p.bias:
             full = full + np.asarray(inputs.b).astype(np.float64)

@@ -34,7 +34,7 @@ import inspect
 import itertools
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ import numpy as np
 
 from harness.config.callables import split_callable
 from harness.config.experiment import Program
-from harness.config.program import InputSpec, input_leaves, map_specs
+from harness.config.program import FrozenMap, InputSpec, input_leaves, map_specs
 from harness.config.program import leaves as config_leaves
 from harness.precision import narrowest_float, tolerance_dtype
 from harness.summary import ArraySpec, Numerics, ProgramRecord
@@ -356,6 +356,35 @@ def reference(program: Program, args: ProgramArgs, seed: int) -> tuple[np.ndarra
             out = jax.jit(float64_reference)(params, *inputs)
             _REFERENCE[key] = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(out))
     return _REFERENCE[key]
+
+
+def reference_for(
+    program: Program, default_kwargs: Mapping[str, Any], args: ProgramArgs, seed: int
+) -> tuple[tuple[np.ndarray, ...], str | None]:
+    """Returns the float64 reference and, where it is not the variant's own, why.
+
+    A keyword knob that selects an implementation may not run in float64 at all (cuDNN's
+    attention takes fp16/bf16/fp8 only). The reference is then the function with the
+    experiment's keyword arguments, `default_kwargs`: the same computation by another
+    implementation, which is what the knob is meant to be. A knob that changes the math as well
+    then fails its numerics, with this note beside it. Any other failure is the probe's.
+    """
+    try:
+        return reference(program, args, seed), None
+    except Exception as own:
+        if dict(program.kwargs) == dict(default_kwargs):
+            raise
+        changed = ", ".join(
+            f"{k}={v}" for k, v in program.kwargs.items() if default_kwargs.get(k) != v
+        )
+        usual = ", ".join(f"{k}={v}" for k, v in default_kwargs.items()) or "none"
+        fallback = dataclasses.replace(program, kwargs=FrozenMap(dict(default_kwargs)))
+        ref = reference(fallback, args, seed)
+        first = (str(own).strip().splitlines() or [""])[0][:200]
+        return ref, (
+            f"the float64 reference ran with the experiment's keyword arguments ({usual}): "
+            f"`{changed}` does not run in float64 ({type(own).__name__}: {first})"
+        )
 
 
 def leaf_paths(y: Any) -> list[str]:

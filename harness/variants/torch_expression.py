@@ -29,12 +29,6 @@ from harness.variants import expression
 
 TorchFn = Callable[[Any, Any, Any], Any]
 
-# What the float64 reference computes for each torch mode, in the JAX modes' terms.
-REFERENCE_MODE = {
-    "torch_matmul": "matmul_only",
-    "torch_branch": "jit_lax_cond",  # gelu when mean(x @ W + b) > 0, else x @ W + b
-}
-
 
 def torch_missing() -> str | None:
     """Returns why torch cannot be used here ("torch not installed", or its import error),
@@ -126,14 +120,14 @@ def fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _function(variant: Variant) -> TorchFn:
-    p = variant.problem
+    p, mode = variant.problem, variant.mode_spec
     form = p.gelu
 
     def dense(x: Any, w: Any, b: Any) -> Any:
         h = x @ w
         return h + b if p.bias else h
 
-    if variant.mode == "torch_matmul":
+    if mode.gemm_only:
 
         def matmul_only(x: Any, w: Any, b: Any) -> Any:
             del b
@@ -141,7 +135,7 @@ def _function(variant: Variant) -> TorchFn:
 
         return matmul_only
 
-    if variant.mode == "torch_print":
+    if mode.host_print:
 
         def gelu_linear(x: Any, w: Any, b: Any) -> Any:
             h = dense(x, w, b)
@@ -152,7 +146,7 @@ def _function(variant: Variant) -> TorchFn:
 
         return gelu_linear
 
-    if variant.mode == "torch_branch":
+    if mode.python_branch:
 
         def gelu_linear(x: Any, w: Any, b: Any) -> Any:
             h = dense(x, w, b)
@@ -195,7 +189,7 @@ def to_numpy(y: Any) -> np.ndarray:
 
 
 def reference(variant: Variant, seed: int, rows: np.ndarray) -> np.ndarray:
-    """Returns the float64 reference of the variant's rows: the JAX variants' own reference."""
+    """Returns the float64 reference of the variant's rows: the JAX variants' own reference
+    (the mode's record says what it computes: the GEMM alone, or the branch that ran)."""
     p = variant.problem
-    mode = REFERENCE_MODE.get(variant.mode, "jit")
-    return expression.reference(p, mode, expression.inputs_for(p, seed), rows)
+    return expression.reference(p, variant.mode_spec, expression.inputs_for(p, seed), rows)

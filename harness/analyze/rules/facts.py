@@ -18,6 +18,7 @@ from typing import Any
 from harness import ladder, run_records
 from harness.config.memory import MemoryOptions
 from harness.config.roles import same_size as same_problem_size
+from harness.frontends import registry
 from harness.run_records import Environment, FusionsFile, Manifest, TorchCompileFile
 from harness.runfolder import RunFolder
 from harness.summary import RunSummary, VariantSummary
@@ -108,9 +109,9 @@ class RunFacts:
         return self._by_name.get(name or "")
 
     def frameworks(self) -> tuple[str, ...]:
-        """The frameworks the study has variants of, JAX first."""
+        """The frameworks the study has variants of, JAX first (the registry's order)."""
         have = {v.framework for v in self.variants}
-        return tuple(f for f in ("jax", "torch") if f in have)
+        return tuple(f for f in registry.names() if f in have)
 
     def by_role(
         self, role: str, framework: str = "jax", like: VariantFacts | None = None
@@ -225,10 +226,6 @@ def read_decisions(
         return decision_steps(f.read(limit))
 
 
-EMITTER_STAGES = ("triton", "llvm", "ptx")
-TORCH_EMITTER_STAGES = (*EMITTER_STAGES, "output_code")
-
-
 def read_emitted(
     workdir: Path,
     variants: tuple[VariantFacts, ...],
@@ -239,7 +236,7 @@ def read_emitted(
     """The first `limit` characters of up to `per_stage` files per emitter stage of the
     framework's variants (for PyTorch also Inductor's output_code); the baseline's first, so
     quotes prefer it."""
-    stages = TORCH_EMITTER_STAGES if framework == "torch" else EMITTER_STAGES
+    stages = registry.traits(framework).emitter_stages
     mine = sorted(
         (v for v in variants if v.framework == framework), key=lambda v: "baseline" not in v.roles
     )
@@ -289,12 +286,20 @@ def read_facts(
                     run_records.TORCH_COMPILE, folder.variant(name).compiles
                 )
             )
-            if s.identity.framework == "torch"
+            if registry.traits(s.identity.framework).dynamo
             else (),
         )
         for name, s in summary.variants.items()
     )
-    base = next((v for v in variants if "baseline" in v.roles and v.framework == "jax"), None)
+    # The baseline of the framework the others are timed against (JAX's).
+    base = next(
+        (
+            v
+            for v in variants
+            if "baseline" in v.roles and registry.traits(v.framework).timed_against is None
+        ),
+        None,
+    )
     return RunFacts(
         summary=summary,
         variants=variants,
@@ -302,6 +307,6 @@ def read_facts(
         min_ratio=ratio if min_ratio is None else min_ratio,
         min_bytes=size if min_bytes is None else min_bytes,
         decisions=read_decisions(workdir, base.name) if base is not None else (),
-        emitted={f: read_emitted(workdir, variants, f) for f in ("jax", "torch")},
+        emitted={f: read_emitted(workdir, variants, f) for f in registry.names()},
         processes=load_processes(workdir),
     )

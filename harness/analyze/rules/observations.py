@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from harness import fmt
 from harness.analyze.rules.base import Rule
 from harness.analyze.rules.facts import IrText, RunFacts, VariantFacts
+from harness.frontends import registry
 from harness.summary_findings import Observation
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
@@ -126,7 +127,7 @@ class _Pause(Claim):
             kind = "first-call" if first else "recompile"
             return self.missing(framework, f"{v.name} has no {kind} pause or step time")
         factor = pause / step
-        if framework == "torch":
+        if registry.traits(framework).compile_phases:  # torch.compile's phases, and Dynamo's
             phases = ", ".join(f"{k} {fmt.secs(val)}" for k, val in c.by_pipeline.items())
             reasons = v.summary.dynamo.recompile_reasons if v.summary.dynamo else ()
             detail = (
@@ -296,7 +297,7 @@ class TracedBranch(Claim):
         err = v.summary.identity.expected_error
         ev = []
         if err is not None:
-            refuser = "torch.compile(fullgraph=True)" if framework == "torch" else "jit"
+            refuser = registry.traits(framework).refuser or "the compiler"
             ev.append(f"{v.name}: {refuser} refused it: {err.type}: {err.message[:160]}")
         if split := _breaks(v):
             ev.append(split)
@@ -330,7 +331,7 @@ class CacheMissExplains(Claim):
         v = run.by_role("baseline", framework)
         if v is None:
             return None
-        if framework == "torch":
+        if registry.traits(framework).dynamo:  # Dynamo's recompile reasons and guards
             d = v.summary.dynamo
             if d is None or not d.recompile_reasons:
                 return self.missing(framework, "the PyTorch baseline logged no recompile reason")
@@ -394,17 +395,25 @@ def ir_excerpts(texts: Mapping[str, Sequence[IrText]], part: str, per_part: int 
     return found
 
 
+# The emitter stages a frontend keeps (its traits' `emitter_stages`), in prose.
+STAGE_NAMES = {"triton": "Triton", "llvm": "LLVM", "ptx": "PTX", "output_code": "Inductor code"}
+
+
+def _either(names: Iterable[str]) -> str:
+    """Returns "A, B or C" (nothing kept: "later IR")."""
+    found = list(names)
+    if not found:
+        return "later IR"
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"
+
+
 class _LaterIr(Claim):
     part: ClassVar[str] = ""
 
     def judge(self, run: RunFacts, framework: str) -> Observation | None:
         texts = run.emitted.get(framework, {})
         if not any(texts.values()):
-            kept = (
-                "Triton, LLVM, PTX or Inductor code"
-                if framework == "torch"
-                else "Triton, LLVM or PTX"
-            )
+            kept = _either(STAGE_NAMES.get(s, s) for s in registry.traits(framework).emitter_stages)
             return self.missing(framework, f"this run kept no {kept} stage")
         lines = ir_excerpts(texts, self.part)
         if lines:
@@ -450,11 +459,12 @@ class FlopsCounted(Claim):
         c = v.summary.cost
         if c.flops_analytic is None:
             return self.missing(framework, "the baseline has no FLOP count")
-        if framework == "torch" and c.flops is None:
+        traits = registry.traits(framework)
+        if not traits.xla and c.flops is None:
             return self.missing(
                 framework,
                 f"{v.name}: analytic {fmt.si(c.flops_analytic, 'FLOP')} only; the cost model "
-                "reads HLO, and Inductor's kernels are not costed",
+                f"reads HLO, and {traits.compiler or framework}'s kernels are not costed",
             )
         first = {
             "hlo_before": f"ours before optimization {fmt.si(c.flops_analytic, 'FLOP')}, after",

@@ -44,6 +44,8 @@ def gate_evidence(n: Noise, host_bound: bool = True) -> tuple[str, ...]:
         )
     if m is not None and m.steal_max:
         out.append(f"CPU steal up to {m.steal_max * 100:.0f}% of a round")
+    if m is not None and m.others_share is not None:
+        out.append(f"other processes took {m.others_share * 100:.0f}% of the CPUs")
     if n.sm_clock_spread is not None:
         out.append(f"SM clock spread {fmt.pct(n.sm_clock_spread)}")
     if m is not None and m.flagged_rounds:

@@ -14,6 +14,8 @@ from collections import Counter
 from harness import fmt
 from harness.analyze.rules.facts import ClusterFact, VariantFacts
 from harness.config.program import knob
+from harness.frontends import registry
+from harness.hlo.library_cost import ATTENTION_PREFIXES
 from harness.summary_findings import ConfigChange
 
 PROBLEM_WORDS = {
@@ -27,17 +29,12 @@ PROBLEM_WORDS = {
     "n": "n",
     "batch": "the batch",
 }
-MODE_WORDS = {
-    "eager": "op-by-op (eager) dispatch",
-    "jit": "jit",
-    "jit_host_callback": "a host callback (jax.debug.print) inside jit",
-    "jit_lax_cond": "a data-dependent lax.cond inside jit",
-    "matmul_only": "the GEMM alone",
-}
 
 
 def _mode(mode: str) -> str:
-    return MODE_WORDS.get(mode, mode)
+    """The mode in a sentence: its frontend's words for it (Mode.words), else its name."""
+    found = registry.find_mode(mode)
+    return found.words if found is not None and found.words else mode
 
 
 def _valued(word: str, key: str, x: object, y: object) -> ConfigChange:
@@ -176,16 +173,20 @@ def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
                 f"{fmt.counted(tv[direction], direction + ' copy')} a step ({fmt.si(nbytes, 'B')}) "
                 f"instead of {fmt.count(tr[direction])}"
             )
-    ea = {c.epilogue or "none" for c in s.hlo.library_calls}
-    eb = {c.epilogue or "none" for c in r.hlo.library_calls}
-    if s.hlo.library_calls and r.hlo.library_calls and ea != eb:
+    # GEMM calls only: a cuDNN attention call has no epilogue, and counting it read as "the
+    # library GEMM's epilogue is DEFAULT/none instead of DEFAULT" on the H200.
+    ga = [c for c in s.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    gb = [c for c in r.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    ea = {c.epilogue or "none" for c in ga}
+    eb = {c.epilogue or "none" for c in gb}
+    if ga and gb and ea != eb:
         out.append(
             f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
             f"{'/'.join(sorted(eb))}"
         )
     added = _cluster_kinds(v) - _cluster_kinds(ref)
     if added and ref.clusters and len(added) <= 4:
-        compiler = "Inductor" if v.framework == "torch" else "XLA"
+        compiler = registry.traits(v.framework).compiler or "XLA"
         out.append(f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))
     elif added and ref.clusters:
         out.append(

@@ -1,0 +1,162 @@
+"""A toy third frontend: the GELU expression in plain NumPy, registered from the tests.
+
+It proves the frontend protocol (harness.frontends.registry.Frontend) is the whole of what a
+framework needs: a study of its variants is captured, timed, analysed and reported with no
+edit outside harness/frontends/ and the `register(...)` line at the bottom. A study's
+processes learn of it through `HARNESS_FRONTENDS=<this file>` (tests/test_frontends.py).
+
+Its variants run op by op on the host: nothing is compiled, so there is no IR ladder, no
+profile and no dump; the capture keeps the blocked call times and the numerics against the
+same float64 reference the JAX and PyTorch variants are judged by.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.frontends.modes import Mode, Traits
+from harness.frontends.registry import register
+
+NAME = "numpy"
+
+MODES = (
+    Mode("numpy_gelu", NAME, ("eager",), "gelu(x @ W + b) in NumPy, op by op", op_by_op=True),
+    Mode(
+        "numpy_matmul",
+        NAME,
+        ("lower_bound",),
+        "x @ W alone in NumPy",
+        op_by_op=True,
+        gemm_only=True,
+    ),
+)
+
+# Its variants are also timed against their JAX twins (vs_framework), as PyTorch's are.
+TRAITS = Traits(label="NumPy", compiler="NumPy", timed_against="jax")
+
+
+def _gelu(h: np.ndarray, form: str) -> np.ndarray:
+    if form == "tanh":
+        c = np.asarray(math.sqrt(2.0 / math.pi), dtype=h.dtype)
+        return 0.5 * h * (1.0 + np.tanh(c * (h + np.asarray(0.044715, h.dtype) * h**3)))
+    erf = np.vectorize(math.erf, otypes=[h.dtype])
+    return 0.5 * h * (1.0 + erf(h / np.asarray(math.sqrt(2.0), h.dtype)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """What a NumPy variant runs: its function and its host arrays (the JAX inputs' bits)."""
+
+    fn: Callable[..., np.ndarray]
+    args: tuple[np.ndarray, ...]
+
+    def call(self) -> np.ndarray:
+        return self.fn(*self.args)
+
+
+def _returned(out: Any) -> Any:
+    return out  # NumPy returns when it is done: nothing to wait for
+
+
+class NumpyFrontend:
+    name = NAME
+    modes = MODES
+    traits = TRAITS
+
+    def preload(self, variant: Any) -> tuple[str, ...]:
+        del variant
+        return ("jax", "numpy")
+
+    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+        from harness.variants import expression
+
+        expression.inputs_for(variant.problem, exp.seed, cache)
+
+    def subject(self, exp: Any, variant: Any) -> Subject:
+        from harness.variants import expression
+
+        p, mode = variant.problem, variant.mode_spec
+        inputs = expression.inputs_for(p, exp.seed)
+        args = tuple(np.asarray(a) for a in (inputs.x, inputs.w, inputs.b))
+
+        def numpy_gelu_linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+            h = x @ w
+            if mode.gemm_only:
+                return h
+            return _gelu(h + b if p.bias else h, p.gelu)
+
+        return Subject(numpy_gelu_linear, args)
+
+    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+        from harness.capture import measure
+        from harness.capture.variant import Captured
+        from harness.summary import CaptureRecord
+        from harness.variants import expression
+
+        started = time.perf_counter()
+        subject = self.subject(exp, variant)
+        p = variant.problem
+        times = measure.step_times(subject.call, exp.measure.warmup, exp.measure.steps)
+        y = subject.call()
+        rows = expression.sample_rows(p.m, exp.measure.numerics_rows)
+        inputs = expression.inputs_for(p, exp.seed)
+        ref = expression.reference(p, variant.mode_spec, inputs, rows)
+        record = CaptureRecord(
+            status="ok",
+            mode=variant.mode,
+            module=None,
+            latency_blocked_s=tuple(times),
+            numerics=expression.numerics(y, ref, rows, expression.tolerance(p)),
+            flops_analytic=2.0 * p.rows * p.k * p.n,
+            flops_analytic_source="formula",
+            notes=("NumPy compiles nothing: no IR ladder, no dump, no profile",),
+            wall_s=time.perf_counter() - started,
+        )
+        return Captured(record, subject.call, _returned)
+
+    def compile_for_timing(
+        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+    ) -> tuple[Callable[[], Any], str | None]:
+        del workdir, platform, executables
+        return self.subject(exp, variant).call, "NumPy: called again in the timing process"
+
+    def waiter(self, platform: str) -> Callable[[Any], Any]:
+        del platform
+        return _returned
+
+    def analyze(
+        self,
+        workdir: Path,
+        exp: Any,
+        variant: Any,
+        record: Any,
+        timed: Any,
+        ceilings: Any,  # harness.run_records.Ceilings | None
+        platform: str,
+    ) -> tuple[Any, list[str]]:
+        del ceilings, platform
+        from harness.analyze import unanalyzed
+
+        # Identity, timing and numerics: nothing was compiled, so no other section applies.
+        vdir = workdir / "variants" / variant.name
+        return unanalyzed(vdir, exp, variant, record, timed), []
+
+    def diverge(
+        self,
+        base_ir: Path,
+        ir: Path,
+        base_kernels: list[str] | None,
+        kernels: list[str] | None,
+    ) -> Any:
+        del base_ir, ir, base_kernels, kernels
+        return None  # no IR ladder to diverge in
+
+
+FRONTEND = register(NumpyFrontend())
