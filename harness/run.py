@@ -18,7 +18,6 @@ harness.reanalyze` and `make report` can redo the later stages from a saved run.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
@@ -33,8 +32,8 @@ from typing import Any
 from harness import group, io, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
+from harness.config.experiment import Experiment
 from harness.config.program import gpu_only_note
-from harness.config.schema import Experiment, to_plain
 from harness.config.timing import max_budget_s
 from harness.records import SchemaError, from_json, to_json
 from harness.summary import RESULT_FILE, CaptureRecord, Failure, TimingRecord, load_capture
@@ -144,7 +143,7 @@ def hello(
     if not sent:
         worker.send(
             "hello",
-            config=json.loads(json.dumps(to_plain(exp))),
+            config=to_json(exp),
             source=source,
             checks=checks,
             distributed=distributed,
@@ -423,7 +422,7 @@ class Supervisor:
     def configure(self, exp: Experiment) -> None:
         """Hands the worker a new experiment (a search adds candidates as it goes)."""
         self.exp = exp
-        self.session.worker.send("config", config=json.loads(json.dumps(to_plain(exp))))
+        self.session.worker.send("config", config=to_json(exp))
         self.session.worker.expect("configured", within=exp.limits.call_s)
 
     def ceilings(self) -> str | None:
@@ -528,7 +527,7 @@ def manifest_for(
         "experiment": exp.experiment,
         "run_id": workdir.name,
         "config_file": str(config.path),
-        "config": to_plain(exp),
+        "config": to_json(exp),
         "overrides": [
             {"key": o.key, "value": o.value, "previous": o.previous} for o in config.overrides
         ],

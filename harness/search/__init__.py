@@ -24,8 +24,8 @@ from pathlib import Path
 from harness import io, stats
 from harness.analyze import noise, unresolved_reasons, verdicts
 from harness.config import LoadedConfig
+from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
 from harness.config.roles import roles_of
-from harness.config.schema import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import to_json
 from harness.run import Interrupted, Session, Supervisor, interruptible, manifest_for
