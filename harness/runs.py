@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness import io
 from harness.config import ConfigError, LoadedConfig
-from harness.config.experiment import to_plain
 from harness.config.validate import validate_name
-from harness.records import first_difference
+from harness.records import first_difference, to_json
 
 
 def results_root(value: str) -> Path:
@@ -116,7 +114,7 @@ def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None
         ) from e
     if before is None:
         raise ConfigError(source, "resume", f"{workdir / 'manifest.json'} holds no config")
-    now = json.loads(json.dumps(to_plain(config.experiment)))
+    now = to_json(config.experiment)
     if config.experiment.timing.only and isinstance(before, dict):
         # A re-time may time differently (a larger budget, timing.only itself); the rest of
         # the config made the captured programs, and must be the same.
