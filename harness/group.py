@@ -18,13 +18,13 @@ filesystem every process sees); the others' only follow (`follow`).
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.config.schema import ConfigError, Experiment, to_plain
+from harness.config.experiment import ConfigError, Experiment
+from harness.records import to_json
 from harness.workerproc import WorkerDied, WorkerProcess
 
 
@@ -123,7 +123,7 @@ def send_hello(
     0's: it is the group's)."""
     worker.send(
         "hello",
-        config=json.loads(json.dumps(to_plain(exp))),
+        config=to_json(exp),
         source=source,
         checks=checks,
         distributed=spec,

@@ -316,7 +316,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     """
     import fcntl
 
-    path = run_dir / ".lock"
+    path = run_dir / ownership.LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     try:
         try:

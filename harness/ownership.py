@@ -27,6 +27,9 @@ MAX_ENTRIES = 200_000
 MAX_MARKER_BYTES = 64 << 20
 RUN_FILES = frozenset({MANIFEST_FILE, SUMMARY_FILE, TIMING_FILE, SEARCH_FILE})
 DUMP_SUFFIXES = (".hlo", ".hlo.pb", ".pb", ".mlir", ".ll", ".ptx", ".xplane.pb")
+# The run lock (io.run_lock) a command holds on its folder: an empty regular file at the top,
+# opened without truncating, never written, read or removed, so it is nobody's content.
+LOCK_NAME = ".lock"
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,11 @@ def _matches(path: Path, recorded: tuple[int, str] | None, e: Entry) -> bool:
         return False
 
 
+def _bookkeeping(e: Entry, marker_name: str) -> bool:
+    """True for the marker and the run lock: the tools' own records, not a folder's content."""
+    return e.rel == marker_name or (e.rel == LOCK_NAME and e.kind == "file")
+
+
 def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
     """Whether everything in `root` is a file `tool` recorded writing there, unchanged.
 
@@ -177,7 +185,7 @@ def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
         return Verdict(str(e))
     except OSError as e:
         return Verdict(f"cannot be read ({e.strerror or e})")
-    content = [e for e in listing if e.rel != marker_name]
+    content = [e for e in listing if not _bookkeeping(e, marker_name)]
     mark = next((e for e in listing if e.rel == marker_name), None)
     if mark is None and not content:
         return Verdict(None)
@@ -216,14 +224,14 @@ def remove_recorded(root: Path, verdict: Verdict) -> None:
 
 def written_since(root: Path, since_ns: int, marker_name: str) -> dict[str, tuple[int, str]]:
     """{path: (size, digest)} of the regular files under `root` written at or after
-    `since_ns`, except the marker: what the tool wrote since it claimed the folder."""
+    `since_ns`, except the marker and the lock: what the tool wrote since it claimed the folder."""
     files: dict[str, tuple[int, str]] = {}
     try:
         listing = entries(root)
     except (TooMany, OSError):
         return files  # unrecorded: a later claim refuses the folder, losing nothing
     for e in listing:
-        if e.kind == "file" and e.rel != marker_name and e.mtime_ns >= since_ns:
+        if e.kind == "file" and not _bookkeeping(e, marker_name) and e.mtime_ns >= since_ns:
             try:
                 files[e.rel] = (e.size, digest(root / e.rel))
             except OSError:

@@ -4,17 +4,23 @@ Every file a run writes is one of these records (harness.summary defines them). 
 documents itself through `doc(...)`, so the key tables in results/README.md are generated
 from the same classes the writers and readers use, and a reader names the file and the key
 of any value that does not have the declared type.
+
+This is the harness's one JSON<->dataclass layer: `to_json` writes records and the config
+alike, and `from_json` reads both, the config through its own `Dialect` (its ConfigError and
+the fields it reads itself, harness.config.schema). An unknown key is named with the closest
+valid one ("did you mean"), and every mistake is one line naming the file and the dotted key.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import math
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 # A value the schema leaves open (a config mapping, a plain dict of figures).
@@ -106,7 +112,13 @@ def doc(text: str, default: Any = None) -> Any:
 
 
 def to_json(obj: Any) -> Any:
-    """Returns plain JSON data for a record: dataclasses become dicts, tuples lists, NaN None."""
+    """Returns plain JSON data for a record or a config: dataclasses become dicts, tuples and
+    lists lists, mappings dicts with string keys, NaN and infinities None.
+
+    The one serializer of the harness (summary files, the config in the manifest and the
+    worker's hello, analysis.json). It walks the fields itself: dataclasses.asdict deep-copies
+    every leaf, which costs seconds on thousands of cluster rows.
+    """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
@@ -119,6 +131,7 @@ def to_json(obj: Any) -> Any:
 
 
 def _type_name(tp: Any) -> str:
+    """The JSON type of an annotation, as the key tables name it."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
@@ -139,61 +152,164 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def from_json(cls: type, data: Any, source: str, key: str = "") -> Any:
-    """Returns `cls` built from JSON `data`; raises SchemaError naming `source` and the key."""
-    return _value(cls, data, source, key)
+@functools.cache
+def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(cls)}
 
 
-def _value(tp: Any, value: Any, source: str, key: str) -> Any:
+# --- reading: JSON (or YAML) data into records, one error naming the file and the key --------
+
+# Reads one field whose data is not its annotation's plain form (a config's program inputs, a
+# study's variants): (value, source, dotted key, the mapping the field is in) -> the value.
+FieldReader = Callable[[Any, str, str, Mapping[str, Any]], Any]
+# Completes a record's keyword arguments once its fields are read (a program's inputs decide
+# how its new shapes read): (kwargs, source, dotted key of the record, defaults) -> kwargs.
+Finisher = Callable[[dict[str, Any], str, str, Any], dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """How one family of files is read into records: the error every mistake raises (a class
+    taking source, key, problem), and the fields whose data needs a reader of its own.
+
+    The records of a run read with RECORDS; the config (harness.config.schema) with its own
+    error, ConfigError, and readers for its program and variants. The walk, the types, the
+    messages and the "did you mean" suggestions are this module's, for both.
+    """
+
+    error: type[ValueError] = SchemaError
+    fields: Mapping[tuple[type, str], FieldReader] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    finish: Mapping[type, Finisher] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+
+
+RECORDS = Dialect()
+
+
+def from_json(
+    cls: type,
+    data: Any,
+    source: str,
+    key: str = "",
+    dialect: Dialect = RECORDS,
+    defaults: Any = None,
+) -> Any:
+    """Returns `cls` built from JSON `data`; raises the dialect's error naming `source` and the
+    dotted key of the first mistake: an unknown key (with the closest valid one), a value of
+    another type, a required key left out.
+
+    `defaults`, an instance of `cls`, fills the keys `data` leaves out (a config's variant
+    starts from the study's problem and program).
+    """
+    return _record(cls, data, source, key, dialect, defaults)
+
+
+def decode(tp: Any, value: Any, source: str, key: str, dialect: Dialect = RECORDS) -> Any:
+    """Returns `value` checked against the annotation `tp` (lists become tuples, mappings of
+    records records); raises the dialect's error naming `source` and `key`."""
+    return _value(tp, value, source, key, dialect)
+
+
+def suggest(key: str, valid: Iterable[str]) -> str:
+    """Returns ' (did you mean X?)' for the closest valid key, or '; valid: ...' listing them all."""
+    valid = [str(v) for v in valid]
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f"; valid: {', '.join(valid)}" if valid else ""
+
+
+def shown(value: Any) -> str:
+    """Returns a value for an error message, cut short: a 10**23 seed is printed, not a novel."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        # repr() of a long integer is slow, and past 4300 digits it raises ValueError.
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _wanted(tp: Any) -> str:
+    """What an annotation asks for, as an error message says it: `list of int`, `str or null`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_wanted(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"list of {_wanted(args[0])}"
+        return f"list of {len(args)}"
+    if _is_mapping(tp) or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _got(value: Any) -> str:
+    return "null" if value is None else shown(value)
+
+
+def _is_mapping(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    return origin in (dict, Mapping)
+
+
+def _value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> Any:
     if tp is Any:
         return value
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise SchemaError(source, key, f"expected {_type_name(tp)}, got null")
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1 and value is not None and not _is_scalar(options[0]):
+            # An optional record or list: its own error names the key inside it.
+            return _value(options[0], value, source, key, d)
+        for arg in options:
             try:
-                return _value(arg, value, source, key)
-            except SchemaError as e:
-                errors.append(e)
-        if len(errors) == 1 and errors[0].key != key:
-            # An optional record whose value is one but wrong inside: name the key inside.
-            raise errors[0]
-        raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}")
+                return _value(arg, value, source, key, d)
+            except d.error:
+                continue
+        raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise SchemaError(source, key, f"expected a list, got {_shown(value)}")
+            raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, source, f"{key}[{i}]") for i, v in enumerate(value))
+            return tuple(_value(args[0], v, source, f"{key}[{i}]", d) for i, v in enumerate(value))
         if len(value) != len(args):
-            raise SchemaError(source, key, f"expected a list of {len(args)}, got {len(value)}")
+            raise d.error(source, key, f"expected a list of {len(args)}, got {len(value)}")
         return tuple(
-            _value(a, v, source, f"{key}[{i}]")
+            _value(a, v, source, f"{key}[{i}]", d)
             for i, (a, v) in enumerate(zip(args, value, strict=True))
         )
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise SchemaError(source, key, f"expected an object, got {_shown(value)}")
+    if _is_mapping(tp):
+        if not isinstance(value, Mapping):
+            raise d.error(source, key, f"expected a mapping, got {_got(value)}")
         args = typing.get_args(tp) or (str, Any)
-        return {str(k): _value(args[1], v, source, f"{key}.{k}") for k, v in value.items()}
+        return {str(k): _value(args[1], v, source, f"{key}.{k}", d) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
-        return _record(tp, value, source, key)
-    if tp not in SCALARS:
+        return _record(tp, value, source, key, d, None)
+    if not _is_scalar(tp):
         raise TypeError(f"unsupported schema type {tp!r} at {key}")
     try:
         return scalar(tp, value)
     except ValueError:
-        raise SchemaError(source, key, f"expected {_type_name(tp)}, got {_shown(value)}") from None
+        if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+            # scalar refuses a NaN, an infinity and an integer past a float's range
+            raise d.error(source, key, f"must be a finite number, got {_got(value)}") from None
+        raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}") from None
 
 
 SCALARS = (bool, int, float, str)
+
+
+def _is_scalar(tp: Any) -> bool:
+    return tp in SCALARS
 
 
 def scalar(tp: type, value: Any) -> Any:
@@ -219,31 +335,36 @@ def scalar(tp: type, value: Any) -> Any:
     return value
 
 
-def _record(cls: type, value: Any, source: str, key: str) -> Any:
-    if not isinstance(value, dict):
-        raise SchemaError(source, key, f"expected an object, got {_shown(value)}")
-    hints = _hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    for k in value:
-        if k not in names:
-            raise SchemaError(source, f"{key}.{k}" if key else str(k), "unknown key")
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        sub = f"{key}.{f.name}" if key else f.name
-        if f.name in value:
-            kwargs[f.name] = _value(hints[f.name], value[f.name], source, sub)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise SchemaError(source, sub, "is required")
+def _record(cls: type, value: Any, source: str, key: str, d: Dialect, defaults: Any) -> Any:
+    if not isinstance(value, Mapping):
+        raise d.error(source, key or "<top level>", f"expected a mapping, got {_got(value)}")
+    hints, fields = _hints(cls), _fields(cls)
+    kwargs: dict[str, Any] = {}
+    for name, raw in value.items():
+        sub = f"{key}.{name}" if key else str(name)
+        if name not in fields:
+            raise d.error(source, sub, "unknown key" + suggest(str(name), fields))
+        reader = d.fields.get((cls, name))
+        tp = hints[name]
+        if reader is not None:
+            kwargs[name] = reader(raw, source, sub, value)
+        elif defaults is not None and dataclasses.is_dataclass(tp):
+            kwargs[name] = _record(tp, raw, source, sub, d, getattr(defaults, name))
+        else:
+            kwargs[name] = _value(tp, raw, source, sub, d)
+    finish = d.finish.get(cls)
+    if finish is not None:
+        kwargs = finish(kwargs, source, key, defaults)
+    if defaults is not None:
+        return dataclasses.replace(defaults, **kwargs)
+    for name, f in fields.items():
+        if (
+            name not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ):
+            raise d.error(source, f"{key}.{name}" if key else name, "is required")
     return cls(**kwargs)
-
-
-def _shown(value: Any) -> str:
-    """Returns a short description of a value for an error: its type and a bounded repr."""
-    if isinstance(value, int) and value.bit_length() > 128:
-        # repr() of a long integer is slow and past 4300 digits raises ValueError.
-        return f"int of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 def _element(tp: Any) -> tuple[Any, str]:

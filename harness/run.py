@@ -18,9 +18,7 @@ harness.reanalyze` and `make report` can redo the later stages from a saved run.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,45 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import group, io, run_records, runfolder, terminal
+from harness import group, io, lifecycle, runfolder, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
+from harness.config.experiment import Experiment
 from harness.config.program import gpu_only_note
-from harness.config.schema import Experiment, to_plain
 from harness.config.timing import max_budget_s
 from harness.records import SchemaError, from_json, to_json
 from harness.runfolder import RunFolder, VariantFolder
 from harness.summary import CaptureRecord, Failure, TimingRecord, load_capture
 from harness.workerproc import REPO, WorkerDied, WorkerProcess, preload_for
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived; finished variants are kept and the run is marked interrupted."""
-
-
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    """Turns SIGINT and SIGTERM into Interrupted for the block. From the first signal on, both
-    are ignored for the rest of the process, so a double Ctrl-C still ends cleanly."""
-    fired: list[int] = []
-
-    def handler(signum: int, frame: Any) -> None:
-        del frame
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        fired.append(signum)
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        if not fired:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-
 
 # --- preflight: a session starts before any folder exists -------------------------------------
 
@@ -145,7 +114,7 @@ def hello(
     if not sent:
         worker.send(
             "hello",
-            config=json.loads(json.dumps(to_plain(exp))),
+            config=to_json(exp),
             source=source,
             checks=checks,
             distributed=distributed,
@@ -424,7 +393,7 @@ class Supervisor:
     def configure(self, exp: Experiment) -> None:
         """Hands the worker a new experiment (a search adds candidates as it goes)."""
         self.exp = exp
-        self.session.worker.send("config", config=json.loads(json.dumps(to_plain(exp))))
+        self.session.worker.send("config", config=to_json(exp))
         self.session.worker.expect("configured", within=exp.limits.call_s)
 
     def ceilings(self) -> str | None:
@@ -530,25 +499,13 @@ def manifest_for(
         "experiment": exp.experiment,
         "run_id": workdir.name,
         "config_file": str(config.path),
-        "config": to_plain(exp),
+        "config": to_json(exp),
         "overrides": [
             {"key": o.key, "value": o.value, "previous": o.previous} for o in config.overrides
         ],
         "environment": {**environment, "git_commit": git_commit()},
         "compiler_options": {v.name: dict(v.xla_options) for v in exp.selected_variants},
-        "started": io.utc_now(),
-        "status": "running",
     }
-
-
-def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = False) -> int:
-    """Runs the study into `workdir`; returns 0 when every variant is ok or skipped, 1 when
-    one failed, 130 when interrupted."""
-    with io.writes_confined_to(workdir), io.run_lock(workdir):
-        return _run(config, workdir, session, resume)
-
-
-ENVIRONMENT_FAULT = 1  # disk full, a read-only folder: the run could not go on
 
 
 def _stage(name: str) -> None:
@@ -652,76 +609,38 @@ def _stages(
     return summary
 
 
-def _run(config: LoadedConfig, workdir: Path, session: Session, resume: bool) -> int:
+def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = False) -> int:
+    """Runs the study into `workdir`; returns 0 when every variant is ok or skipped, 1 when
+    one failed or a fault stopped the run (a disk full, a worker no variant owns), 130 when
+    interrupted. The lock, the manifest, `latest`, signals and faults are harness.lifecycle's."""
     exp = config.experiment
-    manifest = manifest_for(config, workdir, session.environment)
     seconds: dict[str, float] = {}
-    try:
-        with interruptible():
-            if resume and RunFolder(workdir).manifest.exists():
-                with contextlib.suppress(OSError, ValueError, AttributeError):
-                    before = run_records.load(run_records.MANIFEST, RunFolder(workdir).manifest)
-                    manifest["started"] = before.started or manifest["started"]
-                manifest["resumed"] = io.utc_now()
-            write_manifest(workdir, manifest)
-            note = io.point_latest(workdir)
-            if note:
-                print(f"note: {note}", file=sys.stderr)
-            notes: list[str] = []
-            if resume and exp.timing.only:
-                notes.append(keep_earlier_timing(workdir))
+    with lifecycle.running(
+        workdir,
+        manifest_for(config, workdir, session.environment),
+        latest=True,
+        resumed=resume and RunFolder(workdir).manifest.exists(),
+        stop=session.kill,
+        faults=(WorkerDied, ConfigError, OSError),  # a worker no variant owns died, a disk fault
+    ) as study:
+        notes: list[str] = []
+        if resume and exp.timing.only:
+            notes.append(keep_earlier_timing(workdir))
 
-            def settle(summary: Any) -> None:
-                """The run's final status, written before the report and the results
-                index read it; the report's own seconds are added after it."""
-                if notes:
-                    manifest["notes"] = notes
-                failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
-                manifest.update(stages_s=seconds, workers=session.workers)
-                _record_end(workdir, manifest, "failed" if failed else "complete")
+        def settle(summary: Any) -> None:
+            """The run's final status, written before the report and the results index read
+            it; the report's own seconds are added after it."""
+            if notes:
+                study.manifest["notes"] = notes
+            failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
+            study.settle(
+                "failed" if failed else "complete", stages_s=seconds, workers=session.workers
+            )
 
-            summary = _stages(config, workdir, session, resume, seconds, notes, settle)
-            write_manifest(workdir, manifest)  # with report_s
-    except (KeyboardInterrupt, Interrupted) as e:
-        session.kill()
-        kept = sum(
-            1
-            for v in exp.selected_variants
-            if session.platform in v.platforms and kept_record(workdir, v.name) is not None
-        )
-        recorded = _record_end(workdir, manifest, "interrupted")
-        print(
-            f"interrupted ({e or 'SIGINT'}): {kept} of {len(exp.selected_variants)} variants kept"
-            + (
-                f"; finish with --resume={workdir.name}"
-                if recorded
-                else "; the run's state could not be recorded"
-            ),
-            file=sys.stderr,
-            flush=True,
-        )
-        return 130
-    except (WorkerDied, ConfigError) as e:  # a worker no variant owns died, or its successor
-        session.kill()
-        recorded = _record_end(workdir, manifest, "failed", reason=cli_line(e))
-        tail = (
-            f"; finished variants are kept: finish with --resume={workdir.name}"
-            if recorded
-            else "; the run's state could not be recorded"
-        )
-        print(f"error: {cli_line(e)}{tail}", file=sys.stderr, flush=True)
-        return 1
-    except OSError as e:  # disk full, a read-only folder, a name too long
-        session.kill()
-        recorded = _record_end(workdir, manifest, "failed", reason=f"{e.strerror or e}")
-        where = f"{e.filename}: " if e.filename else ""
-        tail = (
-            f"; finished variants are kept: fix it and finish with --resume={workdir.name}"
-            if recorded
-            else "; the run's state could not be recorded"
-        )
-        print(f"error: {where}{e.strerror or e}{tail}", file=sys.stderr, flush=True)
-        return ENVIRONMENT_FAULT
+        summary = _stages(config, workdir, session, resume, seconds, notes, settle)
+        study.write()  # with report_s
+    if study.stopped is not None:
+        return _stopped(study.stopped, exp, workdir, session)
     failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
     print(
         "time: "
@@ -758,21 +677,31 @@ def keep_earlier_timing(workdir: Path) -> str:
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 
 
-def _record_end(workdir: Path, manifest: dict[str, Any], status: str, reason: str = "") -> bool:
-    """Writes the manifest's final status; returns False when even that cannot be written."""
-    manifest.update(status=status, finished=io.utc_now())
-    if reason:
-        manifest["reason"] = reason
-    try:
-        write_manifest(workdir, manifest)
-    except OSError:
-        return False
-    return True
-
-
-def write_manifest(workdir: Path, manifest: dict[str, Any]) -> Path:
-    """Writes the run's manifest through its record (harness.run_records.Manifest)."""
-    return run_records.write_document(run_records.MANIFEST, RunFolder(workdir).manifest, manifest)
+def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Session) -> int:
+    """Says why the study stopped early and how to finish it; returns the exit status."""
+    if stop.status == "interrupted":
+        kept = sum(
+            1
+            for v in exp.selected_variants
+            if session.platform in v.platforms and kept_record(workdir, v.name) is not None
+        )
+        print(
+            f"interrupted ({stop.reason}): {kept} of {len(exp.selected_variants)} variants kept"
+            + stop.then(f"; finish with --resume={workdir.name}"),
+            file=sys.stderr,
+            flush=True,
+        )
+        return stop.exit_code
+    e = stop.error
+    if isinstance(e, OSError):  # disk full, a read-only folder, a name too long
+        where = f"{e.filename}: " if e.filename else ""
+        what = f"{where}{e.strerror or e}"
+        hint = f"; finished variants are kept: fix it and finish with --resume={workdir.name}"
+    else:
+        what = cli_line(e)
+        hint = f"; finished variants are kept: finish with --resume={workdir.name}"
+    print(f"error: {what}{stop.then(hint)}", file=sys.stderr, flush=True)
+    return stop.exit_code
 
 
 def finalize(workdir: Path, exp: Experiment) -> Any:

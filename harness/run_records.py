@@ -66,7 +66,7 @@ class Manifest:
     schema_version: int = doc("this file's version (harness.run_records.MANIFEST)")
     experiment: str = doc("the config's experiment")
     run_id: str = doc("the run folder's name")
-    kind: str | None = doc("`search` for a search's folder; absent for a study")
+    kind: str | None = doc("`search` or `analyze` (python -m harness.analyze); null for a study")
     config_file: str = doc("the config file it ran")
     config: dict[str, Plain] = doc("the config as resolved (harness.config's keys)", EMPTY)
     overrides: tuple[Override, ...] = doc("the command line's overrides, in order", ())
@@ -81,6 +81,10 @@ class Manifest:
     stages_s: dict[str, float] = doc("seconds per stage: start, capture, timing, ...", EMPTY)
     workers: int | None = doc("worker processes started")
     wall_s: float | None = doc("a search's wall time")
+    dump: str | None = doc("`python -m harness.analyze`: the dump folder it analysed")
+    module: str | None = doc("`python -m harness.analyze`: its --module pattern")
+    xplane: str | None = doc("`python -m harness.analyze`: the profile it read")
+    ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
 
 
 # --- ceilings.json ------------------------------------------------------------------------------

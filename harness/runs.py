@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness import io, run_records
 from harness.config import ConfigError, LoadedConfig
-from harness.config.experiment import to_plain
 from harness.config.validate import validate_name
-from harness.records import first_difference
+from harness.records import first_difference, to_json
 from harness.runfolder import RunFolder
 
 
@@ -115,7 +113,7 @@ def _check_same_config(workdir: Path, source: str, config: LoadedConfig) -> None
         raise ConfigError(source, "resume", f"{path} is unreadable: {e}") from e
     if not before:
         raise ConfigError(source, "resume", f"{path} holds no config")
-    now = json.loads(json.dumps(to_plain(config.experiment)))
+    now = to_json(config.experiment)
     if config.experiment.timing.only and isinstance(before, dict):
         # A re-time may time differently (a larger budget, timing.only itself); the rest of
         # the config made the captured programs, and must be the same.

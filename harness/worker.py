@@ -104,9 +104,11 @@ class Worker:
 
     def hello(self, job: dict[str, Any]) -> None:
         from harness.capture import environment, mesh, preflight
-        from harness.config.schema import ConfigError, build_experiment
+        from harness.config.experiment import ConfigError
+        from harness.config.schema import from_plain
 
-        self.exp = build_experiment(job["config"], job.get("source", "config"))
+        # The supervisor validated it (harness.config.load): rebuilt here, never validated again.
+        self.exp = from_plain(job["config"], job.get("source", "config"))
         # Before the first device query: jax fixes its CPU device count when it starts.
         forced = mesh.request_host_devices(self.exp.cpu_devices)
         if job.get("distributed"):  # before the first device query too
@@ -153,7 +155,7 @@ class Worker:
         answers with its verdict, so a process started by an external launcher refuses the
         same config error as process 0 instead of waiting for jobs that never come."""
         from harness.capture import preflight
-        from harness.config.schema import ConfigError
+        from harness.config.experiment import ConfigError
 
         found: tuple[str, str] | None = None
         if self.member.count != self.exp.processes.count:
@@ -197,7 +199,7 @@ class Worker:
 
     def import_frontends(self) -> None:
         """Imports what the frontends of this platform's variants need (flax)."""
-        from harness.config.schema import FRONTEND_MODULES
+        from harness.config.experiment import FRONTEND_MODULES
 
         needed = {
             module
@@ -209,9 +211,9 @@ class Worker:
 
     def config(self, job: dict[str, Any]) -> None:
         """Replaces the experiment (a search adds candidates as it goes); keeps what was compiled."""
-        from harness.config.schema import build_experiment
+        from harness.config.schema import from_plain
 
-        self.exp = build_experiment(job["config"], job.get("source", "config"))
+        self.exp = from_plain(job["config"], job.get("source", "config"))
         send("configured")
 
     def capture(self, job: dict[str, Any]) -> None:

@@ -27,7 +27,14 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     found = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
     outs = [o for o in found if o.startswith("module_")]
     assert len(outs) == 2
-    assert sorted(set(found) - set(outs)) == ["analysis.json", "plots", "report.html", "report.md"]
+    assert sorted(set(found) - set(outs)) == [
+        "analysis.json",
+        "manifest.json",  # harness.lifecycle's: how the analysis ended
+        "plots",
+        "report.html",
+        "report.md",
+    ]
+    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
     for out in outs:
         assert sorted(p.name for p in (tmp_path / out).iterdir()) == [
             "cost.json",

@@ -4,6 +4,7 @@ broken module; these add the cases it leaves out.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -39,7 +40,11 @@ def test_a_dump_folder_whose_module_is_truncated_names_the_file_and_line(tmp_pat
     bad.write_text("HloModule jit_f\n\nENTRY %main (a: f32[2]) -> f32[2] {\n  %a = f32[2] para")
     proc = run_analyze(f"--dump={dump}", f"--out={tmp_path / 'out'}")
     assert_one_line_exit_2(proc, str(bad))
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
+    # No result is left, and the manifest says the analysis failed, and why.
+    found = {p.name for p in (tmp_path / "out").rglob("*.json")}
+    assert found == {"manifest.json"}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and str(bad) in manifest["reason"]
 
 
 def test_an_invalid_module_filter_regex(tmp_path: Path) -> None:

@@ -130,3 +130,55 @@ def test_bad_configs_name_the_key_and_what_is_allowed(tmp_path, text, overrides,
     assert e.value.key == key
     assert words in str(e.value)
     assert "\n" not in str(e.value)
+
+
+# --- the one JSON<->dataclass layer, and the config's one validation --------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
+def test_the_worker_rebuilds_the_validated_config_exactly(name: str):
+    """The hello job carries the plain config (records.to_json); the worker's from_plain gives
+    back the very Experiment the supervisor validated, program inputs and variants included."""
+    from harness.config.schema import from_plain
+    from harness.records import to_json
+
+    exp = load(name).experiment
+    plain = to_json(exp)
+    assert from_plain(plain, "hello") == exp
+    assert to_json(from_plain(plain, "hello")) == plain
+
+
+def test_the_worker_does_not_validate_the_config_again(tmp_path: Path):
+    """Validation is the supervisor's (harness.config.load), once: a plain config that would
+    fail it is rebuilt as sent, and neither refused nor resolved a second time."""
+    from harness.config.schema import build_experiment, from_plain
+    from harness.records import to_json
+
+    plain = to_json(load(write(tmp_path, MINIMAL)).experiment)
+    plain.update(baseline="no_such_variant", seed=-1)
+    plain["program"]["function"] = "not/resolved.py:f"
+    with pytest.raises(ConfigError):  # the program's file first, else the seed, else the baseline
+        build_experiment(plain, "c.yaml")
+    rebuilt = from_plain(plain, "hello")
+    assert (rebuilt.baseline, rebuilt.seed) == ("no_such_variant", -1)
+    assert rebuilt.program.function == "not/resolved.py:f"
+
+
+def test_the_records_and_the_config_read_through_one_layer(tmp_path: Path):
+    """The same walk reads a run's records and the config: the same "did you mean", the same
+    words for a wrong type, each naming the file and the key, in one line."""
+    from harness.records import SchemaError, from_json
+    from harness.summary import Failure
+
+    with pytest.raises(SchemaError) as record:
+        from_json(Failure, {"kindd": "crash"}, "result.json", "failure")
+    with pytest.raises(ConfigError) as config:
+        load(write(tmp_path, MINIMAL.replace("mode: jit", "mod: jit")))
+    assert str(record.value) == "result.json: failure.kindd: unknown key (did you mean 'kind'?)"
+    assert str(config.value).endswith("variants.xla.mod: unknown key (did you mean 'mode'?)")
+    with pytest.raises(SchemaError) as record:
+        from_json(Failure, {"kind": 3}, "result.json")
+    with pytest.raises(ConfigError) as config:
+        load(write(tmp_path, MINIMAL.replace("m: 8", "m: eight")))
+    assert str(record.value) == "result.json: kind: expected str, got 3"
+    assert str(config.value).endswith("problem.m: expected int, got 'eight'")

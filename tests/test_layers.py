@@ -20,6 +20,7 @@ HARNESS = REPO / "harness"
 
 LIBRARIES = (
     "harness.io",
+    "harness.lifecycle",  # the run lifecycle of the study, the search and analyze (issue 26)
     "harness.forked",
     "harness.records",
     "harness.summary",

@@ -156,7 +156,7 @@ def test_progress_says_where_the_search_is(search_run: Path) -> None:
 def load_tiny_space():
     import yaml
 
-    from harness.config.schema import SearchSpace
+    from harness.config.experiment import SearchSpace
 
     raw = yaml.safe_load(SEARCH)["search"]["space"]
     return SearchSpace(xla_options=raw["xla_options"])

@@ -29,7 +29,7 @@ from typing import Any
 from harness import ladder, stats
 from harness.analyze import modules as hlo_files
 from harness.analyze import sections
-from harness.config.schema import Experiment, Variant
+from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
 from harness.profile.events import DeviceEvent, read_events_and_markers

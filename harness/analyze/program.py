@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import steps as by_step
@@ -20,6 +20,7 @@ from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap
 from harness.match.gaps import AttributionGaps
+from harness.records import to_json
 
 ProgramKey = tuple[str, int | None]  # (HLO module name, program id / XLA module number)
 
@@ -257,16 +258,4 @@ class ProgramAnalysis:
 
     def to_json(self) -> dict[str, Any]:
         """analysis.json: every field, tuples as lists."""
-        return _plain(self)
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready copy of nested dataclasses, mappings and sequences (dataclasses.asdict
-    deep-copies every leaf, which costs seconds on thousands of cluster rows)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+        return to_json(self)

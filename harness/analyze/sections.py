@@ -16,7 +16,7 @@ from typing import Any
 from harness import ladder, run_records, stats
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
-from harness.config.experiment import Experiment, Variant, to_plain
+from harness.config.experiment import Experiment, Variant
 from harness.config.roles import roles_of
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
@@ -24,6 +24,7 @@ from harness.match.match import MatchReport, kernels_document, match_events
 from harness.precision import precision as gemm_precision
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane, read_events_and_markers
+from harness.records import to_json
 from harness.run_records import Ceilings
 from harness.runfolder import VariantFolder
 from harness.summary import (
@@ -55,7 +56,7 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         framework=v.framework,
         description=v.description,
         roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled),
-        problem={} if v.program.enabled else to_plain(v.problem),
+        problem={} if v.program.enabled else to_json(v.problem),
         program=record.program,
         xla_options=dict(v.xla_options),
         module=record.module,

@@ -9,21 +9,25 @@ the JSON files. Run through harness/analyze/__main__.py, its documented entry po
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from absl import flags
 
-from harness import cli, io, terminal
+from harness import cli, io, lifecycle, terminal
 from harness.analyze.program import Ceilings, ProgramAnalysis, ceilings_from_json
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
 from harness.textsafety import UnsafePattern, user_pattern
 
 FLAGS = flags.FLAGS
+# Faults of the disk the output is written to (full, read-only, over quota), never the dump's.
+OUTPUT_FAULTS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
 
 
 def define_flags() -> None:
@@ -57,9 +61,6 @@ def read_ceilings(path: Path) -> Ceilings:
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.hlo.instruction import ParseError
-    from harness.profile.events import ProfileError
-
     cli.no_extra_arguments(argv)
     # A short-lived process over millions of parsed objects that form almost no cycles: the
     # cyclic collector's full passes cost about 0.5 s on a 48-block train step, for nothing.
@@ -78,39 +79,24 @@ def main(argv: Sequence[str]) -> int:
     ceilings = read_ceilings(Path(FLAGS.ceilings)) if FLAGS.ceilings else None
     # The dump, the profile and the ceilings are read, never inside what is claimed (emptied).
     inputs = tuple(Path(f) for f in (FLAGS.dump, FLAGS.xplane, FLAGS.ceilings) if f)
-    with io.own_output(out, "analyze", inputs) as out:
-        try:
-            results = analysis.analyze_dump(dump, out, pattern, finish=False)
-        except (ValueError, OSError) as e:
-            msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
-            raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
-        print(terminal.lines(analysis.format_table(results)))
-        profile = None
-        try:
-            if FLAGS.xplane is not None:
-                xplane = Path(FLAGS.xplane)
-                try:
-                    profile = analysis.attach_profile(results, xplane, out, FLAGS.steps, FLAGS.mode)
-                except (ValueError, OSError, ProfileError) as e:
-                    first = str(e).splitlines()[0] if str(e) else type(e).__name__
-                    raise cli.UsageError(f"{xplane}: {first}") from None
-            # Everything that needs no reverse map is done while a large module's may still be
-            # computing in a child: the imports, the rankings and the figures.
-            from harness.anydump.report import write_analysis_report, write_figures
-            from harness.report.memory import module_blocks
-
-            program = analyse(results, profile, ceilings)
-            figs = write_figures(out, program)
-            results = analysis.finish_dump(results)
-        except BaseException:
-            analysis.cancel_dump(results)
-            raise
-        program = with_reverse_maps(program, [r.as_input() for r in results])
-        io.write_json(out / "analysis.json", program.to_json(), compact=True)
-        memories = dump_memory(results)
-        report = write_analysis_report(
-            out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
-        )
+    manifest = {
+        "kind": "analyze",
+        "dump": str(dump),
+        "module": FLAGS.module,
+        "xplane": FLAGS.xplane,
+        "ceilings": FLAGS.ceilings,
+    }
+    with (
+        io.own_output(out, "analyze", inputs) as out,
+        lifecycle.running(out, manifest, faults=(Exception,)) as run,
+    ):
+        program, profile, memories, report = analyse_into(out, dump, pattern, ceilings)
+        run.settle("complete")
+    if run.stopped is not None:
+        if run.stopped.status == "interrupted":
+            print("interrupted", file=sys.stderr)
+            return run.stopped.exit_code
+        raise run.stopped.error  # recorded in the manifest; the CLI says it in one line
     print(terminal.lines(summary_line(program)))
     if profile is not None:
         print(terminal.lines(profile_line(profile, program, out)))
@@ -118,6 +104,51 @@ def main(argv: Sequence[str]) -> int:
         print(terminal.lines(f"memory {key}: peak {m.peak_bytes} B, total {m.total_bytes} B"))
     print(f"report: {terminal.shown(report)} (and report.html)")
     return 0
+
+
+def analyse_into(
+    out: Path, dump: Path, pattern: Any, ceilings: Ceilings | None
+) -> tuple[ProgramAnalysis, Any, list[tuple[str, Any]], Path]:
+    """Analyses the dump (and the profile --xplane names) into `out`; returns the program
+    analysis, the attributed profile (None without one), each module's memory and the report."""
+    from harness.hlo.instruction import ParseError
+    from harness.profile.events import ProfileError
+
+    try:
+        results = analysis.analyze_dump(dump, out, pattern, finish=False)
+    except (ValueError, OSError) as e:
+        if isinstance(e, OSError) and e.errno in OUTPUT_FAULTS:
+            raise  # the output's disk, not the dump: said as it is
+        msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
+        raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
+    print(terminal.lines(analysis.format_table(results)))
+    profile = None
+    try:
+        if FLAGS.xplane is not None:
+            xplane = Path(FLAGS.xplane)
+            try:
+                profile = analysis.attach_profile(results, xplane, out, FLAGS.steps, FLAGS.mode)
+            except (ValueError, OSError, ProfileError) as e:
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise cli.UsageError(f"{xplane}: {first}") from None
+        # Everything that needs no reverse map is done while a large module's may still be
+        # computing in a child: the imports, the rankings and the figures.
+        from harness.anydump.report import write_analysis_report, write_figures
+        from harness.report.memory import module_blocks
+
+        program = analyse(results, profile, ceilings)
+        figs = write_figures(out, program)
+        results = analysis.finish_dump(results)
+    except BaseException:
+        analysis.cancel_dump(results)
+        raise
+    program = with_reverse_maps(program, [r.as_input() for r in results])
+    io.write_json(out / "analysis.json", program.to_json(), compact=True)
+    memories = dump_memory(results)
+    report = write_analysis_report(
+        out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
+    )
+    return program, profile, memories, report
 
 
 def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:

@@ -283,15 +283,6 @@ class Experiment:
         raise KeyError(name)
 
 
-def shown(value: Any) -> str:
-    """Returns a value for an error message, cut short: a 10**23 seed is printed, not a novel."""
-    if isinstance(value, int) and value.bit_length() > 128:
-        # repr() of a long integer is slow, and past 4300 digits it raises ValueError.
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def framework_baselines(e: Experiment) -> dict[str, str]:
     """Returns framework -> its baseline variant: the config's `baseline` for its own
     framework, and for another framework the variant whose `roles` name `baseline`."""
@@ -300,14 +291,3 @@ def framework_baselines(e: Experiment) -> dict[str, str]:
         if "baseline" in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
             out.setdefault(v.framework, v.name)
     return out
-
-
-def to_plain(obj: Any) -> Any:
-    """Returns JSON-ready data for a config dataclass (tuples become lists)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {k: to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, tuple | list):
-        return [to_plain(v) for v in obj]
-    return obj

@@ -13,7 +13,8 @@ import yaml
 
 from harness import userfiles
 from harness.config import schema
-from harness.config.experiment import ConfigError, Experiment, Program, Variant, shown
+from harness.config.experiment import ConfigError, Experiment, Program, Variant
+from harness.records import shown, suggest
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 OVERRIDE_PREFIX = "--config."
@@ -219,7 +220,7 @@ def parse_override(arg: str) -> Override:
 def _field_type(cls: type, name: str, source: str, key: str) -> Any:
     hints = typing.get_type_hints(cls)
     if name not in hints:
-        raise ConfigError(source, key, "unknown key" + schema.suggest(name, hints))
+        raise ConfigError(source, key, "unknown key" + suggest(name, hints))
     return hints[name]
 
 
@@ -299,7 +300,7 @@ def apply_override(raw: dict[str, Any], ov: Override) -> Override:
                 raise ConfigError(
                     source,
                     ov.key,
-                    f"no variant named {shown(name)}" + schema.suggest(name, names),
+                    f"no variant named {shown(name)}" + suggest(name, names),
                 )
             if i + 2 >= len(parts):
                 raise ConfigError(

@@ -2,31 +2,27 @@
 `--config.*` overrides, built strictly into the frozen dataclasses of
 harness.config.experiment (unknown keys and wrong types are ConfigErrors), then validated in
 one place (harness.config.validate). Every config becomes an `Experiment` through
-`build_experiment`.
+`build_experiment`; the worker rebuilds the one the supervisor validated with `from_plain`.
+
+The reading is harness.records' (the one JSON<->dataclass layer, the run's records use it
+too): this module gives it the config's error and the fields it reads itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
-import typing
 from collections.abc import Mapping
 from typing import Any
 
 from harness.config.callables import resolve_program
 from harness.config.experiment import (
-    FRONTEND_MODULES,
     ConfigError,
-    Dump,
     Experiment,
     Problem,
     Program,
-    SearchOptions,
     SearchSpace,
     Variant,
-    shown,
-    to_plain,
 )
 from harness.config.program import (
     FrozenMap,
@@ -37,72 +33,14 @@ from harness.config.program import (
     parse_shapes,
 )
 from harness.config.validate import validate_experiment
-from harness.records import SCALARS, scalar
+from harness.records import Dialect, decode, from_json, shown
 
-# What other modules import from here. FRONTEND_MODULES, Dump, SearchOptions and to_plain belong
-# to harness.config.experiment: harness/worker.py, run.py and search/ still read them here (they
-# are being changed on other branches; point them at harness.config.experiment after the merge).
-__all__ = [
-    "FRONTEND_MODULES",
-    "ConfigError",
-    "Dump",
-    "Experiment",
-    "SearchOptions",
-    "SearchSpace",
-    "Variant",
-    "build_experiment",
-    "suggest",
-    "to_plain",
-]
-
-
-def suggest(key: str, valid: typing.Iterable[str]) -> str:
-    """Returns ' (did you mean X?)' for the closest valid key, or '; valid: ...' listing them all."""
-    valid = [str(v) for v in valid]
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f"; valid: {', '.join(valid)}" if valid else ""
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if origin is tuple:
-        return "list of " + _type_name(typing.get_args(tp)[0])
-    return getattr(tp, "__name__", str(tp))
+OPTION_VALUES = tuple[bool | int | float | str, ...]
 
 
 def coerce(value: Any, tp: Any, source: str, key: str) -> Any:
     """Returns `value` checked against the annotation `tp`; YAML lists become tuples."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return coerce(value, arg, source, key)
-            except ConfigError:
-                continue
-        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}")
-        (item,) = typing.get_args(tp)[:1]
-        return tuple(coerce(v, item, source, f"{key}[{i}]") for i, v in enumerate(value))
-    if tp not in SCALARS:
-        return value
-    try:
-        return scalar(tp, value)
-    except ValueError:
-        if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
-            # scalar refuses a NaN, an infinity and an integer past a float's range
-            raise ConfigError(source, key, f"must be a finite number, got {shown(value)}") from None
-        raise ConfigError(source, key, f"expected {_type_name(tp)}, got {shown(value)}") from None
+    return decode(tp, value, source, key, CONFIG)
 
 
 def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> Any:
@@ -111,62 +49,36 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
     `defaults` is an instance of `cls` whose values fill keys `raw` leaves out (used for a
     variant's problem, which starts from the experiment's problem).
     """
-    if not isinstance(raw, Mapping):
+    return from_json(cls, raw, source, path, CONFIG, defaults)
+
+
+def _variants(value: Any, source: str, key: str, top: Mapping[str, Any]) -> tuple[Variant, ...]:
+    return tuple(
+        build_variant(v, source, i, top) for i, v in enumerate(_as_list(value, source, key))
+    )
+
+
+def _option_values(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
+    """A search space's XLA options: option -> the values to try."""
+    if not isinstance(value, Mapping):
         raise ConfigError(
-            source, path or "<top level>", f"expected a mapping, got {type(raw).__name__}"
+            source, key, f"expected a mapping of option: [values], got {shown(value)}"
         )
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
-        full = f"{path}.{key}" if path else str(key)
-        if key not in fields:
-            raise ConfigError(source, full, "unknown key" + suggest(str(key), fields))
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            base = getattr(defaults, key) if defaults is not None else None
-            kwargs[key] = build(tp, value, source, full, base)
-        elif key == "variants":
-            kwargs[key] = tuple(
-                build_variant(v, source, i, raw)
-                for i, v in enumerate(_as_list(value, source, full, "variants"))
-            )
-        elif cls is Program and key in ("inputs", "recompile_shapes", "kwargs"):
-            kwargs[key] = value  # read by harness.config.program below, inputs first
-        elif key == "xla_options" and cls is SearchSpace:
-            if not isinstance(value, Mapping):
-                raise ConfigError(
-                    source, full, f"expected a mapping of option: [values], got {shown(value)}"
-                )
-            kwargs[key] = types.MappingProxyType(
-                {
-                    str(k): coerce(v, tuple[bool | int | float | str, ...], source, f"{full}.{k}")
-                    for k, v in value.items()
-                }
-            )
-        elif key == "xla_options":
-            if not isinstance(value, Mapping):
-                raise ConfigError(
-                    source, full, f"expected a mapping of XLA options, got {shown(value)}"
-                )
-            kwargs[key] = types.MappingProxyType(dict(value))
-        else:
-            kwargs[key] = coerce(value, tp, source, full)
-    if cls is Program:
-        kwargs = _program_keys(kwargs, source, path, defaults)
-    if defaults is not None:
-        return dataclasses.replace(defaults, **kwargs)
-    try:
-        return cls(**kwargs)
-    except TypeError as e:  # a required field is missing
-        missing = [
-            n
-            for n, f in fields.items()
-            if n not in kwargs
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
-        raise ConfigError(source, f"{path}.{missing[0]}" if missing else path, "is required") from e
+    return types.MappingProxyType(
+        {str(k): coerce(v, OPTION_VALUES, source, f"{key}.{k}") for k, v in value.items()}
+    )
+
+
+def _options(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
+    """A variant's XLA options, as given (harness.config.validate checks each one)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(source, key, f"expected a mapping of XLA options, got {shown(value)}")
+    return types.MappingProxyType(dict(value))
+
+
+def _as_given(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
+    del source, key  # read with the others by _program_keys, the inputs first
+    return value
 
 
 def _program_keys(
@@ -190,9 +102,9 @@ def _program_keys(
     return out
 
 
-def _as_list(value: Any, source: str, key: str, what: str) -> list[Any]:
+def _as_list(value: Any, source: str, key: str) -> list[Any]:
     if not isinstance(value, list | tuple):
-        raise ConfigError(source, key, f"expected a list of {what}, got {type(value).__name__}")
+        raise ConfigError(source, key, f"expected a list of variants, got {type(value).__name__}")
     return list(value)
 
 
@@ -225,8 +137,33 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
     return dataclasses.replace(variant, problem=problem, program=program)
 
 
+# The config's dialect of the one JSON<->dataclass layer (harness.records): its error, and the
+# fields whose data is read by a function of its own.
+CONFIG = Dialect(
+    error=ConfigError,
+    fields=types.MappingProxyType(
+        {
+            (Experiment, "variants"): _variants,
+            (SearchSpace, "xla_options"): _option_values,
+            (Variant, "xla_options"): _options,
+            (Program, "inputs"): _as_given,
+            (Program, "recompile_shapes"): _as_given,
+            (Program, "kwargs"): _as_given,
+        }
+    ),
+    finish=types.MappingProxyType({Program: _program_keys}),
+)
+
+
 def build_experiment(raw: Mapping[str, Any], source: str) -> Experiment:
     """Returns the validated Experiment for a raw config mapping; raises ConfigError."""
     experiment = resolve_program(build(Experiment, raw, source, ""))
     validate_experiment(experiment, source)
     return experiment
+
+
+def from_plain(data: Mapping[str, Any], source: str) -> Experiment:
+    """Returns the Experiment the supervisor validated (build_experiment) and sent as plain
+    data (harness.records.to_json), rebuilt without validating it again: the worker's side of
+    the hello and config jobs. Its program paths are already resolved, its variants complete."""
+    return build(Experiment, data, source, "")

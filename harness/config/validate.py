@@ -28,7 +28,6 @@ from harness.config.experiment import (
     SearchOptions,
     TorchOptions,
     Variant,
-    shown,
 )
 from harness.config.processes import problem as processes_problem
 from harness.config.program import input_leaves, shapes_problem
@@ -36,6 +35,7 @@ from harness.config.roles import ROLES, roles_of
 from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
+from harness.records import shown
 
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

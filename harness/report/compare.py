@@ -357,9 +357,10 @@ def config_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
 def configs(ra: RunData, rb: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two runs' configs, each key a config saved before that key existed lacks filled in
     with the schema's default, so an older run compares like for like."""
-    from harness.config.experiment import Experiment, Variant, to_plain
+    from harness.config.experiment import Experiment, Variant
+    from harness.records import to_json
 
-    top, variant = to_plain(Experiment()), to_plain(Variant(name=""))
+    top, variant = to_json(Experiment()), to_json(Variant(name=""))
     ca, cb = (_defaulted(r.manifest.config, top, variant) for r in (ra, rb))
     return ca, cb
 

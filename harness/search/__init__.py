@@ -21,21 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from harness import io, stats
+from harness import io, lifecycle, stats
 from harness.analyze import noise, unresolved_reasons, verdicts
-from harness.config import LoadedConfig
+from harness.config import ConfigError, LoadedConfig
+from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
 from harness.config.roles import roles_of
-from harness.config.schema import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import to_json
-from harness.run import (
-    Interrupted,
-    Session,
-    Supervisor,
-    interruptible,
-    manifest_for,
-    write_manifest,
-)
+from harness.run import Session, Supervisor, manifest_for
 from harness.runfolder import RunFolder, stage_timing
 from harness.search import space
 from harness.summary import (
@@ -46,6 +39,7 @@ from harness.summary import (
     TimingRecord,
     Verdict,
 )
+from harness.workerproc import WorkerDied
 
 # Stop starting new candidates once this share of the budget is spent: timing still needs time.
 BUDGET_SHARE_FOR_COMPILES = 0.7
@@ -321,68 +315,84 @@ def not_tried(search: Search) -> dict[str, str]:
 
 
 def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
-    """Runs the config's search into `workdir`; returns 0, or 130 when interrupted."""
+    """Runs the config's search into `workdir`; returns 0, 1 when a fault stopped it (a disk
+    full, a worker no candidate owns), or 130 when interrupted. The lock, the manifest,
+    `latest`, signals and faults are harness.lifecycle's."""
     exp = config.experiment
     base = exp.variant(exp.search.base)
     bound = lower_bound(exp, base)
-    with io.writes_confined_to(workdir), io.run_lock(workdir):
-        manifest = {**manifest_for(config, workdir, session.environment), "kind": "search"}
-        write_manifest(workdir, manifest)
-        io.point_latest(workdir)
+    with lifecycle.running(
+        workdir,
+        {**manifest_for(config, workdir, session.environment), "kind": "search"},
+        latest=True,
+        stop=session.kill,
+        faults=(WorkerDied, ConfigError, OSError),
+    ) as run:
         supervisor = Supervisor(session, workdir, search_experiment(exp, [base]))
         search = Search(config, workdir, supervisor, base, bound)
-        try:
-            with interruptible():
-                if exp.search.strategy == "grid":
-                    grid_search(search)
-                else:
-                    coordinate_search(search)
-                supervisor.ceilings()
-        except Interrupted as e:
-            session.kill()
-            manifest.update(status="interrupted", finished=io.utc_now())
-            write_manifest(workdir, manifest)
-            print(
-                f"interrupted ({e}): the search is not resumable; start it again", file=sys.stderr
-            )
-            return 130
+        if exp.search.strategy == "grid":
+            grid_search(search)
+        else:
+            coordinate_search(search)
+        supervisor.ceilings()
         session.worker.close(workdir)
-        # A search whose timing failed its own A/A check names no best configuration.
-        best = None if search.unresolved else best_of(search.records, bound.name if bound else None)
-        options = search.records[best].xla_options if best in search.records else {}
-        record = SearchRecord(
-            schema_version=SCHEMA_VERSION,
-            base=base.name,
-            lower_bound=bound.name if bound else None,
-            strategy=exp.search.strategy,
-            budget_s=exp.search.budget_s,
-            wall_s=search.elapsed(),
-            stopped=search.stopped,
-            candidates=tuple(search.records.values()),
-            same_program_count=sum(
-                1 for c in search.records.values() if c.status == "same_program"
-            ),
-            no_effect=no_effect(search),
-            not_tried_where_acts=not_tried(search),
-            best=best,
-            best_xla_options=dict(options),
-            best_xla_flags=space.xla_flags(options),
-            unresolved=tuple(search.unresolved),
-        )
+        record = search_record(search)
         io.write_json(RunFolder(workdir).search, to_json(record))
         # The status is final before the report (and the results index) read it.
-        manifest.update(status="complete", finished=io.utc_now(), wall_s=search.elapsed())
-        write_manifest(workdir, manifest)
+        run.settle("complete", wall_s=search.elapsed())
         from harness.report import write_report
 
         write_report(workdir, workdir.parent.parent)  # the results root's index too
-    if best is None:
+    if run.stopped is not None:
+        return _stopped(run.stopped)
+    if record.best is None:
         print(f"best: none: the search could not resolve differences ({search.unresolved[0]})")
     else:
         print(
-            f"best: {best} ({search.records[best].changed}); {record.same_program_count} candidates were the same program as another"
+            f"best: {record.best} ({search.records[record.best].changed}); "
+            f"{record.same_program_count} candidates were the same program as another"
         )
     for o, need in record.not_tried_where_acts.items():
         print(f"not tried where it acts: {o} (needs {need})", flush=True)
     print(f"report: {workdir / 'report.md'}", flush=True)
     return 0
+
+
+def _stopped(stop: lifecycle.Stop) -> int:
+    """Says why the search stopped early; returns the exit status."""
+    if stop.status == "interrupted":
+        print(
+            f"interrupted ({stop.reason}): the search is not resumable; start it again",
+            file=sys.stderr,
+        )
+    else:
+        e = stop.error
+        where = f"{e.filename}: " if isinstance(e, OSError) and e.filename else ""
+        hint = stop.then("; the search is not resumable: start it again")
+        print(f"error: {where}{stop.reason}{hint}", file=sys.stderr, flush=True)
+    return stop.exit_code
+
+
+def search_record(search: Search) -> SearchRecord:
+    """search.json's record of a finished search. A search whose timing failed its own A/A
+    check names no best configuration."""
+    exp, base, bound = search.exp, search.base, search.bound
+    best = None if search.unresolved else best_of(search.records, bound.name if bound else None)
+    options = search.records[best].xla_options if best in search.records else {}
+    return SearchRecord(
+        schema_version=SCHEMA_VERSION,
+        base=base.name,
+        lower_bound=bound.name if bound else None,
+        strategy=exp.search.strategy,
+        budget_s=exp.search.budget_s,
+        wall_s=search.elapsed(),
+        stopped=search.stopped,
+        candidates=tuple(search.records.values()),
+        same_program_count=sum(1 for c in search.records.values() if c.status == "same_program"),
+        no_effect=no_effect(search),
+        not_tried_where_acts=not_tried(search),
+        best=best,
+        best_xla_options=dict(options),
+        best_xla_flags=space.xla_flags(options),
+        unresolved=tuple(search.unresolved),
+    )

@@ -14,7 +14,7 @@ import types
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.config.schema import SearchSpace, Variant
+from harness.config.experiment import SearchSpace, Variant
 
 DEFAULT = "default"
 
