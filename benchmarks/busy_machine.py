@@ -7,8 +7,8 @@ Run: python benchmarks/busy_machine.py [--idle=5] [--loaded=6] [--idle_checks=3]
 
 1. The reference: `--idle` runs of the study on the idle machine (the 1-minute load average is
    printed before each; with `--wait_idle_s` the benchmark first waits up to that long for it
-   to fall under 0.5), their paired rounds pooled per pair of variants into one ratio and 95%
-   interval (harness.stats, the same bootstrap as a run's).
+   to fall under 0.5), pooled per pair of variants into one ratio and 95% interval: each run's
+   ratio from its rounds (harness.stats), then their random-effects mean (`Pooled`).
 2. `--loaded` runs while two single-threaded background processes of its own
    (`OMP_NUM_THREADS=1` NumPy matmuls, started and stopped here) keep both cores busy.
 3. `--idle_checks` more idle runs, each of which should resolve `eager` and
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
 import subprocess
@@ -42,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness import stats  # noqa: E402
+from harness.analyze import between_runs  # noqa: E402
 from harness.report import data  # noqa: E402
 from harness.summary import TIMING_FILE, TimingRecord  # noqa: E402
 
@@ -129,26 +131,38 @@ def run_study(config: str, root: Path, overrides: Sequence[str]) -> Study:
 
 @dataclass(frozen=True)
 class Pooled:
-    """Every reference run's paired rounds, pooled per variant."""
+    """The reference runs' rounds, pooled per pair of variants across runs.
 
-    rounds: dict[str, list[float]]
+    A run is the unit: each reference run's ratio and its variance (from its own rounds) enter
+    a random-effects mean (DerSimonian–Laird, as harness.analyze.between_runs measures a run's
+    spread), so the reference's interval holds how far the ratio moves between runs. Pooling
+    the rounds of five runs as if one run's (what this did before) gave an interval that held
+    only rounds, narrower than the spread between the runs themselves.
+    """
+
+    runs: tuple[TimingRecord, ...]
 
     @classmethod
     def of(cls, runs: Sequence[Path]) -> Pooled:
-        out: dict[str, list[float]] = {}
-        for run in runs:
-            timed = read_timing(run)
-            length = max((len(v.round_step_s) for v in timed.variants.values()), default=0)
-            for name, v in timed.variants.items():
-                if len(v.round_step_s) == length:
-                    out.setdefault(name, []).extend(v.round_step_s)
-        return cls(out)
+        return cls(tuple(read_timing(run) for run in runs))
 
     def ratio(self, a: str, b: str) -> stats.RatioEstimate | None:
-        x, y = self.rounds.get(a), self.rounds.get(b)
-        if not x or not y or len(x) != len(y):
+        found = []
+        for timed in self.runs:
+            x, y = timed.variants.get(a), timed.variants.get(b)
+            if x and y and x.round_step_s and len(x.round_step_s) == len(y.round_step_s):
+                r = between_runs.run_ratio(stats.ratio_estimate(x.round_step_s, y.round_step_s))
+                if r is not None:
+                    found.append(r)
+        if not found:
             return None
-        return stats.ratio_estimate(x, y)
+        tau2 = between_runs.dersimonian_laird(found)
+        weights = [1.0 / (r.variance + tau2) for r in found]
+        mean = sum(w * r.log_ratio for w, r in zip(weights, found, strict=True)) / sum(weights)
+        half = between_runs.Z95 * math.sqrt(1.0 / sum(weights))
+        return stats.RatioEstimate(
+            math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), len(found)
+        )
 
 
 def read_timing(run: Path) -> TimingRecord:

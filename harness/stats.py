@@ -113,14 +113,27 @@ class RatioEstimate:
     p: float | None = None
 
 
-def ratio_estimate(a: Sequence[float], b: Sequence[float], seed: int = SEED) -> RatioEstimate:
-    """Returns the ratio a/b from paired rounds with its 95% interval and p-value."""
+def ratio_estimate(
+    a: Sequence[float], b: Sequence[float], seed: int = SEED, between: float = 0.0
+) -> RatioEstimate:
+    """Returns the ratio a/b from paired rounds with its 95% interval and p-value.
+
+    `between`: the ratio's run-to-run spread (τ, the sd of its log between runs, measured
+    elsewhere: harness.analyze.between_runs). Each resampled median is then multiplied by
+    exp(N(0, τ²)), a run's own offset drawn with it (a parametric random-effects bootstrap),
+    so that the interval and the p-value hold for another run on this machine, not only for
+    more rounds of this one.
+    """
     ratios = paired_ratios(a, b)
     if not ratios:
         raise ValueError("no paired rounds to compare")
     if len(ratios) == 1:
         return RatioEstimate(ratios[0], (ratios[0], ratios[0]), 1)
     meds = _resampled_medians(_rng(seed), ratios, BOOTSTRAP_SAMPLES)
+    if between > 0:
+        import numpy as np
+
+        meds = meds * np.exp(_rng(seed + 1).normal(0.0, between, size=len(meds)))
     return RatioEstimate(median(ratios), _interval(meds, 0.025), len(ratios), _p_value(meds))
 
 

@@ -459,6 +459,11 @@ class Verdict:
     )
     why: str = doc("what decided the verdict", "")
     p_holm: float | None = doc("its p-value, Holm-adjusted over the run's timing comparisons")
+    between_runs: float | None = doc(
+        "its run-to-run spread on this machine (τ of the log ratio, harness.analyze.between_runs)"
+        " in ci95 and p_holm; null: fewer than noise.between_runs.min_runs runs timed these"
+    )
+    ci95_rounds: tuple[float, float] | None = doc("the interval from this run's rounds alone")
 
 
 @dataclass(frozen=True)
@@ -503,6 +508,16 @@ class VariantSummary:
 
 
 @dataclass(frozen=True)
+class BetweenRuns:
+    """The earlier runs whose ratios measured how far each ratio moves from run to run."""
+
+    earlier_runs: tuple[str, ...] = doc("earlier resolved runs on this machine it used", ())
+    min_runs: int = doc("runs, this one included, needed to measure a comparison's spread", 0)
+    widened: int = doc("comparisons whose interval includes a measured run-to-run spread", 0)
+    comparisons: int = doc("timing comparisons in the run", 0)
+
+
+@dataclass(frozen=True)
 class Noise:
     """What the run can resolve: the baseline timed against itself, and the device's clocks."""
 
@@ -528,6 +543,7 @@ class Noise:
     max_noise: float | None = doc("the timing.max_noise the floor was held to")
     comparisons: int = doc("the timing comparisons Holm's correction ran over", 0)
     machine: MachineState | None = doc("what the machine was doing during the rounds")
+    between_runs: BetweenRuns | None = doc("where the intervals' run-to-run spread came from")
 
 
 @dataclass(frozen=True)

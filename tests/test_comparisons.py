@@ -7,6 +7,7 @@ ceilings on real CPU compiles and the tiny real run.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 import jax
@@ -82,13 +83,25 @@ def test_the_noise_floor_is_how_far_the_self_ratio_strays() -> None:
     assert stats.noise_floor(None) == 0.0
 
 
-def test_rounds_rotate_and_reverse_so_every_variant_takes_every_place() -> None:
-    names = ["a", "b", "c", "d"]
-    orders = [rounds.round_order(names, r) for r in range(2 * len(names))]
-    assert orders[0] == ("a", "b", "c", "d") and orders[1] == ("d", "c", "b", "a")
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 10, 11, 12])
+def test_rounds_balance_every_place_and_every_predecessor(n: int) -> None:
+    names = [f"v{i}" for i in range(n)]
+    orders = [rounds.round_order(names, r) for r in range(2 * n)]
+    assert all(sorted(o) == sorted(names) for o in orders)
     for name in names:
-        places = sorted(o.index(name) for o in orders)
-        assert places == [0, 0, 1, 1, 2, 2, 3, 3], name
+        assert sorted(o.index(name) for o in orders) == sorted(list(range(n)) * 2), name
+    # Every ordered pair runs back to back twice over 2n rounds (a Williams design): the
+    # variant before any one is each other variant equally often, not always the same one.
+    pairs = Counter((o[i], o[i + 1]) for o in orders for i in range(n - 1))
+    assert set(pairs) == {(a, b) for a in names for b in names if a != b}
+    assert set(pairs.values()) <= {2}
+
+
+def test_odd_rounds_run_the_even_rounds_order_backwards() -> None:
+    names = ["a", "b", "c", "d"]
+    assert rounds.round_order(names, 0) == ("a", "b", "d", "c")
+    assert rounds.round_order(names, 1) == ("c", "d", "b", "a")
+    assert rounds.round_order(names, 2) == ("b", "c", "a", "d")
 
 
 def test_the_budget_shrinks_batches_but_keeps_the_rounds() -> None:

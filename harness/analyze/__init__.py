@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import forked, io, ladder, run_records, stats
-from harness.analyze import comm, files, ranking, rules, sections, torch_sections, verdicts
+from harness.analyze import (
+    between_runs,
+    comm,
+    files,
+    ranking,
+    rules,
+    sections,
+    torch_sections,
+    verdicts,
+)
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
@@ -39,6 +48,7 @@ from harness.run_records import Ceilings
 from harness.runfolder import IR_DIR, RunFolder, VariantFolder
 from harness.summary import (
     SCHEMA_VERSION,
+    BetweenRuns,
     CaptureRecord,
     Comparison,
     Divergence,
@@ -380,9 +390,10 @@ def noise_section(
     max_noise: float = DEFAULT_MAX_NOISE,
     comparisons: int = 0,
     max_others: float = DEFAULT_MAX_OTHERS_SHARE,
+    spread: BetweenRuns | None = None,
 ) -> Noise | None:
-    """Returns the run's noise floor, its A/A gate, the device clocks and the machine's state
-    around the timing rounds."""
+    """Returns the run's noise floor, its A/A gate, the device clocks, the machine's state
+    around the timing rounds and the run-to-run spread in the intervals."""
     if timed is None:
         return None
     from harness.timing.clocks import clock_limits, clock_spread
@@ -419,6 +430,7 @@ def noise_section(
         max_noise=max_noise,
         comparisons=comparisons,
         machine=timing_machine(timed),
+        between_runs=spread,
     )
 
 
@@ -484,6 +496,12 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         )
         if (p := pending(name, kind, other, summaries, timed)) is not None
     ]
+    # Each interval holds how far its ratio moves between runs, where earlier runs on this
+    # machine measure it.
+    env_now = manifest.environment if manifest is not None else None
+    found_pending, spread = between_runs.widen(
+        found_pending, summaries, timed, between_runs.earlier_runs(workdir, env_now)
+    )
     judged = verdicts.judge(found_pending, floor, exp.timing.target_width, reasons)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
@@ -531,6 +549,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             exp.timing.max_noise,
             sum(1 for v in judged.values() if v.p_holm is not None),
             exp.timing.max_others,
+            spread if timed is not None else None,
         ),
         variants=out,
     )

@@ -30,14 +30,21 @@ class Pending:
     against: str
     estimate: stats.RatioEstimate | None
     same_program: bool
+    # The run-to-run spread in `estimate` (harness.analyze.between_runs; None: not measured),
+    # and the estimate from the run's rounds alone where the spread widened it.
+    between: float | None = None
+    rounds_only: stats.RatioEstimate | None = None
 
 
-def estimate(timed: TimingRecord | None, name: str, against: str) -> stats.RatioEstimate | None:
-    """Returns the paired-round ratio name / against, or None without paired rounds."""
+def estimate(
+    timed: TimingRecord | None, name: str, against: str, between: float = 0.0
+) -> stats.RatioEstimate | None:
+    """Returns the paired-round ratio name / against, or None without paired rounds; with
+    `between`, its interval holds that run-to-run spread too (stats.ratio_estimate)."""
     a = timed.variants.get(name) if timed else None
     b = timed.variants.get(against) if timed else None
     if a and b and a.round_step_s and len(a.round_step_s) == len(b.round_step_s):
-        return stats.ratio_estimate(a.round_step_s, b.round_step_s)
+        return stats.ratio_estimate(a.round_step_s, b.round_step_s, between=between)
     return None
 
 
@@ -84,5 +91,7 @@ def judge(
             verdict=verdict,
             why=why,
             p_holm=adjusted.get(i),
+            between_runs=p.between,
+            ci95_rounds=(p.rounds_only or p.estimate).ci95 if p.estimate else None,
         )
     return out

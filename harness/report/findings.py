@@ -56,9 +56,12 @@ def verdict_blocks(run: RunData) -> list[Block]:
         if n.self_ratio is not None and n.self_ci95
         else "its A/A check passed"
     )
+    spread = resolution.between_runs_line(run.summary)
+    spread = f" {spread[0].upper()}{spread[1:]}." if spread else ""
     return [
         Para(
-            f"**Resolved.** {aa}: differences under {fmt.pct(n.floor)} are noise. [Noise](#noise)."
+            f"**Resolved.** {aa}: differences under {fmt.pct(n.floor)} are noise.{spread} "
+            "[Noise](#noise)."
         )
     ]
 

@@ -33,3 +33,30 @@ def unresolved_line(summary: RunSummary) -> str | None:
         return f.gate.line
     reasons = "; ".join(summary.noise.reasons if summary.noise else ()) or "its A/A check failed"
     return f"This run could not resolve differences between variants: {reasons}."
+
+
+def between_runs_line(summary: RunSummary) -> str | None:
+    """Returns the phrase that says whether the intervals hold the run-to-run spread (measured
+    from earlier runs on this machine, harness.analyze.between_runs); None before it was."""
+    b = summary.noise.between_runs if summary.noise is not None else None
+    if b is None or not b.comparisons:
+        return None
+    earlier = len(b.earlier_runs)
+    if not b.widened:
+        return (
+            f"the intervals hold this run's rounds only: {earlier} earlier run"
+            f"{'' if earlier == 1 else 's'} of these programs on this machine, fewer than the "
+            f"{b.min_runs - 1} needed to measure how far a ratio moves between runs"
+        )
+    spreads = [
+        (verdict.between_runs, name, verdict.against)
+        for name, v in summary.variants.items()
+        for verdict in (v.comparison.vs_baseline, v.comparison.vs_lower_bound)
+        if verdict is not None and verdict.between_runs is not None
+    ]
+    tau, name, against = max(spreads, default=(0.0, "", ""))
+    largest = f", the most `{name}`/`{against}`'s {tau * 100:.1f}%" if tau > 0 else ""
+    return (
+        f"{b.widened} of {b.comparisons} intervals hold how far the ratio moves between runs on "
+        f"this machine, measured over {earlier} earlier runs{largest}"
+    )

@@ -175,6 +175,8 @@ def noise_blocks(run: RunData) -> list[Block]:
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
     parts += machine_parts(n, resolution.evidence(run.summary))
+    if (spread := resolution.between_runs_line(run.summary)) is not None:
+        parts.append(spread)
     if n.clock_limits:
         parts.append(
             f"the GPU's clocks were held by: {', '.join(n.clock_limits)}"

@@ -1,6 +1,7 @@
 """The timing stage: every variant timed in the same rounds, alternating, so ratios pair up.
 
-Each round runs every variant once, in an order that rotates and reverses from round to round:
+Each round runs every variant once, in an order balanced over rounds for position and for
+which variant ran just before (`round_order`, a Williams design):
 a batch of back-to-back calls long enough to time well, blocked once at the end. A variant's
 time per step in a round is the batch's wall time over its calls. Whatever drifts during the
 stage (clocks, temperature, other load) then hits every variant in every round alike, and a
@@ -64,12 +65,29 @@ class Rounds:
     stopped: str = ""  # why no more rounds were added
 
 
+def williams_sequence(n: int) -> tuple[int, ...]:
+    """Returns the first row of a Williams design for n treatments: 0, 1, n−1, 2, n−2, …
+
+    Its rotations (add s mod n) and their reverses, 2n rows in all, put every treatment in
+    every position twice and every ordered pair of treatments next to each other twice
+    (Williams 1949, "Experimental designs balanced for the estimation of residual effects of
+    treatments")."""
+    return tuple(0 if k == 0 else ((k + 1) // 2 if k % 2 else n - k // 2) for k in range(n))
+
+
 def round_order(names: Sequence[str], r: int) -> tuple[str, ...]:
-    """Returns round r's order: the config order rotated by r // 2, reversed on odd rounds,
-    so over 2n rounds every variant runs in every position twice, in both directions."""
+    """Returns round r's order: the Williams sequence rotated by r // 2, reversed on odd rounds.
+
+    Over 2n rounds every variant runs in every position twice and right after every other
+    variant twice. A plain rotation (the order this replaced) always put the same variant
+    before each one: on the 2-core VM `xla` always ran after `eager` one way and after
+    `xla_no_fusion` the other, and the baseline timed against itself read 12% apart between
+    the two directions (58 runs), a carry-over that biased the A/A ratio by 2.6%. Balanced,
+    each variant's carry-over is the average over all of them, alike for every variant.
+    """
     n = len(names)
-    rotated = [names[(i + r // 2) % n] for i in range(n)] if n else []
-    return tuple(reversed(rotated) if r % 2 else rotated)
+    row = [names[(i + r // 2) % n] for i in williams_sequence(n)]
+    return tuple(reversed(row) if r % 2 else row)
 
 
 def _batch(
