@@ -28,8 +28,11 @@ def main(root: Path) -> int:
                 x = (v.get("comparison") or {}).get(kind)
                 if x and x.get("ratio") is not None and x["against"] != name:
                     lo, hi = x["ci95"]
+                    spread = x.get("between_runs")
+                    spread = "" if spread is None else f" run-to-run spread {spread * 100:.2f}%"
                     print(
-                        f"  {name} {kind} {x['against']}: {x['ratio']:.4f} [{lo:.4f}, {hi:.4f}] {x['verdict']}"
+                        f"  {name} {kind} {x['against']}: {x['ratio']:.4f} [{lo:.4f}, {hi:.4f}] "
+                        f"{x['verdict']}{spread}"
                     )
                     ratios.setdefault(f"{name}/{x['against']}", []).append(x["ratio"])
     for pair, xs in ratios.items():
