@@ -300,7 +300,7 @@ def main() -> int:
     passed = 0
     for i in range(args.idle_checks):
         load = wait_for_idle(args.wait_idle_s)
-        print(f"idle check {i + 1}: 1-minute load {load:.2f} before", flush=True)
+        print(f"idle check {i + 1}: 1-minute load {load:.3f} before", flush=True)
         run, bad = describe(run_study(config, root, overrides), reference)
         ok = (
             not bad

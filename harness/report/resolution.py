@@ -55,7 +55,7 @@ def between_runs_line(summary: RunSummary) -> str | None:
         if verdict is not None and verdict.between_runs is not None
     ]
     tau, name, against = max(spreads, default=(0.0, "", ""))
-    largest = f", the most `{name}`/`{against}`'s {tau * 100:.1f}%" if tau > 0 else ""
+    largest = f" (largest for `{name}`/`{against}`: {tau * 100:.1f}%)" if tau > 0 else ""
     return (
         f"{b.widened} of {b.comparisons} intervals hold how far the ratio moves between runs on "
         f"this machine, measured over {earlier} earlier runs{largest}"
