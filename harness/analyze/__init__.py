@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import forked, io, ladder, run_records, stats
+from harness import forked, ladder, run_records, stats
 from harness.analyze import (
     between_runs,
     comm,
@@ -71,17 +71,6 @@ def _guarded(errors: list[str], what: str, fn: Callable[[], Any], default: Any) 
         errors.append(f"{what}: {type(e).__name__}: {e}".splitlines()[0][:300])
         errors.append(traceback.format_exc(limit=3).splitlines()[-1][:300])
         return default
-
-
-def read_timing(workdir: Path) -> TimingRecord | None:
-    """Returns timing.json, or None when the run has none (or it is unreadable)."""
-    path = RunFolder(workdir).timing
-    if not path.is_file():
-        return None
-    try:
-        return from_json(TimingRecord, io.read_json(path), str(path))
-    except (OSError, ValueError):
-        return None
 
 
 def read_ceilings(workdir: Path) -> Ceilings | None:
@@ -460,7 +449,7 @@ def unresolved_reasons(
 
 def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     """Returns the run's summary: every selected variant's sections, then the comparisons."""
-    timed = read_timing(workdir)
+    timed = verdicts.read_timing(workdir)
     ceilings = read_ceilings(workdir)
     folder = RunFolder(workdir)
     manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)

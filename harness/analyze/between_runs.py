@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import run_records, stats
-from harness.analyze.verdicts import Pending, estimate
+from harness.analyze.verdicts import Pending, estimate, read_timing
 from harness.run_records import Environment
 from harness.runfolder import RunFolder
 from harness.summary import BetweenRuns, RunSummary, TimingRecord, VariantSummary, load_summary
@@ -114,8 +114,6 @@ class EarlierRun:
     @functools.cached_property
     def timed(self) -> TimingRecord | None:
         """Its rounds, read only for a summary saved before it kept `ci95_rounds`."""
-        from harness.analyze import read_timing  # here: harness.analyze imports this module
-
         return read_timing(self.path)
 
     def ratio(self, name: str, against: str) -> RunRatio | None:

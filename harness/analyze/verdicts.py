@@ -15,9 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness import stats
+from harness import io, stats
+from harness.records import from_json
+from harness.runfolder import RunFolder
 from harness.summary import TimingRecord, Verdict
+
+
+def read_timing(workdir: Path) -> TimingRecord | None:
+    """Returns a run's timing.json, the rounds its verdicts come from; None when the run has
+    none (or it is unreadable)."""
+    path = RunFolder(workdir).timing
+    if not path.is_file():
+        return None
+    try:
+        return from_json(TimingRecord, io.read_json(path), str(path))
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
