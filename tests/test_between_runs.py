@@ -81,10 +81,17 @@ def _host(workdir: Path, host: str) -> None:
     (workdir / "manifest.json").write_text(json.dumps(manifest))
 
 
+def _rounds(workdir: Path, rounds: int) -> None:
+    manifest = json.loads((workdir / "manifest.json").read_text())
+    manifest["config"]["timing"]["rounds"] = rounds
+    (workdir / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.fixture(scope="module")
 def history(cpu_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """gelu/: three earlier resolved runs on this machine (MOVER's rounds ×0.5, ×2, ×1),
-    one on another host and one unresolved (both ×3), a newer one (×5), and the run itself."""
+    one on another host, one unresolved and one timed with other rounds (each ×3), a newer one
+    (×5), and the run itself."""
     parent = tmp_path_factory.mktemp("between") / "gelu"
     parent.mkdir()
     _copy(cpu_run, parent, "20260101-000001", 0.5)
@@ -92,16 +99,18 @@ def history(cpu_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     _host(_copy(cpu_run, parent, "20260101-000003", 3.0), "elsewhere")
     _copy(cpu_run, parent, "20260101-000004", 3.0, resolved=False, reasons=["loaded"])
     _copy(cpu_run, parent, "20260101-000005", 1.0)
+    _rounds(_copy(cpu_run, parent, "20260101-000007", 3.0), 99)
     _copy(cpu_run, parent, "20260101-000009", 5.0)
-    shutil.copytree(cpu_run, parent / "20260101-000006", symlinks=True)
+    shutil.copytree(cpu_run, parent / "20260101-000008", symlinks=True)
     return parent
 
 
 def test_a_ratio_that_moved_between_runs_gets_a_wider_interval(history: Path) -> None:
-    summary = _analyzed(history / "20260101-000006")
+    summary = _analyzed(history / "20260101-000008")
     b = summary.noise.between_runs if summary.noise else None
     assert b is not None
-    # Only the same host's resolved, older runs count: not ...03, ...04 or the newer ...09.
+    # Only the same host's resolved, older runs timed alike count: not ...03 (another host),
+    # ...04 (unresolved), ...07 (other rounds) or the newer ...09.
     assert b.earlier_runs == ("20260101-000001", "20260101-000002", "20260101-000005")
     moved = summary.variants[MOVER].comparison.vs_baseline
     assert moved is not None and moved.between_runs is not None and moved.ci95_rounds

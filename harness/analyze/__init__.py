@@ -487,9 +487,8 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     ]
     # Each interval holds how far its ratio moves between runs, where earlier runs on this
     # machine measure it.
-    env_now = manifest.environment if manifest is not None else None
     found_pending, spread = between_runs.widen(
-        found_pending, summaries, timed, between_runs.earlier_runs(workdir, env_now)
+        found_pending, summaries, timed, between_runs.earlier_runs(workdir, manifest)
     )
     judged = verdicts.judge(found_pending, floor, exp.timing.target_width, reasons)
     out: dict[str, VariantSummary] = {}

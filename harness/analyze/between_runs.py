@@ -14,7 +14,8 @@ earlier run counts for a comparison when it:
   as long as the folders before it stay;
 - was resolved (its A/A check passed and the machine was quiet: a loaded run's ratios are
   that load's);
-- ran on the same host, platform, device kind and jax/jaxlib versions (its manifest);
+- ran on the same host, platform, device kind and jax/jaxlib versions, and timed alike (the
+  same `timing` config), as its manifest says;
 - timed the same two programs (equal fingerprint digests; a variant with no compiled program
   of its own, eager dispatch, by its mode, framework, problem, program and options).
 
@@ -34,10 +35,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import run_records, stats
 from harness.analyze.verdicts import Pending, estimate, read_timing
-from harness.run_records import Environment
+from harness.run_records import Environment, Manifest
 from harness.runfolder import RunFolder
 from harness.summary import BetweenRuns, RunSummary, TimingRecord, VariantSummary, load_summary
 
@@ -142,11 +144,28 @@ class EarlierRun:
         return run_ratio(stats.ratio_estimate(a.round_step_s, b.round_step_s))
 
 
-def earlier_runs(workdir: Path, env: Environment | None) -> tuple[EarlierRun, ...]:
+def same_timing(a: Manifest, b: Manifest) -> bool:
+    """Whether two runs timed alike: the same `timing` config (rounds, budgets, batches,
+    settling), whether or not either was a re-timing (`timing.only`). A batch of fewer calls
+    amortizes less dispatch, so a host-bound ratio moves with it."""
+
+    def timing(m: Manifest) -> Any:
+        section = m.config.get("timing")
+        return (
+            {k: v for k, v in section.items() if k != "only"}
+            if isinstance(section, dict)
+            else section
+        )
+
+    return timing(a) == timing(b)
+
+
+def earlier_runs(workdir: Path, manifest: Manifest | None) -> tuple[EarlierRun, ...]:
     """Returns up to MAX_RUNS resolved runs of this experiment older than `workdir`, newest
-    first, that ran on the same machine (their summaries; their rounds only where needed). A folder that is unreadable or not a run is skipped:
-    it is not this run's to judge."""
-    if env is None or not workdir.parent.is_dir():
+    first, that ran on the same machine and timed alike (their summaries; their rounds only
+    where needed). A folder that is unreadable or not a run is skipped: it is not this run's
+    to judge."""
+    if manifest is None or not workdir.parent.is_dir():
         return ()
     out: list[EarlierRun] = []
     older = sorted((p for p in workdir.parent.iterdir() if p.name < workdir.name), reverse=True)
@@ -157,8 +176,10 @@ def earlier_runs(workdir: Path, env: Environment | None) -> tuple[EarlierRun, ..
         if not path.is_dir() or path.is_symlink() or not folder.summary.is_file():
             continue
         try:
-            manifest = run_records.load(run_records.MANIFEST, folder.manifest)
-            if not same_machine(manifest.environment, env):
+            theirs = run_records.load(run_records.MANIFEST, folder.manifest)
+            if not same_machine(theirs.environment, manifest.environment):
+                continue
+            if not same_timing(theirs, manifest):
                 continue
             summary = load_summary(folder.summary)
             if summary.noise is None or not summary.noise.resolved:
