@@ -45,6 +45,7 @@ from harness.summary import BetweenRuns, RunSummary, TimingRecord, VariantSummar
 
 MIN_RUNS = 3  # this run and two earlier ones: τ² from fewer has no degree of freedom to spare
 MAX_RUNS = 10  # the most recent earlier runs read: a machine changes over weeks
+MAX_FOLDERS = 50  # folders looked at, newest first: a results folder can hold thousands
 Z95 = 1.959964
 
 
@@ -169,7 +170,7 @@ def earlier_runs(workdir: Path, manifest: Manifest | None) -> tuple[EarlierRun, 
         return ()
     out: list[EarlierRun] = []
     older = sorted((p for p in workdir.parent.iterdir() if p.name < workdir.name), reverse=True)
-    for path in older:
+    for path in older[:MAX_FOLDERS]:
         if len(out) >= MAX_RUNS:
             break
         folder = RunFolder(path)
