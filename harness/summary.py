@@ -37,6 +37,7 @@ from harness.runfolder import RESULT_FILE as RESULT_FILE
 from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
+from harness.summary_between import BetweenRuns, migrate_v6
 from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
@@ -44,7 +45,7 @@ from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -508,16 +509,6 @@ class VariantSummary:
 
 
 @dataclass(frozen=True)
-class BetweenRuns:
-    """The earlier runs whose ratios measured how far each ratio moves from run to run."""
-
-    earlier_runs: tuple[str, ...] = doc("earlier resolved runs on this machine it used", ())
-    min_runs: int = doc("runs, this one included, needed to measure a comparison's spread", 0)
-    widened: int = doc("comparisons whose interval includes a measured run-to-run spread", 0)
-    comparisons: int = doc("timing comparisons in the run", 0)
-
-
-@dataclass(frozen=True)
 class Noise:
     """What the run can resolve: the baseline timed against itself, and the device's clocks."""
 
@@ -794,4 +785,11 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
 
 # --- migrations -------------------------------------------------------------------------------
 
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4, 5: migrate_v5}
+MIGRATIONS = {
+    1: migrate_v1,
+    2: migrate_v2,
+    3: migrate_v3,
+    4: migrate_v4,
+    5: migrate_v5,
+    6: migrate_v6,
+}
