@@ -10,10 +10,14 @@ outside the kernel's pseudo file systems, and read to at most `limit` bytes.
 from __future__ import annotations
 
 import errno
+import hashlib
+import importlib.util
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 MAX_BYTES = 1 << 20
 # Kernel views that pass for regular files (st_size 0, contents made on read, some reads block).
@@ -140,3 +144,27 @@ def check_flagfiles(argv: list[str], limit: int = MAX_BYTES) -> None:
             raise Unreadable(f"--flagfile={e}") from None
         lines = [line.strip() for line in text.splitlines()]
         todo += [n for n in flagfile_names([ln for ln in lines if ln.startswith("-")]) if n]
+
+
+def import_python_file(path: Path, prefix: str) -> ModuleType:
+    """Imports a Python file a user names as a module of its own, `<prefix>_<stem>_<digest of
+    its path>` (two files of one name never collide), registered in sys.modules as dataclasses
+    and pickling need; a second call returns the same module. A file whose import raised is
+    not left half-loaded. Raises ModuleNotFoundError for a missing or non-Python file."""
+    if not path.is_file():
+        raise ModuleNotFoundError(f"file {path} not found")
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    name = f"{prefix}_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"{path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

@@ -537,7 +537,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
             exp.timing.max_noise,
             sum(1 for v in judged.values() if v.p_holm is not None),
             exp.timing.max_others,
-            spread if timed is not None else None,
+            spread,
         ),
         variants=out,
     )

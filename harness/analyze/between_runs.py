@@ -135,14 +135,8 @@ class EarlierRun:
                 and verdict.ci95_rounds
             ):
                 return run_ratio(stats.RatioEstimate(verdict.ratio, verdict.ci95_rounds, 0))
-        timed = self.timed
-        a = timed.variants.get(name) if timed else None
-        b = timed.variants.get(against) if timed else None
-        if a is None or b is None or not a.round_step_s:
-            return None
-        if len(a.round_step_s) != len(b.round_step_s):
-            return None
-        return run_ratio(stats.ratio_estimate(a.round_step_s, b.round_step_s))
+        theirs = estimate(self.timed, name, against)
+        return run_ratio(theirs) if theirs is not None else None
 
 
 def same_timing(a: Manifest, b: Manifest) -> bool:

@@ -12,13 +12,12 @@ analysis children import them before their first lookup (the worker before readi
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness import userfiles
 from harness.frontends.modes import UNKNOWN, Mode, Traits
 
 BUILTIN = ("harness.frontends.jax", "harness.frontends.torch")
@@ -136,27 +135,11 @@ def load_plugins(names: str) -> None:
     for name in filter(None, (n.strip() for n in names.split(","))):
         try:
             if name.endswith(".py"):
-                _import_path(Path(name))
+                userfiles.import_python_file(Path(name), "harness_frontend")
             else:
                 importlib.import_module(name)
         except Exception as e:
             raise ImportError(f"{PLUGINS_ENV}: the frontend plug-in {name!r} failed: {e}") from e
-
-
-def _import_path(path: Path) -> None:
-    module = f"harness_frontend_{path.stem}"
-    if module in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(module, path.resolve())
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} is not a Python file")
-    found = importlib.util.module_from_spec(spec)
-    sys.modules[module] = found
-    try:
-        spec.loader.exec_module(found)
-    except BaseException:
-        del sys.modules[module]  # a plug-in that failed is not half-loaded
-        raise
 
 
 def get(name: str) -> Frontend:

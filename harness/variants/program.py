@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import importlib
-import importlib.util
 import inspect
 import itertools
 import math
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness import userfiles
 from harness.config.callables import split_callable
 from harness.config.experiment import Program
 from harness.config.program import FrozenMap, InputSpec, input_leaves, map_specs
@@ -83,7 +81,11 @@ def load_callable(spec: str) -> Callable[..., Any]:
     except ValueError as e:
         raise ProgramError(str(e)) from None
     try:
-        module = _import_file(Path(where)) if is_file else importlib.import_module(where)
+        module = (
+            userfiles.import_python_file(Path(where), "harness_program")
+            if is_file
+            else importlib.import_module(where)
+        )
     except ModuleNotFoundError as e:
         raise ProgramError(f"cannot import {where!r}: {e}") from None
     except Exception as e:  # the user's module failed while it was imported
@@ -95,28 +97,6 @@ def load_callable(spec: str) -> Callable[..., Any]:
         raise ProgramError(f"{where}:{name} is of type {type(fn).__name__}, not callable")
     _LOADED[spec] = fn
     return fn
-
-
-def _import_file(path: Path) -> Any:
-    """Imports a Python file as a module of its own (named after its path, so two files with
-    one name never collide) and registers it in sys.modules, as dataclasses and pickling need."""
-    if not path.is_file():
-        raise ModuleNotFoundError(f"file {path} not found")
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-    name = f"harness_program_{path.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"{path} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
 
 
 def bound(program: Program) -> Callable[..., Any]:
