@@ -59,6 +59,42 @@ def counted(value: Any, noun: str) -> str:
     return f"{count(value)} {noun if num(value) == 1 else plural}"
 
 
+def versus(a: Any, b: Any, noun: str, per: str = "") -> str:
+    """Two counts compared in words computed from them, never written by hand: "3 kernels more
+    a step (101 against 98)", "2 D2H copies fewer (0 against 2)", "the same 4 kernels". `per`
+    follows the noun ("a step")."""
+    x, y = num(a), num(b)
+    if x is None or y is None:
+        return f"{noun}s: {count(a)} against {count(b)} (not measured)"
+    tail = f" {per}" if per else ""
+    if x == y:
+        return f"the same {counted(x, noun)}{tail}"
+    word = "more" if x > y else "fewer"
+    return f"{counted(abs(x - y), noun)} {word}{tail} ({count(x)} against {count(y)})"
+
+
+def bytes_versus(a: Any, b: Any, what: str = "memory traffic") -> str:
+    """Two byte counts compared: "17.1 MB more memory traffic (40 MB against 22.9 MB)"."""
+    x, y = num(a), num(b)
+    if x is None or y is None:
+        return f"{what}: {si(a, 'B')} against {si(b, 'B')} (not measured)"
+    word = "more" if x > y else "less"
+    return f"{si(abs(x - y), 'B')} {word} {what} ({si(x, 'B')} against {si(y, 'B')})"
+
+
+def against_threshold(value: float, threshold: float, suffix: str = "×") -> str:
+    """`value` against `threshold` with the comparison computed, and printed with as many
+    decimals as it takes for the printed value to fall on the same side: "9.7× < 10×",
+    "10.0× ≥ 10×" (9.96 is never printed as a 10.0 that is under 10)."""
+    shown = f"{value:.1f}"
+    for digits in range(1, 6):
+        shown = f"{value:.{digits}f}"
+        if (float(shown) >= threshold) == (value >= threshold):
+            break
+    sign = "≥" if value >= threshold else "<"
+    return f"{shown}{suffix} {sign} {threshold:g}{suffix}"
+
+
 def ratio(a: Any, b: Any) -> str:
     x, y = num(a), num(b)
     return MISSING if x is None or not y else f"{x / y:.2f}×"

@@ -1,12 +1,15 @@
-"""python -m harness.migrate --run=DIR: a saved run's summary.json at this schema, findings made.
+"""python -m harness.migrate --run=DIR: a saved run's summary.json at this schema, judged again
+and its findings made.
 
-Reading an older summary migrates it in memory (harness.summary.MIGRATIONS), but one saved
-before schema 6 has no `findings`, and the loader cannot make them: they are the analysis
-stage's rules (harness.analyze.rules) over the summary and the run's kept files (fusions.json,
-compile.json, the ladder's fusion log and emitted code). This command runs those rules on the
-migrated summary and writes summary.json at the current schema. Nothing is captured, timed or
-analysed again (it is not reanalyze), so an exported copy such as a committed reference
-migrates too; every other key stays as the migration made it.
+Reading an older summary migrates it in memory (harness.summary.MIGRATIONS), but the loader
+cannot judge it again: the timing verdicts and the noise section are a function of the saved
+rounds (timing.json), each comparison's recorded run-to-run spread and the run's timing config
+(harness.analyze.judging), and the findings are the analysis stage's rules (harness.analyze.rules)
+over the summary and the run's kept files (fusions.json, ranking.json, compile.json, the
+ladder's fusion log and emitted code). This command does both and writes summary.json at the
+current schema. Nothing is captured, timed or analysed again (it is not reanalyze), so an
+exported copy such as a committed reference migrates too; a run without timing.json keeps its
+verdicts as they were judged.
 """
 
 from __future__ import annotations
@@ -21,18 +24,25 @@ from harness import cli
 
 
 def add_findings(workdir: Path) -> tuple[int, int]:
-    """Writes `workdir`'s summary.json migrated to this schema with its findings made from
-    the summary and the run's files; returns (the schema it had, the findings it has now)."""
-    from harness import io
-    from harness.analyze import rules
+    """Writes `workdir`'s summary.json migrated to this schema, its verdicts judged again from
+    the saved rounds and its findings made from the summary and the run's files; returns (the
+    schema it had, the findings it has now)."""
+    from harness import io, run_records
+    from harness.analyze import judging, rules, verdicts
     from harness.records import loads
     from harness.runfolder import RunFolder
     from harness.summary import load_summary, summary_json
 
-    path = RunFolder(workdir).summary
+    folder = RunFolder(workdir)
+    path = folder.summary
     before = loads(path.read_text(), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
+    timed = verdicts.read_timing(workdir)
+    if timed is not None:
+        manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
+        limits = judging.limits_of(manifest.config if manifest is not None else None)
+        summary = judging.rejudge(summary, timed, limits)
     found = rules.evaluate(rules.read_facts(workdir, summary))
     io.write_json(path, summary_json(dataclasses.replace(summary, findings=found)))
     made = len(found.timing) + len(found.memory) + len(found.coverage) + len(found.changes)

@@ -1,10 +1,13 @@
-"""Whether a run can resolve differences at all: its A/A check, the gate on every timing verdict.
+"""What a run can resolve: its A/A check, and whether the machine let it time at all.
 
 The timing stage times the baseline twice per round (harness.timing.rounds). That pair is the
-run's witness: the same program against itself must give an interval that holds 1.0 and a
-noise floor within `timing.max_noise`. A run that fails either cannot tell a real difference
-from its noise, so no timing verdict of it is ranked, recommended, searched or compared; the
-rules that do not rest on timing (coverage, memory, structure) stand.
+run's witness: the same program against itself should give an interval that holds 1.0 and a
+noise floor within `timing.max_noise`. Where it does not, the floor it measured (the pair's
+deviation from 1.0 and its half-width) is what every comparison's interval must clear
+(harness.stats.decide), so a failed A/A check costs the differences it cannot resolve, named,
+and no more. A machine kept busy by other processes changes the ratios themselves, not only
+their noise, so that (`busy_reasons`) still withholds every timing verdict; the rules that do
+not rest on timing (coverage, memory, structure) stand.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ DEFAULT_TARGET_WIDTH = 0.10
 DEFAULT_MAX_OTHERS_SHARE = 0.15
 
 
+NO_PAIR = (
+    "no A/A pair: the baseline was not timed twice per round, so the run cannot check its own "
+    "noise"
+)
+
+
 def aa_reasons(
     baseline: str | None,
     ratio: float | None,
@@ -44,12 +53,9 @@ def aa_reasons(
     floor: float,
     max_noise: float,
 ) -> tuple[str, ...]:
-    """Returns why the A/A pair says the run cannot resolve differences (empty: it can)."""
+    """Returns how the A/A check failed (empty: it held)."""
     if ratio is None or ci95 is None:
-        return (
-            "no A/A pair: the baseline was not timed twice per round, so the run cannot "
-            "check its own noise",
-        )
+        return (NO_PAIR,)
     lo, hi = ci95
     out = []
     if not lo <= 1.0 <= hi:

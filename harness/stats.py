@@ -175,15 +175,27 @@ def log_width(ci: tuple[float, float] | None) -> float:
 
 
 def noise_floor(self_ratio: RatioEstimate | None, minimum: float = 0.0) -> float:
-    """Returns the run's noise floor: how far from 1.0 a variant's ratio to itself strays.
+    """Returns the run's noise floor: how far a variant's ratio to itself reaches from 1.0.
 
-    The timing stage times the baseline twice per round (an A/A pair); the larger distance of
-    that ratio's interval from 1.0 is the smallest relative difference the run can resolve.
+    The timing stage times the baseline twice per round (an A/A pair). Its deviation from 1.0
+    (|log ratio|) is the bias the rounds carry, its half-width (half of log(hi/lo)) how well
+    the run measured it; their sum, as a relative difference, is what every comparison's
+    interval is widened by before it may call a difference (`decide`).
     """
     if self_ratio is None:
         return minimum
     lo, hi = self_ratio.ci95
-    return max(minimum, abs(1.0 - lo), abs(hi - 1.0), abs(self_ratio.ratio - 1.0))
+    if self_ratio.ratio <= 0 or lo <= 0 or hi <= 0:
+        return math.inf
+    reach = abs(math.log(self_ratio.ratio)) + 0.5 * math.log(hi / lo)
+    return max(minimum, math.expm1(reach))
+
+
+def clears_floor(ci95: tuple[float, float], floor: float) -> bool:
+    """True when the interval, widened on both sides by the floor (a factor 1 + floor),
+    still excludes 1.0: the difference is beyond what the run's A/A pair can resolve."""
+    lo, hi = ci95
+    return lo > 1.0 + floor or hi * (1.0 + floor) < 1.0
 
 
 @dataclass(frozen=True)
@@ -201,15 +213,20 @@ def decide(
     adjusted_p: float | None = None,
     comparisons: int = 1,
     target_width: float | None = None,
+    aa_failed: str | None = None,
 ) -> Decision:
     """Returns the verdict for a ratio (this / other) given the run's noise floor.
 
-    `same_program`: both compiled to the same program (harness.hlo.fingerprint), so any
-    measured difference is noise whatever the interval says. `adjusted_p`: the ratio's
-    Holm-adjusted p-value over the run's `comparisons` (see `holm`); a difference whose
-    adjusted value is not under ALPHA is not called, even when its own 95% interval excludes
-    1.0. `target_width`: an interval still wider than this (`log_width`) whose near end lies
-    within the noise floor is not resolved.
+    A difference is called only where the ratio's 95% interval, widened on each side by
+    `floor` (the A/A pair's deviation from 1.0 and its half-width: what the run measured about
+    itself), still excludes 1.0 (`clears_floor`). `same_program`: both
+    compiled to the same program (harness.hlo.fingerprint), so any measured difference is noise
+    whatever the interval says. `adjusted_p`: the ratio's Holm-adjusted p-value over the run's
+    `comparisons` (see `holm`); a difference whose adjusted value is not under ALPHA is not
+    called. `aa_failed`: how the run's A/A check failed, if it did; the floor then holds its
+    bias, and a ratio that does not clear it is not resolved (never "no difference").
+    `target_width`: an interval still wider than this (`log_width`) that reaches into the
+    floor is not resolved.
     """
     if same_program:
         return Decision(
@@ -219,40 +236,51 @@ def decide(
         return Decision(NOT_COMPARABLE, "no paired timing rounds")
     lo, hi = estimate.ci95
     width = log_width(estimate.ci95)
-    # A wide interval that lies wholly beyond the noise floor still decides the direction
-    # (eager at 1.50–1.72× is slower however wide); one that reaches into the floor cannot
-    # tell a real effect from noise, so it is not resolved rather than indistinguishable.
-    beyond_floor = lo > 1.0 + floor or hi < 1.0 - floor
-    if target_width is not None and width > target_width and not beyond_floor:
+    interval = f"the 95% interval {lo:.3f}–{hi:.3f}"
+    if clears_floor(estimate.ci95, floor):
+        if adjusted_p is not None and adjusted_p >= ALPHA:
+            return Decision(
+                INDISTINGUISHABLE,
+                f"{interval} excludes 1.0, but not after Holm's correction over the run's "
+                f"{comparisons} comparisons (adjusted p {adjusted_p:.3f})",
+            )
+        held = (
+            f", and so after Holm's correction over {comparisons} comparisons (adjusted p "
+            f"{adjusted_p:.3f})"
+            if adjusted_p is not None
+            else ""
+        )
+        side = "below" if hi < 1.0 else "above"
+        bound = 1.0 / (1.0 + floor) if hi < 1.0 else 1.0 + floor
+        return Decision(
+            FASTER if hi < 1.0 else SLOWER,
+            f"{interval} lies {side} {bound:.4f}: it clears the run's noise floor "
+            f"{floor * 100:.2f}% (the A/A pair's deviation and half-width){held}",
+        )
+    if aa_failed:
         return Decision(
             NOT_RESOLVED,
-            f"not resolved in this run: the 95% interval {lo:.3f}–{hi:.3f} is {width * 100:.0f}% "
+            f"not resolved in this run: {interval} does not clear the noise floor "
+            f"{floor * 100:.2f}% left by the run's failed A/A check ({aa_failed})",
+        )
+    if target_width is not None and width > target_width:
+        return Decision(
+            NOT_RESOLVED,
+            f"not resolved in this run: {interval} is {width * 100:.0f}% "
             f"wide, wider than timing.target_width {target_width * 100:.0f}%, and reaches "
             f"into the run's noise floor {floor * 100:.1f}%",
         )
     if lo <= 1.0 <= hi:
-        return Decision(INDISTINGUISHABLE, f"the 95% interval {lo:.3f}–{hi:.3f} contains 1.0")
-    if abs(estimate.ratio - 1.0) <= floor:
+        return Decision(INDISTINGUISHABLE, f"{interval} contains 1.0")
+    if lo * (1.0 + floor) >= 1.0 and hi <= 1.0 + floor:
         return Decision(
-            INDISTINGUISHABLE,
-            f"the difference {abs(estimate.ratio - 1) * 100:.1f}% is within the run's noise floor "
-            f"{floor * 100:.1f}%",
+            INDISTINGUISHABLE, f"{interval} lies within the run's noise floor {floor * 100:.1f}%"
         )
-    if adjusted_p is not None and adjusted_p >= ALPHA:
-        return Decision(
-            INDISTINGUISHABLE,
-            f"the 95% interval {lo:.3f}–{hi:.3f} excludes 1.0, but not after Holm's correction "
-            f"over the run's {comparisons} comparisons (adjusted p {adjusted_p:.3f})",
-        )
-    held = (
-        f", and so after Holm's correction over {comparisons} comparisons (adjusted p "
-        f"{adjusted_p:.3f})"
-        if adjusted_p is not None
-        else ""
+    return Decision(
+        NOT_RESOLVED,
+        f"not resolved in this run: {interval} excludes 1.0 but reaches into the run's noise "
+        f"floor {floor * 100:.1f}%",
     )
-    if hi < 1.0:
-        return Decision(FASTER, f"the 95% interval {lo:.3f}–{hi:.3f} lies below 1.0{held}")
-    return Decision(SLOWER, f"the 95% interval {lo:.3f}–{hi:.3f} lies above 1.0{held}")
 
 
 def independent_ratio(

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.machine_state import MachineState
 from harness.match.gaps import AttributionGaps
 from harness.precision import narrowest_float
 from harness.records import (
@@ -37,15 +36,15 @@ from harness.runfolder import RESULT_FILE as RESULT_FILE
 from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
-from harness.summary_between import BetweenRuns, migrate_v6
 from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
+from harness.summary_noise import Noise, migrate_v6, migrate_v7
 from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -509,35 +508,6 @@ class VariantSummary:
 
 
 @dataclass(frozen=True)
-class Noise:
-    """What the run can resolve: the baseline timed against itself, and the device's clocks."""
-
-    baseline: str | None = doc("the variant timed twice per round")
-    self_ratio: float | None = doc("its second slot over its first, median of paired rounds")
-    self_ci95: tuple[float, float] | None = doc("the 95% interval of that ratio")
-    floor: float = doc("the smallest relative difference the run resolves (from the interval)", 0.0)
-    rounds: int | None = doc("timing rounds")
-    context_source: str | None = doc("where the device readings came from, or why there are none")
-    sm_clock_spread: float | None = doc("(max − min) / max of the SM clock over all readings")
-    flagged_rounds: tuple[int, ...] = doc("rounds whose SM clock moved by more than 5%", ())
-    clock_limits: tuple[str, ...] = doc(
-        "what held the GPU's clocks in any reading (NVML's reasons, such as `software power "
-        "cap`): at its power cap a GPU sets its clock by what runs",
-        (),
-    )
-    resolved: bool = doc(
-        "the run passed its own A/A check (the interval holds 1.0, the floor is within "
-        "timing.max_noise); when false no timing difference is ranked, recommended or compared",
-        True,
-    )
-    reasons: tuple[str, ...] = doc("why the run could not resolve differences", ())
-    max_noise: float | None = doc("the timing.max_noise the floor was held to")
-    comparisons: int = doc("the timing comparisons Holm's correction ran over", 0)
-    machine: MachineState | None = doc("what the machine was doing during the rounds")
-    between_runs: BetweenRuns | None = doc("where the intervals' run-to-run spread came from")
-
-
-@dataclass(frozen=True)
 class RunSummary:
     schema_version: int = doc("the version of this schema the file was written with")
     experiment: str = doc("the config's experiment name")
@@ -792,4 +762,5 @@ MIGRATIONS = {
     4: migrate_v4,
     5: migrate_v5,
     6: migrate_v6,
+    7: migrate_v7,
 }

@@ -52,6 +52,38 @@ class ConfigChange:
 
 
 @dataclass(frozen=True)
+class TimePart:
+    """One part of a timing difference, per step: the variant's figure less the reference's."""
+
+    kind: str = doc(
+        "`cluster` (a cluster's device time), `other_clusters` (the rest of the clusters), "
+        "`device` (device busy time, where no cluster times were ranked), `outside_clusters` "
+        "(device busy time the clusters' sum does not hold: unattributed events, less overlap) "
+        "or `host_gap` (profiled step wall time with the device idle)"
+    )
+    what: str = doc("the part in words: a cluster with its source line, or the host gap")
+    delta_s: float = doc("the variant's seconds a step less the reference's")
+    variant_s: float | None = doc("the variant's seconds a step (null: absent there)")
+    against_s: float | None = doc("the reference's seconds a step (null: absent there)")
+    launches: float | None = doc("a cluster's launches a step in the variant")
+    against_launches: float | None = doc("and in the reference")
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """A timing difference taken apart on the profiled timeline: the parts sum to the profiled
+    steps' difference, and the residual is what the timed and profiled windows disagree by."""
+
+    measured_s: float = doc("the timed steps' difference, variant less reference (medians)")
+    parts: tuple[TimePart, ...] = doc("the parts, largest |delta| first", ())
+    residual_s: float = doc("measured_s less the parts' sum")
+    explained_share: float | None = doc(
+        "the parts' sum over measured_s: how much of the difference the profile explains"
+    )
+    note: str = doc("why there is no decomposition, or what limits it", "")
+
+
+@dataclass(frozen=True)
 class TimingFinding:
     """A variant timed against its reference: a resolved difference (`timing`), or a pair the
     run cannot tell apart (`noise`)."""
@@ -79,6 +111,10 @@ class TimingFinding:
     against_bytes: float | None = doc("the reference's")
     divergence_stage: str | None = doc("the first IR stage where the two programs differ")
     divergence_detail: str | None = doc("how they differ there")
+    decomposition: Decomposition | None = doc(
+        "the difference taken apart per step: clusters' device time, the host gap and the "
+        "residual (null for a pair never ranked, or saved before schema 8)"
+    )
 
 
 @dataclass(frozen=True)

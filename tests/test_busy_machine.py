@@ -12,6 +12,7 @@ import dataclasses
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO
@@ -22,7 +23,8 @@ from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
-from harness.search import _unresolved, _verdicts
+from harness.analyze import judging
+from harness.search import _limits, _verdicts
 from harness.summary import (
     Comparison,
     RoundContext,
@@ -114,7 +116,7 @@ def _judged(run: data.RunData) -> data.RunData:
     return dataclasses.replace(run, summary=dataclasses.replace(summary, findings=found))
 
 
-def test_a_failing_aa_check_suppresses_timing_findings_but_not_structural_ones(
+def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_ones(
     cpu_run: Path,
 ) -> None:
     resolved = _judged(_with_a_slower_eager(data.load_run(cpu_run)))
@@ -179,20 +181,29 @@ def _timing(baseline: list[float], again: list[float], other: list[float]) -> Ti
     )
 
 
-def test_a_search_stage_that_fails_its_aa_check_calls_no_candidate_faster() -> None:
+def _gate(timed: TimingRecord, exp: Any) -> judging.Gate:
+    return judging.gate(timed, _limits(exp))
+
+
+def test_a_search_stage_that_fails_its_aa_check_calls_only_what_clears_its_floor() -> None:
     from harness.config.experiment import Experiment
 
     exp = Experiment(experiment="s", baseline="default")
     base = jitter(1.0, 0.01, 10, 3)
     quiet = _timing(base, jitter(1.0, 0.01, 10, 4), [0.5 * x for x in base])
-    assert _unresolved(quiet, exp) == ()
-    assert _verdicts(quiet, [("c01", "default")], 0.0, exp)[("c01", "default")].verdict == (
+    g = _gate(quiet, exp)
+    assert g.withheld == () and g.aa_failed == ()
+    assert _verdicts(quiet, [("c01", "default")], g, exp)[("c01", "default")].verdict == (
         stats.FASTER
     )
-    noisy = _timing(base, [0.7 * x for x in base], [0.5 * x for x in base])
-    assert _unresolved(noisy, exp)
-    judged = _verdicts(noisy, [("c01", "default")], 0.0, exp)
-    assert judged[("c01", "default")].verdict == stats.NOT_RESOLVED
+    # The baseline against itself at 0.7×: a floor over 40%. A candidate at 0.9× cannot clear
+    # it and is not resolved; one at 0.5× (twice as fast) does, and is called faster.
+    for share, want in ((0.9, stats.NOT_RESOLVED), (0.5, stats.FASTER)):
+        noisy = _timing(base, [0.7 * x for x in base], [share * x for x in base])
+        g = _gate(noisy, exp)
+        assert g.aa_failed and g.withheld == () and g.floor > 0.4
+        verdict = _verdicts(noisy, [("c01", "default")], g, exp)[("c01", "default")]
+        assert verdict.verdict == want, verdict
 
 
 # --- adaptive rounds -----------------------------------------------------------------------------
@@ -362,14 +373,15 @@ def test_a_busy_machine_gates_the_run_even_when_its_aa_pair_is_clean() -> None:
     exp = Experiment(experiment="s", baseline="default")
     base = jitter(1.0, 0.01, 10, 3)
     clean = _timing(base, jitter(1.0, 0.01, 10, 4), [0.5 * x for x in base])
-    assert _unresolved(_with_others(clean, 0.05), exp) == ()
-    busy = _unresolved(_with_others(clean, 0.6), exp)
-    assert len(busy) == 1 and busy[0].startswith("other processes took 60% of the 2 CPUs")
-    assert "timing.max_others 15%" in busy[0]
-    judged = _verdicts(_with_others(clean, 0.6), [("c01", "default")], 0.0, exp)
+    assert _gate(_with_others(clean, 0.05), exp).withheld == ()
+    busy = _gate(_with_others(clean, 0.6), exp)
+    assert len(busy.withheld) == 1
+    assert busy.withheld[0].startswith("other processes took 60% of the 2 CPUs")
+    assert "timing.max_others 15%" in busy.withheld[0]
+    judged = _verdicts(_with_others(clean, 0.6), [("c01", "default")], busy, exp)
     assert judged[("c01", "default")].verdict == stats.NOT_RESOLVED
     lenient = dataclasses.replace(exp, timing=dataclasses.replace(exp.timing, max_others=0.7))
-    assert _unresolved(_with_others(clean, 0.6), lenient) == ()
+    assert _gate(_with_others(clean, 0.6), lenient).withheld == ()
 
 
 def test_a_max_budget_under_the_budget_is_refused_in_one_line(tmp_path: Path) -> None:

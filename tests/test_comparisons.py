@@ -6,6 +6,8 @@ ceilings on real CPU compiles and the tiny real run.
 
 from __future__ import annotations
 
+import math
+
 import random
 from collections import Counter
 from pathlib import Path
@@ -77,10 +79,35 @@ def test_the_bootstrap_is_deterministic_and_brackets_the_median() -> None:
     assert first[0] <= stats.median(values) <= first[1]
 
 
-def test_the_noise_floor_is_how_far_the_self_ratio_strays() -> None:
+def test_the_noise_floor_is_the_aa_deviation_and_half_width() -> None:
     estimate = stats.RatioEstimate(1.01, (0.98, 1.03), 10)
-    assert stats.noise_floor(estimate) == pytest.approx(0.03)
+    reach = math.log(1.01) + 0.5 * math.log(1.03 / 0.98)
+    assert stats.noise_floor(estimate) == pytest.approx(math.expm1(reach))
     assert stats.noise_floor(None) == 0.0
+
+
+def test_a_failed_aa_check_widens_each_interval_and_withholds_only_what_it_cannot_resolve() -> None:
+    """The H200 transformer block of issue 38: `xla` against itself 1.0125× (1.0060–1.0172).
+    Before, that one miss suppressed every verdict; now each interval must clear the floor."""
+    aa = stats.RatioEstimate(1.0125, (1.0060, 1.0172), 60)
+    floor = stats.noise_floor(aa)
+    failed = "`xla` timed against itself gave 1.0125×"
+    cases = {
+        "eager": ((9.05, (8.56, 9.65)), stats.SLOWER),
+        "fusion off": ((2.574, (2.572, 2.580)), stats.SLOWER),
+        "float32": ((1.612, (1.609, 1.614)), stats.SLOWER),
+        "Triton GEMMs off": ((1.013, (1.011, 1.014)), stats.NOT_RESOLVED),
+        "faster": ((0.9, (0.88, 0.92)), stats.FASTER),
+        "around 1.0": ((1.001, (0.99, 1.012)), stats.NOT_RESOLVED),
+    }
+    for name, ((ratio, ci), want) in cases.items():
+        got = stats.decide(stats.RatioEstimate(ratio, ci, 60, 1e-4), floor, aa_failed=failed)
+        assert got.verdict == want, (name, got)
+        if want == stats.NOT_RESOLVED:
+            assert "failed A/A check" in got.why
+    # With the A/A check held, an interval around 1.0 is no difference, not "cannot tell".
+    held = stats.decide(stats.RatioEstimate(1.001, (0.99, 1.012), 60, 0.8), floor)
+    assert held.verdict == stats.INDISTINGUISHABLE
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 10, 11, 12])

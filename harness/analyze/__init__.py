@@ -22,11 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import forked, ladder, run_records, stats
+from harness import forked, ladder, run_records
 from harness.analyze import (
     between_runs,
     comm,
     files,
+    judging,
     ranking,
     rules,
     sections,
@@ -36,25 +37,16 @@ from harness.analyze import (
 from harness.analyze import memory as memory_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
-from harness.machine_state import MachineState, machine_state
 from harness.records import SchemaError, from_json, to_json
-from harness.resolution import (
-    DEFAULT_MAX_NOISE,
-    DEFAULT_MAX_OTHERS_SHARE,
-    aa_reasons,
-    busy_reasons,
-)
 from harness.run_records import Ceilings
 from harness.runfolder import IR_DIR, RunFolder, VariantFolder
 from harness.summary import (
     SCHEMA_VERSION,
-    BetweenRuns,
     CaptureRecord,
     Comparison,
     Divergence,
     Hlo,
     Identity,
-    Noise,
     Numerics,
     RunSummary,
     TimingRecord,
@@ -360,93 +352,6 @@ def pending(
     return verdicts.Pending(name, kind, against, verdicts.estimate(timed, name, against), same)
 
 
-def noise(timed: TimingRecord | None) -> stats.RatioEstimate | None:
-    """Returns the baseline's ratio to itself over the rounds (the run's A/A comparison)."""
-    if timed is None or not timed.baseline or not timed.repeat:
-        return None
-    a, b = timed.variants.get(timed.repeat), timed.variants.get(timed.baseline)
-    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
-        return None
-    return stats.ratio_estimate(a.round_step_s, b.round_step_s)
-
-
-CLOCK_TOLERANCE = 0.05
-
-
-def noise_section(
-    timed: TimingRecord | None,
-    self_ratio: stats.RatioEstimate | None,
-    max_noise: float = DEFAULT_MAX_NOISE,
-    comparisons: int = 0,
-    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
-    spread: BetweenRuns | None = None,
-) -> Noise | None:
-    """Returns the run's noise floor, its A/A gate, the device clocks, the machine's state
-    around the timing rounds and the run-to-run spread in the intervals."""
-    if timed is None:
-        return None
-    from harness.timing.clocks import clock_limits, clock_spread
-
-    readings = [r for c in timed.context for r in (c.before, c.after) if r]
-    median_clock = [
-        r.get("sm_clock_mhz") for r in readings if isinstance(r.get("sm_clock_mhz"), int | float)
-    ]
-    mid = stats.median(median_clock) if median_clock else None
-    flagged = tuple(
-        c.round
-        for c in timed.context
-        if mid
-        and any(
-            isinstance(r.get("sm_clock_mhz"), int | float)
-            and abs(r["sm_clock_mhz"] - mid) > CLOCK_TOLERANCE * mid
-            for r in (c.before, c.after)
-        )
-    )
-    floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, max_noise, max_others)
-    return Noise(
-        baseline=timed.baseline,
-        self_ratio=self_ratio.ratio if self_ratio else None,
-        self_ci95=self_ratio.ci95 if self_ratio else None,
-        floor=floor,
-        rounds=timed.rounds,
-        context_source=timed.context_source,
-        sm_clock_spread=clock_spread(readings),
-        flagged_rounds=flagged,
-        clock_limits=clock_limits(readings),
-        resolved=not reasons,
-        reasons=reasons,
-        max_noise=max_noise,
-        comparisons=comparisons,
-        machine=timing_machine(timed),
-        between_runs=spread,
-    )
-
-
-def timing_machine(timed: TimingRecord) -> MachineState | None:
-    """Returns what the machine was doing during the timing rounds (None before readings)."""
-    return machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context])
-
-
-def unresolved_reasons(
-    timed: TimingRecord | None,
-    self_ratio: stats.RatioEstimate | None,
-    max_noise: float,
-    max_others: float = DEFAULT_MAX_OTHERS_SHARE,
-) -> tuple[str, ...]:
-    """Returns why the run cannot resolve differences (empty: it can): its A/A check, and how
-    busy the rest of the machine was. A run with no timed variants has nothing to resolve."""
-    if timed is None or not timed.variants:
-        return ()
-    return aa_reasons(
-        timed.baseline,
-        self_ratio.ratio if self_ratio else None,
-        self_ratio.ci95 if self_ratio else None,
-        stats.noise_floor(self_ratio),
-        max_noise,
-    ) + busy_reasons(timing_machine(timed), max_others)
-
-
 def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     """Returns the run's summary: every selected variant's sections, then the comparisons."""
     timed = verdicts.read_timing(workdir)
@@ -470,9 +375,10 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     )
     summaries = {v.name: s for v, (s, _) in zip(variants, found, strict=True)}
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
-    self_ratio = noise(timed)
-    floor = stats.noise_floor(self_ratio)
-    reasons = unresolved_reasons(timed, self_ratio, exp.timing.max_noise, exp.timing.max_others)
+    limits = judging.TimingLimits(
+        exp.timing.max_noise, exp.timing.max_others, exp.timing.target_width
+    )
+    gate = judging.gate(timed, limits)
     baselines = framework_baselines(exp)
     found_pending = [
         p
@@ -490,7 +396,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     found_pending, spread = between_runs.widen(
         found_pending, summaries, timed, between_runs.earlier_runs(workdir, manifest)
     )
-    judged = verdicts.judge(found_pending, floor, exp.timing.target_width, reasons)
+    judged = judging.judge(found_pending, gate, limits)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
         ir = folder.variant(name).ir
@@ -531,14 +437,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         run_id=workdir.name,
         platform=platform or None,
         baseline=exp.baseline,
-        noise=noise_section(
-            timed,
-            self_ratio,
-            exp.timing.max_noise,
-            sum(1 for v in judged.values() if v.p_holm is not None),
-            exp.timing.max_others,
-            spread,
-        ),
+        noise=judging.noise_section(timed, gate, limits, judged, spread),
         variants=out,
     )
     if exp.processes.enabled:  # a study across processes: processes.json, which a rule reads

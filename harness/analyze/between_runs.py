@@ -41,7 +41,8 @@ from harness import run_records, stats
 from harness.analyze.verdicts import Pending, estimate, read_timing
 from harness.run_records import Environment, Manifest
 from harness.runfolder import RunFolder
-from harness.summary import BetweenRuns, RunSummary, TimingRecord, VariantSummary, load_summary
+from harness.summary import RunSummary, TimingRecord, VariantSummary, load_summary
+from harness.summary_noise import BetweenRuns
 
 MIN_RUNS = 3  # this run and two earlier ones: τ² from fewer has no degree of freedom to spare
 MAX_RUNS = 10  # the most recent earlier runs read: a machine changes over weeks

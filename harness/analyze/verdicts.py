@@ -1,14 +1,16 @@
-"""The run's timing verdicts, decided together: Holm's correction over all of them, then the gate.
+"""The run's timing verdicts, decided together: Holm's correction over all of them, each
+against the run's A/A floor.
 
 One run compares every variant with its baseline, its lower bound and (PyTorch) its JAX
 counterpart, often thirty comparisons and more; at 95% pair by pair one of twenty differences
 it calls would be noise. Here each comparison's ratio is estimated first (paired rounds,
-harness.stats), then the p-values of all that are not the same program enter Holm's step-down
-procedure (`stats.holm`), and each verdict is decided with its adjusted p-value. A ratio whose
-interval is still wider than `timing.target_width` and reaches into the noise floor is not
-resolved. Last, a run that failed
-its own A/A check (harness.resolution) gives no timing verdict at all: each becomes
-`not_resolved`, with the reason.
+harness.stats, its interval holding the run-to-run spread where earlier runs measured it),
+then the p-values of all that are not the same program enter Holm's step-down procedure
+(`stats.holm`), and each verdict is decided with its adjusted p-value against the floor the
+A/A pair measured (`stats.decide`): a difference is called only where the interval clears it,
+so a failed A/A check leaves a 9× difference standing and a 1% one not resolved. Only what
+makes every ratio untrustworthy (`withheld`: a busy machine, no A/A pair) turns every verdict
+into `not_resolved`, with the reason.
 """
 
 from __future__ import annotations
@@ -67,13 +69,15 @@ def judge(
     pending: Sequence[Pending],
     floor: float,
     target_width: float | None,
-    unresolved: Sequence[str] = (),
+    withheld: Sequence[str] = (),
+    aa_failed: Sequence[str] = (),
 ) -> dict[tuple[str, str], Verdict]:
     """Returns each comparison's verdict, keyed by (name, kind).
 
-    The family corrected is every comparison with a p-value that is not the same program;
-    `unresolved`, the reasons the run failed its A/A check, turns every verdict that is not
-    `same_program` or `not_comparable` into `not_resolved`.
+    The family corrected is every comparison with a p-value that is not the same program.
+    `aa_failed`, how the run's A/A check failed, names the floor's cause in the verdicts that
+    do not clear it; `withheld`, why no ratio of the run can be trusted, turns every verdict
+    that is not `same_program` or `not_comparable` into `not_resolved`.
     """
     family = [
         i
@@ -92,12 +96,13 @@ def judge(
             adjusted_p=adjusted.get(i),
             comparisons=len(family),
             target_width=target_width,
+            aa_failed=aa_failed[0] if aa_failed else None,
         )
         verdict, why = decision.verdict, decision.why
-        if unresolved and verdict not in (stats.SAME_PROGRAM, stats.NOT_COMPARABLE):
+        if withheld and verdict not in (stats.SAME_PROGRAM, stats.NOT_COMPARABLE):
             verdict, why = (
                 stats.NOT_RESOLVED,
-                f"the run could not resolve differences: {unresolved[0]}",
+                f"the run could not resolve differences: {withheld[0]}",
             )
         out[(p.name, p.kind)] = Verdict(
             against=p.against,

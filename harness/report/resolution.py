@@ -35,6 +35,18 @@ def unresolved_line(summary: RunSummary) -> str | None:
     return f"This run could not resolve differences between variants: {reasons}."
 
 
+def aa_failed_line(summary: RunSummary) -> str | None:
+    """Returns the sentence that says the run's A/A check failed and which comparisons its
+    floor left unresolved, for a run that could still call differences; None otherwise."""
+    n = summary.noise
+    if n is None or not n.resolved or n.aa_held is not False:
+        return None
+    f = summary.findings
+    if f is not None and f.gate is not None and f.gate.line:
+        return f.gate.line
+    return "This run's A/A check failed: " + "; ".join(n.aa_reasons) + "."
+
+
 def between_runs_line(summary: RunSummary) -> str | None:
     """Returns the phrase that says whether the intervals hold the run-to-run spread (measured
     from earlier runs on this machine, harness.analyze.between_runs); None before it was."""

@@ -226,12 +226,23 @@ def machine_parts(n: Noise, gate_evidence: Sequence[str] = ()) -> list[str]:
             )
     if n.comparisons:
         out.append(f"verdicts corrected for multiplicity (Holm) over {n.comparisons} comparisons")
-    out.append(
-        "the run resolves differences (its A/A check passed"
-        + (f", floor within timing.max_noise {fmt.pct(n.max_noise)})" if n.max_noise else ")")
-        if n.resolved
-        else "**the run could not resolve differences**: " + "; ".join(n.reasons)
-    )
+    if not n.resolved:
+        out.append("**the run could not resolve differences**: " + "; ".join(n.reasons))
+    elif n.aa_held is False:
+        out.append(
+            f"the run's A/A check failed ({'; '.join(n.aa_reasons)}): each comparison had to "
+            f"clear its floor {fmt.pct(n.floor)}"
+            + (
+                f"; not resolved for that reason: {'; '.join(n.unresolvable)}"
+                if n.unresolvable
+                else ""
+            )
+        )
+    else:
+        out.append(
+            "the run resolves differences (its A/A check passed"
+            + (f", floor within timing.max_noise {fmt.pct(n.max_noise)})" if n.max_noise else ")")
+        )
     return out
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness import io, lifecycle, stats
-from harness.analyze import noise, unresolved_reasons, verdicts
+from harness.analyze import judging, verdicts
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
 from harness.config.roles import roles_of
@@ -73,27 +73,23 @@ def lower_bound(exp: Experiment, base: Variant) -> Variant | None:
 def _verdicts(
     timed: TimingRecord,
     pairs: list[tuple[str, str]],
-    floor: float,
+    gate: judging.Gate,
     exp: Experiment,
 ) -> dict[tuple[str, str], Verdict]:
     """Returns the verdict of each (name, against) pair of one timing stage, decided together:
-    Holm's correction over the stage's pairs and its A/A gate (harness.analyze.verdicts)."""
+    Holm's correction over the stage's pairs, each against its A/A floor (harness.analyze.judging,
+    the gate the study computes too)."""
     found = [
         verdicts.Pending(name, against, against, estimate, False)
         for name, against in pairs
         if (estimate := verdicts.estimate(timed, name, against)) is not None
     ]
-    return verdicts.judge(found, floor, exp.timing.target_width, _unresolved(timed, exp))
+    return judging.judge(found, gate, _limits(exp))
 
 
-def _unresolved(timed: TimingRecord, exp: Experiment) -> tuple[str, ...]:
-    """Returns why a timing stage cannot resolve differences (its A/A check and the machine's
-    load, as a study's), or ()."""
-    return unresolved_reasons(timed, noise(timed), exp.timing.max_noise, exp.timing.max_others)
-
-
-def _floor(timed: TimingRecord) -> float:
-    return stats.noise_floor(noise(timed))
+def _limits(exp: Experiment) -> judging.TimingLimits:
+    t = exp.timing
+    return judging.TimingLimits(t.max_noise, t.max_others, t.target_width)
 
 
 @dataclasses.dataclass
@@ -111,7 +107,9 @@ class Search:
     programs: dict[str, str] = dataclasses.field(default_factory=dict)  # digest -> first name
     stages: int = 0
     stopped: str | None = None
-    unresolved: list[str] = dataclasses.field(default_factory=list)  # failed A/A checks
+    # Why a timing stage could call no difference at all (a busy machine, no A/A pair).
+    unresolved: list[str] = dataclasses.field(default_factory=list)
+    gate: judging.Gate | None = None  # the last timing stage's
 
     @property
     def exp(self) -> Experiment:
@@ -215,14 +213,12 @@ class Search:
         self.stages += 1
         print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
         timed = self.supervisor.time(order, stage_timing(self.stages))
-        floor = _floor(timed)
-        self.unresolved += [
-            f"timing stage {self.stages}: {r}" for r in _unresolved(timed, self.exp)
-        ]
+        self.gate = judging.gate(timed, _limits(self.exp))
+        self.unresolved += [f"timing stage {self.stages}: {r}" for r in self.gate.withheld]
         pairs = [(n, space.DEFAULT) for n in order if n != space.DEFAULT]
         if self.bound:
             pairs += [(n, self.bound.name) for n in order if n != self.bound.name]
-        judged = _verdicts(timed, pairs, floor, self.exp)
+        judged = _verdicts(timed, pairs, self.gate, self.exp)
         for name in order:
             entry = timed.variants.get(name)
             if entry is None or not entry.round_step_s or name not in self.records:
@@ -257,7 +253,10 @@ def coordinate_search(search: Search) -> None:
         if not distinct:
             continue
         timed = search.time([current_name, *distinct])
-        judged = _verdicts(timed, [(n, current_name) for n in distinct], _floor(timed), search.exp)
+        # The stage's gate, computed once when it was timed.
+        pairs = [(n, current_name) for n in distinct]
+        assert search.gate is not None  # search.time set it
+        judged = _verdicts(timed, pairs, search.gate, search.exp)
         best = None
         for name in distinct:
             verdict = judged.get((name, current_name))

@@ -203,6 +203,7 @@ def time_rounds(
     max_budget_s: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
     agree: Callable[[Any], Any] | None = None,
+    twins: Mapping[str, str] | None = None,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
@@ -220,6 +221,11 @@ def time_rounds(
     says the intervals are still too wide and the next pair fits in `max_budget_s`, counted
     from the start like `budget_s`.
 
+    `twins` maps an entry to the entry whose program it times again (the A/A pair's second
+    slot to the baseline): it is not calibrated on its own but times exactly its twin's calls
+    and settling. Calibrated apart, the two slots of one program timed different numbers of
+    calls, and on a GPU at its power cap a longer batch runs at another average clock.
+
     In a group of processes every decision that sets how many calls run (calibration, the
     budget's scaling, adding rounds) passes through `agree`, which returns process 0's value
     everywhere: each process then runs the same calls, and none waits in a collective for a
@@ -233,10 +239,15 @@ def time_rounds(
         tell(t.name)
         for _ in range(warmup):
             t.wait(t.call())
+    twin_of = {k: v for k, v in (twins or {}).items() if k != v}
     calibrated = {}
     for t in timed:
+        if t.name in twin_of:
+            continue
         tell(t.name)
         calibrated[t.name] = calls_for(t, target_batch_s, clock=clock, agree=same)
+    for name, of in twin_of.items():
+        calibrated[name] = calibrated[of]
     calls = {n: b.calls for n, b in calibrated.items()}
     if budget_s is not None:
         left = float(same(budget_s - (clock() - started)))

@@ -73,6 +73,7 @@ def run(
         more=lambda step_s: not widths_met(step_s, pairs, width),
         max_budget_s=max_budget_s(exp.timing),
         agree=agree,
+        twins={repeat: baseline} if baseline and repeat else None,
     )
     host_bound = platform not in ("gpu", "tpu")
     return TimingRecord(

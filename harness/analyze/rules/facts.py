@@ -41,6 +41,17 @@ class ClusterFact:
 
 
 @dataclass(frozen=True)
+class ClusterTime:
+    """One cluster's device time a step, from ranking.json (a profiled variant's)."""
+
+    name: str
+    time_s: float
+    launches: float | None = None
+    line: str = ""  # its first source line, file:line
+    key: str = ""  # what pairs it across variants: its name, a library call's target and line
+
+
+@dataclass(frozen=True)
 class DecisionStep:
     """One step of priority fusion's decision log (GPU): what it weighed, and why not."""
 
@@ -64,6 +75,7 @@ class VariantFacts:
     summary: VariantSummary
     clusters: tuple[ClusterFact, ...] = ()
     guards: tuple[str, ...] = ()  # torch: the first compile's TENSOR_MATCH guards
+    times: tuple[ClusterTime, ...] = ()  # clusters' device time a step (ranking.json)
 
     @property
     def ok(self) -> bool:
@@ -174,6 +186,35 @@ def cluster_facts(fusions: FusionsFile | None) -> tuple[ClusterFact, ...]:
                 )
             )
     return tuple(out)
+
+
+def cluster_times(ranking: run_records.RankingFile | None) -> tuple[ClusterTime, ...]:
+    """Each timed cluster's device time a step, summed over the ranked modules by name (none
+    without the file, or where the ranking was by FLOPs: no profile)."""
+    if ranking is None or ranking.ranked_by != "device time":
+        return ()
+    found: dict[str, ClusterTime] = {}
+    for module in ranking.modules:
+        for c in module.get("clusters") or ():
+            if not isinstance(c, dict) or not isinstance(c.get("time_s"), int | float):
+                continue
+            name = str(c.get("name") or "?")
+            lines = c.get("lines") or ()
+            line = str(lines[0]) if isinstance(lines, list | tuple) and lines else ""
+            launches = c.get("launches")
+            launches = float(launches) if isinstance(launches, int | float) else None
+            # A library call is named by its instruction (`custom-call.1`, `cublas-lt-matmul.1`),
+            # which differs between compiles of one GEMM: it pairs by its entry and source line.
+            target = c.get("target")
+            key = f"{target}@{line}" if c.get("kind") == "library" and target else name
+            had = found.get(key)
+            if had is not None:
+                both = None if had.launches is None or launches is None else had.launches + launches
+                time_s = had.time_s + c["time_s"]
+                found[key] = ClusterTime(had.name, time_s, both, had.line or line, key)
+            else:
+                found[key] = ClusterTime(name, float(c["time_s"]), launches, line, key)
+    return tuple(found.values())
 
 
 def guard_lines(compiled: TorchCompileFile | None) -> tuple[str, ...]:
@@ -288,6 +329,9 @@ def read_facts(
             )
             if registry.traits(s.identity.framework).dynamo
             else (),
+            cluster_times(
+                run_records.load_if_present(run_records.RANKING, folder.variant(name).ranking)
+            ),
         )
         for name, s in summary.variants.items()
     )

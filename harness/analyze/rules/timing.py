@@ -16,10 +16,11 @@ import math
 from collections.abc import Iterator
 
 from harness import fmt, stats
+from harness.analyze.rules import explain
 from harness.analyze.rules.base import Rule, timing_resolved
 from harness.analyze.rules.facts import RunFacts, VariantFacts
 from harness.analyze.rules.memory import peak_tradeoff
-from harness.analyze.rules.words import config_changes, divergence_sentence, mechanisms
+from harness.analyze.rules.words import config_changes, divergence_sentence, mechanism_parts
 from harness.summary import Noise, Verdict
 from harness.summary_findings import Change, CoverageFinding, Gate, TimingFinding
 
@@ -54,7 +55,7 @@ def gate_evidence(n: Noise, host_bound: bool = True) -> tuple[str, ...]:
 
 
 class AaGate(Rule):
-    """Whether the run can resolve differences at all: its baseline timed against itself."""
+    """What the run can resolve: its baseline timed against itself, and the machine."""
 
     id = "gate.aa_check"
     kind = "gate"
@@ -67,7 +68,21 @@ class AaGate(Rule):
         assert n is not None  # applies() held
         evidence = gate_evidence(n, run.platform not in ("gpu", "tpu"))
         line = ""
-        if not n.resolved:
+        if n.resolved and n.aa_held is False:
+            failed = "; ".join(n.aa_reasons) or "its A/A check failed"
+            left = n.unresolvable
+            named = (
+                f", which left {len(left)} comparison{'' if len(left) == 1 else 's'} with an "
+                f"interval excluding 1.0 unresolved: {'; '.join(left)}"
+                if left
+                else ", which left no difference unresolved"
+            )
+            line = (
+                f"This run's A/A check failed ({failed}), so each comparison's interval was "
+                f"widened by its floor {fmt.pct(n.floor)} (the pair's deviation from 1.0 and "
+                f"half-width) before a difference was called{named}."
+            )
+        elif not n.resolved:
             reasons = "; ".join(n.reasons) or "its A/A check failed"
             facts = "; ".join(evidence)
             line = (
@@ -149,9 +164,16 @@ class TimingDifference(Rule):
                 f"`{v.name}` is {max(ratio, 1 / ratio):.2f}× {words} than `{ref.name}` "
                 f"(ratio {ratio:.3f}, 95% CI {lo:.3f}–{hi:.3f})"
             )
-            mech = mechanisms(v, ref)
+            parts = mechanism_parts(v, ref)
+            mech = tuple(phrase for _, phrase in parts)
+            d = explain.decompose(v, ref)
+            # The decomposition leads: it says where the time went. A mechanism follows only
+            # where the part of the timeline it acts on carries the difference.
+            kinds = {"device": explain.DEVICE_KINDS, "host": explain.HOST_KINDS}
+            carried = [p for on, p in parts if explain.carries(d, kinds[on])]
+            lead = [explain.sentence(d)] if d is not None and explain.sentence(d) else []
             why = (
-                "; ".join([*(c.phrase for c in pair.changes[:2]), *mech[:4]])
+                "; ".join([*lead, *(c.phrase for c in pair.changes[:2]), *carried[:4]])
                 or "no difference in config or in what XLA made was recorded"
             )
             t, rt = v.summary.timing, ref.summary.timing
@@ -164,7 +186,12 @@ class TimingDifference(Rule):
             evidence += mech[4:]
             out.append(
                 dataclasses.replace(
-                    pair, what=what, why=why, evidence=tuple(evidence), mechanisms=mech
+                    pair,
+                    what=what,
+                    why=why,
+                    evidence=tuple(evidence),
+                    mechanisms=mech,
+                    decomposition=d,
                 )
             )
         return tuple(sorted(out, key=lambda f: -f.effect))

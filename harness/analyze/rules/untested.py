@@ -141,6 +141,9 @@ class UntestedBf16(Rule):
         )
 
 
+WIDE_FLOATS = frozenset({"float32", "float64"})
+
+
 class UntestedProgramBf16(Rule):
     """A program study that ran no variant with bfloat16 inputs and parameters."""
 
@@ -154,12 +157,14 @@ class UntestedProgramBf16(Rule):
     def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
         assert base is not None
-        ran = {
-            (tuple(i.dtype for i in s.inputs), s.param_dtypes)
+        ran = [
+            {i.dtype for i in s.inputs} | set(s.param_dtypes)
             for v in run.variants
             if v.measured and (s := v.summary.identity.program) is not None
-        }
-        if any("bfloat16" in inputs and "bfloat16" in params for inputs, params in ran):
+        ]
+        # Only where it would change the program: a variant whose floating-point inputs and
+        # parameters are all narrow already (bf16 parameters, int32 tokens) measured it.
+        if any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
             return ()
         return (
             Untested(

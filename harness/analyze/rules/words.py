@@ -150,28 +150,43 @@ def _is_transfer(event: str) -> bool:
     return event.startswith(("D2H(", "H2D("))
 
 
-def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+def profiled(v: VariantFacts) -> bool:
+    """True when the variant's profile was matched: its kernel and transfer counts were
+    measured. A failed or skipped profile leaves them null, never zero."""
+    return v.summary.profile.kernels_per_step is not None
+
+
+def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[tuple[str, str], ...]:
     """Returns what the compiler made differently, measured: kernels, transfers, clusters,
-    epilogues, the GEMM's precision, bytes moved."""
+    epilogues, the GEMM's precision, bytes moved. A count one side never measured (its
+    profile failed or was skipped) is compared with nothing. Each comes with the part of the
+    timeline it acts on: `device` (kernels, clusters, bytes, the GEMM) or `host` (copies
+    between host and device, a program split by them)."""
     s, r = v.summary, ref.summary
-    out = []
+    out: list[tuple[str, str]] = []
     kv, kr = s.profile.kernels_per_step, r.profile.kernels_per_step
     if kv is not None and kr is not None and kv != kr:
-        out.append(f"{fmt.counted(kv, 'kernel')} a step instead of {fmt.count(kr)}")
+        out.append(("device", fmt.versus(kv, kr, "kernel", "a step")))
         fused = largest_fusion(ref)
         if kv > kr and fused is not None and fused.ops >= 4:
             out.append(
-                f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
-                "separate kernels"
+                (
+                    "device",
+                    f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
+                    "separate kernels",
+                )
             )
     tv = Counter({t.direction: t.count for t in s.profile.transfers_per_step})
     tr = Counter({t.direction: t.count for t in r.profile.transfers_per_step})
-    for direction in sorted(set(tv) | set(tr)):
+    for direction in sorted(set(tv) | set(tr)) if profiled(v) and profiled(ref) else ():
         if tv[direction] != tr[direction]:
             nbytes = sum(t.bytes for t in s.profile.transfers_per_step if t.direction == direction)
             out.append(
-                f"{fmt.counted(tv[direction], direction + ' copy')} a step ({fmt.si(nbytes, 'B')}) "
-                f"instead of {fmt.count(tr[direction])}"
+                (
+                    "host",
+                    fmt.versus(tv[direction], tr[direction], f"{direction} copy", "a step")
+                    + f", {fmt.si(nbytes, 'B')} a step here",
+                )
             )
     # GEMM calls only: a cuDNN attention call has no epilogue, and counting it read as "the
     # library GEMM's epilogue is DEFAULT/none instead of DEFAULT" on the H200.
@@ -181,30 +196,44 @@ def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
     eb = {c.epilogue or "none" for c in gb}
     if ga and gb and ea != eb:
         out.append(
-            f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
-            f"{'/'.join(sorted(eb))}"
+            (
+                "device",
+                f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
+                f"{'/'.join(sorted(eb))}",
+            )
         )
     added = _cluster_kinds(v) - _cluster_kinds(ref)
     if added and ref.clusters and len(added) <= 4:
         compiler = registry.traits(v.framework).compiler or "XLA"
-        out.append(f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))
+        out.append(("device", f"{compiler} adds " + ", ".join(f"`{k}`" for k in added)))
     elif added and ref.clusters:
+        # The totals, not the kinds that grew: "15 clusters more (101 against 119)" counted
+        # the kinds and printed the totals.
         out.append(
-            f"{sum(added.values())} clusters more ({len(v.clusters)} against {len(ref.clusters)})"
+            (
+                "device",
+                fmt.versus(len(v.clusters), len(ref.clusters), "cluster")
+                + f", {len(added)} kinds of cluster not in `{ref.name}`",
+            )
         )
     pv, pr = s.cost.peak_precision, r.cost.peak_precision
     if pv and pr and pv != pr:
-        out.append(f"the GEMM runs on {pv} instead of {pr}")
+        out.append(("device", f"the GEMM runs on {pv} instead of {pr}"))
     bv, br = s.cost.bytes, r.cost.bytes
     if bv and br and abs(bv - br) > 0.05 * br:
-        out.append(
-            f"{fmt.si(abs(bv - br), 'B')} {'more' if bv > br else 'less'} memory traffic "
-            f"({fmt.si(bv, 'B')} against {fmt.si(br, 'B')})"
-        )
+        out.append(("device", fmt.bytes_versus(bv, br)))
     seq = s.profile.step_sequence
-    if any(map(_is_transfer, seq)) and not any(map(_is_transfer, r.profile.step_sequence)):
-        out.append("the device program is split by a host transfer: " + ", ".join(seq[:6]))
+    split = any(map(_is_transfer, seq)) and not any(map(_is_transfer, r.profile.step_sequence))
+    if split and profiled(ref):
+        out.append(
+            ("host", "the device program is split by a host transfer: " + ", ".join(seq[:6]))
+        )
     return tuple(out)
+
+
+def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+    """The phrases of `mechanism_parts`."""
+    return tuple(phrase for _, phrase in mechanism_parts(v, ref))
 
 
 def divergence_sentence(v: VariantFacts) -> str:

@@ -1,0 +1,223 @@
+"""The run's timing verdicts and its noise section, judged from the saved rounds: one function
+for the analysis, the search and `python -m harness.migrate`.
+
+The gate is computed once here (`gate`): the A/A pair's ratio and floor, how the A/A check
+failed (which no longer withholds anything by itself: each comparison must clear the floor,
+harness.stats.decide), and what withholds every verdict (a busy machine, no A/A pair). The
+verdicts are a function of the stored rounds (timing.json), the run-to-run spread each
+comparison recorded and the timing config, so a saved run, a committed reference included,
+is judged again without timing again (`rejudge`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness import stats
+from harness.analyze import verdicts
+from harness.machine_state import MachineState, machine_state
+from harness.resolution import (
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MAX_OTHERS_SHARE,
+    DEFAULT_TARGET_WIDTH,
+    NO_PAIR,
+    aa_reasons,
+    busy_reasons,
+)
+from harness.summary import RunSummary, TimingRecord, Verdict
+from harness.summary_noise import BetweenRuns, Noise
+
+CLOCK_TOLERANCE = 0.05
+KINDS = ("vs_baseline", "vs_lower_bound", "vs_framework")
+
+
+@dataclass(frozen=True)
+class TimingLimits:
+    """The timing config's keys the judgement reads."""
+
+    max_noise: float = DEFAULT_MAX_NOISE
+    max_others: float = DEFAULT_MAX_OTHERS_SHARE
+    target_width: float | None = DEFAULT_TARGET_WIDTH
+
+
+def limits_of(config: Mapping[str, Any] | None) -> TimingLimits:
+    """A saved config's timing limits (a manifest's `config`), the defaults for keys it lacks
+    or holds with another type."""
+    section = (config or {}).get("timing") if isinstance(config, Mapping) else None
+    section = section if isinstance(section, Mapping) else {}
+
+    def number(key: str, default: float | None) -> float | None:
+        x = section.get(key, default)
+        ok = isinstance(x, int | float) and not isinstance(x, bool)
+        return float(x) if ok else default
+
+    return TimingLimits(
+        max_noise=number("max_noise", DEFAULT_MAX_NOISE) or DEFAULT_MAX_NOISE,
+        max_others=number("max_others", DEFAULT_MAX_OTHERS_SHARE) or DEFAULT_MAX_OTHERS_SHARE,
+        target_width=number("target_width", DEFAULT_TARGET_WIDTH),
+    )
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What one timing stage can resolve: the A/A pair, its floor, how its check failed, and
+    why no verdict of it can be called at all."""
+
+    self_ratio: stats.RatioEstimate | None
+    floor: float
+    aa_failed: tuple[str, ...]
+    withheld: tuple[str, ...]
+    machine: MachineState | None
+
+
+def aa_pair(timed: TimingRecord | None) -> stats.RatioEstimate | None:
+    """Returns the baseline's ratio to itself over the rounds (the run's A/A comparison)."""
+    if timed is None or not timed.baseline or not timed.repeat:
+        return None
+    a, b = timed.variants.get(timed.repeat), timed.variants.get(timed.baseline)
+    if not a or not b or not a.round_step_s or len(a.round_step_s) != len(b.round_step_s):
+        return None
+    return stats.ratio_estimate(a.round_step_s, b.round_step_s)
+
+
+def timing_machine(timed: TimingRecord) -> MachineState | None:
+    """Returns what the machine was doing during the timing rounds (None before readings)."""
+    return machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context])
+
+
+def gate(timed: TimingRecord | None, limits: TimingLimits) -> Gate:
+    """Returns the stage's gate. A stage with no timed variants has nothing to withhold."""
+    pair = aa_pair(timed)
+    floor = stats.noise_floor(pair)
+    if timed is None or not timed.variants:
+        return Gate(pair, floor, (), (), None)
+    machine = timing_machine(timed)
+    failed = aa_reasons(
+        timed.baseline,
+        pair.ratio if pair else None,
+        pair.ci95 if pair else None,
+        floor,
+        limits.max_noise,
+    )
+    withheld = tuple(r for r in failed if r == NO_PAIR) + busy_reasons(machine, limits.max_others)
+    return Gate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine)
+
+
+def judge(
+    pending: Sequence[verdicts.Pending], g: Gate, limits: TimingLimits
+) -> dict[tuple[str, str], Verdict]:
+    """Each pending comparison's verdict against the gate (harness.analyze.verdicts.judge)."""
+    return verdicts.judge(pending, g.floor, limits.target_width, g.withheld, g.aa_failed)
+
+
+def unresolvable(judged: Mapping[tuple[str, str], Verdict]) -> tuple[str, ...]:
+    """The comparisons whose interval excludes 1.0 but which the floor left not resolved,
+    each as "`variant` against `reference` ratio× (lo–hi)"."""
+    out = []
+    for (name, _), v in judged.items():
+        if v.verdict != stats.NOT_RESOLVED or v.ci95 is None or v.ratio is None:
+            continue
+        lo, hi = v.ci95
+        if lo > 1.0 or hi < 1.0:
+            out.append(f"`{name}` against `{v.against}` {v.ratio:.4f}× ({lo:.4f}–{hi:.4f})")
+    return tuple(dict.fromkeys(out))
+
+
+def noise_section(
+    timed: TimingRecord | None,
+    g: Gate,
+    limits: TimingLimits,
+    judged: Mapping[tuple[str, str], Verdict],
+    spread: BetweenRuns | None = None,
+) -> Noise | None:
+    """Returns the run's noise floor, its A/A check, the device clocks, the machine's state
+    around the timing rounds, the comparisons the floor left unresolvable and the run-to-run
+    spread in the intervals."""
+    if timed is None:
+        return None
+    from harness.timing.clocks import clock_limits, clock_spread
+
+    readings = [r for c in timed.context for r in (c.before, c.after) if r]
+    clocks = [
+        r.get("sm_clock_mhz") for r in readings if isinstance(r.get("sm_clock_mhz"), int | float)
+    ]
+    mid = stats.median(clocks) if clocks else None
+    flagged = tuple(
+        c.round
+        for c in timed.context
+        if mid
+        and any(
+            isinstance(r.get("sm_clock_mhz"), int | float)
+            and abs(r["sm_clock_mhz"] - mid) > CLOCK_TOLERANCE * mid
+            for r in (c.before, c.after)
+        )
+    )
+    pair = g.self_ratio
+    return Noise(
+        baseline=timed.baseline,
+        self_ratio=pair.ratio if pair else None,
+        self_ci95=pair.ci95 if pair else None,
+        floor=g.floor,
+        rounds=timed.rounds,
+        context_source=timed.context_source,
+        sm_clock_spread=clock_spread(readings),
+        flagged_rounds=flagged,
+        clock_limits=clock_limits(readings),
+        resolved=not g.withheld,
+        reasons=g.withheld,
+        aa_held=pair is not None and not g.aa_failed,
+        aa_reasons=g.aa_failed,
+        unresolvable=unresolvable(judged) if g.aa_failed and not g.withheld else (),
+        max_noise=limits.max_noise,
+        comparisons=sum(1 for v in judged.values() if v.p_holm is not None),
+        machine=g.machine,
+        between_runs=spread,
+    )
+
+
+def stored_pending(summary: RunSummary, timed: TimingRecord) -> list[verdicts.Pending]:
+    """The comparisons a saved summary made, estimated again from the saved rounds with the
+    run-to-run spread each recorded; the same program where both fingerprints agree."""
+    out = []
+    for name, s in summary.variants.items():
+        for kind in KINDS:
+            v = getattr(s.comparison, kind)
+            other = summary.variants.get(v.against) if v is not None else None
+            if v is None or other is None or v.against == name:
+                continue
+            fa, fb = s.hlo.fingerprint, other.hlo.fingerprint
+            same = fa is not None and fb is not None and fa.digest == fb.digest
+            tau = v.between_runs or 0.0
+            out.append(
+                verdicts.Pending(
+                    name,
+                    kind,
+                    v.against,
+                    verdicts.estimate(timed, name, v.against, tau),
+                    same,
+                    between=v.between_runs,
+                    rounds_only=verdicts.estimate(timed, name, v.against) if tau else None,
+                )
+            )
+    return out
+
+
+def rejudge(summary: RunSummary, timed: TimingRecord, limits: TimingLimits) -> RunSummary:
+    """Returns the summary with every timing verdict and its noise section judged again from
+    the saved rounds (findings untouched: the rules run after)."""
+    g = gate(timed, limits)
+    judged = judge(stored_pending(summary, timed), g, limits)
+    spread = summary.noise.between_runs if summary.noise is not None else None
+    variants = {}
+    for name, s in summary.variants.items():
+        c = s.comparison
+        fresh = {k: judged.get((name, k), getattr(c, k)) for k in KINDS}
+        variants[name] = dataclasses.replace(s, comparison=dataclasses.replace(c, **fresh))
+    noise = noise_section(timed, g, limits, judged, spread)
+    return dataclasses.replace(summary, variants=variants, noise=noise)
+
+
+__all__ = ["Gate", "TimingLimits", "gate", "judge", "limits_of", "rejudge"]
