@@ -47,12 +47,14 @@ report: $(VENV)/.installed
 	$(PY) -m harness.report --run=$(RUN)
 
 # Compare two runs: make compare A=results/gelu/<run_a> B=results/gelu/<run_b> [OUT=dir]
+# Without OUT the folder is named by the two runs resolved (`latest` by its run id), so a
+# later compare never replaces an earlier one.
 A ?=
 B ?=
-OUT ?= results/compare/$(notdir $(A))_vs_$(notdir $(B))
+OUT ?=
 compare: $(VENV)/.installed
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
-	$(PY) -m harness.report.compare --a=$(A) --b=$(B) --out=$(OUT)
+	$(PY) -m harness.report.compare --a=$(A) --b=$(B) $(if $(OUT),--out=$(OUT))
 
 # Rewrite results/index.html, the list of every run (a study also does this; report, export
 # and reanalyze write nothing above their own folder).

@@ -157,8 +157,8 @@ def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) 
 
 def test_an_older_summary_whose_baseline_disagreed_with_itself_is_read_as_unresolved() -> None:
     raw = json.loads((REPO / "results" / "reference" / "cpu" / "summary.json").read_text())
-    # Migrated from 3 by harness.migrate; version 7 (the run-to-run spread) reads it as it is.
-    assert raw["schema_version"] == 6
+    # Migrated from 3 by harness.migrate (to 8, its verdicts judged again from its rounds).
+    assert raw["schema_version"] == 8
     raw["schema_version"] = 3  # read as the version-3 file it was: its gate judged again
     assert parse_summary(raw, "reference").noise.resolved  # its A/A held, floor 7.1%
     raw["noise"]["self_ci95"] = [0.5096, 0.9906]

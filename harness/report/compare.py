@@ -88,11 +88,24 @@ def _libs(v: VariantData) -> str:
     return "; ".join(f"{c.target}+{c.epilogue or '∅'}" for c in h.library_calls) or "none"
 
 
+# The config keys that set what is computed and on what: sizes, dtypes, the program and its
+# inputs. A keyword knob (`program.kwargs.*`), an option or a timing key is not one of them:
+# two runs that differ only there ran the same problem, and their step times pair.
+SIZE_KEY = re.compile(
+    r"(^|\.)(problem\.(m|k|n|batch|dtype|w_dtype)|program\.(function|init|inputs|dtype|w_dtype))"
+    r"(\.|$)"
+)
+
+
+def size_differences(ra: RunData, rb: RunData) -> list[tuple[str, str, str]]:
+    """The config keys of sizes, dtypes, the program or its inputs that differ: (key, a, b)."""
+    return [d for d in config_differences(ra, rb) if SIZE_KEY.search(d[0])]
+
+
 def same_problem(ra: RunData, rb: RunData) -> bool:
     """True when the two runs' configs ran the same problem sizes and dtypes (for a program
-    study: the same program, inputs and dtypes)."""
-    ca, cb = configs(ra, rb)
-    return (ca.get("problem"), ca.get("program")) == (cb.get("problem"), cb.get("program"))
+    study: the same program, inputs and dtypes); keyword knobs and options may differ."""
+    return not size_differences(ra, rb)
 
 
 def step_verdict(a: VariantData, b: VariantData, floor: float) -> tuple[str, str]:
@@ -403,11 +416,15 @@ def ground_blocks(ra: RunData, rb: RunData) -> list[Block]:
             blocks.append(Para(f"and {len(diffs) - 40} more keys ({len(diffs)} in all)."))
     else:
         blocks.append(Para("None: both runs used the same config."))
-    if not same_problem(ra, rb):
+    sizes = size_differences(ra, rb)
+    if sizes:
+        keys = "; ".join(f"`{k}` {a} against {b}" for k, a, b in sizes[:6])
+        more = f" and {len(sizes) - 6} more" if len(sizes) > 6 else ""
         blocks.append(
             Para(
-                "**Warning: the two runs ran different problem sizes or dtypes.** Step times are not "
-                "comparable as ratios; each variant is compared per FLOP (time per analytic FLOP) instead."
+                f"**Warning: the two runs ran different problem sizes or dtypes** ({keys}{more}). "
+                "Step times are not comparable as ratios; each variant is compared per FLOP "
+                "(time per analytic FLOP) instead."
             )
         )
     na, nb = ra.summary.noise, rb.summary.noise
@@ -513,6 +530,12 @@ def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, list[FindingC
     return md, html, found
 
 
+def default_out(a: Path, b: Path, root: Path = Path("results") / "compare") -> Path:
+    """The folder a compare writes to without --out: named by the two resolved runs'
+    experiments and ids, so a later compare of `latest` never replaces an earlier one."""
+    return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}"
+
+
 def main(argv: Sequence[str]) -> int:
     from absl import flags
 
@@ -520,9 +543,10 @@ def main(argv: Sequence[str]) -> int:
 
     cli.no_extra_arguments(argv)
     a, b, out = flags.FLAGS.a, flags.FLAGS.b, flags.FLAGS.out
-    if not a or not b or not out:
-        raise cli.UsageError("--a, --b and --out are required")
+    if not a or not b:
+        raise cli.UsageError("--a and --b are required")
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
+    out = out or str(default_out(ra, rb))
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
         md, html, found = compare_runs(ra, rb, target)
     for c in found:
@@ -537,7 +561,12 @@ def define_flags() -> None:
 
     cli.define_string("a", None, "First run folder.")
     cli.define_string("b", None, "Second run folder.")
-    cli.define_string("out", None, "Folder for compare.md and compare.html.")
+    cli.define_string(
+        "out",
+        None,
+        "Folder for compare.md and compare.html (default: results/compare/"
+        "<experiment>-<run id>_vs_<experiment>-<run id>, the two runs resolved).",
+    )
 
 
 if __name__ == "__main__":

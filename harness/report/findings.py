@@ -14,7 +14,7 @@ from harness.report.conclusion import retimable, retime_command
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.gaps import gap_blocks
-from harness.summary_findings import Boundaries, Findings
+from harness.summary_findings import Boundaries, Decomposition, Findings
 
 
 def rule(rule_id: str) -> str:
@@ -99,6 +99,38 @@ def findings_blocks(run: RunData) -> list[Block]:
     return out
 
 
+def _launches(x: float | None) -> str:
+    return "" if x is None else f" ({fmt.counted(x, 'launch')})"
+
+
+def decomposition_blocks(d: Decomposition | None, variant: str, against: str) -> list[Block]:
+    """A finding's difference taken apart per step, a row a part, with the residual."""
+    if d is None or not d.parts:
+        return [Para(d.note)] if d is not None and d.note else []
+    rows = tuple(
+        (
+            p.what,
+            fmt.ms(p.variant_s) + _launches(p.launches),
+            fmt.ms(p.against_s) + _launches(p.against_launches),
+            ("+" if p.delta_s >= 0 else "−") + fmt.ms(abs(p.delta_s)),
+        )
+        for p in d.parts
+    )
+    explained = (
+        f"The parts are {fmt.pct(d.explained_share)} of the measured difference"
+        if d.explained_share is not None
+        else "The parts"
+    )
+    return [
+        Table(("part of the step", f"`{variant}`", f"`{against}`", "difference"), rows),
+        Para(
+            f"{explained} ({fmt.ms(d.measured_s)} a step between the timed medians); the "
+            f"residual {fmt.ms(d.residual_s)} is what the timed and profiled windows disagree by."
+            + (f" {d.note[0].upper()}{d.note[1:]}." if d.note else "")
+        ),
+    ]
+
+
 def evidence_blocks(run: RunData) -> list[Block]:
     """What backs each finding, by its number; the pairs that are noise, and why."""
     f = run.summary.findings
@@ -110,6 +142,7 @@ def evidence_blocks(run: RunData) -> list[Block]:
     out: list[Block] = [Heading(2, "Evidence", "evidence")]
     for i, t in enumerate(f.timing, 1):
         out += [Heading(3, f"For finding {i}", f"evidence-{i}"), Bullets(t.evidence)]
+        out += decomposition_blocks(t.decomposition, t.variant, t.against)
     for i, m in with_sources:
         out += [
             Heading(3, f"For memory finding {i}", f"memory-evidence-{i}"),

@@ -111,8 +111,17 @@ def divergence(v: VariantData, linked: bool = False) -> str:
 
 
 def status(v: VariantData) -> str:
+    """The variant's status, with its analysis errors beside it: a figure a failed stage
+    never measured shows as missing in its row, and the row says why."""
     i = v.summary.identity
-    return i.status + (f": {i.reason}" if i.reason else "")
+    errors = v.summary.analysis_errors
+    shown = "; ".join(e.splitlines()[0][:120] for e in errors[:2]) if errors else ""
+    more = f" (+{len(errors) - 2} more)" if len(errors) > 2 else ""
+    return (
+        i.status
+        + (f": {i.reason}" if i.reason else "")
+        + (f"; analysis error: {shown}{more}" if shown else "")
+    )
 
 
 def numerics_cell(v: VariantData) -> str:
