@@ -227,8 +227,10 @@ def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = 
             line += f"  first call {record.pauses.first_call_s:.3f} s"
         if record.recompile and record.recompile.seconds is not None:
             line += f"  recompile {record.recompile.seconds:.3f} s"
-        if record.numerics is not None:
-            line += "  numerics " + ("ok" if record.numerics.ok else "FAIL")
+        if record.numerics is not None and record.numerics.rel_fro_err is not None:
+            # Accuracy only: whether a compiler choice moved the result is the analysis's
+            # verdict against the baseline, printed with the conclusion.
+            line += f"  vs float64 {record.numerics.rel_fro_err:.1e}"
         if record.probe_failures:
             probes = ", ".join(dict.fromkeys(f.probe for f in record.probe_failures))
             line += f"  probe failed: {probes} (see summary)"

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
-from harness import io, ladder
+from harness import io, ladder, numerics_effect, run_records
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
@@ -43,6 +44,7 @@ from harness.summary import (
     XlaCost,
 )
 from harness.summary_memory import MeasuredMemory
+from harness.summary_numerics import AccuracyFile, LeafAccuracy
 from harness.summary_probes import ProbeFailure
 from harness.variants import expression, program, sharded
 
@@ -159,6 +161,8 @@ class Subject:
     judge: Callable[[Any], Numerics]
     program: Program | None = None
     describe: Callable[[Any, str, float | None], ProgramRecord] | None = None
+    # Each result leaf against float64 (a program's); None: the one leaf `judge` measured.
+    leaves: Callable[[Any], list[LeafAccuracy]] | None = None
 
     @property
     def module_re(self) -> str:
@@ -208,8 +212,11 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
+    def leaves(y: Any) -> list[LeafAccuracy]:
+        return program.judged_leaves(y, reference()[0], program.computed_in(args))
+
     placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
-    return Subject(fn, placed, judge, p, describe)
+    return Subject(fn, placed, judge, p, describe, leaves)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.
@@ -308,13 +315,46 @@ def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inpu
 
 
 def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
-    """Returns the result's numerics; a reference that fails is the `numerics` probe's
-    failure (recorded in ctx), not the variant's."""
+    """Returns the result's numerics, and keeps its per-leaf errors and values
+    (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
+    `numerics` probe's failure (recorded in ctx), not the variant's."""
     try:
-        return subject.judge(y)
+        judged = subject.judge(y)
+        leaves = subject.leaves(y) if subject.leaves is not None else [_one_leaf(y, judged)]
+        keep_numerics(VariantFolder(ctx.variant_dir), leaves, y)
+        return judged
     except Exception as e:
         ctx.failures.append(failed_probe("numerics", e))
         return None
+
+
+def _one_leaf(y: Any, n: Numerics) -> LeafAccuracy:
+    """The GELU expression's one result leaf, as its (sampled rows') numerics judged it."""
+    tolerance = n.tolerance if n.tolerance is not None else 0.0
+    dtype = next((d for d, t in expression.TOLERANCE.items() if t == tolerance), "float32")
+    shape = tuple(int(d) for d in np.shape(sharded.gathered(y)))
+    return LeafAccuracy(
+        "",
+        dtype,
+        shape,
+        n.rel_fro_err,
+        n.tolerance,
+        n.ok,
+        max_abs_err=n.max_abs_err,
+        max_rel_err=n.max_rel_err,
+    )
+
+
+def keep_numerics(folder: VariantFolder, leaves: list[LeafAccuracy], y: Any) -> None:
+    """Writes the result's kept values (outputs.npz) and its per-leaf errors (numerics.json)."""
+    values = [np.asarray(v) for v in jax.tree.leaves(sharded.gathered(y))]
+    kept = numerics_effect.write_outputs(folder.outputs, values)
+    leaves = [
+        dataclasses.replace(leaf, kept=n, sampled=sampled)
+        for leaf, (n, sampled) in zip(leaves, kept, strict=True)
+    ]
+    record = AccuracyFile(1, tuple(leaves), folder.outputs.name, numerics_effect.SAMPLE_SEED)
+    run_records.write(folder.numerics, record)
 
 
 def _recompile(

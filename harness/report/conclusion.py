@@ -27,10 +27,27 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
         return [f"findings: not recorded (`python -m harness.migrate --run={run.path}`)"]
     found = run.summary.findings.timing
     if not found:
-        return ["findings: no resolvable difference between the variants in this run"]
+        return [
+            "findings: no resolvable difference between the variants in this run",
+            *numerics_lines(run),
+        ]
     out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]
     if len(found) > top:
         out.append(f"and {len(found) - top} more findings in the report")
+    return [*out, *numerics_lines(run)]
+
+
+def numerics_lines(run: data.RunData) -> list[str]:
+    """Each dtype's accuracy once, then each variant whose result a compiler choice moved."""
+    f = run.summary.findings
+    if f is None:
+        return []
+    moved = [e for e in f.effects if e.verdict == "changes"]
+    same = len(f.effects) - len(moved)
+    out = [f"numerics: {a.what}" for a in f.numerics]
+    out += [f"numerics: {e.what}" for e in moved]
+    if same:
+        out.append(f"numerics: {same} variants compute the baseline's result within rounding")
     return out
 
 

@@ -1,0 +1,71 @@
+"""Each variant's result against the baseline's and eager's (distances.json), from the
+capture's kept outputs and per-leaf errors (numerics.json, outputs.npz).
+
+The analysis writes it once per variant that kept its outputs, beside the capture's files;
+the numerics rules (harness.analyze.rules.numerics) judge it, so `python -m harness.migrate`
+re-judges a saved run without opening an array. The estimate is harness.numerics_effect's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness import numerics_effect, run_records
+from harness.runfolder import RunFolder
+from harness.summary import RunSummary
+from harness.summary_numerics import AccuracyFile, DistancesFile
+
+Kept = tuple[AccuracyFile, list[np.ndarray]]
+
+
+def _kept(folder: RunFolder, name: str) -> Kept | None:
+    """A variant's per-leaf errors and kept values; None when it kept none."""
+    vf = folder.variant(name)
+    accuracy = run_records.load_if_present(run_records.NUMERICS, vf.numerics)
+    if accuracy is None or accuracy.outputs is None:
+        return None
+    values = numerics_effect.read_outputs(vf.root / accuracy.outputs, len(accuracy.leaves))
+    return None if values is None else (accuracy, values)
+
+
+def _first(kept: dict[str, Kept], summary: RunSummary, role: str, like: AccuracyFile) -> str | None:
+    """The first variant with `role` whose result compares leaf by leaf with `like`."""
+    return next(
+        (
+            name
+            for name, v in summary.variants.items()
+            if name in kept
+            and role in v.identity.roles
+            and numerics_effect.comparable(kept[name][0], like) is None
+        ),
+        None,
+    )
+
+
+def distances_of(workdir: Path, summary: RunSummary) -> dict[str, DistancesFile]:
+    """Returns each variant's distances from its baseline (the first baseline-role variant of
+    the same leaves, shapes and dtypes, else the run's baseline), eager's spread included."""
+    folder = RunFolder(workdir)
+    kept = {n: k for n in summary.variants if (k := _kept(folder, n)) is not None}
+    out: dict[str, DistancesFile] = {}
+    for name, mine in kept.items():
+        base = _first(kept, summary, "baseline", mine[0]) or summary.baseline
+        if base == name or base not in kept:
+            continue
+        eager = _first(kept, summary, "eager", kept[base][0])
+        out[name] = numerics_effect.distances(
+            base,
+            mine,
+            kept[base],
+            (eager, *kept[eager]) if eager is not None and eager != name else None,
+        )
+    return out
+
+
+def write_distances(workdir: Path, summary: RunSummary) -> None:
+    """Writes distances.json of every variant that has a baseline to be compared with."""
+    folder = RunFolder(workdir)
+    for name, record in distances_of(workdir, summary).items():
+        run_records.write(folder.variant(name).distances, record)

@@ -1,0 +1,177 @@
+"""How far a variant's result is from the baseline's, and how far it may be: the compiler-effect
+estimate, and the kept outputs it is measured on.
+
+The estimate. Two correct implementations of one dtype (eager dispatch, which rounds every
+op to its dtype and makes no compiler choice, and the baseline's compiled program) differ by
+their rounding, and how far that rounding carries depends on the program: its reduction
+lengths, its depth, its conditioning (a softmax's gradient amplifies what a GELU would not).
+A bound from ulps needs those, which the harness does not know for an arbitrary program;
+reassociation noise needs a permuted reduction order, which an arbitrary program does not
+offer. What the run does have, per leaf and on the same inputs, is three measurements of
+that rounding: eager's distance from the baseline (the measured spread of two correct
+implementations), and each one's error against the float64 reference (how far this dtype's
+rounding moves this leaf here). So a leaf's allowed distance is
+
+    allowed = SAFETY · max(spread, e_baseline, e_eager, FLOOR_ULPS · u_dtype)
+
+with SAFETY 2 (a third correct implementation may sit on the far side of the reference from
+the baseline: ‖a − b‖ ≤ e_a + e_b) and a floor of a few units of roundoff for leaves that the
+two compute bit for bit alike. A variant "changes the numerics" only when a leaf moves further
+than that: its compiler did more than round differently. Integer leaves are exact (allowed 0).
+
+The kept outputs. Each variant's result is kept as `outputs.npz` (AccuracyFile.outputs):
+every value of a leaf up to MAX_KEPT values, else a seeded sample of MAX_KEPT flat indices
+(the same for every variant, so samples line up), stored as float32 (bf16 and f16 exactly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+from harness import io
+from harness.summary_numerics import AccuracyFile, DistancesFile, LeafAccuracy, LeafDistance
+
+MAX_KEPT = 4096  # values kept per leaf: 16 KiB of float32
+SAMPLE_SEED = 0
+SAFETY = 2.0
+FLOOR_ULPS = 4.0
+# The unit roundoff of each floating dtype (half an ulp of 1.0).
+UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def sample_indices(size: int, limit: int = MAX_KEPT, seed: int = SAMPLE_SEED) -> np.ndarray | None:
+    """Returns the sorted flat indices kept of a leaf of `size` values; None: keep them all."""
+    if size <= limit:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(size, size=limit, replace=False))
+
+
+def kept_values(leaf: np.ndarray, limit: int = MAX_KEPT) -> tuple[np.ndarray, np.ndarray | None]:
+    """Returns (the kept values, their flat indices or None when all are kept)."""
+    flat = np.asarray(leaf).reshape(-1)
+    idx = sample_indices(flat.size, limit)
+    values = flat if idx is None else flat[idx]
+    floating = values.dtype.kind in "fc" or values.dtype.name == "bfloat16"
+    return values.astype(np.float32 if floating else np.int64), idx
+
+
+def write_outputs(path: Path, leaves: Sequence[np.ndarray]) -> tuple[tuple[int, bool], ...]:
+    """Writes the kept values of each leaf to `path` (.npz); returns (kept, sampled) per leaf."""
+    arrays: dict[str, np.ndarray] = {}
+    shape = []
+    for i, leaf in enumerate(leaves):
+        values, idx = kept_values(leaf)
+        arrays[f"v{i}"] = values
+        if idx is not None:
+            arrays[f"i{i}"] = idx
+        shape.append((int(values.size), idx is not None))
+    buffer = BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    io.write_bytes(path, buffer.getvalue())
+    return tuple(shape)
+
+
+def read_outputs(path: Path, leaves: int) -> list[np.ndarray] | None:
+    """Returns the kept values of `leaves` leaves; None when the file is absent or short."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return [np.asarray(data[f"v{i}"]) for i in range(leaves)]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Returns ‖a − b‖ / ‖b‖ in float64 (inf when either is not finite where the other is)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
+        same = np.array_equal(a64, b64, equal_nan=True)
+        return 0.0 if same else math.inf
+    return float(np.linalg.norm(a64 - b64) / max(float(np.linalg.norm(b64)), 1e-30))
+
+
+def allowed(dtype: str, spread: float | None, e_base: float | None, e_eager: float | None) -> float:
+    """Returns the distance two correct implementations of `dtype` may have on a leaf."""
+    u = UNIT_ROUNDOFF.get(dtype)
+    if u is None:  # an integer or bool leaf: exact
+        return 0.0
+    measured = [x for x in (spread, e_base, e_eager) if x is not None and math.isfinite(x)]
+    return SAFETY * max([*measured, FLOOR_ULPS * u])
+
+
+def comparable(a: AccuracyFile, b: AccuracyFile) -> str | None:
+    """Returns why two variants' results cannot be compared leaf by leaf; None when they can."""
+    if len(a.leaves) != len(b.leaves):
+        return f"{len(a.leaves)} leaves against {len(b.leaves)}"
+    for x, y in zip(a.leaves, b.leaves, strict=True):
+        if (x.path, x.dtype, x.shape, x.kept) != (y.path, y.dtype, y.shape, y.kept):
+            were = f"{x.dtype}{list(x.shape)} against {y.dtype}{list(y.shape)}"
+            return f"leaf {x.path or 'y'}: {were}"
+    return None
+
+
+def _err(leaf: LeafAccuracy | None) -> float | None:
+    return None if leaf is None else leaf.rel_fro_err
+
+
+def distances(
+    baseline: str,
+    mine: tuple[AccuracyFile, list[np.ndarray]],
+    base: tuple[AccuracyFile, list[np.ndarray]],
+    eager: tuple[str, AccuracyFile, list[np.ndarray]] | None,
+) -> DistancesFile:
+    """Returns a variant's distances from the baseline (and eager), each leaf with its allowed
+    distance; `eager` only when it is comparable with the baseline (same leaves, dtypes)."""
+    why = comparable(mine[0], base[0])
+    if why is not None:
+        return DistancesFile(1, baseline, None, comparable=False, why=why)
+    if eager is not None and comparable(eager[1], base[0]) is not None:
+        eager = None
+    leaves = []
+    for i, leaf in enumerate(mine[0].leaves):
+        spread = distance(eager[2][i], base[1][i]) if eager is not None else None
+        e_eager = _err(eager[1].leaves[i]) if eager is not None else None
+        leaves.append(
+            LeafDistance(
+                path=leaf.path,
+                dtype=leaf.dtype,
+                vs_baseline=distance(mine[1][i], base[1][i]),
+                vs_eager=distance(mine[1][i], eager[2][i]) if eager is not None else None,
+                allowed=allowed(leaf.dtype, spread, _err(base[0].leaves[i]), e_eager),
+                spread=spread,
+            )
+        )
+    made = (
+        f"{SAFETY:g} x the largest of eager's spread from the baseline, their errors against "
+        f"float64 and {FLOOR_ULPS:g} units of roundoff"
+        if eager is not None
+        else f"{SAFETY:g} x the larger of the baseline's error against float64 and "
+        f"{FLOOR_ULPS:g} units of roundoff (no eager variant of these inputs)"
+    )
+    return DistancesFile(
+        1, baseline, eager[0] if eager is not None else None, leaves=tuple(leaves), why=made
+    )
+
+
+def worst(leaves: Sequence[LeafDistance]) -> LeafDistance | None:
+    """Returns the leaf furthest past (or nearest to) its allowed distance."""
+
+    def over(d: LeafDistance) -> float:
+        if d.vs_baseline is None:
+            return -1.0
+        if d.allowed <= 0:
+            return math.inf if d.vs_baseline > 0 else 0.0
+        return d.vs_baseline / d.allowed
+
+    return max(leaves, key=over, default=None)
+
+
+def moved(d: LeafDistance) -> bool:
+    """True when the leaf is further from the baseline's than its allowed distance."""
+    return d.vs_baseline is not None and d.vs_baseline > d.allowed
