@@ -7,17 +7,20 @@ their rounding, and how far that rounding carries depends on the program: its re
 lengths, its depth, its conditioning (a softmax's gradient amplifies what a GELU would not).
 A bound from ulps needs those, which the harness does not know for an arbitrary program;
 reassociation noise needs a permuted reduction order, which an arbitrary program does not
-offer. What the run does have, per leaf and on the same inputs, is three measurements of
-that rounding: eager's distance from the baseline (the measured spread of two correct
-implementations), and each one's error against the float64 reference (how far this dtype's
-rounding moves this leaf here). So a leaf's allowed distance is
+offer. What the run does have, per leaf and on the same inputs, is the measured spread of two
+correct implementations: eager's distance from the baseline. So a leaf's allowed distance is
 
-    allowed = SAFETY · max(spread, e_baseline, e_eager, FLOOR_ULPS · u_dtype)
+    allowed = SAFETY · max(spread, FLOOR_ULPS · u_dtype)
 
-with SAFETY 2 (a third correct implementation may sit on the far side of the reference from
-the baseline: ‖a − b‖ ≤ e_a + e_b) and a floor of a few units of roundoff for leaves that the
-two compute bit for bit alike. A variant "changes the numerics" only when a leaf moves further
-than that: its compiler did more than round differently. Integer leaves are exact (allowed 0).
+with SAFETY 2 (a third correct implementation may sit on the far side of the baseline from
+eager) and a floor of a few units of roundoff for leaves the two compute bit for bit alike.
+Without an eager variant of the same inputs, the baseline's error against float64 stands in
+for the spread (`allowed = SAFETY · max(e_baseline, FLOOR_ULPS · u)`): it measures how far
+this dtype's rounding moves this leaf here. It is not used beside a measured spread, because
+it also holds whatever the float64 reference computes differently from both (the x64 run's
+own compiler may drop a bf16 round trip the program asks for: examples/rounding.py), which
+eager and the baseline share and a third implementation need not. A variant "changes the
+numerics" only when a leaf moves further than that. Integer leaves are exact (allowed 0).
 
 The kept outputs. Each variant's result is kept as `outputs.npz` (AccuracyFile.outputs):
 every value of a leaf up to MAX_KEPT values, else a seeded sample of MAX_KEPT flat indices
@@ -96,12 +99,14 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a64 - b64) / max(float(np.linalg.norm(b64)), 1e-30))
 
 
-def allowed(dtype: str, spread: float | None, e_base: float | None, e_eager: float | None) -> float:
-    """Returns the distance two correct implementations of `dtype` may have on a leaf."""
+def allowed(dtype: str, spread: float | None, e_base: float | None) -> float:
+    """Returns the distance two correct implementations of `dtype` may have on a leaf: from
+    eager's measured `spread` from the baseline, else the baseline's error `e_base`."""
     u = UNIT_ROUNDOFF.get(dtype)
     if u is None:  # an integer or bool leaf: exact
         return 0.0
-    measured = [x for x in (spread, e_base, e_eager) if x is not None and math.isfinite(x)]
+    scale = spread if spread is not None else e_base
+    measured = [scale] if scale is not None and math.isfinite(scale) else []
     return SAFETY * max([*measured, FLOOR_ULPS * u])
 
 
@@ -136,20 +141,19 @@ def distances(
     leaves = []
     for i, leaf in enumerate(mine[0].leaves):
         spread = distance(eager[2][i], base[1][i]) if eager is not None else None
-        e_eager = _err(eager[1].leaves[i]) if eager is not None else None
         leaves.append(
             LeafDistance(
                 path=leaf.path,
                 dtype=leaf.dtype,
                 vs_baseline=distance(mine[1][i], base[1][i]),
                 vs_eager=distance(mine[1][i], eager[2][i]) if eager is not None else None,
-                allowed=allowed(leaf.dtype, spread, _err(base[0].leaves[i]), e_eager),
+                allowed=allowed(leaf.dtype, spread, _err(base[0].leaves[i])),
                 spread=spread,
             )
         )
     made = (
-        f"{SAFETY:g} x the largest of eager's spread from the baseline, their errors against "
-        f"float64 and {FLOOR_ULPS:g} units of roundoff"
+        f"{SAFETY:g} x the larger of eager's spread from the baseline and {FLOOR_ULPS:g} "
+        "units of roundoff"
         if eager is not None
         else f"{SAFETY:g} x the larger of the baseline's error against float64 and "
         f"{FLOOR_ULPS:g} units of roundoff (no eager variant of these inputs)"

@@ -8,6 +8,7 @@ re-judges a saved run without opening an array. The estimate is harness.numerics
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -30,31 +31,36 @@ def _kept(folder: RunFolder, name: str) -> Kept | None:
     return None if values is None else (accuracy, values)
 
 
-def _first(kept: dict[str, Kept], summary: RunSummary, role: str, like: AccuracyFile) -> str | None:
+def _first(
+    kept: dict[str, Kept], roles: Mapping[str, tuple[str, ...]], role: str, like: AccuracyFile
+) -> str | None:
     """The first variant with `role` whose result compares leaf by leaf with `like`."""
     return next(
         (
             name
-            for name, v in summary.variants.items()
+            for name, have in roles.items()
             if name in kept
-            and role in v.identity.roles
+            and role in have
             and numerics_effect.comparable(kept[name][0], like) is None
         ),
         None,
     )
 
 
-def distances_of(workdir: Path, summary: RunSummary) -> dict[str, DistancesFile]:
+def distances_of(
+    workdir: Path, roles: Mapping[str, tuple[str, ...]], baseline: str
+) -> dict[str, DistancesFile]:
     """Returns each variant's distances from its baseline (the first baseline-role variant of
-    the same leaves, shapes and dtypes, else the run's baseline), eager's spread included."""
+    the same leaves, shapes and dtypes, else the run's `baseline`), eager's spread included;
+    `roles` are the variants' roles, in config order."""
     folder = RunFolder(workdir)
-    kept = {n: k for n in summary.variants if (k := _kept(folder, n)) is not None}
+    kept = {n: k for n in roles if (k := _kept(folder, n)) is not None}
     out: dict[str, DistancesFile] = {}
     for name, mine in kept.items():
-        base = _first(kept, summary, "baseline", mine[0]) or summary.baseline
+        base = _first(kept, roles, "baseline", mine[0]) or baseline
         if base == name or base not in kept:
             continue
-        eager = _first(kept, summary, "eager", kept[base][0])
+        eager = _first(kept, roles, "eager", kept[base][0])
         out[name] = numerics_effect.distances(
             base,
             mine,
@@ -67,5 +73,6 @@ def distances_of(workdir: Path, summary: RunSummary) -> dict[str, DistancesFile]
 def write_distances(workdir: Path, summary: RunSummary) -> None:
     """Writes distances.json of every variant that has a baseline to be compared with."""
     folder = RunFolder(workdir)
-    for name, record in distances_of(workdir, summary).items():
+    roles = {name: v.identity.roles for name, v in summary.variants.items()}
+    for name, record in distances_of(workdir, roles, summary.baseline).items():
         run_records.write(folder.variant(name).distances, record)
