@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
@@ -39,9 +40,15 @@ import numpy as np
 from harness import io
 from harness.summary_numerics import AccuracyFile, DistancesFile, LeafAccuracy, LeafDistance
 
+# What the capture keeps of a result: each leaf's values, its float64 reference's, its errors.
+Kept = tuple[list[np.ndarray], list[np.ndarray], list[LeafAccuracy]]
 MAX_KEPT = 4096  # values kept per leaf: 16 KiB of float32
 SAMPLE_SEED = 0
 SAFETY = 2.0
+# Two variants compute the same function of the same inputs when their float64 references
+# agree this closely (relative): else a different function (an exact GELU, the GEMM alone, W
+# rounded to bf16) is compared, which is no compiler's doing.
+SAME_FUNCTION = 1e-9
 FLOOR_ULPS = 4.0
 # The unit roundoff of each floating dtype (half an ulp of 1.0).
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
@@ -63,13 +70,18 @@ def kept_values(leaf: np.ndarray, limit: int = MAX_KEPT) -> tuple[np.ndarray, np
     return values.astype(np.float32 if floating else np.int64), idx
 
 
-def write_outputs(path: Path, leaves: Sequence[np.ndarray]) -> tuple[tuple[int, bool], ...]:
-    """Writes the kept values of each leaf to `path` (.npz); returns (kept, sampled) per leaf."""
+def write_outputs(
+    path: Path, leaves: Sequence[np.ndarray], references: Sequence[np.ndarray]
+) -> tuple[tuple[int, bool], ...]:
+    """Writes the kept values of each leaf and of its float64 reference (the same indices) to
+    `path` (.npz); returns (kept, sampled) per leaf."""
     arrays: dict[str, np.ndarray] = {}
     shape = []
-    for i, leaf in enumerate(leaves):
+    for i, (leaf, ref) in enumerate(zip(leaves, references, strict=True)):
         values, idx = kept_values(leaf)
+        flat = np.asarray(ref, np.float64).reshape(-1)
         arrays[f"v{i}"] = values
+        arrays[f"r{i}"] = flat if idx is None else flat[idx]
         if idx is not None:
             arrays[f"i{i}"] = idx
         shape.append((int(values.size), idx is not None))
@@ -79,13 +91,14 @@ def write_outputs(path: Path, leaves: Sequence[np.ndarray]) -> tuple[tuple[int, 
     return tuple(shape)
 
 
-def read_outputs(path: Path, leaves: int) -> list[np.ndarray] | None:
-    """Returns the kept values of `leaves` leaves; None when the file is absent or short."""
+def read_outputs(path: Path, leaves: int, kind: str = "v") -> list[np.ndarray] | None:
+    """Returns the kept values (`kind` "v") or their references' ("r") of `leaves` leaves;
+    None when the file is absent or short."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as data:
-            return [np.asarray(data[f"v{i}"]) for i in range(leaves)]
+            return [np.asarray(data[f"{kind}{i}"]) for i in range(leaves)]
     except (OSError, KeyError, ValueError):
         return None
 
@@ -110,14 +123,32 @@ def allowed(dtype: str, spread: float | None, e_base: float | None) -> float:
     return SAFETY * max([*measured, FLOOR_ULPS * u])
 
 
-def comparable(a: AccuracyFile, b: AccuracyFile) -> str | None:
-    """Returns why two variants' results cannot be compared leaf by leaf; None when they can."""
-    if len(a.leaves) != len(b.leaves):
-        return f"{len(a.leaves)} leaves against {len(b.leaves)}"
-    for x, y in zip(a.leaves, b.leaves, strict=True):
+@dataclass(frozen=True)
+class Result:
+    """A variant's kept result as the analysis reads it back: its per-leaf errors
+    (numerics.json) and each leaf's kept values and float64 reference values (outputs.npz)."""
+
+    accuracy: AccuracyFile
+    values: list[np.ndarray]
+    references: list[np.ndarray]
+
+
+def comparable(a: Result, b: Result) -> str | None:
+    """Returns why two variants' results cannot be compared leaf by leaf (other leaves,
+    shapes or dtypes, or another function of other inputs: their float64 references differ);
+    None when they can."""
+    if len(a.accuracy.leaves) != len(b.accuracy.leaves):
+        return f"{len(a.accuracy.leaves)} leaves against {len(b.accuracy.leaves)}"
+    for x, y in zip(a.accuracy.leaves, b.accuracy.leaves, strict=True):
         if (x.path, x.dtype, x.shape, x.kept) != (y.path, y.dtype, y.shape, y.kept):
             were = f"{x.dtype}{list(x.shape)} against {y.dtype}{list(y.shape)}"
             return f"leaf {x.path or 'y'}: {were}"
+    for x, ra, rb in zip(a.accuracy.leaves, a.references, b.references, strict=True):
+        if distance(ra, rb) > SAME_FUNCTION:
+            return (
+                f"leaf {x.path or 'y'}: the float64 references differ by "
+                f"{distance(ra, rb):.1e}: another function, or other inputs"
+            )
     return None
 
 
@@ -126,28 +157,25 @@ def _err(leaf: LeafAccuracy | None) -> float | None:
 
 
 def distances(
-    baseline: str,
-    mine: tuple[AccuracyFile, list[np.ndarray]],
-    base: tuple[AccuracyFile, list[np.ndarray]],
-    eager: tuple[str, AccuracyFile, list[np.ndarray]] | None,
+    baseline: str, mine: Result, base: Result, eager: tuple[str, Result] | None
 ) -> DistancesFile:
     """Returns a variant's distances from the baseline (and eager), each leaf with its allowed
-    distance; `eager` only when it is comparable with the baseline (same leaves, dtypes)."""
-    why = comparable(mine[0], base[0])
+    distance; `eager` counts only when it is comparable with the baseline."""
+    why = comparable(mine, base)
     if why is not None:
         return DistancesFile(1, baseline, None, comparable=False, why=why)
-    if eager is not None and comparable(eager[1], base[0]) is not None:
+    if eager is not None and comparable(eager[1], base) is not None:
         eager = None
     leaves = []
-    for i, leaf in enumerate(mine[0].leaves):
-        spread = distance(eager[2][i], base[1][i]) if eager is not None else None
+    for i, leaf in enumerate(mine.accuracy.leaves):
+        spread = distance(eager[1].values[i], base.values[i]) if eager is not None else None
         leaves.append(
             LeafDistance(
                 path=leaf.path,
                 dtype=leaf.dtype,
-                vs_baseline=distance(mine[1][i], base[1][i]),
-                vs_eager=distance(mine[1][i], eager[2][i]) if eager is not None else None,
-                allowed=allowed(leaf.dtype, spread, _err(base[0].leaves[i])),
+                vs_baseline=distance(mine.values[i], base.values[i]),
+                vs_eager=distance(mine.values[i], eager[1].values[i]) if eager else None,
+                allowed=allowed(leaf.dtype, spread, _err(base.accuracy.leaves[i])),
                 spread=spread,
             )
         )

@@ -11,28 +11,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-
 from harness import numerics_effect, run_records
+from harness.numerics_effect import Result
 from harness.runfolder import RunFolder
 from harness.summary import RunSummary
-from harness.summary_numerics import AccuracyFile, DistancesFile
-
-Kept = tuple[AccuracyFile, list[np.ndarray]]
+from harness.summary_numerics import DistancesFile
 
 
-def _kept(folder: RunFolder, name: str) -> Kept | None:
-    """A variant's per-leaf errors and kept values; None when it kept none."""
+def _kept(folder: RunFolder, name: str) -> Result | None:
+    """A variant's per-leaf errors, kept values and references; None when it kept none."""
     vf = folder.variant(name)
     accuracy = run_records.load_if_present(run_records.NUMERICS, vf.numerics)
     if accuracy is None or accuracy.outputs is None:
         return None
-    values = numerics_effect.read_outputs(vf.root / accuracy.outputs, len(accuracy.leaves))
-    return None if values is None else (accuracy, values)
+    path, n = vf.root / accuracy.outputs, len(accuracy.leaves)
+    values = numerics_effect.read_outputs(path, n)
+    references = numerics_effect.read_outputs(path, n, "r")
+    if values is None or references is None:
+        return None
+    return Result(accuracy, values, references)
 
 
 def _first(
-    kept: dict[str, Kept], roles: Mapping[str, tuple[str, ...]], role: str, like: AccuracyFile
+    kept: dict[str, Result], roles: Mapping[str, tuple[str, ...]], role: str, like: Result
 ) -> str | None:
     """The first variant with `role` whose result compares leaf by leaf with `like`."""
     return next(
@@ -41,7 +42,7 @@ def _first(
             for name, have in roles.items()
             if name in kept
             and role in have
-            and numerics_effect.comparable(kept[name][0], like) is None
+            and numerics_effect.comparable(kept[name], like) is None
         ),
         None,
     )
@@ -57,15 +58,15 @@ def distances_of(
     kept = {n: k for n in roles if (k := _kept(folder, n)) is not None}
     out: dict[str, DistancesFile] = {}
     for name, mine in kept.items():
-        base = _first(kept, roles, "baseline", mine[0]) or baseline
+        base = _first(kept, roles, "baseline", mine) or baseline
         if base == name or base not in kept:
             continue
-        eager = _first(kept, roles, "eager", kept[base][0])
+        eager = _first(kept, roles, "eager", kept[base])
         out[name] = numerics_effect.distances(
             base,
             mine,
             kept[base],
-            (eager, *kept[eager]) if eager is not None and eager != name else None,
+            (eager, kept[eager]) if eager is not None and eager != name else None,
         )
     return out
 

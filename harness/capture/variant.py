@@ -33,6 +33,8 @@ from harness import io, ladder, numerics_effect, run_records
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
+from harness.numerics_effect import Kept
+from harness.precision import narrowest_float
 from harness.runfolder import RECOMPILE_FILE, VariantFolder
 from harness.summary import (
     CaptureRecord,
@@ -161,8 +163,9 @@ class Subject:
     judge: Callable[[Any], Numerics]
     program: Program | None = None
     describe: Callable[[Any, str, float | None], ProgramRecord] | None = None
-    # Each result leaf against float64 (a program's); None: the one leaf `judge` measured.
-    leaves: Callable[[Any], list[LeafAccuracy]] | None = None
+    # What the compiler-effect rules keep of a result: each leaf's values, its float64
+    # reference's (same shapes) and its errors (numerics_effect.Kept).
+    kept: Callable[[Any], Kept] | None = None
 
     @property
     def module_re(self) -> str:
@@ -180,7 +183,12 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        return Subject(fn, placed, lambda y: _numerics(exp, variant, sharded.gathered(y), inputs))
+        return Subject(
+            fn,
+            placed,
+            lambda y: _numerics(exp, variant, sharded.gathered(y), inputs),
+            kept=lambda y: _gelu_kept(exp, variant, sharded.gathered(y), inputs),
+        )
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
     args = program.args_for(p, seed)
@@ -212,11 +220,13 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
-    def leaves(y: Any) -> list[LeafAccuracy]:
-        return program.judged_leaves(y, reference()[0], program.computed_in(args))
+    def kept(y: Any) -> Kept:
+        ref = reference()[0]
+        leaves = program.judged_leaves(y, ref, program.computed_in(args))
+        return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
 
     placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
-    return Subject(fn, placed, judge, p, describe, leaves)
+    return Subject(fn, placed, judge, p, describe, kept)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.
@@ -314,41 +324,50 @@ def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inpu
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
-def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
-    """Returns the result's numerics, and keeps its per-leaf errors and values
-    (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
-    `numerics` probe's failure (recorded in ctx), not the variant's."""
-    try:
-        judged = subject.judge(y)
-        leaves = subject.leaves(y) if subject.leaves is not None else [_one_leaf(y, judged)]
-        keep_numerics(VariantFolder(ctx.variant_dir), leaves, y)
-        return judged
-    except Exception as e:
-        ctx.failures.append(failed_probe("numerics", e))
-        return None
-
-
-def _one_leaf(y: Any, n: Numerics) -> LeafAccuracy:
-    """The GELU expression's one result leaf, as its (sampled rows') numerics judged it."""
-    tolerance = n.tolerance if n.tolerance is not None else 0.0
-    dtype = next((d for d, t in expression.TOLERANCE.items() if t == tolerance), "float32")
-    shape = tuple(int(d) for d in np.shape(sharded.gathered(y)))
-    return LeafAccuracy(
+def _gelu_kept(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Kept:
+    """The GELU expression's result on the rows its numerics check, their float64 reference
+    and its one leaf's errors."""
+    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
+    got = np.asarray(y)[..., rows, :]
+    n = expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
+    dtype = narrowest_float((variant.problem.dtype, variant.problem.weight_dtype))
+    leaf = LeafAccuracy(
         "",
         dtype,
-        shape,
+        tuple(int(d) for d in got.shape),
         n.rel_fro_err,
         n.tolerance,
         n.ok,
         max_abs_err=n.max_abs_err,
         max_rel_err=n.max_rel_err,
     )
+    return [got], [ref], [leaf]
 
 
-def keep_numerics(folder: VariantFolder, leaves: list[LeafAccuracy], y: Any) -> None:
-    """Writes the result's kept values (outputs.npz) and its per-leaf errors (numerics.json)."""
-    values = [np.asarray(v) for v in jax.tree.leaves(sharded.gathered(y))]
-    kept = numerics_effect.write_outputs(folder.outputs, values)
+def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
+    """Returns the result's numerics, and keeps its per-leaf errors and values
+    (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
+    `numerics` probe's failure (recorded in ctx), not the variant's."""
+    try:
+        judged = subject.judge(y)
+        if subject.kept is not None:
+            keep_numerics(VariantFolder(ctx.variant_dir), *subject.kept(y))
+        return judged
+    except Exception as e:
+        ctx.failures.append(failed_probe("numerics", e))
+        return None
+
+
+def keep_numerics(
+    folder: VariantFolder,
+    values: list[np.ndarray],
+    references: list[np.ndarray],
+    leaves: list[LeafAccuracy],
+) -> None:
+    """Writes the result's kept values with their references' (outputs.npz) and its per-leaf
+    errors (numerics.json)."""
+    kept = numerics_effect.write_outputs(folder.outputs, values, references)
     leaves = [
         dataclasses.replace(leaf, kept=n, sampled=sampled)
         for leaf, (n, sampled) in zip(leaves, kept, strict=True)

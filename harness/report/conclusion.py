@@ -2,7 +2,8 @@
 
 Either the top findings (the same ranked list the report leads with, read from summary.json's
 `findings`), one line each, or the one line that says the run could not resolve differences,
-with its evidence.
+with its evidence; then the numerics, which rest on no timing: each dtype's accuracy once, and
+each variant whose result a compiler choice moved.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
     line = resolution.unresolved_line(run.summary)
     if line is not None:
-        return [f"could not resolve: {line}", f"time it again later: {retime_command(run)}"]
+        return [
+            f"could not resolve: {line}",
+            f"time it again later: {retime_command(run)}",
+            *numerics_lines(run),  # the numerics rest on no timing
+        ]
     if run.summary.findings is None:
         return [f"findings: not recorded (`python -m harness.migrate --run={run.path}`)"]
     found = run.summary.findings.timing
@@ -47,7 +52,8 @@ def numerics_lines(run: data.RunData) -> list[str]:
     out = [f"numerics: {a.what}" for a in f.numerics]
     out += [f"numerics: {e.what}" for e in moved]
     if same:
-        out.append(f"numerics: {same} variants compute the baseline's result within rounding")
+        which = "1 variant computes" if same == 1 else f"{same} variants compute"
+        out.append(f"numerics: {which} the baseline's result within rounding")
     return out
 
 
