@@ -78,3 +78,5 @@ _.bytes_source  # harness/run_records.py:104: field of the record Ceilings: writ
 _.pass_  # harness/run_records.py:257: field of the records PassRow and CommStage: written to JSON through dataclasses.fields (as `pass`)
 _.first_call  # harness/run_records.py:318: field of the records CompileFile and TorchCompileFile: written to JSON through dataclasses.fields
 _.unregister  # harness/frontends/registry.py:116: kept for tests/test_frontends.py (a test's plug-in is taken out again)
+_.sample_seed  # harness/summary_numerics.py: field of the record AccuracyFile: the seed outputs.npz's sample was drawn with, for a reader of the file
+_.vs_eager  # harness/summary_numerics.py: field of the record LeafDistance: written to distances.json through dataclasses.fields
