@@ -23,8 +23,10 @@ eager and the baseline share and a third implementation need not. A variant "cha
 numerics" only when a leaf moves further than that. Integer leaves are exact (allowed 0).
 
 The kept outputs. Each variant's result is kept as `outputs.npz` (AccuracyFile.outputs):
-every value of a leaf up to MAX_KEPT values, else a seeded sample of MAX_KEPT flat indices
-(the same for every variant, so samples line up), stored as float32 (bf16 and f16 exactly).
+every value of a leaf up to `leaf_limit` values (MAX_KEPT, fewer for a result of many leaves:
+MAX_KEPT_TOTAL over all of them), else a seeded sample of that many flat indices (the same for
+every variant, so samples line up), stored as float32 (bf16 and f16 exactly), beside the same
+values of its float64 reference.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from harness.summary_numerics import AccuracyFile, DistancesFile, LeafAccuracy, 
 
 # What the capture keeps of a result: each leaf's values, its float64 reference's, its errors.
 Kept = tuple[list[np.ndarray], list[np.ndarray], list[LeafAccuracy]]
-MAX_KEPT = 4096  # values kept per leaf: 16 KiB of float32
+MAX_KEPT = 4096  # values kept per leaf: 16 KiB of float32 (and 32 KiB of its reference)
+MAX_KEPT_TOTAL = 1 << 16  # values kept over all leaves: a result of many leaves keeps fewer of each
+MIN_KEPT = 256
 SAMPLE_SEED = 0
 SAFETY = 2.0
 # Two variants compute the same function of the same inputs when their float64 references
@@ -70,6 +74,11 @@ def kept_values(leaf: np.ndarray, limit: int = MAX_KEPT) -> tuple[np.ndarray, np
     return values.astype(np.float32 if floating else np.int64), idx
 
 
+def leaf_limit(leaves: int) -> int:
+    """Returns how many values are kept of each of a result's `leaves` leaves."""
+    return max(MIN_KEPT, min(MAX_KEPT, MAX_KEPT_TOTAL // max(leaves, 1)))
+
+
 def write_outputs(
     path: Path, leaves: Sequence[np.ndarray], references: Sequence[np.ndarray]
 ) -> tuple[tuple[int, bool], ...]:
@@ -77,8 +86,9 @@ def write_outputs(
     `path` (.npz); returns (kept, sampled) per leaf."""
     arrays: dict[str, np.ndarray] = {}
     shape = []
+    limit = leaf_limit(len(leaves))
     for i, (leaf, ref) in enumerate(zip(leaves, references, strict=True)):
-        values, idx = kept_values(leaf)
+        values, idx = kept_values(leaf, limit)
         flat = np.asarray(ref, np.float64).reshape(-1)
         arrays[f"v{i}"] = values
         arrays[f"r{i}"] = flat if idx is None else flat[idx]

@@ -166,6 +166,8 @@ def test_the_ynnpack_fusion_moves_the_result_and_the_search_names_its_pass(
     eager = [np.asarray(rounding.rounded_apply(params, x), np.float32)]
     dump = tmp_path / "dump"
     moved = _kept({"xla_dump_to": str(dump), "xla_dump_hlo_pass_re": ".*"})
+    if not any("ynn_fusion" in p.read_text() for p in dump.glob("*after_optimizations.txt")):
+        pytest.skip("this CPU build has no YNNPACK dot fusion (jax 0.10 on x86 has)")
     acc = _accuracy([1e-7], "float32", 2e-3)
     ref = [base[0].astype(np.float64)]  # one function of one input: one reference
     d = numerics_effect.distances(

@@ -97,7 +97,7 @@ def numerics(v: VariantData) -> str:
         if n.rel_fro_err is not None
         else ""
     )
-    return ("within its tolerance" if n.ok else "over its tolerance") + tail
+    return ("ok" if n.ok else "over its tolerance") + tail
 
 
 def divergence(v: VariantData, linked: bool = False) -> str:
