@@ -23,10 +23,12 @@ from harness import numerics_effect, run_records
 from harness.analyze.rules import numerics
 from harness.analyze.rules.facts import RunFacts, VariantFacts
 from harness.capture import numerics_pass
+from harness.config import load
 from harness.migrate import add_findings
 from harness.numerics_effect import Result
 from harness.summary import Identity, Numerics, RunSummary, VariantSummary, load_summary
 from harness.summary_numerics import AccuracyFile, LeafAccuracy, PassTrial
+from harness.variants import program
 
 YNN_OFF = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
@@ -226,3 +228,36 @@ def test_the_planted_study_records_the_pass_and_migrate_rejudges_it(tmp_path: Pa
         e for e in load_summary(run / "summary.json").findings.effects if e.variant == "xla_default"
     ]
     assert (effect.verdict, effect.first_pass) == ("changes", "dot-library-rewriter")
+
+
+# --- the bf16 program: its own rounding is no failure ------------------------------------------
+
+
+def _kept_result(values: list[np.ndarray], ref: tuple, leaves: list) -> Result:
+    acc = AccuracyFile(1, tuple(leaves), "outputs.npz")
+    return Result(acc, [numerics_effect.kept_values(v)[0] for v in values], list(ref))
+
+
+@pytest.mark.slow
+def test_bf16_attention_rounding_is_a_note_and_no_variant_changes_the_numerics() -> None:
+    exp = load(str(REPO / "configs" / "bf16_cpu.yaml")).experiment
+    v = exp.variant("xla")
+    args = program.args_for(v.program, exp.seed)
+    ref, _ = program.reference_for(v.program, exp.program.kwargs, args, exp.seed)
+    fn = program.bound(v.program)
+    results = {}
+    for name, y in (("eager", fn(*args.args)), ("xla", jax.jit(fn)(*args.args))):
+        leaves = program.judged_leaves(y, ref, program.computed_in(args))
+        values = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
+        results[name] = _kept_result(values, ref, leaves)
+    eager_err = max(leaf.rel_fro_err or 0.0 for leaf in results["eager"].accuracy.leaves)
+    assert eager_err > 2e-2  # bf16's own rounding, with no compiler choice, is over tolerance
+    d = numerics_effect.distances("xla", results["eager"], results["xla"], None)
+    run = _run(
+        _variant("eager", ("eager",), accuracy=results["eager"].accuracy, distances=d),
+        _variant("xla", ("baseline",), accuracy=results["xla"].accuracy),
+    )
+    (accuracy,) = numerics.Accuracy().conclude(run)
+    assert accuracy.dtype == "bfloat16" and accuracy.verdict == "rounding", accuracy.what
+    (effect,) = numerics.CompilerEffect().conclude(run)
+    assert effect.verdict == "same", effect.what
