@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 # The floating dtypes a GEMM ceiling and a tolerance are known for, narrowest first.
 FLOATS = ("bfloat16", "float16", "float32")
+# The relative Frobenius error against float64 each dtype's result is held to.
+TOLERANCE = {"float32": 2e-3, "float16": 5e-3, "bfloat16": 2e-2}
 SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 NOTE = {
     "tf32": "float32 at JAX's default precision runs on TF32 tensor cores on NVIDIA GPUs",

@@ -227,8 +227,10 @@ def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = 
             line += f"  first call {record.pauses.first_call_s:.3f} s"
         if record.recompile and record.recompile.seconds is not None:
             line += f"  recompile {record.recompile.seconds:.3f} s"
-        if record.numerics is not None:
-            line += "  numerics " + ("ok" if record.numerics.ok else "FAIL")
+        if record.numerics is not None and record.numerics.rel_fro_err is not None:
+            # Accuracy only: whether a compiler choice moved the result is the analysis's
+            # verdict against the baseline, printed with the conclusion.
+            line += f"  vs float64 {record.numerics.rel_fro_err:.1e}"
         if record.probe_failures:
             probes = ", ".join(dict.fromkeys(f.probe for f in record.probe_failures))
             line += f"  probe failed: {probes} (see summary)"
@@ -421,6 +423,46 @@ class Supervisor:
             return note
         return None
 
+    def numerics_pass(self) -> str | None:
+        """Finds, for each variant whose result moved from the baseline's beyond the estimate
+        (harness.analyze.numerics), the first pass after which it moves, in the current
+        worker (`measure.numerics_pass_compiles`). Returns None, or why it could not: a worker
+        that dies searching is replaced, and the run goes on."""
+        from harness import numerics_effect
+        from harness.analyze import numerics as numerics_analysis
+        from harness.config.roles import roles_of
+        from harness.records import to_json
+
+        exp = self.exp
+        roles = {
+            v.name: roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles)
+            for v in exp.selected_variants
+        }
+        found = numerics_analysis.distances_of(self.workdir, roles, exp.baseline)
+        moved = {
+            name: d
+            for name, d in found.items()
+            if d.comparable and any(numerics_effect.moved(leaf) for leaf in d.leaves)
+        }
+        if not moved:
+            return None
+        _stage(f"numerics: the pass that moved {', '.join(moved)}")
+        self.session.worker.send(
+            "numerics_pass",
+            workdir=str(self.workdir),
+            searches=[{"variant": n, "distances": to_json(d)} for n, d in moved.items()],
+        )
+        within = exp.limits.call_s * (1 + exp.measure.numerics_pass_compiles) * len(moved)
+        try:
+            self.session.worker.expect("numerics_pass_done", within=within)
+        except WorkerDied as died:
+            note = f"no numerics pass search: the worker {died.how()} while searching"
+            print(f"    {note}; a new worker times the variants", file=sys.stderr, flush=True)
+            self.session.worker.save_log(self.workdir)
+            self.session.worker = self._new_worker()
+            return note
+        return None
+
     def time(self, timed: list[str], file: str = runfolder.TIMING_FILE) -> TimingRecord:
         """Times `timed` together in the current worker; a variant whose compile or calls for
         timing kill the worker (or raise, or hang past the time limit) is excluded with the
@@ -589,6 +631,10 @@ def _stages(
     missing = supervisor.ceilings()
     if missing:
         manifest_notes.append(missing)
+    if exp.measure.numerics_pass_compiles:
+        unsearched = supervisor.numerics_pass()
+        if unsearched:
+            manifest_notes.append(unsearched)
     supervisor.time(timed)
     # It exits while the analysis runs (a group's others with it); its log is kept after the
     # report.

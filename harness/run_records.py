@@ -29,6 +29,7 @@ from typing import Any
 
 from harness import io, runfolder
 from harness.records import EMPTY, Plain, SchemaError, doc, from_json, loads, to_json
+from harness.summary_numerics import AccuracyFile, DistancesFile, PassSearch
 
 # --- manifest.json ------------------------------------------------------------------------------
 
@@ -478,7 +479,13 @@ TORCH_COMPILE = _first(runfolder.COMPILE_FILE, TorchCompileFile)  # a PyTorch va
 COST = _first(runfolder.COST_FILE, CostFile)
 RANKING = _first(runfolder.RANKING_FILE, RankingFile, compact=True)
 COMM = _first(runfolder.COMM_FILE, CommFile)
-KINDS = (MANIFEST, CEILINGS, FUSIONS, KERNELS, PASSES, COMPILE, TORCH_COMPILE, COST, RANKING, COMM)
+NUMERICS = _first(runfolder.NUMERICS_FILE, AccuracyFile)
+DISTANCES = _first(runfolder.DISTANCES_FILE, DistancesFile)
+NUMERICS_PASS = _first(runfolder.NUMERICS_PASS_FILE, PassSearch)
+KINDS = (
+    *(MANIFEST, CEILINGS, FUSIONS, KERNELS, PASSES, COMPILE, TORCH_COMPILE, COST, RANKING, COMM),
+    *(NUMERICS, DISTANCES, NUMERICS_PASS),
+)
 _KIND_OF = {k.record: k for k in KINDS}
 
 

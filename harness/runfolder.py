@@ -41,6 +41,10 @@ COST_FILE = "cost.json"
 RANKING_FILE = "ranking.json"
 COMM_FILE = "comm.json"
 MEMORY_FILE = "memory.json"
+NUMERICS_FILE = "numerics.json"  # the capture's per-leaf errors against float64
+OUTPUTS_FILE = "outputs.npz"  # the capture's kept result values (bounded)
+DISTANCES_FILE = "distances.json"  # the analysis's per-leaf distances from the baseline
+NUMERICS_PASS_FILE = "numerics_pass.json"  # the optional search for the pass that moved it
 TORCH_FILE = "torch.json"  # the PyTorch capture's facts
 TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
 RECOMPILE_FILE = "recompile.txt"
@@ -116,6 +120,22 @@ class VariantFolder:
     @property
     def memory(self) -> Path:
         return self.root / MEMORY_FILE
+
+    @property
+    def numerics(self) -> Path:
+        return self.root / NUMERICS_FILE
+
+    @property
+    def outputs(self) -> Path:
+        return self.root / OUTPUTS_FILE
+
+    @property
+    def distances(self) -> Path:
+        return self.root / DISTANCES_FILE
+
+    @property
+    def numerics_pass(self) -> Path:
+        return self.root / NUMERICS_PASS_FILE
 
     @property
     def torch(self) -> Path:

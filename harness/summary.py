@@ -40,11 +40,12 @@ from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_noise import Noise, migrate_v6, migrate_v7
+from harness.summary_numerics import migrate_v8
 from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -763,4 +764,5 @@ MIGRATIONS = {
     5: migrate_v5,
     6: migrate_v6,
     7: migrate_v7,
+    8: migrate_v8,
 }

@@ -43,6 +43,9 @@ FILE_HEADINGS = (
     (run_records.COST, VARIANT, ""),
     (run_records.RANKING, VARIANT, ""),
     (run_records.COMM, VARIANT, ""),
+    (run_records.NUMERICS, VARIANT, ""),
+    (run_records.DISTANCES, VARIANT, ""),
+    (run_records.NUMERICS_PASS, VARIANT, ""),
 )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.match.gaps import AttributionGaps
 from harness.records import Plain, doc
+from harness.summary_numerics import AccuracyFinding, EffectFinding
 
 VERSION = 6
 
@@ -277,6 +278,12 @@ class Findings:
     )
     observations: tuple[Observation, ...] = doc(
         "the seed chapter's claims, claim by claim, one per framework the study has", ()
+    )
+    numerics: tuple[AccuracyFinding, ...] = doc(
+        "each dtype's accuracy against float64, once per dtype (schema 9)", ()
+    )
+    effects: tuple[EffectFinding, ...] = doc(
+        "each variant's result against the baseline's: did a compiler choice move it", ()
     )
 
 

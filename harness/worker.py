@@ -18,6 +18,9 @@ studied: a host callback prints there). Jobs, in the order the supervisor sends 
       `executables` (the supervisor's private folder) it keeps each compiled program there.
   {"op": "ceilings", "workdir": "...", "cache": "..." | null, "remeasure": false}
       measures the device's ceilings into ceilings.json.
+  {"op": "numerics_pass", "workdir": "...", "searches": [{"variant": "...", "distances": {}}]}
+      for each variant whose result moved from the baseline's, finds the first pass after
+      which it moves (harness.capture.numerics_pass); writes numerics_pass.json.
   {"op": "time", "workdir": "...", "variants": [...], "executables": "..." | null}
       times the variants together in interleaved rounds (harness.timing), loading the
       program kept for a variant another worker captured, or compiling it again; writes
@@ -278,6 +281,54 @@ class Worker:
                 self.group.barrier(f"the end of capturing {name}")
             send("done", variant=name, status=record.status)
 
+    def numerics_pass(self, job: dict[str, Any]) -> None:
+        """Searches, for each variant given with its distances from the baseline, the first
+        HLO pass after which its result moves (harness.capture.numerics_pass); writes
+        numerics_pass.json. A search that fails is recorded with the reason."""
+        from harness import numerics_effect, run_records
+        from harness.capture import numerics_pass
+        from harness.capture.variant import subject_of
+        from harness.records import from_json
+        from harness.runfolder import RunFolder
+        from harness.summary import load_capture
+        from harness.summary_numerics import DistancesFile, PassSearch
+
+        folder = RunFolder(Path(job["workdir"]))
+        budget = self.exp.measure.numerics_pass_compiles
+        for item in job["searches"]:
+            name = item["variant"]
+            send("numerics_pass", variant=name)
+            vf = folder.variant(name)
+            found = from_json(DistancesFile, item["distances"], "the numerics_pass job")
+            try:
+                variant = self.exp.variant(name)
+                subject = subject_of(self.exp, variant)
+                base = folder.variant(found.baseline)
+                values = numerics_effect.read_outputs(base.outputs, len(found.leaves))
+                if values is None:
+                    raise ValueError(f"{base.outputs} is missing or short")
+                record = numerics_pass.run_search(
+                    subject.placed.fn,
+                    subject.placed.args,
+                    dict(variant.xla_options),
+                    sorted(vf.dump.iterdir()) if vf.dump.is_dir() else [],
+                    load_capture(vf.result).module or "",
+                    values,
+                    found,
+                    budget,
+                )
+            except Exception as e:  # the probe's failure: the variant stands
+                record = PassSearch(
+                    1,
+                    leaf="",
+                    distance=0.0,
+                    allowed=0.0,
+                    budget=budget,
+                    reason=f"the search failed: {type(e).__name__}: {e}".splitlines()[0][:300],
+                )
+            run_records.write(vf.numerics_pass, record)
+        send("numerics_pass_done")
+
     def ceilings(self, job: dict[str, Any]) -> None:
         from harness import run_records
         from harness.capture import ceilings
@@ -415,7 +466,7 @@ def main(argv: list[str]) -> int:
             continue
         job = json.loads(line)
         op = job.get("op")
-        if op not in ("hello", "config", "capture", "ceilings", "time", "follow"):
+        if op not in ("hello", "config", "capture", "ceilings", "numerics_pass", "time", "follow"):
             send("error", message=f"unknown op {op!r}")
             return 2
         if worker.group is not None and worker.member.rank == 0 and op in _relayed():

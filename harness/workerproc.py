@@ -50,6 +50,8 @@ EVENTS = frozenset(
         "start",
         "done",
         "ceilings_done",
+        "numerics_pass",
+        "numerics_pass_done",
         "timing_compile",
         "timing_call",
         "timed",

@@ -18,14 +18,14 @@ import pytest
 from conftest import REPO
 
 from harness import machine_state, stats
-from harness.analyze import rules, verdicts
+from harness.analyze import judging, rules, verdicts
 from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
-from harness.analyze import judging
 from harness.search import _limits, _verdicts
 from harness.summary import (
+    SCHEMA_VERSION,
     Comparison,
     RoundContext,
     TimedVariant,
@@ -157,8 +157,8 @@ def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) 
 
 def test_an_older_summary_whose_baseline_disagreed_with_itself_is_read_as_unresolved() -> None:
     raw = json.loads((REPO / "results" / "reference" / "cpu" / "summary.json").read_text())
-    # Migrated from 3 by harness.migrate (to 8, its verdicts judged again from its rounds).
-    assert raw["schema_version"] == 8
+    # Migrated from 3 by harness.migrate (its verdicts judged again from its rounds).
+    assert raw["schema_version"] == SCHEMA_VERSION
     raw["schema_version"] = 3  # read as the version-3 file it was: its gate judged again
     assert parse_summary(raw, "reference").noise.resolved  # its A/A held, floor 7.1%
     raw["noise"]["self_ci95"] = [0.5096, 0.9906]

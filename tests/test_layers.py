@@ -27,6 +27,8 @@ LIBRARIES = (
     "harness.summary_memory",  # the memory section and its migration (issue 28)
     "harness.summary_findings",  # the findings section and its migration (issue 25)
     "harness.summary_noise",  # what a run can resolve: the A/A floor, the spread (issues 24, 38)
+    "harness.summary_numerics",  # the per-leaf numerics records and findings (issue 41)
+    "harness.numerics_effect",  # kept outputs, distances and the compiler-effect estimate
     "harness.fmt",  # number formatting, shared by the rules' sentences and the report
     "harness.summary_processes",  # the records of a study across processes (issue 31)
     "harness.summary_comm",  # the comm section, apart for summary.py's size

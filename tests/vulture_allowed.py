@@ -79,3 +79,5 @@ _.pass_  # harness/run_records.py:257: field of the records PassRow and CommStag
 _.first_call  # harness/run_records.py:318: field of the records CompileFile and TorchCompileFile: written to JSON through dataclasses.fields
 _.unregister  # harness/frontends/registry.py:116: kept for tests/test_frontends.py (a test's plug-in is taken out again)
 _.mechanisms  # harness/analyze/rules/words.py:234: the phrases of mechanism_parts, kept for tests/test_rules.py and tests/test_graded.py; also TimingFinding's field (harness/summary_findings.py), written to JSON through dataclasses.fields
+_.sample_seed  # harness/summary_numerics.py: field of the record AccuracyFile: the seed outputs.npz's sample was drawn with, for a reader of the file
+_.vs_eager  # harness/summary_numerics.py: field of the record LeafDistance: written to distances.json through dataclasses.fields

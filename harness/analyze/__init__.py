@@ -35,6 +35,7 @@ from harness.analyze import (
     verdicts,
 )
 from harness.analyze import memory as memory_analysis
+from harness.analyze import numerics as numerics_analysis
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
 from harness.records import SchemaError, from_json, to_json
@@ -444,6 +445,8 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         from harness.analyze import processes
 
         processes.write(workdir, exp, summary)
+    # Each result against the baseline's, for the numerics rules (harness.analyze.numerics).
+    numerics_analysis.write_distances(workdir, summary)
     # The conclusions last: rules over the summary just made (harness.analyze.rules).
     facts = rules.read_facts(workdir, summary, exp.memory.min_ratio, exp.memory.min_bytes)
     return dataclasses.replace(summary, findings=rules.evaluate(facts))

@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
-from harness import io, ladder
+from harness import io, ladder, numerics_effect, run_records
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
+from harness.numerics_effect import Kept
+from harness.precision import narrowest_float
 from harness.runfolder import RECOMPILE_FILE, VariantFolder
 from harness.summary import (
     CaptureRecord,
@@ -43,6 +46,7 @@ from harness.summary import (
     XlaCost,
 )
 from harness.summary_memory import MeasuredMemory
+from harness.summary_numerics import AccuracyFile, LeafAccuracy
 from harness.summary_probes import ProbeFailure
 from harness.variants import expression, program, sharded
 
@@ -159,6 +163,9 @@ class Subject:
     judge: Callable[[Any], Numerics]
     program: Program | None = None
     describe: Callable[[Any, str, float | None], ProgramRecord] | None = None
+    # What the compiler-effect rules keep of a result: each leaf's values, its float64
+    # reference's (same shapes) and its errors (numerics_effect.Kept).
+    kept: Callable[[Any], Kept] | None = None
 
     @property
     def module_re(self) -> str:
@@ -176,7 +183,12 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        return Subject(fn, placed, lambda y: _numerics(exp, variant, sharded.gathered(y), inputs))
+        return Subject(
+            fn,
+            placed,
+            lambda y: _numerics(exp, variant, sharded.gathered(y), inputs),
+            kept=lambda y: _gelu_kept(exp, variant, sharded.gathered(y), inputs),
+        )
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
     args = program.args_for(p, seed)
@@ -208,8 +220,13 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
+    def kept(y: Any) -> Kept:
+        ref = reference()[0]
+        leaves = program.judged_leaves(y, ref, program.computed_in(args))
+        return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
+
     placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
-    return Subject(fn, placed, judge, p, describe)
+    return Subject(fn, placed, judge, p, describe, kept)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.
@@ -307,14 +324,56 @@ def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inpu
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
+def _gelu_kept(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Kept:
+    """The GELU expression's result on the rows its numerics check, their float64 reference
+    and its one leaf's errors."""
+    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
+    got = np.asarray(y)[..., rows, :]
+    n = expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
+    dtype = narrowest_float((variant.problem.dtype, variant.problem.weight_dtype))
+    leaf = LeafAccuracy(
+        "",
+        dtype,
+        tuple(int(d) for d in got.shape),
+        n.rel_fro_err,
+        n.tolerance,
+        n.ok,
+        max_abs_err=n.max_abs_err,
+        max_rel_err=n.max_rel_err,
+    )
+    return [got], [ref], [leaf]
+
+
 def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
-    """Returns the result's numerics; a reference that fails is the `numerics` probe's
-    failure (recorded in ctx), not the variant's."""
+    """Returns the result's numerics, and keeps its per-leaf errors and values
+    (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
+    `numerics` probe's failure (recorded in ctx), not the variant's."""
     try:
-        return subject.judge(y)
+        judged = subject.judge(y)
+        if subject.kept is not None:
+            keep_numerics(VariantFolder(ctx.variant_dir), *subject.kept(y))
+        return judged
     except Exception as e:
         ctx.failures.append(failed_probe("numerics", e))
         return None
+
+
+def keep_numerics(
+    folder: VariantFolder,
+    values: list[np.ndarray],
+    references: list[np.ndarray],
+    leaves: list[LeafAccuracy],
+) -> None:
+    """Writes the result's kept values with their references' (outputs.npz) and its per-leaf
+    errors (numerics.json)."""
+    kept = numerics_effect.write_outputs(folder.outputs, values, references)
+    leaves = [
+        dataclasses.replace(leaf, kept=n, sampled=sampled)
+        for leaf, (n, sampled) in zip(leaves, kept, strict=True)
+    ]
+    record = AccuracyFile(1, tuple(leaves), folder.outputs.name, numerics_effect.SAMPLE_SEED)
+    run_records.write(folder.numerics, record)
 
 
 def _recompile(

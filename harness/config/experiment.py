@@ -133,6 +133,13 @@ class Measure:
     numerics_rows: int = ranged(
         256, 1, 1 << 20, "rows of y checked against the float64 reference (a program: all of it)"
     )
+    numerics_pass_compiles: int = ranged(
+        0,
+        0,
+        256,
+        "compiles allowed per variant to find the pass after which a result that changes the "
+        "numerics moves (xla_disable_hlo_passes); 0: no search",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Either the top findings (the same ranked list the report leads with, read from summary.json's
 `findings`), one line each, or the one line that says the run could not resolve differences,
-with its evidence.
+with its evidence; then the numerics, which rest on no timing: each dtype's accuracy once, and
+each variant whose result a compiler choice moved.
 """
 
 from __future__ import annotations
@@ -22,15 +23,37 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
     line = resolution.unresolved_line(run.summary)
     if line is not None:
-        return [f"could not resolve: {line}", f"time it again later: {retime_command(run)}"]
+        return [
+            f"could not resolve: {line}",
+            f"time it again later: {retime_command(run)}",
+            *numerics_lines(run),  # the numerics rest on no timing
+        ]
     if run.summary.findings is None:
         return [f"findings: not recorded (`python -m harness.migrate --run={run.path}`)"]
     found = run.summary.findings.timing
     if not found:
-        return ["findings: no resolvable difference between the variants in this run"]
+        return [
+            "findings: no resolvable difference between the variants in this run",
+            *numerics_lines(run),
+        ]
     out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]
     if len(found) > top:
         out.append(f"and {len(found) - top} more findings in the report")
+    return [*out, *numerics_lines(run)]
+
+
+def numerics_lines(run: data.RunData) -> list[str]:
+    """Each dtype's accuracy once, then each variant whose result a compiler choice moved."""
+    f = run.summary.findings
+    if f is None:
+        return []
+    moved = [e for e in f.effects if e.verdict == "changes"]
+    same = len(f.effects) - len(moved)
+    out = [f"numerics: {a.what}" for a in f.numerics]
+    out += [f"numerics: {e.what}" for e in moved]
+    if same:
+        which = "1 variant computes" if same == 1 else f"{same} variants compute"
+        out.append(f"numerics: {which} the baseline's result within rounding")
     return out
 
 

@@ -96,6 +96,25 @@ def findings_blocks(run: RunData) -> list[Block]:
     if f.memory:
         made_by = sorted({m.rule for m in f.memory})
         out.append(Para(f"Memory findings: rule {', '.join(f'`{r}`' for r in made_by)}."))
+    return [*out, *numerics_blocks(run)]
+
+
+def numerics_blocks(run: RunData) -> list[Block]:
+    """Each dtype's accuracy against float64, once, and the results a compiler choice moved."""
+    f = run.summary.findings
+    if f is None or not (f.numerics or f.effects):
+        return []
+    out: list[Block] = [Heading(3, "Numerics", "numerics")]
+    out += [Para(f"Accuracy: {a.what}. {rule(a.rule)}") for a in f.numerics]
+    moved = [e for e in f.effects if e.verdict == "changes"]
+    out += [Para(f"Compiler effect: {e.what}. {rule(e.rule)}") for e in moved]
+    if f.effects and not moved:
+        out.append(
+            Para(
+                "Compiler effect: no variant moves the result beyond the rounding of two "
+                f"correct implementations of its dtype. {rule(f.effects[0].rule)}"
+            )
+        )
     return out
 
 

@@ -34,6 +34,7 @@ from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
 from harness.run_records import Ceilings
 from harness.summary import Noise
+from harness.summary_findings import Findings
 
 # The columns a reader compares across variants; each variant's page has every figure.
 SUMMARY_HEADER = (
@@ -96,7 +97,7 @@ def numerics(v: VariantData) -> str:
         if n.rel_fro_err is not None
         else ""
     )
-    return ("ok" if n.ok else "FAIL") + tail
+    return ("ok" if n.ok else "over its tolerance") + tail
 
 
 def divergence(v: VariantData, linked: bool = False) -> str:
@@ -124,15 +125,30 @@ def status(v: VariantData) -> str:
     )
 
 
-def numerics_cell(v: VariantData) -> str:
-    """ok, or FAIL with the error and the tolerance it broke (the page has both always)."""
+def numerics_cell(v: VariantData, found: Findings | None = None) -> str:
+    """The compiler-effect verdict against the baseline where the run has one (`same`, or
+    `changes` with the leaf and the size); else the accuracy: `ok`, the dtype's own rounding,
+    or FAIL where a rule found the error beyond it (the page has the figures always)."""
+    effect = next((e for e in found.effects if e.variant == v.name), None) if found else None
+    if effect is not None:
+        where = f" on `{effect.leaf}`" if effect.leaf else ""
+        return (
+            f"changes: {fmt.sci(effect.distance)}{where} (allowed {fmt.sci(effect.allowed)})"
+            if effect.verdict == "changes"
+            else "same as baseline"
+        )
     n = v.summary.numerics
     if n.ok is None:
         return MISSING
-    return "ok" if n.ok else numerics(v)
+    if n.ok:
+        return "ok"
+    failed = any(v.name in a.failed for a in found.numerics) if found else True
+    return "FAIL" + numerics(v).removeprefix("over its tolerance") if failed else "dtype rounding"
 
 
-def summary_row(v: VariantData, paged: bool = False) -> tuple[str, ...]:
+def summary_row(
+    v: VariantData, paged: bool = False, found: Findings | None = None
+) -> tuple[str, ...]:
     """Returns one variant's summary-table cells, each formatted once for both renderings;
     with `paged`, its name and first divergence link to its page."""
     s = v.summary
@@ -147,14 +163,17 @@ def summary_row(v: VariantData, paged: bool = False) -> tuple[str, ...]:
         fmt.secs(s.compile.first_call_s),
         fmt.count(s.hlo.fusion_count),
         memory_report.peak_cell(s),
-        numerics_cell(v),
+        numerics_cell(v, found),
         divergence(v, linked=paged),
     )
 
 
 def summary_table(run: RunData, pages: frozenset[str] = frozenset()) -> Table:
     """One row per variant; those in `pages` link to their own page."""
-    return Table(SUMMARY_HEADER, tuple(summary_row(v, v.name in pages) for v in run.variants))
+    found = run.summary.findings
+    return Table(
+        SUMMARY_HEADER, tuple(summary_row(v, v.name in pages, found) for v in run.variants)
+    )
 
 
 def noise_blocks(run: RunData) -> list[Block]:

@@ -30,6 +30,7 @@ from harness.report.sections import (
     transfers,
 )
 from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_LINES, StageDiff
+from harness.summary_numerics import EffectFinding
 
 
 def here(v: VariantData, path: str) -> str:
@@ -157,12 +158,31 @@ def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
 # --- the first divergence --------------------------------------------------------------------
 
 
+def _moved(e: EffectFinding) -> str:
+    """Where the numerics first move: the pass the search found, or why it found none."""
+    where = f"`{e.leaf}`" if e.leaf else "the result"
+    head = (
+        f"The numerics move: {where} is {fmt.sci(e.distance)} from `{e.against}`'s result "
+        f"(allowed {fmt.sci(e.allowed)})."
+    )
+    if e.first_pass is not None:
+        return (
+            f"{head} The numerics first move at pass `{e.first_pass}` (disabling it alone "
+            f"restores the baseline's result: {fmt.sci(e.distance)} → {fmt.sci(e.restored)})."
+        )
+    return f"{head} No pass named: {e.search or 'the pass search did not run'}."
+
+
 def divergence_blocks(v: VariantData, run: RunData, d: Divergence | None) -> list[Block]:
     """Where the variant first differs from its reference: the stage, the sentence the
     analysis recorded, and the diff of that stage's two files."""
     out: list[Block] = [Heading(2, "First divergence", "divergence")]
     if "baseline" in v.roles:
         return [*out, Para("This is the baseline: the other variants are compared with it.")]
+    found = run.summary.findings
+    effect = next((e for e in found.effects if e.variant == v.name), None) if found else None
+    if effect is not None and effect.verdict == "changes":
+        out.append(Para(_moved(effect)))
     if d is None:
         return [*out, Para(f"Not analysed in this run ({MISSING}).")]
     out.append(Para(f"From `{d.against}`: at `{d.stage}`. {d.detail}".strip()))

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness import io
+from harness import io, precision
 from harness.config.experiment import Problem, Variant
 from harness.frontends.modes import Mode
 from harness.precision import narrowest_float
@@ -29,7 +29,7 @@ ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
 # Relative Frobenius error allowed against the float64 reference, by the narrowest input dtype.
 # float32 allows TF32 GEMMs, which XLA uses on NVIDIA GPUs at default precision (~3e-4).
-TOLERANCE = {"float32": 2e-3, "float16": 5e-3, "bfloat16": 2e-2}
+TOLERANCE = precision.TOLERANCE
 
 
 @dataclasses.dataclass(frozen=True)

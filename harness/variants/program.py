@@ -46,6 +46,7 @@ from harness.config.program import FrozenMap, InputSpec, input_leaves, map_specs
 from harness.config.program import leaves as config_leaves
 from harness.precision import narrowest_float, tolerance_dtype
 from harness.summary import ArraySpec, Numerics, ProgramRecord
+from harness.summary_numerics import LeafAccuracy
 from harness.variants.expression import TOLERANCE, compare
 
 # Input leaf i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
@@ -396,32 +397,55 @@ def _badness(n: Numerics) -> float:
     return (n.rel_fro_err or 0.0) / n.tolerance if n.tolerance else 0.0
 
 
-def numerics(y: Any, ref: tuple[np.ndarray, ...], computed_in: str = "float32") -> Numerics:
-    """Returns the error of the result against the reference, leaf by leaf: each floating leaf
-    within its own dtype's tolerance (no tighter than that of `computed_in`, the narrowest
-    floating dtype among the arguments), each integer leaf exactly. The record is the worst
-    leaf's, named by its pytree path; `ok` only when every leaf passes."""
+def judged_leaves(
+    y: Any, ref: tuple[np.ndarray, ...], computed_in: str = "float32"
+) -> list[LeafAccuracy]:
+    """Returns each leaf of the result against the reference: a floating leaf within its own
+    dtype's tolerance (no tighter than that of `computed_in`, the narrowest floating dtype
+    among the arguments), an integer leaf exactly (its dtype its own, its tolerance 0)."""
     got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
     if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
         raise ProgramError(
             f"the result has leaves {[g.shape for g in got]}, the float64 reference "
             f"{[r.shape for r in ref]}: the function's output depends on the dtype"
         )
-    if not got:
-        return Numerics(0.0, 0.0, 0.0, TOLERANCE[computed_in], True)
-    paths = leaf_paths(y)
     judged = []
-    for path, g, r in zip(paths, got, ref, strict=True):
+    for path, g, r in zip(leaf_paths(y), got, ref, strict=True):
         dtype = tolerance_dtype(str(jnp.dtype(g.dtype)), computed_in)
         n = _exact(g, r) if dtype is None else compare(g, r, TOLERANCE[dtype])
-        judged.append((path, n))
-    path, worst = max(judged, key=lambda pn: _badness(pn[1]))
-    failed = tuple(p for p, n in judged if not n.ok)
+        judged.append(
+            LeafAccuracy(
+                path=path,
+                dtype=dtype or str(jnp.dtype(g.dtype)),
+                shape=tuple(int(d) for d in g.shape),
+                rel_fro_err=n.rel_fro_err,
+                tolerance=n.tolerance,
+                ok=n.ok,
+                max_abs_err=n.max_abs_err,
+                max_rel_err=n.max_rel_err,
+            )
+        )
+    return judged
+
+
+def _as_numerics(leaf: LeafAccuracy) -> Numerics:
+    return Numerics(leaf.max_abs_err, leaf.max_rel_err, leaf.rel_fro_err, leaf.tolerance, leaf.ok)
+
+
+def numerics(y: Any, ref: tuple[np.ndarray, ...], computed_in: str = "float32") -> Numerics:
+    """Returns the error of the result against the reference, leaf by leaf (judged_leaves).
+    The record is the worst leaf's, named by its pytree path; `ok` only when every leaf
+    passes."""
+    judged = judged_leaves(y, ref, computed_in)
+    if not judged:
+        return Numerics(0.0, 0.0, 0.0, TOLERANCE[computed_in], True)
+    worst = max(judged, key=lambda leaf: _badness(_as_numerics(leaf)))
+    failed = tuple(leaf.path for leaf in judged if not leaf.ok)
     return dataclasses.replace(
-        worst,
+        _as_numerics(worst),
         ok=not failed,
-        worst_leaf=path if len(got) > 1 else None,
-        failed_leaves=failed if len(got) > 1 else (),
+        worst_leaf=worst.path if len(judged) > 1 else None,
+        failed_leaves=failed if len(judged) > 1 else (),
     )
 
 

@@ -16,6 +16,8 @@ and the terminal only read the records, and the report names each finding's rule
     structure.why_not_fused    boundaries.py  why the baseline's clusters are separate launches
     processes.straggler        processes.py   a process slower than the run's noise explains
     observation.*              observations.py  the seed chapter's claims, per framework
+    numerics.accuracy          numerics.py    each dtype's accuracy against float64, once
+    numerics.compiler_effect   numerics.py    results that moved from the baseline's
 
 Rules that rest on timing read the gate (`noise.resolved`, through `base.timing_resolved`):
 a run that failed its A/A check ranks no timing finding and recommends no change. Rules that
@@ -44,7 +46,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze.rules import boundaries, memory, observations, processes, timing, untested
+from harness.analyze.rules import (
+    boundaries,
+    memory,
+    numerics,
+    observations,
+    processes,
+    timing,
+    untested,
+)
 from harness.analyze.rules.base import Rule
 from harness.analyze.rules.facts import RunFacts, facts_of, read_facts
 from harness.summary_findings import Findings, RuleInfo
@@ -63,6 +73,8 @@ RULES: tuple[Rule, ...] = (
     boundaries.WhyNotFused(),
     processes.Straggler(),
     *observations.CLAIMS,
+    numerics.Accuracy(),
+    numerics.CompilerEffect(),
 )
 KINDS = (
     "gate",
@@ -75,6 +87,8 @@ KINDS = (
     "boundaries",
     "observations",
     "processes",
+    "numerics",
+    "effects",
 )
 
 

@@ -22,6 +22,7 @@ from harness.frontends import registry
 from harness.run_records import Environment, FusionsFile, Manifest, TorchCompileFile
 from harness.runfolder import RunFolder
 from harness.summary import RunSummary, VariantSummary
+from harness.summary_numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.summary_processes import ProcessesSummary
 from harness.summary_processes import load as load_processes
 
@@ -76,6 +77,9 @@ class VariantFacts:
     clusters: tuple[ClusterFact, ...] = ()
     guards: tuple[str, ...] = ()  # torch: the first compile's TENSOR_MATCH guards
     times: tuple[ClusterTime, ...] = ()  # clusters' device time a step (ranking.json)
+    accuracy: AccuracyFile | None = None  # numerics.json: each leaf against float64
+    distances: DistancesFile | None = None  # distances.json: each leaf against the baseline
+    pass_search: PassSearch | None = None  # numerics_pass.json: the pass that moved it
 
     @property
     def ok(self) -> bool:
@@ -302,6 +306,18 @@ def thresholds(config: Any) -> tuple[float, int]:
     return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
 
 
+def _numerics_files(
+    folder: RunFolder, name: str
+) -> tuple[AccuracyFile | None, DistancesFile | None, PassSearch | None]:
+    """A variant's numerics.json, distances.json and numerics_pass.json (None where absent)."""
+    vf = folder.variant(name)
+    return (
+        run_records.load_if_present(run_records.NUMERICS, vf.numerics),
+        run_records.load_if_present(run_records.DISTANCES, vf.distances),
+        run_records.load_if_present(run_records.NUMERICS_PASS, vf.numerics_pass),
+    )
+
+
 def read_facts(
     workdir: Path,
     summary: RunSummary,
@@ -332,6 +348,7 @@ def read_facts(
             cluster_times(
                 run_records.load_if_present(run_records.RANKING, folder.variant(name).ranking)
             ),
+            *_numerics_files(folder, name),
         )
         for name, s in summary.variants.items()
     )

@@ -15,7 +15,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 
-from harness import fmt, stats
+from harness import fmt, numerics_effect, stats
 from harness.analyze.rules import explain
 from harness.analyze.rules.base import Rule, timing_resolved
 from harness.analyze.rules.facts import RunFacts, VariantFacts
@@ -250,11 +250,20 @@ class Coverage(Rule):
 
 
 def _numerics(v: VariantFacts, ref: VariantFacts) -> str:
-    a, b = v.summary.numerics.rel_fro_err, ref.summary.numerics.rel_fro_err
-    if a is None or b is None:
-        return "numerics not measured"
-    return f"error against float64 {fmt.sci(a)} (was {fmt.sci(b)})" + (
-        "" if v.summary.numerics.ok else ", OUTSIDE its tolerance"
+    """The change's numerics trade-off, only where it moves the compiler-effect figure: the
+    variant's result is further from the baseline's than two correct implementations of its
+    dtype are (numerics.compiler_effect); the dtype's own rounding is stated once elsewhere."""
+    del ref  # the distances are the variant's own, from its baseline
+    d = v.distances
+    w = numerics_effect.worst(d.leaves) if d is not None and d.comparable else None
+    if w is None or not numerics_effect.moved(w) or w.vs_baseline is None:
+        return ""
+    where = f"`{w.path}`" if w.path else "the result"
+    return (
+        f"changes the numerics: {where} {fmt.sci(w.vs_baseline)} from {d.baseline}'s "
+        f"(allowed {fmt.sci(w.allowed)})"
+        if d is not None
+        else ""
     )
 
 
