@@ -61,7 +61,7 @@ def test_migrate_judges_the_h200_reference_again_and_ranks_its_findings(tmp_path
     assert any(u.startswith("`xla_lax_cond` against `xla`") for u in n.unresolvable)
     assert "xla_lax_cond" not in ranked
     # The gate names what the floor left unresolved; the report leads with findings.
-    assert "widened by its floor" in judged.findings.gate.line
+    assert "widened by the floor 1.9%" in judged.findings.gate.line
     # Every ranked finding's interval, widened by the floor, excludes 1.0.
     for f in judged.findings.timing:
         assert stats.clears_floor(f.ci95, n.floor), f.what

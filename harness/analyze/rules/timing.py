@@ -54,6 +54,16 @@ def gate_evidence(n: Noise, host_bound: bool = True) -> tuple[str, ...]:
     return tuple(out)
 
 
+def aa_failure(n: Noise) -> str:
+    """How the A/A check failed, in a few words (its reasons in full are `noise.aa_reasons`)."""
+    out = []
+    if n.self_ci95 is not None and not n.self_ci95[0] <= 1.0 <= n.self_ci95[1]:
+        out.append("the pair's interval excludes 1.0")
+    if n.max_noise is not None and n.floor > n.max_noise:
+        out.append(f"its floor exceeds timing.max_noise {fmt.pct(n.max_noise)}")
+    return "; ".join(out) or "; ".join(n.aa_reasons)
+
+
 class AaGate(Rule):
     """What the run can resolve: its baseline timed against itself, and the machine."""
 
@@ -69,7 +79,6 @@ class AaGate(Rule):
         evidence = gate_evidence(n, run.platform not in ("gpu", "tpu"))
         line = ""
         if n.resolved and n.aa_held is False:
-            failed = "; ".join(n.aa_reasons) or "its A/A check failed"
             left = n.unresolvable
             named = (
                 f", which left {len(left)} comparison{'' if len(left) == 1 else 's'} with an "
@@ -78,8 +87,8 @@ class AaGate(Rule):
                 else ", which left no difference unresolved"
             )
             line = (
-                f"This run's A/A check failed ({failed}), so each comparison's interval was "
-                f"widened by its floor {fmt.pct(n.floor)} (the pair's deviation from 1.0 and "
+                f"Its A/A check failed ({aa_failure(n)}), so each comparison's interval was "
+                f"widened by the floor {fmt.pct(n.floor)} (the pair's deviation from 1.0 plus its "
                 f"half-width) before a difference was called{named}."
             )
         elif not n.resolved:
