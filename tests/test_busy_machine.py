@@ -135,7 +135,7 @@ def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_on
     text = to_markdown(tuple(findings.findings_blocks(gated) + findings.changes_blocks(gated)))
     assert "could not resolve differences" in text and "0.6645×" in text
     assert "No change is recommended" in text
-    line, retime = conclusion_lines(gated)
+    line, retime, *_ = conclusion_lines(gated)
     assert line.startswith("could not resolve:") and "0.6645" in line
     assert retime.startswith("time it again later: python -m harness --config=")
     assert f"--resume={gated.run_id} --config.timing.only=true" in retime
