@@ -265,7 +265,9 @@ def _commands_of(
     order, each with the control-flow command and branch it sits in."""
     out: list[Command] = []
 
-    def visit(node: ThunkNode, nested: bool, owner: int | None, branch: str | None) -> None:
+    def visit(
+        node: ThunkNode, nested: bool, owner: int | None, branch: str | None, outer: str | None
+    ) -> None:
         for b in node.blocks:
             inner = nested or (node is not buffer and node.kind in CONTROL_FLOW_KINDS)
             own = node.thunk_id if node.kind in _REPEATING else owner
@@ -274,6 +276,9 @@ def _commands_of(
                 if t.kind == "kCommandBuffer":
                     continue
                 info = by_id.get(t.thunk_id)
+                # A thunk a wrapper runs (the copy of a dynamic-slice fusion) has no entry of
+                # its own: it runs for the wrapper's instruction.
+                instruction = info.annotation if info is not None else outer
                 if info is not None and info.kind != t.kind:
                     raise ValueError(
                         f"{source}: line {t.line}: thunk {t.thunk_id} is {t.kind} but "
@@ -288,15 +293,15 @@ def _commands_of(
                         block=t.block,
                         prev=t.prev,
                         next=t.next,
-                        instruction=info.annotation if info is not None else None,
+                        instruction=instruction,
                         nested=inner,
                         owner=own,
                         branch=label,
                     )
                 )
-                visit(t, inner, own, label)
+                visit(t, inner, own, label, instruction)
 
-    visit(buffer, False, None, None)
+    visit(buffer, False, None, None, None)
     return tuple(out)
 
 
