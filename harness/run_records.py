@@ -361,14 +361,19 @@ class ClusterCostRow:
     library_flops: float = doc("its library GEMM's FLOPs", 0.0)
     uncosted: dict[str, int] = doc("opcode -> instructions it could not cost", EMPTY)
     notes: tuple[str, ...] = doc("what the model assumed", ())
+    executions: float = doc(
+        "how many times it runs a call of its module: the trip counts of the loops around it "
+        "(0 for a conditional's branch not counted); its other figures are for one run",
+        1.0,
+    )
 
 
 @dataclass(frozen=True)
 class ModuleCostRow:
     module: str = doc("the module")
-    flops: float = doc("its FLOPs")
-    transcendentals: float = doc("its transcendental evaluations")
-    bytes: float = doc("its boundary bytes")
+    flops: float = doc("its FLOPs a call, each cluster times its executions")
+    transcendentals: float = doc("its transcendental evaluations a call")
+    bytes: float = doc("its boundary bytes a call")
     arithmetic_intensity: float = doc("FLOPs per byte (0 when nothing moves)")
     library_flops: float = doc("its library GEMMs' FLOPs", 0.0)
     uncosted: dict[str, int] = doc("opcode -> instructions not costed", EMPTY)
