@@ -41,6 +41,8 @@ COST_FILE = "cost.json"
 RANKING_FILE = "ranking.json"
 COMM_FILE = "comm.json"
 MEMORY_FILE = "memory.json"
+# The attributed timeline: Chrome trace JSON, gzipped, which Perfetto and chrome://tracing open.
+TIMELINE_FILE = "timeline.perfetto.json.gz"
 TORCH_FILE = "torch.json"  # the PyTorch capture's facts
 TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
 RECOMPILE_FILE = "recompile.txt"
@@ -112,6 +114,10 @@ class VariantFolder:
     @property
     def comm(self) -> Path:
         return self.root / COMM_FILE
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE_FILE
 
     @property
     def memory(self) -> Path:

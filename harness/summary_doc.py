@@ -43,6 +43,7 @@ FILE_HEADINGS = (
     (run_records.COST, VARIANT, ""),
     (run_records.RANKING, VARIANT, ""),
     (run_records.COMM, VARIANT, ""),
+    (run_records.TIMELINE, VARIANT, ""),
 )
 
 

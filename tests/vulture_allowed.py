@@ -78,3 +78,7 @@ _.bytes_source  # harness/run_records.py:104: field of the record Ceilings: writ
 _.pass_  # harness/run_records.py:257: field of the records PassRow and CommStage: written to JSON through dataclasses.fields (as `pass`)
 _.first_call  # harness/run_records.py:318: field of the records CompileFile and TorchCompileFile: written to JSON through dataclasses.fields
 _.unregister  # harness/frontends/registry.py:116: kept for tests/test_frontends.py (a test's plug-in is taken out again)
+_.traceEvents  # harness/run_records.py:474: field of the record TimelineFile: written to JSON through dataclasses.fields (the Chrome trace key)
+_.displayTimeUnit  # harness/run_records.py:475: field of the record TimelineFile: written to JSON through dataclasses.fields (the Chrome trace key)
+_.read_gzipped  # harness/run_records.py:616: kept for tests/test_timeline.py
+_.has_control_flow  # harness/hlo/thunks.py:79: kept for tests/test_command_buffers.py, tests/test_thunk_tree.py
