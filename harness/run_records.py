@@ -368,6 +368,8 @@ class ClusterCostRow:
         "(0 for a conditional's branch not counted); its other figures are for one run",
         1.0,
     )
+    loop: str = doc("the innermost while loop whose body holds it, or empty", "")
+    trip_count: int | None = doc("that loop's trip count (null: unknown, or in no loop)")
 
 
 @dataclass(frozen=True)

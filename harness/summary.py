@@ -39,13 +39,13 @@ from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
 from harness.summary_between import BetweenRuns, migrate_v6
 from harness.summary_comm import Comm
-from harness.summary_findings import Findings, migrate_v5
+from harness.summary_findings import Findings, migrate_v5, migrate_v7
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -792,4 +792,5 @@ MIGRATIONS = {
     4: migrate_v4,
     5: migrate_v5,
     6: migrate_v6,
+    7: migrate_v7,
 }

@@ -82,3 +82,5 @@ _.traceEvents  # harness/run_records.py:474: field of the record TimelineFile: w
 _.displayTimeUnit  # harness/run_records.py:475: field of the record TimelineFile: written to JSON through dataclasses.fields (the Chrome trace key)
 _.read_gzipped  # harness/run_records.py:616: kept for tests/test_timeline.py
 _.has_control_flow  # harness/hlo/thunks.py:79: kept for tests/test_command_buffers.py, tests/test_thunk_tree.py
+_.copy_share  # harness/summary_findings.py:236: field of the record ControlFlowFinding: written to JSON through dataclasses.fields
+_.syncs_per_step  # harness/summary_findings.py:237: field of the record ControlFlowFinding: written to JSON through dataclasses.fields

@@ -40,6 +40,8 @@ class Runs:
 
     times: float
     why: tuple[str, ...] = ()
+    loop: str = ""  # the innermost while whose body (or condition) it is
+    trip_count: int | None = None  # that loop's, None when unknown
 
 
 def _constant(comp: Computation, name: str) -> int | None:
@@ -125,9 +127,12 @@ def computation_runs(
     the branch index that ran) does not say which ran."""
     runs: dict[str, float] = defaultdict(float)
     why: dict[str, list[str]] = defaultdict(list)
+    loops: dict[str, tuple[str, int | None]] = {}
 
-    def visit(comp: Computation, times: float, depth: int) -> None:
+    def visit(comp: Computation, times: float, depth: int, loop: tuple[str, int | None]) -> None:
         runs[comp.name] += times
+        if loop[0]:
+            loops.setdefault(comp.name, loop)
         if depth > MAX_DEPTH:
             return
         for inst in comp:
@@ -145,7 +150,7 @@ def computation_runs(
                 for sub, k in ((body, n), (cond, n + 1)):
                     if sub is not None:
                         why[sub.name].append(said)
-                        visit(sub, times * k, depth + 1)
+                        visit(sub, times * k, depth + 1, (inst.name, trip.count))
             elif inst.opcode == "conditional" and called:
                 pick = (taken or {}).get(inst.name)
                 if pick is None or not 0 <= pick < len(called):
@@ -161,12 +166,15 @@ def computation_runs(
                     sub = module.computations.get(c)
                     if sub is not None:
                         why[c].append(note)
-                        visit(sub, times if i == pick else 0.0, depth + 1)
+                        visit(sub, times if i == pick else 0.0, depth + 1, loop)
             elif inst.opcode in ("call", "async-start"):
                 for c in called:
                     sub = module.computations.get(c)
                     if sub is not None:
-                        visit(sub, times, depth + 1)
+                        visit(sub, times, depth + 1, loop)
 
-    visit(module.entry, 1.0, 0)
-    return {name: Runs(t, tuple(dict.fromkeys(why[name]))) for name, t in runs.items()}
+    visit(module.entry, 1.0, 0, ("", None))
+    return {
+        name: Runs(t, tuple(dict.fromkeys(why[name])), *loops.get(name, ("", None)))
+        for name, t in runs.items()
+    }

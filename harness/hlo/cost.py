@@ -203,12 +203,16 @@ class ClusterCost:
     library_flops: float = 0.0
     uncosted: tuple[tuple[str, int], ...] = ()
     executions: float = 1.0  # runs a call of its module: the trip counts of loops around it
+    loop: str = ""  # the innermost while loop whose body holds it
+    trip_count: int | None = None  # that loop's trip count (None: unknown)
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {
             "name": self.name,
             "executions": self.executions,
+            "loop": self.loop,
+            "trip_count": self.trip_count,
             "flops": self.flops,
             "transcendentals": self.transcendentals,
             "bytes": self.bytes,
@@ -722,7 +726,15 @@ def module_cost(
         if run is None or (run.times == 1.0 and not run.why):
             out.append(cost)
             continue
-        out.append(replace(cost, executions=run.times, notes=(*cost.notes, *run.why)))
+        out.append(
+            replace(
+                cost,
+                executions=run.times,
+                notes=(*cost.notes, *run.why),
+                loop=run.loop,
+                trip_count=run.trip_count,
+            )
+        )
     return ModuleCost(module.name, tuple(out))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ladder, run_records
+from harness.analyze.rules.control_flow_facts import ControlFlowFacts, control_flow_facts
 from harness.config.memory import MemoryOptions
 from harness.config.roles import same_size as same_problem_size
 from harness.frontends import registry
@@ -64,6 +65,7 @@ class VariantFacts:
     summary: VariantSummary
     clusters: tuple[ClusterFact, ...] = ()
     guards: tuple[str, ...] = ()  # torch: the first compile's TENSOR_MATCH guards
+    control_flow: ControlFlowFacts = field(default_factory=ControlFlowFacts)  # loops, syncs
 
     @property
     def ok(self) -> bool:
@@ -261,6 +263,29 @@ def thresholds(config: Any) -> tuple[float, int]:
     return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
 
 
+def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFacts:
+    """One variant's facts from its files (each read only where its rules need it)."""
+    vdir = folder.variant(name)
+    clusters = cluster_facts(run_records.load_if_present(run_records.FUSIONS, vdir.fusions))
+    guards = (
+        guard_lines(run_records.load_if_present(run_records.TORCH_COMPILE, vdir.compiles))
+        if registry.traits(s.identity.framework).dynamo
+        else ()
+    )
+    cost = run_records.load_if_present(run_records.COST, vdir.cost)
+    looping = cost is not None and any(c.loop for m in cost.modules for c in m.clusters)
+    kinds = {c.name: c.kind for c in clusters}
+    has_control = looping or any(k in ("conditional", "while") for k in kinds.values())
+    flow = (
+        control_flow_facts(
+            cost, run_records.load_if_present(run_records.KERNELS, vdir.kernels), kinds
+        )
+        if has_control
+        else ControlFlowFacts()
+    )
+    return VariantFacts(name, s, clusters, guards, flow)
+
+
 def read_facts(
     workdir: Path,
     summary: RunSummary,
@@ -274,23 +299,7 @@ def read_facts(
     manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest) or Manifest()
     ratio, size = thresholds(manifest.config)
     env = manifest.environment or Environment()
-    variants = tuple(
-        VariantFacts(
-            name,
-            s,
-            cluster_facts(
-                run_records.load_if_present(run_records.FUSIONS, folder.variant(name).fusions)
-            ),
-            guard_lines(
-                run_records.load_if_present(
-                    run_records.TORCH_COMPILE, folder.variant(name).compiles
-                )
-            )
-            if registry.traits(s.identity.framework).dynamo
-            else (),
-        )
-        for name, s in summary.variants.items()
-    )
+    variants = tuple(_variant_facts(folder, name, s) for name, s in summary.variants.items())
     # The baseline of the framework the others are timed against (JAX's).
     base = next(
         (
