@@ -48,6 +48,7 @@ def _rms(x: jax.Array, scale: jax.Array) -> jax.Array:
 
 def _block(carry: tuple[jax.Array, jax.Array], w: dict) -> tuple[tuple[jax.Array, jax.Array], None]:
     x, i = carry
+    w = jax.tree.map(lambda a: a.astype(x.dtype), w)  # a carry keeps its dtype
     h = jax.lax.cond(i % 2 == 1, _rms, lambda x, _: x, x, w["scale"])
     update = jax.nn.gelu(h @ w["w_in"]) @ w["w_out"]
     gate = jax.nn.sigmoid(h @ w["w_gate"])

@@ -226,8 +226,8 @@ class ControlFlowFinding:
     variant: str = doc("the variant")
     where: str = doc("the while loop, or the conditionals and loops whose predicates are read")
     verdict: str = doc(
-        "`as counted` (the measured iterations are the trip count), `differs`, `unprofiled`, "
-        "or `host_sync`"
+        "`as counted` (the measured iterations are the trip count), `differs`, `unprofiled` "
+        "(no profile), `unmeasured` (no kernel of the body in it), or `host_sync`"
     )
     what: str = doc("the finding in one sentence", "")
     trip_count: int | None = doc("the loop's trip count in the HLO (null: unknown)")

@@ -44,9 +44,15 @@ def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
     trip = f"{lf.trip_count}" if lf.trip_count is not None else "an unknown number of"
     evidence = [f"trip count {lf.trip_count if lf.trip_count is not None else 'unknown'}"]
     if lf.iterations_per_step is None:
-        what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); no profile says what they cost"
+        why = (
+            "the profile shows no kernel of its body"
+            if lf.step_s
+            else "no profile says what they cost"
+        )
+        what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
+        verdict = "unmeasured" if lf.step_s else "unprofiled"
         return ControlFlowFinding(
-            rule, variant, lf.loop, "unprofiled", what, lf.trip_count, evidence=tuple(evidence)
+            rule, variant, lf.loop, verdict, what, lf.trip_count, evidence=tuple(evidence)
         )
     iters = lf.iterations_per_step
     share = lf.copy_s_per_step / lf.step_s if lf.step_s else None

@@ -69,7 +69,7 @@ def control_flow_facts(
         own = Counter(
             e.cluster
             for e in mine
-            if e.kind == "kernel" and not _is_copy(e.name, e.kind, e.direction)
+            if e.kind in ("kernel", "host_thunk") and not _is_copy(e.name, e.kind, e.direction)
         )
         launches = sorted(own.values())
         iterations = launches[len(launches) // 2] / steps if launches else None
