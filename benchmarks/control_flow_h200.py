@@ -87,10 +87,18 @@ def run_flags(work: Path, name: str, gpu: bool) -> str:
     return flags
 
 
-def main(work: Path, small: bool) -> int:
-    import jax  # only to ask for the platform; the children compile
+def platform() -> str:
+    """jax's default backend, asked in a process of its own: a parent holding the GPU (and
+    XLA's preallocated memory) would starve the children."""
+    probe = "import jax; print(jax.default_backend())"
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
-    gpu = jax.default_backend() == "gpu"
+
+def main(work: Path, small: bool) -> int:
+    backend = platform()
+    gpu = backend == "gpu"
     rows, width = SMALL_SHAPE if small or not gpu else GPU_SHAPE
     results = {}
     for name in ("cmdbuf", "nocmdbuf"):
@@ -139,7 +147,7 @@ def main(work: Path, small: bool) -> int:
     (work / "control_flow.json").write_text(
         json.dumps(
             {
-                "platform": jax.default_backend(),
+                "platform": backend,
                 "shape": [rows, width],
                 "attributed": {"cmdbuf": on_frac, "nocmdbuf": off_frac},
                 "counts": {"cmdbuf": dict(on), "nocmdbuf": dict(off)},
