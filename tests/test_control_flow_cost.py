@@ -125,3 +125,24 @@ def test_the_loops_fixture_costs_its_trip_counts() -> None:
     assert "while.5 runs 6 times (known_trip_count)" in notes
     assert "while.49 runs 3 times (known_trip_count)" in notes
     assert any(n.startswith("cond.23: the branch that ran is not known") for n in notes)
+
+
+def test_a_callee_shared_down_a_deep_diamond_is_counted_at_every_site_without_walking_each_path() -> (
+    None
+):
+    # 40 levels, each calling the next at two sites: 2**40 paths, 41 computations to walk.
+    depth = 40
+    parts = [f"c{depth} {{\n  p = f32[4]{{0}} parameter(0)\n  ROOT a = f32[4]{{0}} add(p, p)\n}}\n"]
+    for i in range(depth - 1, -1, -1):
+        parts.append(
+            f"c{i} {{\n  p = f32[4]{{0}} parameter(0)\n"
+            f"  x = f32[4]{{0}} call(p), to_apply=c{i + 1}\n"
+            f"  ROOT y = f32[4]{{0}} call(x), to_apply=c{i + 1}\n}}\n"
+        )
+    text = (
+        "HloModule deep\n\n"
+        + "\n".join(parts)
+        + "\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} call(p), to_apply=c0\n}\n"
+    )
+    runs = computation_runs(parse_module(text))
+    assert runs[f"c{depth}"].times == 2.0**depth and len(runs) == depth + 2

@@ -22,7 +22,6 @@ from harness.hlo.parser import Computation, HloModule
 from harness.hlo.shapes import decimal
 
 MAX_TRIP = 1 << 40  # a trip count above it is no loop count the model trusts
-MAX_DEPTH = 64  # nested calls followed
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,27 @@ def trip_count(module: HloModule, loop: Computation, inst: Instruction) -> TripC
     return TripCount(n, "pattern") if n is not None else TripCount(None, "unknown")
 
 
+def _topological(
+    root: str, edges: Mapping[str, list[tuple[str, float, tuple[str, int | None] | None]]]
+) -> list[str]:
+    """The computations reachable from `root`, each after every caller (HLO has no recursion)."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+    stack: list[tuple[str, bool]] = [(root, False)]
+    while stack:
+        name, done = stack.pop()
+        if done:
+            state[name] = 2
+            order.append(name)
+            continue
+        if state.get(name):
+            continue
+        state[name] = 1
+        stack.append((name, True))
+        stack.extend((sub, False) for sub, _, _ in edges.get(name, ()) if not state.get(sub))
+    return order[::-1]
+
+
 def computation_runs(
     module: HloModule,
     branch_cost: Callable[[str], float] = lambda _: 0.0,
@@ -125,32 +145,33 @@ def computation_runs(
 
     `branch_cost(name)` ranks a conditional's branches when `taken` (conditional name ->
     the branch index that ran) does not say which ran."""
-    runs: dict[str, float] = defaultdict(float)
+    # The call graph once, as edges (caller, callee, runs per caller run, loop it enters):
+    # multiplicities then flow down it in topological order, so a callee shared by many
+    # sites is walked once, not once per path.
+    edges: dict[str, list[tuple[str, float, tuple[str, int | None] | None]]] = defaultdict(list)
     why: dict[str, list[str]] = defaultdict(list)
-    loops: dict[str, tuple[str, int | None]] = {}
-
-    def visit(comp: Computation, times: float, depth: int, loop: tuple[str, int | None]) -> None:
-        runs[comp.name] += times
-        if loop[0]:
-            loops.setdefault(comp.name, loop)
-        if depth > MAX_DEPTH:
-            return
+    seen = {module.entry.name}
+    stack = [module.entry]
+    while stack:
+        comp = stack.pop()
         for inst in comp:
             called = inst.called_computations
+            out: list[tuple[Computation | None, float, tuple[str, int | None] | None]] = []
             if inst.opcode == "while" and len(called) >= 2:
                 trip = trip_count(module, comp, inst)
                 n = trip.count if trip.count is not None else 1
-                body = _callee(module, inst, "body", 1)
-                cond = _callee(module, inst, "condition", 0)
                 said = (
                     f"{inst.name} runs {n} times ({trip.source})"
                     if trip.count is not None
                     else f"{inst.name}: trip count unknown, counted once"
                 )
-                for sub, k in ((body, n), (cond, n + 1)):
+                loop = (inst.name, trip.count)
+                body = _callee(module, inst, "body", 1)
+                cond = _callee(module, inst, "condition", 0)
+                out = [(body, float(n), loop), (cond, float(n + 1), loop)]
+                for sub, _, _ in out:
                     if sub is not None:
                         why[sub.name].append(said)
-                        visit(sub, times * k, depth + 1, (inst.name, trip.count))
             elif inst.opcode == "conditional" and called:
                 pick = (taken or {}).get(inst.name)
                 if pick is None or not 0 <= pick < len(called):
@@ -163,17 +184,26 @@ def computation_runs(
                 else:
                     note = f"{inst.name}: branch {pick} ran"
                 for i, c in enumerate(called):
-                    sub = module.computations.get(c)
-                    if sub is not None:
-                        why[c].append(note)
-                        visit(sub, times if i == pick else 0.0, depth + 1, loop)
+                    why[c].append(note)
+                    out.append((module.computations.get(c), 1.0 if i == pick else 0.0, None))
             elif inst.opcode in ("call", "async-start"):
-                for c in called:
-                    sub = module.computations.get(c)
-                    if sub is not None:
-                        visit(sub, times, depth + 1, loop)
-
-    visit(module.entry, 1.0, 0, ("", None))
+                out = [(module.computations.get(c), 1.0, None) for c in called]
+            for sub, factor, loop in out:
+                if sub is None:
+                    continue
+                edges[comp.name].append((sub.name, factor, loop))
+                if sub.name not in seen:
+                    seen.add(sub.name)
+                    stack.append(sub)
+    runs: dict[str, float] = defaultdict(float)
+    loops: dict[str, tuple[str, int | None]] = {}
+    runs[module.entry.name] = 1.0
+    for name in _topological(module.entry.name, edges):
+        for sub, factor, loop in edges.get(name, ()):
+            runs[sub] += runs[name] * factor
+            inner = loop or loops.get(name)
+            if inner is not None:
+                loops.setdefault(sub, inner)
     return {
         name: Runs(t, tuple(dict.fromkeys(why[name])), *loops.get(name, ("", None)))
         for name, t in runs.items()
