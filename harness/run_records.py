@@ -22,6 +22,8 @@ file's collectives and profile, a torch compile's frames. Everything the report 
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -362,14 +364,21 @@ class ClusterCostRow:
     library_flops: float = doc("its library GEMM's FLOPs", 0.0)
     uncosted: dict[str, int] = doc("opcode -> instructions it could not cost", EMPTY)
     notes: tuple[str, ...] = doc("what the model assumed", ())
+    executions: float = doc(
+        "how many times it runs a call of its module: the trip counts of the loops around it "
+        "(0 for a conditional's branch not counted); its other figures are for one run",
+        1.0,
+    )
+    loop: str = doc("the innermost while loop whose body holds it, or empty", "")
+    trip_count: int | None = doc("that loop's trip count (null: unknown, or in no loop)")
 
 
 @dataclass(frozen=True)
 class ModuleCostRow:
     module: str = doc("the module")
-    flops: float = doc("its FLOPs")
-    transcendentals: float = doc("its transcendental evaluations")
-    bytes: float = doc("its boundary bytes")
+    flops: float = doc("its FLOPs a call, each cluster times its executions")
+    transcendentals: float = doc("its transcendental evaluations a call")
+    bytes: float = doc("its boundary bytes a call")
     arithmetic_intensity: float = doc("FLOPs per byte (0 when nothing moves)")
     library_flops: float = doc("its library GEMMs' FLOPs", 0.0)
     uncosted: dict[str, int] = doc("opcode -> instructions not costed", EMPTY)
@@ -438,6 +447,37 @@ class CommFile:
     link: tuple[dict[str, Plain], ...] = doc("each collective against the measured link", ())
 
 
+# --- variants/<name>/timeline.perfetto.json.gz ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One Chrome-trace event: a slice (`X`) or a track's name (`M`)."""
+
+    name: str = doc("the slice's name: a device event's cluster, `step N`, a command buffer")
+    ph: str = doc("the phase: `X` a complete slice, `M` metadata naming a process or thread")
+    pid: int = doc("the track group: one per device")
+    tid: int = doc("the track: one per stream, plus the steps' and command buffers' tracks")
+    ts: float = doc("start, µs from the profile's origin", 0.0)
+    dur: float = doc("duration, µs", 0.0)
+    cat: str = doc("`cluster`, `unattributed`, `step` or `command_buffer`", "")
+    args: dict[str, Plain] = doc(
+        "a device event's kernel, source line, HLO op, cluster, command buffer, loop "
+        "iteration and attribution rule; a track's name",
+        EMPTY,
+    )
+
+
+@dataclass(frozen=True)
+class TimelineFile:
+    """The profile's device events named by their clusters, as Chrome trace JSON (gzipped):
+    open it in ui.perfetto.dev ("Open trace file") or chrome://tracing, offline."""
+
+    schema_version: int = doc("this file's version (harness.run_records.TIMELINE)")
+    traceEvents: tuple[TraceEvent, ...] = doc("the slices and track names, in time order", ())
+    displayTimeUnit: str = doc("how the viewer shows times", "ns")
+
+
 # --- reading and writing ------------------------------------------------------------------------
 
 # A field named after a Python keyword is spelt with a trailing `_`; its JSON key is the word.
@@ -482,9 +522,22 @@ COMM = _first(runfolder.COMM_FILE, CommFile)
 NUMERICS = _first(runfolder.NUMERICS_FILE, AccuracyFile)
 DISTANCES = _first(runfolder.DISTANCES_FILE, DistancesFile)
 NUMERICS_PASS = _first(runfolder.NUMERICS_PASS_FILE, PassSearch)
+TIMELINE = _first(runfolder.TIMELINE_FILE, TimelineFile, compact=True)
 KINDS = (
-    *(MANIFEST, CEILINGS, FUSIONS, KERNELS, PASSES, COMPILE, TORCH_COMPILE, COST, RANKING, COMM),
-    *(NUMERICS, DISTANCES, NUMERICS_PASS),
+    MANIFEST,
+    CEILINGS,
+    FUSIONS,
+    KERNELS,
+    PASSES,
+    COMPILE,
+    TORCH_COMPILE,
+    COST,
+    RANKING,
+    COMM,
+    TIMELINE,
+    NUMERICS,
+    DISTANCES,
+    NUMERICS_PASS,
 )
 _KIND_OF = {k.record: k for k in KINDS}
 
@@ -562,7 +615,24 @@ def load_if_present(kind: FileKind, path: Path) -> Any:
 def write(path: Path, record: Any) -> Path:
     """Writes a file's record (harness.io.write_json: confined to the run, atomic)."""
     kind = _KIND_OF[type(record)]
+    if path.name.endswith(".gz"):
+        # mtime 0: the same record gives the same bytes.
+        data = json.dumps(record_json(record), separators=(",", ":")).encode()
+        return io.write_bytes(path, gzip.compress(data, mtime=0))
     return io.write_json(path, record_json(record), compact=kind.compact)
+
+
+def read_gzipped(kind: FileKind, path: Path, limit: int = 1 << 30) -> Any:
+    """Returns `kind`'s record of a gzipped JSON file (the timeline); raises SchemaError or
+    ValueError naming the file."""
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, EOFError) as e:
+        raise ValueError(f"{path}: not a readable gzip file ({e})") from None
+    if len(data) > limit:
+        raise ValueError(f"{path}: more than {limit} bytes uncompressed, not read")
+    return parse(kind, loads(data, str(path)), str(path))
 
 
 def from_document(kind: FileKind, document: Any, source: str) -> Any:

@@ -45,6 +45,8 @@ NUMERICS_FILE = "numerics.json"  # the capture's per-leaf errors against float64
 OUTPUTS_FILE = "outputs.npz"  # the capture's kept result values (bounded)
 DISTANCES_FILE = "distances.json"  # the analysis's per-leaf distances from the baseline
 NUMERICS_PASS_FILE = "numerics_pass.json"  # the optional search for the pass that moved it
+# The attributed timeline: Chrome trace JSON, gzipped, which Perfetto and chrome://tracing open.
+TIMELINE_FILE = "timeline.perfetto.json.gz"
 TORCH_FILE = "torch.json"  # the PyTorch capture's facts
 TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
 RECOMPILE_FILE = "recompile.txt"
@@ -116,6 +118,10 @@ class VariantFolder:
     @property
     def comm(self) -> Path:
         return self.root / COMM_FILE
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE_FILE
 
     @property
     def memory(self) -> Path:

@@ -37,7 +37,7 @@ from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
 from harness.summary_comm import Comm
-from harness.summary_findings import Findings, migrate_v5
+from harness.summary_findings import Findings, migrate_v5, migrate_v9
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_noise import Noise, migrate_v6, migrate_v7
 from harness.summary_numerics import migrate_v8
@@ -45,7 +45,7 @@ from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -765,4 +765,5 @@ MIGRATIONS = {
     6: migrate_v6,
     7: migrate_v7,
     8: migrate_v8,
+    9: migrate_v9,
 }

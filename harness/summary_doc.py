@@ -46,6 +46,7 @@ FILE_HEADINGS = (
     (run_records.NUMERICS, VARIANT, ""),
     (run_records.DISTANCES, VARIANT, ""),
     (run_records.NUMERICS_PASS, VARIANT, ""),
+    (run_records.TIMELINE, VARIANT, ""),
 )
 
 

@@ -256,6 +256,26 @@ class ProcessSpread:
 
 
 @dataclass(frozen=True)
+class ControlFlowFinding:
+    """What a loop or a conditional costs a step (harness.analyze.rules.control_flow)."""
+
+    rule: str = doc("the rule's id")
+    variant: str = doc("the variant")
+    where: str = doc("the while loop, or the conditionals and loops whose predicates are read")
+    verdict: str = doc(
+        "`as counted` (the measured iterations are the trip count), `differs`, `unprofiled` "
+        "(no profile), `unmeasured` (no kernel of the body in it), or `host_sync`"
+    )
+    what: str = doc("the finding in one sentence", "")
+    trip_count: int | None = doc("the loop's trip count in the HLO (null: unknown)")
+    iterations_per_step: float | None = doc("the iterations the profile shows a step")
+    kernels_per_iteration: float | None = doc("kernels one iteration launches")
+    copy_share: float | None = doc("the share of the step in the loop body's copies")
+    syncs_per_step: float | None = doc("predicates read back to the host a step")
+    evidence: tuple[str, ...] = doc("the figures behind it, one line each", ())
+
+
+@dataclass(frozen=True)
 class Findings:
     """The run's conclusions, each from a rule with a stable id (harness.analyze.rules)."""
 
@@ -273,6 +293,9 @@ class Findings:
     changes: tuple[Change, ...] = doc("what to change: measured changes, largest first", ())
     untested: tuple[Untested, ...] = doc("known changes this run did not measure", ())
     boundaries: Boundaries | None = doc("why the baseline's clusters are separate launches")
+    control_flow: tuple[ControlFlowFinding, ...] = doc(
+        "what loops and conditionals cost a step, per variant", ()
+    )
     processes: tuple[ProcessSpread, ...] = doc(
         "stragglers of a study across processes (processes.json), resolvable ones only", ()
     )
@@ -292,3 +315,10 @@ def migrate_v5(data: dict[str, Any], source: str) -> dict[str, Any]:
     until `python -m harness.migrate` makes them."""
     del source
     return {**data, "schema_version": VERSION, "findings": None}
+
+
+def migrate_v9(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Returns version-10 data for a version-9 summary: version 10 only added
+    `findings.control_flow` (harness.analyze.rules.control_flow), which reads as none."""
+    del source
+    return {**data, "schema_version": 10}

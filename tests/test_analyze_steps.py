@@ -12,11 +12,13 @@ import pytest
 from conftest import FIXTURES, run_analyze
 
 from harness.analyze import steps as by_step
-from harness.analyze.program import ceilings_from_json
+from harness.analyze.program import ClusterRow, ModuleAnalysis, ceilings_from_json
 from harness.analyze.roof import ABOVE_CEILING, above_ceiling
 from harness.capture import ceilings
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, StepMarker
+from harness.report.cluster_tables import Paths, cluster_table
+from harness.report.doc import to_markdown
 
 MIXER = FIXTURES / "h200-jax0.11.2-programs" / "mixer_cmdbuf_cudnn"
 H200_CEILINGS = {  # the figures the H200 gave in one capture (bf16 GEMM, 1 GiB copy v2)
@@ -86,8 +88,14 @@ def test_a_gpu_cluster_above_its_roof_is_marked(mixer: tuple[dict, str]) -> None
     shown = [line for line in md.splitlines() if line.startswith("| ") and "% (" in line]
     for line in shown:
         cell = line.split(" | ")[10]  # the `of roof` column
-        if float(cell.split("%")[0]) > 100:
-            assert ABOVE_CEILING in cell
+        assert float(cell.split("%")[0]) <= 100  # a figure above 100% is withheld
+    names = {f"`{r['name']}`" for r in over}
+    rows_over = [
+        line
+        for line in md.splitlines()
+        if line.startswith("| ") and line.count(" | ") > 10 and line.split(" | ")[1] in names
+    ]
+    assert all(line.split(" | ")[10] == "withheld: " + ABOVE_CEILING for line in rows_over)
 
 
 def test_above_100_percent_is_marked_on_a_gpu_only() -> None:
@@ -151,3 +159,15 @@ def test_a_copy_figure_of_the_old_method_is_measured_again(tmp_path: Path) -> No
         "back-to-back" in again["bytes_source"] and first["bytes_source"] == again["bytes_source"]
     )
     assert "copy" not in json.loads(cache.read_text())["entries"]
+
+
+def test_a_cluster_above_its_gpu_roof_shows_no_figure_but_the_reason() -> None:
+    rows = (
+        ClusterRow("fusion.1", "kLoop", "", 1e9, 1e6, 1e-6, 0.5, 1, 1, 1e15, 1e12, 1.66, "bf16 peak", True),
+        ClusterRow("fusion.2", "kLoop", "", 1e9, 1e6, 1e-6, 0.5, 1, 1, 1e14, 1e12, 0.42, "bf16 peak", False),
+    )  # fmt: skip
+    m = ModuleAnalysis("m", "m", None, "main", "main program", 2, 2, (), 2e9, 2e6, clusters=rows)
+    table = to_markdown((cluster_table(m, True, Paths(()), 10),))
+    over, under = (line for line in table.splitlines() if "`fusion." in line)
+    assert "166" not in over and f"withheld: {ABOVE_CEILING}" in over
+    assert "42.0% (bf16 peak)" in under

@@ -123,7 +123,7 @@ def test_every_compiled_cpu_variant_has_its_peak_and_buffers(cpu_run: Path) -> N
 
 
 def test_a_version_4_summary_reads_without_memory() -> None:
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     read = parse_summary(
         {
             "schema_version": 4,
@@ -136,7 +136,7 @@ def test_a_version_4_summary_reads_without_memory() -> None:
         },
         "old.json",
     )
-    assert read.schema_version == 7 and read.variants == {} and read.findings is None
+    assert read.schema_version == 8 and read.variants == {} and read.findings is None
 
 
 def test_the_memory_thresholds_are_the_runs_config(cpu_run: Path) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import REPO, harness_env, read_summary, run_harness
 
+from harness import run_records
 from harness.analyze.rules import read_facts, words
 from harness.config import ConfigError, load
 from harness.summary import load_summary
@@ -165,6 +166,12 @@ def test_the_report_ranks_the_clusters_and_rolls_them_up_by_line(program_run: Pa
     lines = mlp_lines()
     shown = {int(n) for n in re.findall(r"`mlp\.py:(\d+)`", section)}
     assert {lines["up"], lines["down"]} <= shown <= set(lines.values())
+    # The attributed timeline is written beside it and linked (harness.analyze.timeline).
+    timeline = run_records.read_gzipped(
+        run_records.TIMELINE, program_run / "variants" / "xla" / "timeline.perfetto.json.gz"
+    )
+    assert any(e.cat == "cluster" for e in timeline.traceEvents)
+    assert "[`timeline.perfetto.json.gz`](timeline.perfetto.json.gz)" in section
     ranking = json.loads((program_run / "variants" / "xla" / "ranking.json").read_text())
     (module,) = ranking["modules"]
     assert ranking["ranked_by"] == "device time" and module["name"] == "jit_apply"

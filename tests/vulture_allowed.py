@@ -81,3 +81,9 @@ _.unregister  # harness/frontends/registry.py:116: kept for tests/test_frontends
 _.mechanisms  # harness/analyze/rules/words.py:234: the phrases of mechanism_parts, kept for tests/test_rules.py and tests/test_graded.py; also TimingFinding's field (harness/summary_findings.py), written to JSON through dataclasses.fields
 _.sample_seed  # harness/summary_numerics.py: field of the record AccuracyFile: the seed outputs.npz's sample was drawn with, for a reader of the file
 _.vs_eager  # harness/summary_numerics.py: field of the record LeafDistance: written to distances.json through dataclasses.fields
+_.traceEvents  # harness/run_records.py:474: field of the record TimelineFile: written to JSON through dataclasses.fields (the Chrome trace key)
+_.displayTimeUnit  # harness/run_records.py:475: field of the record TimelineFile: written to JSON through dataclasses.fields (the Chrome trace key)
+_.read_gzipped  # harness/run_records.py:616: kept for tests/test_timeline.py
+_.has_control_flow  # harness/hlo/thunks.py:79: kept for tests/test_command_buffers.py, tests/test_thunk_tree.py
+_.copy_share  # harness/summary_findings.py:236: field of the record ControlFlowFinding: written to JSON through dataclasses.fields
+_.syncs_per_step  # harness/summary_findings.py:237: field of the record ControlFlowFinding: written to JSON through dataclasses.fields

@@ -20,6 +20,7 @@ from harness.run_records import (
     KernelsFile,
     PassesFile,
     RankingFile,
+    TimelineFile,
     TorchCompileFile,
 )
 from harness.runfolder import VariantFolder
@@ -36,6 +37,7 @@ class VariantFiles:
     kernels: KernelsFile | None = None
     ranking: RankingFile | None = None
     comm: CommFile | None = None
+    timeline: TimelineFile | None = None
 
     def with_(self, other: VariantFiles) -> VariantFiles:
         """Returns these files with every file `other` made added (a later producer's win)."""
@@ -60,6 +62,7 @@ def write(folder: VariantFolder, files: VariantFiles) -> None:
         "kernels": folder.kernels,
         "ranking": folder.ranking,
         "comm": folder.comm,
+        "timeline": folder.timeline,
     }
     for f in dataclasses.fields(files):
         record = getattr(files, f.name)

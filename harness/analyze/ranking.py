@@ -18,6 +18,7 @@ from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
 from harness.analyze.module_analysis import analyse_module, program_of, self_times
 from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
+from harness.analyze.timeline import timeline_of
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
 from harness.run_records import Ceilings, KernelsFile
@@ -111,6 +112,9 @@ def ranking_file(
     if found is None:
         return NONE
     source = str(VariantFolder(vdir).ranking)
+    found_events = attributions(kernels)
+    lines = {(m.name, c.name): c.lines for m in found.modules for c in m.clusters}
     return VariantFiles(
-        ranking=run_records.from_document(run_records.RANKING, found.to_json(), source)
+        ranking=run_records.from_document(run_records.RANKING, found.to_json(), source),
+        timeline=timeline_of(found_events, lines) if found_events else None,
     )

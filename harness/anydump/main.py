@@ -19,8 +19,9 @@ from typing import Any
 
 from absl import flags
 
-from harness import cli, io, lifecycle, terminal
+from harness import cli, io, lifecycle, run_records, runfolder, terminal
 from harness.analyze.program import Ceilings, ProgramAnalysis, ceilings_from_json
+from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
 from harness.textsafety import UnsafePattern, user_pattern
@@ -144,11 +145,20 @@ def analyse_into(
         raise
     program = with_reverse_maps(program, [r.as_input() for r in results])
     io.write_json(out / "analysis.json", program.to_json(), compact=True)
+    if profile is not None:
+        write_timeline(out, program, profile)
     memories = dump_memory(results)
     report = write_analysis_report(
         out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
     )
     return program, profile, memories, report
+
+
+def write_timeline(out: Path, program: ProgramAnalysis, profile: analysis.ProfileResult) -> Path:
+    """Writes the attributed timeline (harness.analyze.timeline) beside the report."""
+    lines = {(m.name, c.name): c.lines for m in program.modules for c in m.clusters}
+    timeline = timeline_of(profile.report.attributions, lines, profile.markers)
+    return run_records.write(out / runfolder.TIMELINE_FILE, timeline)
 
 
 def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:

@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness import fmt, io
+from harness import fmt, io, runfolder
 from harness.analyze.program import ClusterRow, ModuleAnalysis, ProgramAnalysis
 from harness.report.cluster_tables import (
     CONVENTIONS,
@@ -362,6 +362,15 @@ def report_blocks(
         blocks.append(helpers_table(helpers, by_time))
     if a.profile is not None:
         blocks += _profile_blocks(a)
+        blocks.append(
+            Para(
+                f"Timeline: [`{runfolder.TIMELINE_FILE}`]({runfolder.TIMELINE_FILE}), every "
+                "device event named by its cluster (kernel, source line, HLO op, command buffer "
+                "and loop iteration in its args), each step and each command-buffer execution a "
+                'slice. Open it offline in ui.perfetto.dev ("Open trace file") or '
+                "chrome://tracing."
+            )
+        )
     blocks.append(Heading(2, "How to read this", "conventions"))
     blocks.append(Bullets(CONVENTIONS))
     blocks.append(

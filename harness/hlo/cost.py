@@ -29,6 +29,11 @@ differ, the difference is named here):
   inside a fusion: a fusion operand whose every use inside is such a read is charged those
   reads, not its whole size. A dynamic-update-slice writes in place: its buffer operand is
   not read and only the update is written. (XLA charges a fused gather's whole operand.)
+- control flow: a cluster counts as many times as its computation runs a call (its `executions`,
+  harness.hlo.control_flow): a while body times its trip count (XLA's `known_trip_count`, else
+  the loop's counter pattern, else once, noted), a conditional's branch that ran where known,
+  else its most expensive branch (noted), a shared callee at each call site. Per-cluster
+  figures are per run; the module's totals are per call.
 - an opcode we do not know, or a custom-call that is neither a GEMM nor modelled, costs
   nothing and is listed in `uncosted` (opcode, count), never silently dropped.
 """
@@ -36,10 +41,12 @@ differ, the difference is named here):
 from __future__ import annotations
 
 import math
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
+from harness.hlo.control_flow import computation_runs
 from harness.hlo.instruction import MAX_ID, Instruction
 from harness.hlo.library_cost import attention_cost, is_attention
 from harness.hlo.parser import Computation, HloModule
@@ -195,11 +202,17 @@ class ClusterCost:
     notes: tuple[str, ...] = ()
     library_flops: float = 0.0
     uncosted: tuple[tuple[str, int], ...] = ()
+    executions: float = 1.0  # runs a call of its module: the trip counts of loops around it
+    loop: str = ""  # the innermost while loop whose body holds it
+    trip_count: int | None = None  # that loop's trip count (None: unknown)
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {
             "name": self.name,
+            "executions": self.executions,
+            "loop": self.loop,
+            "trip_count": self.trip_count,
             "flops": self.flops,
             "transcendentals": self.transcendentals,
             "bytes": self.bytes,
@@ -219,22 +232,22 @@ class ModuleCost:
     @property
     def flops(self) -> float:
         """Total flops over clusters."""
-        return sum(c.flops for c in self.clusters)
+        return sum(c.flops * c.executions for c in self.clusters)
 
     @property
     def transcendentals(self) -> float:
         """Total transcendental evaluations over clusters."""
-        return sum(c.transcendentals for c in self.clusters)
+        return sum(c.transcendentals * c.executions for c in self.clusters)
 
     @property
     def bytes(self) -> float:
         """Total boundary bytes over clusters."""
-        return sum(c.bytes for c in self.clusters)
+        return sum(c.bytes * c.executions for c in self.clusters)
 
     @property
     def library_flops(self) -> float:
         """Flops of library GEMM custom-calls."""
-        return sum(c.library_flops for c in self.clusters)
+        return sum(c.library_flops * c.executions for c in self.clusters)
 
     @property
     def uncosted(self) -> tuple[tuple[str, int], ...]:
@@ -684,8 +697,14 @@ def cluster_cost(
     )
 
 
-def module_cost(module: HloModule, clusters: tuple[Cluster, ...] | None = None) -> ModuleCost:
-    """Per-cluster costs of `module` and their totals."""
+def module_cost(
+    module: HloModule,
+    clusters: tuple[Cluster, ...] | None = None,
+    taken: Mapping[str, int] | None = None,
+) -> ModuleCost:
+    """Per-cluster costs of `module` (each for one run) and their totals for one call: each
+    cluster counted as many times as its computation runs (harness.hlo.control_flow: loops by
+    their trip counts, a conditional's branch that ran per `taken`, else its most expensive)."""
     clusters = find_clusters(module) if clusters is None else clusters
     where = {
         inst.name: comp
@@ -693,9 +712,30 @@ def module_cost(module: HloModule, clusters: tuple[Cluster, ...] | None = None) 
         for inst in comp.instructions
         if inst.opcode not in ("parameter",)
     }
-    return ModuleCost(
-        module.name, tuple(cluster_cost(module, c, where.get(c.name)) for c in clusters)
-    )
+    once = [cluster_cost(module, c, where.get(c.name)) for c in clusters]
+    by_comp: dict[str, float] = defaultdict(float)
+    for c, cost in zip(clusters, once, strict=True):
+        comp = where.get(c.name)
+        if comp is not None:
+            by_comp[comp.name] += cost.flops
+    runs = computation_runs(module, lambda name: by_comp.get(name, 0.0), taken)
+    out = []
+    for c, cost in zip(clusters, once, strict=True):
+        comp = where.get(c.name)
+        run = runs.get(comp.name) if comp is not None else None
+        if run is None or (run.times == 1.0 and not run.why):
+            out.append(cost)
+            continue
+        out.append(
+            replace(
+                cost,
+                executions=run.times,
+                notes=(*cost.notes, *run.why),
+                loop=run.loop,
+                trip_count=run.trip_count,
+            )
+        )
+    return ModuleCost(module.name, tuple(out))
 
 
 def _xla_value(xla: dict, key: str) -> float | None:

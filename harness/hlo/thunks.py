@@ -15,23 +15,31 @@ says only `hlo_op=command_buffer_N`. Two dump files say what such a buffer holds
   (`custom-call.6` for thunk 11, a `kCublasLtMatmul`), library calls included. Command number
   NNN is its `thunk_id`; the k-th `kCommandBuffer` thunk names the k-th buffer.
 
+The sequence nests (`parse_tree`): a `kWhile` prints `condition:` and `body:` blocks, a
+`kConditional` its `branch_N:` blocks, and a command buffer, an async start
+(`stream=computation_stream[i]`) or a `kDynamicSliceFusion` the thunks it runs, indented below
+it; a command buffer may sit in a while body. A line the reader does not know is skipped and
+counted (`ThunkTree.skipped`), never a stop. Each `kCommandBuffer`, wherever it sits, becomes a
+`CommandBuffer` of every thunk below it, each command knowing the while or conditional block it
+sits in (`owner`, `branch`).
+
 Pure functions over the files' text; `read_command_buffers` is the edge that reads them.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 SEQUENCE_SUFFIX = "thunk_sequence_after_thunk_passes.txt"
 METADATA_SUFFIX = "thunk_metadata.txt"
 MAX_THUNK_FILE = 64 * 1024 * 1024  # bytes; a thunk file of a large program is well under 1 MB
 
-_LINE = re.compile(
-    r"^(?P<indent> *)(?P<id>\d{1,9}): (?P<kind>k\w{1,64})\s*\[(?P<prev>[^|\]]*)\|(?P<next>[^\]]*)\]"
-    r"\s*(?P<rest>.*)$"
-)
 _EDGE = re.compile(r"(?:prev|next)=(\d{1,9})")
 _TRIPLE = re.compile(r"(grid|threads): \[(\d+), (\d+), (\d+)\]")
 _BLOCK = re.compile(r"thunk_metadata \{(?P<body>.*?)\n\}", re.S)
@@ -55,7 +63,9 @@ class Command:
     prev: tuple[int, ...]
     next: tuple[int, ...]
     instruction: str | None
-    nested: bool = False  # inside a control-flow command of the buffer
+    nested: bool = False  # inside a control-flow or wrapper command of the buffer
+    owner: int | None = None  # the while or conditional whose block holds it
+    branch: str | None = None  # that block's label: `body`, `condition`, `branch_1`, ...
 
 
 @dataclass(frozen=True)
@@ -106,59 +116,214 @@ def _triple(rest: str, key: str) -> tuple[int, int, int] | None:
     return None
 
 
-def parse_sequence(
-    text: str, source: str, metadata: tuple[ThunkInfo, ...] = ()
-) -> tuple[CommandBuffer, ...]:
-    """Returns the command buffers of a thunk sequence, each command with the HLO instruction
-    `metadata` gives its thunk id. Raises ValueError naming `source` and the line."""
-    by_id = {t.thunk_id: t for t in metadata if t.thunk_id is not None}
-    buffer_names = [t.annotation for t in metadata if t.kind == "kCommandBuffer"]
-    buffers: list[CommandBuffer] = []
-    current: list[Command] | None = None
-    top_indent = child_indent = 0
+@dataclass(frozen=True)
+class ThunkBlock:
+    """A labelled group of thunks a thunk holds: `condition`, `body`, `branch_N`,
+    `true_branch`/`false_branch`, or "" for a wrapper's own thunks (a command buffer's
+    commands, the thunk an async start runs, the copy a dynamic-slice fusion wraps)."""
 
-    def close() -> None:
-        if current is not None:
-            k = len(buffers)
-            name = buffer_names[k] if k < len(buffer_names) and buffer_names[k] else None
-            buffers.append(CommandBuffer(name or f"command_buffer_{k + 1}", tuple(current)))
+    label: str
+    thunks: tuple[ThunkNode, ...]
 
+
+@dataclass(frozen=True)
+class ThunkNode:
+    """One line of a thunk sequence with the blocks nested below it."""
+
+    thunk_id: int
+    kind: str
+    kernel: str | None  # the kernel an XLA-emitted thunk launches; None for library calls
+    grid: tuple[int, int, int] | None
+    block: tuple[int, int, int] | None
+    prev: tuple[int, ...]
+    next: tuple[int, ...]
+    stream: int | None  # `computation_stream[i]` of an async start
+    line: int
+    blocks: tuple[ThunkBlock, ...] = ()
+
+    def walk(self) -> Iterator[ThunkNode]:
+        """This node and every node below it, in file order."""
+        yield self
+        for b in self.blocks:
+            for t in b.thunks:
+                yield from t.walk()
+
+
+@dataclass(frozen=True)
+class ThunkTree:
+    """A whole thunk sequence: its top-level thunks and the lines it could not read."""
+
+    thunks: tuple[ThunkNode, ...]
+    skipped: tuple[str, ...]  # "line N: <text>", one per line skipped
+
+    def walk(self) -> Iterator[ThunkNode]:
+        for t in self.thunks:
+            yield from t.walk()
+
+
+class _Open:
+    """A node being read: its fields and the blocks filled so far (mutable while parsing)."""
+
+    def __init__(self, fields: dict[str, object], indent: int) -> None:
+        self.fields, self.indent = fields, indent
+        self.blocks: list[tuple[str, list[_Open]]] = []
+
+    def add(self, child: _Open) -> None:
+        if not self.blocks:
+            self.blocks.append(("", []))
+        self.blocks[-1][1].append(child)
+
+    def freeze(self) -> ThunkNode:
+        blocks = tuple(
+            ThunkBlock(label, tuple(c.freeze() for c in kids)) for label, kids in self.blocks
+        )
+        return ThunkNode(**self.fields, blocks=blocks)  # type: ignore[arg-type]
+
+
+_NODE = re.compile(
+    r"^(?P<indent> *)(?P<id>\d{1,9}): (?P<kind>k\w{1,64})"
+    r"(?:\s*\[(?P<prev>[^|\]]*)\|(?P<next>[^\]]*)\])?\s*(?P<rest>.*)$"
+)
+_LABEL = re.compile(r"^(?P<indent> *)(?P<label>[A-Za-z_]\w{0,63}):\s*$")
+_STREAM = re.compile(r"computation_stream\[(\d{1,4})\]")
+_KERNEL_NAME = re.compile(r"^[A-Za-z_][\w.$-]{0,255}$")
+MAX_SKIPPED_KEPT = 20  # skipped lines quoted in the tree; all are counted
+
+
+def parse_tree(text: str, source: str = "") -> ThunkTree:
+    """Returns the thunk sequence as a tree, as XLA's printers nest it (`WhileThunk::ToString`
+    prints `condition:` and `body:` at its own indent and their thunks one level deeper;
+    `ConditionalThunk::ToString` prints `branch_N:` or `false_branch:`/`true_branch:`; a
+    command buffer, an async start and a dynamic-slice fusion print their thunks indented
+    below them). A line that is neither a thunk nor a block label is skipped and counted in
+    `skipped`, never fatal: a newer XLA may print more."""
+    roots: list[_Open] = []
+    stack: list[_Open] = []
+    skipped: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        m = _LINE.match(line)
-        if m is None:
-            raise ValueError(f"{source}: line {lineno}: not a thunk line: {line[:80]!r}")
-        indent = len(m["indent"])
-        if current is not None and indent > top_indent:
-            child_indent = child_indent or indent
-            rest = m["rest"].strip()
-            name = rest.split(" ", 1)[0] if rest else ""
-            tid = int(m["id"])
-            info = by_id.get(tid)
-            if info is not None and info.kind != m["kind"]:
-                raise ValueError(
-                    f"{source}: line {lineno}: thunk {tid} is {m['kind']} but "
-                    f"thunk_metadata says {info.kind}"
-                )
-            current.append(
-                Command(
-                    index=tid,
-                    kind=m["kind"],
-                    kernel=name if name and name != m["kind"] else None,
-                    grid=_triple(rest, "grid"),
-                    block=_triple(rest, "threads"),
-                    prev=tuple(int(x) for x in _EDGE.findall(m["prev"])),
-                    next=tuple(int(x) for x in _EDGE.findall(m["next"])),
-                    instruction=info.annotation if info is not None else None,
-                    nested=indent > child_indent,
-                )
-            )
+        label = _LABEL.match(line)
+        if label is not None:
+            indent = len(label["indent"])
+            while stack and stack[-1].indent > indent:
+                stack.pop()
+            if stack:
+                stack[-1].blocks.append((label["label"], []))
+            else:
+                skipped.append(f"line {lineno}: block label outside a thunk: {line[:80]!r}")
             continue
-        close()
-        current = [] if m["kind"] == "kCommandBuffer" else None
-        top_indent, child_indent = indent, 0
-    close()
+        m = _NODE.match(line)
+        if m is None:
+            skipped.append(f"line {lineno}: {line[:80]!r}")
+            continue
+        indent = len(m["indent"])
+        rest = m["rest"].strip()
+        first = rest.split(" ", 1)[0] if rest else ""
+        stream = _STREAM.search(rest)
+        node = _Open(
+            {
+                "thunk_id": int(m["id"]),
+                "kind": m["kind"],
+                "kernel": first if first != m["kind"] and _KERNEL_NAME.match(first) else None,
+                "grid": _triple(rest, "grid"),
+                "block": _triple(rest, "threads"),
+                "prev": tuple(int(x) for x in _EDGE.findall(m["prev"] or "")),
+                "next": tuple(int(x) for x in _EDGE.findall(m["next"] or "")),
+                "stream": int(stream.group(1)) if stream else None,
+                "line": lineno,
+            },
+            indent,
+        )
+        while stack and stack[-1].indent >= indent:
+            stack.pop()
+        (stack[-1].add(node) if stack else roots.append(node))
+        stack.append(node)
+    if skipped:
+        log.warning(
+            "%s: %d thunk line(s) not understood, skipped", source or "thunks", len(skipped)
+        )
+    return ThunkTree(
+        tuple(r.freeze() for r in roots),
+        tuple(skipped[:MAX_SKIPPED_KEPT])
+        + (
+            (f"... and {len(skipped) - MAX_SKIPPED_KEPT} more",)
+            if len(skipped) > MAX_SKIPPED_KEPT
+            else ()
+        ),
+    )
+
+
+# Kinds whose nested thunks run zero, one or many times per execution of the buffer.
+_REPEATING = frozenset({"kWhile", "kConditional"})
+
+
+def _commands_of(
+    buffer: ThunkNode, by_id: Mapping[int, ThunkInfo], source: str
+) -> tuple[Command, ...]:
+    """Every thunk below a command buffer (not below a command buffer nested in it), in file
+    order, each with the control-flow command and branch it sits in."""
+    out: list[Command] = []
+
+    def visit(
+        node: ThunkNode, nested: bool, owner: int | None, branch: str | None, outer: str | None
+    ) -> None:
+        for b in node.blocks:
+            inner = nested or (node is not buffer and node.kind in CONTROL_FLOW_KINDS)
+            own = node.thunk_id if node.kind in _REPEATING else owner
+            label = b.label if node.kind in _REPEATING else branch
+            for t in b.thunks:
+                if t.kind == "kCommandBuffer":
+                    continue
+                info = by_id.get(t.thunk_id)
+                # A thunk a wrapper runs (the copy of a dynamic-slice fusion) has no entry of
+                # its own: it runs for the wrapper's instruction.
+                instruction = info.annotation if info is not None else outer
+                if info is not None and info.kind != t.kind:
+                    raise ValueError(
+                        f"{source}: line {t.line}: thunk {t.thunk_id} is {t.kind} but "
+                        f"thunk_metadata says {info.kind}"
+                    )
+                out.append(
+                    Command(
+                        index=t.thunk_id,
+                        kind=t.kind,
+                        kernel=t.kernel,
+                        grid=t.grid,
+                        block=t.block,
+                        prev=t.prev,
+                        next=t.next,
+                        instruction=instruction,
+                        nested=inner,
+                        owner=own,
+                        branch=label,
+                    )
+                )
+                visit(t, inner, own, label, instruction)
+
+    visit(buffer, False, None, None, None)
+    return tuple(out)
+
+
+def parse_sequence(
+    text: str, source: str, metadata: tuple[ThunkInfo, ...] = ()
+) -> tuple[CommandBuffer, ...]:
+    """Returns the command buffers of a thunk sequence, wherever they sit (at the top, in a
+    while body, in a branch), in file order, each command with the HLO instruction `metadata`
+    gives its thunk id. The k-th `kCommandBuffer` of the metadata names the k-th buffer.
+    Raises ValueError naming `source` and the line only where the two files disagree."""
+    by_id = {t.thunk_id: t for t in metadata if t.thunk_id is not None}
+    buffer_names = [t.annotation for t in metadata if t.kind == "kCommandBuffer"]
+    tree = parse_tree(text, source)
+    buffers = []
+    for node in tree.walk():
+        if node.kind != "kCommandBuffer":
+            continue
+        k = len(buffers)
+        name = buffer_names[k] if k < len(buffer_names) and buffer_names[k] else None
+        buffers.append(
+            CommandBuffer(name or f"command_buffer_{k + 1}", _commands_of(node, by_id, source))
+        )
     return tuple(buffers)
 
 

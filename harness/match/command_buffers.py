@@ -40,9 +40,23 @@ _CUBLAS_KERNEL = re.compile(
     r"^(?:void )?(?:nvjet_|sm\d+_xmma|cutlass|ampere_|volta_|turing_|hopper_|cublas|gemm)",
     re.IGNORECASE,
 )
+# Kernels only cuBLAS launches: a cuDNN call never runs them (cuDNN's own GEMMs are cudnn_*,
+# xmma or cutlass kernels).
+_CUBLAS_ONLY = re.compile(r"^(?:void )?(?:nvjet_|cublas|gemm)", re.IGNORECASE)
 _CUDNN_KERNEL = re.compile(r"cudnn", re.IGNORECASE)
 _CUBLAS_KINDS = frozenset({"kCublasLtMatmul", "kGemm", "kCublas"})
 _CUDNN_KINDS = frozenset({"kCuDnn", "kConvolution", "kNorm", "kFusedMHA", "kCudnn"})
+# A device-to-device copy inside a CUDA graph runs as one of these kernels, not a memcpy.
+_COPY_KERNEL = re.compile(r"^memcpy\w{0,32}$")
+_COPY_KINDS = frozenset({"kCopy", "kMemcpy", "kDeviceToDevice"})
+# The kernel a CUDA-graph conditional node launches to pick its branch (or a while node to
+# decide whether the loop goes on).
+_CONDITION_KERNEL = re.compile(r"^set_\w{0,32}condition$")
+_CONTROL_KINDS = frozenset({"kConditional", "kWhile"})
+# Thunks that only hold or order others: no event of their own.
+_STRUCTURAL_KINDS = frozenset(
+    {"kAsyncStart", "kAsyncDone", "kDynamicSliceFusion", "kCommandBuffer", "kSequential"}
+)
 
 
 @dataclass(frozen=True)
@@ -64,12 +78,38 @@ def _family(name: str) -> str | None:
     return None
 
 
+def _event_class(e: DeviceEvent) -> str:
+    """What kind of command may own a library-side event: a copy, a branch choice, a call."""
+    if e.kind == "memcpy" or _COPY_KERNEL.match(e.name):
+        return "copy"
+    if _CONDITION_KERNEL.match(e.name):
+        return "condition"
+    return "call"
+
+
 def _compatible(command: Command, event: DeviceEvent) -> bool:
+    """True when `command` may have launched `event`: copies only on copies, branch choices on
+    conditionals and whiles, and a library kernel only on a call of its own library."""
+    what = _event_class(event)
+    if what == "copy":
+        return command.kind in _COPY_KINDS
+    if what == "condition":
+        return command.kind in _CONTROL_KINDS
+    if command.kind in _COPY_KINDS or command.kind in _CONTROL_KINDS:
+        return False
     family = _family(event.name)
     if command.kind in _CUBLAS_KINDS:
         return family in (None, "cublas")
-    # cuDNN runs its own kernels and xmma/cutlass ones (convolutions); other calls anything.
-    return True
+    if command.kind in _CUDNN_KINDS:
+        return not _CUBLAS_ONLY.match(event.name)
+    # Other calls (custom calls, collectives) run their own kernels, never a library's.
+    return family is None
+
+
+def placeable(c: Command) -> bool:
+    """True for a command that launches events itself (not a wrapper, not an XLA-emitted
+    while or conditional's body marker)."""
+    return c.kind not in _STRUCTURAL_KINDS
 
 
 def _label(c: Command) -> str:
@@ -81,9 +121,14 @@ class _Execution:
 
     def __init__(self, buffer: CommandBuffer) -> None:
         self.buffer = buffer
-        self.by_index = {c.index: c for c in buffer.commands}
+        self.by_index = {c.index: c for c in buffer.commands if placeable(c)}
+        # Commands in a loop body or a branch run any number of times (zero included): an
+        # execution is complete without them.
+        self.required = {c.index for c in buffer.commands if placeable(c) and c.owner is None}
         self.preds: dict[int, set[int]] = defaultdict(set)
         for c in buffer.commands:
+            if c.index not in self.by_index:
+                continue  # a wrapper's edges order its thunks only loosely: not followed
             self.preds[c.index].update(p for p in c.prev if p in self.by_index)
             for n in c.next:
                 if n in self.by_index:
@@ -96,7 +141,7 @@ class _Execution:
         self.open: int | None = None  # the library call the last non-memset event went to
 
     def complete(self) -> bool:
-        return len(self.placed) == len(self.buffer.commands)
+        return bool(self.required) and self.required <= self.placed.keys()
 
     def ready(self, c: Command) -> bool:
         return c.index not in self.placed and all(p in self.placed for p in self.preds[c.index])
@@ -149,7 +194,7 @@ def _place_stream(
     for c in buffer.commands:
         if c.kernel is not None:
             kernels[c.kernel].append(c)
-    library = [c for c in buffer.commands if c.kernel is None]
+    library = [c for c in buffer.commands if c.kernel is None and placeable(c)]
     ex = _Execution(buffer)
     out: dict[int, Placement] = {}
     memsets: list[int] = []  # positions waiting for the event they precede
@@ -204,8 +249,14 @@ def _place_stream(
         ex.open = chosen.index if chosen.kernel is None else None
         placed_here.append((pos, chosen.index))
         what = "kernel" if chosen.kernel is not None else "library kernel of"
+        if rule == "thunk_library" and chosen.kind in _COPY_KINDS | _CONTROL_KINDS:
+            rule = "thunk_copy" if chosen.kind in _COPY_KINDS else "thunk_condition"
         reason = {
             "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer.name}",
+            "thunk_copy": f"{e.kind} {e.name} is the device copy {_label(chosen)} in "
+            f"{buffer.name}, the next copy the command DAG allows",
+            "thunk_condition": f"kernel {e.name} chooses the branch (or the next iteration) of "
+            f"{_label(chosen)} in {buffer.name}",
             "thunk_library": f"{what} {_label(chosen)} in {buffer.name}, placed by "
             "the command DAG between the named kernels",
             "thunk_out_of_order": f"{e.kind} {e.name} placed on {_label(chosen)} in "
@@ -283,13 +334,12 @@ def place_events(
     """Returns window index -> placement for every event of a placeable command buffer.
 
     `buffers_of` maps a window index to the command buffer its event ran in (the caller
-    resolves module, program and `hlo_op`); buffers with control flow are left out.
+    resolves module, program and `hlo_op`). Each stream is placed on its own: a branch of a
+    conditional node, or an async copy, may run on another stream than the rest.
     """
     streams: dict[tuple[int, str, str, str], list[tuple[int, DeviceEvent]]] = defaultdict(list)
     buffers: dict[int, CommandBuffer] = {}
     for i, buffer in buffers_of.items():
-        if buffer.has_control_flow:
-            continue
         e = window[i]
         buffers[id(buffer)] = buffer
         streams[(id(buffer), e.device, e.stream, str(e.program_id))].append((i, e))

@@ -21,12 +21,14 @@ Rules, tried in order for each event (`rule` in the result says which fired):
   run for instruction `wrapped_multiply.3`; the name match then credits
   `wrapped_multiply.1`. Counts per step are exact; launches per cluster
   inside a command buffer are by kernel name.
-- `thunk_kernel`, `thunk_library`, `thunk_memset`, `thunk_out_of_order`: when the dump's
-  thunk files say what a command buffer holds (`command_buffers=`), its events are placed on
-  its commands by `harness.match.command_buffers` (named kernels anchor; library kernels and
-  memsets are placed by the command DAG between them), which replaces the two rules above
-  for that buffer; a buffer holding control flow keeps them. Where the DAG allows another
-  command of the same kernel, the match is made and counted apart (`ambiguous`).
+- `thunk_kernel`, `thunk_library`, `thunk_copy`, `thunk_condition`, `thunk_memset`,
+  `thunk_out_of_order`: when the dump's thunk files say what a command buffer holds
+  (`command_buffers=`), its events are placed on its commands by
+  `harness.match.command_buffers` (named kernels anchor; library kernels, the `memcpy*`
+  kernels of device copies, the `set_case_condition` kernel of a conditional and memsets are
+  placed by the command DAG between them), which replaces the two rules above for that
+  buffer, loop bodies and branches included. Where the DAG allows another command of the same
+  kernel, the match is made and counted apart (`ambiguous`).
 - `eager_module`: in eager mode each primitive is its own small jit module
   (`jit_tanh`, ...). When that module has no HLO (no dump), the event is
   attributed to the module and its primitive (`jit_tanh` -> `tanh`) and

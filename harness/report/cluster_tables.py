@@ -82,9 +82,10 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) ->
                     fmt.si(r.bytes, "B"),
                     _rate(r.flops_per_s, "FLOP/s"),
                     _rate(r.bytes_per_s, "B/s"),
-                    fmt.pct(r.roof_fraction)
-                    + (f" ({r.roof})" if r.roof else "")
-                    + (f": {ABOVE_CEILING}" if r.above_ceiling else ""),
+                    # Above 100% on a GPU is no achievement but a wrong count: withheld.
+                    f"withheld: {ABOVE_CEILING}"
+                    if r.above_ceiling
+                    else fmt.pct(r.roof_fraction) + (f" ({r.roof})" if r.roof else ""),
                     lines_cell(r.lines, paths),
                     _scopes(r.scopes),
                 )
@@ -164,8 +165,8 @@ CONVENTIONS = (
     "FLOP/s and B/s multiply them by the runs a step and divide by the time. `of roof` is the "
     "achieved FLOP/s over min(peak, bandwidth × intensity), the peak of the GEMM's precision "
     "(else the largest measured). Above 100% on a CPU the cluster beat the measured ceiling: "
-    "data that fits in cache moves faster than the DRAM copy bandwidth. Above 100% on a GPU it "
-    f"is marked {ABOVE_CEILING!r} and is not to be read as efficient.",
+    "data that fits in cache moves faster than the DRAM copy bandwidth. Above 100% on a GPU the "
+    f"figure is withheld ({ABOVE_CEILING}): it would not be an achievement but a wrong count.",
     "A source line is the innermost frame in your code (frames in site-packages and the "
     "standard library are skipped); a named scope is the op_name path without `jit(...)` and "
     "the primitive, so `jax.named_scope` and flax module paths show. A cluster spanning "

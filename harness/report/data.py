@@ -63,6 +63,7 @@ class VariantData:
     ranking: RankingFile | None = None  # ranking.json: where the time goes
     ranked_modules: tuple[ModuleAnalysis, ...] = ()  # its modules, typed
     comm: CommFile | None = None
+    timeline: bool = False  # variants/<name>/timeline.perfetto.json.gz was written
 
     @property
     def ok(self) -> bool:
@@ -229,6 +230,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         ranking=ranking,
         ranked_modules=ranked,
         comm=run_records.load_if_present(run_records.COMM, vdir.comm),
+        timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),
     )
 
 

@@ -242,3 +242,21 @@ def boundaries_blocks(run: RunData, level: int = 3) -> list[Block]:
         out.append(Para(_examples(b, i)))
         out.append(Bullets(g.reasons))
     return out
+
+
+def control_flow_blocks(run: RunData, variant: str, level: int = 2) -> list[Block]:
+    """What the variant's loops and conditionals cost a step: the `control_flow.*` rules'
+    records, one line each with its figures."""
+    f: Findings | None = run.summary.findings
+    mine = [c for c in (f.control_flow if f is not None else ()) if c.variant == variant]
+    if not mine:
+        return []
+    return [
+        Heading(level, "Control flow", "control-flow"),
+        Bullets(
+            tuple(
+                f"{c.what} {rule(c.rule)}" + (f" ({'; '.join(c.evidence)})" if c.evidence else "")
+                for c in mine
+            )
+        ),
+    ]

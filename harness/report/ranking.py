@@ -24,6 +24,7 @@ from harness.report.cluster_tables import (
 )
 from harness.report.data import RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.runfolder import TIMELINE_FILE
 
 TOP = 10  # clusters and source lines on a variant's page
 TOP_CELL = 2  # in the overview's cells
@@ -160,6 +161,14 @@ def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
     ]
     if more > 0:
         out.append(Para(f"{more} more clusters in `ranking.json`."))
+    if v.timeline:
+        out.append(
+            Para(
+                f"Timeline: [`{TIMELINE_FILE}`]({TIMELINE_FILE}), every device event named by "
+                "its cluster, each step and command-buffer execution a slice; open it offline "
+                'in ui.perfetto.dev ("Open trace file") or chrome://tracing.'
+            )
+        )
     out += [
         Para("By source line:"),
         rollup_table(r.module.by_line[:TOP], "source line", r.by_time, paths),

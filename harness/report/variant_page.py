@@ -414,6 +414,7 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     out += ranking.variant_blocks(v, run)
     out += memory_report.variant_memory_blocks(v)
     out += boundaries_blocks(run, v)
+    out += why.control_flow_blocks(run, v.name)
     if s.hlo.fusion_changing_passes:
         out += [
             Heading(2, "Passes that changed the fusion structure", "fusion-passes"),

@@ -525,7 +525,7 @@ def hlo_flops(text: str) -> tuple[float, float]:
     clusters = find_clusters(module)
     cost = module_cost(module, clusters)
     gemm = {c.name for c in clusters if c.gemm is not None or c.kind == "convolution"}
-    return cost.flops, sum(c.flops for c in cost.clusters if c.name in gemm)
+    return cost.flops, sum(c.flops * c.executions for c in cost.clusters if c.name in gemm)
 
 
 def input_bytes(program: Program) -> int:

@@ -14,6 +14,8 @@ and the terminal only read the records, and the report names each finding's rule
     memory.peak                memory.py      peaks that differ (never gated)
     untested.*                 untested.py    known changes this run did not measure
     structure.why_not_fused    boundaries.py  why the baseline's clusters are separate launches
+    control_flow.loop          control_flow.py  a loop's iterations, kernels and copies a step
+    control_flow.host_sync     control_flow.py  predicates read back to the host a step
     processes.straggler        processes.py   a process slower than the run's noise explains
     observation.*              observations.py  the seed chapter's claims, per framework
     numerics.accuracy          numerics.py    each dtype's accuracy against float64, once
@@ -48,6 +50,7 @@ from typing import Any
 
 from harness.analyze.rules import (
     boundaries,
+    control_flow,
     memory,
     numerics,
     observations,
@@ -71,6 +74,8 @@ RULES: tuple[Rule, ...] = (
     untested.UntestedBf16(),
     untested.UntestedProgramBf16(),
     boundaries.WhyNotFused(),
+    control_flow.LoopCost(),
+    control_flow.HostSync(),
     processes.Straggler(),
     *observations.CLAIMS,
     numerics.Accuracy(),
@@ -85,6 +90,7 @@ KINDS = (
     "changes",
     "untested",
     "boundaries",
+    "control_flow",
     "observations",
     "processes",
     "numerics",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ladder, run_records
+from harness.analyze.rules.control_flow_facts import ControlFlowFacts, control_flow_facts
 from harness.config.memory import MemoryOptions
 from harness.config.roles import same_size as same_problem_size
 from harness.frontends import registry
@@ -80,6 +81,7 @@ class VariantFacts:
     accuracy: AccuracyFile | None = None  # numerics.json: each leaf against float64
     distances: DistancesFile | None = None  # distances.json: each leaf against the baseline
     pass_search: PassSearch | None = None  # numerics_pass.json: the pass that moved it
+    control_flow: ControlFlowFacts = field(default_factory=ControlFlowFacts)  # loops, syncs
 
     @property
     def ok(self) -> bool:
@@ -318,6 +320,41 @@ def _numerics_files(
     )
 
 
+def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFacts:
+    """One variant's facts from its files (each read only where its rules need it)."""
+    vdir = folder.variant(name)
+    clusters = cluster_facts(run_records.load_if_present(run_records.FUSIONS, vdir.fusions))
+    guards = (
+        guard_lines(run_records.load_if_present(run_records.TORCH_COMPILE, vdir.compiles))
+        if registry.traits(s.identity.framework).dynamo
+        else ()
+    )
+    cost = run_records.load_if_present(run_records.COST, vdir.cost)
+    looping = cost is not None and any(c.loop for m in cost.modules for c in m.clusters)
+    kinds = {c.name: c.kind for c in clusters}
+    has_control = looping or any(k in ("conditional", "while") for k in kinds.values())
+    flow = (
+        control_flow_facts(
+            cost, run_records.load_if_present(run_records.KERNELS, vdir.kernels), kinds
+        )
+        if has_control
+        else ControlFlowFacts()
+    )
+    times = cluster_times(run_records.load_if_present(run_records.RANKING, vdir.ranking))
+    accuracy, distances, pass_search = _numerics_files(folder, name)
+    return VariantFacts(
+        name,
+        s,
+        clusters,
+        guards,
+        times=times,
+        accuracy=accuracy,
+        distances=distances,
+        pass_search=pass_search,
+        control_flow=flow,
+    )
+
+
 def read_facts(
     workdir: Path,
     summary: RunSummary,
@@ -331,27 +368,7 @@ def read_facts(
     manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest) or Manifest()
     ratio, size = thresholds(manifest.config)
     env = manifest.environment or Environment()
-    variants = tuple(
-        VariantFacts(
-            name,
-            s,
-            cluster_facts(
-                run_records.load_if_present(run_records.FUSIONS, folder.variant(name).fusions)
-            ),
-            guard_lines(
-                run_records.load_if_present(
-                    run_records.TORCH_COMPILE, folder.variant(name).compiles
-                )
-            )
-            if registry.traits(s.identity.framework).dynamo
-            else (),
-            cluster_times(
-                run_records.load_if_present(run_records.RANKING, folder.variant(name).ranking)
-            ),
-            *_numerics_files(folder, name),
-        )
-        for name, s in summary.variants.items()
-    )
+    variants = tuple(_variant_facts(folder, name, s) for name, s in summary.variants.items())
     # The baseline of the framework the others are timed against (JAX's).
     base = next(
         (
