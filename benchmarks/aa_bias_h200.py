@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import stats  # noqa: E402
-from harness.timing import clocks, rounds  # noqa: E402
+from harness import stats
+from harness.timing import clocks, rounds
 
 
 def programs(size: int) -> dict[str, Callable[[], Any]]:

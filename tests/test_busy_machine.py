@@ -18,12 +18,11 @@ import pytest
 from conftest import REPO
 
 from harness import machine_state, stats
-from harness.analyze import rules, verdicts
+from harness.analyze import judging, rules, verdicts
 from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
-from harness.analyze import judging
 from harness.search import _limits, _verdicts
 from harness.summary import (
     Comparison,

@@ -7,7 +7,6 @@ ceilings on real CPU compiles and the tiny real run.
 from __future__ import annotations
 
 import math
-
 import random
 from collections import Counter
 from pathlib import Path
