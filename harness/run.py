@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import group, io, lifecycle, runfolder, terminal
+from harness import commands, group, io, lifecycle, run_records, runfolder, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
@@ -505,6 +505,7 @@ def manifest_for(
         ],
         "environment": {**environment, "git_commit": git_commit()},
         "compiler_options": {v.name: dict(v.xla_options) for v in exp.selected_variants},
+        "invocation": to_json(commands.invocation_here()),
     }
 
 
@@ -640,7 +641,7 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         summary = _stages(config, workdir, session, resume, seconds, notes, settle)
         study.write()  # with report_s
     if study.stopped is not None:
-        return _stopped(study.stopped, exp, workdir, session)
+        return _stopped(study.stopped, exp, workdir, session, study.manifest)
     failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
     print(
         "time: "
@@ -677,8 +678,22 @@ def keep_earlier_timing(workdir: Path) -> str:
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 
 
-def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Session) -> int:
+def finish_command(manifest: dict[str, Any], workdir: Path) -> str:
+    """The command that finishes the run in `workdir`, resumed as it was started (a second
+    form after `, or: `; harness.commands), so that it pastes as printed."""
+    record = run_records.from_document(run_records.MANIFEST, manifest, str(workdir))
+    return ", or: ".join(commands.resume_commands(record, workdir))
+
+
+def _stopped(
+    stop: lifecycle.Stop,
+    exp: Experiment,
+    workdir: Path,
+    session: Session,
+    manifest: dict[str, Any],
+) -> int:
     """Says why the study stopped early and how to finish it; returns the exit status."""
+    finish = finish_command(manifest, workdir)
     if stop.status == "interrupted":
         kept = sum(
             1
@@ -687,7 +702,7 @@ def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Sess
         )
         print(
             f"interrupted ({stop.reason}): {kept} of {len(exp.selected_variants)} variants kept"
-            + stop.then(f"; finish with --resume={workdir.name}"),
+            + stop.then(f"; finish it with: {finish}"),
             file=sys.stderr,
             flush=True,
         )
@@ -696,10 +711,10 @@ def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Sess
     if isinstance(e, OSError):  # disk full, a read-only folder, a name too long
         where = f"{e.filename}: " if e.filename else ""
         what = f"{where}{e.strerror or e}"
-        hint = f"; finished variants are kept: fix it and finish with --resume={workdir.name}"
+        hint = f"; finished variants are kept: fix it, then finish it with: {finish}"
     else:
         what = cli_line(e)
-        hint = f"; finished variants are kept: finish with --resume={workdir.name}"
+        hint = f"; finished variants are kept: finish it with: {finish}"
     print(f"error: {what}{stop.then(hint)}", file=sys.stderr, flush=True)
     return stop.exit_code
 

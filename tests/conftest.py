@@ -57,6 +57,10 @@ def harness_env() -> dict[str, str]:
     """The environment a fresh `python -m harness` gets: the repo importable, no XLA_FLAGS."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
+    # `make test` puts these in pytest's environment: a study would record that make started
+    # it (harness.commands) and print its commands in make's form.
+    for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS"):
+        env.pop(name, None)
     return env
 
 

@@ -189,7 +189,19 @@ def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: 
     run = (results / "faults" / "latest").resolve()
     assert manifest(run)["status"] == "interrupted"
     assert finished == ["xla"] and (run / "variants" / "xla" / "result.json").exists()
-    resumed = run_harness(f"--config={cfg}", f"--resume={run.name}", results_root=results)
+    # The message's command is pasted as printed (harness.commands): this interpreter, the
+    # config, the results root and the run's id, nothing the test adds.
+    printed = re.search(r"; finish it with: (.+)$", err, re.M)
+    assert printed is not None, err
+    assert f"--resume={run.name}" in printed[1] and "make" not in printed[1]
+    resumed = subprocess.run(
+        ["bash", "-c", printed[1]],
+        cwd=REPO,
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert {n: r.identity.status for n, r in read_summary(run).items()} == {
         "xla": "ok",
