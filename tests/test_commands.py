@@ -61,7 +61,7 @@ def test_a_run_started_with_make_gets_make_first_then_its_interpreter() -> None:
     assert made[0].startswith("make experiment CONFIG=gelu.yaml FLAGS=")
     assert made[1] == (
         ".venv/bin/python -m harness --config=gelu.yaml --config.problem.m=64 "
-        "'--config.select=[\"xla\", \"eager\"]' --resume=20260101-000000"
+        '\'--config.select=["xla", "eager"]\' --resume=20260101-000000'
     )
     plain = commands.resume_commands(_manifest(False), run, drop=("timing.only",))
     assert plain == made[1:]
