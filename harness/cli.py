@@ -108,6 +108,7 @@ def start(main: Callable[[Sequence[str]], int], known_only: bool = False) -> Non
         gc.freeze()
         sys.exit(code)
 
+    _adopt_entry_flags(main)
     try:
         app.run(run, flags_parser=_parser(known_only))
     except KeyboardInterrupt:
@@ -164,17 +165,33 @@ def run_folder(value: str, flag: str, need: str | tuple[str, ...] = SUMMARY_FILE
     return real
 
 
+def _declaring_module() -> str:
+    """The module that called a `define_*` here, as absl names modules: `--help` lists the
+    flags of the main module (by the path `python -m` ran, sys.argv[0]), and absl alone would
+    name this module, harness.cli, whose flags no `--help` lists."""
+    name = str(sys._getframe(2).f_globals.get("__name__", ""))
+    return sys.argv[0] if name == "__main__" else name
+
+
 def define_string(name: str, default: str | None, help_text: str) -> None:
     """Defines a string flag unless an entry point already has (tests run several in one process)."""
     if name not in flags.FLAGS:
-        flags.DEFINE_string(name, default, help_text)
+        flags.DEFINE_string(name, default, help_text, module_name=_declaring_module())
 
 
 def define_integer(name: str, default: int | None, help_text: str) -> None:
     if name not in flags.FLAGS:
-        flags.DEFINE_integer(name, default, help_text)
+        flags.DEFINE_integer(name, default, help_text, module_name=_declaring_module())
 
 
 def define_enum(name: str, default: str, values: list[str], help_text: str) -> None:
     if name not in flags.FLAGS:
-        flags.DEFINE_enum(name, default, values, help_text)
+        flags.DEFINE_enum(name, default, values, help_text, module_name=_declaring_module())
+
+
+def _adopt_entry_flags(entry: Callable[..., object]) -> None:
+    """Makes the flags of the module that defines `entry` key flags of the main module, so
+    that `--help` lists them: `python -m harness.analyze` runs a thin __main__.py whose main
+    and flags live in a library module (harness.anydump.main)."""
+    for flag in flags.FLAGS.get_key_flags_for_module(entry.__module__):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)

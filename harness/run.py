@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import group, io, lifecycle, runfolder, terminal
+from harness import commands, group, io, lifecycle, run_records, runfolder, terminal
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
@@ -206,6 +206,25 @@ def counted(numbers: dict[str, int], total: int) -> Callable[[str], str]:
     return lambda name: f"[{numbers[name]}/{total}]"
 
 
+class InOrder:
+    """Prints the study's progress lines in config order: a line decided before the capture
+    (a variant skipped on this platform, one kept from an interrupted run) waits for the
+    lines above it, so `[12/13] ... skipped` never comes before `[1/13]`."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.ready: dict[str, tuple[CaptureRecord | None, bool]] = {}
+        self.printed = 0
+
+    def add(self, name: str, record: CaptureRecord | None, kept: bool = False) -> None:
+        self.ready[name] = (record, kept)
+        while self.printed < len(self.names) and self.names[self.printed] in self.ready:
+            first = self.names[self.printed]
+            self.printed += 1
+            at, was_kept = self.ready.pop(first)
+            _progress(f"[{self.printed}/{len(self.names)}]", first, at, kept=was_kept)
+
+
 def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = False) -> None:
     if record is None:
         print(f"{where} {terminal.shown(name):<24} failed", flush=True)
@@ -339,10 +358,22 @@ class Supervisor:
         return self.session.worker
 
     def capture(
-        self, names: list[str], per_variant: bool, position: Callable[[str], str]
+        self,
+        names: list[str],
+        per_variant: bool,
+        position: Callable[[str], str],
+        in_order: InOrder | None = None,
     ) -> dict[str, CaptureRecord]:
         """Captures `names`; returns their records (a crash is recorded, never raised).
-        `position` says where each one is in the whole, for its progress line."""
+        `position` says where each one is in the whole, for its progress line; with
+        `in_order`, the study's lines go through it, in config order."""
+
+        def progress(name: str, record: CaptureRecord) -> None:
+            if in_order is not None:
+                in_order.add(name, record)
+            else:
+                _progress(position(name), name, record)
+
         records: dict[str, CaptureRecord] = {}
         todo = list(names)
         first = True
@@ -372,7 +403,7 @@ class Supervisor:
                     name = done["variant"]
                     records[name] = load_capture(RunFolder(self.workdir).variant(name).result)
                     todo.remove(name)
-                    _progress(position(name), name, records[name])
+                    progress(name, records[name])
             except WorkerDied as died:
                 # A group's other members may still be writing: none outlives its fault.
                 self.session.kill_group()
@@ -385,7 +416,7 @@ class Supervisor:
                     group.record_fault(self.workdir, self.exp, name, "capture", died)
                 records[name] = record
                 todo.remove(name)
-                _progress(position(name), name, record)
+                progress(name, record)
                 print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
                 self.session.worker.save_log(self.workdir)
                 self.session.worker = self._new_worker()
@@ -547,6 +578,7 @@ def manifest_for(
         ],
         "environment": {**environment, "git_commit": git_commit()},
         "compiler_options": {v.name: dict(v.xla_options) for v in exp.selected_variants},
+        "invocation": to_json(commands.invocation_here()),
     }
 
 
@@ -556,14 +588,14 @@ def _stage(name: str) -> None:
 
 
 def _capture_plan(
-    exp: Experiment, workdir: Path, platform: str, resume: bool
+    exp: Experiment, workdir: Path, platform: str, resume: bool, in_order: InOrder
 ) -> tuple[dict[str, CaptureRecord], list[str]]:
     """Returns the records already decided (skipped here, kept from an interrupted run) and the
     variants still to capture, in config order; skipped variants get their result.json now."""
     records: dict[str, CaptureRecord] = {}
     todo = []
     selected = exp.selected_variants
-    for i, v in enumerate(selected, 1):
+    for v in selected:
         if platform not in v.platforms:
             vdir = _fresh_variant_dir(workdir, v.name)
             record = CaptureRecord(
@@ -575,12 +607,12 @@ def _capture_plan(
             )
             io.write_json(VariantFolder(vdir).result, to_json(record))
             records[v.name] = record
-            _progress(f"[{i}/{len(selected)}]", v.name, record)
+            in_order.add(v.name, record)
             continue
         kept = kept_record(workdir, v.name) if resume else None
         if kept is not None:
             records[v.name] = kept
-            _progress(f"[{i}/{len(selected)}]", v.name, kept, kept=True)
+            in_order.add(v.name, kept, kept=True)
             continue
         todo.append(v.name)
     return records, todo
@@ -607,7 +639,8 @@ def _stages(
     seconds["start_s"] = clock - harness.STARTED
     if exp.processes.enabled:
         _stage(group.describe(exp, session.environment))
-    records, todo = _capture_plan(exp, workdir, platform, resume)
+    in_order = InOrder([v.name for v in exp.selected_variants])
+    records, todo = _capture_plan(exp, workdir, platform, resume, in_order)
     # A group of processes captures every variant in turn: a group per variant would pay
     # every member's start for each one.
     per_variant = not exp.processes.enabled and (
@@ -616,7 +649,7 @@ def _stages(
     )
     supervisor = Supervisor(session, workdir, exp)
     numbers = {v.name: i for i, v in enumerate(exp.selected_variants, 1)}
-    records.update(supervisor.capture(todo, per_variant, counted(numbers, len(numbers))))
+    records.update(supervisor.capture(todo, per_variant, counted(numbers, len(numbers)), in_order))
     seconds["capture_s"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -686,7 +719,7 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         summary = _stages(config, workdir, session, resume, seconds, notes, settle)
         study.write()  # with report_s
     if study.stopped is not None:
-        return _stopped(study.stopped, exp, workdir, session)
+        return _stopped(study.stopped, exp, workdir, session, study.manifest)
     failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
     print(
         "time: "
@@ -723,8 +756,22 @@ def keep_earlier_timing(workdir: Path) -> str:
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 
 
-def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Session) -> int:
+def finish_command(manifest: dict[str, Any], workdir: Path) -> str:
+    """The command that finishes the run in `workdir`, resumed as it was started (a second
+    form after `, or: `; harness.commands), so that it pastes as printed."""
+    record = run_records.from_document(run_records.MANIFEST, manifest, str(workdir))
+    return ", or: ".join(commands.resume_commands(record, workdir))
+
+
+def _stopped(
+    stop: lifecycle.Stop,
+    exp: Experiment,
+    workdir: Path,
+    session: Session,
+    manifest: dict[str, Any],
+) -> int:
     """Says why the study stopped early and how to finish it; returns the exit status."""
+    finish = finish_command(manifest, workdir)
     if stop.status == "interrupted":
         kept = sum(
             1
@@ -733,7 +780,7 @@ def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Sess
         )
         print(
             f"interrupted ({stop.reason}): {kept} of {len(exp.selected_variants)} variants kept"
-            + stop.then(f"; finish with --resume={workdir.name}"),
+            + stop.then(f"; finish it with: {finish}"),
             file=sys.stderr,
             flush=True,
         )
@@ -742,10 +789,10 @@ def _stopped(stop: lifecycle.Stop, exp: Experiment, workdir: Path, session: Sess
     if isinstance(e, OSError):  # disk full, a read-only folder, a name too long
         where = f"{e.filename}: " if e.filename else ""
         what = f"{where}{e.strerror or e}"
-        hint = f"; finished variants are kept: fix it and finish with --resume={workdir.name}"
+        hint = f"; finished variants are kept: fix it, then finish it with: {finish}"
     else:
         what = cli_line(e)
-        hint = f"; finished variants are kept: finish with --resume={workdir.name}"
+        hint = f"; finished variants are kept: finish it with: {finish}"
     print(f"error: {what}{stop.then(hint)}", file=sys.stderr, flush=True)
     return stop.exit_code
 

@@ -63,6 +63,18 @@ class Override:
 
 
 @dataclass(frozen=True)
+class Invocation:
+    """How the user started the run, so the commands it prints (time it again, finish it) paste
+    as printed: harness.commands builds them from this."""
+
+    python: str = doc(
+        "the interpreter, as it can be typed where the run started: relative to that folder"
+        " when inside it (`.venv/bin/python`), else absolute"
+    )
+    make: bool = doc("started through `make` (it sets MAKELEVEL for the commands it runs)", False)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """The run: its config as resolved, where it ran, its status and the seconds per stage."""
 
@@ -88,6 +100,7 @@ class Manifest:
     module: str | None = doc("`python -m harness.analyze`: its --module pattern")
     xplane: str | None = doc("`python -m harness.analyze`: the profile it read")
     ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
+    invocation: Invocation | None = doc("how it was started (null before manifest version 2)")
 
 
 # --- ceilings.json ------------------------------------------------------------------------------
@@ -509,7 +522,8 @@ def _first(name: str, record: type, compact: bool = False) -> FileKind:
     return FileKind(name, record, 1, {0: _versioned(1)}, compact)
 
 
-MANIFEST = _first(runfolder.MANIFEST_FILE, Manifest)
+# Version 2 added `invocation`: a manifest of version 1 reads with it absent.
+MANIFEST = FileKind(runfolder.MANIFEST_FILE, Manifest, 2, {0: _versioned(1), 1: _versioned(2)})
 CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
 KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)

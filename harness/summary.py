@@ -670,6 +670,14 @@ class Candidate:
     step_ci95_s: tuple[float, float] | None = doc("its 95% interval")
     vs_default: Verdict | None = doc("against the default, from paired rounds")
     vs_lower_bound: Verdict | None = doc("against the lower bound, from paired rounds")
+    # A coordinate search times the default again in every stage: a candidate's figures are
+    # read against the default's and the lower bound's of its own stage, never a later one.
+    stage: int | None = doc(
+        "the timing stage its step and ratios come from (`timing-<stage>.json`); null when"
+        " untimed or saved before it was recorded"
+    )
+    default_step_s: float | None = doc("the default's time per step in that stage")
+    lower_bound_step_s: float | None = doc("the lower bound's time per step in that stage")
     rel_fro_err: float | None = doc("its error against the float64 reference")
     numerics_ok: bool | None = doc("within the dtype's tolerance")
 

@@ -236,3 +236,46 @@ def test_eager_profile_steps_are_the_executions_of_its_largest_program(tmp_path:
     assert "no events of the analysed modules" in proc.stdout
     md = (tmp_path / "jit" / "report.md").read_text()
     assert "12 device events outside any program (runtime copies) ignored" in md
+
+
+TINY_HLO = "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"
+
+
+@pytest.mark.parametrize("wrong", ["dump", "xplane", "xplane_folder"])
+def test_a_wrong_input_path_is_refused_before_any_work(wrong: str, tmp_path: Path) -> None:
+    """A missing dump or profile (or a folder with no profile) is one line naming the flag and
+    the path once, and leaves no output folder: nothing was analysed first."""
+    dump = tmp_path / "m.txt"
+    dump.write_text(TINY_HLO)
+    (tmp_path / "empty").mkdir()
+    bad = {"dump": tmp_path / "no_dump", "xplane": tmp_path / "no.xplane.pb"}.get(
+        wrong, tmp_path / "empty"
+    )
+    flag = "dump" if wrong == "dump" else "xplane"
+    args = {"dump": dump, flag: bad}
+    out = tmp_path / "out"
+    proc = run_analyze(*(f"--{k}={v}" for k, v in args.items()), f"--out={out}")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith(f"error: --{flag}: ")
+    assert line.count(str(bad)) == 1 and "Traceback" not in line
+    assert not out.exists()
+    # The same inputs with the right path do the work: the check can pass.
+    args[flag] = dump if flag == "dump" else None
+    ok = run_analyze(*(f"--{k}={v}" for k, v in args.items() if v), f"--out={out}")
+    assert ok.returncode == 0, ok.stderr
+    assert out.is_dir()
+
+
+def test_help_lists_every_flag_on_a_line_of_its_own() -> None:
+    proc = run_analyze("--help")  # absl's --help exits 1, having printed the help
+    assert "Traceback" not in proc.stderr, proc.stderr
+    listed = {
+        line.split(":")[0].strip().removeprefix("--")
+        for line in proc.stdout.splitlines()
+        if line.startswith("  --")
+    }
+    assert listed == {"dump", "out", "module", "xplane", "steps", "ceilings", "mode"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("  --"):
+            assert len(line) <= 80 and line.rstrip().endswith((".", ")")), line

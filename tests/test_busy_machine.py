@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO
 
-from harness import machine_state, stats
+from harness import commands, machine_state, stats
 from harness.analyze import judging, rules, verdicts
 from harness.config.experiment import ConfigError
 from harness.report import compare, data, findings
@@ -137,7 +138,10 @@ def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_on
     assert "No change is recommended" in text
     line, retime, *_ = conclusion_lines(gated)
     assert line.startswith("could not resolve:") and "0.6645" in line
-    assert retime.startswith("time it again later: python -m harness --config=")
+    # The study ran with this interpreter from the repository (conftest.run_harness), and the
+    # command names it as it can be typed there, not a bare `python` the venv may not be.
+    python = commands.typed_interpreter(sys.executable, REPO)
+    assert retime.startswith(f"time it again later: {python} -m harness --config=")
     assert f"--resume={gated.run_id} --config.timing.only=true" in retime
     assert conclusion_lines(resolved)[0].startswith("finding 1: `eager` is 3.00× slower")
 

@@ -235,8 +235,10 @@ def test_settling_calls_count_against_the_budget_and_precede_every_batch() -> No
     calls: list[str] = []
     timed = [rounds.Timed(n, (lambda n=n: calls.append(n)), lambda out: None) for n in ("a", "b")]
     result = rounds.time_rounds(timed, rounds=2, target_batch_s=0.0, warmup=0, settle=0.5)
-    # Calibration ran two calls each; then every batch of 2 calls came after 1 settling call
-    # of the same variant, so no batch starts right after another variant's calls.
+    # Calibration ran two calls each (a target of 0 s is met by the first batch however slow
+    # the machine, and no budget scales it: no count here depends on load); then every batch
+    # of 2 calls came after 1 settling call of the same variant, so no batch starts right
+    # after another variant's calls.
     assert result.calls_per_batch == {"a": 2, "b": 2} and result.settle_calls == {"a": 1, "b": 1}
     assert calls[4:] == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
     batches = {"a": rounds.Batch(calls=10, seconds=0.1)}

@@ -189,7 +189,19 @@ def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: 
     run = (results / "faults" / "latest").resolve()
     assert manifest(run)["status"] == "interrupted"
     assert finished == ["xla"] and (run / "variants" / "xla" / "result.json").exists()
-    resumed = run_harness(f"--config={cfg}", f"--resume={run.name}", results_root=results)
+    # The message's command is pasted as printed (harness.commands): this interpreter, the
+    # config, the results root and the run's id, nothing the test adds.
+    printed = re.search(r"; finish it with: (.+)$", err, re.M)
+    assert printed is not None, err
+    assert f"--resume={run.name}" in printed[1] and "make" not in printed[1]
+    resumed = subprocess.run(
+        ["bash", "-c", printed[1]],
+        cwd=REPO,
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert {n: r.identity.status for n, r in read_summary(run).items()} == {
         "xla": "ok",
@@ -347,3 +359,23 @@ def test_a_kept_program_that_does_not_load_is_compiled_again(tmp_path):
     (tmp_path / "damaged").write_bytes(b"\x80\x04not a program")
     loaded, note = load_executable(lowered, tmp_path / "damaged")
     assert loaded is None and note.startswith("compiled again for timing (the captured program")
+
+
+def test_progress_lines_come_in_config_order(capsys: pytest.CaptureFixture[str]) -> None:
+    """A line decided before the capture (a variant skipped on this platform) waits for the
+    lines above it: `[3/3] ... skipped` never comes before `[1/3]`."""
+    from harness.run import InOrder
+    from harness.summary import CaptureRecord
+
+    skipped = CaptureRecord(status="skipped", reason="applies to gpu", mode="jit", module=None)
+    order = InOrder(["a", "b", "c"])
+    order.add("c", skipped)
+    assert capsys.readouterr().out == ""
+    order.add("a", None)  # a variant whose worker crashed
+    order.add("b", skipped)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["[1/3]", "a", "failed"],
+        ["[2/3]", "b", "skipped"],
+        ["[3/3]", "c", "skipped"],
+    ]

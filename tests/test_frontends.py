@@ -151,7 +151,8 @@ def test_a_plugin_that_fails_to_import_is_named(tmp_path: Path) -> None:
         registry.load_plugins(str(broken))
 
 
-# Every stage of a study, kept small: two timed calls a round, four rounds, no added rounds.
+# Every stage of a study, kept small: two timed calls a round, four rounds, rounds added only
+# within the budget.
 TOY_FLAGS = (*TINY, "--config.profile.enabled=false")
 
 

@@ -40,6 +40,7 @@ LIBRARIES = (
     "harness.stats",
     "harness.precision",
     "harness.cli",
+    "harness.commands",  # the commands printed for a user to paste (issue 42)
     "harness.textsafety",
     "harness.terminal",
     "harness.userfiles",

@@ -439,6 +439,8 @@ def test_timing_decisions_pass_through_agreement() -> None:
         said.append(value)
         return 1.0 if isinstance(value, float) else value
 
+    # Every calibration and budget reading is agreed to 1.0 s, whatever the load: the count
+    # below cannot move.
     out = rounds.time_rounds([t], 2, target_batch_s=0.5, budget_s=10.0, agree=agree)
     assert out.calls_per_batch == {"x": rounds.MIN_CALLS}
     assert said and all(isinstance(v, float) for v in said)

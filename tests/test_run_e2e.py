@@ -50,7 +50,10 @@ def test_measured_variants_have_numbers_and_pass_numerics(cpu_run):
         if s.identity.status != "ok" or s.identity.mode == "jit_python_branch":
             continue
         t = s.timing
-        assert t.rounds == 4 and t.interleaved and len(t.round_step_s) == 4, name
+        # The four planned rounds and every round added while the intervals were wide (how
+        # many depends on the machine's load; they come in pairs): one figure per round.
+        assert t.interleaved and t.rounds == len(t.round_step_s), name
+        assert t.rounds >= 4 and (t.rounds - 4) % 2 == 0, name
         assert t.step_ci95_s[0] <= t.step_s <= t.step_ci95_s[1], name
         assert 0 < t.latency_blocked_p10_s <= t.latency_blocked_median_s <= t.latency_blocked_p90_s
         c = s.compile

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_harness
 
+from harness import fmt, stats
 from harness.config import load
 from harness.records import emitted_keys, from_json
 from harness.search import space
@@ -92,6 +93,24 @@ def test_the_default_and_the_lower_bound_are_always_timed(search_run: Path) -> N
     tried = len(record(search_run).candidates) - 1
     assert f"{tried} configurations compiled (the default among them) and the lower bound" in md
     assert (search_run / "plots" / "search.png").is_file()
+
+
+def test_each_row_reads_its_times_and_ratios_from_one_stage(search_run: Path) -> None:
+    """The coordinate search times the default again in every stage: a row's own time, the
+    default's and the lower bound's beside its ratios are all the medians of the stage file
+    the row names, never the default's last stage."""
+    r = record(search_run)
+    timed = [c for c in r.candidates if c.step_s is not None]
+    assert timed and all(c.stage is not None for c in timed)
+    md = (search_run / "report.md").read_text().split("## Ranked", 1)[1]
+    for c in timed:
+        stage = json.loads((search_run / f"timing-{c.stage}.json").read_text())["variants"]
+        assert c.step_s == stats.median(stage[c.name]["round_step_s"]), c.name
+        assert c.default_step_s == stats.median(stage["default"]["round_step_s"]), c.name
+        assert c.lower_bound_step_s == stats.median(stage["matmul_only"]["round_step_s"])
+        if c.name != "matmul_only":
+            row = next(line for line in md.splitlines() if line.startswith(f"| {c.name} |"))
+            assert f"`timing-{c.stage}.json`" in row and fmt.ms(c.default_step_s) in row
 
 
 def test_the_lower_bound_is_never_the_best_even_when_fastest() -> None:

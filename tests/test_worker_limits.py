@@ -174,7 +174,7 @@ program:
 measure: {{warmup: 1, steps: 3}}
 profile: {{enabled: false}}
 dump: {{passes: false}}
-timing: {{rounds: 3, budget_s: 0.3, max_budget_s: 0.3}}  # no rounds added
+timing: {{rounds: 3, budget_s: 0.3, max_budget_s: 0.3}}
 variants:
   - {{name: xla, mode: jit}}
   - {{name: bad, mode: jit, program: {{dtype: bfloat16}}}}
@@ -192,7 +192,14 @@ def test_a_variant_that_crashes_only_in_timing_is_excluded_and_the_rest_timed(
     assert "Traceback" not in proc.stderr
     run = (tmp_path / "results" / "timing_fault" / "latest").resolve()
     timing = json.loads((run / "timing.json").read_text())
-    assert timing["rounds"] == 3 and set(timing["variants"]) >= {"xla", "xla#again"}
+    # How many rounds ran depends on the machine's load: pairs of rounds are added while the
+    # intervals are wide and the rounds so far left time in max_budget_s (a busy machine made
+    # it 7). What cannot change: the 3 planned rounds all ran, the added ones came in pairs, and
+    # every variant left timed has one figure per round that ran.
+    assert set(timing["variants"]) >= {"xla", "xla#again"}
+    assert timing["rounds"] == 3 + timing["added_rounds"] and timing["added_rounds"] % 2 == 0
+    for name, v in timing["variants"].items():
+        assert len(v["round_step_s"]) == timing["rounds"], name
     assert "bad" not in timing["variants"]
     assert "SIGABRT" in timing["excluded"]["bad"] and "timing it" in timing["excluded"]["bad"]
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"

@@ -24,6 +24,7 @@ from harness.analyze.program import Ceilings, ProgramAnalysis, ceilings_from_jso
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
+from harness.profile.events import ProfileError, find_xplane
 from harness.textsafety import UnsafePattern, user_pattern
 
 FLAGS = flags.FLAGS
@@ -36,15 +37,9 @@ def define_flags() -> None:
     cli.define_string("out", None, "Output folder; one subfolder per module.")
     cli.define_string("module", "", "Only modules whose key matches this regex.")
     cli.define_string("xplane", None, "A jax.profiler profile (.xplane.pb or its folder).")
-    cli.define_integer(
-        "steps",
-        None,
-        "Steps the profile covers, when it has no StepTraceAnnotation markers (else the "
-        "executions of the main program are counted).",
-    )
-    cli.define_string(
-        "ceilings", None, "A run's ceilings.json: the roofs of the roofline (peak FLOP/s, B/s)."
-    )
+    # One line each in --help (absl wraps at 80 columns): the README says the rest.
+    cli.define_integer("steps", None, "Steps the profile covers, if it has no step markers.")
+    cli.define_string("ceilings", None, "A run's ceilings.json: the roofline's roofs.")
     cli.define_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
@@ -61,6 +56,20 @@ def read_ceilings(path: Path) -> Ceilings:
         raise cli.UsageError(str(e)) from None
 
 
+def check_inputs(dump: Path, xplane: Path | None) -> None:
+    """Refuses a dump that holds no HLO module and a profile path with no profile, before any
+    work and before the output folder is made: a wrong path costs nothing."""
+    try:
+        analysis.find_modules(dump)
+    except ValueError as e:
+        raise cli.UsageError(f"--dump: {e}") from None
+    if xplane is not None:
+        try:
+            find_xplane(xplane)
+        except ProfileError as e:
+            raise cli.UsageError(f"--xplane: {e}") from None
+
+
 def main(argv: Sequence[str]) -> int:
     cli.no_extra_arguments(argv)
     # A short-lived process over millions of parsed objects that form almost no cycles: the
@@ -73,6 +82,7 @@ def main(argv: Sequence[str]) -> int:
     if FLAGS.steps is not None and FLAGS.xplane is None:
         raise cli.UsageError("--steps needs --xplane (the profile whose steps it counts)")
     dump, out = Path(FLAGS.dump), Path(FLAGS.out)
+    check_inputs(dump, Path(FLAGS.xplane) if FLAGS.xplane else None)
     try:
         pattern = user_pattern(FLAGS.module) if FLAGS.module else None
     except UnsafePattern as e:

@@ -8,11 +8,9 @@ each variant whose result a compiler choice moved.
 
 from __future__ import annotations
 
-import json
-import shlex
 from pathlib import Path
-from typing import Any
 
+from harness import commands
 from harness.report import data, resolution
 from harness.runfolder import DUMP_DIR, TORCH_DIR, RunFolder
 
@@ -23,9 +21,11 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
     line = resolution.unresolved_line(run.summary)
     if line is not None:
+        first, *others = retime_commands(run)
         return [
             f"could not resolve: {line}",
-            f"time it again later: {retime_command(run)}",
+            f"time it again later: {first}",
+            *(f"  or: {c}" for c in others),
             *numerics_lines(run),  # the numerics rest on no timing
         ]
     if run.summary.findings is None:
@@ -57,15 +57,6 @@ def numerics_lines(run: data.RunData) -> list[str]:
     return out
 
 
-def _flag_value(value: Any) -> str:
-    """An override's value as the --config flag takes it (YAML's flow form for lists)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
-
-
 def retimable(run: data.RunData) -> bool:
     """True for a run folder as the study left it: an exported copy (no variant keeps its
     `dump/` or `torch/`) cannot be timed again, and its path is another machine's."""
@@ -76,19 +67,13 @@ def retimable(run: data.RunData) -> bool:
     )
 
 
-def retime_command(run: data.RunData) -> str:
-    """Returns the command that times this saved run again (timing.only): its config and
-    overrides, as it was started, resumed by its id."""
-    m = run.manifest
-    args = ["python", "-m", "harness", f"--config={m.config_file or 'CONFIG'}"]
-    for o in m.overrides:
-        if o.key and o.key != "timing.only":
-            args.append(f"--config.{o.key}={_flag_value(o.value)}")
-    root = run.path.parent.parent
-    if root.name != "results":
-        args.append(f"--results_root={root}")
-    args += [f"--resume={run.run_id}", "--config.timing.only=true"]
-    return shlex.join(args)
+def retime_commands(run: data.RunData) -> list[str]:
+    """Returns the commands that time this saved run again (timing.only): its config and
+    overrides, as it was started, resumed by its id; the form its user started it with first
+    (harness.commands)."""
+    return commands.resume_commands(
+        run.manifest, run.path, drop=("timing.only",), extra=("--config.timing.only=true",)
+    )
 
 
 def conclusion(workdir: Path) -> list[str]:

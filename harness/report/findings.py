@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness import fmt
 from harness.report import resolution
-from harness.report.conclusion import retimable, retime_command
+from harness.report.conclusion import retimable, retime_commands
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.gaps import gap_blocks
@@ -46,7 +46,7 @@ def verdict_blocks(run: RunData) -> list[Block]:
                     "fingerprint against its captured program; the earlier timing is kept):"
                 )
             )
-            out.append(Code(retime_command(run), "sh"))
+            out.append(Code("\n".join(retime_commands(run)), "sh"))
         return out
     if n is None:
         return [Para("**No timing.** This run has no timing rounds: no difference is resolved.")]

@@ -11,8 +11,8 @@ from harness import fmt, io
 from harness.records import from_json
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
 from harness.report.plots import CHAR_IN, new_figure
-from harness.runfolder import RunFolder
-from harness.summary import Candidate, SearchRecord
+from harness.runfolder import RunFolder, stage_timing
+from harness.summary import Candidate, SearchRecord, Verdict
 
 NO_DIFFERENCE = ("same_program", "indistinguishable", "not_resolved")
 
@@ -90,6 +90,20 @@ def figure(record: SearchRecord) -> Figure:
     return fig
 
 
+def stage_name(c: Candidate) -> str:
+    """The timing file a candidate's figures come from (a coordinate search times in stages,
+    the default again in each), or — when untimed or saved before it was recorded."""
+    return f"`{stage_timing(c.stage)}`" if c.stage is not None else "—"
+
+
+def against(v: Verdict | None, what: str, reference_s: float | None) -> str:
+    """A ratio cell with the reference's time per step in the same stage, so the times and
+    the ratio beside them come from one set of rounds."""
+    if v is None:
+        return "—"
+    return fmt.verdict(v) + (f"; {what} {fmt.ms(reference_s)}" if reference_s else "")
+
+
 def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
     rows = ranked(record)
     best = next((c for c in record.candidates if c.name == record.best), None)
@@ -119,7 +133,8 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
         out += [
             Heading(2, "Best configuration"),
             Para(
-                f"`{best.name}` ({best.changed}): {fmt.step(best.step_s, best.step_ci95_s)}; "
+                f"`{best.name}` ({best.changed}): {fmt.step(best.step_s, best.step_ci95_s)} in "
+                f"{stage_name(best)}; "
                 f"{said}; against the lower bound {fmt.verdict(best.vs_lower_bound)}."
             ),
             Code(
@@ -135,7 +150,9 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
         Heading(2, "Ranked"),
         Para(
             f"Against the lower bound `{bound.name}` (x @ W alone, timed in the same rounds): "
-            f"{fmt.step(bound.step_s, bound.step_ci95_s)}; it computes less, so it is the line "
+            f"{fmt.step(bound.step_s, bound.step_ci95_s)} in {stage_name(bound)}; each row reads "
+            "its ratios against the default and the lower bound timed in its own stage, and "
+            "gives their times there. It computes less, so it is the line "
             "every candidate is measured against, never a candidate."
             if bound is not None
             else "No lower bound was timed."
@@ -144,6 +161,7 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
             (
                 "candidate",
                 "changed",
+                "timed in",
                 "step (95% CI)",
                 "vs default",
                 "vs lower bound",
@@ -154,9 +172,10 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
                 (
                     c.name,
                     c.changed,
+                    stage_name(c),
                     fmt.step(c.step_s, c.step_ci95_s),
-                    fmt.verdict(c.vs_default) if c.vs_default else "—",
-                    fmt.verdict(c.vs_lower_bound) if c.vs_lower_bound else "—",
+                    against(c.vs_default, "default", c.default_step_s),
+                    against(c.vs_lower_bound, "lower bound", c.lower_bound_step_s),
                     fmt.secs(c.compile_s),
                     fmt.sci(c.rel_fro_err),
                 )

@@ -219,6 +219,11 @@ class Search:
         if self.bound:
             pairs += [(n, self.bound.name) for n in order if n != self.bound.name]
         judged = _verdicts(timed, pairs, self.gate, self.exp)
+        medians = {
+            n: stats.median(list(v.round_step_s))
+            for n, v in timed.variants.items()
+            if v.round_step_s
+        }
         for name in order:
             entry = timed.variants.get(name)
             if entry is None or not entry.round_step_s or name not in self.records:
@@ -230,6 +235,9 @@ class Search:
                 step_ci95_s=stats.bootstrap_ci(rounds),
                 vs_default=judged.get((name, space.DEFAULT)),
                 vs_lower_bound=judged.get((name, self.bound.name)) if self.bound else None,
+                stage=self.stages,
+                default_step_s=medians.get(space.DEFAULT),
+                lower_bound_step_s=medians.get(self.bound.name) if self.bound else None,
             )
         return timed
 
