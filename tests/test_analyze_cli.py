@@ -21,7 +21,8 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     proc = run_analyze(f"--dump={dump}", f"--out={tmp_path}")
     if not has_hlo:  # eager and matmul_only dumps hold only a config.pbtxt
         assert proc.returncode == 2
-        assert proc.stderr.strip() == f"error: {dump}: no HLO modules found"
+        assert proc.stderr.strip() == f"error: --dump: {dump}: no HLO modules found"
+        assert not any(tmp_path.iterdir())  # refused before any work: nothing written
         return
     assert proc.returncode == 0, proc.stderr
     found = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))

@@ -74,7 +74,7 @@ def test_the_committed_h200_reference_is_migrated_so() -> None:
     assert "xla_library_epilogue" in ranked
     md = (H200 / "report.md").read_text()
     assert md.index("## Findings") < md.index("### 1. ")
-    assert "Resolved against a widened floor" in md
+    assert "Its A/A check failed (the pair's interval excludes 1.0)" in md
 
 
 def test_a_busy_machine_still_withholds_every_verdict() -> None:

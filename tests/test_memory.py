@@ -123,7 +123,7 @@ def test_every_compiled_cpu_variant_has_its_peak_and_buffers(cpu_run: Path) -> N
 
 
 def test_a_version_4_summary_reads_without_memory() -> None:
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION >= 5
     read = parse_summary(
         {
             "schema_version": 4,

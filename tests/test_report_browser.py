@@ -253,10 +253,11 @@ FOLD = """JSON.stringify((() => {
 })())"""
 
 
-def test_the_h200_verdict_findings_and_first_change_are_above_the_fold(tmp_path):
-    """At 1400×900 a reader sees, without scrolling, whether the run resolved differences,
-    every finding's heading and the first row of what to change (the H200 reference: six
-    memory findings, an unresolved run, two untested changes)."""
+def test_the_h200_verdict_and_top_findings_are_above_the_fold(tmp_path):
+    """At 1400×900 a reader sees, without scrolling, whether the run resolved differences and
+    the headings of its three largest findings (what the terminal prints). The H200 reference
+    ranks 11 timing findings and 6 memory ones since issue 38, so not every heading, nor what
+    to change after them, fits one screen."""
     from conftest import REPO
 
     from harness.report import data, markdown
@@ -281,6 +282,6 @@ def test_the_h200_verdict_findings_and_first_change_are_above_the_fold(tmp_path)
         browser.close()
     assert seen["width"] == 1400
     assert seen["verdict"] is not None and seen["verdict"] < 900, seen
-    assert len(seen["findings"]) == headed > 0, seen  # memory findings; no timing one ranked
-    assert all(y < 900 for _, y in seen["findings"]), seen
-    assert seen["change"] is not None and seen["change"] < 900, seen
+    assert len(seen["findings"]) == headed > 3, seen
+    assert all(y < 900 for _, y in seen["findings"][:3]), seen
+    assert seen["change"] is not None, seen

@@ -59,10 +59,9 @@ def verdict_blocks(run: RunData) -> list[Block]:
     spread = resolution.between_runs_line(run.summary)
     spread = f" {spread[0].upper()}{spread[1:]}." if spread else ""
     widened = resolution.aa_failed_line(run.summary)
-    head = "**Resolved against a widened floor.**" if widened else "**Resolved.**"
     return [
         Para(
-            f"{head} {aa}: a difference is called only where its interval clears "
+            f"**Resolved.** {aa}: a difference is called only where its interval clears "
             f"{fmt.pct(n.floor)}.{spread} "
             + (f"{widened} " if widened else "")
             + "[Noise](#noise)."
