@@ -65,18 +65,23 @@ def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> N
 def validate_ranges(obj: Any, source: str, path: str) -> None:
     """Checks every numeric field that declares a range, in `obj` and the sections inside it."""
     for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        key = f"{path}.{f.name}" if path else f.name
-        if "range" in f.metadata:
-            lo, hi = f.metadata["range"]
-            for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
-                if not lo <= v <= hi:
-                    where = key if i is None else f"{key}[{i}]"
-                    raise ConfigError(
-                        source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
-                    )
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            validate_ranges(value, source, key)
+        _field_range(obj, f, source, path)
+
+
+def _field_range(obj: Any, f: dataclasses.Field[Any], source: str, path: str) -> None:
+    """Checks one field's range, or the ranges inside it when it is a section."""
+    value = getattr(obj, f.name)
+    key = f"{path}.{f.name}" if path else f.name
+    if "range" in f.metadata:
+        lo, hi = f.metadata["range"]
+        for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
+            if not lo <= v <= hi:
+                where = key if i is None else f"{key}[{i}]"
+                raise ConfigError(
+                    source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
+                )
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        validate_ranges(value, source, key)
 
 
 def _num(x: float) -> str:
@@ -160,10 +165,18 @@ def validate_experiment(e: Experiment, source: str) -> None:
         validate_name(source, "experiment", e.experiment)
     with found.check():
         validate_problem(e.problem, source, "problem")
+    # The seed and every section's numbers. A section with a number out of range gets no
+    # further check: it would judge a value already refused (processes.count: 0 is no group).
+    refused: set[str] = set()
+    for f in dataclasses.fields(e):
+        with found.check():
+            try:
+                _field_range(e, f, source, "")
+            except ConfigError:
+                refused.add(f.name)
+                raise
     with found.check():
-        validate_ranges(e, source, "")  # the seed and every section's numbers
-    with found.check():
-        if (problem := timing_problem(e.timing)) is not None:
+        if "timing" not in refused and (problem := timing_problem(e.timing)) is not None:
             raise ConfigError(source, *problem)
     with found.check():
         validate_program(e, source)
@@ -194,7 +207,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
         validate_search(e.search, source, names)
     with found.check():
         problem = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
-        if problem is not None:
+        if problem is not None and "processes" not in refused:
             raise ConfigError(source, *problem)
     with found.check():
         if e.baseline not in seen:
