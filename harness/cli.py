@@ -79,7 +79,10 @@ def guarded(main: Callable[[Sequence[str]], int]) -> Callable[[Sequence[str]], i
         except _user_errors() as e:
             if logging.get_verbosity() >= 1:
                 traceback.print_exc()
-            print(f"error: {one_line(e)}", file=sys.stderr)
+            # A config's mistakes come together (harness.config.experiment.ConfigErrors):
+            # one `error:` line each.
+            for one in getattr(e, "errors", (e,)):
+                print(f"error: {one_line(one)}", file=sys.stderr)
             return USAGE_ERROR
         except OSError as e:  # disk full, read-only folder, a name too long
             if logging.get_verbosity() >= 1:

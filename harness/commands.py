@@ -79,6 +79,15 @@ def resume_args(
     config file and overrides as it was started (a resume must give the same, harness.runs),
     its results root when not `results` here, `--resume=<id>`, then `extra`. Overrides of the
     keys in `drop` are left out (a re-time gives its own timing.only)."""
+    args = start_args(manifest, run_path, drop)
+    args.append(f"--resume={manifest.run_id or run_path.name}")
+    return [*args, *extra]
+
+
+def start_args(manifest: Manifest, run_path: Path, drop: Sequence[str] = ()) -> list[str]:
+    """Returns `python -m harness`'s arguments that start the saved run at `run_path` anew
+    (a search, which cannot be resumed): its config file, its overrides but those of `drop`,
+    and its results root when not `results` here."""
     args = [f"--config={manifest.config_file or 'CONFIG'}"]
     for o in manifest.overrides:
         if o.key and o.key not in drop:
@@ -86,8 +95,7 @@ def resume_args(
     root = results_root_flag(run_path.parent.parent, Path.cwd())
     if root is not None:
         args.append(f"--results_root={root}")
-    args.append(f"--resume={manifest.run_id or run_path.name}")
-    return [*args, *extra]
+    return args
 
 
 def make_command(target: str, args: Sequence[str]) -> str | None:
@@ -127,4 +135,12 @@ def resume_commands(
     the forms of `harness_commands`."""
     return harness_commands(
         manifest.invocation, make_target(manifest), resume_args(manifest, run_path, drop, extra)
+    )
+
+
+def start_commands(manifest: Manifest, run_path: Path) -> list[str]:
+    """Returns the commands that start the saved run at `run_path` again (see `start_args`),
+    in the forms of `harness_commands`."""
+    return harness_commands(
+        manifest.invocation, make_target(manifest), start_args(manifest, run_path)
     )

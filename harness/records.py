@@ -184,6 +184,9 @@ class Dialect:
     finish: Mapping[type, Finisher] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
+    # Given, the walk reads on past a mistake and raises every one of a record at once, as
+    # this makes them one error (a config lists all its mistakes); without, the first.
+    combine: Callable[[list[Any]], ValueError] | None = None
 
 
 RECORDS = Dialect()
@@ -338,33 +341,56 @@ def scalar(tp: type, value: Any) -> Any:
 def _record(cls: type, value: Any, source: str, key: str, d: Dialect, defaults: Any) -> Any:
     if not isinstance(value, Mapping):
         raise d.error(source, key or "<top level>", f"expected a mapping, got {_got(value)}")
-    hints, fields = _hints(cls), _fields(cls)
+    fields = _fields(cls)
     kwargs: dict[str, Any] = {}
+    errors: list[ValueError] = []
     for name, raw in value.items():
         sub = f"{key}.{name}" if key else str(name)
-        if name not in fields:
-            raise d.error(source, sub, "unknown key" + suggest(str(name), fields))
-        reader = d.fields.get((cls, name))
-        tp = hints[name]
-        if reader is not None:
-            kwargs[name] = reader(raw, source, sub, value)
-        elif defaults is not None and dataclasses.is_dataclass(tp):
-            kwargs[name] = _record(tp, raw, source, sub, d, getattr(defaults, name))
-        else:
-            kwargs[name] = _value(tp, raw, source, sub, d)
+        try:
+            kwargs[name] = _field(cls, name, raw, value, source, sub, d, defaults)
+        except d.error as e:
+            if d.combine is None:
+                raise
+            errors.append(e)
+    for name, f in fields.items():
+        if (
+            defaults is None
+            and name not in value
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ):
+            errors.append(d.error(source, f"{key}.{name}" if key else name, "is required"))
+    if errors:
+        raise errors[0] if d.combine is None else d.combine(errors)
     finish = d.finish.get(cls)
     if finish is not None:
         kwargs = finish(kwargs, source, key, defaults)
     if defaults is not None:
         return dataclasses.replace(defaults, **kwargs)
-    for name, f in fields.items():
-        if (
-            name not in kwargs
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ):
-            raise d.error(source, f"{key}.{name}" if key else name, "is required")
     return cls(**kwargs)
+
+
+def _field(
+    cls: type,
+    name: Any,
+    raw: Any,
+    value: Mapping[str, Any],
+    source: str,
+    sub: str,
+    d: Dialect,
+    defaults: Any,
+) -> Any:
+    """Returns one key of a record read; raises the dialect's error naming `sub`."""
+    fields = _fields(cls)
+    if name not in fields:
+        raise d.error(source, sub, "unknown key" + suggest(str(name), fields))
+    reader = d.fields.get((cls, name))
+    tp = _hints(cls)[name]
+    if reader is not None:
+        return reader(raw, source, sub, value)
+    if defaults is not None and dataclasses.is_dataclass(tp):
+        return _record(tp, raw, source, sub, d, getattr(defaults, name))
+    return _value(tp, raw, source, sub, d)
 
 
 def _element(tp: Any) -> tuple[Any, str]:

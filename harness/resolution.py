@@ -41,8 +41,7 @@ DEFAULT_MAX_OTHERS_SHARE = 0.15
 
 
 NO_PAIR = (
-    "no A/A pair: the baseline was not timed twice per round, so the run cannot check its own "
-    "noise"
+    "no A/A pair: the baseline was not timed twice per round, so the run cannot check its own noise"
 )
 
 

@@ -4,6 +4,7 @@ the arguments it means to."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import subprocess
 from pathlib import Path
@@ -68,6 +69,19 @@ def test_a_run_started_with_make_gets_make_first_then_its_interpreter() -> None:
     # A manifest from before the invocation was recorded: the command as it always was.
     old = commands.resume_commands(Manifest(config_file="c.yaml", run_id="r"), run)
     assert old == ["python -m harness --config=c.yaml --resume=r"]
+
+
+def test_a_search_is_started_again_without_resume_in_the_form_it_was_started() -> None:
+    """A search cannot be resumed: its command is the one that started it, make first."""
+    run = Path.cwd() / "results" / "gelu" / "20260101-000000"
+    search = dataclasses.replace(_manifest(True), kind="search")
+    made, direct = commands.start_commands(search, run)
+    assert made.startswith("make search CONFIG=gelu.yaml FLAGS=")
+    assert direct == (
+        ".venv/bin/python -m harness --config=gelu.yaml --config.problem.m=64 "
+        '\'--config.select=["xla", "eager"]\' --config.timing.only=true'
+    )
+    assert "--resume" not in made
 
 
 @pytest.mark.slow

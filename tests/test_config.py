@@ -132,6 +132,58 @@ def test_bad_configs_name_the_key_and_what_is_allowed(tmp_path, text, overrides,
     assert "\n" not in str(e.value)
 
 
+def test_every_mistake_of_a_file_is_reported_at_once(tmp_path: Path):
+    """Three mistakes in three places: one error, one line each, each naming the file and
+    the key, the "did you mean" kept; the flag's own mistake comes with them."""
+    text = """
+experiment: t
+seeed: 3
+problem: {m: eight, k: 4, n: 4}
+variants:
+  - {name: xla, mod: jit}
+"""
+    with pytest.raises(ConfigError) as e:
+        load(write(tmp_path, text), ["--config.problem.dtyp=float16"])
+    lines = str(e.value).splitlines()
+    assert len(lines) == 4, lines
+    # Each line names where its value came from: the file, or the flag.
+    assert sorted(line.split(":")[0].rsplit("/", 1)[-1] for line in lines) == [
+        "c.yaml",
+        "c.yaml",
+        "c.yaml",
+        "flag --config.problem.dtyp",
+    ]
+    assert any(line.endswith("seeed: unknown key (did you mean 'seed'?)") for line in lines)
+    assert any(line.endswith("problem.m: expected int, got 'eight'") for line in lines)
+    assert any(
+        line.endswith("variants.xla.mod: unknown key (did you mean 'mode'?)") for line in lines
+    )
+    assert any("problem.dtyp: unknown key (did you mean 'dtype'?)" in line for line in lines)
+
+
+def test_every_value_that_fails_validation_is_reported_at_once(tmp_path: Path):
+    """What validation refuses is gathered too, and a mistake of the study's problem is
+    listed once, not again under each variant that inherits it."""
+    text = """
+experiment: t
+problem: {m: 0, k: 4, n: 4}
+variants:
+  - {name: xla, mode: graph}
+  - {name: eager, mode: eager, platforms: [abacus]}
+baseline: nope
+"""
+    with pytest.raises(ConfigError) as e:
+        load(write(tmp_path, text))
+    lines = str(e.value).splitlines()
+    assert [line.split(": ")[1] for line in lines] == [
+        "problem.m",
+        "variants.xla.mode",
+        "variants.eager.platforms",
+        "baseline",
+    ]
+    assert "allowed: eager, jit" in lines[1]
+
+
 # --- the one JSON<->dataclass layer, and the config's one validation --------------------------
 
 

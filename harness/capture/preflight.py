@@ -10,13 +10,14 @@ and the supervisor names the last one announced when the worker dies.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from harness.capture import hostmem
+from harness.capture import hostmem, xla_names
 from harness.config.experiment import ConfigError, Experiment, Problem, Variant
 from harness.config.sharding import Sharding, padded
 from harness.variants import expression, program
@@ -69,12 +70,26 @@ def check_options(
         except Exception as e:  # XLA raises a runtime error naming the option
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if "No such compile option" in first:
-                first += "; valid names are the DebugOptions fields of this jaxlib"
+                first += unknown_option_hint(options)
             raise ConfigError(
                 "config",
                 key,
                 f"rejected by the installed jaxlib {jaxlib.__version__}: {first[:300]}",
             ) from None
+
+
+def unknown_option_hint(options: dict[str, Any]) -> str:
+    """Returns what to add to XLA's "No such compile option": the closest names this jaxlib
+    accepts (harness.capture.xla_names), or where the valid names are when none is close."""
+    valid = xla_names.known()
+    close = [
+        f"{name!r} (did you mean {match[0]!r}?)"
+        for name in options
+        if name not in valid and (match := difflib.get_close_matches(name, valid, 1, 0.8))
+    ]
+    if close:
+        return "; " + ", ".join(close)
+    return "; valid names are the DebugOptions fields of this jaxlib"
 
 
 def device_memory() -> tuple[int, str]:

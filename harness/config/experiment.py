@@ -7,8 +7,9 @@ nothing else in the harness checks config values.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.config.fields import ranged
@@ -52,6 +53,55 @@ class ConfigError(ValueError):
         self.problem = problem
         where = f"{source}: {key}" if key else source
         super().__init__(_one_line(f"{where}: {problem}"))
+
+
+class ConfigErrors(ConfigError):
+    """Every mistake found in one config, reported together: one line each, in the order
+    they were found. Its source, key and problem are the first one's, so a caller that reads
+    one error (blame, the worker's config_error event) still gets a true one."""
+
+    def __init__(self, errors: Sequence[ConfigError]):
+        self.errors = tuple(errors)
+        first = self.errors[0]
+        self.source, self.key, self.problem = first.source, first.key, first.problem
+        ValueError.__init__(self, "\n".join(str(e) for e in self.errors))
+
+
+def flattened(errors: Iterable[ConfigError]) -> list[ConfigError]:
+    """Returns the single errors inside `errors`, each line once: a study's problem is read
+    again for every variant, so one mistake in it would otherwise be listed once a variant."""
+    out: dict[str, ConfigError] = {}
+    for e in errors:
+        for one in e.errors if isinstance(e, ConfigErrors) else (e,):
+            out.setdefault(str(one), one)
+    return list(out.values())
+
+
+def combined(errors: Sequence[ConfigError]) -> ConfigError:
+    """Returns the one error to raise for `errors` (not empty): the error itself when there
+    is one, else a ConfigErrors listing them all."""
+    flat = flattened(errors)
+    return flat[0] if len(flat) == 1 else ConfigErrors(flat)
+
+
+class Collector:
+    """Gathers the ConfigErrors of independent checks, so a config's mistakes are reported
+    at once instead of one per run: `with found.check(): ...` per check, then `found.done()`."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigError as e:
+            self.errors.append(e)
+
+    def done(self) -> None:
+        """Raises every error gathered, as one; returns when there was none."""
+        if self.errors:
+            raise combined(self.errors)
 
 
 def _one_line(text: str) -> str:

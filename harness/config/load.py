@@ -13,7 +13,15 @@ import yaml
 
 from harness import userfiles
 from harness.config import schema
-from harness.config.experiment import ConfigError, Experiment, Program, Variant
+from harness.config.experiment import (
+    Collector,
+    ConfigError,
+    ConfigErrors,
+    Experiment,
+    Program,
+    Variant,
+    combined,
+)
 from harness.records import shown, suggest
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -348,12 +356,19 @@ def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
     path = resolve_path(config)
     raw = read_yaml(path)
     merged = copy.deepcopy(raw)
-    applied = tuple(apply_override(merged, parse_override(o)) for o in overrides)
+    # Every bad flag and every mistake of the file are reported together: a flag that fails
+    # is left out, and the config is still read and checked without it.
+    found = Collector()
+    applied: list[Override] = []
+    for o in overrides:
+        with found.check():
+            applied.append(apply_override(merged, parse_override(o)))
     try:
         experiment = schema.build_experiment(merged, str(path))
     except ConfigError as e:
-        raise blame(path, applied, e) from e
-    return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=applied)
+        raise combined([*found.errors, blame(path, applied, e)]) from e
+    found.done()
+    return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=tuple(applied))
 
 
 def blame(path: Path, overrides: Sequence[Override], e: ConfigError) -> ConfigError:
@@ -362,6 +377,8 @@ def blame(path: Path, overrides: Sequence[Override], e: ConfigError) -> ConfigEr
     Used for errors found while building the config and for those only the installed jaxlib
     or the device can find (run.preflight), so every error names where the value came from.
     """
+    if isinstance(e, ConfigErrors):
+        return combined([blame(path, overrides, one) for one in e.errors])
     for ov in overrides:
         if e.key == ov.key:
             return ConfigError(f"flag --config.{ov.key} (config {path})", e.key, e.problem)

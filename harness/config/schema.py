@@ -17,12 +17,14 @@ from typing import Any
 
 from harness.config.callables import resolve_program
 from harness.config.experiment import (
+    Collector,
     ConfigError,
     Experiment,
     Problem,
     Program,
     SearchSpace,
     Variant,
+    combined,
 )
 from harness.config.program import (
     FrozenMap,
@@ -53,9 +55,14 @@ def build(cls: type, raw: Any, source: str, path: str, defaults: Any = None) -> 
 
 
 def _variants(value: Any, source: str, key: str, top: Mapping[str, Any]) -> tuple[Variant, ...]:
-    return tuple(
-        build_variant(v, source, i, top) for i, v in enumerate(_as_list(value, source, key))
-    )
+    """The study's variants, each read whatever the others' mistakes (all reported at once)."""
+    found = Collector()
+    out = []
+    for i, v in enumerate(_as_list(value, source, key)):
+        with found.check():
+            out.append(build_variant(v, source, i, top))
+    found.done()
+    return tuple(out)
 
 
 def _option_values(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
@@ -108,6 +115,9 @@ def _as_list(value: Any, source: str, key: str) -> list[Any]:
     return list(value)
 
 
+_OWN = ("problem", "program")  # a variant's sections read from the study's
+
+
 def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> Variant:
     """Returns a Variant whose problem is the experiment's problem updated by its own overrides."""
     where = f"variants[{index}]"
@@ -117,20 +127,20 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
         raise ConfigError(source, f"{where}.name", "is required")
     if not isinstance(raw["name"], str):
         raise ConfigError(source, f"{where}.name", f"expected str, got {shown(raw['name'])}")
-    shared = build(Problem, top.get("problem", {}) or {}, source, "problem")
-    body = {k: v for k, v in raw.items() if k not in ("problem", "program")}
-    variant = build(Variant, body, source, f"variants.{raw['name']}")
-    problem = build(
-        Problem, raw.get("problem", {}) or {}, source, f"variants.{raw['name']}.problem", shared
-    )
-    # A variant's program is the experiment's, updated by its own keys (dtype, w_dtype).
-    program = build(
-        Program,
-        raw.get("program", {}) or {},
-        source,
-        f"variants.{raw['name']}.program",
-        build(Program, top.get("program", {}) or {}, source, "program"),
-    )
+    where = f"variants.{raw['name']}"
+    # Its body, problem and program are read each whatever the others' mistakes (and the
+    # study's: a mistake in the study's problem is the study's line, said once).
+    found = Collector()
+    with found.check():
+        variant = build(Variant, {k: v for k, v in raw.items() if k not in _OWN}, source, where)
+    with found.check():
+        shared = build(Problem, top.get("problem", {}) or {}, source, "problem")
+        problem = build(Problem, raw.get("problem", {}) or {}, source, f"{where}.problem", shared)
+    with found.check():
+        # A variant's program is the experiment's, updated by its own keys (dtype, w_dtype).
+        study = build(Program, top.get("program", {}) or {}, source, "program")
+        program = build(Program, raw.get("program", {}) or {}, source, f"{where}.program", study)
+    found.done()
     if gpu_only(program.kwargs) and "platforms" not in raw:
         # A keyword value only a GPU implements (`attention: cudnn`): skipped elsewhere.
         variant = dataclasses.replace(variant, platforms=("gpu",))
@@ -152,6 +162,7 @@ CONFIG = Dialect(
         }
     ),
     finish=types.MappingProxyType({Program: _program_keys}),
+    combine=combined,
 )
 
 

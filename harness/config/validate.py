@@ -9,6 +9,7 @@ import dataclasses
 import math
 import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from harness.config.callables import validate_callable
@@ -21,6 +22,7 @@ from harness.config.experiment import (
     PLATFORMS,
     STRATEGIES,
     TORCH_COMPILE_MODES,
+    Collector,
     ConfigError,
     Experiment,
     Problem,
@@ -63,18 +65,23 @@ def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> N
 def validate_ranges(obj: Any, source: str, path: str) -> None:
     """Checks every numeric field that declares a range, in `obj` and the sections inside it."""
     for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        key = f"{path}.{f.name}" if path else f.name
-        if "range" in f.metadata:
-            lo, hi = f.metadata["range"]
-            for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
-                if not lo <= v <= hi:
-                    where = key if i is None else f"{key}[{i}]"
-                    raise ConfigError(
-                        source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
-                    )
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            validate_ranges(value, source, key)
+        _field_range(obj, f, source, path)
+
+
+def _field_range(obj: Any, f: dataclasses.Field[Any], source: str, path: str) -> None:
+    """Checks one field's range, or the ranges inside it when it is a section."""
+    value = getattr(obj, f.name)
+    key = f"{path}.{f.name}" if path else f.name
+    if "range" in f.metadata:
+        lo, hi = f.metadata["range"]
+        for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
+            if not lo <= v <= hi:
+                where = key if i is None else f"{key}[{i}]"
+                raise ConfigError(
+                    source, where, f"must be in [{_num(lo)}, {_num(hi)}], got {shown(v)}"
+                )
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        validate_ranges(value, source, key)
 
 
 def _num(x: float) -> str:
@@ -151,61 +158,116 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
 
 
 def validate_experiment(e: Experiment, source: str) -> None:
-    validate_name(source, "experiment", e.experiment)
-    validate_problem(e.problem, source, "problem")
-    validate_ranges(e, source, "")  # the seed and every section's numbers
-    if (problem := timing_problem(e.timing)) is not None:
-        raise ConfigError(source, *problem)
-    validate_program(e, source)
-    _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
-    if not e.variants:
-        raise ConfigError(
-            source, "variants", "the variant list is empty; name at least one variant"
-        )
+    """Checks the whole experiment; raises every mistake found at once (harness.config.
+    experiment.Collector): each check below is independent of the others' outcome."""
+    found = Collector()
+    with found.check():
+        validate_name(source, "experiment", e.experiment)
+    with found.check():
+        validate_problem(e.problem, source, "problem")
+    # The seed and every section's numbers. A section with a number out of range gets no
+    # further check: it would judge a value already refused (processes.count: 0 is no group).
+    refused: set[str] = set()
+    for f in dataclasses.fields(e):
+        with found.check():
+            try:
+                _field_range(e, f, source, "")
+            except ConfigError:
+                refused.add(f.name)
+                raise
+    with found.check():
+        if "timing" not in refused and (problem := timing_problem(e.timing)) is not None:
+            raise ConfigError(source, *problem)
+    with found.check():
+        validate_program(e, source)
+    with found.check():
+        _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
+    with found.check():
+        if not e.variants:
+            raise ConfigError(
+                source, "variants", "the variant list is empty; name at least one variant"
+            )
     seen: set[str] = set()
     for i, v in enumerate(e.variants):
-        where = f"variants[{i}]"
-        validate_name(source, f"{where}.name", v.name)
-        if v.name in seen:
-            raise ConfigError(
-                source,
-                f"{where}.name",
-                f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
-            )
+        with found.check():
+            where = f"variants[{i}]"
+            validate_name(source, f"{where}.name", v.name)
+            if v.name in seen:
+                raise ConfigError(
+                    source,
+                    f"{where}.name",
+                    f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
+                )
         seen.add(v.name)
-        _choice(source, f"variants.{v.name}.mode", v.mode, mode_names())
-        validate_problem(v.problem, source, f"variants.{v.name}.problem")
-        if not v.platforms:
+        for check in _variant_checks(e, v, source):
+            with found.check():
+                check()
+    names = [v.name for v in e.variants]
+    with found.check():
+        validate_search(e.search, source, names)
+    with found.check():
+        problem = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
+        if problem is not None and "processes" not in refused:
+            raise ConfigError(source, *problem)
+    with found.check():
+        if e.baseline not in seen:
             raise ConfigError(
-                source, f"variants.{v.name}.platforms", f"is empty; {_allowed(PLATFORMS)}"
+                source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
             )
+    with found.check():
+        validate_baselines(e, source)
+    for s in e.select:
+        with found.check():
+            if s not in seen:
+                raise ConfigError(
+                    source, "select", f"{shown(s)} names no variant; {_allowed(names)}"
+                )
+    found.done()
+
+
+def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[], None]]:
+    """Returns one variant's checks, each raising its first mistake, run one by one so that
+    a bad mode does not hide a bad platform."""
+    where = f"variants.{v.name}"
+
+    def problem() -> None:
+        # One the variant inherits whole is the study's, checked once at `problem`: listing
+        # its mistakes again under every variant would bury the others.
+        if v.problem != e.problem:
+            validate_problem(v.problem, source, f"{where}.problem")
+
+    def platforms() -> None:
+        if not v.platforms:
+            raise ConfigError(source, f"{where}.platforms", f"is empty; {_allowed(PLATFORMS)}")
         for p in v.platforms:
-            _choice(source, f"variants.{v.name}.platforms", p, PLATFORMS)
+            _choice(source, f"{where}.platforms", p, PLATFORMS)
+
+    def roles() -> None:
         for r in v.roles:
-            _choice(source, f"variants.{v.name}.roles", r, ROLES)
+            _choice(source, f"{where}.roles", r, ROLES)
+
+    def options() -> None:
         for opt, value in v.xla_options.items():
-            validate_xla_option(source, f"variants.{v.name}.xla_options.{opt}", value)
-        validate_ranges(v.sharding, source, f"variants.{v.name}.sharding")
+            validate_xla_option(source, f"{where}.xla_options.{opt}", value)
+
+    def sharding() -> None:
+        validate_ranges(v.sharding, source, f"{where}.sharding")
         p = v.problem
         found = sharding_problems(
             v.sharding, p.x_shape, p.k, p.n, e.measure.recompile, v.mode, p.frontend
         )
         if found is not None:
-            raise ConfigError(source, f"variants.{v.name}.sharding.{found[0]}", found[1])
-        validate_torch_variant(v, source)
-    names = [v.name for v in e.variants]
-    validate_search(e.search, source, names)
-    found = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
-    if found is not None:
-        raise ConfigError(source, *found)
-    if e.baseline not in seen:
-        raise ConfigError(
-            source, "baseline", f"{shown(e.baseline)} names no variant; {_allowed(names)}"
-        )
-    validate_baselines(e, source)
-    for s in e.select:
-        if s not in seen:
-            raise ConfigError(source, "select", f"{shown(s)} names no variant; {_allowed(names)}")
+            raise ConfigError(source, f"{where}.sharding.{found[0]}", found[1])
+
+    return [
+        lambda: _choice(source, f"{where}.mode", v.mode, mode_names()),
+        problem,
+        platforms,
+        roles,
+        options,
+        sharding,
+        lambda: validate_torch_variant(v, source),
+    ]
 
 
 # What a variant of a program study may set under `program:`; the rest is the study's.

@@ -20,8 +20,9 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from harness import io, lifecycle, stats
+from harness import commands, io, lifecycle, run_records, stats
 from harness.analyze import judging, verdicts
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
@@ -351,7 +352,7 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
 
         write_report(workdir, workdir.parent.parent)  # the results root's index too
     if run.stopped is not None:
-        return _stopped(run.stopped)
+        return _stopped(run.stopped, again_command(run.manifest, workdir))
     if record.best is None:
         print(f"best: none: the search could not resolve differences ({search.unresolved[0]})")
     else:
@@ -365,17 +366,26 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
     return 0
 
 
-def _stopped(stop: lifecycle.Stop) -> int:
-    """Says why the search stopped early; returns the exit status."""
+def again_command(manifest: dict[str, Any], workdir: Path) -> str:
+    """The command that starts the search in `workdir` again as it was started (a second
+    form after `, or: `; harness.commands), so that it pastes as printed."""
+    record = run_records.from_document(run_records.MANIFEST, manifest, str(workdir))
+    return ", or: ".join(commands.start_commands(record, workdir))
+
+
+def _stopped(stop: lifecycle.Stop, again: str) -> int:
+    """Says why the search stopped early and the command that starts it again; returns the
+    exit status."""
     if stop.status == "interrupted":
         print(
-            f"interrupted ({stop.reason}): the search is not resumable; start it again",
+            f"interrupted ({stop.reason}): the search is not resumable; start it again with: "
+            f"{again}",
             file=sys.stderr,
         )
     else:
         e = stop.error
         where = f"{e.filename}: " if isinstance(e, OSError) and e.filename else ""
-        hint = stop.then("; the search is not resumable: start it again")
+        hint = stop.then(f"; the search is not resumable: start it again with: {again}")
         print(f"error: {where}{stop.reason}{hint}", file=sys.stderr, flush=True)
     return stop.exit_code
 
