@@ -186,7 +186,10 @@ def test_a_full_disk_leaves_the_manifest_failed_with_the_reason(
     line = one_line(command.err.getvalue())
     assert line.startswith("error: ") and "No space left on device" in line and seen[0] in line
     if command.name == "search":  # not resumable: the command that starts it again
-        assert f"start it again with: {sys.executable}" in line or "start it again with: ./" in line
+        from harness import commands
+
+        python = commands.typed_interpreter(sys.executable, Path.cwd())
+        assert f"start it again with: {python} -m harness" in line
         assert f"-m harness --config={command.folder.parent.parent.parent / 'c.yaml'}" in line
     if command.name != "analyze":
         assert (command.folder.parent / "latest").resolve() == command.folder.resolve()

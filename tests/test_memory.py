@@ -136,7 +136,7 @@ def test_a_version_4_summary_reads_without_memory() -> None:
         },
         "old.json",
     )
-    assert read.schema_version == 8 and read.variants == {} and read.findings is None
+    assert read.schema_version == SCHEMA_VERSION and read.variants == {} and read.findings is None
 
 
 def test_the_memory_thresholds_are_the_runs_config(cpu_run: Path) -> None:

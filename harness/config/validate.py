@@ -182,6 +182,9 @@ def validate_experiment(e: Experiment, source: str) -> None:
         validate_program(e, source)
     with found.check():
         _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
+    # A list whose names are refused (empty, unsafe, repeated) makes every check by name (the
+    # baseline, `select`, the search's base, the roles) a knock-on of that one mistake.
+    names_refused = not e.variants
     with found.check():
         if not e.variants:
             raise ConfigError(
@@ -191,17 +194,24 @@ def validate_experiment(e: Experiment, source: str) -> None:
     for i, v in enumerate(e.variants):
         with found.check():
             where = f"variants[{i}]"
-            validate_name(source, f"{where}.name", v.name)
-            if v.name in seen:
-                raise ConfigError(
-                    source,
-                    f"{where}.name",
-                    f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
-                )
+            try:
+                validate_name(source, f"{where}.name", v.name)
+                if v.name in seen:
+                    raise ConfigError(
+                        source,
+                        f"{where}.name",
+                        f"duplicate variant name {shown(v.name)}; each variant needs a unique "
+                        "name",
+                    )
+            except ConfigError:
+                names_refused = True
+                raise
         seen.add(v.name)
         for check in _variant_checks(e, v, source):
             with found.check():
                 check()
+    if names_refused:
+        found.done()
     names = [v.name for v in e.variants]
     with found.check():
         validate_search(e.search, source, names)
