@@ -12,13 +12,12 @@ import json
 import math
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import ownership, records
+from harness import ownership, records, userfiles
 
 
 def _json_default(obj: Any) -> Any:
@@ -183,11 +182,14 @@ def remove_tree(root: Path, path: Path) -> None:
     shutil.rmtree(doomed)
 
 
-def read_json(path: Path) -> Any:
-    """Returns the JSON data at `path`; OSError when it cannot be read, SchemaError (a
-    ValueError) when it is not JSON a harness writes (records.loads: bounded depth, no NaN,
-    no number too large for a float)."""
-    return records.loads(Path(path).read_text(), str(path))
+def read_json(
+    path: Path, kind: userfiles.Kind = userfiles.RECORD, within: Path | None = None
+) -> Any:
+    """Returns the JSON data at `path`, read through the one reader (userfiles: a regular file
+    within the bound of its `kind`, no link out of `within`); Unreadable or SchemaError (both
+    ValueErrors) when it cannot be read or is not JSON a harness writes (records.loads:
+    bounded depth, no NaN, no number too large for a float)."""
+    return records.loads(userfiles.read_text(path, kind, within), str(path))
 
 
 def confined(root: Path, *parts: str) -> Path:
@@ -246,18 +248,12 @@ def cache_refusal(cache: Path) -> str | None:
 def read_cache_file(cache: Path, name: str) -> bytes | None:
     """The bytes of `cache/name`, or None when the cache is refused (cache_refusal), the file
     is absent, a link, not a regular file, or larger than CACHE_FILE_BYTES: a cache miss."""
-    if cache_refusal(cache) is not None:
+    if cache_refusal(cache) is not None or (cache / name).is_symlink():
         return None
     try:
-        fd = os.open(cache / name, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        return userfiles.read_bytes(cache / name, userfiles.CACHE, within=cache)
+    except userfiles.Unreadable:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > CACHE_FILE_BYTES:
-            return None
-        data = f.read(CACHE_FILE_BYTES + 1)
-    return data if len(data) <= CACHE_FILE_BYTES else None
 
 
 def write_cache_file(cache: Path, name: str, data: bytes) -> bool:

@@ -23,14 +23,14 @@ from harness import cli
 def add_findings(workdir: Path) -> tuple[int, int]:
     """Writes `workdir`'s summary.json migrated to this schema with its findings made from
     the summary and the run's files; returns (the schema it had, the findings it has now)."""
-    from harness import io
+    from harness import io, userfiles
     from harness.analyze import rules
     from harness.records import loads
     from harness.runfolder import RunFolder
     from harness.summary import load_summary, summary_json
 
     path = RunFolder(workdir).summary
-    before = loads(path.read_text(), str(path))
+    before = loads(userfiles.read_text(path, userfiles.SUMMARY), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
     found = rules.evaluate(rules.read_facts(workdir, summary))

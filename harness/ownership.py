@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
 from harness.runfolder import MANIFEST_FILE, SEARCH_FILE, SUMMARY_FILE, TIMING_FILE
 
 # More entries than any output the tools write; a folder past it is refused, never walked on.
 MAX_ENTRIES = 200_000
-MAX_MARKER_BYTES = 64 << 20
 RUN_FILES = frozenset({MANIFEST_FILE, SUMMARY_FILE, TIMING_FILE, SEARCH_FILE})
 DUMP_SUFFIXES = (".hlo", ".hlo.pb", ".pb", ".mlir", ".ll", ".ptx", ".xplane.pb")
 # The run lock (io.run_lock) a command holds on its folder: an empty regular file at the top,
@@ -75,10 +75,9 @@ def marker(tool: str, made: str, files: Mapping[str, tuple[int, str]]) -> dict[s
 def read_marker(path: Path, tool: str) -> Marker | None:
     """The marker at `path` when it is a regular file of `tool`'s, well formed; else None."""
     try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
+        if path.is_symlink():
             return None
-        data = json.loads(path.read_text())
+        data = json.loads(userfiles.read_text(path, userfiles.MARKER))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("tool") != tool:
@@ -102,7 +101,7 @@ def read_marker(path: Path, tool: str) -> Marker | None:
 def digest(path: Path) -> str:
     """The file's content digest, read without following a link."""
     h = hashlib.blake2b(digest_size=16)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)

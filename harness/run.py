@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import group, io, lifecycle, runfolder, terminal
+from harness import group, io, lifecycle, runfolder, terminal, userfiles
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
@@ -672,7 +672,7 @@ def keep_earlier_timing(workdir: Path) -> str:
     for name in (runfolder.TIMING_FILE, runfolder.SUMMARY_FILE, runfolder.MANIFEST_FILE):
         if (workdir / name).is_file():
             target = runfolder.set_aside(name, stamp)
-            io.write_text(workdir / target, (workdir / name).read_text())
+            io.write_text(workdir / target, userfiles.read_text(workdir / name, userfiles.SUMMARY))
             kept.append(target)
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 

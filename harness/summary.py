@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
 from harness.machine_state import MachineState
 from harness.match.gaps import AttributionGaps
 from harness.precision import narrowest_float
@@ -626,12 +627,12 @@ class CaptureRecord:
     memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
 
 
-def load_capture(path: Path) -> CaptureRecord:
+def load_capture(path: Path, within: Path | None = None) -> CaptureRecord:
     """Returns a variant's result.json; raises SchemaError naming the file and key."""
     try:
-        text = Path(path).read_text()
+        text = userfiles.read_text(path, userfiles.RECORD, within)
     except (OSError, ValueError) as e:
-        raise SchemaError(str(path), "", f"unreadable: {e}") from e
+        raise SchemaError(str(path), "", f"unreadable: {e}") from None
     return from_json(CaptureRecord, loads(text, str(path)), str(path))
 
 
@@ -734,19 +735,18 @@ class SearchRecord:
     unresolved: tuple[str, ...] = doc("timing stages that failed their A/A check: no best", ())
 
 
-def load_summary(path: Path) -> RunSummary:
+def load_summary(path: Path, within: Path | None = None) -> RunSummary:
     """Returns the summary at `path`, migrated to this schema; raises SchemaError naming the key.
 
     A summary written by a newer harness (a larger schema_version) is refused, since its
-    meaning may have changed.
+    meaning may have changed. One that is a link out of the folder `within` (a sibling run's)
+    is refused too.
     """
     source = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
-    except ValueError as e:  # not UTF-8
-        raise SchemaError(source, "", f"not JSON: {e}") from e
+        text = userfiles.read_text(path, userfiles.SUMMARY, within)
+    except userfiles.Unreadable as e:  # a FIFO, a device, too large, not UTF-8
+        raise SchemaError(source, "", str(e).removeprefix(f"{source}: ")) from None
     return parse_summary(loads(text, source), source)
 
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import userfiles
+
 SEQUENCE_SUFFIX = "thunk_sequence_after_thunk_passes.txt"
 METADATA_SUFFIX = "thunk_metadata.txt"
 MAX_THUNK_FILE = 64 * 1024 * 1024  # bytes; a thunk file of a large program is well under 1 MB
@@ -163,12 +165,9 @@ def parse_sequence(
 
 
 def _read(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_THUNK_FILE:
-            raise ValueError(f"{path}: larger than {MAX_THUNK_FILE} bytes, not read")
-        return path.read_text(errors="replace")
-    except OSError as e:
-        raise ValueError(f"{path}: cannot be read ({e.strerror or e})") from None
+    return userfiles.read_text(
+        path, userfiles.Kind("thunk sequence", MAX_THUNK_FILE), errors="replace"
+    )  # Unreadable is a ValueError naming the file
 
 
 def read_command_buffers(sequence: Path, metadata: Path | None) -> tuple[CommandBuffer, ...]:

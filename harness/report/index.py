@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import fmt, io, run_records
+from harness import fmt, io, run_records, userfiles
 from harness.records import SchemaError
 from harness.report.doc import Bullets, Heading, Para, Table, to_html
 from harness.run_records import Environment, Manifest
@@ -86,11 +86,11 @@ def _stamp(run: Path) -> list[int]:
 def kept_part(run: Path) -> SummaryPart | None:
     """Returns the run's kept SummaryPart if made from its current summary.json, else None."""
     try:
-        kept = io.read_json(run / PART_FILE)
+        kept = io.read_json(run / PART_FILE, userfiles.INDEX_ROW, within=run)
         if kept["stamp"] != _stamp(run):
             return None
         return SummaryPart(str(kept["experiment"]), tuple(str(h) for h in kept["headline"]))
-    except (OSError, ValueError, TypeError, KeyError, IndexError):
+    except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
         return None  # read the summary again, which names what is wrong with it
 
 
@@ -145,7 +145,7 @@ def _manifest(path: Path) -> Manifest:
     """Returns a run's manifest; one that is absent or damaged only blanks its row of the
     index of every run (the run's own report names what is wrong with it)."""
     try:
-        found = run_records.load_if_present(run_records.MANIFEST, path)
+        found = run_records.load_if_present(run_records.MANIFEST, path, within=path.parent)
     except SchemaError:
         return Manifest()
     return found if found is not None else Manifest()
@@ -160,7 +160,7 @@ def write_results_index(root: Path, own: Path | None = None) -> Path:
         part = kept_part(r)
         if part is None:
             try:
-                part = summary_part(load_summary(RunFolder(r).summary))
+                part = summary_part(load_summary(RunFolder(r).summary, within=r))
             except SchemaError as e:  # every reader's one error: the run is listed apart
                 skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
                 continue

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness import io
+from harness import io, userfiles
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
 from harness.runfolder import REPORT_HTML, TORCH_DIR, TORCH_TRACE_FILE, RunFolder
 
@@ -27,9 +27,9 @@ TLPARSE_S = 120
 # --- what a variant's page reads ---------------------------------------------------------------
 
 
-def _read(path: Path) -> str:
-    with open(path, errors="replace") as f:
-        return f.read(MAX_STAGE_BYTES)
+def _read(path: Path, run: Path) -> str:
+    """The stage file's first MAX_STAGE_BYTES, only inside the run (a FIFO is a ValueError)."""
+    return userfiles.read_head(path, MAX_STAGE_BYTES, within=run).decode(errors="replace")
 
 
 def _stage_files(run: data.RunData, st: data.Stage) -> list[Path]:
@@ -67,8 +67,8 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
                     return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
         else:
             left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
-        left = _joined(left_files)
-        right = _joined(right_files)
+        left = _joined(left_files, run.path)
+        right = _joined(right_files, run.path)
     except (OSError, ValueError) as e:  # a damaged pass file: the page says so
         why = f"The stage's files could not be read: {e}"
         return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
@@ -81,11 +81,11 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
     return variant_page.Divergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
 
 
-def _joined(files: list[Path]) -> str:
+def _joined(files: list[Path], run: Path) -> str:
     """One file's text, or a folder's files one after another, each under its name."""
     if len(files) == 1:
-        return _read(files[0])
-    return "\n".join(f"// {p.name}\n{_read(p)}" for p in files)
+        return _read(files[0], run)
+    return "\n".join(f"// {p.name}\n{_read(p, run)}" for p in files)
 
 
 def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsewhere:
