@@ -29,7 +29,7 @@ from harness.report.sections import (
     status,
     transfers,
 )
-from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_LINES, StageDiff
+from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_COMPARED, MAX_LINES, StageDiff
 
 
 def here(v: VariantData, path: str) -> str:
@@ -196,6 +196,14 @@ def divergence_blocks(v: VariantData, run: RunData, d: Divergence | None) -> lis
     if d.diff.left_out:
         out.append(
             Para(f"{d.diff.left_out} more lines of the diff are left out (over {MAX_LINES}).")
+        )
+    if d.diff.not_compared:
+        out.append(
+            Para(
+                f"The diff is capped: past the first change, {d.diff.not_compared} lines of the "
+                f"two files were not compared (at most {MAX_COMPARED} a side are, so the "
+                "report's work stays bounded); the full files are linked above."
+            )
         )
     return out
 
