@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import ownership, records, userfiles
+from harness import ownership, records, runfolder, userfiles
 
 
 def _json_default(obj: Any) -> Any:
@@ -289,7 +289,7 @@ def point_latest(run_dir: Path) -> str | None:
     Returns why it did not, when `latest` is something other than a link (a folder or file
     the tool did not make, which it never replaces).
     """
-    link = run_dir.parent / "latest"
+    link = run_dir.parent / runfolder.LATEST
     if link.exists() and not link.is_symlink():
         return f"{link} is not a link the harness made; left as it is"
     tmp = run_dir.parent / f".latest.{os.getpid()}"

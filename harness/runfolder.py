@@ -48,6 +48,45 @@ DUMP_DIR = "dump"
 TORCH_DIR = "torch"  # torch.compile's working folder (its debug trace and cache)
 IR_DIR = "ir"
 PROFILE_DIR = "profile"
+LATEST = "latest"  # <results_root>/<experiment>/latest, the link to the newest run
+
+# The harness's own names at the top of a results root or a run: an experiment named one of
+# them would make `R/index.html/` (and every later study of that root fail) or a run's file.
+RESERVED_NAMES = frozenset(
+    {
+        MANIFEST_FILE,
+        SUMMARY_FILE,
+        TIMING_FILE,
+        CEILINGS_FILE,
+        SEARCH_FILE,
+        PROCESSES_FILE,
+        REPORT_FILE,
+        REPORT_HTML,
+        INDEX_HTML,
+        VARIANTS_DIR,
+        PLOTS_DIR,
+        PROCESS_DIR,
+        FAULTS_FILE,
+        RESULT_FILE,
+        TIMINGS_FILE,
+        FUSIONS_FILE,
+        KERNELS_FILE,
+        PASSES_FILE,
+        COMPILE_FILE,
+        COST_FILE,
+        RANKING_FILE,
+        COMM_FILE,
+        MEMORY_FILE,
+        TORCH_FILE,
+        TORCH_TRACE_FILE,
+        RECOMPILE_FILE,
+        DUMP_DIR,
+        TORCH_DIR,
+        IR_DIR,
+        PROFILE_DIR,
+        LATEST,
+    }
+)
 # The profile windows a capture records, each a folder of profile/.
 PROFILE_WINDOWS = ("first_call", "recompile", "steady")
 

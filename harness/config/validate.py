@@ -29,6 +29,7 @@ from harness.config.experiment import (
     TorchOptions,
     Variant,
 )
+from harness.config.fields import MAX_ITEMS
 from harness.config.processes import problem as processes_problem
 from harness.config.program import input_leaves, shapes_problem
 from harness.config.roles import ROLES, roles_of
@@ -36,6 +37,7 @@ from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
 from harness.records import shown
+from harness.runfolder import RESERVED_NAMES
 
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -65,6 +67,9 @@ def validate_ranges(obj: Any, source: str, path: str) -> None:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = f"{path}.{f.name}" if path else f.name
+        if isinstance(value, tuple) and len(value) > f.metadata.get("max_len", MAX_ITEMS):
+            limit = f.metadata.get("max_len", MAX_ITEMS)
+            raise ConfigError(source, key, f"has {len(value)} entries; at most {limit} are allowed")
         if "range" in f.metadata:
             lo, hi = f.metadata["range"]
             for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
@@ -152,6 +157,13 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
 
 def validate_experiment(e: Experiment, source: str) -> None:
     validate_name(source, "experiment", e.experiment)
+    if e.experiment.lower() in RESERVED_NAMES:
+        raise ConfigError(
+            source,
+            "experiment",
+            f"{shown(e.experiment)} is a name the harness gives its own files in a results "
+            "folder; choose another",
+        )
     validate_problem(e.problem, source, "problem")
     validate_ranges(e, source, "")  # the seed and every section's numbers
     if (problem := timing_problem(e.timing)) is not None:
