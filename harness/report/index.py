@@ -6,15 +6,17 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from harness import fmt, io, run_records, userfiles
 from harness.records import SchemaError
-from harness.report.doc import Bullets, Heading, Para, Table, to_html
+from harness.report.doc import Bullets, Heading, Para, Table, literal, to_html
 from harness.run_records import Environment, Manifest
 from harness.runfolder import INDEX_HTML, RunFolder
 from harness.summary import RunSummary, load_summary
 
 TOP_LIMIT = 200  # characters of the top finding a row shows
+HEADLINE = 5  # cells of a row's headline: baseline step, verdict, first call, ok, top finding
 
 
 @dataclass(frozen=True)
@@ -131,13 +133,22 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
             "top finding",
         ),
         tuple(
-            (f"[{r.run_id}]({r.href})", r.experiment, r.started, r.device, r.status, *r.headline)
+            # Every cell is the run's own text (a forged .index-row.json, a folder's name): as
+            # text, never Markdown; the link's target is the folder's path, percent-encoded.
+            (
+                f"[{literal(r.run_id)}]({quote(r.href)})",
+                *(literal(c) for c in (r.experiment, r.started, r.device, r.status)),
+                *(literal(c) for c in (*r.headline, *[""] * HEADLINE)[:HEADLINE]),
+            )
             for r in rows
         ),
     )
     blocks: list[Any] = [Heading(1, "Runs"), Para(f"{len(rows)} runs, newest first."), table]
     if skipped:
-        blocks += [Para("Left out (their files could not be read):"), Bullets(tuple(skipped))]
+        blocks += [
+            Para("Left out (their files could not be read):"),
+            Bullets(tuple(literal(s) for s in skipped)),
+        ]
     return to_html(tuple(blocks), "Runs")
 
 
@@ -172,9 +183,13 @@ def write_results_index(root: Path, own: Path | None = None) -> Path:
 
 def run_index_html(run: Path) -> str:
     """Returns the run folder's index page: report, plots, and each variant's files."""
-    blocks: list[Any] = [Heading(1, f"Run folder {run.name}"), Para("[all runs](../../index.html)")]
+    blocks: list[Any] = [
+        Heading(1, f"Run folder {literal(run.name)}"),
+        Para("[all runs](../../index.html)"),
+    ]
+    # Names of files in the folder are anyone's: shown as text, linked percent-encoded.
     top = [
-        f"[{p.name}]({p.name})"
+        f"[{literal(p.name)}]({quote(p.name)})"
         for p in sorted(run.iterdir())
         if p.is_file() and not p.name.startswith(".") and p.name != INDEX_HTML
     ]
@@ -185,7 +200,7 @@ def run_index_html(run: Path) -> str:
             Heading(2, "Plots"),
             Bullets(
                 tuple(
-                    f"[{p.name}](plots/{p.name})"
+                    f"[{literal(p.name)}](plots/{quote(p.name)})"
                     for p in sorted(plots.iterdir())
                     if not p.name.startswith(".")
                 )
@@ -195,17 +210,18 @@ def run_index_html(run: Path) -> str:
     if vdir.is_dir():
         blocks.append(Heading(2, "Variants"))
         for v in sorted(p for p in vdir.iterdir() if p.is_dir()):
+            here = f"variants/{quote(v.name)}"
             items = [
-                f"[{p.name}](variants/{v.name}/{p.name}{'/' if p.is_dir() else ''})"
+                f"[{literal(p.name)}]({here}/{quote(p.name)}{'/' if p.is_dir() else ''})"
                 for p in sorted(v.iterdir())
             ]
             ir = v / "ir"
             if ir.is_dir():
                 items += [
-                    f"[ir/{p.name}](variants/{v.name}/ir/{p.name}{'/' if p.is_dir() else ''})"
+                    f"[ir/{literal(p.name)}]({here}/ir/{quote(p.name)}{'/' if p.is_dir() else ''})"
                     for p in sorted(ir.iterdir())
                 ]
-            blocks += [Heading(3, v.name), Bullets(tuple(items))]
+            blocks += [Heading(3, literal(v.name)), Bullets(tuple(items))]
     return to_html(tuple(blocks), f"Run {run.name}")
 
 

@@ -21,7 +21,7 @@ from harness.report import findings as why
 from harness.report import memory as memory_report
 from harness.report import ranking
 from harness.report.data import MISSING, PAGE, RunData, VariantData
-from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
+from harness.report.doc import Block, Bullets, Code, Heading, Para, Table, code, literal
 from harness.report.sections import (
     fraction_of_peak,
     library_calls,
@@ -242,16 +242,15 @@ def clusters_table(v: VariantData) -> Table | None:
             target += f" + {c.epilogue}"
         ops = c.source_ops
         source = ", ".join(ops[:8]) + (f" … (+{len(ops) - 8})" if len(ops) > 8 else "")
-        rows.append(
-            (
-                c.name if c.name is not None else "?",
-                c.kind if c.kind is not None else MISSING,
-                target or MISSING,
-                source or MISSING,
-                c.output_shape if c.output_shape is not None else MISSING,
-                matched or (MISSING if not v.kernels else "none"),
-            )
+        cells = (  # names, ops and shapes from the dump and the profile: text, never Markdown
+            c.name if c.name is not None else "?",
+            c.kind if c.kind is not None else MISSING,
+            target or MISSING,
+            source or MISSING,
+            c.output_shape if c.output_shape is not None else MISSING,
+            matched or (MISSING if not v.kernels else "none"),
         )
+        rows.append(tuple(literal(cell) for cell in cells))
     return Table(
         ("cluster", "kind", "target", "source ops", "output", "kernels per step"), tuple(rows)
     )
@@ -275,7 +274,7 @@ def top_passes_blocks(v: VariantData) -> list[Block]:
 
 def dynamo_line(d: Any) -> str:
     """Returns what Dynamo made of a PyTorch variant, in one paragraph."""
-    options = ", ".join(f"`{k}={v}`" for k, v in d.options.items()) or "defaults"
+    options = ", ".join(code(f"{k}={v}") for k, v in d.options.items()) or "defaults"
     parts = [f"torch.compile({options})"]
     if d.graph_count is not None:
         breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
@@ -364,18 +363,21 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     i = s.identity
     roles = f"; roles: {', '.join(i.roles)}" if i.roles else ""
     out: list[Block] = [
-        Heading(1, f"{run.experiment}: `{v.name}`"),
+        Heading(1, f"{literal(run.experiment)}: {code(v.name)}"),
         Para(
-            f"[the run's report](../../{PAGE}) · [run folder](../../index.html) · run {run.run_id}"
+            f"[the run's report](../../{PAGE}) · [run folder](../../index.html) · "
+            f"run {literal(run.run_id)}"
         ),
         Para(
-            f"{i.description} — mode `{i.mode}`{roles}, status {i.status}"
-            + (f": {i.reason}" if i.reason else "")
+            f"{literal(i.description)} — mode {code(i.mode)}{literal(roles)}, "
+            f"status {literal(i.status)}" + (f": {literal(i.reason)}" if i.reason else "")
         ),
     ]
     if i.xla_options:
         out.append(
-            Para("XLA options: " + ", ".join(f"`{k}={val}`" for k, val in i.xla_options.items()))
+            Para(
+                "XLA options: " + ", ".join(code(f"{k}={val}") for k, val in i.xla_options.items())
+            )
         )
     if s.dynamo is not None:
         out.append(Para(dynamo_line(s.dynamo)))
