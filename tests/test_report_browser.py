@@ -284,3 +284,45 @@ def test_the_h200_verdict_findings_and_first_change_are_above_the_fold(tmp_path)
     assert len(seen["findings"]) == headed > 0, seen  # memory findings; no timing one ranked
     assert all(y < 900 for _, y in seen["findings"]), seen
     assert seen["change"] is not None and seen["change"] < 900, seen
+
+
+# --- pages that fetch nothing (issue 39, one renderer) ---------------------------------------
+
+
+def test_no_page_made_of_remote_content_requests_anything_or_runs_a_script(tmp_path):
+    """Every page the harness writes, made from runs whose every user-controlled field holds a
+    remote image, raw HTML, a script and a javascript: link, loaded with the network blocked:
+    nothing but the page itself and its own plots/ is requested, and no script runs."""
+    from tests.test_one_renderer import hostile_pages
+
+    pages = hostile_pages(tmp_path / "made")
+    browser = Browser(tmp_path / "profile")
+    seen: dict[str, tuple[list[str], str]] = {}
+    try:
+        session = _open(browser)
+        browser.call("Network.enable", session)
+        browser.call("Network.setBlockedURLs", session, urls=["http://*", "https://*", "ws://*"])
+        for page in pages:
+            _load(browser, session, page)
+            time.sleep(0.3)  # a late load (an onerror, a lazy image) would come now
+            urls = [
+                e["params"]["request"]["url"]
+                for e in browser.events
+                if e.get("method") == "Network.requestWillBeSent"
+            ]
+            seen[str(page)] = (urls, _eval(browser, session, MARK % json.dumps(page.as_uri())))
+    finally:
+        browser.close()
+    from urllib.parse import unquote
+
+    for page, (urls, mark) in seen.items():
+        # Chromium and pathlib percent-encode a folder name's marks differently: compare paths
+        itself, plots = (
+            unquote(Path(page).as_uri()),
+            unquote(Path(page).parent.as_uri()) + "/plots/",
+        )
+        strays = [u for u in map(unquote, urls) if u != itself and not u.startswith(plots)]
+        assert strays == [], (page, strays)
+        assert not _ran(json.loads(mark)), (page, mark)
+    dialogs = [e for e in browser.events if e.get("method") == "Page.javascriptDialogOpening"]
+    assert dialogs == []
