@@ -13,7 +13,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,20 +166,32 @@ def link_file(source: Path, target: Path) -> Path:
     return target
 
 
-def remove_tree(root: Path, path: Path) -> None:
-    """Deletes the folder `path`, which must lie inside `root` and not be a link; no-op if absent.
+def remove_tree(root: Path, path: Path, ours: Callable[[str], bool]) -> tuple[str, ...]:
+    """Deletes what the harness made in the folder `path` (inside `root`, not a link): each
+    entry whose name `ours` accepts, then the folder if that left it empty. Returns the names
+    of the entries left untouched (a user's notes beside a variant's files); no-op if absent.
 
-    The folder is first renamed to a hidden name, so a crash half-way through the delete never
-    leaves a half-deleted folder under its real name.
+    A folder entry is first renamed to a hidden name, so a crash half-way through the delete
+    never leaves a half-deleted folder under its real name.
     """
     if not path.exists() and not path.is_symlink():
-        return
+        return ()
     if path.is_symlink() or not path.is_dir():
         raise ValueError(f"{path} is not a folder; refusing to delete it")
     inside = confined(root, str(path.relative_to(root)))
-    doomed = inside.with_name(f".{inside.name}.deleting.{os.getpid()}")
-    os.replace(inside, doomed)
-    shutil.rmtree(doomed)
+    kept = []
+    for entry in sorted(inside.iterdir()):
+        if not ours(entry.name):
+            kept.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            doomed = entry.with_name(f".{entry.name}.deleting.{os.getpid()}")
+            os.replace(entry, doomed)
+            shutil.rmtree(doomed)
+        else:
+            entry.unlink()
+    if not kept:
+        inside.rmdir()
+    return tuple(kept)
 
 
 def read_json(

@@ -236,3 +236,53 @@ def written_since(root: Path, since_ns: int, marker_name: str) -> dict[str, tupl
             except OSError:
                 continue
     return files
+
+
+# --- files the harness writes into a folder it shares (a run, a results root) -----------------
+
+# Beside a run's or a results root's own files, the record of those the report and the results
+# index wrote there, with their digests: a file of that name that is not in it, or differs, is
+# someone else's, and is never overwritten.
+FILES_RECORD = ".harness-files.json"
+RECORD_TOOL = "harness"
+
+
+def recorded_files(root: Path) -> dict[str, tuple[int, str]] | None:
+    """{path: (size, digest)} the harness recorded writing under `root`; None when there is
+    no record (a folder made before records were kept, or not by the harness)."""
+    if not (root / FILES_RECORD).exists():
+        return None
+    found = read_marker(root / FILES_RECORD, RECORD_TOOL)
+    return dict(found.files) if found is not None else {}
+
+
+def foreign_file(root: Path, rel: str, legacy: bool) -> str | None:
+    """Why the harness must not replace `root/rel` (None when it may): it is a link or not a
+    regular file, or the record does not hold it as it is now. Where there is no record at all,
+    `legacy` decides (a folder the harness made before it kept records)."""
+    path = root / rel
+    try:
+        st = path.lstat()
+    except OSError:
+        return None  # absent: writing it replaces nothing
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        return f"{path} is a link or not a regular file the harness wrote"
+    record = recorded_files(root)
+    if record is None:
+        return None if legacy else f"{path} was not written by the harness"
+    entry = Entry(rel, "file", st.st_size, st.st_mtime_ns)
+    if not _matches(path, record.get(rel), entry):
+        return f"{path} was not written by the harness, or was changed since"
+    return None
+
+
+def record_files(root: Path, rels: list[str]) -> dict[str, object]:
+    """The record's JSON with `rels` (files just written under `root`) added at their current
+    size and digest; the caller writes it (io.write_json) to root/FILES_RECORD."""
+    files = recorded_files(root) or {}
+    for rel in rels:
+        path = root / rel
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                files[rel] = (path.stat().st_size, digest(path))
+    return marker(RECORD_TOOL, "", files)

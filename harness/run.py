@@ -246,8 +246,13 @@ def _fresh_variant_dir(workdir: Path, name: str) -> Path:
     if (variants / name).is_symlink():  # never follow a planted link out of the run folder
         (variants / name).unlink()
     vdir = io.confined(workdir, runfolder.VARIANTS_DIR, name)
-    io.remove_tree(variants, variants / name)
-    vdir.mkdir(parents=True)
+    kept = io.remove_tree(variants, variants / name, runfolder.made_in_variant)
+    if kept:  # a user's files beside what the interrupted attempt left: never the harness's
+        print(
+            f"{terminal.shown(name)}: left untouched: {terminal.shown(', '.join(kept)[:200])}",
+            flush=True,
+        )
+    vdir.mkdir(parents=True, exist_ok=True)
     return vdir
 
 

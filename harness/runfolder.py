@@ -91,6 +91,13 @@ RESERVED_NAMES = frozenset(
 PROFILE_WINDOWS = ("first_call", "recompile", "steady")
 
 
+def made_in_variant(name: str) -> bool:
+    """True for an entry of a variant's folder that the harness makes: its records, dump, IR,
+    profile, pages and tlparse, and the temporary files of an atomic write (io)."""
+    temporary = name.startswith(".") and name.endswith((".tmp", ".link"))
+    return name in RESERVED_NAMES or name == "tlparse" or temporary
+
+
 def process_file(rank: int) -> str:
     """Returns the file name of one process's record in processes/."""
     return f"p{rank}.json"

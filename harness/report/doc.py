@@ -368,7 +368,7 @@ table.diff td.del{background:#fdecec}table.diff td.add{background:#e8f7e8}table.
 # (the run's plots/, same origin or file:): no script, no fetch, no frame, no form, no <base>.
 CSP = (
     "default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "base-uri 'none'; form-action 'none'"  # frame-ancestors: ignored in a <meta>
 )
 CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 

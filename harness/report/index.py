@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness import fmt, io, run_records, userfiles
+from harness import fmt, io, ownership, run_records, userfiles
 from harness.records import SchemaError
 from harness.report.doc import Bullets, Heading, Para, Table, literal, to_html
 from harness.run_records import Environment, Manifest
@@ -162,10 +162,24 @@ def _manifest(path: Path) -> Manifest:
     return found if found is not None else Manifest()
 
 
-def write_results_index(root: Path, own: Path | None = None) -> Path:
+def _legacy_index(root: Path) -> bool:
+    """True for a results root whose index.html a harness wrote before it kept records."""
+    try:
+        head = userfiles.read_head(root / INDEX_HTML, 4096, within=root)
+    except userfiles.Unreadable:
+        return False
+    return head.startswith(b"<!doctype html>") and b"<title>Runs</title>" in head
+
+
+def write_results_index(root: Path, own: Path | None = None) -> Path | None:
     """Writes root/index.html listing every run under root; a run whose summary cannot be read
     is listed apart with the reason, never fatal to the others. The `own` run (the one being
-    reported) keeps its row's summary part for the next index; no other run is written."""
+    reported) keeps its row's summary part for the next index; no other run is written.
+
+    Returns None, writing nothing, where root/index.html is not one the harness recorded
+    writing (a user's own page): the index is a convenience, never worth a user's file."""
+    if ownership.foreign_file(root, INDEX_HTML, _legacy_index(root)) is not None:
+        return None
     rows, skipped = [], []
     for r in find_runs(root):
         part = kept_part(r)
@@ -178,7 +192,9 @@ def write_results_index(root: Path, own: Path | None = None) -> Path:
             if own is not None and r.resolve() == own.resolve():
                 keep_part(r, part)
         rows.append(run_row(root, r, part, _manifest(RunFolder(r).manifest)))
-    return io.write_text(root / "index.html", results_index_html(rows, skipped))
+    written = io.write_text(root / INDEX_HTML, results_index_html(rows, skipped))
+    io.write_json(root / ownership.FILES_RECORD, ownership.record_files(root, [INDEX_HTML]))
+    return written
 
 
 def run_index_html(run: Path) -> str:

@@ -16,9 +16,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness import io, userfiles
+from harness import io, ownership, userfiles
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
-from harness.runfolder import REPORT_HTML, TORCH_DIR, TORCH_TRACE_FILE, RunFolder
+from harness.runfolder import (
+    INDEX_HTML,
+    MANIFEST_FILE,
+    PLOTS_DIR,
+    REPORT_FILE,
+    REPORT_HTML,
+    TORCH_DIR,
+    TORCH_TRACE_FILE,
+    VARIANTS_DIR,
+    RunFolder,
+)
 
 MAX_STAGE_BYTES = 4_000_000  # of one stage's text read for its diff
 TLPARSE_S = 120
@@ -201,6 +211,32 @@ def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
         io.write_text(folder / data.PAGE, doc.to_markdown(blocks))
 
 
+def report_files(run: data.RunData) -> list[str]:
+    """Every file the report may write or remove in the run folder, relative to it."""
+    rels = [REPORT_FILE, REPORT_HTML, INDEX_HTML]
+    rels += [f"{PLOTS_DIR}/{name}.{ext}" for name in plots.PLOT_NAMES for ext in plots.FORMATS]
+    for v in run.variants:
+        rels += [f"{VARIANTS_DIR}/{v.name}/{page}" for page in (data.PAGE, REPORT_HTML)]
+    return rels
+
+
+def claim_report_files(root: Path, rels: list[str]) -> None:
+    """Raises io.NotOurs, before anything is written, when one of the report's files in the
+    folder is not one the harness recorded writing there (a user's report.md, index.html or
+    plot in a folder it did not make, or one changed since). A run folder the harness made
+    before it kept records (it holds a manifest.json, and no record) is its own."""
+    legacy = (root / MANIFEST_FILE).is_file()
+    for rel in rels:
+        if "/../" in f"/{rel}/" or rel.startswith("/"):
+            continue  # a variant named `..` in a summary: page_folders writes no page for it
+        why = ownership.foreign_file(root, rel, legacy)
+        if why is not None:
+            raise io.NotOurs(
+                f"{why}; the report replaces only files it wrote (move the file away, "
+                "or name a run folder the harness made)"
+            )
+
+
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
     wanted = (run.manifest.config.get("report") or {}).get("svg")
@@ -238,6 +274,8 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     for own in (folder.plots, folder.report, folder.report_html, folder.index_html):
         if own.is_symlink():  # planted: replace the link, never write through it
             own.unlink()
+    mine = report_files(run)
+    claim_report_files(run.path, mine)
     outcomes = plots.save_plots(run, folder.plots, plot_formats(run))
     folders = page_folders(run)
     write_variant_pages(run, folders)
@@ -245,6 +283,7 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     io.write_text(folder.report_html, html)
     io.write_text(folder.report, md)
     index.write_run_index(run.path)
+    io.write_json(run.path / ownership.FILES_RECORD, ownership.record_files(run.path, mine))
     if results_root is not None:
         with io.writes_confined_to(results_root):
             index.write_results_index(results_root, own=run.path)
