@@ -21,7 +21,7 @@ from harness.report import write_report
 from harness.report.index import write_results_index
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from hostile.cases_readers import _manifest, _summary  # noqa: E402
+from hostile.cases_readers import _manifest, _summary
 
 USER = b"a user's own file\n"
 
