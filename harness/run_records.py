@@ -543,8 +543,8 @@ def load(kind: FileKind, path: Path, within: Path | None = None) -> Any:
     bound = userfiles.MANIFEST if kind is MANIFEST else userfiles.RECORD
     try:
         text = userfiles.read_bytes(path, bound, within)
-    except (OSError, userfiles.Unreadable) as e:
-        raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
+    except userfiles.Unreadable as e:  # it names the file: the error's source says it once
+        raise SchemaError(source, "", str(e).removeprefix(f"{source}: ")) from None
     return parse(kind, loads(text, source), source)
 
 
