@@ -220,7 +220,7 @@ def flagfile_names(args: list[str]) -> Iterator[str]:
         i += 1
 
 
-def check_flagfiles(argv: list[str], limit: int = MAX_BYTES) -> None:
+def check_flagfiles(argv: list[str], limit: int | Kind = FLAG_FILE) -> None:
     """Reads every flag file `argv` names, and those they name in turn, through read_text;
     raises Unreadable for the first that is not a regular file under `limit` bytes. absl then
     reads only files that passed (it would block on a FIFO and read /dev/zero for ever)."""
