@@ -262,11 +262,10 @@ def _resume_keeps_notes(sb: Sandbox) -> Attack:
     def kept(outcome: Outcome, sandbox: Sandbox) -> str | None:
         return None if notes.is_file() and notes.read_text() == USER else "MY_NOTES.txt lost"
 
-    config = manifest.get("config_file") or REPO_CONFIG
     return Attack(
         argv=sb.harness(
             "harness",
-            f"--config={config}",
+            f"--config={REPO_CONFIG}",
             f"--resume={run.name}",
             "--results_root=results",
             *TEMPLATE_OVERRIDES,
