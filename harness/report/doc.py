@@ -88,7 +88,7 @@ class Diff:
 
 Block = Heading | Para | Bullets | Table | Code | Image | Diff
 
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_LINK = re.compile(r"(?<!\\)\[([^\]]+)(?<!\\)\]\(([^)\s]+)\)")  # not an escaped one
 _CODE = re.compile(r"`([^`]+)`")
 
 
@@ -137,14 +137,16 @@ def _md_plain(text: str) -> str:
         lambda m: m.group(0) if safe_href(m.group(2)) else f"\\[{m.group(1)}\\]({m.group(2)})",
         text,
     )
-    text = re.sub(r"!(?=\[)", r"\\!", text)  # `![x](url)` would be an image a viewer fetches
+    text = re.sub(r"(?<!\\)!(?=\[)", r"\\!", text)  # `![x](url)` would be an image a viewer fetches
     return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
 
 
 # The marks that open Markdown anywhere in a line (emphasis, code, links, images, raw HTML,
-# autolinks, entities, GFM strikethrough, a backslash), and those that do only at its start
-# (a heading, a list, a quote, a rule); CommonMark lets a backslash escape any of them.
-_INLINE = re.compile(r"([\\`*_\[\]<>!&~])")
+# autolinks, entities, GFM strikethrough, a backslash; `_` only at a word's edge, since
+# CommonMark never reads `gelu_h200` as emphasis; `]` only where a link or a definition
+# would follow, `](`, `][` or `]:`, so `f32[8,8]` stays as it is), and those that do only
+# at its start (a heading, a list, a quote, a rule); a backslash escapes any of them.
+_INLINE = re.compile(r"([\\`*<>!&~]|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _LEADING = re.compile(r"^(\s*)(\d{1,9}(?=[.)](?:\s|$))|)(#|>|[+*-](?=\s|$)|(?<=\d)[.)])")
 
 
@@ -373,12 +375,13 @@ CSP = (
 CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 
 
-def to_html(blocks: tuple[Block, ...], title: str) -> str:
+def to_html(blocks: tuple[Block, ...], title: str, head: str = "") -> str:
     """Returns a self-contained HTML page: inline CSS, no scripts, no external requests (its
-    Content-Security-Policy forbids them, whatever a page holds)."""
+    Content-Security-Policy forbids them, whatever a page holds); `head` is the harness's own
+    markup for the <head> (a page's mark)."""
     body = [block_html(b).strip() for b in blocks]
     return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">{CSP_META}'
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">{CSP_META}{head}'
         f"<title>{html.escape(title)}</title>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness import fmt, io, ownership, run_records, userfiles
+from harness import fmt, io, run_records, userfiles
 from harness.records import SchemaError
 from harness.report.doc import Bullets, Heading, Para, Table, literal, to_html
 from harness.run_records import Environment, Manifest
@@ -149,7 +149,7 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
             Para("Left out (their files could not be read):"),
             Bullets(tuple(literal(s) for s in skipped)),
         ]
-    return to_html(tuple(blocks), "Runs")
+    return to_html(tuple(blocks), "Runs", head=INDEX_MARK)
 
 
 def _manifest(path: Path) -> Manifest:
@@ -162,13 +162,25 @@ def _manifest(path: Path) -> Manifest:
     return found if found is not None else Manifest()
 
 
-def _legacy_index(root: Path) -> bool:
-    """True for a results root whose index.html a harness wrote before it kept records."""
+# The results index's own mark, in its <head>: the index replaces a root's index.html only when
+# it carries it (or, written before the mark, the harness's doctype and title), never a page of
+# the user's. The root keeps no file of its own beside the index.
+INDEX_MARK = '<meta name="generator" content="harness results index">'
+
+
+def _ours(root: Path) -> bool:
+    """True when root/index.html is absent or the results index's own page."""
+    page = root / INDEX_HTML
+    if not page.exists() and not page.is_symlink():
+        return True
     try:
-        head = userfiles.read_head(root / INDEX_HTML, 4096, within=root)
-    except userfiles.Unreadable:
+        head = userfiles.read_head(page, 4096, within=root)
+    except userfiles.Unreadable:  # a link, a FIFO, a folder: not the index's
         return False
-    return head.startswith(b"<!doctype html>") and b"<title>Runs</title>" in head
+    if page.is_symlink():
+        return False
+    legacy = head.startswith(b"<!doctype html>") and b"<title>Runs</title>" in head
+    return INDEX_MARK.encode() in head or legacy
 
 
 def write_results_index(root: Path, own: Path | None = None) -> Path | None:
@@ -176,9 +188,9 @@ def write_results_index(root: Path, own: Path | None = None) -> Path | None:
     is listed apart with the reason, never fatal to the others. The `own` run (the one being
     reported) keeps its row's summary part for the next index; no other run is written.
 
-    Returns None, writing nothing, where root/index.html is not one the harness recorded
-    writing (a user's own page): the index is a convenience, never worth a user's file."""
-    if ownership.foreign_file(root, INDEX_HTML, _legacy_index(root)) is not None:
+    Returns None, writing nothing, where root/index.html is not the index's own page (a user's):
+    the index is a convenience, never worth a user's file."""
+    if not _ours(root):
         return None
     rows, skipped = [], []
     for r in find_runs(root):
@@ -192,9 +204,7 @@ def write_results_index(root: Path, own: Path | None = None) -> Path | None:
             if own is not None and r.resolve() == own.resolve():
                 keep_part(r, part)
         rows.append(run_row(root, r, part, _manifest(RunFolder(r).manifest)))
-    written = io.write_text(root / INDEX_HTML, results_index_html(rows, skipped))
-    io.write_json(root / ownership.FILES_RECORD, ownership.record_files(root, [INDEX_HTML]))
-    return written
+    return io.write_text(root / INDEX_HTML, results_index_html(rows, skipped))
 
 
 def run_index_html(run: Path) -> str:

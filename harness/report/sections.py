@@ -356,7 +356,7 @@ def environment_blocks(run: RunData) -> list[Block]:
             Table(
                 ("override", "value", "previous"),
                 tuple(
-                    (code(o.key), code(fmt.text(o.value)), code(fmt.text(o.previous)))
+                    (literal(o.key), literal(fmt.text(o.value)), literal(fmt.text(o.previous)))
                     for o in m.overrides
                 ),
             )
