@@ -247,6 +247,8 @@ def write_search_report(workdir: Path) -> Path:
     """report.md, report.html and plots/search.png of a search's run folder."""
     record = search.load(workdir)
     folder = RunFolder(workdir)
+    mine = [REPORT_FILE, REPORT_HTML, f"{PLOTS_DIR}/search.png"]
+    claim_report_files(workdir, mine)
     plot = None
     if any(c.step_s is not None for c in record.candidates):
         figure = folder.plots / "search.png"
@@ -255,6 +257,7 @@ def write_search_report(workdir: Path) -> Path:
     blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
     io.write_text(folder.report_html, doc.to_html(blocks, workdir.name))
     io.write_text(folder.report, doc.to_markdown(blocks))
+    io.write_json(workdir / ownership.FILES_RECORD, ownership.record_files(workdir, mine))
     return folder.report
 
 
