@@ -61,6 +61,7 @@ DUMP = Kind("dump file", 1024 * _MIB)
 PROFILE = Kind("profile", 2048 * _MIB)
 CACHE = Kind("cache file", 256 * _MIB)
 PYTHON = Kind("Python file", 16 * _MIB)
+EXECUTABLE = Kind("serialized executable", 4096 * _MIB)  # a large model's compiled program
 DOC = Kind("document", 16 * _MIB)
 
 

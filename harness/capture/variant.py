@@ -551,7 +551,7 @@ def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
     try:
         in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
         compiled = serialize_executable.deserialize_and_load(
-            userfiles.read_bytes(path, userfiles.CACHE), in_tree, lowered.out_tree
+            userfiles.read_bytes(path, userfiles.EXECUTABLE), in_tree, lowered.out_tree
         )
     except Exception as e:  # any failure means: compile it again
         first = (str(e).strip().splitlines() or [""])[0][:200]
