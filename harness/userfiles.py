@@ -112,7 +112,21 @@ def _open(path: Path, kind: Kind, within: Path | str | None) -> int:
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise Unreadable(f"{path}: is {_kind(mode)}; name a regular file")
+    if within is not None and _opened_outside(fd, within):  # a link swapped in meanwhile
+        os.close(fd)
+        raise Unreadable(f"{path}: is a link out of {within}; a {kind.name} is read only inside it")
     return fd
+
+
+def _opened_outside(fd: int, within: Path | str) -> bool:
+    """True when the file open at `fd` lies outside `within`, by what the kernel says it opened
+    (/proc/self/fd); False where the kernel does not say."""
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        base = Path(within).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return real != base and base not in real.parents
 
 
 def _bound(limit: int | Kind) -> Kind:
