@@ -147,6 +147,7 @@ def _md_plain(text: str) -> str:
 # would follow, `](`, `][` or `]:`, so `f32[8,8]` stays as it is), and those that do only
 # at its start (a heading, a list, a quote, a rule); a backslash escapes any of them.
 _INLINE = re.compile(r"([\\`*<>!&~]|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_OPENS = re.compile(r"\\\][(\[:]")  # an escaped `]` before `(`, `[` or `:`
 _LEADING = re.compile(r"^(\s*)(\d{1,9}(?=[.)](?:\s|$))|)(#|>|[+*-](?=\s|$)|(?<=\d)[.)])")
 
 
@@ -156,6 +157,8 @@ def literal(text: str) -> str:
     mark that could open Markdown escaped and line breaks flattened, so nothing in it is a
     link, an image, emphasis, a code span or HTML. A table cell escapes `|` itself."""
     flat = _INLINE.sub(r"\\\1", " ".join(str(text).split()))
+    if _OPENS.search(flat):  # a link's brackets: both escaped, for viewers that read one alone
+        flat = re.sub(r"(?<!\\)\[", r"\\[", flat)
     return _LEADING.sub(lambda m: f"{m.group(1)}{m.group(2)}\\{m.group(3)}", flat)
 
 
