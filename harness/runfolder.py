@@ -91,6 +91,11 @@ RESERVED_NAMES = frozenset(
 PROFILE_WINDOWS = ("first_call", "recompile", "steady")
 
 
+def one_component(name: str) -> bool:
+    """True for a name that is one path component: not empty, `.` or `..`, no slash."""
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
 def made_in_variant(name: str) -> bool:
     """True for an entry of a variant's folder that the harness makes: its records, dump, IR,
     profile, pages and tlparse, and the temporary files of an atomic write (io)."""
@@ -244,7 +249,7 @@ class RunFolder:
 
     def variant(self, name: str) -> VariantFolder:
         """Returns variants/<name>/; the name is a config's variant name, never a path."""
-        if not name or "/" in name or name in (".", ".."):
+        if not one_component(name):
             raise ValueError(f"a variant name is one path component, got {name!r}")
         return VariantFolder(self.variants_dir / name)
 

@@ -38,6 +38,7 @@ from harness.runfolder import RESULT_FILE as RESULT_FILE
 from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
+from harness.runfolder import one_component
 from harness.summary_between import BetweenRuns, migrate_v6
 from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5
@@ -775,7 +776,11 @@ def parse_summary(data: Any, source: str) -> RunSummary:
             problem = f"a malformed version-{version} summary ({type(e).__name__}: {e})"
             raise SchemaError(source, "", problem) from None
         version = data["schema_version"]
-    return from_json(RunSummary, data, source)
+    summary = from_json(RunSummary, data, source)
+    for name in summary.variants:  # each names a folder of the run: one path component
+        if not one_component(name):
+            raise SchemaError(source, "variants", f"{name[:80]!r} is not a variant name")
+    return summary
 
 
 def summary_json(summary: RunSummary) -> dict[str, Any]:

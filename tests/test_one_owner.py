@@ -176,3 +176,18 @@ def test_every_allowed_delete_still_exists() -> None:
     for rel, function in DELETES_ALLOWED:
         tree = ast.parse((REPO / rel).read_text())
         assert function in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("name", ["../../escape", "..", "a/b", ""])
+def test_a_summary_naming_a_variant_that_is_a_path_is_one_schema_error(
+    tmp_path: Path, name: str
+) -> None:
+    from harness.records import SchemaError
+    from harness.summary import load_summary
+
+    summary = _summary()
+    summary["variants"][name] = summary["variants"].pop("matmul_only")
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SchemaError, match="is not a variant name") as e:
+        load_summary(tmp_path / "summary.json")
+    assert "\n" not in str(e.value)
