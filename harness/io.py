@@ -12,13 +12,12 @@ import json
 import math
 import os
 import shutil
-import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import ownership, records
+from harness import ownership, records, runfolder, userfiles
 
 
 def _json_default(obj: Any) -> Any:
@@ -167,27 +166,42 @@ def link_file(source: Path, target: Path) -> Path:
     return target
 
 
-def remove_tree(root: Path, path: Path) -> None:
-    """Deletes the folder `path`, which must lie inside `root` and not be a link; no-op if absent.
+def remove_tree(root: Path, path: Path, ours: Callable[[str], bool]) -> tuple[str, ...]:
+    """Deletes what the harness made in the folder `path` (inside `root`, not a link): each
+    entry whose name `ours` accepts, then the folder if that left it empty. Returns the names
+    of the entries left untouched (a user's notes beside a variant's files); no-op if absent.
 
-    The folder is first renamed to a hidden name, so a crash half-way through the delete never
-    leaves a half-deleted folder under its real name.
+    A folder entry is first renamed to a hidden name, so a crash half-way through the delete
+    never leaves a half-deleted folder under its real name.
     """
     if not path.exists() and not path.is_symlink():
-        return
+        return ()
     if path.is_symlink() or not path.is_dir():
         raise ValueError(f"{path} is not a folder; refusing to delete it")
     inside = confined(root, str(path.relative_to(root)))
-    doomed = inside.with_name(f".{inside.name}.deleting.{os.getpid()}")
-    os.replace(inside, doomed)
-    shutil.rmtree(doomed)
+    kept = []
+    for entry in sorted(inside.iterdir()):
+        if not ours(entry.name):
+            kept.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            doomed = entry.with_name(f".{entry.name}.deleting.{os.getpid()}")
+            os.replace(entry, doomed)
+            shutil.rmtree(doomed)
+        else:
+            entry.unlink()
+    if not kept:
+        inside.rmdir()
+    return tuple(kept)
 
 
-def read_json(path: Path) -> Any:
-    """Returns the JSON data at `path`; OSError when it cannot be read, SchemaError (a
-    ValueError) when it is not JSON a harness writes (records.loads: bounded depth, no NaN,
-    no number too large for a float)."""
-    return records.loads(Path(path).read_text(), str(path))
+def read_json(
+    path: Path, kind: userfiles.Kind = userfiles.RECORD, within: Path | None = None
+) -> Any:
+    """Returns the JSON data at `path`, read through the one reader (userfiles: a regular file
+    within the bound of its `kind`, no link out of `within`); Unreadable or SchemaError (both
+    ValueErrors) when it cannot be read or is not JSON a harness writes (records.loads:
+    bounded depth, no NaN, no number too large for a float)."""
+    return records.loads(userfiles.read_text(path, kind, within), str(path))
 
 
 def confined(root: Path, *parts: str) -> Path:
@@ -246,18 +260,12 @@ def cache_refusal(cache: Path) -> str | None:
 def read_cache_file(cache: Path, name: str) -> bytes | None:
     """The bytes of `cache/name`, or None when the cache is refused (cache_refusal), the file
     is absent, a link, not a regular file, or larger than CACHE_FILE_BYTES: a cache miss."""
-    if cache_refusal(cache) is not None:
+    if cache_refusal(cache) is not None or (cache / name).is_symlink():
         return None
     try:
-        fd = os.open(cache / name, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        return userfiles.read_bytes(cache / name, userfiles.CACHE, within=cache)
+    except userfiles.Unreadable:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > CACHE_FILE_BYTES:
-            return None
-        data = f.read(CACHE_FILE_BYTES + 1)
-    return data if len(data) <= CACHE_FILE_BYTES else None
 
 
 def write_cache_file(cache: Path, name: str, data: bytes) -> bool:
@@ -293,7 +301,7 @@ def point_latest(run_dir: Path) -> str | None:
     Returns why it did not, when `latest` is something other than a link (a folder or file
     the tool did not make, which it never replaces).
     """
-    link = run_dir.parent / "latest"
+    link = run_dir.parent / runfolder.LATEST
     if link.exists() and not link.is_symlink():
         return f"{link} is not a link the harness made; left as it is"
     tmp = run_dir.parent / f".latest.{os.getpid()}"

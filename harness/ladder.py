@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness import io
+from harness import io, userfiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,9 +290,8 @@ class Ladder:
 
 def _starts_with(path: Path, prefix: bytes) -> bool:
     try:
-        with path.open("rb") as f:
-            return f.read(len(prefix)) == prefix
-    except OSError:
+        return userfiles.read_head(path, len(prefix)) == prefix
+    except userfiles.Unreadable:
         return False
 
 

@@ -27,7 +27,7 @@ def add_findings(workdir: Path) -> tuple[int, int]:
     """Writes `workdir`'s summary.json migrated to this schema, its verdicts judged again from
     the saved rounds and its findings made from the summary and the run's files; returns (the
     schema it had, the findings it has now)."""
-    from harness import io, run_records
+    from harness import io, run_records, userfiles
     from harness.analyze import judging, rules, verdicts
     from harness.records import loads
     from harness.runfolder import RunFolder
@@ -35,7 +35,7 @@ def add_findings(workdir: Path) -> tuple[int, int]:
 
     folder = RunFolder(workdir)
     path = folder.summary
-    before = loads(path.read_text(), str(path))
+    before = loads(userfiles.read_text(path, userfiles.SUMMARY), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
     timed = verdicts.read_timing(workdir)

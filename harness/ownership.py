@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
 from harness.runfolder import MANIFEST_FILE, SEARCH_FILE, SUMMARY_FILE, TIMING_FILE
 
 # More entries than any output the tools write; a folder past it is refused, never walked on.
 MAX_ENTRIES = 200_000
-MAX_MARKER_BYTES = 64 << 20
 RUN_FILES = frozenset({MANIFEST_FILE, SUMMARY_FILE, TIMING_FILE, SEARCH_FILE})
 DUMP_SUFFIXES = (".hlo", ".hlo.pb", ".pb", ".mlir", ".ll", ".ptx", ".xplane.pb")
 # The run lock (io.run_lock) a command holds on its folder: an empty regular file at the top,
@@ -75,10 +75,9 @@ def marker(tool: str, made: str, files: Mapping[str, tuple[int, str]]) -> dict[s
 def read_marker(path: Path, tool: str) -> Marker | None:
     """The marker at `path` when it is a regular file of `tool`'s, well formed; else None."""
     try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
+        if path.is_symlink():
             return None
-        data = json.loads(path.read_text())
+        data = json.loads(userfiles.read_text(path, userfiles.MARKER))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("tool") != tool:
@@ -102,7 +101,7 @@ def read_marker(path: Path, tool: str) -> Marker | None:
 def digest(path: Path) -> str:
     """The file's content digest, read without following a link."""
     h = hashlib.blake2b(digest_size=16)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
@@ -237,3 +236,53 @@ def written_since(root: Path, since_ns: int, marker_name: str) -> dict[str, tupl
             except OSError:
                 continue
     return files
+
+
+# --- files the harness writes into a folder it shares (a run, a results root) -----------------
+
+# Beside a run's or a results root's own files, the record of those the report and the results
+# index wrote there, with their digests: a file of that name that is not in it, or differs, is
+# someone else's, and is never overwritten.
+FILES_RECORD = ".harness-files.json"
+RECORD_TOOL = "harness"
+
+
+def recorded_files(root: Path) -> dict[str, tuple[int, str]] | None:
+    """{path: (size, digest)} the harness recorded writing under `root`; None when there is
+    no record (a folder made before records were kept, or not by the harness)."""
+    if not (root / FILES_RECORD).exists():
+        return None
+    found = read_marker(root / FILES_RECORD, RECORD_TOOL)
+    return dict(found.files) if found is not None else {}
+
+
+def foreign_file(root: Path, rel: str, legacy: bool) -> str | None:
+    """Why the harness must not replace `root/rel` (None when it may): it is a link or not a
+    regular file, or the record does not hold it as it is now. Where there is no record at all,
+    `legacy` decides (a folder the harness made before it kept records)."""
+    path = root / rel
+    try:
+        st = path.lstat()
+    except OSError:
+        return None  # absent: writing it replaces nothing
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        return f"{path} is a link or not a regular file the harness wrote"
+    record = recorded_files(root)
+    if record is None:
+        return None if legacy else f"{path} was not written by the harness"
+    entry = Entry(rel, "file", st.st_size, st.st_mtime_ns)
+    if not _matches(path, record.get(rel), entry):
+        return f"{path} was not written by the harness, or was changed since"
+    return None
+
+
+def record_files(root: Path, rels: list[str]) -> dict[str, object]:
+    """The record's JSON with `rels` (files just written under `root`) added at their current
+    size and digest; the caller writes it (io.write_json) to root/FILES_RECORD."""
+    files = recorded_files(root) or {}
+    for rel in rels:
+        path = root / rel
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                files[rel] = (path.stat().st_size, digest(path))
+    return marker(RECORD_TOOL, "", files)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import commands, group, io, lifecycle, run_records, runfolder, terminal
+from harness import commands, group, io, lifecycle, run_records, runfolder, terminal, userfiles
 from harness.cli import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
@@ -267,8 +267,13 @@ def _fresh_variant_dir(workdir: Path, name: str) -> Path:
     if (variants / name).is_symlink():  # never follow a planted link out of the run folder
         (variants / name).unlink()
     vdir = io.confined(workdir, runfolder.VARIANTS_DIR, name)
-    io.remove_tree(variants, variants / name)
-    vdir.mkdir(parents=True)
+    kept = io.remove_tree(variants, variants / name, runfolder.made_in_variant)
+    if kept:  # a user's files beside what the interrupted attempt left: never the harness's
+        print(
+            f"{terminal.shown(name)}: left untouched: {terminal.shown(', '.join(kept)[:200])}",
+            flush=True,
+        )
+    vdir.mkdir(parents=True, exist_ok=True)
     return vdir
 
 
@@ -751,7 +756,7 @@ def keep_earlier_timing(workdir: Path) -> str:
     for name in (runfolder.TIMING_FILE, runfolder.SUMMARY_FILE, runfolder.MANIFEST_FILE):
         if (workdir / name).is_file():
             target = runfolder.set_aside(name, stamp)
-            io.write_text(workdir / target, (workdir / name).read_text())
+            io.write_text(workdir / target, userfiles.read_text(workdir / name, userfiles.SUMMARY))
             kept.append(target)
     return "re-timed (timing.only); the earlier timing is kept as " + (", ".join(kept) or "none")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import io, runfolder
+from harness import io, runfolder, userfiles
 from harness.records import EMPTY, Plain, SchemaError, doc, from_json, loads, to_json
 from harness.summary_numerics import AccuracyFile, DistancesFile, PassSearch
 
@@ -609,21 +609,23 @@ def parse(kind: FileKind, data: Any, source: str) -> Any:
     return from_json(kind.record, _from_keys(kind.record, data), source)
 
 
-def load(kind: FileKind, path: Path) -> Any:
+def load(kind: FileKind, path: Path, within: Path | None = None) -> Any:
     """Returns the record of the file at `path`; raises SchemaError naming the file and key
-    (an unreadable file, text that is not JSON, a value of the wrong type, an unknown key)."""
+    (an unreadable file, a FIFO, a device, one past its bound or a link out of the folder
+    `within`, text that is not JSON, a value of the wrong type, an unknown key)."""
     source = str(path)
+    bound = userfiles.MANIFEST if kind is MANIFEST else userfiles.RECORD
     try:
-        text = Path(path).read_bytes()
-    except OSError as e:
-        raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
+        text = userfiles.read_bytes(path, bound, within)
+    except userfiles.Unreadable as e:  # it names the file: the error's source says it once
+        raise SchemaError(source, "", str(e).removeprefix(f"{source}: ")) from None
     return parse(kind, loads(text, source), source)
 
 
-def load_if_present(kind: FileKind, path: Path) -> Any:
+def load_if_present(kind: FileKind, path: Path, within: Path | None = None) -> Any:
     """Returns the record at `path`, or None when there is no such file (a stage that did not
     run for this variant); a file that is there and wrong raises SchemaError."""
-    return load(kind, path) if path.is_file() else None
+    return load(kind, path, within) if path.is_file() else None
 
 
 def write(path: Path, record: Any) -> Path:

@@ -54,8 +54,59 @@ DUMP_DIR = "dump"
 TORCH_DIR = "torch"  # torch.compile's working folder (its debug trace and cache)
 IR_DIR = "ir"
 PROFILE_DIR = "profile"
+LATEST = "latest"  # <results_root>/<experiment>/latest, the link to the newest run
+
+# The harness's own names at the top of a results root or a run: an experiment named one of
+# them would make `R/index.html/` (and every later study of that root fail) or a run's file.
+RESERVED_NAMES = frozenset(
+    {
+        MANIFEST_FILE,
+        SUMMARY_FILE,
+        TIMING_FILE,
+        CEILINGS_FILE,
+        SEARCH_FILE,
+        PROCESSES_FILE,
+        REPORT_FILE,
+        REPORT_HTML,
+        INDEX_HTML,
+        VARIANTS_DIR,
+        PLOTS_DIR,
+        PROCESS_DIR,
+        FAULTS_FILE,
+        RESULT_FILE,
+        TIMINGS_FILE,
+        FUSIONS_FILE,
+        KERNELS_FILE,
+        PASSES_FILE,
+        COMPILE_FILE,
+        COST_FILE,
+        RANKING_FILE,
+        COMM_FILE,
+        MEMORY_FILE,
+        TORCH_FILE,
+        TORCH_TRACE_FILE,
+        RECOMPILE_FILE,
+        DUMP_DIR,
+        TORCH_DIR,
+        IR_DIR,
+        PROFILE_DIR,
+        LATEST,
+    }
+)
 # The profile windows a capture records, each a folder of profile/.
 PROFILE_WINDOWS = ("first_call", "recompile", "steady")
+
+
+def one_component(name: str) -> bool:
+    """True for a name that is one path component: not empty, `.` or `..`, no slash."""
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
+def made_in_variant(name: str) -> bool:
+    """True for an entry of a variant's folder that the harness makes: its records, dump, IR,
+    profile, pages and tlparse, and the temporary files of an atomic write (io)."""
+    temporary = name.startswith(".") and name.endswith((".tmp", ".link"))
+    return name in RESERVED_NAMES or name == "tlparse" or temporary
 
 
 def process_file(rank: int) -> str:
@@ -224,7 +275,7 @@ class RunFolder:
 
     def variant(self, name: str) -> VariantFolder:
         """Returns variants/<name>/; the name is a config's variant name, never a path."""
-        if not name or "/" in name or name in (".", ".."):
+        if not one_component(name):
             raise ValueError(f"a variant name is one path component, got {name!r}")
         return VariantFolder(self.variants_dir / name)
 

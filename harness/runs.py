@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import io, run_records
+from harness import io, ownership, run_records
 from harness.config import ConfigError, LoadedConfig
 from harness.config.validate import validate_name
 from harness.records import first_difference, to_json
@@ -15,7 +15,9 @@ def results_root(value: str) -> Path:
     """Returns the results root; an empty or dangerous one is a ConfigError naming the flag.
 
     Refused: an empty value (it would write into the current folder), the filesystem root, the
-    home folder itself, the harness's own source tree, and a path that is a file.
+    home folder itself, the harness's own source tree, a path that is a file, and a folder that
+    is a run or lies inside one (a new study would nest in it and rewrite its index.html), or
+    is or lies inside an export, compare or analyze output.
     """
     source = f"flag --results_root={value[:200]}"
     if not value.strip():
@@ -36,6 +38,15 @@ def results_root(value: str) -> Path:
         )
     if root.exists() and not root.is_dir():
         raise ConfigError(source, "results_root", f"{root} exists and is not a folder")
+    for folder in (real, *real.parents):
+        held = [n for n in (*sorted(ownership.RUN_FILES), io.MARKER) if (folder / n).is_file()]
+        if held:
+            raise ConfigError(
+                source,
+                "results_root",
+                f"{folder} holds {held[0]}: it is a run or a tool's output, not a results "
+                "folder; name a folder of its own",
+            )
     return root
 
 

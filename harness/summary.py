@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
 from harness.match.gaps import AttributionGaps
 from harness.precision import narrowest_float
 from harness.records import (
@@ -36,6 +37,7 @@ from harness.runfolder import RESULT_FILE as RESULT_FILE
 from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
+from harness.runfolder import one_component
 from harness.summary_comm import Comm
 from harness.summary_findings import Findings, migrate_v5, migrate_v9
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
@@ -597,12 +599,12 @@ class CaptureRecord:
     memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
 
 
-def load_capture(path: Path) -> CaptureRecord:
+def load_capture(path: Path, within: Path | None = None) -> CaptureRecord:
     """Returns a variant's result.json; raises SchemaError naming the file and key."""
     try:
-        text = Path(path).read_text()
+        text = userfiles.read_text(path, userfiles.RECORD, within)
     except (OSError, ValueError) as e:
-        raise SchemaError(str(path), "", f"unreadable: {e}") from e
+        raise SchemaError(str(path), "", f"unreadable: {e}") from None
     return from_json(CaptureRecord, loads(text, str(path)), str(path))
 
 
@@ -713,19 +715,18 @@ class SearchRecord:
     unresolved: tuple[str, ...] = doc("timing stages that failed their A/A check: no best", ())
 
 
-def load_summary(path: Path) -> RunSummary:
+def load_summary(path: Path, within: Path | None = None) -> RunSummary:
     """Returns the summary at `path`, migrated to this schema; raises SchemaError naming the key.
 
     A summary written by a newer harness (a larger schema_version) is refused, since its
-    meaning may have changed.
+    meaning may have changed. One that is a link out of the folder `within` (a sibling run's)
+    is refused too.
     """
     source = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise SchemaError(source, "", f"cannot read: {e.strerror or e}") from e
-    except ValueError as e:  # not UTF-8
-        raise SchemaError(source, "", f"not JSON: {e}") from e
+        text = userfiles.read_text(path, userfiles.SUMMARY, within)
+    except userfiles.Unreadable as e:  # a FIFO, a device, too large, not UTF-8
+        raise SchemaError(source, "", str(e).removeprefix(f"{source}: ")) from None
     return parse_summary(loads(text, source), source)
 
 
@@ -754,7 +755,11 @@ def parse_summary(data: Any, source: str) -> RunSummary:
             problem = f"a malformed version-{version} summary ({type(e).__name__}: {e})"
             raise SchemaError(source, "", problem) from None
         version = data["schema_version"]
-    return from_json(RunSummary, data, source)
+    summary = from_json(RunSummary, data, source)
+    for name in summary.variants:  # each names a folder of the run: one path component
+        if not one_component(name):
+            raise SchemaError(source, "variants", f"{name[:80]!r} is not a variant name")
+    return summary
 
 
 def summary_json(summary: RunSummary) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness import run_records
+from harness import run_records, userfiles
 from harness.records import markdown_table
 from harness.summary import RunSummary, SearchRecord
 
@@ -85,6 +85,6 @@ if __name__ == "__main__":
         target = Path(sys.argv[1])
         from harness import io
 
-        io.write_text(target, with_key_table(target.read_text()))
+        io.write_text(target, with_key_table(userfiles.read_text(target, userfiles.DOC)))
     else:
         print(key_table())

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from harness import io
+from harness import io, userfiles
 from harness.records import EMPTY, SchemaError, doc, from_json, to_json
 
 # The names are the run folder's (harness.runfolder), kept here for their readers.
@@ -218,6 +218,6 @@ if __name__ == "__main__":
 
     if len(sys.argv) > 1:
         target = Path(sys.argv[1])
-        io.write_text(target, with_key_table(target.read_text()))
+        io.write_text(target, with_key_table(userfiles.read_text(target, userfiles.DOC)))
     else:
         print(key_table())

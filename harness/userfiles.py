@@ -1,10 +1,16 @@
-"""Reading a file a user names on the command line (a config, a flag file): only a regular file
-on disk, and only so much of it.
+"""The one reader of every file the harness did not write in the same process: a config, a flag
+file, ceilings, a sibling run's manifest, summary or index row, a variant's records and IR,
+caches, dumps, profiles, user modules. Only a regular file on disk, and only so much of it.
 
 A FIFO blocks its reader until someone writes, `/dev/zero` never ends, and `/proc/kmsg` looks
 like an empty regular file but blocks until the kernel logs something. So the file is opened
 without blocking (a FIFO's open then returns at once), refused unless it is a regular file
-outside the kernel's pseudo file systems, and read to at most `limit` bytes.
+outside the kernel's pseudo file systems, and read to at most the bound of its kind (`Kind`:
+a sparse 6 GB summary is refused by its size before a byte is read). A reader that names the
+tree it was pointed at (`within`: a run folder, a dump, a cache) refuses a link out of it.
+
+tests/test_one_reader.py fails any `open(`, `read_text`, `read_bytes` or `json.load` in
+harness/ that does not come through here, apart from a stated allowlist.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +34,35 @@ _CHUNK = 1 << 16
 
 class Unreadable(ValueError):
     """A user's file refused or unreadable; the message is one line naming why."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of file the harness reads, and the most bytes one may hold (said in the error)."""
+
+    name: str
+    bound: int
+
+
+_MIB = 1 << 20
+# Bounds tied to what each file holds: far above any the harness writes (a 48-block train
+# step's fusions.json is ~40 MB, its largest dump ~200 MB), far below what exhausts memory.
+FILE = Kind("file", MAX_BYTES)
+CONFIG = Kind("config file", MAX_BYTES)
+FLAG_FILE = Kind("flag file", MAX_BYTES)
+CEILINGS = Kind("ceilings file", MAX_BYTES)
+INDEX_ROW = Kind("index row", 64 << 10)
+MANIFEST = Kind("manifest", 16 * _MIB)
+MARKER = Kind("output marker", 64 * _MIB)
+SUMMARY = Kind("summary", 256 * _MIB)
+RECORD = Kind("run record", 256 * _MIB)
+IR_TEXT = Kind("IR text", 512 * _MIB)
+DUMP = Kind("dump file", 1024 * _MIB)
+PROFILE = Kind("profile", 2048 * _MIB)
+CACHE = Kind("cache file", 256 * _MIB)
+PYTHON = Kind("Python file", 16 * _MIB)
+EXECUTABLE = Kind("serialized executable", 4096 * _MIB)  # a large model's compiled program
+DOC = Kind("document", 16 * _MIB)
 
 
 def _kind(mode: int) -> str:
@@ -50,31 +86,99 @@ def _pseudo(path: Path) -> bool:
     return any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS)
 
 
-def read_bytes(path: Path | str, limit: int = MAX_BYTES) -> bytes:
-    """Returns the bytes of the regular file `path`; raises Unreadable when it is anything
-    else (a FIFO, a device, a folder, a file under /proc, /sys or /dev), larger than `limit`,
-    or cannot be read. Never blocks on the file."""
-    path = Path(path)
+def _outside(path: Path, within: Path | str | None) -> bool:
+    """True when `path`, its links followed, lies outside the folder `within` (followed too)."""
+    if within is None:
+        return False
+    try:
+        real, base = path.resolve(), Path(within).resolve()
+    except (OSError, RuntimeError):
+        return True  # a link loop: nothing to read inside
+    return real != base and base not in real.parents
+
+
+def _open(path: Path, kind: Kind, within: Path | str | None) -> int:
+    """An fd of the regular file `path`, opened without blocking; raises Unreadable otherwise."""
     if _pseudo(path):
         raise Unreadable(f"{path}: is a kernel file, not a file on disk; name a regular file")
+    if _outside(path, within):
+        raise Unreadable(f"{path}: is a link out of {within}; a {kind.name} is read only inside it")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError as e:
         raise Unreadable(f"{path}: cannot open: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise Unreadable(f"{path}: is {_kind(mode)}; name a regular file")
+    if within is not None and _opened_outside(fd, within):  # a link swapped in meanwhile
+        os.close(fd)
+        raise Unreadable(f"{path}: is a link out of {within}; a {kind.name} is read only inside it")
+    return fd
+
+
+def _opened_outside(fd: int, within: Path | str) -> bool:
+    """True when the file open at `fd` lies outside `within`, by what the kernel says it opened
+    (/proc/self/fd); False where the kernel does not say."""
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise Unreadable(f"{path}: is {_kind(mode)}; name a regular file")
-        if os.fstat(fd).st_size > limit:
-            raise Unreadable(f"{path}: is larger than {limit} bytes")
-        return _bounded(fd, path, limit)
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        base = Path(within).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return real != base and base not in real.parents
+
+
+def _bound(limit: int | Kind) -> Kind:
+    return limit if isinstance(limit, Kind) else Kind(FILE.name, limit)
+
+
+def read_bytes(
+    path: Path | str, limit: int | Kind = MAX_BYTES, within: Path | str | None = None
+) -> bytes:
+    """Returns the bytes of the regular file `path`; raises Unreadable when it is anything
+    else (a FIFO, a device, a folder, a file under /proc, /sys or /dev), larger than the
+    bound of its kind (`limit`: a Kind, or a number of bytes), a link out of the folder
+    `within`, or cannot be read. Never blocks on the file."""
+    path, kind = Path(path), _bound(limit)
+    fd = _open(path, kind, within)
+    try:
+        if os.fstat(fd).st_size > kind.bound:
+            raise Unreadable(_too_large(path, kind))
+        return _bounded(fd, path, kind)
     finally:
         os.close(fd)
 
 
-def _bounded(fd: int, path: Path, limit: int) -> bytes:
+def read_head(path: Path | str, size: int, within: Path | str | None = None) -> bytes:
+    """The first `size` bytes of the regular file `path` (fewer when it is shorter): a dump's
+    first line, to tell what it holds, or the part of a long IR file a reader quotes. Raises
+    Unreadable as read_bytes does; never blocks."""
+    path = Path(path)
+    fd = _open(path, DUMP, within)
+    parts: list[bytes] = []
+    total = 0
+    try:
+        while total < size:
+            chunk = os.read(fd, min(_CHUNK, size - total))
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+    except OSError as e:
+        raise Unreadable(f"{path}: cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    return b"".join(parts)
+
+
+def _too_large(path: Path, kind: Kind) -> str:
+    return f"{path}: is larger than {kind.bound} bytes, the bound for a {kind.name}"
+
+
+def _bounded(fd: int, path: Path, kind: Kind) -> bytes:
     """Reads `fd` to its end, refusing more than `limit` bytes (a file that grows meanwhile)."""
+    limit = kind.bound
     parts: list[bytes] = []
     total = 0
     while True:
@@ -89,14 +193,20 @@ def _bounded(fd: int, path: Path, limit: int) -> bytes:
         parts.append(chunk)
         total += len(chunk)
         if total > limit:
-            raise Unreadable(f"{path}: is larger than {limit} bytes")
+            raise Unreadable(_too_large(path, kind))
 
 
-def read_text(path: Path | str, limit: int = MAX_BYTES) -> str:
-    """Returns the UTF-8 text of the regular file `path` (see read_bytes)."""
-    data = read_bytes(path, limit)
+def read_text(
+    path: Path | str,
+    limit: int | Kind = MAX_BYTES,
+    within: Path | str | None = None,
+    errors: str = "strict",
+) -> str:
+    """Returns the UTF-8 text of the regular file `path` (see read_bytes); `errors="replace"`
+    for text such as a dump, whose stray bytes must not stop its reader."""
+    data = read_bytes(path, limit, within)
     try:
-        return data.decode()
+        return data.decode(errors=errors)
     except UnicodeDecodeError as e:
         raise Unreadable(f"{path}: is not UTF-8 text (byte {e.start})") from None
 
@@ -125,7 +235,7 @@ def flagfile_names(args: list[str]) -> Iterator[str]:
         i += 1
 
 
-def check_flagfiles(argv: list[str], limit: int = MAX_BYTES) -> None:
+def check_flagfiles(argv: list[str], limit: int | Kind = FLAG_FILE) -> None:
     """Reads every flag file `argv` names, and those they name in turn, through read_text;
     raises Unreadable for the first that is not a regular file under `limit` bytes. absl then
     reads only files that passed (it would block on a FIFO and read /dev/zero for ever)."""
@@ -153,6 +263,10 @@ def import_python_file(path: Path, prefix: str) -> ModuleType:
     not left half-loaded. Raises ModuleNotFoundError for a missing or non-Python file."""
     if not path.is_file():
         raise ModuleNotFoundError(f"file {path} not found")
+    try:  # the import reads it again; this refuses a device, a FIFO or a huge file first
+        read_bytes(path, PYTHON)
+    except Unreadable as e:
+        raise ModuleNotFoundError(str(e)) from None
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
     name = f"{prefix}_{path.stem}_{digest}"
     if name in sys.modules:

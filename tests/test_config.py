@@ -122,6 +122,38 @@ def test_config_is_immutable():
             "allowed: eager, jit",
         ),
         (MINIMAL + "baseline: nope\n", [], "baseline", "names no variant"),
+        # list-valued keys are bounded by what they mean: a batch rank of at most 8
+        (
+            MINIMAL,
+            ["--config.problem.batch=[" + ",".join(["2"] * 9) + "]"],
+            "problem.batch",
+            "has 9 entries; at most 8",
+        ),
+        (
+            MINIMAL,
+            ["--config.select=[" + ",".join(["xla"] * 300) + "]"],
+            "select",
+            "has 300 entries; at most 256",
+        ),
+        # a name the harness gives its own files would make R/index.html/ a folder
+        (
+            MINIMAL.replace("experiment: t", "experiment: index.html"),
+            [],
+            "experiment",
+            "a name the harness gives its own files",
+        ),
+        (
+            MINIMAL.replace("experiment: t", "experiment: latest"),
+            [],
+            "experiment",
+            "a name the harness gives its own files",
+        ),
+        (
+            MINIMAL.replace("experiment: t", "experiment: summary.json"),
+            [],
+            "experiment",
+            "a name the harness gives its own files",
+        ),
     ],
 )
 def test_bad_configs_name_the_key_and_what_is_allowed(tmp_path, text, overrides, key, words):

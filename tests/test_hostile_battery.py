@@ -114,3 +114,43 @@ def test_a_fast_readers_case_holds(name: str, tmp_path: Path) -> None:
     attack = _readers()[name].setup(sandbox)
     outcome = run_attack(attack, sandbox)
     assert failures(outcome, attack, sandbox) == [], (outcome.rc, outcome.stderr[-2000:])
+
+
+# Issue 39 (benchmarks/hostile/cases_round4.py): a reader of each kind given one of the four
+# doors (FIFO, /dev/zero, a sparse 6 GB file, a link out of its tree), a write over a user's
+# file by the report, the results index and a study's results root, and remote content through
+# an index row and HLO op_name scopes; the whole set (47 fast cases, 10 on the template run)
+# runs in the battery itself.
+ROUND4_SAMPLE = (
+    "hangs/r4_ceilings_fifo",
+    "hangs/r4_index_row_dev_zero",
+    "hangs/r4_sibling_summary_sparse",
+    "hangs/r4_older_manifest_link_out",
+    "hangs/r4_dump_fifo",
+    "overwrites/r4_report_foreign_folder",
+    "overwrites/r4_index_over_users_page",
+    "overwrites/r4_results_root_inside_a_run",
+    "remote_content/r4_index_row",
+    "remote_content/r4_op_name",
+)
+
+
+def _round4() -> dict:
+    from hostile.cases_round4 import CASES as ROUND4_CASES
+
+    return {c.name: c for c in ROUND4_CASES if c.name in ROUND4_SAMPLE}
+
+
+def test_the_round4_sample_names_fast_cases() -> None:
+    cases = _round4()
+    assert set(cases) == set(ROUND4_SAMPLE)
+    assert all(c.fast for c in cases.values())
+
+
+@pytest.mark.study
+@pytest.mark.parametrize("name", ROUND4_SAMPLE)
+def test_a_fast_round4_case_holds(name: str, tmp_path: Path) -> None:
+    sandbox = Sandbox(root=tmp_path, template_run=None)
+    attack = _round4()[name].setup(sandbox)
+    outcome = run_attack(attack, sandbox)
+    assert failures(outcome, attack, sandbox) == [], (outcome.rc, outcome.stderr[-2000:])

@@ -90,7 +90,9 @@ def md_tables(text: str) -> list[list[list[str]]]:
                 tables.append([])
             cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             cells = [re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", c) for c in cells]  # a link's text
-            tables[-1].append([re.sub(r"`([^`]*)`", r"\1", c) for c in cells])
+            cells = [re.sub(r"`([^`]*)`", r"\1", c) for c in cells]
+            # a backslash escape (user text is written as escaped text) reads as its mark
+            tables[-1].append([re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", c) for c in cells])
         elif line.startswith("|---"):
             is_row = True
         previous = is_row

@@ -285,3 +285,52 @@ def test_the_h200_verdict_and_top_findings_are_above_the_fold(tmp_path):
     assert len(seen["findings"]) == headed > 3, seen
     assert all(y < 900 for _, y in seen["findings"][:3]), seen
     assert seen["change"] is not None, seen
+
+
+# --- pages that fetch nothing (issue 39, one renderer) ---------------------------------------
+
+
+# What a script in the page would leave: the global it sets; and whether any script or frame
+# element made it into the document at all.
+SCRIPT_RAN = (
+    "JSON.stringify([String(window.__pwned), document.querySelectorAll('script,iframe').length])"
+)
+
+
+def test_no_page_made_of_remote_content_requests_anything_or_runs_a_script(tmp_path):
+    """Every page the harness writes, made from runs whose every user-controlled field holds a
+    remote image, raw HTML, a script and a javascript: link, loaded with the network blocked:
+    nothing but the page itself and its own plots/ is requested, and no script runs."""
+    from tests.test_one_renderer import hostile_pages
+
+    pages = hostile_pages(tmp_path / "made")
+    browser = Browser(tmp_path / "profile")
+    seen: dict[str, tuple[list[str], str]] = {}
+    try:
+        session = _open(browser)
+        browser.call("Network.enable", session)
+        browser.call("Network.setBlockedURLs", session, urls=["http://*", "https://*", "ws://*"])
+        for page in pages:
+            _load(browser, session, page)
+            time.sleep(0.3)  # a late load (an onerror, a lazy image) would come now
+            urls = [
+                e["params"]["request"]["url"]
+                for e in browser.events
+                if e.get("method") == "Network.requestWillBeSent"
+            ]
+            seen[str(page)] = (urls, _eval(browser, session, SCRIPT_RAN))
+    finally:
+        browser.close()
+    from urllib.parse import unquote
+
+    for page, (urls, mark) in seen.items():
+        # Chromium and pathlib percent-encode a folder name's marks differently: compare paths
+        itself, plots = (
+            unquote(Path(page).as_uri()),
+            unquote(Path(page).parent.as_uri()) + "/plots/",
+        )
+        strays = [u for u in map(unquote, urls) if u != itself and not u.startswith(plots)]
+        assert strays == [], (page, strays)
+        assert json.loads(mark) == ["undefined", 0], (page, mark)
+    dialogs = [e for e in browser.events if e.get("method") == "Page.javascriptDialogOpening"]
+    assert dialogs == []

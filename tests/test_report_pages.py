@@ -81,6 +81,33 @@ def test_a_stage_diff_stops_at_its_line_budget() -> None:
     assert len(doc.unified(found.diff)) <= stage_diff.MAX_LINES and found.left_out > 0
 
 
+def test_a_stage_diff_of_long_repetitive_texts_is_capped_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 5,000 alike lines a side ran SequenceMatcher(autojunk=False) past 400 s: now the common
+    # head and tail are set aside and at most MAX_COMPARED lines a side of the rest compared.
+    head = "\n".join(f"h{i}" for i in range(3000))
+    a = head + "\n" + "\n".join("add" if i % 3 else "mul" for i in range(5000))
+    b = head + "\n" + "\n".join("add" if i % 4 else "mul" for i in range(5000))
+    calls: list[tuple[int, int]] = []
+    real = stage_diff.difflib.SequenceMatcher
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, isjunk: None, x: list[str], y: list[str], autojunk: bool) -> None:
+            calls.append((len(x), len(y)))
+            super().__init__(isjunk, x, y, autojunk)
+
+    monkeypatch.setattr(stage_diff.difflib, "SequenceMatcher", Counting)
+    found = stage_diff.stage_diff("jaxpr", ("l", a), ("r", b))
+    cap = stage_diff.MAX_COMPARED + stage_diff.CONTEXT
+    assert calls and all(x <= cap and y <= cap for x, y in calls), calls
+    # the few alike lines after the common head are compared too
+    assert 0 < 2 * (5000 - stage_diff.MAX_COMPARED) - found.not_compared < 20
+    # A short change past a long common head is found whole, with its line numbers.
+    small = stage_diff.stage_diff("jaxpr", ("l", head + "\np\nq"), ("r", head + "\np\nr"))
+    assert small.not_compared == 0 and small.diff.hunks[0].header == "@@ -2999,4 +2999,4 @@"
+
+
 def test_hlo_metadata_is_left_out_of_the_diff() -> None:
     line = '  %add.1 = f32[2]{0} add(%a, %b), metadata={op_name="jit(f)/add" source_line=3}'
     assert stage_diff.normalized("hlo_after", line) == "  %add.1 = f32[2]{0} add(%a, %b)"

@@ -169,7 +169,7 @@ def test_remove_tree_refuses_links_and_paths_outside_its_root(tmp_path: Path) ->
     (tmp_path / "other").mkdir()
     (tmp_path / "root" / "link").symlink_to(tmp_path / "other")
     with pytest.raises(ValueError, match="not a folder"):
-        io.remove_tree(tmp_path / "root", tmp_path / "root" / "link")
+        io.remove_tree(tmp_path / "root", tmp_path / "root" / "link", lambda _: True)
     with pytest.raises(ValueError):
-        io.remove_tree(tmp_path / "root", tmp_path / "other")
+        io.remove_tree(tmp_path / "root", tmp_path / "other", lambda _: True)
     assert (tmp_path / "other").is_dir()

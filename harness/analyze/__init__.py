@@ -83,7 +83,7 @@ def capture_of(workdir: Path, v: Variant) -> CaptureRecord:
             status="failed", reason="not captured (no result.json)", mode=v.mode, module=None
         )
     try:
-        return load_capture(path)
+        return load_capture(path, within=workdir)
     except SchemaError as e:
         return CaptureRecord(
             status="failed", reason=f"result.json unreadable: {e}"[:500], mode=v.mode, module=None

@@ -172,12 +172,12 @@ def earlier_runs(workdir: Path, manifest: Manifest | None) -> tuple[EarlierRun, 
         if not path.is_dir() or path.is_symlink() or not folder.summary.is_file():
             continue
         try:
-            theirs = run_records.load(run_records.MANIFEST, folder.manifest)
+            theirs = run_records.load(run_records.MANIFEST, folder.manifest, within=path)
             if not same_machine(theirs.environment, manifest.environment):
                 continue
             if not same_timing(theirs, manifest):
                 continue
-            summary = load_summary(folder.summary)
+            summary = load_summary(folder.summary, within=path)
             if summary.noise is None or not summary.noise.resolved:
                 continue
         except (OSError, ValueError):  # SchemaError is a ValueError

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from harness import io, ladder
+from harness import io, ladder, userfiles
 from harness.analyze import modules as hlo_files
 from harness.analyze.sources import Frames, cluster_lines, scope_of
 from harness.hlo import memory as xm
@@ -230,17 +230,22 @@ def module_memory(files: MemoryFiles) -> ModuleMemory | None:
     ValueError naming the file that is not what XLA writes."""
     if files.live_range is None:
         return None
-    live = xm.parse_live_range(files.live_range.read_text(errors="replace"), str(files.live_range))
+    live = xm.parse_live_range(
+        userfiles.read_text(files.live_range, userfiles.DUMP, errors="replace"),
+        str(files.live_range),
+    )
     assignment = (
         xm.parse_buffer_assignment(
-            files.buffer_assignment.read_text(errors="replace"), str(files.buffer_assignment)
+            userfiles.read_text(files.buffer_assignment, userfiles.DUMP, errors="replace"),
+            str(files.buffer_assignment),
         )
         if files.buffer_assignment is not None
         else None
     )
     usage = (
         xm.parse_memory_usage(
-            files.memory_usage.read_text(errors="replace"), str(files.memory_usage)
+            userfiles.read_text(files.memory_usage, userfiles.DUMP, errors="replace"),
+            str(files.memory_usage),
         )
         if files.memory_usage is not None
         else None

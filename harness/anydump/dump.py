@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import forked, io
+from harness import forked, io, userfiles
 from harness.analyze import modules as hlo_files
 from harness.analyze.module_analysis import program_of, self_times
 from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
@@ -158,9 +158,8 @@ class ProfileResult:
 
 def _is_hlo(path: Path) -> bool:
     try:
-        with path.open("rb") as f:
-            return f.read(9) == b"HloModule"
-    except OSError:
+        return userfiles.read_head(path, 9) == b"HloModule"
+    except userfiles.Unreadable:
         return False
 
 

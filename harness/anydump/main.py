@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import gc
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +18,13 @@ from typing import Any
 
 from absl import flags
 
-from harness import cli, io, lifecycle, run_records, runfolder, terminal
+from harness import cli, io, lifecycle, run_records, runfolder, terminal, userfiles
 from harness.analyze.program import Ceilings, ProgramAnalysis, ceilings_from_json
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
 from harness.profile.events import ProfileError, find_xplane
+from harness.records import loads
 from harness.textsafety import UnsafePattern, user_pattern
 
 FLAGS = flags.FLAGS
@@ -46,8 +46,8 @@ def define_flags() -> None:
 def read_ceilings(path: Path) -> Ceilings:
     """The ceilings in a run's ceilings.json; a UsageError naming the file when unusable."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        data = loads(userfiles.read_text(path, userfiles.CEILINGS), str(path))
+    except (OSError, ValueError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise cli.UsageError(f"{path}: not a readable ceilings.json ({first})") from None
     try:

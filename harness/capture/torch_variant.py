@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import io, ladder
+from harness import io, ladder, userfiles
 from harness.capture import memory as capture_memory
 from harness.capture import torch_env
 from harness.capture.variant import Captured, Context, analytic_flops
@@ -468,7 +468,7 @@ def write_compiled_ladder(
             path = Path(g.path) / file
             frame = by_id.get(g.compile_id or "")
             if path.is_file():
-                text = path.read_text(errors="replace")
+                text = userfiles.read_text(path, userfiles.IR_TEXT, errors="replace")
             elif artifact and frame is not None and artifact in frame.artifacts:
                 text = frame.artifacts[artifact]
             else:

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness import io, ladder, numerics_effect, run_records
+from harness import io, ladder, numerics_effect, run_records, userfiles
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
 from harness.config.experiment import Experiment, Program, Variant
@@ -263,7 +263,7 @@ def flops_of(
 def _hlo_before(variant_dir: Path) -> str | None:
     """Returns the ladder's unoptimized HLO (`hlo_before`) of a jit variant, if dumped."""
     found = ladder.read_ladder(variant_dir / "ir").hlo_files("hlo_before")
-    return found[0].read_text() if len(found) == 1 else None
+    return userfiles.read_text(found[0], userfiles.DUMP) if len(found) == 1 else None
 
 
 def capture_variant(
@@ -610,7 +610,7 @@ def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
     try:
         in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
         compiled = serialize_executable.deserialize_and_load(
-            path.read_bytes(), in_tree, lowered.out_tree
+            userfiles.read_bytes(path, userfiles.EXECUTABLE), in_tree, lowered.out_tree
         )
     except Exception as e:  # any failure means: compile it again
         first = (str(e).strip().splitlines() or [""])[0][:200]

@@ -13,6 +13,7 @@ import os
 import sys
 import typing
 
+from harness import userfiles
 from harness.config.experiment import ConfigError, Experiment, Program
 from harness.records import shown
 
@@ -85,9 +86,8 @@ def definition_problem(path: str, name: str) -> str | None:
     no binding at all does not. A star import or a module `__getattr__` passes unchecked.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (OSError, UnicodeDecodeError) as e:
+        tree = ast.parse(userfiles.read_text(path, userfiles.PYTHON), filename=path)
+    except userfiles.Unreadable as e:
         return f"cannot read {path}: {e}"
     except SyntaxError as e:
         return f"{path} does not parse: {e.msg} at line {e.lineno}"

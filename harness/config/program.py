@@ -25,6 +25,7 @@ from typing import Any
 from harness.config.fields import ranged
 
 MAX_DIM = 1 << 20
+MAX_RANK = 16  # an input of more dimensions is a mistake, not a program (jax allows 64k)
 # Values no CPU backend implements: a variant whose keyword argument names one is skipped on
 # the CPU with the reason, as a variant with `platforms: [gpu]` is.
 GPU_ONLY_VALUES = ("cudnn", "cublas", "cublaslt", "cuda", "triton", "mosaic_gpu", "pallas_gpu")
@@ -47,7 +48,7 @@ class InputSpec:
     fair coin flips. Every input comes from the experiment's seed (harness.variants.program).
     """
 
-    shape: tuple[int, ...] = ranged((), 1, MAX_DIM, "the input's dimensions")
+    shape: tuple[int, ...] = ranged((), 1, MAX_DIM, "the input's dimensions", max_len=MAX_RANK)
     dtype: str = "float32"
     low: int = ranged(0, -(1 << 31), (1 << 31) - 2, "integer inputs are uniform in [low, high)")
     high: int = ranged(16, -(1 << 31) + 1, (1 << 31) - 1, "integer inputs: the upper bound")

@@ -39,7 +39,8 @@ class Sharding:
 
     mesh: tuple[int, ...] = dataclasses.field(
         default=(),
-        metadata={"range": (1, MAX_MESH_AXIS), "doc": "devices along each mesh axis"},
+        # A mesh of more than 8 axes names more ways to split devices than any model uses.
+        metadata={"range": (1, MAX_MESH_AXIS), "doc": "devices along each mesh axis", "max_len": 8},
     )
     axes: tuple[str, ...] = ()
     x: Spec = ()

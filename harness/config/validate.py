@@ -31,6 +31,7 @@ from harness.config.experiment import (
     TorchOptions,
     Variant,
 )
+from harness.config.fields import MAX_ITEMS
 from harness.config.processes import problem as processes_problem
 from harness.config.program import input_leaves, shapes_problem
 from harness.config.roles import ROLES, roles_of
@@ -38,6 +39,7 @@ from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
 from harness.records import shown
+from harness.runfolder import RESERVED_NAMES
 
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -72,6 +74,9 @@ def _field_range(obj: Any, f: dataclasses.Field[Any], source: str, path: str) ->
     """Checks one field's range, or the ranges inside it when it is a section."""
     value = getattr(obj, f.name)
     key = f"{path}.{f.name}" if path else f.name
+    if isinstance(value, tuple) and len(value) > f.metadata.get("max_len", MAX_ITEMS):
+        limit = f.metadata.get("max_len", MAX_ITEMS)
+        raise ConfigError(source, key, f"has {len(value)} entries; at most {limit} are allowed")
     if "range" in f.metadata:
         lo, hi = f.metadata["range"]
         for i, v in enumerate(value) if isinstance(value, tuple) else ((None, value),):
@@ -163,6 +168,13 @@ def validate_experiment(e: Experiment, source: str) -> None:
     found = Collector()
     with found.check():
         validate_name(source, "experiment", e.experiment)
+        if e.experiment.lower() in RESERVED_NAMES:
+            raise ConfigError(
+                source,
+                "experiment",
+                f"{shown(e.experiment)} is a name the harness gives its own files in a results "
+                "folder; choose another",
+            )
     with found.check():
         validate_problem(e.problem, source, "problem")
     # The seed and every section's numbers. A section with a number out of range gets no

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import ladder
+from harness import ladder, userfiles
 from harness.hlo.clusters import find_clusters
 from harness.hlo.files import parse_cached as parse_file
 from harness.hlo.parser import HloModule
@@ -36,6 +36,11 @@ _JAXPR_PRIM = re.compile(r"=\s+([a-z_][a-z0-9_]*)(?=[\[\s])")
 _MLIR_LOC = re.compile(r"\s*loc\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _MLIR_SSA = re.compile(r"%[\w#.]+")
 _MLIR_OP = re.compile(r"\b(stablehlo\.[a-z_]+|chlo\.[a-z_]+|func\.call|call)\b")
+
+
+def _read(path: Path) -> str:
+    """A stage's IR text, through the one reader (a FIFO or a huge file is a ValueError)."""
+    return userfiles.read_text(path, userfiles.IR_TEXT, errors="replace")
 
 
 def normalize_jaxpr(text: str) -> str:
@@ -176,7 +181,7 @@ def first_divergence(
     ]
     for stage in both:
         if stage == "jaxpr":
-            ta, tb = la.files(stage)[0].read_text(), lb.files(stage)[0].read_text()
+            ta, tb = _read(la.files(stage)[0]), _read(lb.files(stage)[0])
             if normalize_jaxpr(ta) != normalize_jaxpr(tb):
                 detail = _describe_counts("jaxpr", jaxpr_primitives(ta), jaxpr_primitives(tb))
                 return Divergence(
@@ -184,8 +189,8 @@ def first_divergence(
                     detail or _first_line_diff("jaxpr", normalize_jaxpr(ta), normalize_jaxpr(tb)),
                 )
         elif stage == "stablehlo":
-            ta = normalize_mlir(la.files(stage)[0].read_text())
-            tb = normalize_mlir(lb.files(stage)[0].read_text())
+            ta = normalize_mlir(_read(la.files(stage)[0]))
+            tb = normalize_mlir(_read(lb.files(stage)[0]))
             if ta != tb:
                 detail = _describe_counts(
                     "stablehlo", Counter(_MLIR_OP.findall(ta)), Counter(_MLIR_OP.findall(tb))

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import userfiles
 from harness.hlo.files import parse_cached as parse_file
 from harness.hlo.instruction import CALL_ATTRS, Instruction
 from harness.hlo.parser import HloModule, parse_module
@@ -218,7 +219,9 @@ def _code_digest(ladder: Ladder) -> str | None:
         files = ladder.files(stage)
         # With and without LLVM's optimizations, XLA writes both: the optimized one is what ran.
         chosen = [f for f in files if not f.name.endswith("ir-no-opt.ll")]
-        texts = sorted(normalize(f.read_text(errors="replace")) for f in chosen)
+        texts = sorted(
+            normalize(userfiles.read_text(f, userfiles.IR_TEXT, errors="replace")) for f in chosen
+        )
         if texts:
             parts.append(f"{stage}:" + "\n".join(texts))
     return _digest("\n".join(parts)) if parts else None
@@ -238,7 +241,10 @@ def fingerprint(ladder: Ladder) -> ProgramFingerprint | None:
     thunk_files = ladder.files("thunks")
     thunks = (
         _digest(
-            "\n".join(normalize_thunks(p.read_text(errors="replace"), names) for p in thunk_files)
+            "\n".join(
+                normalize_thunks(userfiles.read_text(p, userfiles.IR_TEXT, errors="replace"), names)
+                for p in thunk_files
+            )
         )
         if thunk_files
         else None

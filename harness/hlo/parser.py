@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import userfiles
 from harness.hlo.instruction import (
     MAX_ID,
     Instruction,
@@ -545,7 +546,9 @@ def parse_file(path: str | Path) -> HloModule:
     """Read and parse an HLO text file; undecodable bytes become ParseError too."""
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
+        text = userfiles.read_bytes(p, userfiles.DUMP).decode("utf-8")
+    except userfiles.Unreadable as e:
+        raise ParseError(str(p), 1, 1, str(e).removeprefix(f"{p}: "), "") from None
     except UnicodeDecodeError as e:
         raise ParseError(str(p), 1, e.start + 1, f"not UTF-8 text: {e.reason}", "") from None
     return parse_module(text, str(p))

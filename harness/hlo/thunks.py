@@ -34,6 +34,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import userfiles
+
 log = logging.getLogger(__name__)
 
 SEQUENCE_SUFFIX = "thunk_sequence_after_thunk_passes.txt"
@@ -328,12 +330,9 @@ def parse_sequence(
 
 
 def _read(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_THUNK_FILE:
-            raise ValueError(f"{path}: larger than {MAX_THUNK_FILE} bytes, not read")
-        return path.read_text(errors="replace")
-    except OSError as e:
-        raise ValueError(f"{path}: cannot be read ({e.strerror or e})") from None
+    return userfiles.read_text(
+        path, userfiles.Kind("thunk sequence", MAX_THUNK_FILE), errors="replace"
+    )  # Unreadable is a ValueError naming the file
 
 
 def read_command_buffers(sequence: Path, metadata: Path | None) -> tuple[CommandBuffer, ...]:

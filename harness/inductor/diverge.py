@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import ladder
+from harness import ladder, userfiles
 from harness.hlo.diverge import Divergence, describe_counts
 from harness.inductor.artifacts import FxGraph, normalize_shape, parse_fx_graph, parse_output_code
 
@@ -146,8 +146,8 @@ def torch_first_divergence(
     """
     la, lb = ladder.read_ladder(Path(ir_a)), ladder.read_ladder(Path(ir_b))
     for stage in (s for s in TORCH_STAGES if la.has(s) and lb.has(s)):
-        ta = la.files(stage)[0].read_text(errors="replace")
-        tb = lb.files(stage)[0].read_text(errors="replace")
+        ta = userfiles.read_text(la.files(stage)[0], userfiles.IR_TEXT, errors="replace")
+        tb = userfiles.read_text(lb.files(stage)[0], userfiles.IR_TEXT, errors="replace")
         if stage in FX_STAGES:
             detail = _compare_fx(stage, ta, tb)
         elif stage == "output_code":

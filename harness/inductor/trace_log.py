@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
+
 AOT_ID_RE = re.compile(r"^# AOT ID: \['([^']+)'")
 
 
@@ -30,8 +32,8 @@ class ArtifactError(ValueError):
 def read_text(path: Path) -> str:
     """Return a file's text, or ArtifactError naming it."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        return userfiles.read_text(path, userfiles.IR_TEXT)
+    except userfiles.Unreadable as err:
         raise ArtifactError(f"{path}: cannot read ({err})") from err
 
 

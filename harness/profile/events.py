@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from harness import userfiles
+
 try:  # the class jax.profiler.ProfileData re-exports, without importing all of JAX
     from jaxlib._profile_data import ProfileData
 except ImportError:  # a jaxlib that keeps it elsewhere
@@ -149,7 +151,11 @@ def load_profile(xplane_path: Path | str) -> ProfileData:
     if not path.is_file():
         raise ProfileError(f"{path}: profile file does not exist")
     try:
-        return ProfileData.from_file(str(path))
+        data = userfiles.read_bytes(path, userfiles.PROFILE)
+    except userfiles.Unreadable as err:
+        raise ProfileError(str(err)) from None
+    try:
+        return ProfileData.from_serialized_xspace(data)
     except Exception as err:  # the C++ reader raises RuntimeError/JaxRuntimeError
         raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import userfiles
 from harness.profile.events import (
     HOST_PLANE,
     DeviceEvent,
@@ -160,11 +161,11 @@ def load_chrome_trace(path: Path | str) -> dict[str, Any]:
     if not file.is_file():
         raise ProfileError(f"{file}: torch profiler trace does not exist")
     try:
-        raw = file.read_bytes()
+        raw = userfiles.read_bytes(file, userfiles.PROFILE)
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, gzip.BadGzipFile) as err:
+    except (OSError, EOFError, ValueError, gzip.BadGzipFile) as err:
         raise ProfileError(f"{file}: not a readable torch profiler trace ({err})") from err
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ProfileError(f"{file}: no traceEvents list (not a Chrome trace from torch.profiler)")

@@ -12,7 +12,7 @@ from harness import fmt
 from harness.analyze.program import ClusterRow, ModuleAnalysis, RollUp
 from harness.analyze.roof import ABOVE_CEILING
 from harness.report.data import MISSING
-from harness.report.doc import Table
+from harness.report.doc import Table, code
 
 
 class Paths:
@@ -45,7 +45,7 @@ def _scopes(labels: Sequence[str], limit: int = 1) -> str:
     if not labels:
         return MISSING
     more = f" +{len(labels) - limit}" if len(labels) > limit else ""
-    return ", ".join(f"`{x}`" for x in labels[:limit]) + more
+    return ", ".join(code(x) for x in labels[:limit]) + more  # op_name: HLO metadata
 
 
 def _kind(row: ClusterRow) -> str:
@@ -73,7 +73,7 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) ->
             rows.append(
                 (
                     str(i),
-                    f"`{r.name}`",
+                    code(r.name),
                     _kind(r),
                     step_time(r.time_s),
                     fmt.pct(r.share),
@@ -94,7 +94,7 @@ def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) ->
             rows.append(
                 (
                     str(i),
-                    f"`{r.name}`",
+                    code(r.name),
                     _kind(r),
                     fmt.si(r.flops, "FLOP"),
                     fmt.pct(r.share),

@@ -71,7 +71,7 @@ def cluster_changes(a: VariantData, b: VariantData) -> tuple[tuple[str, ...], tu
 
 def shorten(items: Sequence[str], limit: int = LIST_LIMIT) -> str:
     """Returns a list as text, cut to `limit` examples and a count of the rest."""
-    shown = ", ".join(f"`{s}`" for s in items[:limit])
+    shown = ", ".join(doc.code(s) for s in items[:limit])
     return shown + (
         f" and {len(items) - limit} more ({len(items)} in all)" if len(items) > limit else ""
     )
@@ -344,8 +344,9 @@ def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -
 def _run_label(run: RunData) -> str:
     env = run.environment
     return (
-        f"{run.experiment}/{run.run_id}: {fmt.text(env.device_kind)} ({run.platform}), "
-        f"jax {fmt.text(env.jax)}"
+        f"{doc.literal(run.experiment)}/{doc.literal(run.run_id)}: "
+        f"{doc.literal(fmt.text(env.device_kind))} ({doc.literal(run.platform)}), "
+        f"jax {doc.literal(fmt.text(env.jax))}"
     )
 
 
@@ -461,7 +462,7 @@ def compare_blocks(
     )
     only = sorted(set(ra.names()) ^ set(rb.names()))
     blocks: list[Block] = [
-        Heading(1, f"Comparison: {ra.run_id} against {rb.run_id}"),
+        Heading(1, f"Comparison: {doc.literal(ra.run_id)} against {doc.literal(rb.run_id)}"),
         Bullets((f"a = {_run_label(ra)}", f"b = {_run_label(rb)}")),
         *ground_blocks(ra, rb),
         *finding_blocks(ra, rb, found),

@@ -88,7 +88,7 @@ class Diff:
 
 Block = Heading | Para | Bullets | Table | Code | Image | Diff
 
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_LINK = re.compile(r"(?<!\\)\[([^\]]+)(?<!\\)\]\(([^)\s]+)\)")  # not an escaped one
 _CODE = re.compile(r"`([^`]+)`")
 
 
@@ -137,7 +137,48 @@ def _md_plain(text: str) -> str:
         lambda m: m.group(0) if safe_href(m.group(2)) else f"\\[{m.group(1)}\\]({m.group(2)})",
         text,
     )
+    text = re.sub(r"(?<!\\)!(?=\[)", r"\\!", text)  # `![x](url)` would be an image a viewer fetches
     return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+
+
+# The marks that open Markdown anywhere in a line (emphasis, code, links, images, raw HTML,
+# autolinks, entities, GFM strikethrough, a backslash; `_` only at a word's edge, since
+# CommonMark never reads `gelu_h200` as emphasis; `]` only where a link or a definition
+# would follow, `](`, `][` or `]:`, so `f32[8,8]` stays as it is), and those that do only
+# at its start (a heading, a list, a quote, a rule); a backslash escapes any of them.
+_INLINE = re.compile(r"([\\`*<>!&~]|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_OPENS = re.compile(r"\\\][(\[:]")  # an escaped `]` before `(`, `[` or `:`
+_LEADING = re.compile(r"^(\s*)(\d{1,9}(?=[.)](?:\s|$))|)(#|>|[+*-](?=\s|$)|(?<=\d)[.)])")
+
+
+def literal(text: str) -> str:
+    """User-controlled text (a name, a description, an option value, an exception message, an
+    op_name, a folder name, an index row) as Markdown that renders to exactly that text: every
+    mark that could open Markdown escaped and line breaks flattened, so nothing in it is a
+    link, an image, emphasis, a code span or HTML. A table cell escapes `|` itself."""
+    flat = _INLINE.sub(r"\\\1", " ".join(str(text).split()))
+    if _OPENS.search(flat):  # a link's brackets: both escaped, for viewers that read one alone
+        flat = re.sub(r"(?<!\\)\[", r"\\[", flat)
+    return _LEADING.sub(lambda m: f"{m.group(1)}{m.group(2)}\\{m.group(3)}", flat)
+
+
+def code(text: str) -> str:
+    """User-controlled text as a code span no backtick inside it can close (line breaks
+    flattened): what it says, shown as code, never Markdown."""
+    flat = " ".join(str(text).split())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+# An image the report shows: a PNG or SVG of the run folder's own plots/, nothing else.
+_OWN_IMAGE = re.compile(r"^plots/[A-Za-z0-9_][A-Za-z0-9_.-]*\.(png|svg)$")
+
+
+def own_image(src: str) -> bool:
+    """True for an image source in the run folder's own plots/ (no link out, no URL)."""
+    return bool(_OWN_IMAGE.match(src)) and ".." not in src
 
 
 def _md_cell(text: str) -> str:
@@ -178,8 +219,8 @@ def block_markdown(b: Block) -> list[str]:
         return _fence(b.text, b.lang)
     if isinstance(b, Diff):
         return _fence("\n".join(unified(b)), "diff")
-    alt = _md_text(b.alt)
-    out = [f"![{alt}]({b.src})" if safe_href(b.src) else alt]
+    alt = literal(b.alt)
+    out = [f"![{alt}]({b.src})" if own_image(b.src) else alt]
     return out + (["", f"*{_md_text(b.caption)}*"] if b.caption else [])
 
 
@@ -193,9 +234,11 @@ def to_markdown(blocks: tuple[Block, ...]) -> str:
 
 @functools.cache
 def _parser() -> MarkdownIt:
-    """CommonMark with GFM tables; raw HTML is text, and only safe_href targets are links."""
+    """CommonMark with GFM tables; raw HTML is text, only safe_href targets are links, and no
+    Markdown makes an image (the Image block alone does, from the run's own plots/)."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table")
+    md.disable("image")
     md.validateLink = safe_href  # type: ignore[method-assign]  # one policy for both renderings
     return md
 
@@ -288,8 +331,11 @@ def block_html(b: Block) -> str:
     if isinstance(b, Diff):
         return _diff_html(b)
     if isinstance(b, Image):
-        img = render_markdown(block_markdown(b)[0]).strip()
-        img = img.removeprefix("<p>").removesuffix("</p>")
+        img = (
+            f'<img src="{html.escape(b.src)}" alt="{html.escape(b.alt)}">'
+            if own_image(b.src)
+            else html.escape(b.alt)
+        )
         cap = (
             f"<figcaption>{render_markdown(_md_text(b.caption)).strip()}</figcaption>"
             if b.caption
@@ -323,11 +369,22 @@ table.diff td.del{background:#fdecec}table.diff td.add{background:#e8f7e8}table.
 """
 
 
-def to_html(blocks: tuple[Block, ...], title: str) -> str:
-    """Returns a self-contained HTML page: inline CSS, no scripts, no external requests."""
+# Every page the harness writes forbids every load but its inline style and its own images
+# (the run's plots/, same origin or file:): no script, no fetch, no frame, no form, no <base>.
+CSP = (
+    "default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'; "
+    "base-uri 'none'; form-action 'none'"  # frame-ancestors: ignored in a <meta>
+)
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+
+
+def to_html(blocks: tuple[Block, ...], title: str, head: str = "") -> str:
+    """Returns a self-contained HTML page: inline CSS, no scripts, no external requests (its
+    Content-Security-Policy forbids them, whatever a page holds); `head` is the harness's own
+    markup for the <head> (a page's mark)."""
     body = [block_html(b).strip() for b in blocks]
     return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">{CSP_META}{head}'
         f"<title>{html.escape(title)}</title>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import io, terminal
+from harness import io, ownership, terminal
 from harness.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunFolder
 
 # XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, torch's own working
@@ -23,7 +23,7 @@ from harness.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunF
 LEFT_OUT_DIRS = frozenset(
     {DUMP_DIR, PROFILE_DIR, "30-passes", "70-llvm", "logs", TORCH_DIR, "tlparse"}
 )
-LEFT_OUT_FILES = frozenset({INDEX_HTML, ".lock", io.MARKER})
+LEFT_OUT_FILES = frozenset({INDEX_HTML, ".lock", io.MARKER, ownership.FILES_RECORD})
 MAX_BYTES = 1_000_000
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from harness import fmt
 from harness.match.gaps import AttributionGaps
-from harness.report.doc import Block, Para, Table
+from harness.report.doc import Block, Para, Table, code, literal
 
 
 def _time(seconds: float) -> str:
@@ -37,11 +37,11 @@ def gap_blocks(gaps: AttributionGaps | None, whose: str = "") -> list[Block]:
                 ("kernel", "kind", "a step", "time a step", "why"),
                 tuple(
                     (
-                        f"`{k.name[:80]}`",
+                        code(k.name[:80]),
                         k.kind,
                         fmt.count(k.events_per_step),
                         _time(k.time_per_step_s),
-                        k.reason[:160],
+                        literal(k.reason[:160]),
                     )
                     for k in gaps.unattributed
                 ),

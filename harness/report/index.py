@@ -6,15 +6,17 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from harness import fmt, io, run_records
+from harness import fmt, io, run_records, userfiles
 from harness.records import SchemaError
-from harness.report.doc import Bullets, Heading, Para, Table, to_html
+from harness.report.doc import Bullets, Heading, Para, Table, literal, to_html
 from harness.run_records import Environment, Manifest
 from harness.runfolder import INDEX_HTML, RunFolder
 from harness.summary import RunSummary, load_summary
 
 TOP_LIMIT = 200  # characters of the top finding a row shows
+HEADLINE = 5  # cells of a row's headline: baseline step, verdict, first call, ok, top finding
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,11 @@ def _stamp(run: Path) -> list[int]:
 def kept_part(run: Path) -> SummaryPart | None:
     """Returns the run's kept SummaryPart if made from its current summary.json, else None."""
     try:
-        kept = io.read_json(run / PART_FILE)
+        kept = io.read_json(run / PART_FILE, userfiles.INDEX_ROW, within=run)
         if kept["stamp"] != _stamp(run):
             return None
         return SummaryPart(str(kept["experiment"]), tuple(str(h) for h in kept["headline"]))
-    except (OSError, ValueError, TypeError, KeyError, IndexError):
+    except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
         return None  # read the summary again, which names what is wrong with it
 
 
@@ -131,50 +133,89 @@ def results_index_html(rows: list[RunRow], skipped: list[str]) -> str:
             "top finding",
         ),
         tuple(
-            (f"[{r.run_id}]({r.href})", r.experiment, r.started, r.device, r.status, *r.headline)
+            # Every cell is the run's own text (a forged .index-row.json, a folder's name): as
+            # text, never Markdown; the link's target is the folder's path, percent-encoded.
+            (
+                f"[{literal(r.run_id)}]({quote(r.href)})",
+                *(literal(c) for c in (r.experiment, r.started, r.device, r.status)),
+                *(literal(c) for c in (*r.headline, *[""] * HEADLINE)[:HEADLINE]),
+            )
             for r in rows
         ),
     )
     blocks: list[Any] = [Heading(1, "Runs"), Para(f"{len(rows)} runs, newest first."), table]
     if skipped:
-        blocks += [Para("Left out (their files could not be read):"), Bullets(tuple(skipped))]
-    return to_html(tuple(blocks), "Runs")
+        blocks += [
+            Para("Left out (their files could not be read):"),
+            Bullets(tuple(literal(s) for s in skipped)),
+        ]
+    return to_html(tuple(blocks), "Runs", head=INDEX_MARK)
 
 
 def _manifest(path: Path) -> Manifest:
     """Returns a run's manifest; one that is absent or damaged only blanks its row of the
     index of every run (the run's own report names what is wrong with it)."""
     try:
-        found = run_records.load_if_present(run_records.MANIFEST, path)
+        found = run_records.load_if_present(run_records.MANIFEST, path, within=path.parent)
     except SchemaError:
         return Manifest()
     return found if found is not None else Manifest()
 
 
-def write_results_index(root: Path, own: Path | None = None) -> Path:
+# The results index's own mark, in its <head>: the index replaces a root's index.html only when
+# it carries it (or, written before the mark, the harness's doctype and title), never a page of
+# the user's. The root keeps no file of its own beside the index.
+INDEX_MARK = '<meta name="generator" content="harness results index">'
+
+
+def _ours(root: Path) -> bool:
+    """True when root/index.html is absent or the results index's own page."""
+    page = root / INDEX_HTML
+    if not page.exists() and not page.is_symlink():
+        return True
+    try:
+        head = userfiles.read_head(page, 4096, within=root)
+    except userfiles.Unreadable:  # a link, a FIFO, a folder: not the index's
+        return False
+    if page.is_symlink():
+        return False
+    legacy = head.startswith(b"<!doctype html>") and b"<title>Runs</title>" in head
+    return INDEX_MARK.encode() in head or legacy
+
+
+def write_results_index(root: Path, own: Path | None = None) -> Path | None:
     """Writes root/index.html listing every run under root; a run whose summary cannot be read
     is listed apart with the reason, never fatal to the others. The `own` run (the one being
-    reported) keeps its row's summary part for the next index; no other run is written."""
+    reported) keeps its row's summary part for the next index; no other run is written.
+
+    Returns None, writing nothing, where root/index.html is not the index's own page (a user's):
+    the index is a convenience, never worth a user's file."""
+    if not _ours(root):
+        return None
     rows, skipped = [], []
     for r in find_runs(root):
         part = kept_part(r)
         if part is None:
             try:
-                part = summary_part(load_summary(RunFolder(r).summary))
+                part = summary_part(load_summary(RunFolder(r).summary, within=r))
             except SchemaError as e:  # every reader's one error: the run is listed apart
                 skipped.append(f"{r.relative_to(root)}: {str(e)[:200]}")
                 continue
             if own is not None and r.resolve() == own.resolve():
                 keep_part(r, part)
         rows.append(run_row(root, r, part, _manifest(RunFolder(r).manifest)))
-    return io.write_text(root / "index.html", results_index_html(rows, skipped))
+    return io.write_text(root / INDEX_HTML, results_index_html(rows, skipped))
 
 
 def run_index_html(run: Path) -> str:
     """Returns the run folder's index page: report, plots, and each variant's files."""
-    blocks: list[Any] = [Heading(1, f"Run folder {run.name}"), Para("[all runs](../../index.html)")]
+    blocks: list[Any] = [
+        Heading(1, f"Run folder {literal(run.name)}"),
+        Para("[all runs](../../index.html)"),
+    ]
+    # Names of files in the folder are anyone's: shown as text, linked percent-encoded.
     top = [
-        f"[{p.name}]({p.name})"
+        f"[{literal(p.name)}]({quote(p.name)})"
         for p in sorted(run.iterdir())
         if p.is_file() and not p.name.startswith(".") and p.name != INDEX_HTML
     ]
@@ -185,7 +226,7 @@ def run_index_html(run: Path) -> str:
             Heading(2, "Plots"),
             Bullets(
                 tuple(
-                    f"[{p.name}](plots/{p.name})"
+                    f"[{literal(p.name)}](plots/{quote(p.name)})"
                     for p in sorted(plots.iterdir())
                     if not p.name.startswith(".")
                 )
@@ -195,17 +236,18 @@ def run_index_html(run: Path) -> str:
     if vdir.is_dir():
         blocks.append(Heading(2, "Variants"))
         for v in sorted(p for p in vdir.iterdir() if p.is_dir()):
+            here = f"variants/{quote(v.name)}"
             items = [
-                f"[{p.name}](variants/{v.name}/{p.name}{'/' if p.is_dir() else ''})"
+                f"[{literal(p.name)}]({here}/{quote(p.name)}{'/' if p.is_dir() else ''})"
                 for p in sorted(v.iterdir())
             ]
             ir = v / "ir"
             if ir.is_dir():
                 items += [
-                    f"[ir/{p.name}](variants/{v.name}/ir/{p.name}{'/' if p.is_dir() else ''})"
+                    f"[ir/{literal(p.name)}]({here}/ir/{quote(p.name)}{'/' if p.is_dir() else ''})"
                     for p in sorted(ir.iterdir())
                 ]
-            blocks += [Heading(3, v.name), Bullets(tuple(items))]
+            blocks += [Heading(3, literal(v.name)), Bullets(tuple(items))]
     return to_html(tuple(blocks), f"Run {run.name}")
 
 

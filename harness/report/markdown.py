@@ -16,9 +16,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness import io
+from harness import io, ownership, userfiles
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
-from harness.runfolder import REPORT_HTML, TORCH_DIR, TORCH_TRACE_FILE, RunFolder
+from harness.runfolder import (
+    INDEX_HTML,
+    MANIFEST_FILE,
+    PLOTS_DIR,
+    REPORT_FILE,
+    REPORT_HTML,
+    TORCH_DIR,
+    TORCH_TRACE_FILE,
+    VARIANTS_DIR,
+    RunFolder,
+)
 
 MAX_STAGE_BYTES = 4_000_000  # of one stage's text read for its diff
 TLPARSE_S = 120
@@ -27,9 +37,9 @@ TLPARSE_S = 120
 # --- what a variant's page reads ---------------------------------------------------------------
 
 
-def _read(path: Path) -> str:
-    with open(path, errors="replace") as f:
-        return f.read(MAX_STAGE_BYTES)
+def _read(path: Path, run: Path) -> str:
+    """The stage file's first MAX_STAGE_BYTES, only inside the run (a FIFO is a ValueError)."""
+    return userfiles.read_head(path, MAX_STAGE_BYTES, within=run).decode(errors="replace")
 
 
 def _stage_files(run: data.RunData, st: data.Stage) -> list[Path]:
@@ -67,8 +77,8 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
                     return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
         else:
             left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
-        left = _joined(left_files)
-        right = _joined(right_files)
+        left = _joined(left_files, run.path)
+        right = _joined(right_files, run.path)
     except (OSError, ValueError) as e:  # a damaged pass file: the page says so
         why = f"The stage's files could not be read: {e}"
         return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
@@ -81,11 +91,11 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
     return variant_page.Divergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
 
 
-def _joined(files: list[Path]) -> str:
+def _joined(files: list[Path], run: Path) -> str:
     """One file's text, or a folder's files one after another, each under its name."""
     if len(files) == 1:
-        return _read(files[0])
-    return "\n".join(f"// {p.name}\n{_read(p)}" for p in files)
+        return _read(files[0], run)
+    return "\n".join(f"// {p.name}\n{_read(p, run)}" for p in files)
 
 
 def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsewhere:
@@ -201,6 +211,32 @@ def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
         io.write_text(folder / data.PAGE, doc.to_markdown(blocks))
 
 
+def report_files(run: data.RunData) -> list[str]:
+    """Every file the report may write or remove in the run folder, relative to it."""
+    rels = [REPORT_FILE, REPORT_HTML, INDEX_HTML]
+    rels += [f"{PLOTS_DIR}/{name}.{ext}" for name in plots.PLOT_NAMES for ext in plots.FORMATS]
+    for v in run.variants:
+        rels += [f"{VARIANTS_DIR}/{v.name}/{page}" for page in (data.PAGE, REPORT_HTML)]
+    return rels
+
+
+def claim_report_files(root: Path, rels: list[str]) -> None:
+    """Raises io.NotOurs, before anything is written, when one of the report's files in the
+    folder is not one the harness recorded writing there (a user's report.md, index.html or
+    plot in a folder it did not make, or one changed since). A run folder the harness made
+    before it kept records (it holds a manifest.json, and no record) is its own."""
+    legacy = (root / MANIFEST_FILE).is_file()
+    for rel in rels:
+        if "/../" in f"/{rel}/" or rel.startswith("/"):
+            continue  # a variant named `..` in a summary: page_folders writes no page for it
+        why = ownership.foreign_file(root, rel, legacy)
+        if why is not None:
+            raise io.NotOurs(
+                f"{why}; the report replaces only files it wrote (move the file away, "
+                "or name a run folder the harness made)"
+            )
+
+
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
     wanted = (run.manifest.config.get("report") or {}).get("svg")
@@ -211,6 +247,8 @@ def write_search_report(workdir: Path) -> Path:
     """report.md, report.html and plots/search.png of a search's run folder."""
     record = search.load(workdir)
     folder = RunFolder(workdir)
+    mine = [REPORT_FILE, REPORT_HTML, f"{PLOTS_DIR}/search.png"]
+    claim_report_files(workdir, mine)
     plot = None
     if any(c.step_s is not None for c in record.candidates):
         figure = folder.plots / "search.png"
@@ -219,6 +257,7 @@ def write_search_report(workdir: Path) -> Path:
     blocks = search.blocks(record, f"Search: {workdir.parent.name} {workdir.name}", plot)
     io.write_text(folder.report_html, doc.to_html(blocks, workdir.name))
     io.write_text(folder.report, doc.to_markdown(blocks))
+    io.write_json(workdir / ownership.FILES_RECORD, ownership.record_files(workdir, mine))
     return folder.report
 
 
@@ -238,6 +277,8 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     for own in (folder.plots, folder.report, folder.report_html, folder.index_html):
         if own.is_symlink():  # planted: replace the link, never write through it
             own.unlink()
+    mine = report_files(run)
+    claim_report_files(run.path, mine)
     outcomes = plots.save_plots(run, folder.plots, plot_formats(run))
     folders = page_folders(run)
     write_variant_pages(run, folders)
@@ -245,6 +286,7 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     io.write_text(folder.report_html, html)
     io.write_text(folder.report, md)
     index.write_run_index(run.path)
+    io.write_json(run.path / ownership.FILES_RECORD, ownership.record_files(run.path, mine))
     if results_root is not None:
         with io.writes_confined_to(results_root):
             index.write_results_index(results_root, own=run.path)

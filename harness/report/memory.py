@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness import fmt
 from harness.analyze.memory import read_memory_file
 from harness.report.data import MISSING, RunData, VariantData, same_size
-from harness.report.doc import Block, Heading, Para, Table
+from harness.report.doc import Block, Heading, Para, Table, code
 from harness.runfolder import RunFolder
 from harness.summary import VariantSummary
 
@@ -29,7 +29,7 @@ def _buffer_row(b: object) -> tuple[str, ...]:
     feeds = getattr(b, "feeds", None)
     made = f"inserted by {origin}; feeds {feeds}" if origin else (getattr(b, "op_name", "") or "")
     return (
-        f"`{getattr(b, 'instruction', '')}`",
+        code(getattr(b, "instruction", "")),
         fmt.si(getattr(b, "bytes", None), "B"),
         getattr(b, "shape", None) or MISSING,
         getattr(b, "kind", None) or MISSING,

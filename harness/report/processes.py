@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness import fmt
 from harness.report.data import MISSING, RunData
-from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.report.doc import Block, Bullets, Heading, Para, Table, literal
 from harness.summary_processes import ProcessesSummary
 from harness.summary_processes import load as load_processes
 
@@ -64,7 +64,7 @@ def collectives_table(summary: ProcessesSummary) -> Table | None:
             name,
             c.name,
             c.opcode,
-            c.scope.replace("_", "-"),
+            literal(c.scope),  # op_name metadata: text, never Markdown
             _groups(c.device_groups),
             _groups(c.process_groups),
             _per_process(c.time_s),

@@ -23,7 +23,7 @@ from harness.report.cluster_tables import (
     step_time,
 )
 from harness.report.data import RunData, VariantData
-from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.report.doc import Block, Bullets, Heading, Para, Table, literal
 from harness.runfolder import TIMELINE_FILE
 
 TOP = 10  # clusters and source lines on a variant's page
@@ -71,7 +71,7 @@ def _cell(items: Sequence[tuple[str, float]]) -> str:
 def _why_unranked(v: VariantData) -> str:
     i = v.summary.identity
     if i.status != "ok":
-        return f"{i.status}" + (f": {i.reason}" if i.reason else "")
+        return literal(i.status) + (f": {literal(i.reason)}" if i.reason else "")
     if registry.op_by_op(i.mode):
         return "eager: one small module per primitive (its page lists them)"
     if i.expected_error is not None:

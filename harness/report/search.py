@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from harness import fmt, io
 from harness.records import from_json
-from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table
+from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table, literal
 from harness.report.plots import CHAR_IN, new_figure
 from harness.runfolder import RunFolder, stage_timing
 from harness.summary import Candidate, SearchRecord, Verdict
@@ -212,7 +212,12 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     if bad:
         out += [
             Heading(2, "Excluded"),
-            Bullets(tuple(f"`{c.name}` ({c.changed}): {c.status}: {c.reason}" for c in bad)),
+            Bullets(
+                tuple(
+                    f"`{c.name}` ({literal(c.changed)}): {c.status}: {literal(c.reason)}"
+                    for c in bad
+                )
+            ),
         ]
     return tuple(out)
 

@@ -21,7 +21,7 @@ from harness.frontends import registry
 from harness.report import memory as memory_report
 from harness.report import ranking, resolution
 from harness.report.data import MISSING, RunData, VariantData
-from harness.report.doc import Block, Bullets, Heading, Image, Para, Table
+from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, code, literal
 from harness.report.findings import (
     changes_blocks,
     coverage_blocks,
@@ -119,9 +119,9 @@ def status(v: VariantData) -> str:
     shown = "; ".join(e.splitlines()[0][:120] for e in errors[:2]) if errors else ""
     more = f" (+{len(errors) - 2} more)" if len(errors) > 2 else ""
     return (
-        i.status
-        + (f": {i.reason}" if i.reason else "")
-        + (f"; analysis error: {shown}{more}" if shown else "")
+        literal(i.status)
+        + (f": {literal(i.reason)}" if i.reason else "")
+        + (f"; analysis error: {literal(shown)}{more}" if shown else "")
     )
 
 
@@ -362,8 +362,9 @@ def _worst_leaf(n: Any) -> str:
 def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
+    # The environment and the manifest are the run's own text: shown as text, never Markdown.
     rows = tuple(
-        (k, fmt.text(getattr(env, k)))
+        (k, literal(fmt.text(getattr(env, k))))
         for k in (
             "platform",
             "device_kind",
@@ -377,7 +378,8 @@ def environment_blocks(run: RunData) -> list[Block]:
         )
     )
     rows += tuple(
-        (k, fmt.text(getattr(m, k))) for k in ("config_file", "started", "finished", "status")
+        (k, literal(fmt.text(getattr(m, k))))
+        for k in ("config_file", "started", "finished", "status")
     )
     stages = m.stages_s
     if stages:
@@ -392,7 +394,10 @@ def environment_blocks(run: RunData) -> list[Block]:
         out.append(
             Table(
                 ("override", "value", "previous"),
-                tuple((str(o.key), fmt.text(o.value), fmt.text(o.previous)) for o in m.overrides),
+                tuple(
+                    (literal(o.key), literal(fmt.text(o.value)), literal(fmt.text(o.previous)))
+                    for o in m.overrides
+                ),
             )
         )
     else:
@@ -402,7 +407,7 @@ def environment_blocks(run: RunData) -> list[Block]:
     if studied in cfg:
         out.append(
             Para(
-                f"The {studied}: `{json.dumps(cfg[studied], separators=(',', ':'))}`; the whole "
+                f"The {studied}: {code(json.dumps(cfg[studied], separators=(',', ':')))}; the whole "
                 "config as run is in [manifest.json](manifest.json)."
             )
         )
@@ -429,10 +434,11 @@ def headline(run: RunData) -> str:
         if "baseline" in v.roles
     ]
     return (
-        f"{fmt.text(env.device_kind)} ({run.platform}), jax {fmt.text(env.jax)}, "
-        f"jaxlib {fmt.text(env.jaxlib)}, flax {fmt.text(env.flax)}"
+        f"{literal(fmt.text(env.device_kind))} ({literal(run.platform)}), "
+        f"jax {literal(fmt.text(env.jax))}, "
+        f"jaxlib {literal(fmt.text(env.jaxlib))}, flax {literal(fmt.text(env.flax))}"
         + (
-            f", torch {torch}"
+            f", torch {literal(torch)}"
             if torch and any(v.framework == "torch" for v in run.variants)
             else ""
         )
@@ -453,7 +459,7 @@ def report_blocks(
     studied = program_blocks(run)
     evidence = evidence_blocks(run)
     blocks: list[Block] = [
-        Heading(1, f"{run.experiment}: run {run.run_id}"),
+        Heading(1, f"{literal(run.experiment)}: run {literal(run.run_id)}"),
         Para(headline(run)),
         *findings_blocks(run),
         *changes_blocks(run),

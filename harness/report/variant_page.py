@@ -21,7 +21,7 @@ from harness.report import findings as why
 from harness.report import memory as memory_report
 from harness.report import ranking
 from harness.report.data import MISSING, PAGE, RunData, VariantData
-from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
+from harness.report.doc import Block, Bullets, Code, Heading, Para, Table, code, literal
 from harness.report.sections import (
     fraction_of_peak,
     library_calls,
@@ -29,7 +29,7 @@ from harness.report.sections import (
     status,
     transfers,
 )
-from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_LINES, StageDiff
+from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_COMPARED, MAX_LINES, StageDiff
 from harness.summary_numerics import EffectFinding
 
 
@@ -217,6 +217,14 @@ def divergence_blocks(v: VariantData, run: RunData, d: Divergence | None) -> lis
         out.append(
             Para(f"{d.diff.left_out} more lines of the diff are left out (over {MAX_LINES}).")
         )
+    if d.diff.not_compared:
+        out.append(
+            Para(
+                f"The diff is capped: past the first change, {d.diff.not_compared} lines of the "
+                f"two files were not compared (at most {MAX_COMPARED} a side are, so the "
+                "report's work stays bounded); the full files are linked above."
+            )
+        )
     return out
 
 
@@ -254,16 +262,15 @@ def clusters_table(v: VariantData) -> Table | None:
             target += f" + {c.epilogue}"
         ops = c.source_ops
         source = ", ".join(ops[:8]) + (f" … (+{len(ops) - 8})" if len(ops) > 8 else "")
-        rows.append(
-            (
-                c.name if c.name is not None else "?",
-                c.kind if c.kind is not None else MISSING,
-                target or MISSING,
-                source or MISSING,
-                c.output_shape if c.output_shape is not None else MISSING,
-                matched or (MISSING if not v.kernels else "none"),
-            )
+        cells = (  # names, ops and shapes from the dump and the profile: text, never Markdown
+            c.name if c.name is not None else "?",
+            c.kind if c.kind is not None else MISSING,
+            target or MISSING,
+            source or MISSING,
+            c.output_shape if c.output_shape is not None else MISSING,
+            matched or (MISSING if not v.kernels else "none"),
         )
+        rows.append(tuple(literal(cell) for cell in cells))
     return Table(
         ("cluster", "kind", "target", "source ops", "output", "kernels per step"), tuple(rows)
     )
@@ -287,7 +294,7 @@ def top_passes_blocks(v: VariantData) -> list[Block]:
 
 def dynamo_line(d: Any) -> str:
     """Returns what Dynamo made of a PyTorch variant, in one paragraph."""
-    options = ", ".join(f"`{k}={v}`" for k, v in d.options.items()) or "defaults"
+    options = ", ".join(code(f"{k}={v}") for k, v in d.options.items()) or "defaults"
     parts = [f"torch.compile({options})"]
     if d.graph_count is not None:
         breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
@@ -376,18 +383,21 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     i = s.identity
     roles = f"; roles: {', '.join(i.roles)}" if i.roles else ""
     out: list[Block] = [
-        Heading(1, f"{run.experiment}: `{v.name}`"),
+        Heading(1, f"{literal(run.experiment)}: {code(v.name)}"),
         Para(
-            f"[the run's report](../../{PAGE}) · [run folder](../../index.html) · run {run.run_id}"
+            f"[the run's report](../../{PAGE}) · [run folder](../../index.html) · "
+            f"run {literal(run.run_id)}"
         ),
         Para(
-            f"{i.description} — mode `{i.mode}`{roles}, status {i.status}"
-            + (f": {i.reason}" if i.reason else "")
+            f"{literal(i.description)} — mode {code(i.mode)}{literal(roles)}, "
+            f"status {literal(i.status)}" + (f": {literal(i.reason)}" if i.reason else "")
         ),
     ]
     if i.xla_options:
         out.append(
-            Para("XLA options: " + ", ".join(f"`{k}={val}`" for k, val in i.xla_options.items()))
+            Para(
+                "XLA options: " + ", ".join(code(f"{k}={val}") for k, val in i.xla_options.items())
+            )
         )
     if s.dynamo is not None:
         out.append(Para(dynamo_line(s.dynamo)))

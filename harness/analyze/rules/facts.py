@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import ladder, run_records
+from harness import ladder, run_records, userfiles
 from harness.analyze.rules.control_flow_facts import ControlFlowFacts, control_flow_facts
 from harness.config.memory import MemoryOptions
 from harness.config.roles import same_size as same_problem_size
@@ -269,8 +269,7 @@ def read_decisions(
     path = lad.path("fusion_decisions") if lad else None
     if path is None or not path.is_file():
         return ()
-    with open(path, errors="replace") as f:
-        return decision_steps(f.read(limit))
+    return decision_steps(userfiles.read_head(path, limit).decode(errors="replace"))
 
 
 def read_emitted(
@@ -294,8 +293,8 @@ def read_emitted(
             for path in lad.files(stage):
                 if len(out[stage]) >= per_stage:
                     break
-                with open(path, errors="replace") as fh:
-                    out[stage].append(IrText(str(path.relative_to(workdir)), fh.read(limit)))
+                text = userfiles.read_head(path, limit).decode(errors="replace")
+                out[stage].append(IrText(str(path.relative_to(workdir)), text))
     return {s: tuple(files) for s, files in out.items()}
 
 
