@@ -34,6 +34,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/capture/hostmem.py", "cgroup_memory"): "the kernel's /proc/self/cgroup",
     ("harness/capture/hostmem.py", "_reclaimable"): "the kernel's cgroup memory.stat",
     ("harness/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
+    (
+        "harness/capture/xla_names.py",
+        "known",
+    ): "the installed jaxlib's own shared library, mapped read-only to find XLA's option names "
+    "after XLA refused one; never a file a user or a run put there",
 }
 
 READ_ATTRS = ("read_text", "read_bytes")
