@@ -458,7 +458,8 @@ class Verdict:
     verdict: str = doc(
         "`same_program`, `indistinguishable`, `faster`, `slower`, `not_comparable` or "
         "`not_resolved` (interval wider than timing.target_width and reaching into the noise "
-        "floor, or the run failed its A/A check)"
+        "floor, the run's A/A check failed and the interval does not clear its floor, or the run "
+        "could not time: a busy machine, no A/A pair)"
     )
     why: str = doc("what decided the verdict", "")
     p_holm: float | None = doc("its p-value, Holm-adjusted over the run's timing comparisons")

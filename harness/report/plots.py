@@ -195,7 +195,7 @@ def step_time(run: RunData) -> Figure:
         verdict = v.summary.comparison.vs_baseline
         if "baseline" in v.roles:
             colors.append("#4472c4")
-        elif verdict is None or gated:  # a run that failed its A/A check colours nothing
+        elif verdict is None or gated:  # a run that could not time colours nothing
             colors.append("#bdbdbd")
         else:
             colors.append(VERDICT_COLORS.get(verdict.verdict, NO_DIFFERENCE_COLOR))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness import fmt
 from harness.report.data import MISSING, RunData
-from harness.report.doc import Block, Bullets, Heading, Para, Table, literal
+from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.summary_processes import ProcessesSummary
 from harness.summary_processes import load as load_processes
 
@@ -64,7 +64,7 @@ def collectives_table(summary: ProcessesSummary) -> Table | None:
             name,
             c.name,
             c.opcode,
-            literal(c.scope),  # op_name metadata: text, never Markdown
+            c.scope.replace("_", "-"),  # the harness's own word: `cross_process` or `within_process`
             _groups(c.device_groups),
             _groups(c.process_groups),
             _per_process(c.time_s),
@@ -128,7 +128,7 @@ def processes_blocks(run: RunData) -> list[Block]:
         else Para(
             "No spread is resolvable: no straggler's interval lies above 1.0 by more than "
             "the run's noise floor"
-            + (" (the run failed its A/A check)." if summary.noise_resolved is False else ".")
+            + (" (the run could not time: a busy machine, or no A/A pair)." if summary.noise_resolved is False else ".")
         )
     )
     if summary.faults:

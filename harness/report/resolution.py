@@ -1,4 +1,5 @@
-"""What a report, a plot, compare and the terminal say about a run that failed its A/A check.
+"""What a report, a plot, compare and the terminal say about what a run could resolve: a run
+that could not time at all (a busy machine, no A/A pair), and one whose A/A check failed.
 
 The analysis records the gate once (`noise.resolved`, `noise.reasons`: harness.resolution)
 and its rule words it (`findings.gate`, harness.analyze.rules.timing.AaGate): the A/A ratio

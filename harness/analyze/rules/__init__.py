@@ -22,7 +22,8 @@ and the terminal only read the records, and the report names each finding's rule
     numerics.compiler_effect   numerics.py    results that moved from the baseline's
 
 Rules that rest on timing read the gate (`noise.resolved`, through `base.timing_resolved`):
-a run that failed its A/A check ranks no timing finding and recommends no change. Rules that
+a run that could not time ranks no timing finding and recommends no change, and each verdict
+was judged against the A/A floor (harness.analyze.judging). Rules that
 do not rest on timing (coverage, memory, structure, untested, observations) never read it.
 
 To add a rule:

@@ -29,6 +29,7 @@ class Rule:
 
 
 def timing_resolved(run: RunFacts) -> bool:
-    """The gate every timing rule reads: false when the run failed its A/A check
+    """The gate every timing rule reads: false when the run could not time at all (a busy
+    machine, no A/A pair; a failed A/A check is judged per verdict, harness.stats.decide)
     (`noise.resolved`); a run with no timing rounds has nothing to suppress."""
     return run.summary.noise is None or run.summary.noise.resolved

@@ -5,7 +5,8 @@ A finding is one measured difference between a variant and its reference (the ba
 its framework and size, else the lower bound), ranked by effect size, in three sentences: what
 (the ratio with its interval), why (what differs in the config and in what XLA made of it)
 and the evidence. Every rule here that rests on timing reads the gate (`noise.resolved`): a
-run that failed its A/A check ranks no timing finding and recommends no change. The coverage
+run that could not time (a busy machine, no A/A pair) ranks no timing finding and recommends
+no change; a failed A/A check widens each verdict instead (harness.analyze.judging). The coverage
 rule does not rest on timing and is never suppressed.
 """
 
@@ -210,7 +211,7 @@ class TimingDifference(Rule):
 
 class NoDifference(Rule):
     """A pair the run cannot tell apart: the same program, an interval around 1.0, under the
-    noise floor, not resolved, or a run that failed its A/A check. Never ranked."""
+    noise floor, not resolved, or a run that could not time. Never ranked."""
 
     id = "timing.no_difference"
     kind = "noise"
