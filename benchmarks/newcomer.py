@@ -192,18 +192,23 @@ def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step
     return steps
 
 
-def table(steps: Sequence[Step]) -> str:
+def shortened(command: str, width: int) -> str:
+    """`command` in `width` characters: its start and its end, where a run id and a re-time's
+    own flags are, with the middle (the tiny overrides) elided."""
+    if len(command) <= width:
+        return command
+    head = (width - 1) // 2
+    return command[:head] + "…" + command[-(width - 1 - head) :]
+
+
+def table(steps: Sequence[Step], width: int = 120) -> str:
+    """Each command, its exit code and its seconds, one line each."""
     rows = [("command", "exit", "seconds")]
     for s in steps:
-        rows.append(
-            (("(pasted) " if s.pasted else "") + s.command, str(s.exit_code), f"{s.seconds:.1f}")
-        )
-    width = min(max(len(r[0]) for r in rows), 140)
-    lines = []
-    for command, code, seconds in rows:
-        shown = command if len(command) <= width else command[: width - 1] + "…"
-        lines.append(f"{shown:<{width}}  {code:>4}  {seconds:>7}")
-    return "\n".join(lines)
+        shown = shortened(("(pasted) " if s.pasted else "") + s.command, width)
+        rows.append((shown, str(s.exit_code), f"{s.seconds:.1f}"))
+    left = max(len(r[0]) for r in rows)
+    return "\n".join(f"{c:<{left}}  {code:>4}  {sec:>7}" for c, code, sec in rows)
 
 
 def main(argv: Sequence[str]) -> int:
