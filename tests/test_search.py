@@ -199,3 +199,78 @@ def test_an_option_that_acts_only_with_another_is_no_effect_only_where_it_acts()
     assert space.unchanged_axes([honor], where_off, {fast: True}) == (honor,)
     # an option that acts alone is unchanged as before
     assert space.unchanged_axes([fast], [(off, "d0"), (on, "d0")]) == (fast,)
+
+
+def test_the_plot_draws_each_candidate_against_the_default_of_its_own_stage(
+    search_run: Path,
+) -> None:
+    """Each bar is its candidate's paired ratio to the default timed in the same stage, and
+    names that stage's timing file; the lower bound's mark is that stage's too. No bar is an
+    absolute time, which a coordinate search takes from different stages."""
+    from harness.report import search as search_report
+
+    r = record(search_run)
+    rows = search_report.bars(r)
+    by_name = {c.name: c for c in r.candidates}
+    drawn = {b.label.split(" [")[0].split(":")[0]: b for b in rows}
+    with_ratio = {
+        c.name
+        for c in search_report.ranked(r)
+        if c.name == "default" or (c.vs_default is not None and c.vs_default.ratio is not None)
+    }
+    assert set(drawn) == with_ratio and "default" in drawn and len(drawn) > 1
+    for name, b in drawn.items():
+        c = by_name[name]
+        assert b.bound == c.lower_bound_step_s / c.default_step_s, name
+        assert f"[timing-{c.stage}.json]" in b.label, name
+        if name == "default":
+            assert b.ratio == 1.0 and b.verdict == "default"
+        else:
+            assert b.ratio == c.vs_default.ratio and b.ci95 == c.vs_default.ci95, name
+    ax = search_report.figure(r).axes[0]
+    assert [p.get_width() for p in ax.patches] == [b.ratio for b in rows]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [b.label for b in rows]
+    assert "same timing stage" in ax.get_xlabel()
+
+
+def test_the_plot_never_sets_one_stages_time_beside_anothers() -> None:
+    """Issue 42's table: `c01` at 1.030 ms was 0.983x its stage's default (1.047 ms), while the
+    default's own record holds its last stage's 1.740 ms. Drawn as times, c01 read 0.59x."""
+    from harness.report.search import bars
+    from harness.summary import Candidate, Verdict
+
+    faster = Verdict(ratio=0.983, ci95=(0.97, 0.99), verdict="faster", against="default")
+    rec = SearchRecord(
+        schema_version=10,
+        base="xla",
+        lower_bound="matmul_only",
+        strategy="coordinate",
+        budget_s=60,
+        wall_s=30,
+        stopped=None,
+        candidates=(
+            Candidate(
+                name="default",
+                status="ok",
+                step_s=1.740e-3,
+                stage=3,
+                default_step_s=1.740e-3,
+                lower_bound_step_s=1.638e-3,
+            ),
+            Candidate(
+                name="c01",
+                status="ok",
+                changed="fast math",
+                step_s=1.030e-3,
+                stage=2,
+                vs_default=faster,
+                default_step_s=1.047e-3,
+                lower_bound_step_s=0.94e-3,
+            ),
+            Candidate(name="matmul_only", status="ok", step_s=1.638e-3, stage=3),
+        ),
+    )
+    c01, default = bars(rec)
+    assert (c01.ratio, default.ratio) == (0.983, 1.0)
+    assert c01.label == "c01 [timing-2.json]: fast math"
+    assert c01.bound == 0.94e-3 / 1.047e-3 and default.bound == 1.638e-3 / 1.740e-3

@@ -3,6 +3,7 @@ no effect, what failed, and the best configuration ready to paste."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -47,45 +48,80 @@ def bound_of(record: SearchRecord) -> Candidate | None:
     )
 
 
+@dataclass(frozen=True)
+class Bar:
+    """One candidate in the search's plot: its time over the default's, both from one timing
+    stage (a coordinate search times the default again in each; absolute times of two stages
+    are not comparable, so the plot draws no absolute time)."""
+
+    label: str
+    ratio: float
+    ci95: tuple[float, float] | None
+    verdict: str  # against the default; `default` for the default itself
+    bound: float | None  # the lower bound's time over the default's, in the same stage
+
+
+def bars(record: SearchRecord) -> list[Bar]:
+    """The plot's bars, lowest ratio first: each timed candidate's paired ratio to the default
+    of its own stage, labelled with that stage's timing file, and the default at 1.0 (its own
+    reference in every stage; its label names the stage of its lower-bound mark). A candidate timed with no ratio is left out (the table has it)."""
+    out: list[Bar] = []
+    for c in ranked(record):
+        stage = f" [{stage_timing(c.stage)}]" if c.stage is not None else ""
+        bound = (
+            c.lower_bound_step_s / c.default_step_s
+            if c.lower_bound_step_s and c.default_step_s
+            else None
+        )
+        if c.name == "default":
+            label = f"default{stage}: {c.changed}" if c.changed else f"default{stage}"
+            out.append(Bar(label[:70], 1.0, None, "default", bound))
+        elif c.vs_default is not None and c.vs_default.ratio is not None:
+            v = c.vs_default
+            label = f"{c.name}{stage}: {c.changed}"[:70]
+            out.append(Bar(label, v.ratio, v.ci95, v.verdict, bound))
+    return sorted(out, key=lambda b: b.ratio)
+
+
 def figure(record: SearchRecord) -> Figure:
-    """Horizontal bars of time per step with 95% intervals; the lower bound as a line.
+    """Horizontal bars of each candidate's time over the default's in its own timing stage,
+    with 95% intervals; the default at 1.0, and the lower bound of each row's stage marked.
 
     Candidates no faster than the default by the run's resolution are grey: never ranked as
     wins."""
-    rows = ranked(record)
-    labels = [f"{c.name}: {c.changed}"[:60] for c in rows]
-    margin = 0.2 + max((len(x) for x in labels), default=0) * 7 * CHAR_IN
+    rows = bars(record)
+    margin = 0.2 + max((len(b.label) for b in rows), default=0) * 7 * CHAR_IN
     fig = new_figure(6 + margin, 1.3 + 0.32 * max(1, len(rows)), left=margin, bottom=0.55)
     ax = fig.add_subplot(1, 1, 1)
-    for i, c in enumerate(rows):
-        lo, hi = c.step_ci95_s or (c.step_s, c.step_s)
-        verdict = c.vs_default.verdict if c.vs_default else "default"
+    for i, b in enumerate(rows):
+        lo, hi = b.ci95 or (b.ratio, b.ratio)
         color = {"faster": "#2e7d32", "slower": "#c62828", "default": "#4472c4"}.get(
-            verdict, "#9e9e9e"
+            b.verdict, "#9e9e9e"
         )
-        ax.barh(
-            i,
-            c.step_s * 1e3,
-            color=color,
-            xerr=[[c.step_s * 1e3 - lo * 1e3], [hi * 1e3 - c.step_s * 1e3]],
-            capsize=3,
-        )
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(labels, fontsize=7)
-    ax.invert_yaxis()
-    bound = bound_of(record)
-    if bound is not None:
-        ax.axvline(
-            bound.step_s * 1e3,
+        err = [[max(0.0, b.ratio - lo)], [max(0.0, hi - b.ratio)]]
+        ax.barh(i, b.ratio, color=color, xerr=err, capsize=3)
+    marked = [(i, b.bound) for i, b in enumerate(rows) if b.bound is not None]
+    if marked:
+        ax.plot(
+            [x for _, x in marked],
+            [i for i, _ in marked],
+            "|",
             color="#c00000",
-            ls="--",
-            lw=1,
-            label=f"lower bound {bound.step_s * 1e3:.3f} ms",
+            ms=12,
+            mew=2,
+            label="lower bound, in the row's stage",
         )
-        ax.legend(fontsize=7)
-    ax.set_xlabel("time per step, ms (median, 95% CI)")
+    ax.axvline(1.0, color="#4472c4", ls="--", lw=1, label="default, in the row's stage")
+    ax.legend(fontsize=7)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([b.label for b in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        "time per step / the default's in the same timing stage (median of paired rounds, 95% CI)"
+    )
     ax.set_title(
-        "Search: distinct programs, timed together (green: faster than the default)", fontsize=9
+        "Search: each program against the default of its stage (green: faster)",
+        fontsize=9,
     )
     return fig
 
@@ -185,7 +221,12 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     ]
     if plot:
         out.append(
-            Image(plot, "search", "Time per step of each distinct program, with 95% intervals.")
+            Image(
+                plot,
+                "search",
+                "Each distinct program's time per step over the default's in the timing stage "
+                "named on its bar, with 95% intervals.",
+            )
         )
     same = [c for c in record.candidates if c.status == "same_program"]
     if same:
