@@ -17,8 +17,9 @@ Run: python benchmarks/newcomer.py [--source=REPO] [--install] [--full] [--keep]
 3. In the clone, the README's commands in their `make` forms, with the tiny overrides of
    tests/conftest.py's `TINY` in `FLAGS` (`--full` leaves them out; trailing `--config.*`
    arguments are added to them): `make experiment CONFIG=gelu.yaml` twice, `make report`,
-   and `make compare A=... B=...` of the two runs (no OUT: its folder is named by the two run
-   ids).
+   `make compare A=... B=...` of the two runs (no OUT: its folder is named by the two run
+   ids), `make search CONFIG=search_cpu.yaml` and a `program:` study of a user's function
+   (`make experiment CONFIG=two_input.yaml`), both at tiny sizes.
 4. Every command those printed for the user to run ("time it again later:", its "or:"
    alternatives, "finish it with:" and its ", or:" forms) is run as printed, through bash, in
    the clone, with a time limit.
@@ -173,6 +174,24 @@ def latest_run(clone: Path) -> str:
     return "results/gelu/" + (clone / "results" / "gelu" / "latest").resolve().name
 
 
+# The search at a size and budget a test can afford: two candidates, a one-second timing.
+SEARCH_FLAGS = (
+    "--config.problem.m=64",
+    "--config.problem.k=64",
+    "--config.problem.n=64",
+    "--config.search.max_candidates=2",
+    "--config.search.budget_s=30",
+    "--config.timing.budget_s=1",
+    "--config.timing.max_budget_s=1",
+)
+# The program study's inputs shrunk (its labels stay in range).
+PROGRAM_FLAGS = (
+    "--config.program.inputs=[{shape: [64, 32], dtype: float32}, "
+    "{shape: [64], dtype: int32, low: 0, high: 64}]",
+    "--config.select=eager,xla",
+)
+
+
 def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step]:
     """The README's commands in the clone, then every command they printed, as printed."""
     steps: list[Step] = []
@@ -186,6 +205,11 @@ def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step
     if len(runs) == 2:
         compare = f"make compare A={runs[0]} B={runs[1]}"
         steps.append(run_step(compare, clone, timeout_s, pasted=False))
+    # The README's search and a `program:` study of a user's own function, at tiny sizes.
+    search = f"make search CONFIG=search_cpu.yaml{flags_arg(SEARCH_FLAGS)}"
+    steps.append(run_step(search, clone, timeout_s, pasted=False))
+    program = f"make experiment CONFIG=two_input.yaml{flags_arg((*flags, *PROGRAM_FLAGS))}"
+    steps.append(run_step(program, clone, timeout_s, pasted=False))
     printed = [c for s in list(steps) for c in printed_commands(s.output)]
     for command in dict.fromkeys(printed):  # each once, in the order printed
         steps.append(run_step(command, clone, timeout_s, pasted=True))
