@@ -208,7 +208,9 @@ def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step
     # The README's search and a `program:` study of a user's own function, at tiny sizes.
     search = f"make search CONFIG=search_cpu.yaml{flags_arg(SEARCH_FLAGS)}"
     steps.append(run_step(search, clone, timeout_s, pasted=False))
-    program = f"make experiment CONFIG=two_input.yaml{flags_arg((*flags, *PROGRAM_FLAGS))}"
+    # A program study has no `problem`: the expression's tiny sizes are left out of its flags.
+    own = tuple(f for f in flags if not f.startswith("--config.problem."))
+    program = f"make experiment CONFIG=two_input.yaml{flags_arg((*own, *PROGRAM_FLAGS))}"
     steps.append(run_step(program, clone, timeout_s, pasted=False))
     printed = [c for s in list(steps) for c in printed_commands(s.output)]
     for command in dict.fromkeys(printed):  # each once, in the order printed
