@@ -74,6 +74,9 @@ def test_overrides_are_cast_to_the_schema_type_and_recorded():
     # A list in YAML's flow form, as the config file writes it, reads the same.
     flow = load("gelu.yaml", ["--config.select=[xla, eager]", "--config.problem.batch=[2,3]"])
     assert flow.experiment.select == exp.select and flow.experiment.problem.batch == (2, 3)
+    # And quoted, as the harness prints a list in a command to paste (JSON is YAML flow).
+    quoted = load("gelu.yaml", ['--config.select=["xla", "eager"]'])
+    assert quoted.experiment.select == exp.select
 
 
 def test_override_addresses_one_variant_by_name():

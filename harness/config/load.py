@@ -257,6 +257,11 @@ def _cast(text: str, tp: Any, source: str, key: str) -> Any:
         if value == "null":
             value = None
         return value
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        # A quoted item of a flow list (`["eager", "xla"]`, as the harness prints a list it
+        # was given): YAML's quotes, not part of the name.
+        quoted = safe_yaml(text, source)
+        return quoted if isinstance(quoted, str) else text
     return text
 
 
