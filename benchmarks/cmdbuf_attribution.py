@@ -23,6 +23,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from analyze_pair import analyze_run  # benchmarks/, beside this script
+
 LAYERS, ROWS, WIDTH, HIDDEN, STEPS = 3, 4096, 1024, 4096, 3
 
 
@@ -100,23 +102,10 @@ def main(work: Path) -> int:
         subprocess.run(
             [sys.executable, __file__, "--child", str(work / name / "trace")], env=env, check=True
         )
-        out = work / name / "analysis"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness.analyze",
-                f"--dump={work / name / 'dump'}",
-                f"--xplane={work / name / 'trace'}",
-                f"--out={out}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        print(f"[{name}] analyze rc={proc.returncode}\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-        if proc.returncode != 0:
+        kernels = analyze_run(work, name)
+        if kernels is None:
             return 1
-        results[name] = cluster_counts(out / "kernels.json")
+        results[name] = cluster_counts(kernels)
     (on_frac, on_amb, on), (off_frac, _, off) = results["on"], results["off"]
     print(
         f"command buffers on:  matched {on_frac:.4f}, ambiguous {on_amb:.4f}, "

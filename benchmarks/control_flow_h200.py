@@ -31,6 +31,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from analyze_pair import analyze_run  # benchmarks/, beside this script
+
 STEPS = 4
 GPU_SHAPE, SMALL_SHAPE = (4096, 1024), (64, 32)
 NOT_COMPUTE = ("memset", "memcpy", "set_case_condition", "set_while_condition")
@@ -115,23 +117,10 @@ def main(work: Path, small: bool) -> int:
             env=env,
             check=True,
         )
-        out = work / name / "analysis"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness.analyze",
-                f"--dump={work / name / 'dump'}",
-                f"--xplane={work / name / 'trace'}",
-                f"--out={out}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        print(f"[{name}] analyze rc={proc.returncode}\n{proc.stdout[-1200:]}{proc.stderr[-1200:]}")
-        if proc.returncode != 0:
+        kernels = analyze_run(work, name, tail=1200)
+        if kernels is None:
             return 1
-        results[name] = compute_counts(out / "kernels.json")
+        results[name] = compute_counts(kernels)
     (on_frac, on, on_rules), (off_frac, off, _) = results["cmdbuf"], results["nocmdbuf"]
     print(f"rules with command buffers: {dict(on_rules)}")
     print(f"{'cluster':48} {'cmdbuf':>8} {'nocmdbuf':>8}")
