@@ -376,9 +376,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     )
     summaries = {v.name: s for v, (s, _) in zip(variants, found, strict=True)}
     kernels = {v.name: k for v, (_, k) in zip(variants, found, strict=True)}
-    limits = judging.TimingLimits(
-        exp.timing.max_noise, exp.timing.max_others, exp.timing.target_width
-    )
+    limits = judging.limits_from(exp.timing)
     gate = judging.gate(timed, limits)
     baselines = framework_baselines(exp)
     found_pending = [

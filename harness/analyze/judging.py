@@ -43,6 +43,11 @@ class TimingLimits:
     target_width: float | None = DEFAULT_TARGET_WIDTH
 
 
+def limits_from(timing: Any) -> TimingLimits:
+    """The limits of a loaded config's `timing` section (harness.config.experiment)."""
+    return TimingLimits(timing.max_noise, timing.max_others, timing.target_width)
+
+
 def limits_of(config: Mapping[str, Any] | None) -> TimingLimits:
     """A saved config's timing limits (a manifest's `config`), the defaults for keys it lacks
     or holds with another type."""

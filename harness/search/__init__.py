@@ -89,8 +89,7 @@ def _verdicts(
 
 
 def _limits(exp: Experiment) -> judging.TimingLimits:
-    t = exp.timing
-    return judging.TimingLimits(t.max_noise, t.max_others, t.target_width)
+    return judging.limits_from(exp.timing)
 
 
 @dataclasses.dataclass

@@ -183,7 +183,8 @@ class TimingDifference(Rule):
             # where the part of the timeline it acts on carries the difference.
             kinds = {"device": explain.DEVICE_KINDS, "host": explain.HOST_KINDS}
             carried = [p for on, p in parts if explain.carries(d, kinds[on])]
-            lead = [explain.sentence(d)] if d is not None and explain.sentence(d) else []
+            said = explain.sentence(d) if d is not None else ""
+            lead = [said] if said else []
             why = (
                 "; ".join([*lead, *(c.phrase for c in pair.changes[:2]), *carried[:4]])
                 or "no difference in config or in what XLA made was recorded"
