@@ -54,7 +54,7 @@ B ?=
 OUT ?=
 compare: $(VENV)/.installed
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
-	$(PY) -m harness.report.compare --a=$(A) --b=$(B) $(if $(OUT),--out=$(OUT))
+	$(PY) -m harness.commands.compare --a=$(A) --b=$(B) $(if $(OUT),--out=$(OUT))
 
 # Rewrite results/index.html, the list of every run (a study also does this; report, export
 # and reanalyze write nothing above their own folder).

@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import stats
+from harness.common import stats
 from harness.timing import clocks, rounds
 
 

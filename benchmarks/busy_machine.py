@@ -8,7 +8,7 @@ Run: python benchmarks/busy_machine.py [--idle=5] [--loaded=6] [--idle_checks=3]
 1. The reference: `--idle` runs of the study on the idle machine (the 1-minute load average is
    printed before each; with `--wait_idle_s` the benchmark first waits up to that long for it
    to fall under 0.5), pooled per pair of variants into one ratio and 95% interval: each run's
-   ratio from its rounds (harness.stats), then their random-effects mean (`Pooled`).
+   ratio from its rounds (harness.common.stats), then their random-effects mean (`Pooled`).
 2. `--loaded` runs while two single-threaded background processes of its own
    (`OMP_NUM_THREADS=1` NumPy matmuls, started and stopped here) keep both cores busy.
 3. `--idle_checks` more idle runs, each of which should resolve `eager` and
@@ -21,7 +21,7 @@ from the reference's. The acceptance (issue 24): 0 contradicting findings over t
 runs; each idle check passes.
 
 `--idle_only=N` runs N idle studies and prints each one's noise floor and their 90th
-percentile: the measurement `timing.max_noise`'s default is set from (harness.resolution).
+percentile: the measurement `timing.max_noise`'s default is set from (harness.records.resolution).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness import stats  # noqa: E402
 from harness.analyze import between_runs  # noqa: E402
+from harness.common import stats  # noqa: E402
+from harness.records.summary import TIMING_FILE, TimingRecord  # noqa: E402
 from harness.report import data  # noqa: E402
-from harness.summary import TIMING_FILE, TimingRecord  # noqa: E402
 
 IDLE_LOAD = 0.5
 BURNER = (
@@ -168,7 +168,7 @@ class Pooled:
 def read_timing(run: Path) -> TimingRecord:
     import json
 
-    from harness.records import from_json
+    from harness.store.records import from_json
 
     return from_json(TimingRecord, json.loads((run / TIMING_FILE).read_text()), str(run))
 

@@ -17,8 +17,8 @@ def _interrupted_at_start(signum: int, frame: object) -> None:
     """
     del frame
     # Never import here: the signal may land while harness.config is half imported, and an
-    # import of it would then fail with a traceback. Without harness.runs no folder exists.
-    runs = sys.modules.get("harness.runs")
+    # import of it would then fail with a traceback. Without harness.study.runs no folder exists.
+    runs = sys.modules.get("harness.study.runs")
     abandon = getattr(runs, "abandon", None)
     if abandon is not None:
         abandon()
@@ -31,7 +31,7 @@ def _interrupted_at_start(signum: int, frame: object) -> None:
 signal.signal(signal.SIGINT, _interrupted_at_start)
 signal.signal(signal.SIGTERM, _interrupted_at_start)
 
-from harness import main  # noqa: E402
+from harness.commands import study  # noqa: E402
 
 if __name__ == "__main__":
-    main.start()
+    study.start()

@@ -1,73 +1,7 @@
-"""python -m harness.migrate --run=DIR: a saved run's summary.json at this schema, judged again
-and its findings made.
+"""python -m harness.migrate: the entry point a user types, kept where saved reports name it; the
+command itself is harness.commands.migrate."""
 
-Reading an older summary migrates it in memory (harness.summary.MIGRATIONS), but the loader
-cannot judge it again: the timing verdicts and the noise section are a function of the saved
-rounds (timing.json), each comparison's recorded run-to-run spread and the run's timing config
-(harness.analyze.judging), and the findings are the analysis stage's rules (harness.analyze.rules)
-over the summary and the run's kept files (fusions.json, ranking.json, compile.json, the
-ladder's fusion log and emitted code). This command does both and writes summary.json at the
-current schema. Nothing is captured, timed or analysed again (it is not reanalyze), so an
-exported copy such as a committed reference migrates too; a run without timing.json keeps its
-verdicts as they were judged.
-"""
-
-from __future__ import annotations
-
-import dataclasses
-from collections.abc import Sequence
-from pathlib import Path
-
-from absl import flags
-
-from harness import cli
-
-
-def add_findings(workdir: Path) -> tuple[int, int]:
-    """Writes `workdir`'s summary.json migrated to this schema, its verdicts judged again from
-    the saved rounds and its findings made from the summary and the run's files; returns (the
-    schema it had, the findings it has now)."""
-    from harness import io, run_records, userfiles
-    from harness.analyze import judging, rules, verdicts
-    from harness.records import loads
-    from harness.runfolder import RunFolder
-    from harness.summary import load_summary, summary_json
-
-    folder = RunFolder(workdir)
-    path = folder.summary
-    before = loads(userfiles.read_text(path, userfiles.SUMMARY), str(path))
-    version = before.get("schema_version", 1) if isinstance(before, dict) else 1
-    summary = load_summary(path)  # validated and migrated in memory, or one located error
-    timed = verdicts.read_timing(workdir)
-    if timed is not None:
-        manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
-        limits = judging.limits_of(manifest.config if manifest is not None else None)
-        summary = judging.rejudge(summary, timed, limits)
-    found = rules.evaluate(rules.read_facts(workdir, summary))
-    io.write_json(path, summary_json(dataclasses.replace(summary, findings=found)))
-    made = len(found.timing) + len(found.memory) + len(found.coverage) + len(found.changes)
-    return int(version), made
-
-
-def main(argv: Sequence[str]) -> int:
-    from harness import io, terminal
-    from harness.runfolder import RunFolder
-
-    cli.no_extra_arguments(argv)
-    workdir = cli.run_folder(flags.FLAGS.run, "--run")
-    with io.writes_confined_to(workdir), io.run_lock(workdir):
-        version, made = add_findings(workdir)
-    print(
-        f"migrated {terminal.shown(RunFolder(workdir).summary)} from schema {version}: "
-        f"{made} findings made from its summary and kept files"
-    )
-    return 0
-
-
-def define_flags() -> None:
-    cli.define_string("run", "results/gelu/latest", "The run folder to migrate.")
-
+from harness.commands import migrate
 
 if __name__ == "__main__":
-    define_flags()
-    cli.start(main)
+    migrate.run()

@@ -58,7 +58,7 @@ def harness_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
     # `make test` puts these in pytest's environment: a study would record that make started
-    # it (harness.commands) and print its commands in make's form.
+    # it (harness.records.invocations) and print its commands in make's form.
     for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS"):
         env.pop(name, None)
     return env
@@ -95,8 +95,8 @@ def run_analyze(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def read_summary(run: Path) -> dict:
-    """Returns summary.json's variants of a run folder, typed (harness.summary.VariantSummary)."""
-    from harness.summary import load_summary
+    """Returns summary.json's variants of a run folder, typed (harness.records.summary.VariantSummary)."""
+    from harness.records.summary import load_summary
 
     return load_summary(run / "summary.json").variants
 
@@ -160,9 +160,9 @@ SLOW_FIXTURES = frozenset(
 )
 # A study seen in a command this process starts: `python -m harness` (its argv, a shell line
 # or runpy), the hooked harness of the signal tests, or the JAX worker of a study this
-# process runs itself (harness.main called in-process).
+# process runs itself (harness.commands.study called in-process).
 STUDY_COMMAND = re.compile(
-    r"(?:^|[\s'\"])-m\s+harness(?:\.worker)?(?=[\s'\"]|$)"
+    r"(?:^|[\s'\"])-m\s+harness(?:\.study\.worker)?(?=[\s'\"]|$)"
     r"|run_module\(\s*['\"]harness['\"]"
     r"|hooked_harness\.py"
 )

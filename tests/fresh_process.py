@@ -1,4 +1,4 @@
-"""Code that must run where no threaded runtime is loaded: the forking paths (harness.forked,
+"""Code that must run where no threaded runtime is loaded: the forking paths (harness.common.forked,
 the analyzer's reverse-map child) fork only a process without JAX or torch, and the test
 process has JAX loaded. `in_fresh_process` runs a script body in a new interpreter."""
 

@@ -66,7 +66,7 @@ def write_ladder(ir: Path, fn: Callable, *args: object, options: dict | None = N
     """Writes the harness IR ladder for `fn` with the harness's own ladder writer."""
     import jax
 
-    from harness import ladder
+    from harness.records import ladder
 
     dump = ir.parent / f"{ir.name}_dump"
     jitted = jax.jit(

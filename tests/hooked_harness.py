@@ -2,8 +2,8 @@
 signal land at a known point, however fast or slow the machine. Test-only; the harness itself
 has no hook for this.
 
-    python tests/hooked_harness.py hold harness.run._stage timing [harness flags ...]
-    python tests/hooked_harness.py sigint harness.runs.new_run - [harness flags ...]
+    python tests/hooked_harness.py hold harness.study.run._stage timing [harness flags ...]
+    python tests/hooked_harness.py sigint harness.study.runs.new_run - [harness flags ...]
 
 `hold FN WORD` holds the process for a minute once FN has run with a first argument whose first
 word is WORD (the stage line `-- timing ...` is printed by then), so a test that waits for that

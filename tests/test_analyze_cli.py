@@ -30,7 +30,7 @@ def test_cli_on_each_fixture_dump(variant: str, tmp_path: Path) -> None:
     assert len(outs) == 2
     assert sorted(set(found) - set(outs)) == [
         "analysis.json",
-        "manifest.json",  # harness.lifecycle's: how the analysis ended
+        "manifest.json",  # harness.study.lifecycle's: how the analysis ended
         "plots",
         "report.html",
         "report.md",

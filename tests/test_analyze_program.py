@@ -233,7 +233,8 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
     out = in_fresh_process(
         """
         from pathlib import Path
-        from harness import forked, io
+        from harness.common import forked
+        from harness.store import io
         from harness.anydump import analysis, dump
         folder, tmp_path = Path(sys.argv[1]), Path(sys.argv[2])
         assert forked.fork_safe()
@@ -271,8 +272,8 @@ def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     import jax  # noqa: F401
     from hlo_helpers import require_fixtures
 
-    from harness import io
     from harness.anydump import dump
+    from harness.store import io
 
     folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"
     monkeypatch.setattr(dump, "FORK_INSTRUCTIONS", 0)

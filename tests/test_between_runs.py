@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import stats
 from harness.analyze import analyze_run, between_runs
+from harness.common import stats
 from harness.config.schema import build_experiment
-from harness.report import resolution
-from harness.summary import RunSummary
+from harness.records.summary import RunSummary
+from harness.report import unresolved
 
 MOVER = "xla_host_callback"
 
@@ -122,7 +122,7 @@ def test_a_ratio_that_moved_between_runs_gets_a_wider_interval(history: Path) ->
     steady = summary.variants["eager"].comparison.vs_baseline
     assert steady is not None and steady.between_runs == 0.0
     assert steady.ci95 == steady.ci95_rounds
-    assert resolution.between_runs_line(summary) is not None
+    assert unresolved.between_runs_line(summary) is not None
 
 
 def test_with_too_few_earlier_runs_the_interval_is_the_runs_own_and_says_so(
@@ -138,6 +138,6 @@ def test_with_too_few_earlier_runs_the_interval_is_the_runs_own_and_says_so(
     assert moved.ci95 == moved.ci95_rounds
     b = summary.noise.between_runs if summary.noise else None
     assert b is not None and b.widened == 0 and b.earlier_runs == ("20260101-000001",)
-    line = resolution.between_runs_line(summary)
+    line = unresolved.between_runs_line(summary)
     assert line is not None and "this run's rounds only" in line
     assert math.isfinite(moved.ratio or math.nan)

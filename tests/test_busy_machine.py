@@ -18,14 +18,12 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from harness import commands, machine_state, stats
-from harness.analyze import judging, rules, verdicts
+from harness import findings as rules
+from harness.analyze import judging, verdicts
+from harness.common import stats
 from harness.config.experiment import ConfigError
-from harness.report import compare, data, findings
-from harness.report.conclusion import conclusion_lines
-from harness.report.doc import to_markdown
-from harness.search import _limits, _verdicts
-from harness.summary import (
+from harness.records import invocations, machine_state
+from harness.records.summary import (
     SCHEMA_VERSION,
     Comparison,
     RoundContext,
@@ -34,6 +32,10 @@ from harness.summary import (
     Verdict,
     parse_summary,
 )
+from harness.report import compare, data, findings
+from harness.report.conclusion import conclusion_lines
+from harness.report.doc import to_markdown
+from harness.search import _limits, _verdicts
 from harness.timing import machine, rounds, stage
 
 
@@ -140,7 +142,7 @@ def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_on
     assert line.startswith("could not resolve:") and "0.6645" in line
     # The study ran with this interpreter from the repository (conftest.run_harness), and the
     # command names it as it can be typed there, not a bare `python` the venv may not be.
-    python = commands.typed_interpreter(sys.executable, REPO)
+    python = invocations.typed_interpreter(sys.executable, REPO)
     assert retime.startswith(f"time it again later: {python} -m harness --config=")
     assert f"--resume={gated.run_id} --config.timing.only=true" in retime
     assert conclusion_lines(resolved)[0].startswith("finding 1: `eager` is 3.00× slower")
@@ -161,7 +163,7 @@ def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) 
 
 def test_an_older_summary_whose_baseline_disagreed_with_itself_is_read_as_unresolved() -> None:
     raw = json.loads((REPO / "results" / "reference" / "cpu" / "summary.json").read_text())
-    # Migrated from 3 by harness.migrate (its verdicts judged again from its rounds).
+    # Migrated from 3 by harness.commands.migrate (its verdicts judged again from its rounds).
     assert raw["schema_version"] == SCHEMA_VERSION
     raw["schema_version"] = 3  # read as the version-3 file it was: its gate judged again
     assert parse_summary(raw, "reference").noise.resolved  # its A/A held, floor 7.1%

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, read_summary
 
-from harness import ladder
 from harness.analyze import modules as hlo_files
 from harness.hlo.thunks import parse_metadata, parse_sequence, read_command_buffers, thunk_files
-from harness.match.gaps import AttributionGaps
 from harness.match.match import MatchReport, is_library_kernel, match_events
 from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
+from harness.records import ladder
+from harness.records.gaps import AttributionGaps
 from harness.report.doc import Table, to_markdown
 from harness.report.gaps import gap_blocks
 

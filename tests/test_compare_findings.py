@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from harness.records.findings import Findings, MemoryFinding, Observation, TimingFinding
+from harness.records.summary import Noise, RunSummary
 from harness.report import compare, data
-from harness.summary import Noise, RunSummary
-from harness.summary_findings import Findings, MemoryFinding, Observation, TimingFinding
 
 RESOLVED = Noise(baseline="xla", self_ratio=1.0, self_ci95=(0.99, 1.01), floor=0.01, rounds=10)
 

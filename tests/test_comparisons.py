@@ -17,10 +17,10 @@ import pytest
 from conftest import read_summary
 from hlo_helpers import write_ladder
 
-from harness import stats
+from harness.common import stats
+from harness.common.precision import precision
 from harness.hlo.fingerprint import fingerprint, normalize_llvm, normalize_ptx
-from harness.ladder import read_ladder
-from harness.precision import precision
+from harness.records.ladder import read_ladder
 from harness.timing import rounds
 
 

@@ -227,7 +227,7 @@ def test_the_worker_rebuilds_the_validated_config_exactly(name: str):
     """The hello job carries the plain config (records.to_json); the worker's from_plain gives
     back the very Experiment the supervisor validated, program inputs and variants included."""
     from harness.config.schema import from_plain
-    from harness.records import to_json
+    from harness.store.records import to_json
 
     exp = load(name).experiment
     plain = to_json(exp)
@@ -239,7 +239,7 @@ def test_the_worker_does_not_validate_the_config_again(tmp_path: Path):
     """Validation is the supervisor's (harness.config.load), once: a plain config that would
     fail it is rebuilt as sent, and neither refused nor resolved a second time."""
     from harness.config.schema import build_experiment, from_plain
-    from harness.records import to_json
+    from harness.store.records import to_json
 
     plain = to_json(load(write(tmp_path, MINIMAL)).experiment)
     plain.update(baseline="no_such_variant", seed=-1)
@@ -254,8 +254,8 @@ def test_the_worker_does_not_validate_the_config_again(tmp_path: Path):
 def test_the_records_and_the_config_read_through_one_layer(tmp_path: Path):
     """The same walk reads a run's records and the config: the same "did you mean", the same
     words for a wrong type, each naming the file and the key, in one line."""
-    from harness.records import SchemaError, from_json
-    from harness.summary import Failure
+    from harness.records.summary import Failure
+    from harness.store.records import SchemaError, from_json
 
     with pytest.raises(SchemaError) as record:
         from_json(Failure, {"kindd": "crash"}, "result.json", "failure")

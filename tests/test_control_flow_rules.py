@@ -11,10 +11,9 @@ import pytest
 from conftest import FIXTURES
 from test_rules import BASE
 
-from harness import run_records
 from harness.analyze import modules as hlo_files
-from harness.analyze.rules import control_flow, facts_of
-from harness.analyze.rules.control_flow_facts import (
+from harness.findings import control_flow, facts_of
+from harness.findings.control_flow_facts import (
     ControlFlowFacts,
     LoopFacts,
     SyncFacts,
@@ -23,7 +22,8 @@ from harness.analyze.rules.control_flow_facts import (
 from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.match import kernels_document, match_events
 from harness.profile.events import find_xplane, read_events_and_markers
-from harness.summary import RunSummary
+from harness.records import run_files
+from harness.records.summary import RunSummary
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 needs_loops = pytest.mark.skipif(not LOOPS.exists(), reason=f"no fixture at {LOOPS}")
@@ -40,9 +40,9 @@ def _facts(run: str) -> ControlFlowFacts:
     buffers = read_command_buffers(sequence, metadata) if sequence is not None else ()
     events, _ = read_events_and_markers(find_xplane(folder / "trace_marked"))
     report = match_events(events, {module.name: clusters}, command_buffers={module.name: buffers})
-    kernels = run_records.from_document(run_records.KERNELS, kernels_document(report), "k")
-    cost = run_records.from_document(
-        run_records.COST, hlo_files.cost_document(hlo_files.costs_of([module]), None), "c"
+    kernels = run_files.from_document(run_files.KERNELS, kernels_document(report), "k")
+    cost = run_files.from_document(
+        run_files.COST, hlo_files.cost_document(hlo_files.costs_of([module]), None), "c"
     )
     return control_flow_facts(cost, kernels, {c.name: c.kind for c in clusters})
 

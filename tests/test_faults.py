@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY, harness_argv, harness_env, read_summary, run_harness
 
-from harness import io
+from harness.store import io
 
 FINISHED = re.compile(r"^\[(\d+)/(\d+)\] (\S+)\s+(ok|failed|skipped)\b")
 
@@ -189,7 +189,7 @@ def test_sigint_marks_the_run_interrupted_and_keeps_finished_variants(tmp_path: 
     run = (results / "faults" / "latest").resolve()
     assert manifest(run)["status"] == "interrupted"
     assert finished == ["xla"] and (run / "variants" / "xla" / "result.json").exists()
-    # The message's command is pasted as printed (harness.commands): this interpreter, the
+    # The message's command is pasted as printed (harness.records.invocations): this interpreter, the
     # config, the results root and the run's id, nothing the test adds.
     printed = re.search(r"; finish it with: (.+)$", err, re.M)
     assert printed is not None, err
@@ -260,8 +260,8 @@ def test_a_crash_before_the_rename_keeps_the_old_file(tmp_path: Path, monkeypatc
 
 # Writers that are allowed to open files for writing themselves.
 ATOMIC_WRITERS = {
-    "harness/io.py",  # write_text, copy_file (temp file + os.replace) and append_jsonl
-    "harness/worker.py",  # its events pipe to the supervisor, not a file
+    "harness/store/io.py",  # write_text, copy_file (temp file + os.replace) and append_jsonl
+    "harness/study/worker.py",  # its events pipe to the supervisor, not a file
 }
 WRITER = re.compile(
     r"(?<!io)\.write_text\(|(?<!io)\.write_bytes\(|json\.dump\(|shutil\.copy|"
@@ -364,8 +364,8 @@ def test_a_kept_program_that_does_not_load_is_compiled_again(tmp_path):
 def test_progress_lines_come_in_config_order(capsys: pytest.CaptureFixture[str]) -> None:
     """A line decided before the capture (a variant skipped on this platform) waits for the
     lines above it: `[3/3] ... skipped` never comes before `[1/3]`."""
-    from harness.run import InOrder
-    from harness.summary import CaptureRecord
+    from harness.records.summary import CaptureRecord
+    from harness.study.run import InOrder
 
     skipped = CaptureRecord(status="skipped", reason="applies to gpu", mode="jit", module=None)
     order = InOrder(["a", "b", "c"])

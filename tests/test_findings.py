@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_harness
 
-from harness.report import compare, data, resolution
-
 # The batched erf study of the issue, at a tiny size: erf expands to ~127 elementwise ops, and
+from harness.report import compare, data, unresolved
+
 # with the fusion passes off each becomes a kernel of its own.
 BATCHED_ERF = (
     "--config.problem.gelu=erf",
@@ -44,13 +44,13 @@ def gated(run: data.RunData) -> bool:
     asserted instead of the findings."""
     no_fusion = run.variant("xla_no_fusion")
     verdict = no_fusion.summary.comparison.vs_baseline if no_fusion else None
-    if resolution.resolved(run.summary) and verdict and verdict.verdict != "not_resolved":
+    if unresolved.resolved(run.summary) and verdict and verdict.verdict != "not_resolved":
         return False
     found = run.summary.findings
     assert not [f for f in found.timing if f.verdict in ("faster", "slower")]
-    if not resolution.resolved(run.summary):
+    if not unresolved.resolved(run.summary):
         assert found.changes == ()
-    if not resolution.resolved(run.summary):
+    if not unresolved.resolved(run.summary):
         assert "could not resolve differences" in (run.path / "report.md").read_text()
     return True
 
@@ -123,15 +123,15 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
 def test_the_h200_reference_ranks_past_its_failed_aa_check_and_keeps_its_mechanisms() -> None:
     """The committed H200 run (real profiles, 2026-12-01): its A/A pair excluded 1.0
     (0.9899×, CI 0.9798–0.9967), which once withheld every verdict. Judged again by
-    `python -m harness.migrate` (issue 38), each comparison had to clear the floor that pair
+    `python -m harness.commands.migrate` (issue 38), each comparison had to clear the floor that pair
     measured, and the run ranks its differences; what does not rest on timing stands: every
     event attributed, the mechanisms per variant, the memory findings."""
     run = data.load_run(REPO / "results" / "reference" / "h200")
-    assert resolution.resolved(run.summary) and run.summary.noise.aa_held is False
+    assert unresolved.resolved(run.summary) and run.summary.noise.aa_held is False
     assert "excludes 1.0" in run.summary.noise.aa_reasons[0]
-    found = run.summary.findings  # judged again from its saved rounds (harness.migrate)
+    found = run.summary.findings  # judged again from its saved rounds (harness.commands.migrate)
     assert found.top.startswith("`xla_mixed_dtype` is 1.86× slower")
-    assert resolution.aa_failed_line(run.summary) is not None
+    assert unresolved.aa_failed_line(run.summary) is not None
     assert {m.variant for m in found.memory} >= {"xla_no_fusion", "xla_mixed_dtype"}
     profile = {v.name: v.summary.profile for v in run.variants if v.summary.profile}
     matched = [p.matched_fraction for p in profile.values() if p.matched_fraction is not None]

@@ -1,7 +1,7 @@
-"""harness.forked: a map shared with forked children gives what the plain loop gives, and a
+"""harness.common.forked: a map shared with forked children gives what the plain loop gives, and a
 process with a threaded runtime (JAX, torch) loaded is never forked.
 
-The forking cases run in a fresh interpreter that imports harness.forked alone: the test
+The forking cases run in a fresh interpreter that imports harness.common.forked alone: the test
 process itself has JAX loaded (other tests compile), and forking it is what the module refuses.
 """
 
@@ -12,7 +12,7 @@ import os
 import pytest
 from fresh_process import in_fresh_process
 
-from harness import forked
+from harness.common import forked
 
 pytestmark = pytest.mark.slow  # each test starts a fresh interpreter
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # each test starts a fresh interpreter
 def test_results_come_back_in_order_from_every_child() -> None:
     in_fresh_process(
         """
-        from harness import forked
+        from harness.common import forked
         assert forked.fork_safe()
         pids = forked.fork_map(lambda i: (i * i, os.getpid()), list(range(7)), decode=tuple, children=2)
         assert pids == [(i * i, p) for i, (_, p) in enumerate(pids)]
@@ -32,7 +32,7 @@ def test_results_come_back_in_order_from_every_child() -> None:
 def test_an_item_that_raises_in_a_child_raises_in_the_parent() -> None:
     in_fresh_process(
         """
-        from harness import forked
+        from harness.common import forked
         def fn(i):
             if i == 1:
                 raise ValueError(f"item {i} (raised in {os.getpid()})")
@@ -50,7 +50,7 @@ def test_an_item_that_raises_in_a_child_raises_in_the_parent() -> None:
 def test_a_child_that_dies_is_made_up_for_by_the_parent() -> None:
     in_fresh_process(
         """
-        from harness import forked
+        from harness.common import forked
         parent = os.getpid()
         def fn(i):
             if os.getpid() != parent:
@@ -66,7 +66,7 @@ def test_a_process_with_a_threaded_runtime_is_never_forked(runtime: str) -> None
     """Asked for children or not, the items are computed in the process itself."""
     out = in_fresh_process(
         f"""
-        from harness import forked
+        from harness.common import forked
         import {runtime}
         assert not forked.fork_safe() and forked.children_for(100) == 0
         pids = forked.fork_map(lambda i: os.getpid(), list(range(6)), children=3)

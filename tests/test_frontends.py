@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY, harness_env, read_json, run_harness
 
-from harness import fmt
+from harness.common import fmt
 from harness.config import ConfigError, load
 from harness.frontends import registry
 from harness.frontends.modes import Mode, Traits
-from harness.summary import load_summary
+from harness.records.summary import load_summary
 
 TOY = REPO / "tests" / "toy_frontend.py"
 

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import fmt, stats
-from harness.analyze import judging, rules
-from harness.analyze.rules import explain, untested
-from harness.analyze.rules.facts import ClusterTime, facts_of
-from harness.analyze.rules.words import mechanisms
-from harness.migrate import add_findings
-from harness.report import compare, data
-from harness.summary import (
+from harness import findings as rules
+from harness.analyze import judging
+from harness.commands.migrate import add_findings
+from harness.common import fmt, stats
+from harness.findings import explain, untested
+from harness.findings.facts import ClusterTime, facts_of
+from harness.findings.words import mechanisms
+from harness.records.findings import Findings
+from harness.records.summary import (
     ArraySpec,
     Identity,
     Profile,
@@ -30,7 +31,7 @@ from harness.summary import (
     VariantSummary,
     load_summary,
 )
-from harness.summary_findings import Findings
+from harness.report import compare, data
 from harness.timing import rounds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def test_the_committed_h200_reference_is_migrated_so() -> None:
 def test_a_busy_machine_still_withholds_every_verdict() -> None:
     """Other processes change the ratios themselves: that still withholds them all, and then
     nothing is named as left unresolved by the A/A floor."""
-    from harness.machine_state import MachineState
+    from harness.records.machine_state import MachineState
 
     g = judging.Gate(
         stats.RatioEstimate(0.8, (0.7, 0.99), 10),

@@ -11,8 +11,8 @@ from hlo_helpers import write_ladder
 
 from harness.analyze import files, sections
 from harness.hlo.diverge import first_divergence, normalize_jaxpr
-from harness.ladder import read_ladder
-from harness.runfolder import VariantFolder
+from harness.records.ladder import read_ladder
+from harness.store.runfolder import VariantFolder
 
 ARGS = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32,)))
 

@@ -138,7 +138,7 @@ def _in_process(module: str, *args: str) -> Result:
     """Runs an entry point's main() in this process, as its command line would."""
     from absl import flags
 
-    from harness import cli
+    from harness.commands import cli
 
     entry = __import__(module, fromlist=["main"])
     if hasattr(entry, "define_flags"):
@@ -147,7 +147,7 @@ def _in_process(module: str, *args: str) -> Result:
     out, err = stdio.StringIO(), stdio.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            argv = flags.FLAGS(["prog", *args], known_only=module == "harness.main")
+            argv = flags.FLAGS(["prog", *args], known_only=module == "harness.commands.study")
         except flags.Error as e:
             print(f"error: {e}", file=sys.stderr)
             return Result(2, out.getvalue(), err.getvalue())
@@ -156,7 +156,7 @@ def _in_process(module: str, *args: str) -> Result:
 
 
 def harness_main(world: World, *args: str) -> Result:
-    return _in_process("harness.main", f"--results_root={world.results}", *args)
+    return _in_process("harness.commands.study", f"--results_root={world.results}", *args)
 
 
 def command(*argv: str, timeout: float = 300, env: dict[str, str] | None = None) -> Result:
@@ -327,7 +327,7 @@ def test_a_dangerous_results_root_is_refused(world: World, root: str) -> None:
         root = str(world.root / ("x" * 300) / "results")
     root = root.replace("REPO", str(REPO))
     before = world.before()
-    result = _in_process("harness.main", f"--config={cfg}", f"--results_root={root}")
+    result = _in_process("harness.commands.study", f"--config={cfg}", f"--results_root={root}")
     one_line(result, 2, "results_root" if root != str(world.root / ("x" * 300) / "results") else "")
     untouched(world, before)
 
@@ -337,7 +337,7 @@ def test_a_dangerous_results_root_is_refused(world: World, root: str) -> None:
 
 
 def export(world: World, run: Path, to: Path) -> Result:
-    return _in_process("harness.report.export", f"--run={run}", f"--to={to}")
+    return _in_process("harness.commands.export", f"--run={run}", f"--to={to}")
 
 
 @pytest.mark.parametrize(
@@ -376,7 +376,7 @@ def test_compare_out_never_replaces_what_it_did_not_make(world: World, target: s
     out = {"the_run": world.run, "results_root": world.results, "sentinel": world.sentinel}[target]
     before = world.before()
     result = _in_process(
-        "harness.report.compare", f"--a={world.run}", f"--b={world.run}", f"--out={out}"
+        "harness.commands.compare", f"--a={world.run}", f"--b={world.run}", f"--out={out}"
     )
     line = one_line(result, 2)
     assert "only replaces an empty folder" in line or "inside the input" in line, line
@@ -388,7 +388,7 @@ def test_analyze_out_never_replaces_what_it_did_not_make(world: World, target: s
     out = {"the_run": world.run, "sentinel": world.sentinel}[target]
     dump = world.run / "variants" / "xla" / "ir" / "40-hlo-after-optimizations.txt"
     before = world.before()
-    result = _in_process("harness.analyze.__main__", f"--dump={dump}", f"--out={out}")
+    result = _in_process("harness.commands.analyze", f"--dump={dump}", f"--out={out}")
     one_line(result, 2, "only replaces an empty folder")
     untouched(world, before)
 
@@ -401,7 +401,7 @@ def test_report_replaces_a_planted_plots_link(world: World) -> None:
     shutil.rmtree(world.run / "plots")
     (world.run / "plots").symlink_to(world.sentinel)
     before = world.before()
-    result = _in_process("harness.report.__main__", f"--run={world.run}")
+    result = _in_process("harness.commands.report", f"--run={world.run}")
     assert result.code == 0, result.stderr
     assert (world.run / "plots").is_dir() and not (world.run / "plots").is_symlink()
     assert snapshot(world.sentinel) == {
@@ -409,7 +409,7 @@ def test_report_replaces_a_planted_plots_link(world: World) -> None:
     }
 
 
-@pytest.mark.parametrize("module", ["harness.report.__main__", "harness.reanalyze"])
+@pytest.mark.parametrize("module", ["harness.commands.report", "harness.commands.reanalyze"])
 def test_a_latest_link_pointing_outside_is_refused(world: World, module: str) -> None:
     outside = world.root / "outside_run"
     shutil.copytree(world.run, outside, symlinks=True)
@@ -432,12 +432,12 @@ def test_an_ir_index_naming_paths_outside_is_refused(world: World) -> None:
             }
         )
     )
-    from harness.ladder import read_ladder
+    from harness.records.ladder import read_ladder
 
     with pytest.raises(ValueError, match="leaves the ladder folder"):
         read_ladder(index.parent)
     before = world.before()
-    result = _in_process("harness.reanalyze", f"--run={world.run}")
+    result = _in_process("harness.commands.reanalyze", f"--run={world.run}")
     assert result.code == 0, (
         result.stderr
     )  # the variant's analysis notes the refusal; the run goes on
@@ -567,7 +567,7 @@ def test_a_module_regex_re2_cannot_run_is_refused_in_one_line(world: World, patt
     before = world.before()
     one_line(
         _in_process(
-            "harness.analyze.__main__", f"--dump={dump}", f"--out={out}", f"--module={pattern}"
+            "harness.commands.analyze", f"--dump={dump}", f"--out={out}", f"--module={pattern}"
         ),
         2,
         "--module=",
@@ -590,7 +590,7 @@ def test_a_damaged_summary_elsewhere_is_skipped_with_a_note(world: World) -> Non
         other.mkdir()
         (other / "summary.json").write_text(content)
     before = world.before()
-    result = _in_process("harness.report.__main__", f"--run={world.run}")
+    result = _in_process("harness.commands.report", f"--run={world.run}")
     assert result.code == 0, result.stderr
     untouched(world, before, world.run)  # `make report` writes nothing above its run
     from harness.report.index import write_results_index
@@ -609,7 +609,7 @@ def test_a_damaged_summary_elsewhere_is_skipped_with_a_note(world: World) -> Non
 def test_report_of_a_damaged_run_is_one_line(world: World, content: str) -> None:
     (world.run / "summary.json").write_text(content)
     before = world.before()
-    one_line(_in_process("harness.report.__main__", f"--run={world.run}"), 2, "summary.json")
+    one_line(_in_process("harness.commands.report", f"--run={world.run}"), 2, "summary.json")
     untouched(world, before)
 
 
@@ -620,7 +620,7 @@ def test_compare_with_a_damaged_run_is_one_line(world: World) -> None:
     out = world.root / "cmp"
     before = world.before()
     one_line(
-        _in_process("harness.report.compare", f"--a={world.run}", f"--b={bad}", f"--out={out}"),
+        _in_process("harness.commands.compare", f"--a={world.run}", f"--b={bad}", f"--out={out}"),
         2,
         "variants",
     )
@@ -635,13 +635,13 @@ def test_reanalyze_refuses_an_exported_copy_and_changes_nothing(world: World) ->
     """An export leaves out dump/ and profile/; analysing the copy again would replace the
     profile and compile sections with empty ones, so it is refused, naming what is missing."""
     copy = world.root / "copy"
-    assert _in_process("harness.report.export", f"--run={world.run}", f"--to={copy}").code == 0
+    assert _in_process("harness.commands.export", f"--run={world.run}", f"--to={copy}").code == 0
     before = _tree(copy)
-    line = one_line(_in_process("harness.reanalyze", f"--run={copy}"), 2, "reanalyze needs")
+    line = one_line(_in_process("harness.commands.reanalyze", f"--run={copy}"), 2, "reanalyze needs")
     assert "variants/eager/dump" in line and "make report" in line
     assert _tree(copy) == before
     # The full run it came from is analysed again as before.
-    assert _in_process("harness.reanalyze", f"--run={world.run}").code == 0
+    assert _in_process("harness.commands.reanalyze", f"--run={world.run}").code == 0
 
 
 @pytest.mark.slow
@@ -650,9 +650,9 @@ def test_reanalyze_leaves_each_committed_reference_as_it_is(name: str, tmp_path:
     copy = tmp_path / name
     shutil.copytree(REPO / "results" / "reference" / name, copy)
     before = _tree(copy)
-    one_line(_in_process("harness.reanalyze", f"--run={copy}"), 2, "lacks variants/")
+    one_line(_in_process("harness.commands.reanalyze", f"--run={copy}"), 2, "lacks variants/")
     assert _tree(copy) == before
-    assert _in_process("harness.report.__main__", f"--run={copy}").code == 0
+    assert _in_process("harness.commands.report", f"--run={copy}").code == 0
     # Read through the typed records (issue 26), the report is byte for byte the committed one.
     assert (copy / "report.md").read_bytes() == before["report.md"]
     # Every page renders its emphasis as markup (issue 27): no `**` or `*x*` left as text.
@@ -673,7 +673,7 @@ def test_reanalyze_of_an_interrupted_run_works(world: World) -> None:
     for name in ("matmul_only", "xla_lax_cond"):
         (world.run / "variants" / name / "result.json").unlink()
     (world.run / "timing.json").unlink()
-    result = _in_process("harness.reanalyze", f"--run={world.run}")
+    result = _in_process("harness.commands.reanalyze", f"--run={world.run}")
     assert result.code == 0, result.stderr
     summary = json.loads((world.run / "summary.json").read_text())
     assert (
@@ -828,11 +828,11 @@ def signalled(world: World, when: str, signals: tuple[int, ...]) -> tuple[Result
     cfg = config(world, SIGNALLED)
     with tagged() as env:
         if when == "start":
-            hook: tuple[str, ...] = ("sigint", "harness.runs.new_run", "-")
+            hook: tuple[str, ...] = ("sigint", "harness.study.runs.new_run", "-")
         elif when.startswith("-- "):
-            hook = ("hold", "harness.run._stage", when.removeprefix("-- "))
+            hook = ("hold", "harness.study.run._stage", when.removeprefix("-- "))
         else:
-            hook = ("hold", "harness.run._progress", when.strip("[/"))
+            hook = ("hold", "harness.study.run._progress", when.strip("[/"))
         proc = popen(world, f"--config={cfg}", env=env, hook=hook)
         if when != "start":
             wait_for_line(proc, when)
@@ -872,7 +872,7 @@ runpy.run_module("harness", run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("module", ["absl.flags", "harness.config.schema", "harness.runs"])
+@pytest.mark.parametrize("module", ["absl.flags", "harness.config.schema", "harness.study.runs"])
 def test_sigint_while_a_module_is_half_imported_is_one_line(world: World, module: str) -> None:
     cfg = config(world, SIGNALLED)
     before = world.before()

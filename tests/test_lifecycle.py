@@ -1,4 +1,4 @@
-"""One run lifecycle (harness.lifecycle) for the study, the search and `python -m harness.analyze`.
+"""One run lifecycle (harness.study.lifecycle) for the study, the search and `python -m harness.analyze`.
 
 Each command, stopped by a full disk or an interrupt, leaves its manifest saying how it ended
 and why, and one on a folder another run holds writes nothing there. Each case runs the real
@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import io, lifecycle
 from harness.config import load
-from harness.run import Session
-from harness.workerproc import WorkerProcess
+from harness.store import io
+from harness.study import lifecycle
+from harness.study.session import Session
+from harness.study.workerproc import WorkerProcess
 
 STUDY = """\
 experiment: t
@@ -71,8 +72,8 @@ def _captured(fn: Callable[[], int], out: stdio.StringIO, err: stdio.StringIO) -
 
 
 def _study_like(name: str, tmp_path: Path, sessions: list[Session]) -> Command:
-    from harness import run
     from harness.search import run_search
+    from harness.study import run
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(SEARCH if name == "search" else STUDY)
@@ -93,8 +94,8 @@ def _study_like(name: str, tmp_path: Path, sessions: list[Session]) -> Command:
 def _analyze(tmp_path: Path) -> Command:
     from absl import flags
 
-    from harness import cli
-    from harness.anydump import main
+    from harness.commands import analyze as main
+    from harness.commands import cli
 
     dump, folder = tmp_path / "m.hlo", tmp_path / "out"
     dump.write_text(HLO)
@@ -186,10 +187,10 @@ def test_a_full_disk_leaves_the_manifest_failed_with_the_reason(
     line = one_line(command.err.getvalue())
     assert line.startswith("error: ") and "No space left on device" in line and seen[0] in line
     if command.name == "search":  # not resumable: the command that starts it again
-        from harness import commands
+        from harness.records import invocations
 
         # The direct form, first or (under make, which `make test` is) after the make form.
-        python = commands.typed_interpreter(sys.executable, Path.cwd())
+        python = invocations.typed_interpreter(sys.executable, Path.cwd())
         assert "start it again with: " in line and f"{python} -m harness" in line
         assert f"-m harness --config={command.folder.parent.parent.parent / 'c.yaml'}" in line
     if command.name != "analyze":
@@ -260,7 +261,7 @@ def test_a_resumed_run_keeps_its_first_start(tmp_path: Path) -> None:
     assert run.stopped is None
     manifest = json.loads((folder / lifecycle.MANIFEST).read_text())
     assert (manifest["started"], manifest["status"]) == ("first", "complete")
-    # Written through its record (harness.run_records.Manifest): every key, null when unset.
+    # Written through its record (harness.records.run_files.Manifest): every key, null when unset.
     assert manifest["resumed"] is not None and manifest["reason"] is None
 
 
@@ -291,7 +292,7 @@ def test_a_manifest_the_full_disk_refuses_is_said_to_be_unrecorded(
 
 
 def test_the_lock_and_the_manifest_never_make_an_analysis_foreign(tmp_path: Path) -> None:
-    """A failed analysis's folder is still its own (harness.ownership): the next analysis may
+    """A failed analysis's folder is still its own (harness.store.ownership): the next analysis may
     replace it, and removes exactly what the failed one wrote."""
     out = tmp_path / "out"
     with io.own_output(out, "analyze") as claimed, lifecycle.running(claimed, {}) as run:

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from harness.analyze import memory
+from harness.findings import memory as memory_rule
 from harness.hlo import memory as xm
-from harness.records import from_json
-from harness.summary import SCHEMA_VERSION, load_summary, parse_summary
-from harness.summary_memory import MemoryFile
+from harness.records.memory import MemoryFile
+from harness.records.summary import SCHEMA_VERSION, load_summary, parse_summary
+from harness.store.records import from_json
 from tests.conftest import FIXTURES
 
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"
@@ -61,7 +62,7 @@ def test_xla_attention_peak_difference_is_the_score_buffers() -> None:
     cudnn, _ = _mixer("mixer_cmdbuf_cudnn")
     xla, _ = _mixer("mixer_cmdbuf_xla")
     assert xla.peak_bytes - cudnn.peak_bytes > 256 << 20
-    found = memory.differences(cudnn.buffers, xla.buffers)
+    found = memory_rule.differences(cudnn.buffers, xla.buffers)
     top = found[0]
     assert top.bytes_a == 0 and top.bytes_b >= 3 * 64 << 20  # absent with cuDNN's attention
     assert "attention" in (top.scope or "")
@@ -142,9 +143,9 @@ def test_a_version_4_summary_reads_without_memory() -> None:
 def test_the_memory_thresholds_are_the_runs_config(cpu_run: Path) -> None:
     """memory.min_ratio and memory.min_bytes decide the finding; a run saved before the keys
     existed reads the defaults."""
-    from harness.analyze.rules import facts
-    from harness.analyze.rules import memory as rule
     from harness.config import load
+    from harness.findings import facts
+    from harness.findings import memory as rule
 
     assert load("gelu.yaml", ["--config.memory.min_bytes=0"]).experiment.memory.min_bytes == 0
     config = json.loads((cpu_run / "manifest.json").read_text())["config"]

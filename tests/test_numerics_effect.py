@@ -19,15 +19,15 @@ import pytest
 from conftest import REPO, run_harness
 
 from examples import rounding
-from harness import numerics_effect, run_records
-from harness.analyze.rules import numerics
-from harness.analyze.rules.facts import RunFacts, VariantFacts
 from harness.capture import numerics_pass
+from harness.commands.migrate import add_findings
 from harness.config import load
-from harness.migrate import add_findings
-from harness.numerics_effect import Result
-from harness.summary import Identity, Numerics, RunSummary, VariantSummary, load_summary
-from harness.summary_numerics import AccuracyFile, LeafAccuracy, PassTrial
+from harness.findings import numerics
+from harness.findings.facts import RunFacts, VariantFacts
+from harness.records import numerics_effect, run_files
+from harness.records.numerics import AccuracyFile, LeafAccuracy, PassTrial
+from harness.records.numerics_effect import Result
+from harness.records.summary import Identity, Numerics, RunSummary, VariantSummary, load_summary
 from harness.variants import program
 
 YNN_OFF = {"xla_cpu_experimental_ynn_fusion_type": ""}
@@ -213,7 +213,7 @@ def test_the_planted_study_records_the_pass_and_migrate_rejudges_it(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     run = (tmp_path / "numerics_cpu" / "latest").resolve()
     folder = run / "variants" / "xla_default"
-    search = run_records.load(run_records.NUMERICS_PASS, folder / "numerics_pass.json")
+    search = run_files.load(run_files.NUMERICS_PASS, folder / "numerics_pass.json")
     assert search.found == "dot-library-rewriter" and search.restored is not None
     assert "numerics first move at pass `dot-library-rewriter`" in proc.stdout
     assert "numerics FAIL" not in proc.stdout

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import io, ownership, runfolder, runs, userfiles
+from harness.common import userfiles
 from harness.config import ConfigError
 from harness.report import write_report
 from harness.report.index import write_results_index
+from harness.store import io, ownership, runfolder
+from harness.study import runs
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from hostile.cases_readers import _manifest, _summary
@@ -130,13 +132,13 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
     ("harness/report/plots.py", "_save_one"): "its own plot in a format not drawn this time",
     ("harness/report/markdown.py", "write_variant_pages"): "a planted link at a page it writes",
     ("harness/report/markdown.py", "write_report"): "a planted link at a file it writes",
-    ("harness/runs.py", "abandon"): "the lock file of the run folder it created",
-    ("harness/run.py", "forget_executables"): "its private folder of serialized executables",
-    ("harness/run.py", "_fresh_variant_dir"): "a planted link at variants/ or a variant's folder",
+    ("harness/study/runs.py", "abandon"): "the lock file of the run folder it created",
+    ("harness/study/session.py", "forget_executables"): "its private folder of serialized executables",
+    ("harness/study/run.py", "_fresh_variant_dir"): "a planted link at variants/ or a variant's folder",
     ("harness/capture/processes.py", "gather_profiles"): "profile files jax wrote, once moved",
     ("harness/capture/processes.py", "finish_capture"): "its own per-process capture folder",
 }
-OWNERS = ("harness/io.py", "harness/ownership.py")
+OWNERS = ("harness/store/io.py", "harness/store/ownership.py")
 
 
 def _deletes(source: str, rel: str) -> list[str]:
@@ -182,8 +184,8 @@ def test_every_allowed_delete_still_exists() -> None:
 def test_a_summary_naming_a_variant_that_is_a_path_is_one_schema_error(
     tmp_path: Path, name: str
 ) -> None:
-    from harness.records import SchemaError
-    from harness.summary import load_summary
+    from harness.records.summary import load_summary
+    from harness.store.records import SchemaError
 
     summary = _summary()
     summary["variants"][name] = summary["variants"].pop("matmul_only")

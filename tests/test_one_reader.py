@@ -1,5 +1,5 @@
 """One reader: every file the harness reads that it did not write in the same process goes
-through harness.userfiles (a regular file only, never blocking, bounded per kind, no link out
+through harness.common.userfiles (a regular file only, never blocking, bounded per kind, no link out
 of its tree). This walks harness/'s source and fails on any other `open(`, `read_text`,
 `read_bytes` or `json.load`; a planted bypass shows that it can fail."""
 
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import userfiles
+from harness.common import userfiles
 
 HARNESS = REPO / "harness"
 
 # (module, function) pairs that may read a file themselves, and why. Nothing else may.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("harness/userfiles.py", "_open"): "the one reader itself",
-    ("harness/io.py", "_replacing"): "fsyncs the temporary file it has just written",
-    ("harness/io.py", "run_lock"): "opens the run's lock to flock it; never reads it",
+    ("harness/common/userfiles.py", "_open"): "the one reader itself",
+    ("harness/store/io.py", "_replacing"): "fsyncs the temporary file it has just written",
+    ("harness/store/io.py", "run_lock"): "opens the run's lock to flock it; never reads it",
     (
-        "harness/ownership.py",
+        "harness/store/ownership.py",
         "digest",
     ): "hashes a file lstat found regular, without following a link, "
     "in 1 MiB blocks (opened non-blocking)",
@@ -33,7 +33,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/capture/hostmem.py", "_number"): "the kernel's cgroup files",
     ("harness/capture/hostmem.py", "cgroup_memory"): "the kernel's /proc/self/cgroup",
     ("harness/capture/hostmem.py", "_reclaimable"): "the kernel's cgroup memory.stat",
-    ("harness/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
+    ("harness/study/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
     (
         "harness/capture/xla_names.py",
         "known",
@@ -61,7 +61,7 @@ def _enclosing(tree: ast.AST) -> dict[ast.AST, str]:
 
 
 def _bypass(call: ast.Call) -> str | None:
-    """What the call reads a file with, when it is not harness.userfiles; else None."""
+    """What the call reads a file with, when it is not harness.common.userfiles; else None."""
     func = call.func
     if isinstance(func, ast.Name) and func.id == "open":
         return "open("
@@ -90,7 +90,7 @@ def bypasses(source: str, rel: str) -> list[str]:
         if how is None:
             continue
         where = owner.get(node, "<module>")
-        if rel == "harness/userfiles.py" or (rel, where) in ALLOWED:
+        if rel == "harness/common/userfiles.py" or (rel, where) in ALLOWED:
             continue
         found.append(f"{rel}:{node.lineno} {where}: {how}")
     return found

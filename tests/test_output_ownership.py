@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import io, ownership, runs
 from harness.capture import ceilings
+from harness.store import io, ownership
+from harness.study import runs
 
 
 def fill(folder: Path, tool: str = "export") -> Path:

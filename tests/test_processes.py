@@ -26,12 +26,12 @@ import yaml
 from conftest import REPO, harness_argv, harness_env, read_json, read_summary, run_harness
 
 from harness.analyze.processes import as_process_0, empty_row, scope_of, spread
-from harness.analyze.rules.processes import spread_finding
 from harness.capture.processes import gather_profiles, session_name
 from harness.config.load import load
 from harness.config.schema import ConfigError, build_experiment
+from harness.findings.processes import spread_finding
 from harness.profile.events import DeviceEvent
-from harness.summary_processes import (
+from harness.records.processes import (
     CROSS,
     WITHIN,
     ProcessesSummary,
@@ -472,12 +472,12 @@ def test_a_missing_process_is_named_by_the_barrier() -> None:
 
 
 def test_processes_json_is_documented_key_for_key(processes: ProcessesSummary) -> None:
-    from harness import records
-    from harness.summary_processes import README_BEGIN, README_END, key_table
+    from harness.records.processes import README_BEGIN, README_END, key_table
+    from harness.store import records
 
     readme = (REPO / "results" / "README.md").read_text()
     table = readme[readme.index(README_BEGIN) + len(README_BEGIN) : readme.index(README_END)]
-    # `python -m harness.summary_processes results/README.md` regenerates it
+    # `python -m harness.records.processes results/README.md` regenerates it
     assert table.strip() == key_table()
     documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
     emitted = records.emitted_keys(ProcessesSummary, records.to_json(processes))

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from conftest import REPO, read_summary, run_harness
 
-from harness.analyze.rules import read_facts, words
 from harness.config import ConfigError, load
-from harness.summary import load_summary
+from harness.findings import read_facts, words
+from harness.records.summary import load_summary
 
 ROWS, FEATURES = 16, 8
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import fmt, terminal
+from harness.common import fmt, terminal
 from harness.config import load as load_config
 from harness.config.experiment import ConfigError
-from harness.records import SchemaError, loads
+from harness.records.summary import load_summary, parse_summary
 from harness.report import doc
 from harness.report.index import write_results_index
-from harness.summary import load_summary, parse_summary
+from harness.store.records import SchemaError, loads
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.analyze import rules
-from harness.analyze.rules.observations import NO, NOT_HERE, YES
+from harness import findings as rules
+from harness.findings.observations import NO, NOT_HERE, YES
+from harness.records.summary import SCHEMA_VERSION, RunSummary, load_summary
 from harness.report import compare, data, plots, write_report
-from harness.summary import SCHEMA_VERSION, RunSummary, load_summary
 from tests.conftest import REPO, TINY, read_summary, run_harness
 
 # What the tiny default study shows on a CPU, claim by claim.
@@ -196,7 +196,7 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
         for p in run.glob(f"variants/*/{name}"):
             p.unlink()
     (run / "manifest.json").write_text("{}")
-    from harness.migrate import add_findings
+    from harness.commands.migrate import add_findings
 
     add_findings(run)  # the findings of this summary, as the analysis would make them
     write_report(run)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_hex
 
+from harness.records.run_files import KernelEvent
+from harness.records.summary import SCHEMA_VERSION, parse_summary
 from harness.report import data, doc, plots, stage_diff
-from harness.run_records import KernelEvent
-from harness.summary import SCHEMA_VERSION, parse_summary
 from tests.html_helpers import stray_markers
 
 # --- Markdown to HTML --------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 from conftest import REPO, TINY, run_harness
 
 from harness.config import load
-from harness.config.roles import roles_of
-from harness.summary import load_summary
+from harness.frontends.roles import roles_of
+from harness.records.summary import load_summary
 
 
 def verdicts(run: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Every rule of harness.analyze.rules on a constructed summary: it fires where it should and
+"""Every rule of harness.findings on a constructed summary: it fires where it should and
 stays silent where it should not. No run, no file: a RunFacts built by hand (issue 25)."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import dataclasses
 
 import pytest
 
-from harness import stats
-from harness.analyze import rules
-from harness.analyze.rules import boundaries, memory, observations, timing, untested
-from harness.analyze.rules.facts import ClusterFact, DecisionStep, IrText, RunFacts, facts_of
-from harness.machine_state import MachineState
-from harness.match.gaps import AttributionGaps, UnattributedKernel
-from harness.summary import (
+from harness import findings as rules
+from harness.common import stats
+from harness.findings import boundaries, memory, observations, timing, untested
+from harness.findings.facts import ClusterFact, DecisionStep, IrText, RunFacts, facts_of
+from harness.records.gaps import AttributionGaps, UnattributedKernel
+from harness.records.machine_state import MachineState
+from harness.records.memory import Memory, PeakBuffer
+from harness.records.summary import (
     ArraySpec,
     Comparison,
     Compile,
@@ -33,7 +34,6 @@ from harness.summary import (
     VariantSummary,
     Verdict,
 )
-from harness.summary_memory import Memory, PeakBuffer
 
 PROBLEM = {"m": 16, "k": 32, "n": 32, "batch": None, "dtype": "float32", "gelu": "tanh"}
 RESOLVED = Noise(baseline="xla", self_ratio=1.0, self_ci95=(0.99, 1.01), floor=0.01, rounds=10)
@@ -526,7 +526,7 @@ def test_a_failing_rule_is_recorded_and_the_others_still_conclude() -> None:
 
 
 def _processes(spread: float, lo: float, hi: float, floor: float = 0.05):
-    from harness.summary_processes import ProcessesSummary, VariantProcesses
+    from harness.records.processes import ProcessesSummary, VariantProcesses
 
     v = VariantProcesses(
         status="ok", same_program=True, straggler=1, fastest=0, spread=spread,
@@ -536,7 +536,7 @@ def _processes(spread: float, lo: float, hi: float, floor: float = 0.05):
 
 
 def test_a_resolvable_straggler_is_found_and_a_spread_within_noise_is_not() -> None:
-    from harness.analyze.rules import processes
+    from harness.findings import processes
 
     rule = processes.Straggler()
     base = facts()
@@ -554,7 +554,7 @@ def test_a_resolvable_straggler_is_found_and_a_spread_within_noise_is_not() -> N
 def test_an_attention_call_is_not_read_as_a_gemm_epilogue() -> None:
     """cuDNN attention has no epilogue: with the same cuBLAS GEMM on both sides, no epilogue
     difference is named (the H200 once read "DEFAULT/none instead of DEFAULT")."""
-    from harness.analyze.rules.words import mechanisms
+    from harness.findings.words import mechanisms
 
     gemm = LibraryCall("__cublas$lt$matmul", "DEFAULT", "gemm")
     fmha = LibraryCall("__cudnn$fmhaSoftmax", None, "attention")

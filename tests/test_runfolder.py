@@ -1,12 +1,12 @@
 """The run-folder contract (issue 26): one object owns every path, and every file a run writes
-is a versioned record read and written through harness.records.
+is a versioned record read and written through harness.store.records.
 
 - A fresh run's every record file loads, at its kind's version; renaming one key in any of
   them stops the report with one line naming the file and the key, and writes no page.
 - Each committed reference (written before the files had versions) and a schema-3 run load
   through the migrations.
 - The analysis stage's producers return their files; one writer writes them.
-- No module but harness.runfolder spells the run folder's file names.
+- No module but harness.store.runfolder spells the run folder's file names.
 """
 
 from __future__ import annotations
@@ -21,33 +21,33 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import run_records
-from harness.records import SchemaError
+from harness.records import run_files
+from harness.records.summary import SCHEMA_VERSION, load_summary
 from harness.report import data
 from harness.report.markdown import write_report
-from harness.runfolder import RunFolder, VariantFolder
-from harness.summary import SCHEMA_VERSION, load_summary
+from harness.store.records import SchemaError
+from harness.store.runfolder import RunFolder, VariantFolder
 
 REFERENCES = REPO / "results" / "reference"
 SCHEMA3_SUMMARY = REPO / "tests" / "data" / "summary-schema3-cpu.json"
 
 # Each record file of a run and its kind; a variant's compile.json is the JAX one here.
 VARIANT_FILES = (
-    ("fusions", run_records.FUSIONS),
-    ("kernels", run_records.KERNELS),
-    ("passes", run_records.PASSES),
-    ("compiles", run_records.COMPILE),
-    ("cost", run_records.COST),
-    ("ranking", run_records.RANKING),
+    ("fusions", run_files.FUSIONS),
+    ("kernels", run_files.KERNELS),
+    ("passes", run_files.PASSES),
+    ("compiles", run_files.COMPILE),
+    ("cost", run_files.COST),
+    ("ranking", run_files.RANKING),
 )
 
 
-def _record_files(run: Path, variant: str) -> list[tuple[Path, run_records.FileKind]]:
+def _record_files(run: Path, variant: str) -> list[tuple[Path, run_files.FileKind]]:
     folder = RunFolder(run)
     v = folder.variant(variant)
     return [
-        (folder.manifest, run_records.MANIFEST),
-        (folder.ceilings, run_records.CEILINGS),
+        (folder.manifest, run_files.MANIFEST),
+        (folder.ceilings, run_files.CEILINGS),
         *((getattr(v, name), kind) for name, kind in VARIANT_FILES),
     ]
 
@@ -56,9 +56,9 @@ def test_every_record_file_of_a_fresh_run_is_written_at_its_version(cpu_run: Pat
     for path, kind in _record_files(cpu_run, "xla"):
         raw = json.loads(path.read_text())
         assert raw["schema_version"] == kind.version, path
-        record = run_records.load(kind, path)
+        record = run_files.load(kind, path)
         # What the reader makes of the file is what the writer wrote: nothing dropped.
-        assert run_records.record_json(record) == raw, path
+        assert run_files.record_json(record) == raw, path
 
 
 # One key of each file, renamed: at the top, or deep inside a nested record.
@@ -120,7 +120,7 @@ def test_a_renamed_key_in_any_record_file_stops_the_report_in_one_line(
 def test_the_report_command_prints_the_renamed_key_in_one_line(copied_run: Path) -> None:
     from absl import flags
 
-    from harness import cli
+    from harness.commands import cli
     from harness.report import __main__ as entry
 
     path = RunFolder(copied_run).variant("xla").kernels
@@ -148,7 +148,7 @@ def test_each_committed_reference_loads_through_the_migrations(name: str) -> Non
     """The references were written before their files had versions: each reads as version 0,
     migrated; the reader of every variant's files is the report's."""
     run = data.load_run(REFERENCES / name)
-    assert run.manifest.schema_version == run_records.MANIFEST.version
+    assert run.manifest.schema_version == run_files.MANIFEST.version
     assert run.ceilings is not None and run.ceilings.peaks
     loaded = {
         kind: getattr(v, kind)
@@ -164,13 +164,13 @@ def test_each_committed_reference_loads_through_the_migrations(name: str) -> Non
     assert any(v.kernels for v in run.variants)
     if name == "h200":  # the PyTorch row's compile.json is a record of its own
         torch = [v for v in run.variants if v.framework == "torch" and v.compile is not None]
-        assert torch and all(isinstance(v.compile, run_records.TorchCompileFile) for v in torch)
+        assert torch and all(isinstance(v.compile, run_files.TorchCompileFile) for v in torch)
 
 
 def test_a_schema_3_run_loads_through_the_migrations(tmp_path: Path) -> None:
     """The CPU reference as it was committed at schema 3: its summary migrates to this schema
-    and every other file from version 0, and harness.migrate makes its findings."""
-    from harness.migrate import add_findings
+    and every other file from version 0, and harness.commands.migrate makes its findings."""
+    from harness.commands.migrate import add_findings
 
     copy = tmp_path / "cpu"
     shutil.copytree(REFERENCES / "cpu", copy)
@@ -188,10 +188,10 @@ def test_a_file_newer_than_the_harness_is_refused_in_one_line(tmp_path: Path) ->
     path = tmp_path / "passes.json"
     path.write_text(json.dumps({"schema_version": 2, "passes": []}))
     with pytest.raises(SchemaError, match=r"passes.json: schema_version: 2 is newer"):
-        run_records.load(run_records.PASSES, path)
+        run_files.load(run_files.PASSES, path)
     path.write_text(json.dumps({"schema_version": -1, "passes": []}))
     with pytest.raises(SchemaError, match="not a version any harness wrote"):
-        run_records.load(run_records.PASSES, path)
+        run_files.load(run_files.PASSES, path)
 
 
 def test_a_producer_returns_its_files_and_the_one_writer_writes_them(
@@ -199,8 +199,8 @@ def test_a_producer_returns_its_files_and_the_one_writer_writes_them(
 ) -> None:
     """analyze.sections' producers write nothing; analyze.files.write puts what they return
     in the variant's folder, as the analysis of the fresh run wrote it."""
-    from harness import ladder
     from harness.analyze import files, sections
+    from harness.records import ladder
 
     source = RunFolder(cpu_run).variant("xla")
     lad = ladder.read_ladder(source.ir)
@@ -214,7 +214,7 @@ def test_a_producer_returns_its_files_and_the_one_writer_writes_them(
 
 
 def test_no_module_but_the_run_folder_spells_a_run_file_name() -> None:
-    """The guide of issue 26: the run's file names are spelt in harness/runfolder.py alone."""
+    """The guide of issue 26: the run's file names are spelt in harness/store/runfolder.py alone."""
     spelt = re.compile(r'"(manifest|summary|ceilings|fusions|kernels|ranking|passes)\.json"')
     found = [
         f"{p.relative_to(REPO)}:{i}"
@@ -228,11 +228,11 @@ def test_no_module_but_the_run_folder_spells_a_run_file_name() -> None:
 
 def test_the_readme_run_file_tables_are_the_generated_ones() -> None:
     """results/README.md's tables of the run's other files are the records' (regenerate with
-    `python -m harness.summary_doc results/README.md`)."""
-    from harness.summary_doc import FILES_BEGIN, FILES_END, files_tables
+    `python -m harness.records.keytables results/README.md`)."""
+    from harness.records.keytables import FILES_BEGIN, FILES_END, files_tables
 
     text = (REPO / "results" / "README.md").read_text()
     start, end = text.index(FILES_BEGIN) + len(FILES_BEGIN), text.index(FILES_END)
     assert text[start:end].strip() == files_tables()
-    for kind in run_records.KINDS:
+    for kind in run_files.KINDS:
         assert f"{kind.name}" in text[start:end]

@@ -1,4 +1,4 @@
-"""The results contract: summary.json has one schema (harness.summary), documented from it.
+"""The results contract: summary.json has one schema (harness.records.summary), documented from it.
 
 The key table in results/README.md is generated from the schema's classes; a key the tiny real
 run emits must be documented, and a documented key must be emitted. The loader validates,
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness import io, records
-from harness.records import SchemaError
-from harness.summary import SCHEMA_VERSION, RunSummary, load_summary, parse_summary
-from harness.summary_doc import README_BEGIN, README_END, key_table
+from harness.records.keytables import README_BEGIN, README_END, key_table
+from harness.records.summary import SCHEMA_VERSION, RunSummary, load_summary, parse_summary
+from harness.store import io, records
+from harness.store.records import SchemaError
 
 README = REPO / "results" / "README.md"
 
@@ -35,7 +35,7 @@ def documented(text: str) -> set[str]:
 
 
 def test_the_readme_key_table_is_the_generated_one() -> None:
-    # `python -m harness.summary_doc results/README.md` regenerates it
+    # `python -m harness.records.keytables results/README.md` regenerates it
     assert documented_table(README.read_text()) == key_table()
 
 
@@ -137,7 +137,7 @@ def test_run_files_are_written_with_the_users_umask(cpu_run: Path, tmp_path: Pat
 
 
 def test_the_readme_search_table_is_the_generated_one() -> None:
-    from harness.summary_doc import SEARCH_BEGIN, SEARCH_END, search_table
+    from harness.records.keytables import SEARCH_BEGIN, SEARCH_END, search_table
 
     text = README.read_text()
     start, end = text.index(SEARCH_BEGIN) + len(SEARCH_BEGIN), text.index(SEARCH_END)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import run_harness
 
-from harness import fmt, stats
+from harness.common import fmt, stats
 from harness.config import load
-from harness.records import emitted_keys, from_json
+from harness.records.summary import SearchRecord
 from harness.search import space
-from harness.summary import SearchRecord
+from harness.store.records import emitted_keys, from_json
 
 SEARCH = """\
 experiment: tiny_search
@@ -114,8 +114,8 @@ def test_each_row_reads_its_times_and_ratios_from_one_stage(search_run: Path) ->
 
 
 def test_the_lower_bound_is_never_the_best_even_when_fastest() -> None:
+    from harness.records.summary import Candidate, Verdict
     from harness.search import best_of
-    from harness.summary import Candidate, Verdict
 
     faster = Verdict(ratio=0.94, ci95=(0.93, 0.95), verdict="faster", against="default")
     slower = Verdict(ratio=0.97, ci95=(0.96, 0.98), verdict="faster", against="default")
@@ -130,7 +130,7 @@ def test_the_lower_bound_is_never_the_best_even_when_fastest() -> None:
 
 def test_search_json_holds_exactly_its_documented_keys(search_run: Path) -> None:
     data = json.loads((search_run / "search.json").read_text())
-    from harness.records import documented_keys
+    from harness.store.records import documented_keys
 
     assert emitted_keys(SearchRecord, data) == {k for k, _, _ in documented_keys(SearchRecord)}
 
@@ -236,8 +236,8 @@ def test_the_plot_draws_each_candidate_against_the_default_of_its_own_stage(
 def test_the_plot_never_sets_one_stages_time_beside_anothers() -> None:
     """Issue 42's table: `c01` at 1.030 ms was 0.983x its stage's default (1.047 ms), while the
     default's own record holds its last stage's 1.740 ms. Drawn as times, c01 read 0.59x."""
+    from harness.records.summary import Candidate, Verdict
     from harness.report.search import bars
-    from harness.summary import Candidate, Verdict
 
     faster = Verdict(ratio=0.983, ci95=(0.97, 0.99), verdict="faster", against="default")
     rec = SearchRecord(

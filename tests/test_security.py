@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_harness
 
-from harness import io
 from harness.config import ConfigError, load
-from harness.run import _fresh_variant_dir
+from harness.store import io
+from harness.study.run import _fresh_variant_dir
 
 HARNESS = REPO / "harness"
 SOURCES = sorted(HARNESS.rglob("*.py"))

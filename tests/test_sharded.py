@@ -17,14 +17,14 @@ import pytest
 from conftest import read_json, read_summary, run_harness
 from mesh_helpers import x2
 
-from harness import ladder
 from harness.analyze import comm, files
 from harness.config.experiment import ConfigError, Experiment
 from harness.config.load import load
 from harness.hlo.diverge import first_divergence
-from harness.run_records import Ceilings
-from harness.runfolder import VariantFolder
-from harness.summary import CaptureRecord, MeshRecord, TimedVariant, TimingRecord
+from harness.records import ladder
+from harness.records.run_files import Ceilings
+from harness.records.summary import CaptureRecord, MeshRecord, TimedVariant, TimingRecord
+from harness.store.runfolder import VariantFolder
 
 F32 = 4
 M, K, N = 32, 64, 64  # configs/gelu_sharded.yaml

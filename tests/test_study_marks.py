@@ -24,13 +24,13 @@ STUDIES = {
         'import runpy; runpy.run_module("harness", run_name="__main__")',
     ],
     "hooked": [sys.executable, str(REPO / "tests" / "hooked_harness.py"), "hold", "x", "y"],
-    "in_process_worker": [sys.executable, "-m", "harness.worker", "7"],
+    "in_process_worker": [sys.executable, "-m", "harness.study.worker", "7"],
     "one_string": f"{sys.executable} -m harness --config=gelu.yaml",
 }
 OTHERS = {
     "analyze": [sys.executable, "-m", "harness.analyze", "--dump=d", "--out=o"],
     "report": [sys.executable, "-m", "harness.report", "--run=r"],
-    "reanalyze": [sys.executable, "-m", "harness.reanalyze", "--run=r"],
+    "reanalyze": [sys.executable, "-m", "harness.commands.reanalyze", "--run=r"],
     "a_program": [sys.executable, str(REPO / "tests" / "mlp_program.py"), "prof"],
     "vulture": [sys.executable, "-m", "vulture", "harness"],
 }

@@ -1,11 +1,11 @@
-"""harness.textsafety: a user's pattern is matched in linear time, by RE2 or, where RE2 is not
+"""harness.common.textsafety: a user's pattern is matched in linear time, by RE2 or, where RE2 is not
 installed, by `re` only when the pattern cannot backtrack."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.textsafety import UnsafePattern, user_pattern
+from harness.common.textsafety import UnsafePattern, user_pattern
 
 NAME = "a" * 40 + "!.txt"
 

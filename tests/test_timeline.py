@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_analyze
 
-from harness import run_records, runfolder
+from harness.records import run_files
+from harness.store import runfolder
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops" / "loops_cmdbuf"
 
@@ -54,7 +55,7 @@ def _check_chrome_trace(doc: object) -> list[dict]:
 def test_the_timeline_is_a_chrome_trace_of_every_event_step_and_buffer(analysed: Path) -> None:
     path = analysed / runfolder.TIMELINE_FILE
     events = _check_chrome_trace(json.loads(gzip.decompress(path.read_bytes())))
-    record = run_records.read_gzipped(run_records.TIMELINE, path)
+    record = run_files.read_gzipped(run_files.TIMELINE, path)
     assert len(record.traceEvents) == len(events)
     cats = Counter(e.get("cat") for e in events if e["ph"] == "X")
     kernels = json.loads((analysed / "kernels.json").read_text())

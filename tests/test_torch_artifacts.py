@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.inductor.artifacts import (
+from harness.frontends.torch.inductor.artifacts import (
     ArtifactError,
     find_graph_dirs,
     graphs_from_trace,
@@ -21,7 +21,7 @@ from harness.inductor.artifacts import (
     read_graph_dir,
     read_graphs,
 )
-from harness.inductor.clusters import (
+from harness.frontends.torch.inductor.clusters import (
     clusters_by_graph,
     fusions_document,
     graph_clusters,
@@ -29,7 +29,7 @@ from harness.inductor.clusters import (
     shape_bytes,
     summary,
 )
-from harness.inductor.trace_log import (
+from harness.frontends.torch.inductor.trace_log import (
     break_headline,
     compile_times,
     read_trace_log,
@@ -273,7 +273,7 @@ def test_the_same_code_replayed_as_a_cuda_graph_is_another_program():
     """reduce-overhead runs Inductor's wrapper as a CUDA graph, with input copies before each
     replay: the timeline differs though the generated code does not, so the fingerprint
     (which decides "same program, any difference is noise") must tell the two apart."""
-    from harness.inductor.captured import fingerprint
+    from harness.frontends.torch.inductor.captured import fingerprint
 
     graphs = read_graphs(case("compile_default") / "inductor")
     plain, graphed = fingerprint(graphs), fingerprint(graphs, ("cudagraphs",))

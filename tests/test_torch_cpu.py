@@ -16,17 +16,16 @@ from pathlib import Path
 import pytest
 from conftest import REPO, harness_env, read_json
 
-from harness.capture import torch_env
-from harness.inductor.artifacts import InductorGraph, find_graph_dirs, read_graphs
-from harness.inductor.clusters import clusters_by_graph, graph_clusters, reverse_map
-from harness.inductor.trace_log import TorchTraceFacts, read_trace_log
-from harness.match.torch_match import match_torch_events
-from harness.profile.torch_trace import read_torch_trace
-from harness.variants import torch_expression
+from harness.frontends.torch import env, expression
+from harness.frontends.torch.inductor.artifacts import InductorGraph, find_graph_dirs, read_graphs
+from harness.frontends.torch.inductor.clusters import clusters_by_graph, graph_clusters, reverse_map
+from harness.frontends.torch.inductor.trace_log import TorchTraceFacts, read_trace_log
+from harness.frontends.torch.match import match_torch_events
+from harness.frontends.torch.trace import read_torch_trace
 
 torch = pytest.importorskip("torch")
 
-SOURCE = Path(torch_expression.__file__).resolve()
+SOURCE = Path(expression.__file__).resolve()
 PRINT = 'print("gelu_linear'
 
 
@@ -42,16 +41,16 @@ def compiled(torch_run: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def facts(compiled: Path) -> TorchTraceFacts:
-    return read_trace_log(torch_env.capture_dirs(compiled).trace)
+    return read_trace_log(env.capture_dirs(compiled).trace)
 
 
 @pytest.fixture(scope="module")
 def graphs(compiled: Path, facts: TorchTraceFacts) -> tuple[InductorGraph, ...]:
-    return read_graphs(torch_env.capture_dirs(compiled).debug, facts)
+    return read_graphs(env.capture_dirs(compiled).debug, facts)
 
 
 def test_artifacts_are_written_into_the_variant_folder(compiled: Path, graphs):
-    dirs = torch_env.capture_dirs(compiled)
+    dirs = env.capture_dirs(compiled)
     capture = read_json(compiled / "torch.json")["capture_env"]
     assert capture["trace_redirected"] and capture["unavailable"] == []
     # The first call's graph, then the new-shape recompile's.
@@ -107,7 +106,7 @@ def test_explain_records_the_print_graph_break(torch_run: Path):
     assert explained["break_locations"][0] == f"{SOURCE}:{line_of(PRINT)}"
     # explain() ran outside the capture: the captured log holds only the variant's compiles.
     vdir = torch_run / "variants" / "torch_print"
-    facts = read_trace_log(torch_env.capture_dirs(vdir).trace)
+    facts = read_trace_log(env.capture_dirs(vdir).trace)
     assert len(facts.sessions) == 1
     first = read_json(vdir / "torch.json")["compile_ids"]["first_call"]
     breaks = [b for f in facts.main.frames if f.compile_id in first for b in f.graph_breaks]
@@ -140,7 +139,7 @@ def test_feature_detection(compiled: Path):
     report = read_json(compiled / "torch.json")["features"]
     assert report["torch_version"] == torch.__version__
     assert report["provenance"]["path"] in {
-        f"torch._inductor.config.{g}.{n}" for g, n, _ in torch_env.PROVENANCE_CANDIDATES
+        f"torch._inductor.config.{g}.{n}" for g, n, _ in env.PROVENANCE_CANDIDATES
     }
     # CompileProfiler is gone from recent torch: reported, not raised.
     assert report["compile_profiler"].startswith(("not available", "torch."))
@@ -148,7 +147,7 @@ def test_feature_detection(compiled: Path):
 
 FRESH_WORKER = """
 import json, sys
-from harness.capture.torch_env import torch_capture_env
+from harness.frontends.torch.env import torch_capture_env
 with torch_capture_env(sys.argv[1]) as state:
     import torch
     import torch._inductor.config as c
@@ -180,4 +179,4 @@ def test_fresh_worker_gets_everything_from_the_environment(tmp_path: Path):
     assert seen["note"] == ["torch not imported yet: the environment is enough"]
     assert seen["trace_enabled"] and seen["kernel_profile"] and seen["force_disable_caches"]
     assert seen["provenance"] == 1
-    assert seen["trace_dir"] == str(torch_env.capture_dirs(tmp_path).trace)
+    assert seen["trace_dir"] == str(env.capture_dirs(tmp_path).trace)

@@ -16,20 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import io, ladder
-from harness.analyze import _guarded, files, torch_sections
-from harness.capture import torch_variant
-from harness.capture.torch_env import capture_dirs
+from harness.analyze import files, guarded
 from harness.capture.variant import Context
 from harness.config import ConfigError, load
 from harness.config.experiment import Problem, Variant, framework_baselines
-from harness.config.roles import framework_of, roles_of
-from harness.inductor.diverge import torch_first_divergence
-from harness.runfolder import VariantFolder
-from harness.summary import CaptureRecord
+from harness.frontends.roles import framework_of, roles_of
+from harness.frontends.torch import capture, sections
+from harness.frontends.torch import expression as tx
+from harness.frontends.torch.env import capture_dirs
+from harness.frontends.torch.inductor.diverge import torch_first_divergence
+from harness.records import ladder
+from harness.records.summary import CaptureRecord
+from harness.store import io
+from harness.store.runfolder import VariantFolder
 from harness.timing import stage
 from harness.variants import expression
-from harness.variants import torch_expression as tx
 
 COMPILE = Path(__file__).resolve().parents[1].parent / "shared/fixtures/h200-torch2.11/compile"
 GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
@@ -57,14 +58,14 @@ def as_variant_folder(case: str, root: Path) -> Path:
     steady = vdir / "profile" / "steady"
     steady.mkdir(parents=True)
     # gzip is recognised by its magic bytes, whatever the file is called
-    shutil.copy(source / "profile_trace.json.gz", steady / torch_sections.PROFILE_FILE)
+    shutil.copy(source / "profile_trace.json.gz", steady / sections.PROFILE_FILE)
     first, again = COMPILE_IDS[case]
     io.write_json(
         vdir / "torch.json",
         {"compile_ids": {"first_call": first, "recompile": again}, "recompile_s": 0.66},
     )
     if first:
-        torch_variant.write_compiled_ladder(vdir, first, None)
+        capture.write_compiled_ladder(vdir, first, None)
     return vdir
 
 
@@ -73,8 +74,8 @@ def analyzed(case: str, root: Path) -> tuple[dict, list[str], Path]:
     mode = "torch_eager" if case == "eager" else "torch_compile"
     record = CaptureRecord(status="ok", reason=None, mode=mode, module=None)
     errors: list[str] = []
-    found = torch_sections.analyze_torch(
-        vdir, Variant(name=case, mode=mode), record, 3, 0.0016, errors, _guarded
+    found = sections.analyze_torch(
+        vdir, Variant(name=case, mode=mode), record, 3, 0.0016, errors, guarded
     )
     files.write(VariantFolder(vdir), found["files"])  # the stage's one writer
     return found, errors, vdir
@@ -297,7 +298,7 @@ def test_without_torch_a_torch_variant_is_skipped(monkeypatch, tmp_path):
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
     exp = load(write(tmp_path, TORCH_CONFIG)).experiment
-    captured = torch_variant.capture_torch_variant(
+    captured = capture.capture_torch_variant(
         exp, exp.variant("tc"), Context(tmp_path / "tc", "cpu")
     )
     assert (captured.record.status, captured.record.reason) == ("skipped", "torch not installed")

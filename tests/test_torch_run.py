@@ -13,10 +13,11 @@ import pytest
 from conftest import read_json, read_summary
 from test_schema import README, documented
 
-from harness import ladder, records
-from harness.analyze.rules.observations import NOT_HERE, NOT_MEASURED, YES
-from harness.profile.torch_trace import read_torch_trace
-from harness.summary import RunSummary, load_summary
+from harness.findings.observations import NOT_HERE, NOT_MEASURED, YES
+from harness.frontends.torch.trace import read_torch_trace
+from harness.records import ladder
+from harness.records.summary import RunSummary, load_summary
+from harness.store import records
 
 TORCH = ("torch_eager", "torch_compile", "torch_compile_dynamic", "torch_print", "torch_matmul")
 COMPILED_STAGES = {
@@ -85,7 +86,7 @@ def test_print_breaks_the_graph_in_two(torch_run, summary):
     assert d.explain_source == "explain()"
     assert d.graph_break_count >= 1 and d.graph_count == 2 and d.compiled_graphs == 2
     assert "builtin operator" in d.break_reasons[0]
-    assert d.break_locations[0].endswith(f"torch_expression.py:{print_line()}")
+    assert d.break_locations[0].endswith(f"expression.py:{print_line()}")
     assert (
         "gelu_linear: mean(x @ W + b) = tensor("
         in (torch_run / "variants/torch_print/callback_output.txt").read_text()
@@ -97,9 +98,9 @@ def test_print_breaks_the_graph_in_two(torch_run, summary):
 
 
 def print_line() -> int:
-    from harness.variants import torch_expression
+    from harness.frontends.torch import expression
 
-    lines = Path(torch_expression.__file__).read_text().splitlines()
+    lines = Path(expression.__file__).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if 'print("gelu_linear' in line)
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.inductor.artifacts import read_graphs
-from harness.inductor.clusters import clusters_by_graph
-from harness.inductor.trace_log import read_trace_log
+from harness.frontends.torch.inductor.artifacts import read_graphs
+from harness.frontends.torch.inductor.clusters import clusters_by_graph
+from harness.frontends.torch.inductor.trace_log import read_trace_log
+from harness.frontends.torch.match import eager_clusters, match_torch_events
+from harness.frontends.torch.trace import read_torch_trace as read_profile
+from harness.frontends.torch.trace import torch_events_to_json
 from harness.match.match import is_library_kernel, kernels_document
-from harness.match.torch_match import eager_clusters, match_torch_events
 from harness.profile.events import ProfileError
-from harness.profile.torch_trace import read_torch_trace as read_profile
-from harness.profile.torch_trace import torch_events_to_json
 
 TORCH = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch2.11"
 GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from conftest import REPO, harness_env, read_summary, run_harness
 
-from harness import run_records
-from harness.analyze.rules import read_facts, words
 from harness.config import ConfigError, load
-from harness.summary import load_summary
+from harness.findings import read_facts, words
+from harness.records import run_files
+from harness.records.summary import load_summary
 
 MLP_FILE = REPO / "examples" / "mlp.py"
 ROWS, FEATURES = 16, 32
@@ -131,9 +131,9 @@ def test_the_recompile_halves_the_first_input_and_jax_says_so(program_run: Path)
 
 
 def test_flops_analytic_is_our_cost_model_of_the_unoptimized_hlo(program_run: Path) -> None:
-    from harness import ladder
     from harness.hlo.cost import module_cost
     from harness.hlo.parser import parse_file
+    from harness.records import ladder
 
     variants = read_summary(program_run)
     (before,) = ladder.read_ladder(program_run / "variants" / "xla" / "ir").hlo_files("hlo_before")
@@ -167,8 +167,8 @@ def test_the_report_ranks_the_clusters_and_rolls_them_up_by_line(program_run: Pa
     shown = {int(n) for n in re.findall(r"`mlp\.py:(\d+)`", section)}
     assert {lines["up"], lines["down"]} <= shown <= set(lines.values())
     # The attributed timeline is written beside it and linked (harness.analyze.timeline).
-    timeline = run_records.read_gzipped(
-        run_records.TIMELINE, program_run / "variants" / "xla" / "timeline.perfetto.json.gz"
+    timeline = run_files.read_gzipped(
+        run_files.TIMELINE, program_run / "variants" / "xla" / "timeline.perfetto.json.gz"
     )
     assert any(e.cat == "cluster" for e in timeline.traceEvents)
     assert "[`timeline.perfetto.json.gz`](timeline.perfetto.json.gz)" in section

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import run_harness
 
-from harness import userfiles, workerproc
 from harness.capture import hostmem, preflight
+from harness.common import userfiles
 from harness.config import ConfigError, load
+from harness.study import workerproc
 
 # --- bounded reads of user files --------------------------------------------------------------
 

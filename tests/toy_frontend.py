@@ -97,7 +97,7 @@ class NumpyFrontend:
     def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
         from harness.capture import measure
         from harness.capture.variant import Captured
-        from harness.summary import CaptureRecord
+        from harness.records.summary import CaptureRecord
         from harness.variants import expression
 
         started = time.perf_counter()
@@ -138,7 +138,7 @@ class NumpyFrontend:
         variant: Any,
         record: Any,
         timed: Any,
-        ceilings: Any,  # harness.run_records.Ceilings | None
+        ceilings: Any,  # harness.records.run_files.Ceilings | None
         platform: str,
     ) -> tuple[Any, list[str]]:
         del ceilings, platform

@@ -435,17 +435,17 @@ FLAG_CASES = [
         "report_flagfile_fifo", lambda sb: (_fifo(sb), f"--flagfile={FIFO}")[1:], "harness.report"
     ),
     _flag_case(
-        "compare_flagfile_dev_zero", lambda sb: ("--flagfile=/dev/zero",), "harness.report.compare"
+        "compare_flagfile_dev_zero", lambda sb: ("--flagfile=/dev/zero",), "harness.commands.compare"
     ),
     _flag_case(
         "export_flagfile_fifo",
         lambda sb: (_fifo(sb), f"--flagfile={FIFO}")[1:],
-        "harness.report.export",
+        "harness.commands.export",
     ),
     _flag_case(
         "reanalyze_flagfile_fifo",
         lambda sb: (_fifo(sb), f"--flagfile={FIFO}")[1:],
-        "harness.reanalyze",
+        "harness.commands.reanalyze",
     ),
     _flag_case(
         "analyze_flagfile_dev_zero", lambda sb: ("--flagfile=/dev/zero",), "harness.analyze"

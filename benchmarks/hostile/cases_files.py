@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import ownership
+from harness.store import ownership
 from hostile.case import REPO, Attack, Case, Outcome, Sandbox
 
 HLO = "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"
@@ -80,10 +80,10 @@ def forge_marker(folder: Path, tool: str, recorded: tuple[str, ...]) -> None:
 def tool_argv(sb: Sandbox, tool: str, out: str) -> tuple[str, ...]:
     """The command of `tool` writing into `out`, its inputs outside it."""
     if tool == "export":
-        return sb.harness("harness.report.export", f"--run={fake_run(sb)}", f"--to={out}")
+        return sb.harness("harness.commands.export", f"--run={fake_run(sb)}", f"--to={out}")
     if tool == "compare":
         run = fake_run(sb)
-        return sb.harness("harness.report.compare", f"--a={run}", f"--b={run}", f"--out={out}")
+        return sb.harness("harness.commands.compare", f"--a={run}", f"--b={run}", f"--out={out}")
     sb.write("input/m.txt", HLO)
     return sb.harness("harness.analyze", "--dump=input/m.txt", f"--out={out}")
 
@@ -252,9 +252,9 @@ def _run_as_output(tool: str, where: str) -> Case:
             "link_to_it": "runlink",
         }[where]
         if tool == "export":
-            argv = sb.harness("harness.report.export", f"--run={run}", f"--to={to}")
+            argv = sb.harness("harness.commands.export", f"--run={run}", f"--to={to}")
         else:
-            argv = sb.harness("harness.report.compare", f"--a={run}", f"--b={run}", f"--out={to}")
+            argv = sb.harness("harness.commands.compare", f"--a={run}", f"--b={run}", f"--out={to}")
         return refused(argv)
 
     return Case(f"deletes/{tool}_into_{where}", "deletes", setup, fast=True)
@@ -298,7 +298,7 @@ def _env(sb: Sandbox) -> dict[str, str]:
 
 
 def _export(sb: Sandbox, run: Path, to: str) -> None:
-    argv = sb.harness("harness.report.export", f"--run={run}", f"--to={to}")
+    argv = sb.harness("harness.commands.export", f"--run={run}", f"--to={to}")
     subprocess.run(argv, cwd=sb.root, env=_env(sb), capture_output=True, timeout=300, check=True)
 
 
@@ -307,7 +307,7 @@ def _export_then_study_into_it(sb: Sandbox) -> Attack:
     run = sb.copy_run(sb.root / "results/gelu/20990101-000000")
     _export(sb, run, "X")
     sb.copy_run(sb.root / "X/gelu/20990202-000000")
-    return refused(sb.harness("harness.report.export", f"--run={run}", "--to=X"), "run")
+    return refused(sb.harness("harness.commands.export", f"--run={run}", "--to=X"), "run")
 
 
 def _export_then_user_edit(sb: Sandbox) -> Attack:
@@ -315,20 +315,20 @@ def _export_then_user_edit(sb: Sandbox) -> Attack:
     _export(sb, run, "X")
     with open(sb.root / "X" / "report.md", "a") as f:
         f.write("\nmy conclusions\n")
-    return refused(sb.harness("harness.report.export", f"--run={run}", "--to=X"), "report.md")
+    return refused(sb.harness("harness.commands.export", f"--run={run}", "--to=X"), "report.md")
 
 
 def _export_twice(sb: Sandbox) -> Attack:
     run = sb.copy_run(sb.root / "results/gelu/20990101-000000")
     _export(sb, run, "X")
-    argv = sb.harness("harness.report.export", f"--run={run}", "--to=X")
+    argv = sb.harness("harness.commands.export", f"--run={run}", "--to=X")
     return Attack(
         argv=argv, out=sb.root / "X", expect_rc=frozenset({0}), replaceable=(sb.root / "X",)
     )
 
 
 def _compare(sb: Sandbox, run: Path, out: str) -> tuple[str, ...]:
-    return sb.harness("harness.report.compare", f"--a={run}", f"--b={run}", f"--out={out}")
+    return sb.harness("harness.commands.compare", f"--a={run}", f"--b={run}", f"--out={out}")
 
 
 def _compare_then_run_inside(sb: Sandbox) -> Attack:
@@ -354,14 +354,14 @@ def _export_below_a_user_index(sb: Sandbox) -> Attack:
     """export --to=X/gelu/copy leaves X/index.html (the user's) alone."""
     run = sb.copy_run(sb.root / "results/gelu/20990101-000000")
     sb.write("X/index.html", "<p>my page</p>\n")
-    argv = sb.harness("harness.report.export", f"--run={run}", "--to=X/gelu/copy")
+    argv = sb.harness("harness.commands.export", f"--run={run}", "--to=X/gelu/copy")
     return Attack(argv=argv, out=sb.root / "X/gelu/copy", expect_rc=frozenset({0}))
 
 
 def _export_relative(sb: Sandbox) -> Attack:
     run = sb.copy_run(sb.root / "results/gelu/20990101-000000")
     sb.write("copies/index.html", "<p>mine</p>\n")
-    argv = sb.harness("harness.report.export", f"--run={run}", "--to=copies/../copies/gelu/a")
+    argv = sb.harness("harness.commands.export", f"--run={run}", "--to=copies/../copies/gelu/a")
     return Attack(argv=argv, out=sb.root / "copies/gelu/a", expect_rc=frozenset({0}))
 
 

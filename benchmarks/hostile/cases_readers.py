@@ -340,7 +340,7 @@ def _compare_damaged(damage: str, side: str) -> Callable[[Sandbox], Attack]:
         good = _mini_run(sandbox, "runs/good")
         a, b = (bad, good) if side == "a" else (good, bad)
         return Attack(
-            argv=sandbox.harness("harness.report.compare", f"--a={a}", f"--b={b}", "--out=cmp"),
+            argv=sandbox.harness("harness.commands.compare", f"--a={a}", f"--b={b}", "--out=cmp"),
             out=sandbox.root / "cmp",
             check=_both(_one_line("summary.json"), _absent("cmp/compare.html")),
         )
@@ -352,7 +352,7 @@ def _export_damaged(damage: str) -> Callable[[Sandbox], Attack]:
     def setup(sandbox: Sandbox) -> Attack:
         bad = _mini_run(sandbox, "runs/bad", DAMAGES[damage]())
         return Attack(
-            argv=sandbox.harness("harness.report.export", f"--run={bad}", "--to=copy"),
+            argv=sandbox.harness("harness.commands.export", f"--run={bad}", "--to=copy"),
             out=sandbox.root / "copy",
             check=_both(_one_line("summary.json"), _absent("copy/report.html")),
         )
@@ -365,7 +365,7 @@ def _reanalyze_damaged_manifest(manifest: str) -> Callable[[Sandbox], Attack]:
         run = sandbox.copy_run(sandbox.root / "results" / "gelu" / "20200101-000000")
         (run / "manifest.json").write_text(manifest)
         return Attack(
-            argv=sandbox.harness("harness.reanalyze", f"--run={run}"),
+            argv=sandbox.harness("harness.commands.reanalyze", f"--run={run}"),
             out=run,
             check=_one_line("manifest.json"),
             timeout_s=120,
@@ -384,7 +384,7 @@ def _reanalyze_damaged_summary(damage: str) -> Callable[[Sandbox], Attack]:
 
         def check(outcome: Outcome, sandbox: Sandbox) -> str | None:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-            from harness.summary import load_summary
+            from harness.records.summary import load_summary
 
             try:
                 load_summary(run / "summary.json")
@@ -393,7 +393,7 @@ def _reanalyze_damaged_summary(damage: str) -> Callable[[Sandbox], Attack]:
             return None
 
         return Attack(
-            argv=sandbox.harness("harness.reanalyze", f"--run={run}"),
+            argv=sandbox.harness("harness.commands.reanalyze", f"--run={run}"),
             out=run,
             expect_rc=frozenset({0}),
             replaceable=(run / "summary.json",),
@@ -600,7 +600,7 @@ def _compare_links(sandbox: Sandbox) -> Attack:
         _manifest(run_id=link, config={"experiment": "gelu", "description": "[x](file:///x)"}),
     )
     return Attack(
-        argv=sandbox.harness("harness.report.compare", f"--a={a}", f"--b={b}", "--out=cmp"),
+        argv=sandbox.harness("harness.commands.compare", f"--a={a}", f"--b={b}", "--out=cmp"),
         out=sandbox.root / "cmp",
         expect_rc=frozenset({0}),
         check=_no_live_script("cmp/compare.html", "cmp/compare.md"),
@@ -622,7 +622,7 @@ def _escape_in_compare_out(sandbox: Sandbox) -> Attack:
     a, b = _mini_run(sandbox, "runs/a"), _mini_run(sandbox, "runs/b")
     out = "cmp\x1b[31m\x9b2J"
     return Attack(
-        argv=sandbox.harness("harness.report.compare", f"--a={a}", f"--b={b}", f"--out={out}"),
+        argv=sandbox.harness("harness.commands.compare", f"--a={a}", f"--b={b}", f"--out={out}"),
         out=sandbox.root / out,
         expect_rc=frozenset({0}),
         check=_no_escapes,
@@ -660,7 +660,7 @@ def _escape_in_export_dest(sandbox: Sandbox) -> Attack:
     run = _mini_run(sandbox, "runs/good")
     dest = "copy\x1b]8;;javascript:x\x1b\\"
     return Attack(
-        argv=sandbox.harness("harness.report.export", f"--run={run}", f"--to={dest}"),
+        argv=sandbox.harness("harness.commands.export", f"--run={run}", f"--to={dest}"),
         out=sandbox.root / dest,
         expect_rc=frozenset({0}),
         check=_no_escapes,
@@ -744,7 +744,7 @@ def _reanalyze_huge_seed(sandbox: Sandbox) -> Attack:
         re.sub(r'"seed": \d+', '"seed": ' + "7" * 5000, text, count=1)
     )
     return Attack(
-        argv=sandbox.harness("harness.reanalyze", f"--run={run}"),
+        argv=sandbox.harness("harness.commands.reanalyze", f"--run={run}"),
         out=run,
         check=_one_line("manifest.json"),
         timeout_s=120,

@@ -367,7 +367,7 @@ def _remote(field: str) -> Callable[[Sandbox], Attack]:
             return _py(sb, INDEX, "results", check=_fetches_nothing("results/index.html"))
         if field == "export":
             return Attack(
-                argv=sb.harness("harness.report.export", f"--run={run}", "--to=exported"),
+                argv=sb.harness("harness.commands.export", f"--run={run}", "--to=exported"),
                 out=sb.root / "exported",
                 expect_rc=frozenset({0}),
                 timeout_s=60,
@@ -432,7 +432,7 @@ CASES = [
         Case(
             f"hangs/r4_reanalyze_result_{d}",
             "hangs",
-            _template_door("variants/xla/result.json", d, "harness.reanalyze"),
+            _template_door("variants/xla/result.json", d, "harness.commands.reanalyze"),
         )
         for d in DOORS
     ),

@@ -10,7 +10,7 @@
     ranking                     ranking.json: the clusters ranked (module_analysis, sources)
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
-run at any time (`python -m harness.reanalyze --run=...`), e.g. an H200 run on a laptop. Any
+run at any time (`python -m harness.commands.reanalyze --run=...`), e.g. an H200 run on a laptop. Any
 other program's dump and profile (`python -m harness.analyze`) is harness.anydump.
 """
 
@@ -22,26 +22,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import forked, ladder, run_records
+from harness import findings as rules
 from harness.analyze import (
     between_runs,
     comm,
     files,
     judging,
     ranking,
-    rules,
     sections,
-    torch_sections,
     verdicts,
 )
 from harness.analyze import memory as memory_analysis
 from harness.analyze import numerics as numerics_analysis
+from harness.common import forked
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
-from harness.records import SchemaError, from_json, to_json
-from harness.run_records import Ceilings
-from harness.runfolder import IR_DIR, RunFolder, VariantFolder
-from harness.summary import (
+from harness.records import ladder, run_files
+from harness.records.run_files import Ceilings
+from harness.records.summary import (
     SCHEMA_VERSION,
     CaptureRecord,
     Comparison,
@@ -54,9 +52,11 @@ from harness.summary import (
     VariantSummary,
     load_capture,
 )
+from harness.store.records import SchemaError, from_json, to_json
+from harness.store.runfolder import IR_DIR, RunFolder, VariantFolder
 
 
-def _guarded(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
+def guarded(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
     """Runs one analysis; a failure is recorded in the variant's entry, never raised."""
     try:
         return fn()
@@ -70,7 +70,7 @@ def read_ceilings(workdir: Path) -> Ceilings | None:
     """Returns the run's ceilings.json, or None when it has none (the worker died measuring
     them) or it is unreadable: a run without ceilings is analysed without them."""
     try:
-        return run_records.load_if_present(run_records.CEILINGS, RunFolder(workdir).ceilings)
+        return run_files.load_if_present(run_files.CEILINGS, RunFolder(workdir).ceilings)
     except SchemaError:
         return None
 
@@ -158,7 +158,7 @@ def xla_sections(
     if not ladder.has_ladder(vdir / IR_DIR):
         return unanalyzed(vdir, exp, v, record, timed), [], files.NONE
     errors: list[str] = []
-    lad = _guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / IR_DIR), None)
+    lad = guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / IR_DIR), None)
     if lad is None:
         return (
             VariantSummary(
@@ -168,21 +168,21 @@ def xla_sections(
             files.NONE,
         )
     made = files.NONE
-    changed = _guarded(errors, "recompile", lambda: sections.recompile_fusion_changed(lad), None)
-    hlo, found = _guarded(errors, "hlo", lambda: sections.hlo(vdir, lad), (Hlo(), files.NONE))
+    changed = guarded(errors, "recompile", lambda: sections.recompile_fusion_changed(lad), None)
+    hlo, found = guarded(errors, "hlo", lambda: sections.hlo(vdir, lad), (Hlo(), files.NONE))
     made = made.with_(found)
-    compile_, found = _guarded(
+    compile_, found = guarded(
         errors, "compile", lambda: sections.compile_(vdir, record, changed), (None, files.NONE)
     )
     made = made.with_(found)
-    cost, found = _guarded(
+    cost, found = guarded(
         errors,
         "cost",
         lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
         (None, files.NONE),
     )
     made = made.with_(found)
-    profile, kernels, found = _guarded(
+    profile, kernels, found = guarded(
         errors,
         "profile",
         lambda: sections.profile(vdir, lad, op_by_op, timing.step_s),
@@ -191,14 +191,14 @@ def xla_sections(
     made = made.with_(found)
     # ranking.json, for the report's table of where the time goes (no summary key).
     made = made.with_(
-        _guarded(
+        guarded(
             errors,
             "ranking",
             lambda: ranking.ranking_file(vdir, lad, op_by_op, ceilings, made.kernels),
             files.NONE,
         )
     )
-    comm_, found = _guarded(
+    comm_, found = guarded(
         errors,
         "comm",
         lambda: comm.comm(vdir, lad, exp, v, record, timed, ceilings),
@@ -206,7 +206,7 @@ def xla_sections(
     )
     made = made.with_(found)
     # memory.json beside the section: the report's buffers and live bytes, no dump needed.
-    memory_ = _guarded(
+    memory_ = guarded(
         errors,
         "memory",
         lambda: memory_analysis.variant_memory(vdir, lad, op_by_op, record.memory),
@@ -231,55 +231,6 @@ def xla_sections(
         analysis_errors=tuple(errors),
     )
     return summary, kernels, made
-
-
-def analyze_torch_variant(
-    vdir: Path,
-    exp: Experiment,
-    v: Variant,
-    record: CaptureRecord,
-    timing: Any,
-    ceilings: Ceilings | None,
-    platform: str,
-) -> tuple[VariantSummary, list[str]]:
-    """Returns a PyTorch variant's summary (identity, timing, cost and numerics as for JAX, the
-    rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace) and its
-    first step's kernel names; writes its analysis files (the producers return them)."""
-    errors: list[str] = []
-    found = torch_sections.analyze_torch(
-        vdir, v, record, exp.profile.steps, timing.step_s, errors, _guarded
-    )
-    made: files.VariantFiles = found["files"]
-    ir = vdir / IR_DIR
-    lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None
-    cost, costed = (
-        _guarded(
-            errors,
-            "cost",
-            lambda: sections.cost(vdir, lad, v, record, timing.step_s, ceilings, platform),
-            (None, files.NONE),
-        )
-        if lad is not None
-        else (None, files.NONE)
-    )
-    made = made.with_(costed)
-    parts = {k: found.get(k) for k in ("compile", "hlo", "profile")}
-    if parts["compile"] is None:
-        # The pauses only: a PyTorch variant's compile.json is torch_sections' shape, and a
-        # torch capture records no XLA compile profile for this one to read.
-        parts["compile"], _ = sections.compile_(vdir, record, None)
-    summary = VariantSummary(
-        identity=sections.identity(exp, v, record),
-        timing=timing,
-        **{k: val for k, val in parts.items() if val is not None},
-        **({"cost": cost} if cost is not None else {}),
-        numerics=record.numerics or Numerics(),
-        dynamo=found.get("dynamo"),
-        memory=memory_analysis.measured_only(record.memory),
-        analysis_errors=tuple(errors),
-    )
-    files.write(VariantFolder(vdir), made)  # the stage's one writer
-    return summary, list(found.get("kernels") or [])
 
 
 def same_size(a: VariantSummary, b: VariantSummary) -> bool:
@@ -358,7 +309,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     timed = verdicts.read_timing(workdir)
     ceilings = read_ceilings(workdir)
     folder = RunFolder(workdir)
-    manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
+    manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
     env = manifest.environment if manifest is not None else None
     platform = str(
         (env.platform if env is not None else None)
@@ -406,7 +357,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         base_ir = folder.variant(base).ir
         diverge = registry.get(s.identity.framework).diverge
         if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
-            found = _guarded(
+            found = guarded(
                 errors,
                 "divergence",
                 lambda ir=ir, name=name, base=base, base_ir=base_ir, diverge=diverge: diverge(
@@ -445,7 +396,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         processes.write(workdir, exp, summary)
     # Each result against the baseline's, for the numerics rules (harness.analyze.numerics).
     numerics_analysis.write_distances(workdir, summary)
-    # The conclusions last: rules over the summary just made (harness.analyze.rules).
+    # The conclusions last: rules over the summary just made (harness.findings).
     facts = rules.read_facts(workdir, summary, exp.memory.min_ratio, exp.memory.min_bytes)
     return dataclasses.replace(summary, findings=rules.evaluate(facts))
 

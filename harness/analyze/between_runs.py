@@ -22,7 +22,7 @@ earlier run counts for a comparison when it:
 The spread is DerSimonian and Laird's method-of-moments estimate of the between-run variance
 τ² (DerSimonian & Laird 1986, "Meta-analysis in clinical trials"), over the log ratios of up to
 MAX_RUNS earlier runs and this one, each weighted by its own rounds' variance. It needs
-MIN_RUNS runs in all. This run's interval is then widened by τ (harness.stats.ratio_estimate's
+MIN_RUNS runs in all. This run's interval is then widened by τ (harness.common.stats.ratio_estimate's
 `between`); with fewer runs it is this run's alone, and the summary says so.
 """
 
@@ -37,12 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import run_records, stats
 from harness.analyze.verdicts import Pending, estimate, read_timing
-from harness.run_records import Environment, Manifest
-from harness.runfolder import RunFolder
-from harness.summary import RunSummary, TimingRecord, VariantSummary, load_summary
-from harness.summary_noise import BetweenRuns
+from harness.common import stats
+from harness.records import run_files
+from harness.records.noise import BetweenRuns
+from harness.records.run_files import Environment, Manifest
+from harness.records.summary import RunSummary, TimingRecord, VariantSummary, load_summary
+from harness.store.runfolder import RunFolder
 
 MIN_RUNS = 3  # this run and two earlier ones: τ² from fewer has no degree of freedom to spare
 MAX_RUNS = 10  # the most recent earlier runs read: a machine changes over weeks
@@ -172,7 +173,7 @@ def earlier_runs(workdir: Path, manifest: Manifest | None) -> tuple[EarlierRun, 
         if not path.is_dir() or path.is_symlink() or not folder.summary.is_file():
             continue
         try:
-            theirs = run_records.load(run_records.MANIFEST, folder.manifest, within=path)
+            theirs = run_files.load(run_files.MANIFEST, folder.manifest, within=path)
             if not same_machine(theirs.environment, manifest.environment):
                 continue
             if not same_timing(theirs, manifest):

@@ -9,7 +9,7 @@ the run's ceilings and timing rounds:
   each collective's measured time and achieved bandwidth (harness.match.comm), against the
   link bandwidth measured in this run (ceilings.json `link_bytes_per_s`);
 - speedup and efficiency against the one-device variant of the same problem, from the paired
-  timing rounds (harness.stats).
+  timing rounds (harness.common.stats).
 Returns the summary's `Comm` section and comm.json's record (every figure).
 """
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import ladder, run_records, stats
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
+from harness.common import stats
 from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import (
     Collective,
@@ -33,10 +33,11 @@ from harness.hlo.collectives import (
 from harness.hlo.passes import pass_file_info
 from harness.match.comm import CommReport, communication_report, compare_with_link
 from harness.profile.events import find_xplane, read_events_and_markers
-from harness.run_records import Ceilings
-from harness.runfolder import VariantFolder
-from harness.summary import CaptureRecord, MeshRecord, TimingRecord
-from harness.summary_comm import CollectiveSummary, Comm, DeviceComm, Scaling
+from harness.records import ladder, run_files
+from harness.records.comm import CollectiveSummary, Comm, DeviceComm, Scaling
+from harness.records.run_files import Ceilings
+from harness.records.summary import CaptureRecord, MeshRecord, TimingRecord
+from harness.store.runfolder import VariantFolder
 
 
 def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
@@ -293,4 +294,4 @@ def comm(
         else [],
     }
     source = str(VariantFolder(vdir).comm)
-    return section, VariantFiles(comm=run_records.from_document(run_records.COMM, document, source))
+    return section, VariantFiles(comm=run_files.from_document(run_files.COMM, document, source))

@@ -2,7 +2,7 @@
 
 Each producer (harness.analyze.sections, torch_sections, comm, ranking) returns its summary
 section and the records of the files it derives, and writes nothing; `write` puts them in the
-variant's folder, each through harness.run_records at the path harness.runfolder gives it
+variant's folder, each through harness.records.run_files at the path harness.store.runfolder gives it
 (tlparse's pattern: parsers return outputs, one driver writes them).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from harness import run_records
-from harness.run_records import (
+from harness.records import run_files
+from harness.records.run_files import (
     CommFile,
     CompileFile,
     CostFile,
@@ -23,7 +23,7 @@ from harness.run_records import (
     TimelineFile,
     TorchCompileFile,
 )
-from harness.runfolder import VariantFolder
+from harness.store.runfolder import VariantFolder
 
 
 @dataclass(frozen=True)
@@ -67,4 +67,4 @@ def write(folder: VariantFolder, files: VariantFiles) -> None:
     for f in dataclasses.fields(files):
         record = getattr(files, f.name)
         if record is not None:
-            run_records.write(paths[f.name], record)
+            run_files.write(paths[f.name], record)

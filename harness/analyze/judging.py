@@ -1,9 +1,9 @@
 """The run's timing verdicts and its noise section, judged from the saved rounds: one function
-for the analysis, the search and `python -m harness.migrate`.
+for the analysis, the search and `python -m harness.commands.migrate`.
 
 The gate is computed once here (`gate`): the A/A pair's ratio and floor, how the A/A check
 failed (which no longer withholds anything by itself: each comparison must clear the floor,
-harness.stats.decide), and what withholds every verdict (a busy machine, no A/A pair). The
+harness.common.stats.decide), and what withholds every verdict (a busy machine, no A/A pair). The
 verdicts are a function of the stored rounds (timing.json), the run-to-run spread each
 comparison recorded and the timing config, so a saved run, a committed reference included,
 is judged again without timing again (`rejudge`).
@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import stats
 from harness.analyze import verdicts
-from harness.machine_state import MachineState, machine_state
-from harness.resolution import (
+from harness.common import stats
+from harness.records.machine_state import MachineState, machine_state
+from harness.records.noise import BetweenRuns, Noise
+from harness.records.resolution import (
     DEFAULT_MAX_NOISE,
     DEFAULT_MAX_OTHERS_SHARE,
     DEFAULT_TARGET_WIDTH,
@@ -27,8 +28,7 @@ from harness.resolution import (
     aa_reasons,
     busy_reasons,
 )
-from harness.summary import RunSummary, TimingRecord, Verdict
-from harness.summary_noise import BetweenRuns, Noise
+from harness.records.summary import RunSummary, TimingRecord, Verdict
 
 CLOCK_TOLERANCE = 0.05
 KINDS = ("vs_baseline", "vs_lower_bound", "vs_framework")

@@ -13,17 +13,17 @@ variant) and by `python -m harness.analyze` on any dump folder.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness import io, ladder, userfiles
 from harness.analyze import modules as hlo_files
 from harness.analyze.sources import Frames, cluster_lines, scope_of
+from harness.common import userfiles
 from harness.hlo import memory as xm
 from harness.hlo.instruction import Instruction
 from harness.hlo.parser import HloModule
-from harness.records import from_json, to_json
-from harness.summary_memory import (
+from harness.records import ladder
+from harness.records.memory import (
     MEMORY_FILE,
     PEAK_SOURCE,
     MeasuredMemory,
@@ -32,6 +32,8 @@ from harness.summary_memory import (
     ModulePeak,
     PeakBuffer,
 )
+from harness.store import io
+from harness.store.records import to_json
 
 TOP_BUFFERS = 10
 TIMELINE_POINTS = 400
@@ -328,57 +330,6 @@ def variant_memory(
     memory, top = section(found, measured, op_by_op)
     io.write_json(vdir / MEMORY_FILE, to_json(memory_file(memory, top)), compact=True)
     return memory
-
-
-def read_memory_file(vdir: Path) -> MemoryFile | None:
-    """Returns a variant's memory.json, or None when it has none or it is unreadable."""
-    path = vdir / MEMORY_FILE
-    if not path.is_file():
-        return None
-    try:
-        return from_json(MemoryFile, io.read_json(path), str(path))
-    except (OSError, ValueError):
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class SourceDifference:
-    """The bytes live at the peak from one source line and named scope, in two variants."""
-
-    source_line: str | None
-    scope: str | None
-    bytes_a: int
-    bytes_b: int
-    buffers: tuple[str, ...]  # the larger side's buffers: `instruction shape`
-
-    @property
-    def delta(self) -> int:
-        return self.bytes_b - self.bytes_a
-
-
-def _key(b: PeakBuffer) -> tuple[str, str]:
-    return (b.source_line or "", b.scope or b.op_name or b.instruction)
-
-
-def differences(
-    a: Iterable[PeakBuffer], b: Iterable[PeakBuffer], top: int = 5
-) -> tuple[SourceDifference, ...]:
-    """Returns what makes two peaks differ: the buffers at each peak grouped by source line
-    and named scope (instruction names differ between programs; their sources do not), the
-    groups whose bytes differ most first."""
-    groups: dict[tuple[str, str], list[list[PeakBuffer]]] = {}
-    for side, buffers in enumerate((a, b)):
-        for buf in buffers:
-            groups.setdefault(_key(buf), [[], []])[side].append(buf)
-    out = []
-    for (line, scope), (left, right) in groups.items():
-        sa, sb = sum(x.bytes for x in left), sum(x.bytes for x in right)
-        if sa == sb:
-            continue
-        larger = right if sb > sa else left
-        named = tuple(f"{x.instruction} {x.shape or '?'}" for x in larger[:4])
-        out.append(SourceDifference(line or None, scope or None, sa, sb, named))
-    return tuple(sorted(out, key=lambda d: -abs(d.delta))[:top])
 
 
 def measured_only(measured: MeasuredMemory | None) -> Memory | None:

@@ -2,8 +2,8 @@
 capture's kept outputs and per-leaf errors (numerics.json, outputs.npz).
 
 The analysis writes it once per variant that kept its outputs, beside the capture's files;
-the numerics rules (harness.analyze.rules.numerics) judge it, so `python -m harness.migrate`
-re-judges a saved run without opening an array. The estimate is harness.numerics_effect's.
+the numerics rules (harness.findings.numerics) judge it, so `python -m harness.commands.migrate`
+re-judges a saved run without opening an array. The estimate is harness.records.numerics_effect's.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness import numerics_effect, run_records
-from harness.numerics_effect import Result
-from harness.runfolder import RunFolder
-from harness.summary import RunSummary
-from harness.summary_numerics import DistancesFile
+from harness.records import numerics_effect, run_files
+from harness.records.numerics import DistancesFile
+from harness.records.numerics_effect import Result
+from harness.records.summary import RunSummary
+from harness.store.runfolder import RunFolder
 
 
 def _kept(folder: RunFolder, name: str) -> Result | None:
     """A variant's per-leaf errors, kept values and references; None when it kept none."""
     vf = folder.variant(name)
-    accuracy = run_records.load_if_present(run_records.NUMERICS, vf.numerics)
+    accuracy = run_files.load_if_present(run_files.NUMERICS, vf.numerics)
     if accuracy is None or accuracy.outputs is None:
         return None
     path, n = vf.root / accuracy.outputs, len(accuracy.leaves)
@@ -76,4 +76,4 @@ def write_distances(workdir: Path, summary: RunSummary) -> None:
     folder = RunFolder(workdir)
     roles = {name: v.identity.roles for name, v in summary.variants.items()}
     for name, record in distances_of(workdir, roles, summary.baseline).items():
-        run_records.write(folder.variant(name).distances, record)
+        run_files.write(folder.variant(name).distances, record)

@@ -10,7 +10,7 @@ the analysis just made:
   others' (harness.timing.rounds);
 - **the straggler** is the process with the largest median step time, and **the spread** the
   median over paired rounds of the straggler's time over the fastest's, with its bootstrap
-  interval (harness.stats): the rounds pair up because every process ran them together;
+  interval (harness.common.stats): the rounds pair up because every process ran them together;
 - **collectives** are `cross_process` when a device group spans processes (device ids mapped
   to their owner by each process's `processes/p<rank>.json`), else `within_process`, each
   with its time and exposed time per process;
@@ -26,17 +26,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import ladder, stats
 from harness.analyze import modules as hlo_files
 from harness.analyze import sections
+from harness.common import stats
 from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
 from harness.profile.events import DeviceEvent, read_events_and_markers
-from harness.records import SchemaError
-from harness.runfolder import IR_DIR, TIMING_FILE, RunFolder
-from harness.summary import RunSummary, TimingRecord, VariantSummary
-from harness.summary_processes import (
+from harness.records import ladder
+from harness.records.processes import (
     CROSS,
     FAULTS_FILE,
     PROCESS_DIR,
@@ -52,7 +50,10 @@ from harness.summary_processes import (
     read,
     timing_file,
 )
-from harness.summary_processes import write as write_record
+from harness.records.processes import write as write_record
+from harness.records.summary import RunSummary, TimingRecord, VariantSummary
+from harness.store.records import SchemaError
+from harness.store.runfolder import IR_DIR, TIMING_FILE, RunFolder
 
 _RANK_FILE = re.compile(r"^p(\d{1,4})\.json$")
 

@@ -19,8 +19,8 @@ from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap
-from harness.match.gaps import AttributionGaps
-from harness.records import to_json
+from harness.records.gaps import AttributionGaps
+from harness.store.records import to_json
 
 ProgramKey = tuple[str, int | None]  # (HLO module name, program id / XLA module number)
 

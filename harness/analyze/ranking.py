@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness import ladder, run_records
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
 from harness.analyze.module_analysis import analyse_module, program_of, self_times
@@ -21,8 +20,9 @@ from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceiling
 from harness.analyze.timeline import timeline_of
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
-from harness.run_records import Ceilings, KernelsFile
-from harness.runfolder import CEILINGS_FILE, VariantFolder
+from harness.records import ladder, run_files
+from harness.records.run_files import Ceilings, KernelsFile
+from harness.store.runfolder import CEILINGS_FILE, VariantFolder
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceEvent))
 
@@ -61,7 +61,7 @@ def ranking(
     (cost,) = hlo_files.costs_of([module])
     try:
         roofs = (
-            ceilings_from_json(run_records.record_json(ceilings), CEILINGS_FILE)
+            ceilings_from_json(run_files.record_json(ceilings), CEILINGS_FILE)
             if ceilings is not None
             else None
         )
@@ -115,6 +115,6 @@ def ranking_file(
     found_events = attributions(kernels)
     lines = {(m.name, c.name): c.lines for m in found.modules for c in m.clusters}
     return VariantFiles(
-        ranking=run_records.from_document(run_records.RANKING, found.to_json(), source),
+        ranking=run_files.from_document(run_files.RANKING, found.to_json(), source),
         timeline=timeline_of(found_events, lines) if found_events else None,
     )

@@ -1,7 +1,7 @@
 """The producers of summary.json's sections: one function per section, each from saved files.
 
 Every function reads what the capture and timing stages wrote for one variant and returns its
-own section of harness.summary, with the records of the analysis files it derives (fusions.json,
+own section of harness.records.summary, with the records of the analysis files it derives (fusions.json,
 cost.json, passes.json, kernels.json, compile.json): it writes none of them, the stage's one
 writer does (harness.analyze.files). No key is produced twice.
 """
@@ -13,21 +13,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import ladder, run_records, stats
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
+from harness.common import stats
+from harness.common.precision import precision as gemm_precision
 from harness.config.experiment import Experiment, Variant
-from harness.config.roles import roles_of
+from harness.frontends.roles import roles_of
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, kernels_document, match_events
-from harness.precision import precision as gemm_precision
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane, read_events_and_markers
-from harness.records import to_json
-from harness.run_records import Ceilings
-from harness.runfolder import VariantFolder
-from harness.summary import (
+from harness.records import ladder, run_files
+from harness.records.run_files import Ceilings
+from harness.records.summary import (
     CaptureRecord,
     Compile,
     CompilePass,
@@ -42,6 +41,8 @@ from harness.summary import (
     TimingRecord,
     Transfer,
 )
+from harness.store.records import to_json
+from harness.store.runfolder import VariantFolder
 
 # A fraction of peak is reported only for a variant whose FLOPs are mostly its GEMM's.
 GEMM_DOMINATED = 0.8
@@ -110,8 +111,8 @@ def compile_(
             breakdown[window] = compile_breakdown(find_xplane(profiled), record.module)
     files = (
         VariantFiles(
-            compile=run_records.from_document(
-                run_records.COMPILE,
+            compile=run_files.from_document(
+                run_files.COMPILE,
                 {k: b.to_json() for k, b in breakdown.items()},
                 str(folder.compiles),
             )
@@ -169,10 +170,10 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
     folder = VariantFolder(vdir)
     passes = hlo_files.passes_document(lad.files("passes"))
     files = VariantFiles(
-        fusions=run_records.from_document(
-            run_records.FUSIONS, hlo_files.fusions_document(after, before), str(folder.fusions)
+        fusions=run_files.from_document(
+            run_files.FUSIONS, hlo_files.fusions_document(after, before), str(folder.fusions)
         ),
-        passes=run_records.from_document(run_records.PASSES, passes, str(folder.passes)),
+        passes=run_files.from_document(run_files.PASSES, passes, str(folder.passes)),
     )
     clusters = [c for m in after for c in hlo_files.clusters_of(m)]
     found = fingerprint(lad)
@@ -225,8 +226,8 @@ def cost(
     files = NONE
     disagreements: tuple[str, ...] = ()
     if costs:
-        written = run_records.from_document(
-            run_records.COST,
+        written = run_files.from_document(
+            run_files.COST,
             hlo_files.cost_document(costs, xla or None),
             str(VariantFolder(vdir).cost),
         )
@@ -331,8 +332,8 @@ def profile(
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
     report, clusters = matched(events, lad, op_by_op)
-    kernels = run_records.from_document(
-        run_records.KERNELS, kernels_document(report), str(folder.kernels)
+    kernels = run_files.from_document(
+        run_files.KERNELS, kernels_document(report), str(folder.kernels)
     )
     section, names = profile_of(report, events, walls, clusters, step_s)
     return section, names, VariantFiles(kernels=kernels)

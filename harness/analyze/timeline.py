@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.match.match import COMMAND_BUFFER_RE, Attribution
 from harness.profile.events import StepMarker
-from harness.run_records import TimelineFile, TraceEvent
+from harness.records.run_files import TimelineFile, TraceEvent
 
 STEPS_TID, BUFFERS_TID = 0, 1  # the first tracks of each device; streams follow
 

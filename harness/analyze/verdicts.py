@@ -4,7 +4,7 @@ against the run's A/A floor.
 One run compares every variant with its baseline, its lower bound and (PyTorch) its JAX
 counterpart, often thirty comparisons and more; at 95% pair by pair one of twenty differences
 it calls would be noise. Here each comparison's ratio is estimated first (paired rounds,
-harness.stats, its interval holding the run-to-run spread where earlier runs measured it),
+harness.common.stats, its interval holding the run-to-run spread where earlier runs measured it),
 then the p-values of all that are not the same program enter Holm's step-down procedure
 (`stats.holm`), and each verdict is decided with its adjusted p-value against the floor the
 A/A pair measured (`stats.decide`): a difference is called only where the interval clears it,
@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import io, stats
-from harness.records import from_json
-from harness.runfolder import RunFolder
-from harness.summary import TimingRecord, Verdict
+from harness.common import stats
+from harness.records.summary import TimingRecord, Verdict
+from harness.store import io
+from harness.store.records import from_json
+from harness.store.runfolder import RunFolder
 
 
 def read_timing(workdir: Path) -> TimingRecord | None:

@@ -1,6 +1,6 @@
 """Any program's XLA dump, analyzed: modules found, clusters, costs, and its profile attributed.
 
-Used by `python -m harness.analyze` (harness.anydump.main). Works on an XLA dump folder
+Used by `python -m harness.analyze` (harness.commands.analyze). Works on an XLA dump folder
 (`--xla_dump_to=DIR --xla_dump_hlo_as_text`) or on a single HLO text file from any program. For
 each module it writes `<out>/<module>/fusions.json` (the clusters, with their source ops and
 file:line, and a map from each pre-optimization op to the cluster that now holds it) and
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import forked, io, userfiles
 from harness.analyze import modules as hlo_files
 from harness.analyze.module_analysis import program_of, self_times
 from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
 from harness.anydump.analysis import choose_main, count_steps, time_by_program
+from harness.common import forked, userfiles
 from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
@@ -42,6 +42,7 @@ from harness.profile.events import (
     find_xplane,
     read_events_and_markers,
 )
+from harness.store import io
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")

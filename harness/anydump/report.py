@@ -20,8 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness import fmt, io, runfolder
 from harness.analyze.program import ClusterRow, ModuleAnalysis, ProgramAnalysis
+from harness.common import fmt
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
@@ -34,6 +34,7 @@ from harness.report.data import MISSING
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
 from harness.report.gaps import gap_blocks
 from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
+from harness.store import io, runfolder
 
 TOP_BARS = 15
 LABELLED_POINTS = 8

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import io
-from harness.precision import NOTE as PRECISION_NOTE
-from harness.precision import gemm_dtype, precision
+from harness.common.precision import NOTE as PRECISION_NOTE
+from harness.common.precision import gemm_dtype, precision
+from harness.store import io
 
 CACHE_MAX_AGE_S = 7 * 24 * 3600
 # The copy measurement's method, part of its cache key: a figure measured another way (the

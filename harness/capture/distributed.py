@@ -2,7 +2,7 @@
 processes missing from them, values every process agrees on, and the jobs process 0 relays.
 
 The harness runs no runtime of its own across processes: every process is a
-`python -m harness.worker` that calls `jax.distributed.initialize` before its first device
+`python -m harness.study.worker` that calls `jax.distributed.initialize` before its first device
 query, and everything the processes share goes through the key-value store and barriers of
 jax's own coordination service (`jax._src.distributed.global_state.client`):
 
@@ -12,7 +12,7 @@ jax's own coordination service (`jax._src.distributed.global_state.client`):
   The CPU's cross-process collectives are gloo's (`jax_cpu_collectives_implementation`).
 - **Jobs:** only process 0 reads jobs from its supervisor; it publishes each one under
   `harness/job/<n>` before running it, and the others follow that stream (`follow` in
-  harness.worker), so every process runs the same jobs in the same order, whoever started it.
+  harness.study.worker), so every process runs the same jobs in the same order, whoever started it.
 - **Barriers** wait at most `processes.barrier_s`. Before waiting each process writes that it
   arrived, so a barrier that times out names the processes that never came (died or hang).
 - **Agreement:** a value that steers what runs next (how many calls a timed batch makes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.summary_memory import CompilerMemory, DevicePeak, MeasuredMemory
+from harness.records.memory import CompilerMemory, DevicePeak, MeasuredMemory
 
 _FIELDS = (
     ("argument_bytes", "argument_size_in_bytes"),
@@ -112,25 +112,3 @@ def devices_of(args: Sequence[Any]) -> list[Any]:
         for d in getattr(leaf, "devices", lambda: ())():
             found.setdefault(d.id, d)
     return [found[k] for k in sorted(found)] or list(jax.local_devices()[:1])
-
-
-def torch_before(device: str) -> int | None:
-    """On CUDA: resets torch's peak and returns the bytes allocated before the first call."""
-    if device != "cuda":
-        return None
-    import torch
-
-    torch.cuda.reset_peak_memory_stats()
-    return int(torch.cuda.memory_allocated())
-
-
-def torch_measured(device: str, start: int | None) -> MeasuredMemory:
-    """Returns a torch variant's memory: `torch.cuda.max_memory_allocated` over the capture
-    minus what was allocated before it, or on the CPU a note that it is not measured."""
-    if device != "cuda" or start is None:
-        return MeasuredMemory(note="memory is not measured for PyTorch variants on the CPU")
-    import torch
-
-    peak = int(torch.cuda.max_memory_allocated())
-    name = f"cuda:{torch.cuda.current_device()}"
-    return MeasuredMemory(devices=(DevicePeak(name, peak - start, start, peak, None),))

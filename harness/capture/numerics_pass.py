@@ -5,7 +5,7 @@ The candidates are the passes that changed the variant's module, in pass order, 
 per-pass dump (one file per pass that changed it). The search compiles the variant again on
 the same inputs with a half of the candidates disabled (`xla_disable_hlo_passes`, added to any
 the variant already disables) and keeps the half whose disabling brings every leaf back within
-its allowed distance from the baseline's kept outputs (harness.numerics_effect), until one pass
+its allowed distance from the baseline's kept outputs (harness.records.numerics_effect), until one pass
 is left; that pass disabled alone is the verification. Where neither half restores the result
 (passes that move it only together, or a pass XLA will not run without), or the compiles
 reach their budget, the record says so; the variant stands either way.
@@ -20,9 +20,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness import numerics_effect
 from harness.hlo.passes import pass_file_info
-from harness.summary_numerics import DistancesFile, PassSearch, PassTrial
+from harness.records import numerics_effect
+from harness.records.numerics import DistancesFile, PassSearch, PassTrial
 
 # Names in a pass dump's file names that are not passes one can disable.
 NOT_PASSES = frozenset({"pipeline-start", "pipeline-end"})

@@ -1,6 +1,6 @@
 """Checks only the installed jaxlib and the device can make, before any run folder exists.
 
-They run in the capture worker (harness.worker), which the supervisor starts before it creates
+They run in the capture worker (harness.study.worker), which the supervisor starts before it creates
 the run folder: each distinct XLA option set is compiled once into a trivial program, and the
 problem sizes are checked against the device's memory. Most bad options raise, which becomes a
 ConfigError naming the key; some abort the process instead (`xla_cpu_parallel_codegen_split_count:

@@ -20,9 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import io
-from harness.summary import CaptureRecord, TimingRecord
-from harness.summary_processes import (
+from harness.records.processes import (
     PROCESS_DIR,
     ProcessCapture,
     ProcessInfo,
@@ -30,6 +28,8 @@ from harness.summary_processes import (
     timing_file,
     write,
 )
+from harness.records.summary import CaptureRecord, TimingRecord
+from harness.store import io
 
 WINDOWS = ("first_call", "steady", "recompile")
 XPLANE = ".xplane.pb"
@@ -75,8 +75,8 @@ def gather_profiles(source: Path, target: Path, run_id: str, rank: int) -> tuple
 
 def _fingerprint(vdir: Path) -> tuple[str | None, str | None]:
     """Returns (digest, HLO part) of the program captured in `vdir`, or Nones without one."""
-    from harness import ladder
     from harness.hlo import fingerprint
+    from harness.records import ladder
 
     if not ladder.has_ladder(vdir / "ir"):
         return None, None

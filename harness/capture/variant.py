@@ -5,7 +5,7 @@ The variant runs the GELU expression, or in a program study the user's own funct
 
 Writes into the variant's folder:
     dump/                 XLA's own dump, names as XLA wrote them
-    ir/                   the IR ladder (harness.ladder)
+    ir/                   the IR ladder (harness.records.ladder)
     profile/first_call/   jax.profiler traces, kept exactly as jax writes them
     profile/steady/
     profile/recompile/
@@ -29,14 +29,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness import io, ladder, numerics_effect, run_records, userfiles
 from harness.capture import dumping, measure, mesh
 from harness.capture import memory as capture_memory
+from harness.common import userfiles
+from harness.common.precision import narrowest_float
 from harness.config.experiment import Experiment, Program, Variant
-from harness.numerics_effect import Kept
-from harness.precision import narrowest_float
-from harness.runfolder import RECOMPILE_FILE, VariantFolder
-from harness.summary import (
+from harness.records import ladder, numerics_effect, run_files
+from harness.records.memory import MeasuredMemory
+from harness.records.numerics import AccuracyFile, LeafAccuracy
+from harness.records.numerics_effect import Kept
+from harness.records.probes import ProbeFailure
+from harness.records.summary import (
     CaptureRecord,
     ExpectedError,
     Numerics,
@@ -45,9 +48,8 @@ from harness.summary import (
     Recompile,
     XlaCost,
 )
-from harness.summary_memory import MeasuredMemory
-from harness.summary_numerics import AccuracyFile, LeafAccuracy
-from harness.summary_probes import ProbeFailure
+from harness.store import io
+from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
 from harness.variants import expression, program, sharded
 
 
@@ -373,7 +375,7 @@ def keep_numerics(
         for leaf, (n, sampled) in zip(leaves, kept, strict=True)
     ]
     record = AccuracyFile(1, tuple(leaves), folder.outputs.name, numerics_effect.SAMPLE_SEED)
-    run_records.write(folder.numerics, record)
+    run_files.write(folder.numerics, record)
 
 
 def _recompile(

@@ -13,9 +13,9 @@ import os
 import sys
 import typing
 
-from harness import userfiles
+from harness.common import userfiles
 from harness.config.experiment import ConfigError, Experiment, Program
-from harness.records import shown
+from harness.store.records import shown
 
 # The folders the capture worker imports from: the repo root (its working folder and
 # PYTHONPATH), the caller's PYTHONPATH and the installed packages. The caller's current folder

@@ -17,11 +17,11 @@ from harness.config.limits import Limits
 from harness.config.memory import MemoryOptions
 from harness.config.processes import Processes
 from harness.config.program import NO_KWARGS, FrozenMap, default_shapes
-from harness.config.roles import framework_of, roles_of
 from harness.config.sharding import Sharding
 from harness.config.timing import TimingOptions
 from harness.frontends import registry
 from harness.frontends.modes import Mode
+from harness.frontends.roles import framework_of, roles_of
 
 DTYPES = ("float32", "bfloat16", "float16")
 # What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant

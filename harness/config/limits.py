@@ -1,5 +1,5 @@
 """Time limits on the worker processes that run JAX: no call into a user's program may hang
-the study (harness.workerproc enforces them)."""
+the study (harness.study.workerproc enforces them)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from harness import userfiles
+from harness.common import userfiles
 from harness.config import schema
 from harness.config.experiment import (
     Collector,
@@ -22,7 +22,7 @@ from harness.config.experiment import (
     Variant,
     combined,
 )
-from harness.records import shown, suggest
+from harness.store.records import shown, suggest
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 OVERRIDE_PREFIX = "--config."

@@ -1,4 +1,4 @@
-"""When two variants' peaks differ enough to be a memory finding (harness.analyze.rules.memory)."""
+"""When two variants' peaks differ enough to be a memory finding (harness.findings.memory)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ harness.config.experiment (unknown keys and wrong types are ConfigErrors), then 
 one place (harness.config.validate). Every config becomes an `Experiment` through
 `build_experiment`; the worker rebuilds the one the supervisor validated with `from_plain`.
 
-The reading is harness.records' (the one JSON<->dataclass layer, the run's records use it
+The reading is harness.store.records' (the one JSON<->dataclass layer, the run's records use it
 too): this module gives it the config's error and the fields it reads itself.
 """
 
@@ -35,7 +35,7 @@ from harness.config.program import (
     parse_shapes,
 )
 from harness.config.validate import validate_experiment
-from harness.records import Dialect, decode, from_json, shown
+from harness.store.records import Dialect, decode, from_json, shown
 
 OPTION_VALUES = tuple[bool | int | float | str, ...]
 
@@ -147,7 +147,7 @@ def build_variant(raw: Any, source: str, index: int, top: Mapping[str, Any]) -> 
     return dataclasses.replace(variant, problem=problem, program=program)
 
 
-# The config's dialect of the one JSON<->dataclass layer (harness.records): its error, and the
+# The config's dialect of the one JSON<->dataclass layer (harness.store.records): its error, and the
 # fields whose data is read by a function of its own.
 CONFIG = Dialect(
     error=ConfigError,
@@ -175,6 +175,6 @@ def build_experiment(raw: Mapping[str, Any], source: str) -> Experiment:
 
 def from_plain(data: Mapping[str, Any], source: str) -> Experiment:
     """Returns the Experiment the supervisor validated (build_experiment) and sent as plain
-    data (harness.records.to_json), rebuilt without validating it again: the worker's side of
+    data (harness.store.records.to_json), rebuilt without validating it again: the worker's side of
     the hello and config jobs. Its program paths are already resolved, its variants complete."""
     return build(Experiment, data, source, "")

@@ -10,7 +10,11 @@ import dataclasses
 from typing import Any
 
 from harness.config.fields import ranged
-from harness.resolution import DEFAULT_MAX_NOISE, DEFAULT_MAX_OTHERS_SHARE, DEFAULT_TARGET_WIDTH
+from harness.records.resolution import (
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MAX_OTHERS_SHARE,
+    DEFAULT_TARGET_WIDTH,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +36,7 @@ class TimingOptions:
         4.0,
         "untimed calls of a variant just before each of its batches, as a fraction of the batch",
     )
-    # The run's own gate and its adaptive rounds (harness.resolution, harness.timing.stage).
+    # The run's own gate and its adaptive rounds (harness.records.resolution, harness.timing.stage).
     batches: int = ranged(
         3, 1, 50, "short batches per variant per round; the round's figure is their median"
     )

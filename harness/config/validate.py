@@ -34,12 +34,12 @@ from harness.config.experiment import (
 from harness.config.fields import MAX_ITEMS
 from harness.config.processes import problem as processes_problem
 from harness.config.program import input_leaves, shapes_problem
-from harness.config.roles import ROLES, roles_of
 from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
-from harness.records import shown
-from harness.runfolder import RESERVED_NAMES
+from harness.frontends.roles import ROLES, roles_of
+from harness.store.records import shown
+from harness.store.runfolder import RESERVED_NAMES
 
 # Experiment names become folder names, so they are kept to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

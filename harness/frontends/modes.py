@@ -20,7 +20,7 @@ class Mode:
 
     name: str  # as the config writes it (`variants[].mode`), unique across frontends
     framework: str  # the frontend's name (`jax`, `torch`, ...)
-    roles: tuple[str, ...] = ()  # the roles the mode gives a variant (harness.config.roles)
+    roles: tuple[str, ...] = ()  # the roles the mode gives a variant (harness.frontends.roles)
     description: str = ""
     # The mode in a finding's sentence ("op-by-op (eager) dispatch instead of jit"); empty:
     # its name.
@@ -51,7 +51,7 @@ class Traits:
     label: str  # its name in prose: "JAX", "PyTorch"
     compiler: str = ""  # what compiles its variants, in prose: "XLA", "Inductor"
     refuser: str = ""  # what refuses a Python branch on a traced value: "jit"
-    # The later IRs its emitters write into a variant's ladder (harness.ladder stages).
+    # The later IRs its emitters write into a variant's ladder (harness.records.ladder stages).
     emitter_stages: tuple[str, ...] = ()
     # The framework whose variant of the same role each of its variants is also timed
     # against (`vs_framework`); None: its variants are the others' reference.

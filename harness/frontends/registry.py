@@ -11,13 +11,14 @@ analysis children import them before their first lookup (the worker before readi
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import userfiles
+from harness.common import userfiles
 from harness.frontends.modes import UNKNOWN, Mode, Traits
 
 BUILTIN = ("harness.frontends.jax", "harness.frontends.torch")
@@ -28,7 +29,7 @@ class Frontend(Protocol):
     """A framework the harness runs variants in. The arguments are the harness's own
     records: the Experiment and Variant (harness.config), the capture's Context and the
     Captured it returns (harness.capture.variant), the CaptureRecord and the timing section
-    (harness.summary). Every method but `modes`' lookups runs in a worker, or in the analysis."""
+    (harness.records.summary). Every method but `modes`' lookups runs in a worker, or in the analysis."""
 
     name: str  # the framework's name, as summary.json writes it (`identity.framework`)
     modes: tuple[Mode, ...]
@@ -68,11 +69,16 @@ class Frontend(Protocol):
         variant: Any,
         record: Any,
         timed: Any,
-        ceilings: Any,  # harness.run_records.Ceilings | None
+        ceilings: Any,  # harness.records.run_files.Ceilings | None
         platform: str,
     ) -> tuple[Any, list[str]]:
         """Returns the summary (every section) of a variant that ran, from its capture record
         and the run's timing record (`timed`, or None), and its first step's kernel names."""
+        ...
+
+    def job_scope(self) -> contextlib.AbstractContextManager[None]:
+        """What every worker job runs inside, whichever frontend's it is (PyTorch: a scratch
+        Inductor cache folder, since importing torch makes one in $TMPDIR)."""
         ...
 
     def diverge(
@@ -189,3 +195,15 @@ def traits(framework: str) -> Traits:
     _load()
     found = _FRONTENDS.get(framework)
     return found.traits if found is not None else UNKNOWN
+
+
+@contextlib.contextmanager
+def job_scope() -> Iterator[None]:
+    """Enters every registered frontend's `job_scope` (a plug-in without one needs none)."""
+    _load()
+    with contextlib.ExitStack() as stack:
+        for frontend in list(_FRONTENDS.values()):
+            scope = getattr(frontend, "job_scope", None)
+            if scope is not None:
+                stack.enter_context(scope())
+        yield

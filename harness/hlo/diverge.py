@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import ladder, userfiles
+from harness.common import userfiles
 from harness.hlo.clusters import find_clusters
 from harness.hlo.files import parse_cached as parse_file
 from harness.hlo.parser import HloModule
@@ -18,6 +18,7 @@ from harness.hlo.passes import (
     pass_file_info,
     structural_fingerprint,
 )
+from harness.records import ladder
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def _describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
 
 def describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
     """Returns how two count tables differ, in one sentence ('' when equal): the ladder's
-    wording for any stage, also the PyTorch row's (harness.inductor.diverge)."""
+    wording for any stage, also the PyTorch row's (harness.frontends.torch.inductor.diverge)."""
     return _describe_counts(stage, a, b)
 
 

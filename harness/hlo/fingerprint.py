@@ -1,6 +1,6 @@
 """Which variants compiled to the same program: a fingerprint of everything that makes code.
 
-`fingerprint(ladder)` is a function of a variant's saved IR ladder (harness.ladder) alone, so
+`fingerprint(ladder)` is a function of a variant's saved IR ladder (harness.records.ladder) alone, so
 any run folder can be fingerprinted again, and the search reuses it to skip timing programs it
 has already timed. It has three parts, each a hash of a normalised text:
 
@@ -29,11 +29,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import userfiles
+from harness.common import userfiles
 from harness.hlo.files import parse_cached as parse_file
 from harness.hlo.instruction import CALL_ATTRS, Instruction
 from harness.hlo.parser import HloModule, parse_module
-from harness.ladder import Ladder
+from harness.records.ladder import Ladder
 
 # Attributes that name things or record provenance, not what the program computes.
 _IGNORED = frozenset(
@@ -253,7 +253,7 @@ def fingerprint(ladder: Ladder) -> ProgramFingerprint | None:
 
 
 def fingerprint_dir(ir_dir: Path) -> ProgramFingerprint | None:
-    """Returns the fingerprint of the ladder saved in `ir_dir` (harness.ladder.read_ladder)."""
-    from harness.ladder import read_ladder
+    """Returns the fingerprint of the ladder saved in `ir_dir` (harness.records.ladder.read_ladder)."""
+    from harness.records.ladder import read_ladder
 
     return fingerprint(read_ladder(ir_dir))

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import userfiles
+from harness.common import userfiles
 from harness.hlo.instruction import (
     MAX_ID,
     Instruction,

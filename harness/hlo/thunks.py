@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import userfiles
+from harness.common import userfiles
 
 log = logging.getLogger(__name__)
 

@@ -55,9 +55,10 @@ from typing import Any, Literal, Protocol
 
 from harness.hlo.thunks import CommandBuffer
 from harness.match.command_buffers import Placement, place_events
-from harness.match.gaps import AttributionGaps, gaps_of
+from harness.match.gaps import gaps_of
 from harness.profile.events import DeviceEvent, events_to_json
-from harness.records import to_json
+from harness.records.gaps import AttributionGaps
+from harness.store.records import to_json
 
 Mode = Literal["jit", "eager"]
 ModuleKey = str | tuple[str, int]

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import userfiles
+from harness.common import userfiles
 
 try:  # the class jax.profiler.ProfileData re-exports, without importing all of JAX
     from jaxlib._profile_data import ProfileData

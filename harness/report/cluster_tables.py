@@ -8,9 +8,9 @@ import os
 import os.path
 from collections.abc import Sequence
 
-from harness import fmt
 from harness.analyze.program import ClusterRow, ModuleAnalysis, RollUp
 from harness.analyze.roof import ABOVE_CEILING
+from harness.common import fmt
 from harness.report.data import MISSING
 from harness.report.doc import Table, code
 

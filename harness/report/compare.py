@@ -1,4 +1,4 @@
-"""python -m harness.report.compare --a=RUN --b=RUN --out=DIR: what changed between two runs.
+"""python -m harness.commands.compare --a=RUN --b=RUN --out=DIR: what changed between two runs.
 
 It states its ground first: the config differences and the environments, and a warning when
 the two ran different problem sizes (then speed is compared per FLOP, never as a step ratio).
@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import fmt, io, stats, terminal
-from harness.records import first_difference
-from harness.report import data, doc, resolution
+from harness.common import fmt, stats
+from harness.records.findings import MemoryFinding, TimingFinding
+from harness.records.run_files import ClusterEntry
+from harness.report import data, doc, unresolved
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.report.memory import peak_cell
-from harness.run_records import ClusterEntry
-from harness.runfolder import RunFolder
-from harness.summary_findings import MemoryFinding, TimingFinding
+from harness.store import io
+from harness.store.records import first_difference
+from harness.store.runfolder import RunFolder
 
 LIST_LIMIT = 6  # longer lists are cut to a count and this many examples
 NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
@@ -127,9 +128,9 @@ def step_verdict(a: VariantData, b: VariantData, floor: float) -> tuple[str, str
 
 def unresolved_runs(ra: RunData, rb: RunData) -> str:
     """Returns which of the two runs failed its own A/A check ("a", "b", "a and b"), or "":
-    compare reports no verdict change for such a run (harness.resolution)."""
+    compare reports no verdict change for such a run (harness.records.resolution)."""
     return " and ".join(
-        label for label, r in (("a", ra), ("b", rb)) if not resolution.resolved(r.summary)
+        label for label, r in (("a", ra), ("b", rb)) if not unresolved.resolved(r.summary)
     )
 
 
@@ -325,7 +326,7 @@ def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -
         out.append(
             Para(
                 f"Run {' and '.join(missing)} has no findings recorded (saved before schema 6): "
-                "`python -m harness.migrate --run=...` makes them."
+                "`python -m harness.commands.migrate --run=...` makes them."
             )
         )
     if not changes:
@@ -372,7 +373,7 @@ def configs(ra: RunData, rb: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two runs' configs, each key a config saved before that key existed lacks filled in
     with the schema's default, so an older run compares like for like."""
     from harness.config.experiment import Experiment, Variant
-    from harness.records import to_json
+    from harness.store.records import to_json
 
     top, variant = to_json(Experiment()), to_json(Variant(name=""))
     ca, cb = (_defaulted(r.manifest.config, top, variant) for r in (ra, rb))
@@ -436,7 +437,7 @@ def ground_blocks(ra: RunData, rb: RunData) -> list[Block]:
         )
     )
     for label, run in (("a", ra), ("b", rb)):
-        if (line := resolution.unresolved_line(run.summary)) is not None:
+        if (line := unresolved.unresolved_line(run.summary)) is not None:
             blocks.append(Para(f"**Run {label}:** {line}"))
     if fa and fb and max(fa, fb) / max(min(fa, fb), 1e-6) > NOISE_RATIO:
         blocks.append(
@@ -535,43 +536,3 @@ def default_out(a: Path, b: Path, root: Path = Path("results") / "compare") -> P
     """The folder a compare writes to without --out: named by the two resolved runs'
     experiments and ids, so a later compare of `latest` never replaces an earlier one."""
     return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}"
-
-
-def main(argv: Sequence[str]) -> int:
-    from absl import flags
-
-    from harness import cli
-
-    cli.no_extra_arguments(argv)
-    a, b, out = flags.FLAGS.a, flags.FLAGS.b, flags.FLAGS.out
-    if not a or not b:
-        raise cli.UsageError("--a and --b are required")
-    ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
-    out = out or str(default_out(ra, rb))
-    with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
-        md, html, found = compare_runs(ra, rb, target)
-    for c in found:
-        print(terminal.shown(f"{c.status}: {c.subject} ({c.rule}): a {c.a}; b {c.b}"))
-    print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
-    return 0
-
-
-def define_flags() -> None:
-    """Flags are defined only by an entry point, so importing this module never clashes."""
-    from harness import cli
-
-    cli.define_string("a", None, "First run folder.")
-    cli.define_string("b", None, "Second run folder.")
-    cli.define_string(
-        "out",
-        None,
-        "Folder for compare.md and compare.html (default: results/compare/"
-        "<experiment>-<run id>_vs_<experiment>-<run id>, the two runs resolved).",
-    )
-
-
-if __name__ == "__main__":
-    from harness import cli
-
-    define_flags()
-    cli.start(main)

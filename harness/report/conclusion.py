@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import commands
-from harness.report import data, resolution
-from harness.runfolder import DUMP_DIR, TORCH_DIR, RunFolder
+from harness.records import invocations
+from harness.report import data, unresolved
+from harness.store.runfolder import DUMP_DIR, TORCH_DIR, RunFolder
 
 TOP = 3  # findings printed; the report has the rest
 
 
 def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
-    line = resolution.unresolved_line(run.summary)
+    line = unresolved.unresolved_line(run.summary)
     if line is not None:
         first, *others = retime_commands(run)
         return [
@@ -29,7 +29,7 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
             *numerics_lines(run),  # the numerics rest on no timing
         ]
     if run.summary.findings is None:
-        return [f"findings: not recorded (`python -m harness.migrate --run={run.path}`)"]
+        return [f"findings: not recorded (`python -m harness.commands.migrate --run={run.path}`)"]
     found = run.summary.findings.timing
     if not found:
         return [
@@ -70,8 +70,8 @@ def retimable(run: data.RunData) -> bool:
 def retime_commands(run: data.RunData) -> list[str]:
     """Returns the commands that time this saved run again (timing.only): its config and
     overrides, as it was started, resumed by its id; the form its user started it with first
-    (harness.commands)."""
-    return commands.resume_commands(
+    (harness.records.invocations)."""
+    return invocations.resume_commands(
         run.manifest, run.path, drop=("timing.only",), extra=("--config.timing.only=true",)
     )
 

@@ -1,7 +1,7 @@
 """A saved run read back for the report: the typed summary plus the per-variant analysis files.
 
-Every file is read through its record (harness.summary.load_summary for the summary,
-harness.run_records for the rest), which migrates an older version and names the file and
+Every file is read through its record (harness.records.summary.load_summary for the summary,
+harness.records.run_files for the rest), which migrates an older version and names the file and
 the key of anything wrong: a renamed or mistyped key stops the report in one line rather
 than printing "–" for it. A per-variant file that is absent leaves its field empty, so a run
 captured before a stage existed (or one that failed half-way) still renders.
@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import io, ladder, run_records
 from harness.analyze.program import ModuleAnalysis
-from harness.config.roles import same_size as same_problem_size
-from harness.fmt import MISSING as MISSING  # the report's "no such figure", shared with harness.fmt
-from harness.records import from_json
-from harness.run_records import (
+from harness.common.fmt import (
+    MISSING as MISSING,  # the report's "no such figure", shared with harness.common.fmt
+)
+from harness.frontends.roles import same_size as same_problem_size
+from harness.records import ladder, run_files
+from harness.records.run_files import (
     Ceilings,
     ClusterEntry,
     CommFile,
@@ -31,8 +32,10 @@ from harness.run_records import (
     RankingFile,
     TorchCompileFile,
 )
-from harness.runfolder import REPORT_FILE, RunFolder, variant_page
-from harness.summary import RunSummary, VariantSummary, load_summary
+from harness.records.summary import RunSummary, VariantSummary, load_summary
+from harness.store import io
+from harness.store.records import from_json
+from harness.store.runfolder import REPORT_FILE, RunFolder, variant_page
 
 PAGE = REPORT_FILE  # a report page's name: the run's, and each variant's in variants/<name>/
 
@@ -165,7 +168,7 @@ class RunData:
 
 
 def same_size(a: VariantData, b: VariantData) -> bool:
-    """True when two variants ran the same m, k, n and batch (harness.config.roles)."""
+    """True when two variants ran the same m, k, n and batch (harness.frontends.roles)."""
     return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
@@ -208,8 +211,8 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
     there but does not match its record raises SchemaError naming the file and the key."""
     vdir = RunFolder(run).variant(name)
     torch = summary.identity.framework == "torch"
-    kernels = run_records.load_if_present(run_records.KERNELS, vdir.kernels)
-    ranking = run_records.load_if_present(run_records.RANKING, vdir.ranking)
+    kernels = run_files.load_if_present(run_files.KERNELS, vdir.kernels)
+    ranking = run_files.load_if_present(run_files.RANKING, vdir.ranking)
     # The ranking's modules are harness.analyze.program's records, which the library layer
     # of run_records cannot import: typed here, at the edge, with the file and key named.
     ranked = tuple(
@@ -220,16 +223,16 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         name=name,
         summary=summary,
         stages=read_stages(run, name, notes),
-        fusions=run_records.load_if_present(run_records.FUSIONS, vdir.fusions),
+        fusions=run_files.load_if_present(run_files.FUSIONS, vdir.fusions),
         kernels=kernels.events if kernels is not None else (),
-        passes=run_records.load_if_present(run_records.PASSES, vdir.passes),
-        compile=run_records.load_if_present(
-            run_records.TORCH_COMPILE if torch else run_records.COMPILE, vdir.compiles
+        passes=run_files.load_if_present(run_files.PASSES, vdir.passes),
+        compile=run_files.load_if_present(
+            run_files.TORCH_COMPILE if torch else run_files.COMPILE, vdir.compiles
         ),
-        cost=run_records.load_if_present(run_records.COST, vdir.cost),
+        cost=run_files.load_if_present(run_files.COST, vdir.cost),
         ranking=ranking,
         ranked_modules=ranked,
-        comm=run_records.load_if_present(run_records.COMM, vdir.comm),
+        comm=run_files.load_if_present(run_files.COMM, vdir.comm),
         timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),
     )
 
@@ -246,7 +249,7 @@ def load_run(path: Path | str) -> RunData:
         raise FileNotFoundError(f"{run} has no summary.json: not a finished run folder")
     notes: list[str] = []
     summary = load_summary(folder.summary)
-    manifest = run_records.load_if_present(run_records.MANIFEST, folder.manifest)
+    manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
     variants = tuple(
         read_variant(run, name, entry, notes) for name, entry in summary.variants.items()
     )
@@ -255,6 +258,6 @@ def load_run(path: Path | str) -> RunData:
         manifest=manifest if manifest is not None else Manifest(),
         summary=summary,
         variants=variants,
-        ceilings=run_records.load_if_present(run_records.CEILINGS, folder.ceilings),
+        ceilings=run_files.load_if_present(run_files.CEILINGS, folder.ceilings),
         notes=tuple(notes),
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from harness.runfolder import REPORT_FILE
+from harness.store.runfolder import REPORT_FILE
 
 
 @dataclass(frozen=True)

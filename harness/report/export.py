@@ -1,4 +1,4 @@
-"""python -m harness.report.export --run=RUN --to=DIR: a small, committable copy of a run.
+"""python -m harness.commands.export --run=RUN --to=DIR: a small, committable copy of a run.
 
 Keeps the report, plots, summaries and the per-variant analysis and IR stage files; leaves out
 XLA's raw dumps, the profiler's binaries, the per-pass HLO files, LLVM IR, logs, torch's working
@@ -11,11 +11,10 @@ make, and writes nothing outside the destination (not the results index above it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from harness import io, ownership, terminal
-from harness.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunFolder
+from harness.store import io, ownership
+from harness.store.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunFolder
 
 # XLA's raw dumps, the profiler's files, per-pass HLO, LLVM IR, logs, torch's own working
 # folders (Inductor's and Triton's caches, TORCH_TRACE logs) and tlparse's pages of those logs:
@@ -41,8 +40,8 @@ def export(run: Path, dest: Path) -> list[Path]:
     """Copies the kept files of `run` into `dest` (io.own_output: claimed for this tool, never
     the run itself, inside it or above it) and renders the copy's report there; returns the
     copies. Every write stays inside `dest`: no results index is written above it."""
+    from harness.records.summary import load_summary
     from harness.report import write_report
-    from harness.summary import load_summary
 
     run = Path(run).resolve()
     if not RunFolder(run).summary.exists():
@@ -57,32 +56,3 @@ def export(run: Path, dest: Path) -> list[Path]:
         ]
         write_report(target)
     return copied
-
-
-def main(argv: Sequence[str]) -> int:
-    from absl import flags
-
-    from harness import cli
-
-    cli.no_extra_arguments(argv)
-    run, to = flags.FLAGS.run, flags.FLAGS.to
-    if not run or not to:
-        raise cli.UsageError("--run and --to are required")
-    copied = export(cli.run_folder(run, "--run"), Path(to))
-    size = sum(p.stat().st_size for p in Path(to).rglob("*") if p.is_file())
-    print(f"{len(copied)} files, {size / 1e6:.1f} MB in {terminal.shown(to)}")
-    return 0
-
-
-def define_flags() -> None:
-    from harness import cli
-
-    cli.define_string("run", None, "The run folder to copy.")
-    cli.define_string("to", None, "The folder to create, e.g. results/reference/h200.")
-
-
-if __name__ == "__main__":
-    from harness import cli
-
-    define_flags()
-    cli.start(main)

@@ -1,6 +1,6 @@
 """The report's findings, what to change and why-not-fused: summary.json's `findings` rendered.
 
-The conclusions are made by the analysis stage's rules (harness.analyze.rules) and stored in
+The conclusions are made by the analysis stage's rules (harness.findings) and stored in
 the run's summary; this module only lays out their records as document blocks, each finding
 with the id of the rule that made it. A summary saved before findings were recorded (schema
 6) says so, with the command that adds them.
@@ -8,13 +8,13 @@ with the id of the rule that made it. A summary saved before findings were recor
 
 from __future__ import annotations
 
-from harness import fmt
-from harness.report import resolution
+from harness.common import fmt
+from harness.records.findings import Boundaries, Decomposition, Findings
+from harness.report import unresolved
 from harness.report.conclusion import retimable, retime_commands
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.gaps import gap_blocks
-from harness.summary_findings import Boundaries, Decomposition, Findings
 
 
 def rule(rule_id: str) -> str:
@@ -25,7 +25,7 @@ def rule(rule_id: str) -> str:
 def not_recorded(run: RunData) -> Para:
     return Para(
         f"This run's summary was saved before findings were recorded (schema 6): "
-        f"`python -m harness.migrate --run={run.path}` makes them from its summary and kept "
+        f"`python -m harness.commands.migrate --run={run.path}` makes them from its summary and kept "
         "files."
     )
 
@@ -35,7 +35,7 @@ def verdict_blocks(run: RunData) -> list[Block]:
     floor; an unresolved run's command to time it again."""
     n = run.summary.noise
     f = run.summary.findings
-    line = resolution.unresolved_line(run.summary)
+    line = unresolved.unresolved_line(run.summary)
     if line is not None:
         gate = f" {rule(f.gate.rule)}" if f is not None and f.gate is not None else ""
         out: list[Block] = [Para(f"**Not resolved.** {line} [Noise](#noise).{gate}")]
@@ -56,9 +56,9 @@ def verdict_blocks(run: RunData) -> list[Block]:
         if n.self_ratio is not None and n.self_ci95
         else "its A/A check passed"
     )
-    spread = resolution.between_runs_line(run.summary)
+    spread = unresolved.between_runs_line(run.summary)
     spread = f" {spread[0].upper()}{spread[1:]}." if spread else ""
-    widened = resolution.aa_failed_line(run.summary)
+    widened = unresolved.aa_failed_line(run.summary)
     return [
         Para(
             f"**Resolved.** {aa}: a difference is called only where its interval clears "
@@ -191,7 +191,7 @@ def changes_blocks(run: RunData) -> list[Block]:
     f = run.summary.findings
     if f is None:
         return [*out, not_recorded(run)]
-    if not resolution.resolved(run.summary):
+    if not unresolved.resolved(run.summary):
         out.append(Para("No change is recommended: this run could not resolve differences."))
     elif f.changes:
         out.append(

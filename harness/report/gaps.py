@@ -7,8 +7,8 @@ typed `harness.match.gaps.AttributionGaps` record the run wrote.
 
 from __future__ import annotations
 
-from harness import fmt
-from harness.match.gaps import AttributionGaps
+from harness.common import fmt
+from harness.records.gaps import AttributionGaps
 from harness.report.doc import Block, Para, Table, code, literal
 
 

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness import fmt, io, run_records, userfiles
-from harness.records import SchemaError
+from harness.common import fmt, userfiles
+from harness.records import run_files
+from harness.records.run_files import Environment, Manifest
+from harness.records.summary import RunSummary, load_summary
 from harness.report.doc import Bullets, Heading, Para, Table, literal, to_html
-from harness.run_records import Environment, Manifest
-from harness.runfolder import INDEX_HTML, RunFolder
-from harness.summary import RunSummary, load_summary
+from harness.store import io
+from harness.store.records import SchemaError
+from harness.store.runfolder import INDEX_HTML, RunFolder
 
 TOP_LIMIT = 200  # characters of the top finding a row shows
 HEADLINE = 5  # cells of a row's headline: baseline step, verdict, first call, ok, top finding
@@ -156,7 +158,7 @@ def _manifest(path: Path) -> Manifest:
     """Returns a run's manifest; one that is absent or damaged only blanks its row of the
     index of every run (the run's own report names what is wrong with it)."""
     try:
-        found = run_records.load_if_present(run_records.MANIFEST, path, within=path.parent)
+        found = run_files.load_if_present(run_files.MANIFEST, path, within=path.parent)
     except SchemaError:
         return Manifest()
     return found if found is not None else Manifest()

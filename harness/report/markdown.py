@@ -16,9 +16,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness import io, ownership, userfiles
+from harness.common import userfiles
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
-from harness.runfolder import (
+from harness.store import io, ownership
+from harness.store.runfolder import (
     INDEX_HTML,
     MANIFEST_FILE,
     PLOTS_DIR,

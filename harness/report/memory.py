@@ -2,17 +2,17 @@
 
 Reads only what the run wrote: each variant's `memory` summary section and memory.json
 (harness.analyze.memory). The memory findings are a rule of the analysis stage
-(harness.analyze.rules.memory), rendered with the other findings.
+(harness.findings.memory), rendered with the other findings.
 """
 
 from __future__ import annotations
 
-from harness import fmt
-from harness.analyze.memory import read_memory_file
+from harness.common import fmt
+from harness.records.memory import read_memory_file
+from harness.records.summary import VariantSummary
 from harness.report.data import MISSING, RunData, VariantData, same_size
 from harness.report.doc import Block, Heading, Para, Table, code
-from harness.runfolder import RunFolder
-from harness.summary import VariantSummary
+from harness.store.runfolder import RunFolder
 
 
 def peak(s: VariantSummary) -> int | None:

@@ -1,6 +1,6 @@
 """The report's observations: the seed chapter's claims as summary.json's `findings` holds them.
 
-Each claim is a rule of the analysis stage (harness.analyze.rules.observations), judged once
+Each claim is a rule of the analysis stage (harness.findings.observations), judged once
 per framework of the study; this module only lays out the records: one row per claim, one
 column per framework the study has (no PyTorch column in a JAX-only study), then the quoted
 logs and IR lines. A claim no framework of the study has a variant for is left out.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.records.findings import Observation
 from harness.report.data import RunData
 from harness.report.doc import Block, Code, Heading, Para, Table
-from harness.summary_findings import Observation
 
 FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 # A framework of the study that has no variant in the role a claim needs (a PyTorch row with

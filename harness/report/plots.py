@@ -22,10 +22,11 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness import fmt, forked, io
+from harness.common import fmt, forked
 from harness.frontends import registry
+from harness.records.run_files import KernelEvent
 from harness.report.data import RunData, VariantData, same_size
-from harness.run_records import KernelEvent
+from harness.store import io
 
 PLOT_NAMES = (
     "launches",
@@ -616,7 +617,7 @@ def save_plots(
 
     Stale files of a skipped plot, or of a format not asked for, are removed, so the folder
     always matches the report. Plots are drawn in forked children too, one per spare CPU
-    (harness.forked): drawing is most of the report's time.
+    (harness.common.forked): drawing is most of the report's time.
     """
     out.mkdir(parents=True, exist_ok=True)
     done = forked.fork_map(

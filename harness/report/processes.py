@@ -8,11 +8,11 @@ single process) gets no section.
 
 from __future__ import annotations
 
-from harness import fmt
+from harness.common import fmt
+from harness.records.processes import ProcessesSummary
+from harness.records.processes import load as load_processes
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
-from harness.summary_processes import ProcessesSummary
-from harness.summary_processes import load as load_processes
 
 PROCESSES_HEADER = (
     "variant", "process", "host", "step (95% CI)", "events / step", "attributed",

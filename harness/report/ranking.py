@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from harness import fmt
 from harness.analyze.program import ModuleAnalysis
+from harness.common import fmt
 from harness.frontends import registry
 from harness.report.cluster_tables import (
     CONVENTIONS,
@@ -24,7 +24,7 @@ from harness.report.cluster_tables import (
 )
 from harness.report.data import RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table, literal
-from harness.runfolder import TIMELINE_FILE
+from harness.store.runfolder import TIMELINE_FILE
 
 TOP = 10  # clusters and source lines on a variant's page
 TOP_CELL = 2  # in the overview's cells

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from harness import fmt, io
-from harness.records import from_json
+from harness.common import fmt
+from harness.records.summary import Candidate, SearchRecord, Verdict
 from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table, literal
 from harness.report.plots import CHAR_IN, new_figure
-from harness.runfolder import RunFolder, stage_timing
-from harness.summary import Candidate, SearchRecord, Verdict
+from harness.store import io
+from harness.store.records import from_json
+from harness.store.runfolder import RunFolder, stage_timing
 
 NO_DIFFERENCE = ("same_program", "indistinguishable", "not_resolved")
 

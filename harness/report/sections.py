@@ -16,10 +16,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from harness import fmt
+from harness.common import fmt
 from harness.frontends import registry
+from harness.records.findings import Findings
+from harness.records.run_files import Ceilings
+from harness.records.summary import Noise
 from harness.report import memory as memory_report
-from harness.report import ranking, resolution
+from harness.report import ranking, unresolved
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, code, literal
 from harness.report.findings import (
@@ -32,9 +35,6 @@ from harness.report.observations import observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
-from harness.run_records import Ceilings
-from harness.summary import Noise
-from harness.summary_findings import Findings
 
 # The columns a reader compares across variants; each variant's page has every figure.
 SUMMARY_HEADER = (
@@ -202,8 +202,8 @@ def noise_blocks(run: RunData) -> list[Block]:
         parts.append(
             f"rounds whose SM clock moved by more than 5%: {', '.join(map(str, n.flagged_rounds))}"
         )
-    parts += machine_parts(n, resolution.evidence(run.summary))
-    if (spread := resolution.between_runs_line(run.summary)) is not None:
+    parts += machine_parts(n, unresolved.evidence(run.summary))
+    if (spread := unresolved.between_runs_line(run.summary)) is not None:
         parts.append(spread)
     if n.clock_limits:
         parts.append(

@@ -6,7 +6,7 @@ without a sharded variant gets no section.
 
 from __future__ import annotations
 
-from harness import fmt
+from harness.common import fmt
 from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Heading, Para, Table
 

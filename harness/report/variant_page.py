@@ -15,8 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import fmt
+from harness.common import fmt
 from harness.frontends import registry
+from harness.records.numerics import EffectFinding
 from harness.report import findings as why
 from harness.report import memory as memory_report
 from harness.report import ranking
@@ -30,7 +31,6 @@ from harness.report.sections import (
     transfers,
 )
 from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_COMPARED, MAX_LINES, StageDiff
-from harness.summary_numerics import EffectFinding
 
 
 def here(v: VariantData, path: str) -> str:

@@ -6,12 +6,12 @@ against the float64 reference, and its program fingerprinted from its saved ladd
 candidate whose program is one already seen is recorded as `same_program_as` and never timed:
 which options change nothing for this program is a finding of its own. The distinct programs are
 timed together in interleaved rounds, always with the default and the lower bound, and judged
-against the default from paired rounds (harness.stats).
+against the default from paired rounds (harness.common.stats).
 
 `grid` compiles every combination and times the distinct programs in one stage; `coordinate`
 starts from the default and changes one option at a time, moving to a value only when it is
 resolved as faster than the current best. Both stop at the budget, seconds or candidates.
-Writes search.json (harness.summary.SearchRecord) and a report of its own.
+Writes search.json (harness.records.summary.SearchRecord) and a report of its own.
 """
 
 from __future__ import annotations
@@ -22,17 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import commands, io, lifecycle, run_records, stats
 from harness.analyze import judging, verdicts
+from harness.common import stats
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
-from harness.config.roles import roles_of
+from harness.frontends.roles import roles_of
 from harness.hlo.fingerprint import fingerprint_dir
-from harness.records import to_json
-from harness.run import Session, Supervisor, manifest_for
-from harness.runfolder import RunFolder, stage_timing
-from harness.search import space
-from harness.summary import (
+from harness.records import invocations, run_files
+from harness.records.summary import (
     SCHEMA_VERSION,
     Candidate,
     CaptureRecord,
@@ -40,7 +37,14 @@ from harness.summary import (
     TimingRecord,
     Verdict,
 )
-from harness.workerproc import WorkerDied
+from harness.search import space
+from harness.store import io
+from harness.store.records import to_json
+from harness.store.runfolder import RunFolder, stage_timing
+from harness.study import lifecycle
+from harness.study.run import Supervisor, manifest_for
+from harness.study.session import Session
+from harness.study.workerproc import WorkerDied
 
 # Stop starting new candidates once this share of the budget is spent: timing still needs time.
 BUDGET_SHARE_FOR_COMPILES = 0.7
@@ -324,7 +328,7 @@ def not_tried(search: Search) -> dict[str, str]:
 def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
     """Runs the config's search into `workdir`; returns 0, 1 when a fault stopped it (a disk
     full, a worker no candidate owns), or 130 when interrupted. The lock, the manifest,
-    `latest`, signals and faults are harness.lifecycle's."""
+    `latest`, signals and faults are harness.study.lifecycle's."""
     exp = config.experiment
     base = exp.variant(exp.search.base)
     bound = lower_bound(exp, base)
@@ -367,9 +371,9 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
 
 def again_command(manifest: dict[str, Any], workdir: Path) -> str:
     """The command that starts the search in `workdir` again as it was started (a second
-    form after `, or: `; harness.commands), so that it pastes as printed."""
-    record = run_records.from_document(run_records.MANIFEST, manifest, str(workdir))
-    return ", or: ".join(commands.start_commands(record, workdir))
+    form after `, or: `; harness.records.invocations), so that it pastes as printed."""
+    record = run_files.from_document(run_files.MANIFEST, manifest, str(workdir))
+    return ", or: ".join(invocations.start_commands(record, workdir))
 
 
 def _stopped(stop: lifecycle.Stop, again: str) -> int:

@@ -15,7 +15,7 @@ names the rounds they put in doubt, as NVML's clock events do on the GPU:
   less the worker's own. A busy machine does more than add noise: on the 2-core machine, with
   two other single-threaded processes running, `xla_no_fusion` measured 2.36× the time of
   `xla` against 1.30× idle, with a clean A/A pair, so the A/A check alone cannot say that
-  the ratios measured are not an idle machine's (harness.resolution gates on this share).
+  the ratios measured are not an idle machine's (harness.records.resolution gates on this share).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.machine_state import cpu_share, others_share, reading_number, steal_share
+from harness.records.machine_state import cpu_share, others_share, reading_number, steal_share
 
 PROC_STAT = "/proc/stat"
 # A round is flagged when the worker got under this share of the wall time as CPU time...

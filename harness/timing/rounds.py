@@ -5,7 +5,7 @@ which variant ran just before (`round_order`, a Williams design):
 a batch of back-to-back calls long enough to time well, blocked once at the end. A variant's
 time per step in a round is the batch's wall time over its calls. Whatever drifts during the
 stage (clocks, temperature, other load) then hits every variant in every round alike, and a
-ratio of two variants taken round by round cancels it (harness.stats).
+ratio of two variants taken round by round cancels it (harness.common.stats).
 
 The baseline is timed twice in every round, in two places of the order, so the run measures
 its own noise: the ratio of the baseline to itself.

@@ -6,12 +6,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness.common import stats
 from harness.config.experiment import Experiment
-from harness.config.roles import roles_of
 from harness.config.timing import max_budget_s
 from harness.frontends import registry
-from harness.summary import RoundContext, TimedVariant, TimingRecord
+from harness.frontends.roles import roles_of
+from harness.records.summary import RoundContext, TimedVariant, TimingRecord
 from harness.timing import clocks, machine, rounds
 
 DEFAULT_ROUNDS = {"cpu": 10, "gpu": 5}

@@ -19,11 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness import io, precision
+from harness.common import precision
+from harness.common.precision import narrowest_float
 from harness.config.experiment import Problem, Variant
 from harness.frontends.modes import Mode
-from harness.precision import narrowest_float
-from harness.summary import Numerics
+from harness.records.summary import Numerics
+from harness.store import io
 
 ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 

@@ -39,14 +39,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness import userfiles
+from harness.common import userfiles
+from harness.common.precision import narrowest_float, tolerance_dtype
 from harness.config.callables import split_callable
 from harness.config.experiment import Program
 from harness.config.program import FrozenMap, InputSpec, input_leaves, map_specs
 from harness.config.program import leaves as config_leaves
-from harness.precision import narrowest_float, tolerance_dtype
-from harness.summary import ArraySpec, Numerics, ProgramRecord
-from harness.summary_numerics import LeafAccuracy
+from harness.records.numerics import LeafAccuracy
+from harness.records.summary import ArraySpec, Numerics, ProgramRecord
 from harness.variants.expression import TOLERANCE, compare
 
 # Input leaf i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.

@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from harness.config.experiment import Variant
 from harness.config.sharding import Sharding, entry_axes
-from harness.summary import MeshRecord
+from harness.records.summary import MeshRecord
 from harness.variants import expression
 
 

@@ -1,0 +1,46 @@
+"""python -m harness.commands.compare --a=RUN --b=RUN [--out=DIR] (`make compare`): two runs
+compared, into compare.md and compare.html."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from absl import flags
+
+from harness.commands import cli
+from harness.common import terminal
+from harness.report.compare import compare_runs, default_out
+from harness.store import io
+
+
+def main(argv: Sequence[str]) -> int:
+    cli.no_extra_arguments(argv)
+    a, b, out = flags.FLAGS.a, flags.FLAGS.b, flags.FLAGS.out
+    if not a or not b:
+        raise cli.UsageError("--a and --b are required")
+    ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
+    out = out or str(default_out(ra, rb))
+    with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
+        md, html, found = compare_runs(ra, rb, target)
+    for c in found:
+        print(terminal.shown(f"{c.status}: {c.subject} ({c.rule}): a {c.a}; b {c.b}"))
+    print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
+    return 0
+
+
+def define_flags() -> None:
+    """Flags are defined only by an entry point, so importing this module never clashes."""
+    cli.define_string("a", None, "First run folder.")
+    cli.define_string("b", None, "Second run folder.")
+    cli.define_string(
+        "out",
+        None,
+        "Folder for compare.md and compare.html (default: results/compare/"
+        "<experiment>-<run id>_vs_<experiment>-<run id>, the two runs resolved).",
+    )
+
+
+if __name__ == "__main__":
+    define_flags()
+    cli.start(main)

@@ -1,0 +1,116 @@
+"""What control flow costs, as findings over the attributed events (issue 40).
+
+Facts (read at the edge by `facts.read_facts`, from the variant's cost.json and kernels.json):
+- each while loop the cost model found (`ClusterCostRow.loop`, with XLA's or the pattern's
+  trip count) and, from the profile, the iterations it ran a step (the launches of its body's
+  own kernels), the kernels an iteration launches and the device time of its copies (the
+  `memcpy*` kernels of a command buffer and D2D memcpys: a scan's dynamic slices of its
+  stacked operands);
+- the device-to-host copies a step that belong to a conditional or a while (their cluster's
+  kind): without command buffers XLA reads each predicate back to the host to choose the
+  branch or the next iteration, a sync each.
+
+Rules:
+    control_flow.loop        a loop's iterations, kernels an iteration and copies' share
+    control_flow.host_sync   predicates read back to the host, per step
+"""
+
+from __future__ import annotations
+
+from harness.findings.base import Rule
+from harness.findings.control_flow_facts import LoopFacts
+from harness.findings.facts import RunFacts
+from harness.records.findings import ControlFlowFinding
+
+
+class LoopCost(Rule):
+    """What each while loop costs a step: its iterations, the kernels of one, its copies' share."""
+
+    id = "control_flow.loop"
+    kind = "control_flow"
+
+    def applies(self, run: RunFacts) -> bool:
+        return any(v.control_flow.loops for v in run.variants)
+
+    def conclude(self, run: RunFacts) -> tuple[ControlFlowFinding, ...]:
+        out = []
+        for v in run.variants:
+            for lf in v.control_flow.loops:
+                out.append(_loop_finding(self.id, v.name, lf))
+        return tuple(out)
+
+
+def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
+    trip = f"{lf.trip_count}" if lf.trip_count is not None else "an unknown number of"
+    evidence = [f"trip count {lf.trip_count if lf.trip_count is not None else 'unknown'}"]
+    if lf.iterations_per_step is None:
+        why = (
+            "the profile shows no kernel of its body"
+            if lf.step_s
+            else "no profile says what they cost"
+        )
+        what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
+        verdict = "unmeasured" if lf.step_s else "unprofiled"
+        return ControlFlowFinding(
+            rule, variant, lf.loop, verdict, what, lf.trip_count, evidence=tuple(evidence)
+        )
+    iters = lf.iterations_per_step
+    share = lf.copy_s_per_step / lf.step_s if lf.step_s else None
+    body = lf.body_s_per_step / lf.step_s if lf.step_s else None
+    what = (
+        f"{lf.loop} runs {iters:g} iterations a step of {lf.kernels_per_iteration or 0:.0f} kernels"
+        + (f"; {share:.0%} of the step is its copies (a scan's dynamic slices)" if share else "")
+    )
+    verdict = "as counted"
+    if lf.trip_count is not None and abs(iters - lf.trip_count) > 0.01 * max(1, lf.trip_count):
+        verdict = "differs"
+        what += f"; the HLO's trip count says {lf.trip_count}"
+    evidence += [
+        f"measured {iters:g} iterations a step",
+        f"{lf.kernels_per_iteration or 0:.1f} kernels an iteration",
+        f"the body's events: {body:.1%} of the step" if body is not None else "",
+    ]
+    return ControlFlowFinding(
+        rule,
+        variant,
+        lf.loop,
+        verdict,
+        what,
+        lf.trip_count,
+        iters,
+        lf.kernels_per_iteration,
+        share,
+        evidence=tuple(e for e in evidence if e),
+    )
+
+
+class HostSync(Rule):
+    """Predicates read back to the host: a device-to-host sync for each branch or iteration."""
+
+    id = "control_flow.host_sync"
+    kind = "control_flow"
+
+    def applies(self, run: RunFacts) -> bool:
+        return any(v.control_flow.syncs for v in run.variants)
+
+    def conclude(self, run: RunFacts) -> tuple[ControlFlowFinding, ...]:
+        out = []
+        for v in run.variants:
+            s = v.control_flow.syncs
+            if s is None:
+                continue
+            owners = ", ".join(s.owners)
+            out.append(
+                ControlFlowFinding(
+                    self.id,
+                    v.name,
+                    owners,
+                    "host_sync",
+                    f"{v.name} reads a predicate back to the host {s.per_step:g} times a step "
+                    f"({owners}): each is a sync the host waits on; command buffers "
+                    "(CUDA-graph conditionals) choose on the device",
+                    syncs_per_step=s.per_step,
+                    evidence=(f"{s.per_step:g} D2H copies a step for {owners}",),
+                )
+            )
+        return tuple(out)

@@ -1,0 +1,247 @@
+"""What differs between a variant and its reference, as typed changes and in words.
+
+`config_changes` names every config key that differs (the mode, the problem, a program's
+dtypes, its keyword knobs, the XLA options), each with its value on both sides, the phrase the
+report shows and its reverse (what to keep). `mechanisms` says what the compiler made of the
+difference, from the measurements. Nothing here reads a variant's name for meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness.common import fmt
+from harness.config.program import knob
+from harness.findings.facts import ClusterFact, VariantFacts
+from harness.frontends import registry
+from harness.hlo.library_cost import ATTENTION_PREFIXES
+from harness.records.findings import ConfigChange
+
+PROBLEM_WORDS = {
+    "dtype": "x's dtype",
+    "w_dtype": "W's dtype",
+    "gelu": "the GELU form",
+    "frontend": "the frontend",
+    "bias": "the bias",
+    "m": "m",
+    "k": "k",
+    "n": "n",
+    "batch": "the batch",
+}
+
+
+def _mode(mode: str) -> str:
+    """The mode in a sentence: its frontend's words for it (Mode.words), else its name."""
+    found = registry.find_mode(mode)
+    return found.words if found is not None and found.words else mode
+
+
+def _valued(word: str, key: str, x: object, y: object) -> ConfigChange:
+    """A key whose value reads as a word: "x's dtype bfloat16 (was float32)"."""
+    a, b = fmt.text(x), fmt.text(y)
+    return ConfigChange(key, x, y, f"{word} {a} (was {b})", f"{word} {b} (not {a})")
+
+
+def _knob(key: str, name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigChange:
+    """A keyword knob or an XLA option, named `name=value` like an option."""
+    a = f"`{knob(name, x)}`" if in_a else f"`{name}` unset"
+    b = f"`{knob(name, y)}`" if in_b else "unset"
+    keep = f"`{knob(name, y)}`" if in_b else f"`{name}` unset"
+    return ConfigChange(key, x, y, f"{a} (was {b})", f"{keep} (not {a if in_a else 'unset'})")
+
+
+def _option(name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigChange:
+    key = f"xla_options.{name}"
+    if in_a and not in_b:  # set here, the XLA default there
+        return ConfigChange(
+            key, x, None, f"`{name}={fmt.text(x)}`", f"`{name}` unset (not `{fmt.text(x)}`)"
+        )
+    if in_b and not in_a:
+        return ConfigChange(
+            key,
+            None,
+            y,
+            f"`{name}` unset (was {fmt.text(y)})",
+            f"`{name}={fmt.text(y)}` (not unset)",
+        )
+    return ConfigChange(
+        key,
+        x,
+        y,
+        f"`{name}={fmt.text(x)}` (was {fmt.text(y)})",
+        f"`{name}={fmt.text(y)}` (not `{fmt.text(x)}`)",
+    )
+
+
+def config_changes(v: VariantFacts, ref: VariantFacts) -> tuple[ConfigChange, ...]:
+    """Returns the config differences of `v` from `ref`: mode, problem, program, options."""
+    a, b = v.summary.identity, ref.summary.identity
+    out = []
+    if a.mode != b.mode:
+        out.append(
+            ConfigChange(
+                "mode",
+                a.mode,
+                b.mode,
+                f"{_mode(a.mode)} instead of {_mode(b.mode)}",
+                f"{_mode(b.mode)} (not {_mode(a.mode)})",
+            )
+        )
+    for key, word in PROBLEM_WORDS.items():
+        x, y = a.problem.get(key), b.problem.get(key)
+        if key == "w_dtype":
+            x, y = x or a.problem.get("dtype"), y or b.problem.get("dtype")
+        if x != y:
+            out.append(_valued(word, f"problem.{key}", x, y))
+    pa, pb = a.program, b.program
+    if pa is not None and pb is not None:
+        for key, word, x, y in (
+            (
+                "program.inputs",
+                "the inputs' dtype",
+                "/".join(sorted({i.dtype for i in pa.inputs})),
+                "/".join(sorted({i.dtype for i in pb.inputs})),
+            ),
+            (
+                "program.params",
+                "the parameters' dtype",
+                "/".join(pa.param_dtypes),
+                "/".join(pb.param_dtypes),
+            ),
+        ):
+            if x != y:
+                out.append(_valued(word, key, x, y))
+        for name in sorted(set(pa.kwargs) | set(pb.kwargs)):
+            x, y = pa.kwargs.get(name), pb.kwargs.get(name)
+            if x != y or (name in pa.kwargs) != (name in pb.kwargs):
+                out.append(
+                    _knob(
+                        f"program.kwargs.{name}", name, x, y, name in pa.kwargs, name in pb.kwargs
+                    )
+                )
+    for name in sorted(set(a.xla_options) | set(b.xla_options)):
+        x, y = a.xla_options.get(name), b.xla_options.get(name)
+        if x != y:
+            out.append(_option(name, x, y, name in a.xla_options, name in b.xla_options))
+    return tuple(out)
+
+
+def change_words(changes: tuple[ConfigChange, ...]) -> str:
+    """The change that turns the reference into the variant, in words and config keys."""
+    return "; ".join(c.phrase for c in changes) or "no config difference (same options)"
+
+
+def _cluster_kinds(v: VariantFacts) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for c in v.clusters:
+        name = re.sub(r"(\.\d+)+$", "", c.name)
+        out[f"{name} ({c.target or c.kind or '?'})"] += 1
+    return out
+
+
+def largest_fusion(v: VariantFacts) -> ClusterFact | None:
+    """The fusion cluster holding the most ops (constants and parameters not counted)."""
+    fusions = [c for c in v.clusters if c.kind.startswith("k")]
+    return max(fusions, key=lambda c: c.ops, default=None)
+
+
+def _is_transfer(event: str) -> bool:
+    return event.startswith(("D2H(", "H2D("))
+
+
+def profiled(v: VariantFacts) -> bool:
+    """True when the variant's profile was matched: its kernel and transfer counts were
+    measured. A failed or skipped profile leaves them null, never zero."""
+    return v.summary.profile.kernels_per_step is not None
+
+
+def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[tuple[str, str], ...]:
+    """Returns what the compiler made differently, measured: kernels, transfers, clusters,
+    epilogues, the GEMM's precision, bytes moved. A count one side never measured (its
+    profile failed or was skipped) is compared with nothing. Each comes with the part of the
+    timeline it acts on: `device` (kernels, clusters, bytes, the GEMM) or `host` (copies
+    between host and device, a program split by them)."""
+    s, r = v.summary, ref.summary
+    out: list[tuple[str, str]] = []
+    kv, kr = s.profile.kernels_per_step, r.profile.kernels_per_step
+    if kv is not None and kr is not None and kv != kr:
+        out.append(("device", fmt.versus(kv, kr, "kernel", "a step")))
+        fused = largest_fusion(ref)
+        # Only where the extra kernels could be that fusion's ops run apart: one convert
+        # kernel more is not "15 ops run as separate kernels".
+        if fused is not None and fused.ops >= 4 and kv - kr >= fused.ops // 2:
+            out.append(
+                (
+                    "device",
+                    f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
+                    "separate kernels",
+                )
+            )
+    tv = Counter({t.direction: t.count for t in s.profile.transfers_per_step})
+    tr = Counter({t.direction: t.count for t in r.profile.transfers_per_step})
+    for direction in sorted(set(tv) | set(tr)) if profiled(v) and profiled(ref) else ():
+        if tv[direction] != tr[direction]:
+            nbytes = sum(t.bytes for t in s.profile.transfers_per_step if t.direction == direction)
+            out.append(
+                (
+                    "host",
+                    fmt.versus(tv[direction], tr[direction], f"{direction} copy", "a step")
+                    + f", {fmt.si(nbytes, 'B')} a step here",
+                )
+            )
+    # GEMM calls only: a cuDNN attention call has no epilogue, and counting it read as "the
+    # library GEMM's epilogue is DEFAULT/none instead of DEFAULT" on the H200.
+    ga = [c for c in s.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    gb = [c for c in r.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    ea = {c.epilogue or "none" for c in ga}
+    eb = {c.epilogue or "none" for c in gb}
+    if ga and gb and ea != eb:
+        out.append(
+            (
+                "device",
+                f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
+                f"{'/'.join(sorted(eb))}",
+            )
+        )
+    added = _cluster_kinds(v) - _cluster_kinds(ref)
+    if added and ref.clusters and len(added) <= 4:
+        compiler = registry.traits(v.framework).compiler or "XLA"
+        out.append(("device", f"{compiler} adds " + ", ".join(f"`{k}`" for k in added)))
+    elif added and ref.clusters:
+        # The totals, not the kinds that grew: "15 clusters more (101 against 119)" counted
+        # the kinds and printed the totals.
+        out.append(
+            (
+                "device",
+                fmt.versus(len(v.clusters), len(ref.clusters), "cluster")
+                + f", {len(added)} kinds of cluster not in `{ref.name}`",
+            )
+        )
+    pv, pr = s.cost.peak_precision, r.cost.peak_precision
+    if pv and pr and pv != pr:
+        out.append(("device", f"the GEMM runs on {pv} instead of {pr}"))
+    bv, br = s.cost.bytes, r.cost.bytes
+    if bv and br and abs(bv - br) > 0.05 * br:
+        out.append(("device", fmt.bytes_versus(bv, br)))
+    seq = s.profile.step_sequence
+    split = any(map(_is_transfer, seq)) and not any(map(_is_transfer, r.profile.step_sequence))
+    if split and profiled(ref):
+        out.append(
+            ("host", "the device program is split by a host transfer: " + ", ".join(seq[:6]))
+        )
+    return tuple(out)
+
+
+def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+    """The phrases of `mechanism_parts`."""
+    return tuple(phrase for _, phrase in mechanism_parts(v, ref))
+
+
+def divergence_sentence(v: VariantFacts) -> str:
+    """Where the programs first differ, in one sentence ('' when they do not)."""
+    d = v.summary.comparison.first_divergence
+    if d is None or d.stage == "none":
+        return ""
+    detail = d.detail if len(d.detail) <= 300 else d.detail[:297] + "..."
+    return f"the programs first differ at `{d.stage}`: {detail}"

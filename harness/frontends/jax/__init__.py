@@ -1,0 +1,159 @@
+"""The JAX frontend: the GELU expression (or the user's program) jitted, dumped and profiled.
+
+Its modes are data (harness.frontends.modes); its capture, timing and analysis are the
+harness's own JAX stages (harness.capture.variant, harness.analyze), imported when first
+called so that registering it imports no JAX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.frontends.modes import Mode, Traits
+from harness.frontends.registry import register
+
+NAME = "jax"
+EMITTER_STAGES = ("triton", "llvm", "ptx")  # the later IRs XLA's emitters write
+
+MODES = (
+    Mode(
+        "eager",
+        NAME,
+        ("eager",),
+        "op-by-op dispatch",
+        words="op-by-op (eager) dispatch",
+        op_by_op=True,
+        program=True,
+    ),
+    Mode("jit", NAME, ("compiled",), "the whole function jitted", words="jit", program=True),
+    Mode(
+        "jit_host_callback",
+        NAME,
+        ("host_callback", "compiled"),
+        "jitted, with jax.debug.print between the GEMM and the GELU",
+        words="a host callback (jax.debug.print) inside jit",
+        host_print=True,
+    ),
+    Mode(
+        "matmul_only",
+        NAME,
+        ("lower_bound", "compiled"),
+        "x @ W alone, jitted",
+        words="the GEMM alone",
+        gemm_only=True,
+    ),
+    Mode(
+        "jit_python_branch",
+        NAME,
+        ("traced_branch",),
+        "a Python branch on a traced value: jit must refuse it while tracing",
+        expects_trace_error=True,
+        python_branch=True,
+    ),
+    Mode(
+        "jit_lax_cond",
+        NAME,
+        ("device_branch", "compiled"),
+        "the branch kept on the device (lax.cond), jitted",
+        words="a data-dependent lax.cond inside jit",
+        device_branch=True,
+    ),
+)
+
+TRAITS = Traits(
+    label="JAX",
+    compiler="XLA",
+    refuser="jit",
+    emitter_stages=EMITTER_STAGES,
+    xla=True,
+    xprof=True,
+)
+
+
+def _block(out: Any) -> Any:
+    import jax
+
+    return jax.block_until_ready(out)
+
+
+class JaxFrontend:
+    """JAX: jit (or op-by-op dispatch), XLA's dumps, jax.profiler, the HLO ladder."""
+
+    name = NAME
+    modes = MODES
+    traits = TRAITS
+
+    def preload(self, variant: Any) -> tuple[str, ...]:
+        from harness.config.experiment import FRONTEND_MODULES
+
+        return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
+
+    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+        import contextlib
+
+        from harness.variants import expression, program
+
+        if variant.program.enabled:
+            # An init that fails here fails again in the variant's capture, which records why.
+            with contextlib.suppress(Exception):
+                program.args_for(variant.program, exp.seed)
+        elif not variant.mode_spec.expects_trace_error:
+            expression.inputs_for(variant.problem, exp.seed, cache)
+
+    def subject(self, exp: Any, variant: Any) -> Any:
+        from harness.capture.variant import subject_of
+
+        return subject_of(exp, variant)
+
+    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+        from harness.capture.variant import capture_variant
+
+        # Its own subject: a frontend built on this one that runs another function (its
+        # `subject`) is captured, dumped and profiled as JAX's are.
+        return capture_variant(exp, variant, ctx, self.subject)
+
+    def compile_for_timing(
+        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+    ) -> tuple[Callable[[], Any], str | None]:
+        del platform
+        from harness.capture.variant import compile_for_timing
+
+        return compile_for_timing(exp, variant, workdir, executables, self.subject)
+
+    def waiter(self, platform: str) -> Callable[[Any], Any]:
+        del platform
+        return _block
+
+    def analyze(
+        self,
+        workdir: Path,
+        exp: Any,
+        variant: Any,
+        record: Any,
+        timed: Any,
+        ceilings: Any,  # harness.records.run_files.Ceilings | None
+        platform: str,
+    ) -> tuple[Any, list[str]]:
+        from harness.analyze import analyze_xla_variant
+
+        return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
+
+    def job_scope(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def diverge(
+        self,
+        base_ir: Path,
+        ir: Path,
+        base_kernels: list[str] | None,
+        kernels: list[str] | None,
+    ) -> Any:
+        from harness.hlo.diverge import first_divergence
+
+        return first_divergence(base_ir, ir, base_kernels, kernels)
+
+
+register(JaxFrontend())

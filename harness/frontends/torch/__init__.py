@@ -1,0 +1,139 @@
+"""The PyTorch frontend: the GELU expression in torch, eager or through torch.compile.
+
+Its modes are data (harness.frontends.modes); its capture, timing and analysis are the
+PyTorch row's modules (harness.frontends.torch.capture, harness.frontends.torch.sections,
+harness.frontends.torch.inductor), imported when first called so that registering it imports no torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.frontends.jax import EMITTER_STAGES
+from harness.frontends.modes import Mode, Traits
+from harness.frontends.registry import register
+
+NAME = "torch"
+
+# The same roles as the JAX modes', so the report pairs each torch variant with its JAX twin.
+MODES = (
+    Mode("torch_eager", NAME, ("eager",), "op-by-op dispatch (no torch.compile)", op_by_op=True),
+    Mode("torch_compile", NAME, ("compiled",), "torch.compile of the whole function"),
+    Mode(
+        "torch_matmul",
+        NAME,
+        ("lower_bound", "compiled"),
+        "x @ W alone, through torch.compile",
+        gemm_only=True,
+    ),
+    Mode(
+        "torch_print",
+        NAME,
+        ("host_callback", "compiled"),
+        "print() between the GEMM and the GELU: Dynamo breaks the graph there",
+        host_print=True,
+    ),
+    Mode(
+        "torch_branch",
+        NAME,
+        ("traced_branch", "compiled"),
+        "a Python branch on a tensor's value: Dynamo splits the graph (or, with "
+        "fullgraph=True, refuses it)",
+        python_branch=True,
+    ),
+)
+
+TRAITS = Traits(
+    label="PyTorch",
+    compiler="Inductor",
+    refuser="torch.compile(fullgraph=True)",
+    emitter_stages=(*EMITTER_STAGES, "output_code"),  # and Inductor's own output code
+    timed_against="jax",
+    compile_phases=True,
+    torch_trace=True,
+    dynamo=True,
+)
+
+
+class TorchFrontend:
+    """PyTorch: eager or torch.compile (Dynamo, Inductor), torch.profiler, TORCH_TRACE."""
+
+    name = NAME
+    modes = MODES
+    traits = TRAITS
+
+    def preload(self, variant: Any) -> tuple[str, ...]:
+        del variant
+        return ("jax", "torch", "harness.frontends.torch.capture")
+
+    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+        # The torch inputs are the JAX inputs' bits, and the reference is the JAX variants'.
+        from harness.variants import expression
+
+        expression.inputs_for(variant.problem, exp.seed, cache)
+
+    def subject(self, exp: Any, variant: Any) -> Any:
+        del exp
+        from harness.frontends.torch.expression import build_torch_function
+
+        return build_torch_function(variant)
+
+    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+        from harness.frontends.torch.capture import capture_torch_variant
+
+        return capture_torch_variant(exp, variant, ctx)
+
+    def compile_for_timing(
+        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+    ) -> tuple[Callable[[], Any], str | None]:
+        del executables  # a torch program is compiled again, never loaded
+        from harness.frontends.torch import capture
+
+        call, _wait, note = capture.compile_for_timing(exp, variant, workdir, platform)
+        return call, note
+
+    def waiter(self, platform: str) -> Callable[[Any], Any]:
+        from harness.frontends.torch.capture import waiter
+        from harness.frontends.torch.expression import device_for
+
+        return waiter(device_for(platform))
+
+    def analyze(
+        self,
+        workdir: Path,
+        exp: Any,
+        variant: Any,
+        record: Any,
+        timed: Any,
+        ceilings: Any,  # harness.records.run_files.Ceilings | None
+        platform: str,
+    ) -> tuple[Any, list[str]]:
+        from harness.analyze import sections
+        from harness.frontends.torch.sections import analyze_torch_variant
+        from harness.store.runfolder import RunFolder
+
+        vdir = RunFolder(workdir).variant(variant.name).root
+        timing = sections.timing(variant.name, record, timed)
+        return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
+
+    def job_scope(self) -> contextlib.AbstractContextManager[None]:
+        from harness.frontends.torch.env import scratch_cache_dir
+
+        return scratch_cache_dir()
+
+    def diverge(
+        self,
+        base_ir: Path,
+        ir: Path,
+        base_kernels: list[str] | None,
+        kernels: list[str] | None,
+    ) -> Any:
+        from harness.frontends.torch.inductor.diverge import torch_first_divergence
+
+        return torch_first_divergence(base_ir, ir, base_kernels, kernels)
+
+
+register(TorchFrontend())

@@ -1,0 +1,310 @@
+"""The run folder's layout: every path a run writes, owned by two objects.
+
+    RunFolder(root)          manifest.json, summary.json, timing.json, ceilings.json, ...
+    RunFolder.variant(name)  variants/<name>/: result.json, fusions.json, ir/, profile/, ...
+
+No other module spells a file name of the run folder: a writer asks the folder for the path
+it writes, and a reader for the path it reads, so renaming a file is one line here and a
+reader and its writer cannot drift apart. What each file holds is its record's
+(harness.records.run_files, harness.records.summary); this module knows only where the files are. A library
+layer: it imports nothing of the harness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The run's own files, at its top level.
+MANIFEST_FILE = "manifest.json"
+SUMMARY_FILE = "summary.json"
+TIMING_FILE = "timing.json"
+CEILINGS_FILE = "ceilings.json"
+SEARCH_FILE = "search.json"
+PROCESSES_FILE = "processes.json"
+REPORT_FILE = "report.md"  # a report page's name: the run's, and each variant's
+REPORT_HTML = "report.html"
+INDEX_HTML = "index.html"
+VARIANTS_DIR = "variants"
+PLOTS_DIR = "plots"
+PROCESS_DIR = "processes"  # processes/p<rank>.json and faults.json, a study across processes
+FAULTS_FILE = "faults.json"
+
+# A variant's files, in variants/<name>/.
+RESULT_FILE = "result.json"
+TIMINGS_FILE = "timings.json"  # the capture's blocked latencies (not the run's timing.json)
+FUSIONS_FILE = "fusions.json"
+KERNELS_FILE = "kernels.json"
+PASSES_FILE = "passes.json"
+COMPILE_FILE = "compile.json"
+COST_FILE = "cost.json"
+RANKING_FILE = "ranking.json"
+COMM_FILE = "comm.json"
+MEMORY_FILE = "memory.json"
+NUMERICS_FILE = "numerics.json"  # the capture's per-leaf errors against float64
+OUTPUTS_FILE = "outputs.npz"  # the capture's kept result values (bounded)
+DISTANCES_FILE = "distances.json"  # the analysis's per-leaf distances from the baseline
+NUMERICS_PASS_FILE = "numerics_pass.json"  # the optional search for the pass that moved it
+# The attributed timeline: Chrome trace JSON, gzipped, which Perfetto and chrome://tracing open.
+TIMELINE_FILE = "timeline.perfetto.json.gz"
+TORCH_FILE = "torch.json"  # the PyTorch capture's facts
+TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
+RECOMPILE_FILE = "recompile.txt"
+DUMP_DIR = "dump"
+TORCH_DIR = "torch"  # torch.compile's working folder (its debug trace and cache)
+IR_DIR = "ir"
+PROFILE_DIR = "profile"
+LATEST = "latest"  # <results_root>/<experiment>/latest, the link to the newest run
+
+# The harness's own names at the top of a results root or a run: an experiment named one of
+# them would make `R/index.html/` (and every later study of that root fail) or a run's file.
+RESERVED_NAMES = frozenset(
+    {
+        MANIFEST_FILE,
+        SUMMARY_FILE,
+        TIMING_FILE,
+        CEILINGS_FILE,
+        SEARCH_FILE,
+        PROCESSES_FILE,
+        REPORT_FILE,
+        REPORT_HTML,
+        INDEX_HTML,
+        VARIANTS_DIR,
+        PLOTS_DIR,
+        PROCESS_DIR,
+        FAULTS_FILE,
+        RESULT_FILE,
+        TIMINGS_FILE,
+        FUSIONS_FILE,
+        KERNELS_FILE,
+        PASSES_FILE,
+        COMPILE_FILE,
+        COST_FILE,
+        RANKING_FILE,
+        COMM_FILE,
+        MEMORY_FILE,
+        TORCH_FILE,
+        TORCH_TRACE_FILE,
+        RECOMPILE_FILE,
+        DUMP_DIR,
+        TORCH_DIR,
+        IR_DIR,
+        PROFILE_DIR,
+        LATEST,
+    }
+)
+# The profile windows a capture records, each a folder of profile/.
+PROFILE_WINDOWS = ("first_call", "recompile", "steady")
+
+
+def one_component(name: str) -> bool:
+    """True for a name that is one path component: not empty, `.` or `..`, no slash."""
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
+def made_in_variant(name: str) -> bool:
+    """True for an entry of a variant's folder that the harness makes: its records, dump, IR,
+    profile, pages and tlparse, and the temporary files of an atomic write (io)."""
+    temporary = name.startswith(".") and name.endswith((".tmp", ".link"))
+    return name in RESERVED_NAMES or name == "tlparse" or temporary
+
+
+def process_file(rank: int) -> str:
+    """Returns the file name of one process's record in processes/."""
+    return f"p{rank}.json"
+
+
+def per_process(file: str, rank: int) -> str:
+    """Returns the name of `file` as process `rank` writes it (timing.json -> timing-p1.json)."""
+    return f"{file.removesuffix('.json')}-p{rank}.json"
+
+
+def set_aside(file: str, stamp: str) -> str:
+    """Returns the name a re-timing keeps an earlier `file` under (timing.before-<stamp>.json)."""
+    return f"{file.removesuffix('.json')}.before-{stamp}.json"
+
+
+@dataclass(frozen=True)
+class VariantFolder:
+    """variants/<name>/ of a run folder: what the capture and the analysis write for one variant."""
+
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def result(self) -> Path:
+        return self.root / RESULT_FILE
+
+    @property
+    def timings(self) -> Path:
+        return self.root / TIMINGS_FILE
+
+    @property
+    def fusions(self) -> Path:
+        return self.root / FUSIONS_FILE
+
+    @property
+    def kernels(self) -> Path:
+        return self.root / KERNELS_FILE
+
+    @property
+    def passes(self) -> Path:
+        return self.root / PASSES_FILE
+
+    @property
+    def compiles(self) -> Path:  # compile.json: the variant's compiles
+        return self.root / COMPILE_FILE
+
+    @property
+    def cost(self) -> Path:
+        return self.root / COST_FILE
+
+    @property
+    def ranking(self) -> Path:
+        return self.root / RANKING_FILE
+
+    @property
+    def comm(self) -> Path:
+        return self.root / COMM_FILE
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / TIMELINE_FILE
+
+    @property
+    def memory(self) -> Path:
+        return self.root / MEMORY_FILE
+
+    @property
+    def numerics(self) -> Path:
+        return self.root / NUMERICS_FILE
+
+    @property
+    def outputs(self) -> Path:
+        return self.root / OUTPUTS_FILE
+
+    @property
+    def distances(self) -> Path:
+        return self.root / DISTANCES_FILE
+
+    @property
+    def numerics_pass(self) -> Path:
+        return self.root / NUMERICS_PASS_FILE
+
+    @property
+    def torch(self) -> Path:
+        return self.root / TORCH_FILE
+
+    @property
+    def dump(self) -> Path:
+        return self.root / DUMP_DIR
+
+    @property
+    def ir(self) -> Path:
+        return self.root / IR_DIR
+
+    @property
+    def profile(self) -> Path:
+        return self.root / PROFILE_DIR
+
+    def profile_window(self, window: str) -> Path:
+        """Returns profile/<window>/ (one of PROFILE_WINDOWS)."""
+        if window not in PROFILE_WINDOWS:
+            raise ValueError(f"profile window must be one of {PROFILE_WINDOWS}, got {window!r}")
+        return self.profile / window
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT_FILE
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder (results/<experiment>/<run id>/): the paths of every file a run writes."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST_FILE
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def timing(self) -> Path:
+        return self.root / TIMING_FILE
+
+    def timing_named(self, file: str) -> Path:
+        """Returns a timing record of its own name (a search stage's timing-<n>.json)."""
+        if "/" in file or not file.endswith(".json"):
+            raise ValueError(f"a timing file is a .json name in the run folder, got {file!r}")
+        return self.root / file
+
+    @property
+    def ceilings(self) -> Path:
+        return self.root / CEILINGS_FILE
+
+    @property
+    def search(self) -> Path:
+        return self.root / SEARCH_FILE
+
+    @property
+    def processes(self) -> Path:
+        return self.root / PROCESSES_FILE
+
+    @property
+    def process_dir(self) -> Path:
+        return self.root / PROCESS_DIR
+
+    @property
+    def faults(self) -> Path:
+        return self.process_dir / FAULTS_FILE
+
+    @property
+    def variants_dir(self) -> Path:
+        return self.root / VARIANTS_DIR
+
+    def variant(self, name: str) -> VariantFolder:
+        """Returns variants/<name>/; the name is a config's variant name, never a path."""
+        if not one_component(name):
+            raise ValueError(f"a variant name is one path component, got {name!r}")
+        return VariantFolder(self.variants_dir / name)
+
+    @property
+    def plots(self) -> Path:
+        return self.root / PLOTS_DIR
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT_FILE
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def index_html(self) -> Path:
+        return self.root / INDEX_HTML
+
+    def relative(self, path: Path) -> str:
+        """Returns `path` relative to the run folder, as the report's links write it."""
+        return path.relative_to(self.root).as_posix()
+
+
+def variant_page(name: str) -> str:
+    """Returns a variant's report page relative to its run folder (its HTML is beside it)."""
+    return f"{VARIANTS_DIR}/{name}/{REPORT_FILE}"
+
+
+def stage_timing(stage: int) -> str:
+    """Returns the timing record of a search's stage `stage` (timing-<stage>.json)."""
+    return f"{TIMING_FILE.removesuffix('.json')}-{stage}.json"

@@ -1,0 +1,179 @@
+"""A study's session: its first worker, started and checked (the preflight) before any run
+folder exists, and the workers it holds until the study ends (harness.study.run)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import ConfigError, LoadedConfig
+from harness.config.experiment import Experiment
+from harness.store.records import to_json
+from harness.study import group
+from harness.study.workerproc import WorkerDied, WorkerProcess
+
+# --- preflight: a session starts before any folder exists -------------------------------------
+
+
+@dataclass
+class Session:
+    """The live worker and what it reported about the machine."""
+
+    config: LoadedConfig
+    worker: WorkerProcess
+    environment: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    workers: int = 1
+    spare: WorkerProcess | None = None  # started ahead while a variant is captured
+    # A local group of processes (harness.study.group): processes 1.. of the group `worker` leads.
+    peers: list[WorkerProcess] = field(default_factory=list)
+    # Compiled programs that capture workers keep for the timing worker: a folder of this
+    # process's own (mode 0700, outside the results), because loading one runs what it holds.
+    executables: Path | None = None
+
+    def executable_folder(self) -> Path:
+        if self.executables is None:
+            self.executables = Path(tempfile.mkdtemp(prefix="harness-executables-"))
+        return self.executables
+
+    @property
+    def platform(self) -> str:
+        return str(self.environment.get("platform"))
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in a group of processes (0 without a group)."""
+        return int((self.environment.get("process") or {}).get("rank", 0))
+
+    def kill(self) -> None:
+        """Ends the worker, its group and any spare at once (an interrupt, a disk fault)."""
+        for w in (self.worker, self.spare, *self.peers):
+            if w is not None and w.proc.poll() is None:
+                w.kill()
+
+    def kill_group(self) -> None:
+        """Ends the worker and its group, not the spare started for the next variant."""
+        for w in (self.worker, *self.peers):
+            if w.proc.poll() is None:
+                w.kill()
+
+    def close(self, workdir: Path | None) -> None:
+        """Ends the worker and its group (the others leave when process 0 does), keeping
+        their logs in the run folder."""
+        for w in (self.worker, *self.peers):
+            w.close(workdir)
+
+    def forget_executables(self) -> None:
+        if self.executables is not None:
+            shutil.rmtree(self.executables, ignore_errors=True)
+            self.executables = None
+
+
+def hello(
+    worker: WorkerProcess,
+    exp: Experiment,
+    source: str,
+    checks: bool,
+    meanwhile: Callable[[], None] = lambda: None,
+    distributed: dict[str, Any] | None = None,
+    sent: bool = False,
+) -> dict[str, Any]:
+    """Starts a worker's job list; with `checks`, raises ConfigError when preflight fails.
+    `meanwhile` runs here while the worker starts. The start and the preflight together have
+    `limits.preflight_s`: a program's function or init that never returns ends there.
+    `distributed` makes the worker join a group of processes first (harness.study.group), which
+    may have `sent` the hello job already."""
+    deadline = time.monotonic() + exp.limits.preflight_s
+    if not sent:
+        worker.send(
+            "hello",
+            config=to_json(exp),
+            source=source,
+            checks=checks,
+            distributed=distributed,
+        )
+    meanwhile()
+    try:
+        event = worker.expect("hello", within=deadline - time.monotonic())
+        environment = event["environment"]
+        if checks:
+            done = worker.expect("preflight_ok", "config_error", within=deadline - time.monotonic())
+            if done["event"] == "config_error":
+                raise ConfigError("config", done["key"], done["problem"])
+    except WorkerDied as e:
+        last = e.last
+        if last.get("event") == "checking":
+            raise ConfigError(
+                "config",
+                str(last.get("key")),
+                f"the preflight {e.how()} while {last.get('what')} "
+                f"(limits.preflight_s is {exp.limits.preflight_s:g})",
+            ) from None
+        if last.get("event") == "try":
+            shown = ", ".join(f"{k}={v!r}" for k, v in last["options"].items())
+            what = (
+                "another value"
+                if len(last["options"]) == 1
+                else "options that XLA accepts together"
+            )
+            raise ConfigError(
+                "config", last["key"], f"XLA {e.how()} compiling with {shown}; choose {what}"
+            ) from None
+        tail = e.stderr_tail[-1] if e.stderr_tail else "no output"
+        raise ConfigError(
+            "config", "", f"the JAX worker failed to start: {e.how()}: {tail}"
+        ) from None
+    return environment
+
+
+def _import_ahead() -> None:
+    """Imports the analysis and the report (matplotlib most of it, 1.2 s on a 2-core machine)
+    and warms matplotlib up while the first worker imports JAX: the supervisor is idle then,
+    no measurement runs yet, and the analysis and report stages, and the children they fork,
+    find them ready."""
+    try:
+        import harness.analyze  # noqa: F401
+        from harness.report import plots
+    except ImportError:  # the stage that needs them reports it
+        return
+    with contextlib.suppress(Exception):  # a plot that fails is the report's to say
+        plots.warm_up()
+
+
+def _no_op() -> None:
+    return None
+
+
+@contextlib.contextmanager
+def session(config: LoadedConfig) -> Iterator[Session]:
+    """Starts the first worker and runs the preflight; yields the session, then ends it.
+
+    Raises ConfigError (naming the key) for what only the installed jaxlib or the device can
+    check; no folder exists yet at that point.
+    """
+    from harness.config.load import blame
+
+    live: Session | None = None
+    try:
+        try:
+            # With an external launcher most processes only follow: none imports ahead.
+            ahead = _import_ahead if config.experiment.processes.launcher == "local" else _no_op
+            worker, peers, env = group.start_workers(
+                config.experiment, str(config.path), 1, True, hello, ahead
+            )
+        except ConfigError as e:
+            raise blame(config.path, config.overrides, e) from None
+        live = Session(config, worker, env, workers=1 + len(peers), peers=peers)
+        yield live
+    finally:
+        if live is not None:
+            live.kill()  # whichever workers are still running: the last one, a spare
+            live.forget_executables()
+
+
