@@ -472,13 +472,15 @@ def test_a_missing_process_is_named_by_the_barrier() -> None:
 
 
 def test_processes_json_is_documented_key_for_key(processes: ProcessesSummary) -> None:
-    from harness.records.processes import README_BEGIN, README_END, key_table
+    from harness.records.keytables import PROCESSES_BEGIN, PROCESSES_END, processes_table
     from harness.store import records
 
     readme = (REPO / "results" / "README.md").read_text()
-    table = readme[readme.index(README_BEGIN) + len(README_BEGIN) : readme.index(README_END)]
+    table = readme[
+        readme.index(PROCESSES_BEGIN) + len(PROCESSES_BEGIN) : readme.index(PROCESSES_END)
+    ]
     # `python -m harness.records.processes results/README.md` regenerates it
-    assert table.strip() == key_table()
+    assert table.strip() == processes_table()
     documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
     emitted = records.emitted_keys(ProcessesSummary, records.to_json(processes))
     assert emitted == documented

@@ -16,13 +16,10 @@ run's summary.json and kept files, without analysing the run again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.records.gaps import AttributionGaps
 from harness.records.numerics import AccuracyFinding, EffectFinding
 from harness.store.records import Plain, doc
-
-VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -308,17 +305,3 @@ class Findings:
     effects: tuple[EffectFinding, ...] = doc(
         "each variant's result against the baseline's: did a compiler choice move it", ()
     )
-
-
-def migrate_v5(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-6 data for a version-5 summary: its findings read as absent (null)
-    until `python -m harness.commands.migrate` makes them."""
-    del source
-    return {**data, "schema_version": VERSION, "findings": None}
-
-
-def migrate_v9(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-10 data for a version-9 summary: version 10 only added
-    `findings.control_flow` (harness.findings.control_flow), which reads as none."""
-    del source
-    return {**data, "schema_version": 10}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.store import io
 from harness.store.records import doc, from_json
@@ -128,13 +127,6 @@ class MemoryFile:
         (),
     )
     live_step: int = doc("schedule positions per `live_bytes` entry", 1)
-
-
-def migrate_v4(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-5 data for a version-4 summary: version 5 only added the `memory`
-    section, which reads as absent."""
-    del source
-    return {**data, "schema_version": 5}
 
 
 def read_memory_file(vdir: Path) -> MemoryFile | None:

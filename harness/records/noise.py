@@ -13,7 +13,6 @@ or no A/A pair to measure the floor with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.records.machine_state import MachineState
 from harness.store.records import doc
@@ -72,21 +71,3 @@ class Noise:
     comparisons: int = doc("the timing comparisons Holm's correction ran over", 0)
     machine: MachineState | None = doc("what the machine was doing during the rounds")
     between_runs: BetweenRuns | None = doc("where the intervals' run-to-run spread came from")
-
-
-def migrate_v6(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-7 data for a version-6 summary: version 7 only added the run-to-run
-    spread (`noise.between_runs`, `comparison.*.between_runs` and `ci95_rounds`), which reads
-    as not measured (null)."""
-    del source
-    return {**data, "schema_version": 7}
-
-
-def migrate_v7(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-8 data for a version-7 summary. Version 8 judges each comparison against
-    the A/A floor instead of withholding every verdict of a run whose A/A check failed; it added
-    `noise.aa_held` (null: not judged so), `aa_reasons` and `unresolvable`, and a timing
-    finding's `decomposition`. The verdicts stay as they were judged until `python -m
-    harness.commands.migrate` judges them again from the saved rounds."""
-    del source
-    return {**data, "schema_version": 8}

@@ -12,11 +12,8 @@ far two correct implementations of that dtype drift: harness.records.numerics_ef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.store.records import doc
-
-VERSION = 9  # summary.json's schema with the numerics findings
 
 # --- variants/<name>/numerics.json (the capture) -------------------------------------------------
 
@@ -144,10 +141,3 @@ class EffectFinding:
     restored: float | None = doc("the distance with only that pass disabled")
     search: str | None = doc("why the pass search named none, or did not run")
     what: str = doc("the finding in one sentence", "")
-
-
-def migrate_v8(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Returns version-9 data for a version-8 summary: its findings have no numerics or
-    effects (absent: empty) until `python -m harness.commands.migrate` judges the run again."""
-    del source
-    return {**data, "schema_version": VERSION}

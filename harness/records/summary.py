@@ -22,13 +22,11 @@ from typing import Any
 from harness.common import userfiles
 from harness.common.precision import narrowest_float
 from harness.records.comm import Comm
-from harness.records.findings import Findings, migrate_v5, migrate_v9
+from harness.records.findings import Findings
 from harness.records.gaps import AttributionGaps
-from harness.records.memory import MeasuredMemory, Memory, migrate_v4
-from harness.records.migrations.v1 import migrate_v1, migrate_v2
-from harness.records.migrations.v3 import migrate_v3
-from harness.records.noise import Noise, migrate_v6, migrate_v7
-from harness.records.numerics import migrate_v8
+from harness.records.memory import MeasuredMemory, Memory
+from harness.records.migrations import MIGRATIONS
+from harness.records.noise import Noise
 from harness.records.probes import ProbeFailure
 from harness.store.records import (
     EMPTY,
@@ -766,18 +764,3 @@ def parse_summary(data: Any, source: str) -> RunSummary:
 def summary_json(summary: RunSummary) -> dict[str, Any]:
     """Returns the JSON data of a summary, as written to summary.json."""
     return to_json(summary)
-
-
-# --- migrations -------------------------------------------------------------------------------
-
-MIGRATIONS = {
-    1: migrate_v1,
-    2: migrate_v2,
-    3: migrate_v3,
-    4: migrate_v4,
-    5: migrate_v5,
-    6: migrate_v6,
-    7: migrate_v7,
-    8: migrate_v8,
-    9: migrate_v9,
-}
