@@ -48,7 +48,7 @@ from harness.summary import (
 from harness.summary_memory import MeasuredMemory
 from harness.summary_numerics import AccuracyFile, LeafAccuracy
 from harness.summary_probes import ProbeFailure
-from harness.variants import expression, program, sharded
+from harness.variants import expression, program, program_mesh, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,8 +225,12 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         leaves = program.judged_leaves(y, ref, program.computed_in(args))
         return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
 
-    placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
-    return Subject(fn, placed, judge, p, describe, kept)
+    placed = (
+        program_mesh.place(variant, fn, args.args, halved)
+        if variant.sharding.enabled
+        else sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
+    )
+    return Subject(placed.fn, placed, judge, p, describe, kept)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.
