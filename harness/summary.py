@@ -38,7 +38,7 @@ from harness.runfolder import SEARCH_FILE as SEARCH_FILE
 from harness.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.runfolder import TIMING_FILE as TIMING_FILE
 from harness.runfolder import one_component
-from harness.summary_comm import Comm
+from harness.summary_comm import Comm, migrate_v10
 from harness.summary_findings import Findings, migrate_v5, migrate_v9
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_noise import Noise, migrate_v6, migrate_v7
@@ -47,7 +47,7 @@ from harness.summary_probes import ProbeFailure
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -780,4 +780,5 @@ MIGRATIONS = {
     7: migrate_v7,
     8: migrate_v8,
     9: migrate_v9,
+    10: migrate_v10,
 }
