@@ -146,3 +146,63 @@ def test_the_sharded_train_step_reports_collectives_overlap_and_waits(train_shar
     rules = {r["id"] for r in s["findings"]["rules"]}
     assert "communication.waiting" in rules
     assert "Overlap of compute and communication" in (train_sharded / "report.md").read_text()
+
+
+# --- NCCL kernels inside a command buffer -----------------------------------------------------
+
+
+def _buffer(order: tuple[str, ...]):
+    from harness.hlo.thunks import Command, CommandBuffer
+
+    kinds = {"custom-call.1": "kCublasLtMatmul", "all-reduce.3": "kAllReduce",
+             "all-gather.9": "kAllGather", "loop_multiply_fusion": "kCustomKernel"}  # fmt: skip
+    kernels = {"loop_multiply_fusion": "loop_multiply_fusion"}
+    n = len(order)
+    return CommandBuffer(
+        "command_buffer_1",
+        tuple(
+            Command(
+                index=i + 1,
+                kind=kinds[op],
+                kernel=kernels.get(op),
+                grid=None,
+                block=None,
+                prev=(i,) if i else (),
+                next=(i + 2,) if i + 1 < n else (),
+                instruction=op,
+            )
+            for i, op in enumerate(order)
+        ),
+    )
+
+
+def test_an_nccl_kernel_in_a_command_buffer_goes_to_its_collective() -> None:
+    """The 2xH200 fixture ran without command buffers (its thunk sequence has none), so its
+    real events are put in one as XLA reports a buffer's events (`hlo_op` the buffer's name),
+    and the buffer lists an all-gather before the all-reduce that ran: the NCCL AllReduce
+    kernel must skip the ready all-gather and land on `all-reduce.3`, the GEMM on the cuBLAS
+    call. How XLA prints a collective command inside a buffer is not in any fixture: that
+    needs a command-buffer run on several GPUs (`--xla_gpu_enable_command_buffer=+COLLECTIVES`)."""
+    from harness.match.command_buffers import place_events
+
+    variant = "k_sharded_replicated_out"
+    events = read_events_and_markers(x2(variant) / "profile.xplane.pb")[0]
+    window = [
+        dataclasses.replace(e, hlo_op="command_buffer_1")
+        for e in events
+        if e.step == 0 and e.device_ordinal in (None, 0) and e.device.endswith("GPU:0")
+    ]
+    buffer = _buffer(("custom-call.1", "all-gather.9", "all-reduce.3", "loop_multiply_fusion"))
+    buffer = dataclasses.replace(
+        buffer,
+        commands=tuple(dataclasses.replace(c, prev=(), next=()) for c in buffer.commands),
+    )
+    placed = place_events(window, dict.fromkeys(range(len(window)), buffer))
+    by_name = {
+        window[i].name: p.instruction for i, p in placed.items() if window[i].kind == "kernel"
+    }
+    nccl = [n for n in by_name if n.lower().startswith("nccl")]
+    assert nccl and all(by_name[n] == "all-reduce.3" for n in nccl)
+    assert by_name["loop_multiply_fusion"] == "loop_multiply_fusion"
+    assert any(v == "custom-call.1" for n, v in by_name.items() if n.startswith("nvjet"))
+    assert "all-gather.9" not in by_name.values()
