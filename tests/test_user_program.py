@@ -315,7 +315,7 @@ def _error(tmp_path: Path, text: str) -> ConfigError:
             "{name: xla, mode: jit}",
             "{name: xla, mode: jit, sharding: {mesh: [2], axes: [x], x: [x, null]}}",
             "variants.xla.sharding",
-            "one device",
+            "only `mesh` and `axes`",
         ),
     ],
 )

@@ -31,8 +31,14 @@ from harness.hlo.collectives import (
     stages_from_dump,
 )
 from harness.hlo.passes import pass_file_info
-from harness.match.comm import CommReport, communication_report, compare_with_link
-from harness.profile.events import find_xplane, read_events_and_markers
+from harness.match.comm import (
+    CommReport,
+    collective_events,
+    communication_report,
+    compare_with_link,
+)
+from harness.match.waits import DeviceWait, Waits, collective_waits
+from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
 from harness.records import ladder, run_files
 from harness.records.comm import CollectiveSummary, Comm, DeviceComm, Scaling
 from harness.records.run_files import Ceilings
@@ -197,6 +203,37 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _waits(
+    events: Sequence[DeviceEvent],
+    clusters: dict,
+    collectives: dict,
+    every: Sequence[Collective],
+    mesh: MeshRecord,
+    report: CommReport,
+) -> Waits:
+    """Returns each device's waits at the collectives of the steady window."""
+    steps, attributed = collective_events(events, clusters, collectives)
+    groups = {}
+    for c in every:
+        try:
+            groups[c.name] = c.device_groups(mesh.device_assignment)
+        except ValueError:
+            groups[c.name] = c.replica_groups
+    spans = {(s.device, s.step): s.span_s for s in report.device_steps}
+    return collective_waits(attributed, steps, groups, spans)
+
+
+def _wait_fields(w: DeviceWait | None) -> dict[str, float | int | None]:
+    if w is None:
+        return {}
+    return {
+        "waited_s": w.waited_s,
+        "wait_share": w.wait_share,
+        "lag_s": w.lag_s,
+        "last_arrivals": w.last_arrivals,
+    }
+
+
 def comm(
     vdir: Path,
     lad: ladder.Ladder,
@@ -218,11 +255,18 @@ def comm(
     stages = dump_stages(vdir, record.module) or ladder_stages(lad)
     origins = {o.collective: o for o in collective_origins(every, stages)}
     report: CommReport | None = None
+    waits: Waits | None = None
     steady = VariantFolder(vdir).profile_window("steady")
     if steady.is_dir() and not steady.is_symlink():
         events, _ = read_events_and_markers(find_xplane(steady))
         report = communication_report(events, clusters, collectives)
         notes += list(report.notes)
+        waits = _waits(events, clusters, collectives, every, mesh, report)
+        if waits.unpaired:
+            notes.append(
+                f"{waits.unpaired} collective events not paired across their group's devices "
+                "(unequal counts in a step): left out of the waits"
+            )
     else:
         notes.append("no steady-state profile: no time per device or collective")
     link_Bps = ceilings.link_bytes_per_s if ceilings is not None else None
@@ -231,6 +275,7 @@ def comm(
     if why:
         notes.append(why)
     summaries = _summaries(every, origins, mesh, report, link_Bps)
+    waited = {w.device: w for w in waits.per_device} if waits else {}
     per_device = (
         tuple(
             DeviceComm(
@@ -242,12 +287,16 @@ def comm(
                 exposed_s=d.exposed_s,
                 idle_s=d.idle_s,
                 busy_s=d.busy_s,
+                **_wait_fields(waited.get(d.device)),
             )
             for d in report.per_device
         )
         if report
         else ()
     )
+    communication = _mean([d.communication_s for d in per_device])
+    overlapped = _mean([d.overlapped_s for d in per_device])
+    shares = [d.wait_share for d in per_device if d.wait_share is not None]
     section = Comm(
         devices=mesh.devices,
         mesh=mesh.mesh,
@@ -258,10 +307,17 @@ def comm(
         collectives=summaries,
         sent_bytes_per_call=sum(c.sent_bytes for c in every),
         compute_per_step_s=_mean([d.compute_s for d in per_device]),
-        communication_per_step_s=_mean([d.communication_s for d in per_device]),
+        communication_per_step_s=communication,
         exposed_per_step_s=_mean([d.exposed_s for d in per_device]),
         idle_per_step_s=_mean([d.idle_s for d in per_device]),
         per_device=per_device,
+        overlapped_per_step_s=overlapped,
+        overlap_fraction=overlapped / communication
+        if overlapped is not None and communication
+        else None,
+        straggler=waits.straggler if waits else None,
+        straggler_lag_s=waits.straggler_lag_s if waits else None,
+        max_wait_share=max(shares) if shares else None,
         matched_fraction=report.matched_fraction if report else None,
         collective_events=report.collective_like_events if report else None,
         collective_matched_fraction=report.collective_matched_fraction if report else None,

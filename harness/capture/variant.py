@@ -50,7 +50,7 @@ from harness.records.summary import (
 )
 from harness.store import io
 from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
-from harness.variants import expression, program, sharded
+from harness.variants import expression, program, program_mesh, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,8 +227,12 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         leaves = program.judged_leaves(y, ref, program.computed_in(args))
         return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
 
-    placed = sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
-    return Subject(fn, placed, judge, p, describe, kept)
+    placed = (
+        program_mesh.place(variant, fn, args.args, halved)
+        if variant.sharding.enabled
+        else sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
+    )
+    return Subject(placed.fn, placed, judge, p, describe, kept)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.

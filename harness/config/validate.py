@@ -212,8 +212,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
                     raise ConfigError(
                         source,
                         f"{where}.name",
-                        f"duplicate variant name {shown(v.name)}; each variant needs a unique "
-                        "name",
+                        f"duplicate variant name {shown(v.name)}; each variant needs a unique name",
                     )
             except ConfigError:
                 names_refused = True
@@ -418,12 +417,14 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
                 "inputs, FLOPs and new shapes are the study's (`program.*`)",
             )
     _program_dtypes(v.program, source, f"{where}.program")
-    if v.sharding.enabled:
+    s = v.sharding
+    if s.enabled and (s.x or s.w or s.b or s.out or s.shard_map):
         raise ConfigError(
             source,
             f"{where}.sharding",
-            "a mesh applies to the GELU expression's sharded variants; a program study runs "
-            "on one device",
+            "a program study takes only `mesh` and `axes`: its function gets the mesh as its "
+            "`mesh` keyword and places its own arrays (harness.variants.program_mesh); x, w, "
+            "b, out and shard_map are the GELU expression's",
         )
 
 

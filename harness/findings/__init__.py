@@ -17,6 +17,7 @@ and the terminal only read the records, and the report names each finding's rule
     control_flow.loop          control_flow.py  a loop's iterations, kernels and copies a step
     control_flow.host_sync     control_flow.py  predicates read back to the host a step
     processes.straggler        processes.py   a process slower than the run's noise explains
+    communication.waiting      communication.py  a device waiting for the others at collectives
     observation.*              observations.py  the seed chapter's claims, per framework
     numerics.accuracy          numerics.py    each dtype's accuracy against float64, once
     numerics.compiler_effect   numerics.py    results that moved from the baseline's
@@ -51,6 +52,7 @@ from typing import Any
 
 from harness.findings import (
     boundaries,
+    communication,
     control_flow,
     memory,
     numerics,
@@ -78,6 +80,7 @@ RULES: tuple[Rule, ...] = (
     control_flow.LoopCost(),
     control_flow.HostSync(),
     processes.Straggler(),
+    communication.Waiting(),
     *observations.CLAIMS,
     numerics.Accuracy(),
     numerics.CompilerEffect(),
@@ -94,6 +97,7 @@ KINDS = (
     "control_flow",
     "observations",
     "processes",
+    "communication",
     "numerics",
     "effects",
 )

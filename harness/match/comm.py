@@ -233,6 +233,19 @@ def communication_report(
     )
 
 
+def collective_events(
+    events: Sequence[DeviceEvent],
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    collectives_by_module: Mapping[ModuleKey, Sequence[CollectiveLike]],
+    steps: int | None = None,
+) -> tuple[int, tuple[tuple[DeviceEvent, CollectiveLike], ...]]:
+    """Returns (the window's steps, each event of the steady window attributed to a
+    collective with its collective), attributed as `communication_report` does."""
+    match = match_events(events, clusters_by_module, steps)
+    found = ((a.event, _collective_for(a, collectives_by_module)) for a in match.attributions)
+    return match.steps, tuple((e, c) for e, c in found if c is not None)
+
+
 _COLLECTIVE_NAME = re.compile(
     r"^(?:"
     + "|".join(sorted(COLLECTIVES, key=len, reverse=True))

@@ -9,7 +9,8 @@ stream and step, in start order:
   command (all its printed predecessors placed) launching that kernel, and of those with the
   event's grid and block;
 - **library kernels** (cuBLAS `nvjet_*`, cuDNN, anything no command names) go to a ready
-  library command of a compatible kind; a cuDNN call runs several kernels, so the next
+  library command of a compatible kind; an NCCL kernel only to a collective command of the
+  collective it names (`_nccl_fits`); a cuDNN call runs several kernels, so the next
   library event stays with the open call until it repeats a kernel name; a cuBLAS call's
   follow-up kernel (split-K's reduce) stays with it when no other library call is ready;
 - **memsets** go to the command of the event they precede (the next non-memset event), else
@@ -53,6 +54,35 @@ _COPY_KINDS = frozenset({"kCopy", "kMemcpy", "kDeviceToDevice"})
 # decide whether the loop goes on).
 _CONDITION_KERNEL = re.compile(r"^set_\w{0,32}condition$")
 _CONTROL_KINDS = frozenset({"kConditional", "kWhile"})
+# NCCL's kernels name the collective they run (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`).
+# Only that part is read, to keep an NCCL kernel on a collective command of its kind (its
+# algorithm and protocol parts are not a reliable description: NVIDIA/nccl#2196); a
+# collective-permute and an all-to-all run as `SendRecv`.
+_NCCL_KERNEL = re.compile(r"^(?:void )?nccl", re.IGNORECASE)
+_NCCL_OPS = (
+    ("allreduce", ("AllReduce",)),
+    ("allgather", ("AllGather",)),
+    ("reducescatter", ("ReduceScatter",)),
+    ("sendrecv", ("CollectivePermute", "AllToAll", "Send", "Recv")),
+    ("broadcast", ("Broadcast",)),
+)
+_COLLECTIVE_KIND = re.compile(
+    r"AllReduce|AllGather|ReduceScatter|CollectivePermute|AllToAll|Broadcast|Send|Recv|Nccl"
+)
+
+
+def _nccl_fits(command: Command, event: DeviceEvent) -> bool:
+    """True when an NCCL kernel may belong to `command`: a collective command, of the kind the
+    kernel names when it names one."""
+    if not _COLLECTIVE_KIND.search(command.kind):
+        return False
+    flat = event.name.replace("_", "").lower()
+    for op, kinds in _NCCL_OPS:
+        if op in flat:
+            return any(k in command.kind for k in kinds)
+    return True
+
+
 # Thunks that only hold or order others: no event of their own.
 _STRUCTURAL_KINDS = frozenset(
     {"kAsyncStart", "kAsyncDone", "kDynamicSliceFusion", "kCommandBuffer", "kSequential"}
@@ -97,6 +127,8 @@ def _compatible(command: Command, event: DeviceEvent) -> bool:
         return command.kind in _CONTROL_KINDS
     if command.kind in _COPY_KINDS or command.kind in _CONTROL_KINDS:
         return False
+    if _NCCL_KERNEL.match(event.name):
+        return _nccl_fits(command, event)
     family = _family(event.name)
     if command.kind in _CUBLAS_KINDS:
         return family in (None, "cublas")

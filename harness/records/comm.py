@@ -59,6 +59,17 @@ class DeviceComm:
     exposed_s: float = doc("communication no compute hides: `communication_s` − `overlapped_s`")
     idle_s: float = doc("its span in the step (first start to last end) minus busy time")
     busy_s: float = doc("union of all its events per step")
+    waited_s: float | None = doc(
+        "per step, the time its collectives spent before the last device of their group "
+        "arrived: its wait on the others (harness.match.waits; schema 11)",
+        None,
+    )
+    wait_share: float | None = doc("`waited_s` over its step (first start to last end)", None)
+    lag_s: float | None = doc(
+        "per step, how long after the first device of each group it arrived at its collectives",
+        None,
+    )
+    last_arrivals: int | None = doc("the collective calls of the window it arrived at last", None)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,21 @@ class Comm:
     )
     idle_per_step_s: float | None = doc("idle time per step, mean over devices")
     per_device: tuple[DeviceComm, ...] = doc("the same per device", ())
+    overlapped_per_step_s: float | None = doc(
+        "communication per step during which compute ran on the device's other streams (CPU: "
+        "threads), mean over devices: the overlap of compute and communication (schema 11)",
+        None,
+    )
+    overlap_fraction: float | None = doc(
+        "`overlapped_per_step_s` / `communication_per_step_s`: the share compute hides", None
+    )
+    straggler: int | None = doc(
+        "the device that arrived last at the most collective calls (harness.match.waits)", None
+    )
+    straggler_lag_s: float | None = doc(
+        "per step, how long after the first device of each group the straggler arrived", None
+    )
+    max_wait_share: float | None = doc("the largest `wait_share` of any device", None)
     matched_fraction: float | None = doc(
         "events of the steady window attributed to a cluster or a collective / all events"
     )

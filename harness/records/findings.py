@@ -253,6 +253,22 @@ class ProcessSpread:
 
 
 @dataclass(frozen=True)
+class WaitFinding:
+    """A device that waits at its collectives for the others more than a stated share of its
+    step (rule `communication.waiting`; schema 11)."""
+
+    rule: str = doc("the rule's id")
+    variant: str = doc("the variant")
+    device: int = doc("the device that waits", 0)
+    waited_s: float = doc("its wait per step", 0.0)
+    share: float = doc("that wait over its step", 0.0)
+    threshold: float = doc("the share above which the rule speaks", 0.0)
+    straggler: int | None = doc("the device that arrived last at the most calls")
+    straggler_lag_s: float | None = doc("per step, how late the straggler arrived")
+    what: str = doc("the finding in one sentence", "")
+
+
+@dataclass(frozen=True)
 class ControlFlowFinding:
     """What a loop or a conditional costs a step (harness.findings.control_flow)."""
 
@@ -295,6 +311,9 @@ class Findings:
     )
     processes: tuple[ProcessSpread, ...] = doc(
         "stragglers of a study across processes (processes.json), resolvable ones only", ()
+    )
+    communication: tuple[WaitFinding, ...] = doc(
+        "devices that wait at collectives for the others, per variant (schema 11)", ()
     )
     observations: tuple[Observation, ...] = doc(
         "the seed chapter's claims, claim by claim, one per framework the study has", ()

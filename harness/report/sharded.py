@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from harness.common import fmt
 from harness.report.data import MISSING, RunData, VariantData
-from harness.report.doc import Block, Heading, Para, Table
+from harness.report.doc import Block, Bullets, Heading, Para, Table
 
 COLLECTIVES_HEADER = (
     "variant", "collective", "opcode", "device groups", "sent / device", "made by",
     "time / step", "achieved", "link model", "of link",
 )  # fmt: skip
 DEVICES_HEADER = (
-    "variant", "device", "compute / step", "communication", "exposed", "idle",
+    "variant", "device", "compute / step", "communication", "overlapped", "exposed", "idle",
+    "waits for others", "of its step", "arrives after first", "last at",
+)  # fmt: skip
+OVERLAP_HEADER = (
+    "variant", "comm / step", "overlapped / step", "hidden", "exposed / step",
+    "most waiting", "straggler", "its lag / step",
 )  # fmt: skip
 SCALING_HEADER = (
     "variant", "mesh", "devices", "collectives", "sent / device", "comm / step",
@@ -98,13 +103,50 @@ def devices_table(variants: list[VariantData]) -> Table:
             str(d.device),
             fmt.ms(d.compute_s),
             fmt.ms(d.communication_s),
+            fmt.ms(d.overlapped_s),
             fmt.ms(d.exposed_s),
             fmt.ms(d.idle_s),
+            fmt.ms(d.waited_s),
+            fmt.pct(d.wait_share),
+            fmt.ms(d.lag_s),
+            fmt.count(d.last_arrivals),
         )
         for v in variants
         for d in v.summary.comm.per_device
     )
     return Table(DEVICES_HEADER, rows)
+
+
+def overlap_table(variants: list[VariantData]) -> Table:
+    """Returns per sharded variant its collective time, the part compute hides, the largest
+    wait share and the straggler, as the analysis recorded them."""
+    rows = tuple(
+        (
+            v.name,
+            fmt.ms(c.communication_per_step_s),
+            fmt.ms(c.overlapped_per_step_s),
+            fmt.pct(c.overlap_fraction),
+            fmt.ms(c.exposed_per_step_s),
+            fmt.pct(c.max_wait_share),
+            MISSING if c.straggler is None else f"device {c.straggler}",
+            fmt.ms(c.straggler_lag_s),
+        )
+        for v in variants
+        for c in (v.summary.comm,)
+    )
+    return Table(OVERLAP_HEADER, rows)
+
+
+def waiting_blocks(run: RunData) -> list[Block]:
+    """Returns the `communication.waiting` findings, one bullet each, or nothing."""
+    recorded = run.summary.findings
+    found = recorded.communication if recorded is not None else ()
+    if not found:
+        return []
+    return [
+        Para("Devices that wait at collectives for the others:"),
+        Bullets(tuple(f"{f.what} (rule `{f.rule}`)" for f in found)),
+    ]
 
 
 def sharded_blocks(run: RunData) -> list[Block]:
@@ -141,6 +183,15 @@ def sharded_blocks(run: RunData) -> list[Block]:
             table,
         ]
     out += [
+        Para(
+            "Overlap of compute and communication, and waits: overlapped is collective time "
+            "during which compute ran on the device's other streams (CPU: threads), hidden its "
+            "share of the collective time. A device waits at a collective from its arrival "
+            "until the last device of its group arrives; the straggler arrived last at the "
+            "most calls, its lag is how long after the first device it arrived, per step."
+        ),
+        overlap_table(variants),
+        *waiting_blocks(run),
         Para("Time per device and step, from the steady-state profile:"),
         devices_table(variants),
     ]

@@ -3,7 +3,7 @@ into version n+1, and harness.records.summary.parse_summary applies them in turn
 
     v1          versions 1 and 2: flat variants into sections, the comparisons apart
     v3          version 3: the A/A gate judged from what the run recorded
-    additive    versions 4 to 9: a section or a field added, read as absent
+    additive    versions 4 to 10: a section or a field added, read as absent
 
 A change to summary.json's records raises SCHEMA_VERSION (harness.records.summary) and adds
 its migration here, with a test that an old summary reads (tests/test_schema.py).
@@ -21,6 +21,7 @@ from harness.records.migrations.additive import (
     migrate_v7,
     migrate_v8,
     migrate_v9,
+    migrate_v10,
 )
 from harness.records.migrations.v1 import migrate_v1, migrate_v2
 from harness.records.migrations.v3 import migrate_v3
@@ -37,4 +38,5 @@ MIGRATIONS: dict[int, Migration] = {
     7: migrate_v7,
     8: migrate_v8,
     9: migrate_v9,
+    10: migrate_v10,
 }
