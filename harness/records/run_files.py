@@ -54,7 +54,9 @@ class Environment:
     cpu_count: int | None = doc("the host's CPUs")
     host_devices: str | None = doc("whether host devices were forced, and how many")
     git_commit: str | None = doc("the harness checkout's commit, `+dirty` with local changes")
-    process: dict[str, Plain] | None = doc("this process of a group (harness.study.group): its rank")
+    process: dict[str, Plain] | None = doc(
+        "this process of a group (harness.study.group): its rank"
+    )
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ class Ceilings:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class ClusterGemm:
     m: int = doc("rows (product of the free dimensions)")
     k: int = doc("the contracted size")
     n: int = doc("columns")
@@ -162,7 +164,7 @@ class ClusterEntry:
     output_shape: str = doc("its result's shape")
     output_bytes: int = doc("its result's bytes")
     parent: str = doc("the cluster it is nested in, or empty", "")
-    gemm: Gemm | None = doc("its matrix product, when it is one GEMM")
+    gemm: ClusterGemm | None = doc("its matrix product, when it is one GEMM")
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,8 @@ class PassesFile:
 
 @dataclass(frozen=True)
 class TimedName:
+    """Time spent under one name: how often it ran, inclusive and self seconds."""
+
     name: str = doc("the event")
     count: int = doc("how often it ran")
     total_s: float = doc("inclusive seconds")
@@ -306,6 +310,8 @@ class TimedName:
 
 @dataclass(frozen=True)
 class TimedPass:
+    """One pass of one pipeline: how often it ran, inclusive and self seconds."""
+
     name: str = doc("the pass")
     pipeline: str = doc("its pipeline")
     count: int = doc("how often it ran")

@@ -41,7 +41,7 @@ PAGE = REPORT_FILE  # a report page's name: the run's, and each variant's in var
 
 
 @dataclass(frozen=True)
-class Stage:
+class Rung:
     """One rung of a variant's IR ladder: its order, name and path relative to the run folder."""
 
     order: int
@@ -57,7 +57,7 @@ class VariantData:
 
     name: str
     summary: VariantSummary
-    stages: tuple[Stage, ...] = ()
+    stages: tuple[Rung, ...] = ()
     fusions: FusionsFile | None = None
     kernels: tuple[KernelEvent, ...] = ()
     passes: PassesFile | None = None
@@ -90,7 +90,7 @@ class VariantData:
         """The variant's report page, relative to the run folder (its HTML is beside it)."""
         return variant_page(self.name)
 
-    def stage(self, name: str) -> Stage | None:
+    def stage(self, name: str) -> Rung | None:
         return next((s for s in self.stages if s.stage == name), None)
 
     def clusters(self) -> list[ClusterEntry]:
@@ -172,7 +172,7 @@ def same_size(a: VariantData, b: VariantData) -> bool:
     return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
-def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
+def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Rung, ...]:
     """Returns the variant's IR ladder, paths made relative to the run folder."""
     folder = RunFolder(run)
     ir = folder.variant(name).ir
@@ -195,7 +195,7 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
             continue
         target = ir / rel
         out.append(
-            Stage(
+            Rung(
                 order=ladder.KINDS[s["stage"]].order,
                 stage=str(s["stage"]),
                 path=folder.relative(target),
