@@ -33,7 +33,6 @@ from harness.records.run_files import (
     TorchCompileFile,
 )
 from harness.records.summary import RunSummary, VariantSummary, load_summary
-from harness.store import io
 from harness.store.records import from_json
 from harness.store.runfolder import REPORT_FILE, RunFolder, variant_page
 
@@ -179,28 +178,20 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Rung, ...]:
     if not ladder.has_ladder(ir):
         return ()
     try:
-        raw = io.read_json(ir / ladder.INDEX).get("stages", [])
-    except (OSError, ValueError, AttributeError) as e:
+        stages = ladder.read_index(ir)
+    except ValueError as e:  # SchemaError: the report goes on without this ladder
         notes.append(f"{name}: ir/index.json could not be read: {e}")
         return ()
     out = []
-    for s in raw if isinstance(raw, list) else []:
-        if not isinstance(s, dict) or s.get("stage") not in ladder.KINDS:
-            continue
-        rel = str(s.get("path", ""))
-        if rel.startswith("/") or ".." in Path(rel).parts:
-            notes.append(
-                f"{name}: ir/index.json names a path outside the ladder ({rel!r}); left out"
-            )
-            continue
-        target = ir / rel
+    for s in stages:
+        target = ir / s.path
         out.append(
             Rung(
-                order=ladder.KINDS[s["stage"]].order,
-                stage=str(s["stage"]),
+                order=s.order,
+                stage=s.name,
                 path=folder.relative(target),
-                is_dir=target.is_dir() and not target.is_symlink(),
-                exists=target.exists() and not target.is_symlink(),
+                is_dir=target.is_dir(),
+                exists=target.exists(),
             )
         )
     return tuple(sorted(out, key=lambda s: s.order))
