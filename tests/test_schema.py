@@ -142,3 +142,26 @@ def test_the_readme_search_table_is_the_generated_one() -> None:
     text = README.read_text()
     start, end = text.index(SEARCH_BEGIN) + len(SEARCH_BEGIN), text.index(SEARCH_END)
     assert text[start:end].strip() == search_table()
+
+
+def test_a_timings_file_of_either_frontend_written_before_its_version_reads(
+    tmp_path: Path,
+) -> None:
+    """timings.json had no version: JAX's held the first call's events, PyTorch's did not."""
+    from harness.records import run_files
+
+    jax_file, torch_file = tmp_path / "jax.json", tmp_path / "torch.json"
+    jax_file.write_text(
+        json.dumps({"latency_blocked_s": [0.5, 0.25], "first_call_events": [["/jax/x", 0.1]]})
+    )
+    torch_file.write_text(json.dumps({"latency_blocked_s": [0.5]}))
+    jax_timings = run_files.load(run_files.TIMINGS, jax_file)
+    assert jax_timings.latency_blocked_s == (0.5, 0.25)
+    assert jax_timings.first_call_events == (("/jax/x", 0.1),)
+    assert run_files.load(run_files.TIMINGS, torch_file).first_call_events == ()
+    torch_file.write_text(json.dumps({"latency_blocked_s": ["fast"]}))
+    with pytest.raises(SchemaError, match=r"torch\.json: latency_blocked_s\[0\]"):
+        run_files.load(run_files.TIMINGS, torch_file)
+    written = run_files.write_timings(tmp_path / "v", (0.5,), (("/jax/x", 0.1),))
+    assert written.name == "timings.json"
+    assert run_files.load(run_files.TIMINGS, written).first_call_events == (("/jax/x", 0.1),)

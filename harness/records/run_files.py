@@ -25,7 +25,7 @@ import dataclasses
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -373,6 +373,22 @@ class TorchCompileFile:
     guards: tuple[str, ...] = doc("the first call's guards", ())
 
 
+# --- variants/<name>/timings.json ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimingsFile:
+    """The capture's blocked per-call times (not the run's timing.json, whose rounds time the
+    variants against each other), and a JAX variant's first-call compile events."""
+
+    schema_version: int = doc("this file's version (harness.records.run_files.TIMINGS)")
+    latency_blocked_s: tuple[float, ...] = doc("each steady call's seconds, blocked on", ())
+    first_call_events: tuple[tuple[str, float], ...] = doc(
+        "JAX: each jax.monitoring event of the first call, (event, seconds); empty for PyTorch",
+        (),
+    )
+
+
 # --- variants/<name>/cost.json --------------------------------------------------------------------
 
 
@@ -537,6 +553,7 @@ FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
 KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)
 PASSES = _first(runfolder.PASSES_FILE, PassesFile)
 COMPILE = _first(runfolder.COMPILE_FILE, CompileFile)
+TIMINGS = _first(runfolder.TIMINGS_FILE, TimingsFile)
 TORCH_COMPILE = _first(runfolder.COMPILE_FILE, TorchCompileFile)  # a PyTorch variant's
 COST = _first(runfolder.COST_FILE, CostFile)
 RANKING = _first(runfolder.RANKING_FILE, RankingFile, compact=True)
@@ -553,6 +570,7 @@ KINDS = (
     PASSES,
     COMPILE,
     TORCH_COMPILE,
+    TIMINGS,
     COST,
     RANKING,
     COMM,
@@ -670,3 +688,17 @@ def write_document(kind: FileKind, path: Path, document: Mapping[str, Any]) -> P
     """Writes a writer's plain `document` (the manifest the run's lifecycle keeps updating)
     through `kind`'s record: a key the record does not know fails at the writer."""
     return write(path, from_document(kind, dict(document), str(path)))
+
+
+def write_timings(
+    variant_dir: Path,
+    latency_blocked_s: Sequence[float],
+    first_call_events: Sequence[tuple[str, float]] = (),
+) -> Path:
+    """Writes a variant's timings.json: the one writer, which the JAX and PyTorch captures call."""
+    record = TimingsFile(
+        schema_version=TIMINGS.version,
+        latency_blocked_s=tuple(latency_blocked_s),
+        first_call_events=tuple(first_call_events),
+    )
+    return write(runfolder.VariantFolder(variant_dir).timings, record)
