@@ -165,3 +165,24 @@ def test_a_timings_file_of_either_frontend_written_before_its_version_reads(
     written = run_files.write_timings(tmp_path / "v", (0.5,), (("/jax/x", 0.1),))
     assert written.name == "timings.json"
     assert run_files.load(run_files.TIMINGS, written).first_call_events == (("/jax/x", 0.1),)
+
+
+def test_a_manifests_config_reads_typed_and_a_mistyped_value_as_absent() -> None:
+    """Readers take the saved config's values through Manifest.saved_config; a key a run saved
+    before it existed, or a value of another type, reads as None and the reader's default."""
+    from harness.records.run_files import Manifest
+
+    config = {
+        "timing": {"max_noise": 0.05, "target_width": "wide", "only": True},
+        "report": {"svg": True},
+        "program": {"function": ""},
+        "problem": {"m": 64},
+    }
+    saved = Manifest(config=config).saved_config
+    assert saved.number("timing", "max_noise") == 0.05
+    assert saved.number("timing", "target_width") is None
+    assert saved.number("timing", "only") is None  # a bool is not a number
+    assert saved.flag("report", "svg") is True and saved.flag("memory", "x") is None
+    assert saved.section("memory") is None
+    assert saved.studied() == ("problem", {"m": 64})
+    assert Manifest().saved_config.studied() is None

@@ -28,6 +28,7 @@ from harness.records.resolution import (
     aa_reasons,
     busy_reasons,
 )
+from harness.records.saved_config import SavedConfig
 from harness.records.summary import RunSummary, TimingRecord, Verdict
 
 CLOCK_TOLERANCE = 0.05
@@ -48,16 +49,13 @@ def limits_from(timing: Any) -> TimingLimits:
     return TimingLimits(timing.max_noise, timing.max_others, timing.target_width)
 
 
-def limits_of(config: Mapping[str, Any] | None) -> TimingLimits:
+def limits_of(config: SavedConfig | None) -> TimingLimits:
     """A saved config's timing limits (a manifest's `config`), the defaults for keys it lacks
     or holds with another type."""
-    section = (config or {}).get("timing") if isinstance(config, Mapping) else None
-    section = section if isinstance(section, Mapping) else {}
 
     def number(key: str, default: float | None) -> float | None:
-        x = section.get(key, default)
-        ok = isinstance(x, int | float) and not isinstance(x, bool)
-        return float(x) if ok else default
+        x = config.number("timing", key) if config is not None else None
+        return default if x is None else x
 
     return TimingLimits(
         max_noise=number("max_noise", DEFAULT_MAX_NOISE) or DEFAULT_MAX_NOISE,

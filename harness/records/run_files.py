@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.common import userfiles
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
+from harness.records.saved_config import SavedConfig
 from harness.store import io, runfolder
 from harness.store.records import EMPTY, Plain, SchemaError, doc, from_json, loads, to_json
 
@@ -105,6 +106,11 @@ class Manifest:
     xplane: str | None = doc("`python -m harness.analyze`: the profile it read")
     ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
     invocation: Invocation | None = doc("how it was started (null before manifest version 2)")
+
+    @property
+    def saved_config(self) -> SavedConfig:
+        """`config` read through typed accessors, so its readers walk no dicts."""
+        return SavedConfig(self.config)
 
 
 # --- ceilings.json ------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def claim_report_files(root: Path, rels: list[str]) -> None:
 
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
-    wanted = (run.manifest.config.get("report") or {}).get("svg")
+    wanted = run.manifest.saved_config.flag("report", "svg")
     return ("png", "svg") if wanted is True else ("png",)
 
 
