@@ -187,7 +187,7 @@ def _timing(baseline: list[float], again: list[float], other: list[float]) -> Ti
     )
 
 
-def _gate(timed: TimingRecord, exp: Any) -> judging.Gate:
+def _gate(timed: TimingRecord, exp: Any) -> judging.StageGate:
     return judging.gate(timed, _limits(exp))
 
 

@@ -83,7 +83,7 @@ def test_a_busy_machine_still_withholds_every_verdict() -> None:
     nothing is named as left unresolved by the A/A floor."""
     from harness.records.machine_state import MachineState
 
-    g = judging.Gate(
+    g = judging.StageGate(
         stats.RatioEstimate(0.8, (0.7, 0.99), 10),
         0.3,
         ("A/A failed",),

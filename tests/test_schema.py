@@ -142,3 +142,47 @@ def test_the_readme_search_table_is_the_generated_one() -> None:
     text = README.read_text()
     start, end = text.index(SEARCH_BEGIN) + len(SEARCH_BEGIN), text.index(SEARCH_END)
     assert text[start:end].strip() == search_table()
+
+
+def test_a_timings_file_of_either_frontend_written_before_its_version_reads(
+    tmp_path: Path,
+) -> None:
+    """timings.json had no version: JAX's held the first call's events, PyTorch's did not."""
+    from harness.records import run_files
+
+    jax_file, torch_file = tmp_path / "jax.json", tmp_path / "torch.json"
+    jax_file.write_text(
+        json.dumps({"latency_blocked_s": [0.5, 0.25], "first_call_events": [["/jax/x", 0.1]]})
+    )
+    torch_file.write_text(json.dumps({"latency_blocked_s": [0.5]}))
+    jax_timings = run_files.load(run_files.TIMINGS, jax_file)
+    assert jax_timings.latency_blocked_s == (0.5, 0.25)
+    assert jax_timings.first_call_events == (("/jax/x", 0.1),)
+    assert run_files.load(run_files.TIMINGS, torch_file).first_call_events == ()
+    torch_file.write_text(json.dumps({"latency_blocked_s": ["fast"]}))
+    with pytest.raises(SchemaError, match=r"torch\.json: latency_blocked_s\[0\]"):
+        run_files.load(run_files.TIMINGS, torch_file)
+    written = run_files.write_timings(tmp_path / "v", (0.5,), (("/jax/x", 0.1),))
+    assert written.name == "timings.json"
+    assert run_files.load(run_files.TIMINGS, written).first_call_events == (("/jax/x", 0.1),)
+
+
+def test_a_manifests_config_reads_typed_and_a_mistyped_value_as_absent() -> None:
+    """Readers take the saved config's values through Manifest.saved_config; a key a run saved
+    before it existed, or a value of another type, reads as None and the reader's default."""
+    from harness.records.run_files import Manifest
+
+    config = {
+        "timing": {"max_noise": 0.05, "target_width": "wide", "only": True},
+        "report": {"svg": True},
+        "program": {"function": ""},
+        "problem": {"m": 64},
+    }
+    saved = Manifest(config=config).saved_config
+    assert saved.number("timing", "max_noise") == 0.05
+    assert saved.number("timing", "target_width") is None
+    assert saved.number("timing", "only") is None  # a bool is not a number
+    assert saved.flag("report", "svg") is True and saved.flag("memory", "x") is None
+    assert saved.section("memory") is None
+    assert saved.studied() == ("problem", {"m": 64})
+    assert Manifest().saved_config.studied() is None

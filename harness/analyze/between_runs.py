@@ -147,12 +147,8 @@ def same_timing(a: Manifest, b: Manifest) -> bool:
     amortizes less dispatch, so a host-bound ratio moves with it."""
 
     def timing(m: Manifest) -> Any:
-        section = m.config.get("timing")
-        return (
-            {k: v for k, v in section.items() if k != "only"}
-            if isinstance(section, dict)
-            else section
-        )
+        section = m.saved_config.section("timing")
+        return {k: v for k, v in section.items() if k != "only"} if section is not None else None
 
     return timing(a) == timing(b)
 

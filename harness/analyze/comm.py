@@ -24,8 +24,8 @@ from harness.common import stats
 from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import (
     Collective,
+    ModuleState,
     Origin,
-    Stage,
     collective_origins,
     find_collectives,
     stages_from_dump,
@@ -46,7 +46,7 @@ from harness.records.summary import CaptureRecord, MeshRecord, TimingRecord
 from harness.store.runfolder import VariantFolder
 
 
-def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
+def dump_stages(vdir: Path, module: str | None) -> tuple[ModuleState, ...]:
     """Returns the module states of the variant's first compile from its raw XLA dump.
 
     The raw names keep what the ladder's drop (`before_<next pass>`), which says which pass a
@@ -61,11 +61,11 @@ def dump_stages(vdir: Path, module: str | None) -> tuple[Stage, ...]:
     return stages_from_dump([path for _, path in found[0].files])
 
 
-def ladder_stages(lad: ladder.Ladder) -> tuple[Stage, ...]:
+def ladder_stages(lad: ladder.Ladder) -> tuple[ModuleState, ...]:
     """Returns the module states the IR ladder keeps, in compile order: before optimization,
     each pass that changed the module, the partitioned module when no pass dumps exist, after
     optimization. A pipeline's start state is credited to the pipeline."""
-    stages: list[Stage] = []
+    stages: list[ModuleState] = []
     for stage in ("hlo_before", "passes", "spmd", "hlo_after"):
         if stage == "spmd" and lad.files("passes"):
             continue  # the partitioner's dump is one of the passes
@@ -84,7 +84,7 @@ def ladder_stages(lad: ladder.Ladder) -> tuple[Stage, ...]:
                     "hlo_after": "after_optimizations",
                 }[stage]
                 credited = ""
-            stages.append(Stage(len(stages), label, credited, str(path)))
+            stages.append(ModuleState(len(stages), label, credited, str(path)))
     return tuple(stages)
 
 

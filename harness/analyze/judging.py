@@ -28,6 +28,7 @@ from harness.records.resolution import (
     aa_reasons,
     busy_reasons,
 )
+from harness.records.saved_config import SavedConfig
 from harness.records.summary import RunSummary, TimingRecord, Verdict
 
 CLOCK_TOLERANCE = 0.05
@@ -48,16 +49,13 @@ def limits_from(timing: Any) -> TimingLimits:
     return TimingLimits(timing.max_noise, timing.max_others, timing.target_width)
 
 
-def limits_of(config: Mapping[str, Any] | None) -> TimingLimits:
+def limits_of(config: SavedConfig | None) -> TimingLimits:
     """A saved config's timing limits (a manifest's `config`), the defaults for keys it lacks
     or holds with another type."""
-    section = (config or {}).get("timing") if isinstance(config, Mapping) else None
-    section = section if isinstance(section, Mapping) else {}
 
     def number(key: str, default: float | None) -> float | None:
-        x = section.get(key, default)
-        ok = isinstance(x, int | float) and not isinstance(x, bool)
-        return float(x) if ok else default
+        x = config.number("timing", key) if config is not None else None
+        return default if x is None else x
 
     return TimingLimits(
         max_noise=number("max_noise", DEFAULT_MAX_NOISE) or DEFAULT_MAX_NOISE,
@@ -67,7 +65,7 @@ def limits_of(config: Mapping[str, Any] | None) -> TimingLimits:
 
 
 @dataclass(frozen=True)
-class Gate:
+class StageGate:
     """What one timing stage can resolve: the A/A pair, its floor, how its check failed, and
     why no verdict of it can be called at all."""
 
@@ -93,12 +91,12 @@ def timing_machine(timed: TimingRecord) -> MachineState | None:
     return machine_state([(c.round, c.before, c.after, c.flags) for c in timed.context])
 
 
-def gate(timed: TimingRecord | None, limits: TimingLimits) -> Gate:
+def gate(timed: TimingRecord | None, limits: TimingLimits) -> StageGate:
     """Returns the stage's gate. A stage with no timed variants has nothing to withhold."""
     pair = aa_pair(timed)
     floor = stats.noise_floor(pair)
     if timed is None or not timed.variants:
-        return Gate(pair, floor, (), (), None)
+        return StageGate(pair, floor, (), (), None)
     machine = timing_machine(timed)
     failed = aa_reasons(
         timed.baseline,
@@ -108,11 +106,11 @@ def gate(timed: TimingRecord | None, limits: TimingLimits) -> Gate:
         limits.max_noise,
     )
     withheld = tuple(r for r in failed if r == NO_PAIR) + busy_reasons(machine, limits.max_others)
-    return Gate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine)
+    return StageGate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine)
 
 
 def judge(
-    pending: Sequence[verdicts.Pending], g: Gate, limits: TimingLimits
+    pending: Sequence[verdicts.Pending], g: StageGate, limits: TimingLimits
 ) -> dict[tuple[str, str], Verdict]:
     """Each pending comparison's verdict against the gate (harness.analyze.verdicts.judge)."""
     return verdicts.judge(pending, g.floor, limits.target_width, g.withheld, g.aa_failed)
@@ -133,7 +131,7 @@ def unresolvable(judged: Mapping[tuple[str, str], Verdict]) -> tuple[str, ...]:
 
 def noise_section(
     timed: TimingRecord | None,
-    g: Gate,
+    g: StageGate,
     limits: TimingLimits,
     judged: Mapping[tuple[str, str], Verdict],
     spread: BetweenRuns | None = None,
@@ -225,4 +223,4 @@ def rejudge(summary: RunSummary, timed: TimingRecord, limits: TimingLimits) -> R
     return dataclasses.replace(summary, variants=variants, noise=noise)
 
 
-__all__ = ["Gate", "TimingLimits", "gate", "judge", "limits_of", "rejudge"]
+__all__ = ["StageGate", "TimingLimits", "gate", "judge", "limits_of", "rejudge"]

@@ -26,7 +26,7 @@ from typing import Any
 from harness.analyze import roof as roofs
 from harness.analyze import steps as by_step
 from harness.analyze.program import (
-    Ceilings,
+    CeilingRates,
     ClusterRow,
     KernelRow,
     ModuleAnalysis,
@@ -134,7 +134,7 @@ def program_of(event: DeviceEvent) -> ProgramKey | None:
     return None if event.hlo_module is None else (event.hlo_module, event.program_id)
 
 
-def _precision(cluster: Cluster, ceilings: Ceilings | None) -> str:
+def _precision(cluster: Cluster, ceilings: CeilingRates | None) -> str:
     gemm = cluster.gemm
     if gemm is None:
         return ""
@@ -238,7 +238,7 @@ def analyse_module(
     attributions: Sequence[tuple[Attribution, float]] | None,
     steps: int,
     total: float,
-    ceilings: Ceilings | None,
+    ceilings: CeilingRates | None,
     detail: bool = True,
     kind: str = "",
     medians: by_step.StepMedians | None = None,

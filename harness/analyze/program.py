@@ -47,7 +47,7 @@ class ModuleInput:
 
 
 @dataclass(frozen=True)
-class Ceilings:
+class CeilingRates:
     """Device ceilings from a run's ceilings.json: FLOP/s per precision and copy bandwidth."""
 
     peaks: Mapping[str, float]
@@ -66,7 +66,7 @@ class Ceilings:
         return best, self.peaks[best]
 
 
-def ceilings_from_json(data: Any, source: str) -> Ceilings:
+def ceilings_from_json(data: Any, source: str) -> CeilingRates:
     """Reads a run's ceilings.json (`peaks: {precision: {flops_per_s}}` and `peak_bytes_per_s`,
     or the older single `peak_flops_per_s` with `dtype`). Raises ValueError naming the key."""
     if not isinstance(data, dict):
@@ -86,7 +86,7 @@ def ceilings_from_json(data: Any, source: str) -> Ceilings:
     if not peaks and not _positive(bw):
         raise ValueError(f"{source}: no `peaks` and no `peak_bytes_per_s`: not a ceilings.json")
     platform = data.get("platform") if isinstance(data.get("platform"), str) else ""
-    return Ceilings(peaks, float(bw) if _positive(bw) else None, source, platform)
+    return CeilingRates(peaks, float(bw) if _positive(bw) else None, source, platform)
 
 
 def _positive(value: Any) -> bool:
@@ -252,7 +252,7 @@ class ProgramAnalysis:
     modules: tuple[ModuleAnalysis, ...]
     steps: Steps | None = None
     profile: ProfileSummary | None = None
-    ceilings: Ceilings | None = None
+    ceilings: CeilingRates | None = None
     notes: tuple[str, ...] = ()
     step_rows: tuple[by_step.StepRow, ...] = ()  # per marked step: wall, device, idle, coverage
 

@@ -22,7 +22,7 @@ from harness.analyze.module_analysis import (
     unfused_rows,
 )
 from harness.analyze.program import (
-    Ceilings,
+    CeilingRates,
     ModuleInput,
     OutsideProgram,
     ProfileSummary,
@@ -142,7 +142,7 @@ def analyse_program(
     steps: Steps | None,
     profile_path: str = "",
     outside: Sequence[OutsideProgram] = (),
-    ceilings: Ceilings | None = None,
+    ceilings: CeilingRates | None = None,
     notes: Sequence[str] = (),
     markers: Sequence[StepMarker] = (),
 ) -> ProgramAnalysis:

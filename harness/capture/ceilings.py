@@ -43,7 +43,7 @@ _ITEM = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)
-class GemmShape:
+class ProbeGemm:
     m: int
     k: int
     n: int
@@ -69,7 +69,7 @@ def _best_batch(
     return best
 
 
-def measure_gemm(shape: GemmShape, budget_s: float) -> float:
+def measure_gemm(shape: ProbeGemm, budget_s: float) -> float:
     """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes."""
     import jax
     import jax.numpy as jnp
@@ -123,7 +123,7 @@ def _host_key(environment: dict[str, Any]) -> str:
     )
 
 
-def _shape_key(shape: GemmShape) -> str:
+def _shape_key(shape: ProbeGemm) -> str:
     return f"{shape.m}x{shape.k}x{shape.n}:{shape.x_dtype}:{shape.w_dtype}"
 
 
@@ -173,7 +173,7 @@ def square_side(platform: str) -> int:
 
 def measure(
     environment: dict[str, Any],
-    shapes: Iterable[GemmShape],
+    shapes: Iterable[ProbeGemm],
     cache: Path | None,
     remeasure: bool = False,
     budget_s: float = 0.5,
@@ -191,7 +191,7 @@ def measure(
     square = square_side(platform)
     wanted = list(dict.fromkeys(shapes))
     for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
-        wanted.append(GemmShape(square, square, square, dtype, dtype))
+        wanted.append(ProbeGemm(square, square, square, dtype, dtype))
     for shape in wanted:
         key = _shape_key(shape)
         if key not in entries:

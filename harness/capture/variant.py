@@ -462,10 +462,7 @@ def _capture_jit(
     except Exception as e:  # XLA's dump, the emitters' files with it: optional
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
-    io.write_json(
-        VariantFolder(ctx.variant_dir).timings,
-        {"latency_blocked_s": times, "first_call_events": events},
-    )
+    run_files.write_timings(ctx.variant_dir, times, events)
     if ctx.executables is not None:
         keep_executable(compiled, ctx.executables / variant.name)
     before = _hlo_before(ctx.variant_dir) if subject.program is not None else None
@@ -551,10 +548,7 @@ def _capture_eager(
     except Exception as e:  # XLA's dumps of the primitives: optional
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
-    io.write_json(
-        VariantFolder(ctx.variant_dir).timings,
-        {"latency_blocked_s": times, "first_call_events": events},
-    )
+    run_files.write_timings(ctx.variant_dir, times, events)
     # Eager dispatch has no module of the whole function: its FLOPs are those of the module
     # jit would compile, lowered (not compiled) after every measurement.
     before = (

@@ -18,7 +18,7 @@ from typing import Any
 
 from absl import flags
 
-from harness.analyze.program import Ceilings, ProgramAnalysis, ceilings_from_json
+from harness.analyze.program import CeilingRates, ProgramAnalysis, ceilings_from_json
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
@@ -47,7 +47,7 @@ def define_flags() -> None:
     cli.define_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
-def read_ceilings(path: Path) -> Ceilings:
+def read_ceilings(path: Path) -> CeilingRates:
     """The ceilings in a run's ceilings.json; a UsageError naming the file when unusable."""
     try:
         data = loads(userfiles.read_text(path, userfiles.CEILINGS), str(path))
@@ -122,7 +122,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def analyse_into(
-    out: Path, dump: Path, pattern: Any, ceilings: Ceilings | None
+    out: Path, dump: Path, pattern: Any, ceilings: CeilingRates | None
 ) -> tuple[ProgramAnalysis, Any, list[tuple[str, Any]], Path]:
     """Analyses the dump (and the profile --xplane names) into `out`; returns the program
     analysis, the attributed profile (None without one), each module's memory and the report."""
@@ -201,7 +201,7 @@ def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
 def analyse(
     results: list[analysis.ModuleResult],
     profile: analysis.ProfileResult | None,
-    ceilings: Ceilings | None,
+    ceilings: CeilingRates | None,
 ) -> ProgramAnalysis:
     """The program analysis of the dump's modules and, when given, the attributed profile."""
     inputs = [

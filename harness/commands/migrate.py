@@ -44,7 +44,7 @@ def add_findings(workdir: Path) -> tuple[int, int]:
     timed = verdicts.read_timing(workdir)
     if timed is not None:
         manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
-        limits = judging.limits_of(manifest.config if manifest is not None else None)
+        limits = judging.limits_of(manifest.saved_config if manifest is not None else None)
         summary = judging.rejudge(summary, timed, limits)
     found = rules.evaluate(rules.read_facts(workdir, summary))
     io.write_json(path, summary_json(dataclasses.replace(summary, findings=found)))

@@ -195,7 +195,7 @@ class Measure:
 
 
 @dataclasses.dataclass(frozen=True)
-class Profile:
+class ProfileOptions:
     """jax.profiler capture: the first call, `steps` steady-state steps, and the recompile."""
 
     enabled: bool = True
@@ -306,7 +306,7 @@ class Experiment:
     problem: Problem = Problem()
     program: Program = Program()  # set: the study is of the user's own function, not the GELU
     measure: Measure = Measure()
-    profile: Profile = Profile()
+    profile: ProfileOptions = ProfileOptions()
     dump: Dump = Dump()
     timing: TimingOptions = TimingOptions()
     capture: CaptureOptions = CaptureOptions()

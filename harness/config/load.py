@@ -29,7 +29,7 @@ OVERRIDE_PREFIX = "--config."
 
 
 @dataclasses.dataclass(frozen=True)
-class Override:
+class OverrideFlag:
     """One `--config.KEY=VALUE` flag: the dotted key, the value as typed, and what it replaced."""
 
     key: str
@@ -45,7 +45,7 @@ class LoadedConfig:
     path: Path
     experiment: Experiment
     raw: Mapping[str, Any]
-    overrides: tuple[Override, ...]
+    overrides: tuple[OverrideFlag, ...]
 
 
 def resolve_path(name: str) -> Path:
@@ -208,8 +208,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_override(arg: str) -> Override:
-    """Returns the Override for one `--config.a.b=value` flag."""
+def parse_override(arg: str) -> OverrideFlag:
+    """Returns the OverrideFlag for one `--config.a.b=value` flag."""
     if not arg.startswith(OVERRIDE_PREFIX):
         raise ConfigError(f"flag {arg}", "", "overrides look like --config.KEY.PATH=VALUE")
     if "=" not in arg:
@@ -222,7 +222,7 @@ def parse_override(arg: str) -> Override:
         raise ConfigError(
             f"flag {arg}", key, "the key has an empty part; write --config.problem.m=64"
         )
-    return Override(key=key, text=text)
+    return OverrideFlag(key=key, text=text)
 
 
 def _field_type(cls: type, name: str, source: str, key: str) -> Any:
@@ -291,7 +291,7 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def apply_override(raw: dict[str, Any], ov: Override) -> Override:
+def apply_override(raw: dict[str, Any], ov: OverrideFlag) -> OverrideFlag:
     """Writes one override into `raw` in place; returns it with the value and the previous one.
 
     A variant is addressed by name: `variants.<name>.<key>`, for example
@@ -364,7 +364,7 @@ def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
     # Every bad flag and every mistake of the file are reported together: a flag that fails
     # is left out, and the config is still read and checked without it.
     found = Collector()
-    applied: list[Override] = []
+    applied: list[OverrideFlag] = []
     for o in overrides:
         with found.check():
             applied.append(apply_override(merged, parse_override(o)))
@@ -376,7 +376,7 @@ def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
     return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=tuple(applied))
 
 
-def blame(path: Path, overrides: Sequence[Override], e: ConfigError) -> ConfigError:
+def blame(path: Path, overrides: Sequence[OverrideFlag], e: ConfigError) -> ConfigError:
     """Returns `e` re-sourced to the flag that set its key, else to the config file.
 
     Used for errors found while building the config and for those only the installed jaxlib

@@ -25,6 +25,7 @@ from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.processes import ProcessesSummary
 from harness.records.processes import load as load_processes
 from harness.records.run_files import Environment, FusionsFile, Manifest, TorchCompileFile
+from harness.records.saved_config import SavedConfig
 from harness.records.summary import RunSummary, VariantSummary
 from harness.store.runfolder import RunFolder
 
@@ -299,13 +300,14 @@ def read_emitted(
     return {s: tuple(files) for s, files in out.items()}
 
 
-def thresholds(config: Any) -> tuple[float, int]:
+def thresholds(config: SavedConfig) -> tuple[float, int]:
     """A saved config's `memory.min_ratio` and `memory.min_bytes` (the defaults for a run
     saved before the keys existed, or values of another type)."""
-    section = (config.get("memory") if isinstance(config, dict) else None) or {}
-    ratio, size = section.get("min_ratio", MIN_RATIO), section.get("min_bytes", MIN_BYTES)
-    ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (ratio, size))
-    return (float(ratio), int(size)) if ok else (MIN_RATIO, MIN_BYTES)
+    ratio, size = config.number("memory", "min_ratio"), config.number("memory", "min_bytes")
+    return (
+        MIN_RATIO if ratio is None else ratio,
+        MIN_BYTES if size is None else int(size),
+    )
 
 
 def _numerics_files(
@@ -334,9 +336,7 @@ def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFa
     kinds = {c.name: c.kind for c in clusters}
     has_control = looping or any(k in ("conditional", "while") for k in kinds.values())
     flow = (
-        control_flow_facts(
-            cost, run_files.load_if_present(run_files.KERNELS, vdir.kernels), kinds
-        )
+        control_flow_facts(cost, run_files.load_if_present(run_files.KERNELS, vdir.kernels), kinds)
         if has_control
         else ControlFlowFacts()
     )
@@ -366,7 +366,7 @@ def read_facts(
     workdir = Path(workdir)
     folder = RunFolder(workdir)
     manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest) or Manifest()
-    ratio, size = thresholds(manifest.config)
+    ratio, size = thresholds(manifest.saved_config)
     env = manifest.environment or Environment()
     variants = tuple(_variant_facts(folder, name, s) for name, s in summary.variants.items())
     # The baseline of the framework the others are timed against (JAX's).

@@ -550,7 +550,7 @@ def find_collectives(module: HloModule) -> tuple[Collective, ...]:
 
 
 @dataclass(frozen=True)
-class Stage:
+class ModuleState:
     """One module state in compile order: its label (`pipeline/pass` or a summary dump name),
     the pass whose work it shows, and its file."""
 
@@ -594,7 +594,7 @@ class Origin:
 _MODULE_PREFIX = re.compile(r"^(module_\d+)\.")
 
 
-def stages_from_dump(paths: Iterable[Path]) -> tuple[Stage, ...]:
+def stages_from_dump(paths: Iterable[Path]) -> tuple[ModuleState, ...]:
     """Returns the module states of one module's dump files in compile order.
 
     Per-pass dumps (`--xla_dump_hlo_pass_re=.*`) come in pass-index order when present, framed
@@ -608,12 +608,12 @@ def stages_from_dump(paths: Iterable[Path]) -> tuple[Stage, ...]:
     prefixes = {m.group(1) for p in files if (m := _MODULE_PREFIX.match(p.name))}
     if len(prefixes) > 1:
         raise ValueError(f"dump files of several modules given: {sorted(prefixes)}")
-    stages: list[Stage] = []
+    stages: list[ModuleState] = []
 
     def summary(suffix: str) -> None:
         for p in files:
             if p.name.endswith(f"{suffix}.txt"):
-                stages.append(Stage(len(stages), suffix, "", str(p)))
+                stages.append(ModuleState(len(stages), suffix, "", str(p)))
                 return
 
     summary("before_optimizations")
@@ -622,7 +622,7 @@ def stages_from_dump(paths: Iterable[Path]) -> tuple[Stage, ...]:
     for (_, pipeline, pass_name), p in per_pass:
         m = XLA_PASS_FILE.match(p.name)
         credited = previous_next if pass_name == "pipeline-start" and previous_next else pass_name
-        stages.append(Stage(len(stages), f"{pipeline}/{pass_name}", credited, str(p)))
+        stages.append(ModuleState(len(stages), f"{pipeline}/{pass_name}", credited, str(p)))
         previous_next = (m["next"] or "") if m is not None else ""
     if not per_pass:
         summary("after_spmd_partitioner")
@@ -652,14 +652,14 @@ def _result_text(module: HloModule, comp: Computation, inst: Instruction) -> str
     return done.shape_text if done is not None else inst.shape_text
 
 
-def _is_spmd(stage: Stage) -> bool:
+def _is_spmd(stage: ModuleState) -> bool:
     return stage.label == "after_spmd_partitioner" or bool(
         SPMD_PASSES.search(stage.label) or SPMD_PASSES.search(stage.pass_name)
     )
 
 
 def collective_origins(
-    collectives: Sequence[Collective], stages: Sequence[Stage]
+    collectives: Sequence[Collective], stages: Sequence[ModuleState]
 ) -> tuple[Origin, ...]:
     """Returns, per collective, the first stage holding a collective of the same opcode, dtype
     and result element count, and what made it (see Origin). Unreadable stage files raise

@@ -22,7 +22,7 @@ from harness.records import ladder
 
 
 @dataclass(frozen=True)
-class Divergence:
+class FirstDifference:
     """The first stage at which two ladders differ ('none' if never) and one sentence why."""
 
     stage: str
@@ -168,7 +168,7 @@ def first_divergence(
     ir_b: Path,
     kernels_a: Sequence[str] | None = None,
     kernels_b: Sequence[str] | None = None,
-) -> Divergence:
+) -> FirstDifference:
     """The first stage where ladders `ir_a` and `ir_b` differ, with one sentence saying how.
 
     Stages present in only one ladder are skipped. Kernel name lists, when both are given,
@@ -185,7 +185,7 @@ def first_divergence(
             ta, tb = _read(la.files(stage)[0]), _read(lb.files(stage)[0])
             if normalize_jaxpr(ta) != normalize_jaxpr(tb):
                 detail = _describe_counts("jaxpr", jaxpr_primitives(ta), jaxpr_primitives(tb))
-                return Divergence(
+                return FirstDifference(
                     "jaxpr",
                     detail or _first_line_diff("jaxpr", normalize_jaxpr(ta), normalize_jaxpr(tb)),
                 )
@@ -196,16 +196,16 @@ def first_divergence(
                 detail = _describe_counts(
                     "stablehlo", Counter(_MLIR_OP.findall(ta)), Counter(_MLIR_OP.findall(tb))
                 )
-                return Divergence("stablehlo", detail or _first_line_diff("stablehlo", ta, tb))
+                return FirstDifference("stablehlo", detail or _first_line_diff("stablehlo", ta, tb))
         elif stage == "passes":
             detail, pair = _compare_passes(la.path(stage), lb.path(stage))
             if detail:
-                return Divergence("passes", detail, pair)
+                return FirstDifference("passes", detail, pair)
         else:
             detail = _compare_hlo(stage, la.hlo_files(stage), lb.hlo_files(stage))
             if detail:
-                return Divergence(stage, detail)
+                return FirstDifference(stage, detail)
     if kernels_a is not None and kernels_b is not None and list(kernels_a) != list(kernels_b):
         detail = _describe_counts("kernels", Counter(kernels_a), Counter(kernels_b))
-        return Divergence("kernels", detail or "kernels differ in order")
-    return Divergence("none", "no difference in any compared stage")
+        return FirstDifference("kernels", detail or "kernels differ in order")
+    return FirstDifference("none", "no difference in any compared stage")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.profile.events import HOST_PLANE, ProfileError, load_profile
+from harness.records.run_files import TimedName, TimedPass
 
 # PjRtCpuClient::Compile (seen); the GPU clients' `...Client::Compile` (assumed, unverified)
 # CPU: `PjRtCpuClient::Compile`. GPU (seen on an H200, jax 0.11.2):
@@ -61,27 +62,6 @@ class Span:
         yield self
         for child in self.children:
             yield from child.walk()
-
-
-@dataclass(frozen=True)
-class TimedName:
-    """Time spent under one name: how often it ran, inclusive and self seconds."""
-
-    name: str
-    count: int
-    total_s: float
-    self_s: float
-
-
-@dataclass(frozen=True)
-class TimedPass:
-    """One pass of one pipeline: how often it ran, inclusive and self seconds."""
-
-    name: str
-    pipeline: str
-    count: int
-    total_s: float
-    self_s: float
 
 
 @dataclass(frozen=True)

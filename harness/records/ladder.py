@@ -40,6 +40,7 @@ from pathlib import Path
 
 from harness.common import userfiles
 from harness.store import io
+from harness.store.records import SchemaError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,34 +297,48 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
         return False
 
 
-def read_ladder(ir_dir: Path) -> Ladder:
-    """Returns the ladder in `ir_dir` from its index.json; raises ValueError naming the file.
+def read_index(ir_dir: Path) -> tuple[Stage, ...]:
+    """Returns every stage `ir_dir`/index.json names, in order, whether its file exists or not.
 
-    Only stages this module defines are read, at paths inside `ir_dir`: an index that names
-    another folder, a link, or `..` is refused, so a doctored index reads nothing outside.
+    The one reader of the index: read_ladder keeps the stages whose files exist, the report
+    shows the missing ones too. Strict: an index that cannot be read, an entry naming a stage
+    this module does not define, or a path that leaves the folder (absolute, `..`, a link, so
+    a doctored index reads nothing outside) raises SchemaError naming the file and the key;
+    a caller that must go on without the ladder catches it.
     """
     index = ir_dir / INDEX
+    source = str(index)
     try:
         raw = io.read_json(index)
-        entries = raw["stages"]
-        if not isinstance(entries, list):
-            raise TypeError("stages is not a list")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{index}: not a readable IR index ({e})") from None
+    except (OSError, ValueError) as e:
+        raise SchemaError(source, "", f"not a readable IR index ({e})") from None
+    entries = raw.get("stages") if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise SchemaError(source, "stages", "not a list of stages")
     base = ir_dir.resolve()
     stages = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or entry.get("stage") not in KINDS:
-            raise ValueError(f"{index}: stages[{i}] names no known stage")
-        rel = str(entry.get("path", ""))
+            raise SchemaError(source, f"stages[{i}].stage", "names no known stage")
+        rel = entry.get("path", "")
+        if not isinstance(rel, str):
+            raise SchemaError(source, f"stages[{i}].path", "not a string")
         target = ir_dir / rel
-        if os.path.isabs(rel) or ".." in Path(rel).parts or target.is_symlink():
-            raise ValueError(f"{index}: stages[{i}].path {rel!r} leaves the ladder folder")
-        if base not in target.resolve().parents:
-            raise ValueError(f"{index}: stages[{i}].path {rel!r} leaves the ladder folder")
-        if target.exists():
-            stages.append(Stage(entry["stage"], KINDS[entry["stage"]].order, rel))
-    return Ladder(ir_dir, tuple(sorted(stages, key=lambda s: (s.order, s.name))))
+        if (
+            os.path.isabs(rel)
+            or ".." in Path(rel).parts
+            or target.is_symlink()
+            or base not in target.resolve().parents
+        ):
+            raise SchemaError(source, f"stages[{i}].path", f"{rel!r} leaves the ladder folder")
+        stages.append(Stage(entry["stage"], KINDS[entry["stage"]].order, rel))
+    return tuple(sorted(stages, key=lambda s: (s.order, s.name)))
+
+
+def read_ladder(ir_dir: Path) -> Ladder:
+    """Returns the ladder in `ir_dir`: the stages its index names whose files exist.
+    Raises SchemaError (a ValueError) naming the file and the key (read_index)."""
+    return Ladder(ir_dir, tuple(s for s in read_index(ir_dir) if (ir_dir / s.path).exists()))
 
 
 def has_ladder(ir_dir: Path) -> bool:

@@ -25,13 +25,14 @@ import dataclasses
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.common import userfiles
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
+from harness.records.saved_config import SavedConfig
 from harness.store import io, runfolder
 from harness.store.records import EMPTY, Plain, SchemaError, doc, from_json, loads, to_json
 
@@ -54,7 +55,9 @@ class Environment:
     cpu_count: int | None = doc("the host's CPUs")
     host_devices: str | None = doc("whether host devices were forced, and how many")
     git_commit: str | None = doc("the harness checkout's commit, `+dirty` with local changes")
-    process: dict[str, Plain] | None = doc("this process of a group (harness.study.group): its rank")
+    process: dict[str, Plain] | None = doc(
+        "this process of a group (harness.study.group): its rank"
+    )
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,11 @@ class Manifest:
     ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
     invocation: Invocation | None = doc("how it was started (null before manifest version 2)")
 
+    @property
+    def saved_config(self) -> SavedConfig:
+        """`config` read through typed accessors, so its readers walk no dicts."""
+        return SavedConfig(self.config)
+
 
 # --- ceilings.json ------------------------------------------------------------------------------
 
@@ -135,7 +143,7 @@ class Ceilings:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class ClusterGemm:
     m: int = doc("rows (product of the free dimensions)")
     k: int = doc("the contracted size")
     n: int = doc("columns")
@@ -162,7 +170,7 @@ class ClusterEntry:
     output_shape: str = doc("its result's shape")
     output_bytes: int = doc("its result's bytes")
     parent: str = doc("the cluster it is nested in, or empty", "")
-    gemm: Gemm | None = doc("its matrix product, when it is one GEMM")
+    gemm: ClusterGemm | None = doc("its matrix product, when it is one GEMM")
 
 
 @dataclass(frozen=True)
@@ -298,6 +306,8 @@ class PassesFile:
 
 @dataclass(frozen=True)
 class TimedName:
+    """Time spent under one name: how often it ran, inclusive and self seconds."""
+
     name: str = doc("the event")
     count: int = doc("how often it ran")
     total_s: float = doc("inclusive seconds")
@@ -306,6 +316,8 @@ class TimedName:
 
 @dataclass(frozen=True)
 class TimedPass:
+    """One pass of one pipeline: how often it ran, inclusive and self seconds."""
+
     name: str = doc("the pass")
     pipeline: str = doc("its pipeline")
     count: int = doc("how often it ran")
@@ -365,6 +377,22 @@ class TorchCompileFile:
     recompile: TorchCompile | None = doc("the new shape's compile")
     frames: dict[str, Plain] = doc("per compile id: what Dynamo traced, guarded, made", EMPTY)
     guards: tuple[str, ...] = doc("the first call's guards", ())
+
+
+# --- variants/<name>/timings.json ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimingsFile:
+    """The capture's blocked per-call times (not the run's timing.json, whose rounds time the
+    variants against each other), and a JAX variant's first-call compile events."""
+
+    schema_version: int = doc("this file's version (harness.records.run_files.TIMINGS)")
+    latency_blocked_s: tuple[float, ...] = doc("each steady call's seconds, blocked on", ())
+    first_call_events: tuple[tuple[str, float], ...] = doc(
+        "JAX: each jax.monitoring event of the first call, (event, seconds); empty for PyTorch",
+        (),
+    )
 
 
 # --- variants/<name>/cost.json --------------------------------------------------------------------
@@ -531,6 +559,7 @@ FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
 KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)
 PASSES = _first(runfolder.PASSES_FILE, PassesFile)
 COMPILE = _first(runfolder.COMPILE_FILE, CompileFile)
+TIMINGS = _first(runfolder.TIMINGS_FILE, TimingsFile)
 TORCH_COMPILE = _first(runfolder.COMPILE_FILE, TorchCompileFile)  # a PyTorch variant's
 COST = _first(runfolder.COST_FILE, CostFile)
 RANKING = _first(runfolder.RANKING_FILE, RankingFile, compact=True)
@@ -547,6 +576,7 @@ KINDS = (
     PASSES,
     COMPILE,
     TORCH_COMPILE,
+    TIMINGS,
     COST,
     RANKING,
     COMM,
@@ -664,3 +694,17 @@ def write_document(kind: FileKind, path: Path, document: Mapping[str, Any]) -> P
     """Writes a writer's plain `document` (the manifest the run's lifecycle keeps updating)
     through `kind`'s record: a key the record does not know fails at the writer."""
     return write(path, from_document(kind, dict(document), str(path)))
+
+
+def write_timings(
+    variant_dir: Path,
+    latency_blocked_s: Sequence[float],
+    first_call_events: Sequence[tuple[str, float]] = (),
+) -> Path:
+    """Writes a variant's timings.json: the one writer, which the JAX and PyTorch captures call."""
+    record = TimingsFile(
+        schema_version=TIMINGS.version,
+        latency_blocked_s=tuple(latency_blocked_s),
+        first_call_events=tuple(first_call_events),
+    )
+    return write(runfolder.VariantFolder(variant_dir).timings, record)

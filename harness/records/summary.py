@@ -273,7 +273,7 @@ class Dynamo:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class LibraryGemm:
     m: int = doc("rows of the output")
     k: int = doc("the contracted size")
     n: int = doc("columns of the output")
@@ -288,7 +288,7 @@ class LibraryCall:
     target: str = doc("the library entry: `__cublas$lt$matmul`, `__ynn_fusion`, ...")
     epilogue: str | None = doc("the fused GEMM epilogue (`BIAS`, `BIAS_GELU`, ...) if any")
     cluster: str | None = doc("the cluster (HLO instruction) that calls it")
-    gemm: Gemm | None = doc(
+    gemm: LibraryGemm | None = doc(
         "what it computes, for a GEMM: so a CPU and a GPU run pair like for like"
     )
 

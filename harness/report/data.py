@@ -33,7 +33,6 @@ from harness.records.run_files import (
     TorchCompileFile,
 )
 from harness.records.summary import RunSummary, VariantSummary, load_summary
-from harness.store import io
 from harness.store.records import from_json
 from harness.store.runfolder import REPORT_FILE, RunFolder, variant_page
 
@@ -41,7 +40,7 @@ PAGE = REPORT_FILE  # a report page's name: the run's, and each variant's in var
 
 
 @dataclass(frozen=True)
-class Stage:
+class Rung:
     """One rung of a variant's IR ladder: its order, name and path relative to the run folder."""
 
     order: int
@@ -57,7 +56,7 @@ class VariantData:
 
     name: str
     summary: VariantSummary
-    stages: tuple[Stage, ...] = ()
+    stages: tuple[Rung, ...] = ()
     fusions: FusionsFile | None = None
     kernels: tuple[KernelEvent, ...] = ()
     passes: PassesFile | None = None
@@ -90,7 +89,7 @@ class VariantData:
         """The variant's report page, relative to the run folder (its HTML is beside it)."""
         return variant_page(self.name)
 
-    def stage(self, name: str) -> Stage | None:
+    def stage(self, name: str) -> Rung | None:
         return next((s for s in self.stages if s.stage == name), None)
 
     def clusters(self) -> list[ClusterEntry]:
@@ -172,35 +171,27 @@ def same_size(a: VariantData, b: VariantData) -> bool:
     return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
 
 
-def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Stage, ...]:
+def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Rung, ...]:
     """Returns the variant's IR ladder, paths made relative to the run folder."""
     folder = RunFolder(run)
     ir = folder.variant(name).ir
     if not ladder.has_ladder(ir):
         return ()
     try:
-        raw = io.read_json(ir / ladder.INDEX).get("stages", [])
-    except (OSError, ValueError, AttributeError) as e:
+        stages = ladder.read_index(ir)
+    except ValueError as e:  # SchemaError: the report goes on without this ladder
         notes.append(f"{name}: ir/index.json could not be read: {e}")
         return ()
     out = []
-    for s in raw if isinstance(raw, list) else []:
-        if not isinstance(s, dict) or s.get("stage") not in ladder.KINDS:
-            continue
-        rel = str(s.get("path", ""))
-        if rel.startswith("/") or ".." in Path(rel).parts:
-            notes.append(
-                f"{name}: ir/index.json names a path outside the ladder ({rel!r}); left out"
-            )
-            continue
-        target = ir / rel
+    for s in stages:
+        target = ir / s.path
         out.append(
-            Stage(
-                order=ladder.KINDS[s["stage"]].order,
-                stage=str(s["stage"]),
+            Rung(
+                order=s.order,
+                stage=s.name,
                 path=folder.relative(target),
-                is_dir=target.is_dir() and not target.is_symlink(),
-                exists=target.exists() and not target.is_symlink(),
+                is_dir=target.is_dir(),
+                exists=target.exists(),
             )
         )
     return tuple(sorted(out, key=lambda s: s.order))

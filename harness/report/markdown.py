@@ -43,14 +43,14 @@ def _read(path: Path, run: Path) -> str:
     return userfiles.read_head(path, MAX_STAGE_BYTES, within=run).decode(errors="replace")
 
 
-def _stage_files(run: data.RunData, st: data.Stage) -> list[Path]:
+def _stage_files(run: data.RunData, st: data.Rung) -> list[Path]:
     path = run.path / st.path
     if not st.is_dir:
         return [path]
     return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
 
 
-def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Divergence | None:
+def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.ShownDivergence | None:
     """The variant's first divergence with the diff of that stage's two files, read here."""
     d = v.summary.comparison.first_divergence
     if d is None or "baseline" in v.roles:
@@ -58,38 +58,38 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Dive
     ref = run.variant(d.against)
     if d.stage not in stage_diff.TEXT_STAGES or ref is None:
         why = f"There is no stage file to diff: the difference is in the `{d.stage}`."
-        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
     mine, theirs = v.stage(d.stage), ref.stage(d.stage)
     if mine is None or theirs is None or not (mine.exists and theirs.exists):
         why = "The stage's files are not kept in this copy of the run."
-        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
     try:
         if d.stage == "passes":
             # The analysis names the pair of pass files where the two first differ.
             if not d.files:
                 why = "The summary names no pair of pass files (it was made before it did)."
-                return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+                return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
             left_files = [run.path / d.files[0]]
             right_files = [run.path / d.files[1]]
             # A summary can name any path: only a plain file of each side's own passes folder.
             for f, st in ((left_files[0], theirs), (right_files[0], mine)):
                 if f.is_symlink() or not f.is_file() or f.parent != run.path / st.path:
                     why = "The pass files the summary names are not in the kept passes folders."
-                    return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+                    return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
         else:
             left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
         left = _joined(left_files, run.path)
         right = _joined(right_files, run.path)
     except (OSError, ValueError) as e:  # a damaged pass file: the page says so
         why = f"The stage's files could not be read: {e}"
-        return variant_page.Divergence(d.stage, d.against, d.detail, why_none=why)
+        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
     rel = [str(p.relative_to(run.path)) for p in (left_files[0], right_files[0])]
     if len(left_files) > 1 or len(right_files) > 1:  # a folder stage: link the folders
         rel = [theirs.path, mine.path]
     diff = stage_diff.stage_diff(
         d.stage, (f"{ref.name}: {rel[0]}", left), (f"{v.name}: {rel[1]}", right)
     )
-    return variant_page.Divergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
+    return variant_page.ShownDivergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
 
 
 def _joined(files: list[Path], run: Path) -> str:
@@ -240,7 +240,7 @@ def claim_report_files(root: Path, rels: list[str]) -> None:
 
 def plot_formats(run: data.RunData) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
-    wanted = (run.manifest.config.get("report") or {}).get("svg")
+    wanted = run.manifest.saved_config.flag("report", "svg")
     return ("png", "svg") if wanted is True else ("png",)
 
 

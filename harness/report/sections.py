@@ -402,12 +402,12 @@ def environment_blocks(run: RunData) -> list[Block]:
         )
     else:
         out.append(Para("No overrides: the config file as written."))
-    cfg = m.config
-    studied = "program" if (cfg.get("program") or {}).get("function") else "problem"
-    if studied in cfg:
+    studied = m.saved_config.studied()
+    if studied is not None:
+        name, section = studied
         out.append(
             Para(
-                f"The {studied}: {code(json.dumps(cfg[studied], separators=(',', ':')))}; the whole "
+                f"The {name}: {code(json.dumps(section, separators=(',', ':')))}; the whole "
                 "config as run is in [manifest.json](manifest.json)."
             )
         )

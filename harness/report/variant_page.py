@@ -40,7 +40,7 @@ def here(v: VariantData, path: str) -> str:
 
 
 @dataclass(frozen=True)
-class Divergence:
+class ShownDivergence:
     """The first differing stage against the reference, and its diff when both stage files
     were kept (else why there is none)."""
 
@@ -67,7 +67,7 @@ class Elsewhere:
 class PageInputs:
     """What the report's edge read from the run folder for one variant's page."""
 
-    divergence: Divergence | None = None
+    divergence: ShownDivergence | None = None
     elsewhere: Elsewhere = field(default_factory=Elsewhere)
 
 
@@ -173,7 +173,7 @@ def _moved(e: EffectFinding) -> str:
     return f"{head} No pass named: {e.search or 'the pass search did not run'}."
 
 
-def divergence_blocks(v: VariantData, run: RunData, d: Divergence | None) -> list[Block]:
+def divergence_blocks(v: VariantData, run: RunData, d: ShownDivergence | None) -> list[Block]:
     """Where the variant first differs from its reference: the stage, the sentence the
     analysis recorded, and the diff of that stage's two files."""
     out: list[Block] = [Heading(2, "First divergence", "divergence")]

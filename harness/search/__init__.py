@@ -78,7 +78,7 @@ def lower_bound(exp: Experiment, base: Variant) -> Variant | None:
 def _verdicts(
     timed: TimingRecord,
     pairs: list[tuple[str, str]],
-    gate: judging.Gate,
+    gate: judging.StageGate,
     exp: Experiment,
 ) -> dict[tuple[str, str], Verdict]:
     """Returns the verdict of each (name, against) pair of one timing stage, decided together:
@@ -113,7 +113,7 @@ class Search:
     stopped: str | None = None
     # Why a timing stage could call no difference at all (a busy machine, no A/A pair).
     unresolved: list[str] = dataclasses.field(default_factory=list)
-    gate: judging.Gate | None = None  # the last timing stage's
+    gate: judging.StageGate | None = None  # the last timing stage's
 
     @property
     def exp(self) -> Experiment:

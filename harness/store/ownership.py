@@ -52,7 +52,7 @@ class Marker:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class OwnershipVerdict:
     """Why the folder is not the tool's own (None when it is), and the files it may remove."""
 
     why: str | None
@@ -171,7 +171,7 @@ def _bookkeeping(e: Entry, marker_name: str) -> bool:
     return e.rel == marker_name or (e.rel == LOCK_NAME and e.kind == "file")
 
 
-def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
+def foreign(root: Path, tool: str, marker_name: str) -> OwnershipVerdict:
     """Whether everything in `root` is a file `tool` recorded writing there, unchanged.
 
     An empty folder is the tool's; a folder with content and no marker of the tool's (or a
@@ -181,22 +181,22 @@ def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
     try:
         listing = entries(root)
     except TooMany as e:
-        return Verdict(str(e))
+        return OwnershipVerdict(str(e))
     except OSError as e:
-        return Verdict(f"cannot be read ({e.strerror or e})")
+        return OwnershipVerdict(f"cannot be read ({e.strerror or e})")
     content = [e for e in listing if not _bookkeeping(e, marker_name)]
     mark = next((e for e in listing if e.rel == marker_name), None)
     if mark is None and not content:
-        return Verdict(None)
+        return OwnershipVerdict(None)
     own = read_marker(root / marker_name, tool)
     if own is None:
         if not content:
-            return Verdict("holds another tool's marker")
+            return OwnershipVerdict("holds another tool's marker")
         reasons = [describe(e.rel, e.kind, tool) for e in content if e.kind != "dir"]
         strongest = _strongest(reasons) if reasons else ""
         if strongest.startswith(("holds a run", "holds an XLA dump")):
-            return Verdict(strongest)
-        return Verdict("was not made by this tool")
+            return OwnershipVerdict(strongest)
+        return OwnershipVerdict("was not made by this tool")
     reasons = [
         describe(e.rel, e.kind, tool)
         for e in content
@@ -204,11 +204,11 @@ def foreign(root: Path, tool: str, marker_name: str) -> Verdict:
         and not (e.kind == "file" and _matches(root / e.rel, own.files.get(e.rel), e))
     ]
     if reasons:
-        return Verdict(_strongest(reasons))
-    return Verdict(None, tuple(e.rel for e in content if e.kind == "file"))
+        return OwnershipVerdict(_strongest(reasons))
+    return OwnershipVerdict(None, tuple(e.rel for e in content if e.kind == "file"))
 
 
-def remove_recorded(root: Path, verdict: Verdict) -> None:
+def remove_recorded(root: Path, verdict: OwnershipVerdict) -> None:
     """Removes the tool's recorded files, then the folders left empty; never the marker."""
     for rel in verdict.files:
         path = root / rel

@@ -342,10 +342,10 @@ class Worker:
                 # measured at the square size every precision gets.
                 x, w = program.gemm_dtypes(v.program, self.exp.seed)
                 side = ceilings.square_side(self.platform)
-                shapes.append(ceilings.GemmShape(side, side, side, x, w))
+                shapes.append(ceilings.ProbeGemm(side, side, side, x, w))
             elif self.platform in v.platforms and not v.mode_spec.expects_trace_error:
                 p = v.problem
-                shapes.append(ceilings.GemmShape(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
+                shapes.append(ceilings.ProbeGemm(p.rows, p.k, p.n, p.dtype, p.weight_dtype))
         cache = Path(job["cache"]) if job.get("cache") else None
         remeasure = bool(self.exp.capture.remeasure_ceilings)
         environment = self.environment

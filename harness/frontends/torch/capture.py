@@ -48,10 +48,10 @@ from harness.frontends.torch.inductor.artifacts import (
     OUTPUT_CODE,
 )
 from harness.frontends.torch.inductor.captured import read_captured
-from harness.records import ladder
+from harness.records import ladder, run_files
 from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
 from harness.store import io
-from harness.store.runfolder import RECOMPILE_FILE, TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
+from harness.store.runfolder import RECOMPILE_FILE, TORCH_FILE, TORCH_TRACE_FILE
 from harness.variants import expression
 
 PROFILE_FILE = TORCH_TRACE_FILE
@@ -225,7 +225,7 @@ def _capture_eager(
             None,
         )
     notes += _eager_ladder(ctx.variant_dir / "ir", fn, args)
-    io.write_json(VariantFolder(ctx.variant_dir).timings, {"latency_blocked_s": times})
+    run_files.write_timings(ctx.variant_dir, times)
     io.write_json(
         ctx.variant_dir / TORCH_FILE,
         {"torch_version": str(env.torch_version()), "device": inputs.device, "eager": True},
@@ -349,7 +349,7 @@ def _capture_compiled(
         recompile_s=recompile_s,
     )
     io.write_json(ctx.variant_dir / TORCH_FILE, facts)
-    io.write_json(VariantFolder(ctx.variant_dir).timings, {"latency_blocked_s": times})
+    run_files.write_timings(ctx.variant_dir, times)
     notes += write_compiled_ladder(ctx.variant_dir, first_ids, facts.get("recompile_started"))
     notes += [str(u) for u in state.unavailable]
     if steady_ids:

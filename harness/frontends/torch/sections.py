@@ -23,7 +23,7 @@ from harness.analyze.files import NONE, VariantFiles
 from harness.config.experiment import Experiment, Variant
 from harness.frontends.torch.env import capture_dirs
 from harness.frontends.torch.inductor.captured import (
-    Captured,
+    InductorArtifacts,
     fingerprint,
     read_captured,
     structure,
@@ -81,7 +81,7 @@ def compile_ids(facts: dict[str, Any], call: str) -> list[str]:
     return [str(i) for i in ids if isinstance(i, str)]
 
 
-def captured(vdir: Path) -> Captured:
+def captured(vdir: Path) -> InductorArtifacts:
     dirs = capture_dirs(vdir)
     return read_captured(dirs.debug, dirs.trace)
 
@@ -94,7 +94,7 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def hlo(
-    vdir: Path, cap: Captured, first: Sequence[str], runtime: Sequence[str] = ()
+    vdir: Path, cap: InductorArtifacts, first: Sequence[str], runtime: Sequence[str] = ()
 ) -> tuple[Hlo, VariantFiles]:
     """Returns what Inductor generated for the first call, with fusions.json's record (one
     module per graph, XLA's shape: clusters, reverse map, folded-away nodes)."""
@@ -144,13 +144,17 @@ def eager_fusions(vdir: Path, trace_clusters: Sequence[Any]) -> VariantFiles:
 # --- compile ----------------------------------------------------------------------------------
 
 
-def _times(cap: Captured, ids: Sequence[str]) -> CompileTimes | None:
+def _times(cap: InductorArtifacts, ids: Sequence[str]) -> CompileTimes | None:
     frames = cap.frames(ids)
     return compile_times(frames) if frames else None
 
 
 def compile_(
-    vdir: Path, record: CaptureRecord, cap: Captured, first: Sequence[str], again: Sequence[str]
+    vdir: Path,
+    record: CaptureRecord,
+    cap: InductorArtifacts,
+    first: Sequence[str],
+    again: Sequence[str],
 ) -> tuple[Compile, VariantFiles]:
     """Returns the compile pauses, the first compile split into torch.compile's phases, and
     the new-shape call, with compile.json's record (both calls' phases, per compile id)."""
@@ -213,7 +217,7 @@ def compile_(
     return section, VariantFiles(compile=written)
 
 
-def _guards(cap: Captured, ids: Sequence[str]) -> list[str]:
+def _guards(cap: InductorArtifacts, ids: Sequence[str]) -> list[str]:
     """Returns the guard lines Dynamo logged for the compiles `ids` (`TENSOR_MATCH: ...`)."""
     out: list[str] = []
     for f in cap.frames(ids):
@@ -226,7 +230,7 @@ def _guards(cap: Captured, ids: Sequence[str]) -> list[str]:
 
 
 def dynamo(
-    facts: dict[str, Any], cap: Captured, first: Sequence[str], again: Sequence[str]
+    facts: dict[str, Any], cap: InductorArtifacts, first: Sequence[str], again: Sequence[str]
 ) -> Dynamo:
     """Returns graphs, breaks, guards and recompiles: explain()'s counts when the capture
     recorded them, else the TORCH_TRACE log's for the first call."""
@@ -318,7 +322,7 @@ def _metric_reasons(facts: dict[str, Any], ids: Sequence[str]) -> tuple[str, ...
 def profile(
     vdir: Path,
     op_by_op: bool,
-    cap: Captured | None,
+    cap: InductorArtifacts | None,
     first: Sequence[str],
     steps: int,
     step_s: float | None,
@@ -418,9 +422,7 @@ def analyze_torch_variant(
     rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace) and its
     first step's kernel names; writes its analysis files (the producers return them)."""
     errors: list[str] = []
-    found = analyze_torch(
-        vdir, v, record, exp.profile.steps, timing.step_s, errors, guarded
-    )
+    found = analyze_torch(vdir, v, record, exp.profile.steps, timing.step_s, errors, guarded)
     made: files.VariantFiles = found["files"]
     ir = vdir / IR_DIR
     lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None

@@ -27,7 +27,7 @@ from harness.frontends.torch.inductor.trace_log import FrameCompile, TorchTraceF
 
 
 @dataclass(frozen=True)
-class Captured:
+class InductorArtifacts:
     """One variant's compile artifacts: the log's facts (None when unreadable), every graph
     Inductor compiled (linked to the log), and what could not be read."""
 
@@ -55,7 +55,7 @@ class Captured:
         return tuple(sorted(chosen, key=lambda g: (order[g.compile_id or ""], g.index or 0)))
 
 
-def read_captured(debug_dir: Path, trace_dir: Path) -> Captured:
+def read_captured(debug_dir: Path, trace_dir: Path) -> InductorArtifacts:
     """Returns what Inductor's debug folder and the TORCH_TRACE log (file or folder) hold."""
     notes: list[str] = []
     facts = None
@@ -70,7 +70,7 @@ def read_captured(debug_dir: Path, trace_dir: Path) -> Captured:
         notes.append(f"Inductor debug folder unreadable: {e}")
     if facts is not None and graphs:
         graphs = link_trace(graphs, facts)
-    return Captured(facts, graphs, tuple(notes))
+    return InductorArtifacts(facts, graphs, tuple(notes))
 
 
 _SYMBOL = re.compile(r"\b[a-z]*s\d+\b")

@@ -22,7 +22,7 @@ from harness.frontends.torch.inductor.artifacts import (
     parse_fx_graph,
     parse_output_code,
 )
-from harness.hlo.diverge import Divergence, describe_counts
+from harness.hlo.diverge import FirstDifference, describe_counts
 from harness.records import ladder
 
 TORCH_STAGES = (
@@ -144,7 +144,7 @@ def torch_first_divergence(
     ir_b: Path,
     kernels_a: Sequence[str] | None = None,
     kernels_b: Sequence[str] | None = None,
-) -> Divergence:
+) -> FirstDifference:
     """The first stage where torch ladders `ir_a` and `ir_b` differ, with one sentence how.
 
     Stages present in only one ladder are skipped (eager has only its traced graph); the
@@ -161,11 +161,11 @@ def torch_first_divergence(
         else:
             detail = _compare_ir(stage, ta, tb)
         if detail:
-            return Divergence(stage, detail)
+            return FirstDifference(stage, detail)
     if kernels_a is not None and kernels_b is not None:
         ka = [_KERNEL_INDEX.sub("", k) for k in kernels_a]
         kb = [_KERNEL_INDEX.sub("", k) for k in kernels_b]
         if ka != kb:
             detail = describe_counts("kernels", Counter(ka), Counter(kb))
-            return Divergence("kernels", detail or "kernels differ in order")
-    return Divergence("none", "no difference in any compared stage")
+            return FirstDifference("kernels", detail or "kernels differ in order")
+    return FirstDifference("none", "no difference in any compared stage")
