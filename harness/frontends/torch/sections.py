@@ -418,9 +418,7 @@ def analyze_torch_variant(
     rest from Inductor's artifacts, the TORCH_TRACE log and torch.profiler's trace) and its
     first step's kernel names; writes its analysis files (the producers return them)."""
     errors: list[str] = []
-    found = analyze_torch(
-        vdir, v, record, exp.profile.steps, timing.step_s, errors, guarded
-    )
+    found = analyze_torch(vdir, v, record, exp.profile.steps, timing.step_s, errors, guarded)
     made: files.VariantFiles = found["files"]
     ir = vdir / IR_DIR
     lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None
