@@ -22,7 +22,6 @@ from harness.records.findings import Observation
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
 PAUSE_FACTOR = 10.0  # a pause is a first call (or recompile) at least this many steps long
-FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 
 
 class Claim(Rule):
@@ -118,7 +117,7 @@ class _Pause(Claim):
         if not v.ok:
             return self.missing(
                 framework,
-                f"this run has no {FRAMEWORKS.get(framework, framework)} baseline that ran",
+                f"this run has no {registry.traits(framework).label or framework} baseline that ran",
             )
         c, step = v.summary.compile, v.summary.timing.step_s
         first = self.which == "first"
