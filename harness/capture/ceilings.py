@@ -117,8 +117,9 @@ def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
 
 
 def _host_key(environment: dict[str, Any]) -> str:
+    found = {**environment, **(environment.get("versions") or {})}  # the versions by package
     return (
-        "|".join(str(environment.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
+        "|".join(str(found.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
         + f"|{pyplatform.node()}|{os.cpu_count()}"
     )
 

@@ -66,6 +66,9 @@ class Traits:
     torch_trace: bool = False
     # Its compiler logs Dynamo's guards and recompile reasons (summary.json's `dynamo`).
     dynamo: bool = False
+    # The installed packages whose versions a run records for it (the manifest's
+    # `environment.versions`, read without importing them) and the report shows.
+    packages: tuple[str, ...] = ()
 
 
 UNKNOWN = Traits(label="")  # a framework no frontend registered (a run of a plug-in, read later)

@@ -77,6 +77,7 @@ TRAITS = Traits(
     emitter_stages=EMITTER_STAGES,
     xla=True,
     xprof=True,
+    packages=("jax", "jaxlib", "flax"),
 )
 
 

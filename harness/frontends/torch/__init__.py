@@ -63,6 +63,7 @@ TRAITS = Traits(
     compile_phases=True,
     torch_trace=True,
     dynamo=True,
+    packages=("torch",),
 )
 
 
