@@ -89,6 +89,12 @@ class Frontend(Protocol):
         and the run's timing record (`timed`, or None), and its first step's kernel names."""
         ...
 
+    def validate(self, variant: Variant, source: str) -> None:
+        """Checks the config keys this frontend owns on any variant (its own section, what
+        its modes cannot take); raises harness.config's ConfigError. Optional: a plug-in
+        without it owns no key."""
+        ...
+
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         """What every worker job runs inside, whichever frontend's it is (PyTorch: a scratch
         Inductor cache folder, since importing torch makes one in $TMPDIR)."""

@@ -154,6 +154,9 @@ class JaxFrontend:
 
         return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
 
+    def validate(self, variant: Variant, source: str) -> None:
+        del variant, source  # its keys are the config's own (harness.config.validate)
+
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 

@@ -133,6 +133,11 @@ class TorchFrontend:
         timing = sections.timing(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
 
+    def validate(self, variant: Variant, source: str) -> None:
+        from harness.frontends.torch.validate import validate_variant
+
+        validate_variant(variant, source)
+
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         from harness.frontends.torch.env import scratch_cache_dir
 
