@@ -61,8 +61,8 @@ class Processes:
 
 def problem(p: Processes, variants: Any, searching: bool) -> tuple[str, str] | None:
     """Returns (key, problem) for the first thing a group of processes cannot run, or None:
-    an unknown launcher, a search, a variant of a frontend not XLA's, or a sharded variant whose mesh is not
-    the whole group (every process must hold a part of every sharded program)."""
+    an unknown launcher, a search, a variant of a frontend not XLA's, or a sharded variant
+    whose mesh is not the whole group (every process must hold a part of every sharded program)."""
     if p.launcher not in LAUNCHERS:
         return "processes.launcher", f"{p.launcher!r} is not supported; allowed: local, external"
     if not p.enabled:

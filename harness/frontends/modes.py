@@ -50,6 +50,9 @@ class Traits:
 
     label: str  # its name in prose: "JAX", "PyTorch"
     compiler: str = ""  # what compiles its variants, in prose: "XLA", "Inductor"
+    # The call that compiles its variants, in a finding's sentence ("torch.compile 2.1 s");
+    # empty: `compiler`.
+    compile_call: str = ""
     refuser: str = ""  # what refuses a Python branch on a traced value: "jit"
     # The later IRs its emitters write into a variant's ladder (harness.records.ladder stages).
     emitter_stages: tuple[str, ...] = ()

@@ -2,7 +2,8 @@
 
 Each claim is a rule of the analysis stage (harness.findings.observations), judged once
 per framework of the study; this module only lays out the records: one row per claim, one
-column per framework the study has variants of, then the quoted logs and IR lines. A claim no framework of the study has a variant for is left out.
+column per framework the study has variants of, then the quoted logs and IR lines. A claim
+no framework of the study has a variant for is left out.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ MODES = (
 TRAITS = Traits(
     label="PyTorch",
     compiler="Inductor",
+    compile_call="torch.compile",
     refuser="torch.compile(fullgraph=True)",
     emitter_stages=(*EMITTER_STAGES, "output_code"),  # and Inductor's own output code
     timed_against="jax",
