@@ -16,6 +16,7 @@ from harness.common import fmt
 from harness.config import ConfigError, load
 from harness.frontends import registry
 from harness.frontends.modes import Mode, Traits
+from harness.records import run_files
 from harness.records.summary import load_summary
 
 TOY = REPO / "tests" / "toy_frontend.py"
@@ -156,6 +157,35 @@ def test_a_plugin_that_fails_to_import_is_named(tmp_path: Path) -> None:
 TOY_FLAGS = (*TINY, "--config.profile.enabled=false")
 
 
+def test_a_run_records_each_frontend_s_own_versions(numpy_frontend: registry.Frontend) -> None:
+    """The environment's versions are the packages each registered frontend's traits name,
+    frontend after frontend: a third frontend's are recorded with no edit elsewhere."""
+    import importlib.metadata
+
+    from harness.capture import environment
+
+    found = environment.versions(importlib.metadata)
+    assert list(found) == ["jax", "jaxlib", "flax", "torch", "numpy"]
+    assert found["numpy"] == importlib.metadata.version("numpy")
+
+
+def test_a_manifest_of_version_2_reads_its_fixed_versions_as_versions() -> None:
+    """A manifest saved with the fixed jax, jaxlib, flax and torch fields reads them, in that
+    order, as `environment.versions` (a field it lacked reads as not recorded)."""
+    old = {
+        "schema_version": 2,
+        "experiment": "e",
+        "run_id": "r",
+        "config_file": "c.yaml",
+        "started": "2025-01-01T00:00:00Z",
+        "status": "complete",
+        "environment": {"python": "3.12", "jax": "0.7", "jaxlib": "0.7", "flax": "0.11"},
+    }
+    env = run_files.parse(run_files.MANIFEST, old, "manifest.json").environment
+    assert env.versions == {"jax": "0.7", "jaxlib": "0.7", "flax": "0.11", "torch": None}
+    assert (env.value("python"), env.value("jax"), env.value("torch")) == ("3.12", "0.7", None)
+
+
 @pytest.mark.study
 def test_a_third_frontend_runs_a_study_through_every_stage(tmp_path: Path) -> None:
     """Capture, timing, analysis and report of a NumPy frontend no harness module knows: the
@@ -188,6 +218,8 @@ def test_a_third_frontend_runs_a_study_through_every_stage(tmp_path: Path) -> No
     assert {"numpy_gelu", "numpy_matmul", "xla"} <= set(timing["variants"])
     report = (run / "report.md").read_text()
     assert "`numpy_gelu` (NumPy)" in report  # its baseline, named by the frontend's traits
+    versions = read_json(run / "manifest.json")["environment"]["versions"]
+    assert f", numpy {versions['numpy']}." in report  # its own versions, in the headline
     rows = {n: next(line for line in report.splitlines() if f"[{n}](" in line) for n in toy}
     # The study table's cells, in its short words ("not resolved: 0.174× (0.129–0.343)").
     assert fmt.verdict(matmul.vs_baseline, fmt.SHORT_WORDS) in rows["numpy_matmul"]

@@ -84,11 +84,76 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(HARNESS.rglob("*.py"))}
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """True for the test of `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`), exactly."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The import statements inside an `if TYPE_CHECKING:` body (its `else:` runs, so it
+    counts). Python never runs them: they name the records a signature is typed with, and
+    `type_checking_names_are_annotations_only` checks that nothing else uses those names."""
+    skipped: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                skipped.update(
+                    n for n in ast.walk(stmt) if isinstance(n, ast.Import | ast.ImportFrom)
+                )
+    return skipped
+
+
+def type_checking_misuse(tree: ast.Module) -> list[str]:
+    """The names imported under `if TYPE_CHECKING:` that the module uses outside an
+    annotation (a call, a default, a base class, isinstance): each would be a runtime import
+    the layer check did not see. Annotations are never evaluated, since each such module
+    starts with `from __future__ import annotations` (also checked)."""
+    skipped = type_checking_only(tree)
+    names = {
+        (a.asname or a.name).split(".")[0]
+        for node in skipped
+        for a in node.names  # type: ignore[attr-defined]
+    }
+    if not names:
+        return []
+    out = []
+    future = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    if not future:
+        out.append("imports under TYPE_CHECKING without `from __future__ import annotations`")
+    annotations: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            annotations.update(ast.walk(node.annotation))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            annotations.update(ast.walk(node.returns))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Name)
+            and node.id in names
+            and node not in annotations
+            and not isinstance(node.ctx, ast.Store)
+        ):
+            out.append(f"{node.id} (line {node.lineno}) is used outside an annotation")
+    return out
+
+
 def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
-    """Returns the harness modules `path` imports anywhere in its body."""
+    """Returns the harness modules `path` imports anywhere in its body, but for those under
+    `if TYPE_CHECKING:` (never run; `type_checking_misuse` keeps them annotation-only)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skipped = type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -236,6 +301,47 @@ def test_the_top_level_holds_only_entry_points() -> None:
 def test_no_module_is_over_800_lines() -> None:
     long = {n: len(p.read_text().splitlines()) for n, p in modules().items()}
     assert {n: k for n, k in long.items() if k > 800} == {}
+
+
+def test_type_checking_imports_are_annotations_only() -> None:
+    """An import the layer check skips (under `if TYPE_CHECKING:`) types signatures only."""
+    found = {
+        name: bad
+        for name, path in modules().items()
+        if (bad := type_checking_misuse(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_the_type_checking_skip_cannot_hide_a_runtime_import(tmp_path: Path) -> None:
+    """The `else:` of `if TYPE_CHECKING:` and an import outside it count; a skipped name
+    used at runtime, or annotations evaluated at import, are named."""
+    src = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from harness.report.data import RunData\n"
+        "else:\n"
+        "    from harness.report import doc\n"
+        "def f(x: RunData) -> RunData:\n"
+        "    return x\n"
+    )
+    tree = ast.parse(src)
+    assert type_checking_misuse(tree) == []
+    skipped = type_checking_only(tree)
+    assert [n.module for n in skipped] == ["harness.report.data"]  # type: ignore[attr-defined]
+    runtime = src + "def g() -> object:\n    return RunData()\n"
+    assert type_checking_misuse(ast.parse(runtime)) == [
+        "RunData (line 10) is used outside an annotation"
+    ]
+    eager = src.replace("from __future__ import annotations\n", "")
+    assert type_checking_misuse(ast.parse(eager)) == [
+        "imports under TYPE_CHECKING without `from __future__ import annotations`"
+    ]
+    # The else-branch import is still an edge of the graph.
+    path = tmp_path / "planted.py"
+    path.write_text(src)
+    assert imports_of(path, "harness.common.planted", set(modules())) == {"harness.report.doc"}
 
 
 def test_the_checks_can_fail() -> None:

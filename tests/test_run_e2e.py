@@ -129,7 +129,8 @@ def test_manifest_records_overrides_versions_and_status(cpu_run):
     }
     assert manifest["config"]["problem"]["m"] == 16
     env = manifest["environment"]
-    assert env["platform"] == "cpu" and env["jax"] and env["jaxlib"] and env["flax"]
+    assert env["platform"] == "cpu" and list(env["versions"]) == ["jax", "jaxlib", "flax", "torch"]
+    assert env["versions"]["jax"] and env["versions"]["jaxlib"] and env["versions"]["flax"]
     assert set(manifest["stages_s"]) == {
         "start_s",
         "capture_s",

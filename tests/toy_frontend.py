@@ -39,7 +39,7 @@ MODES = (
 )
 
 # Its variants are also timed against their JAX twins (vs_framework), as PyTorch's are.
-TRAITS = Traits(label="NumPy", compiler="NumPy", timed_against="jax")
+TRAITS = Traits(label="NumPy", compiler="NumPy", timed_against="jax", packages=("numpy",))
 
 
 def _gelu(h: np.ndarray, form: str) -> np.ndarray:

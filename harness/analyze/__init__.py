@@ -252,9 +252,10 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
     return None
 
 
-# A variant's role -> the role of the variant of another framework it is timed against (a
-# torch variant's JAX twin), most specific first. A Python branch JAX refuses to compile, so
-# Dynamo's split branch meets the branch XLA keeps on the device (lax.cond). A variant holding
+# A variant's role -> the role of the variant of another framework it is timed against (its
+# frontend's `timed_against`), most specific first. A Python branch jit refuses to compile,
+# so another compiler's split branch (Dynamo's) meets the branch XLA keeps on the device
+# (lax.cond). A variant holding
 # none of them (options on a compile) meets the baseline.
 COUNTERPART_ROLES = (
     ("baseline", "baseline"),
@@ -266,8 +267,9 @@ COUNTERPART_ROLES = (
 
 
 def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSummary | None:
-    """Returns the variant of another framework a variant is also timed against (a PyTorch
-    variant's JAX twin: its frontend's `timed_against`), of its role's counterpart and its size;
+    """Returns the variant of another framework a variant is also timed against (its twin in
+    the framework its frontend's traits name as `timed_against`), of its role's counterpart
+    and its size;
     None for a variant of the framework the others are timed against."""
     me = summaries[name]
     against = registry.traits(me.identity.framework).timed_against

@@ -106,7 +106,7 @@ def same_machine(a: Environment | None, b: Environment | None) -> bool:
     device, with the same CPUs and jax/jaxlib versions."""
     if a is None or b is None or a.host is None or a.platform is None:
         return False
-    return all(getattr(a, k) == getattr(b, k) for k in MACHINE_KEYS)
+    return all(a.value(k) == b.value(k) for k in MACHINE_KEYS)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The analysis stage's one writer: the per-variant files its producers return.
 
-Each producer (harness.analyze.sections, torch_sections, comm, ranking) returns its summary
-section and the records of the files it derives, and writes nothing; `write` puts them in the
+Each producer (harness.analyze.sections, a frontend's own sections, comm, ranking) returns
+its summary section and the records of the files it derives, and writes nothing; `write` puts them in the
 variant's folder, each through harness.records.run_files at the path harness.store.runfolder gives it
 (tlparse's pattern: parsers return outputs, one driver writes them).
 """

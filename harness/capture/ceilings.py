@@ -88,7 +88,7 @@ def _back_to_back(fn: Callable[[], Any], wait: Callable[[Any], Any], budget_s: f
     """Returns the best per-call time over batches of back-to-back calls of ~20 ms each: one
     call per batch also times its launch and the wait for it, which a call that follows
     another hides (on the H200 a 1 GiB copy timed alone reads 3.1-3.3 TB/s, in batches of 20
-    calls 4.1-4.3 TB/s, as torch's clone)."""
+    calls 4.1-4.3 TB/s, as another framework's device copy also does)."""
     one = _best_batch(fn, wait, budget_s / 4, 1)
     calls = max(1, min(1000, int(0.02 / max(one, 1e-7))))  # batches of ~20 ms
     return _best_batch(fn, wait, budget_s, calls)
@@ -117,8 +117,9 @@ def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
 
 
 def _host_key(environment: dict[str, Any]) -> str:
+    found = {**environment, **(environment.get("versions") or {})}  # the versions by package
     return (
-        "|".join(str(environment.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
+        "|".join(str(found.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
         + f"|{pyplatform.node()}|{os.cpu_count()}"
     )
 

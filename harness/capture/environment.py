@@ -1,10 +1,16 @@
-"""What the process and the machine are: versions, platform, devices, the harness's commit."""
+"""What the process and the machine are: versions, platform, devices, the harness's commit.
+
+The versions are each registered frontend's packages (its traits' `packages`), read from
+the installed metadata: a frontend is recorded without being imported.
+"""
 
 from __future__ import annotations
 
 import os
 import platform as pyplatform
 from typing import Any
+
+from harness.frontends import registry
 
 
 def platform() -> str:
@@ -18,20 +24,25 @@ def describe() -> dict[str, Any]:
     import importlib.metadata
 
     import jax
-    import jaxlib
 
     devices = jax.devices()
     return {
         "python": pyplatform.python_version(),
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-        "flax": _version(importlib.metadata, "flax"),
-        "torch": _version(importlib.metadata, "torch"),  # the PyTorch row's; not imported here
+        "versions": versions(importlib.metadata),
         "platform": jax.default_backend(),
         "device_kind": devices[0].device_kind,
         "device_count": len(devices),
         "host": pyplatform.node(),
         "cpu_count": os.cpu_count(),
+    }
+
+
+def versions(metadata: Any) -> dict[str, str]:
+    """Returns each registered frontend's packages' versions, frontend by frontend."""
+    return {
+        p: _version(metadata, p)
+        for name in registry.names()
+        for p in registry.traits(name).packages
     }
 
 

@@ -34,8 +34,6 @@ FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
 FRONTEND_MODULES = {"jnp": (), "flax_linen": ("flax.linen",), "flax_nnx": ("flax.nnx",)}
 # The modes are the registered frontends' (harness.frontends.registry): a mode is data on its
 # frontend, and a frontend a test plugs in brings its own.
-# torch.compile's `mode` argument ("default" passes none).
-TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 PLATFORMS = ("cpu", "gpu", "tpu")
 ISOLATION = ("auto", "shared", "per_variant")
 # Numbers XLA, NumPy and JAX's PRNG accept: a seed must fit in a uint32, dims in an int32 after

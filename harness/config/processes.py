@@ -20,11 +20,12 @@ import dataclasses
 from typing import Any
 
 from harness.config.fields import ranged
+from harness.frontends import registry
 
 LAUNCHERS = ("local", "external")
-# What a group of processes runs: the JAX variants. The PyTorch row has no jax.distributed
-# group to join, and a search compiles candidates in one process.
-TORCH_PREFIX = "torch_"
+# What a group of processes runs: the variants whose frontend's compile is XLA's (traits
+# `xla`). Another frontend's variants have no jax.distributed group to join, and a search
+# compiles candidates in one process.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +61,8 @@ class Processes:
 
 def problem(p: Processes, variants: Any, searching: bool) -> tuple[str, str] | None:
     """Returns (key, problem) for the first thing a group of processes cannot run, or None:
-    an unknown launcher, a search, a PyTorch variant, or a sharded variant whose mesh is not
-    the whole group (every process must hold a part of every sharded program)."""
+    an unknown launcher, a search, a variant of a frontend not XLA's, or a sharded variant
+    whose mesh is not the whole group (every process must hold a part of every sharded program)."""
     if p.launcher not in LAUNCHERS:
         return "processes.launcher", f"{p.launcher!r} is not supported; allowed: local, external"
     if not p.enabled:
@@ -71,7 +72,7 @@ def problem(p: Processes, variants: Any, searching: bool) -> tuple[str, str] | N
     if searching:
         return "search.base", "a search compiles its candidates in one process; remove processes"
     for v in variants:
-        if v.mode.startswith(TORCH_PREFIX):
+        if not registry.traits(v.framework).xla:
             return (
                 f"variants.{v.name}.mode",
                 f"{v.mode} runs no JAX program a jax.distributed group could share; "

@@ -21,14 +21,12 @@ from harness.config.experiment import (
     ISOLATION,
     PLATFORMS,
     STRATEGIES,
-    TORCH_COMPILE_MODES,
     Collector,
     ConfigError,
     Experiment,
     Problem,
     Program,
     SearchOptions,
-    TorchOptions,
     Variant,
 )
 from harness.config.fields import MAX_ITEMS
@@ -287,7 +285,7 @@ def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[],
         roles,
         options,
         sharding,
-        lambda: validate_torch_variant(v, source),
+        lambda: validate_frontends(v, source),
     ]
 
 
@@ -428,31 +426,13 @@ def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:
         )
 
 
-def validate_torch_variant(v: Variant, source: str) -> None:
-    """Checks a variant's `torch:` section and what a torch_* mode cannot take."""
-    where = f"variants.{v.name}"
-    _choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
-    if v.framework != "torch":
-        if v.torch != TorchOptions():
-            raise ConfigError(
-                source,
-                f"{where}.torch",
-                f"applies to the torch_* modes ({', '.join(mode_names('torch'))}); mode is {v.mode!r}",
-            )
-        return
-    if v.mode == "torch_eager" and v.torch != TorchOptions():
-        raise ConfigError(source, f"{where}.torch", "torch_eager compiles nothing; remove it")
-    if v.xla_options:
-        raise ConfigError(
-            source, f"{where}.xla_options", "a torch variant runs no XLA compile; remove them"
-        )
-    if v.problem.frontend != "jnp":
-        raise ConfigError(
-            source,
-            f"{where}.problem.frontend",
-            f"torch variants compute x @ W + b with torch itself; got {v.problem.frontend!r}, "
-            "allowed: jnp",
-        )
+def validate_frontends(v: Variant, source: str) -> None:
+    """Lets each registered frontend check the keys it owns on `v` (its own section, what its
+    modes cannot take), whichever frontend runs `v`; one without `validate` owns none."""
+    for name in registry.names():
+        check = getattr(registry.get(name), "validate", None)
+        if check is not None:
+            check(v, source)
 
 
 def validate_baselines(e: Experiment, source: str) -> None:

@@ -1,9 +1,9 @@
 """What the rules read: the typed summary, and the few facts of the run folder it does not hold.
 
 The rules are pure functions of a `RunFacts`. `read_facts` is their edge: it reads, once, what
-a rule needs beyond summary.json (each variant's clusters from fusions.json, a torch
-variant's guards from compile.json, the baseline's priority-fusion log and the emitted code
-from the IR ladder), so a test builds a RunFacts by hand and a rule never opens a file.
+a rule needs beyond summary.json (each variant's clusters from fusions.json, the guards
+from compile.json of a variant whose frontend's traits say `dynamo`, the baseline's
+priority-fusion log and the emitted code from the IR ladder), so a test builds a RunFacts by hand and a rule never opens a file.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class VariantFacts:
     name: str
     summary: VariantSummary
     clusters: tuple[ClusterFact, ...] = ()
-    guards: tuple[str, ...] = ()  # torch: the first compile's TENSOR_MATCH guards
+    guards: tuple[str, ...] = ()  # Dynamo's: the first compile's TENSOR_MATCH guards
     times: tuple[ClusterTime, ...] = ()  # clusters' device time a step (ranking.json)
     accuracy: AccuracyFile | None = None  # numerics.json: each leaf against float64
     distances: DistancesFile | None = None  # distances.json: each leaf against the baseline
@@ -226,7 +226,8 @@ def cluster_times(ranking: run_files.RankingFile | None) -> tuple[ClusterTime, .
 
 
 def guard_lines(compiled: TorchCompileFile | None) -> tuple[str, ...]:
-    """A torch variant's TENSOR_MATCH guards from compile.json, as Dynamo printed them."""
+    """A Dynamo-compiled variant's TENSOR_MATCH guards from compile.json, as Dynamo printed
+    them."""
     guards = compiled.guards if compiled is not None else ()
     return tuple(g.lstrip("| +-") for g in guards if "TENSOR_MATCH" in g)
 
@@ -282,7 +283,7 @@ def read_emitted(
     per_stage: int = 200,
 ) -> dict[str, tuple[IrText, ...]]:
     """The first `limit` characters of up to `per_stage` files per emitter stage of the
-    framework's variants (for PyTorch also Inductor's output_code); the baseline's first, so
+    framework's variants (each its traits' `emitter_stages`); the baseline's first, so
     quotes prefer it."""
     stages = registry.traits(framework).emitter_stages
     mine = sorted(

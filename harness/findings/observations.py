@@ -22,7 +22,6 @@ from harness.records.findings import Observation
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
 PAUSE_FACTOR = 10.0  # a pause is a first call (or recompile) at least this many steps long
-FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 
 
 class Claim(Rule):
@@ -76,7 +75,8 @@ class EagerLaunches(Claim):
             ev.append(f"{v.name}: {fmt.count(kernels)} device kernels per step")
         if modules:
             ev.append(f"{len(modules)} primitive modules compiled: {', '.join(modules)}")
-        elif framework == "torch" and v.summary.profile.step_sequence:
+        elif not registry.traits(framework).xla and v.summary.profile.step_sequence:
+            # A frontend that compiles no primitive module: its profile's first step.
             ev.append(f"one step: {', '.join(v.summary.profile.step_sequence[:8])}")
         launches = kernels if kernels is not None else (len(modules) or None)
         if launches is None:
@@ -118,7 +118,7 @@ class _Pause(Claim):
         if not v.ok:
             return self.missing(
                 framework,
-                f"this run has no {FRAMEWORKS.get(framework, framework)} baseline that ran",
+                f"this run has no {registry.traits(framework).label or framework} baseline that ran",
             )
         c, step = v.summary.compile, v.summary.timing.step_s
         first = self.which == "first"
@@ -127,11 +127,13 @@ class _Pause(Claim):
             kind = "first-call" if first else "recompile"
             return self.missing(framework, f"{v.name} has no {kind} pause or step time")
         factor = pause / step
-        if registry.traits(framework).compile_phases:  # torch.compile's phases, and Dynamo's
+        traits = registry.traits(framework)
+        if traits.compile_phases:  # its compile's own phases, and its recompiles (Dynamo's)
             phases = ", ".join(f"{k} {fmt.secs(val)}" for k, val in c.by_pipeline.items())
             reasons = v.summary.dynamo.recompile_reasons if v.summary.dynamo else ()
             detail = (
-                f"torch.compile {fmt.secs(c.compile_s)}" + (f": {phases}" if phases else "")
+                f"{traits.compile_call or traits.compiler} {fmt.secs(c.compile_s)}"
+                + (f": {phases}" if phases else "")
                 if first
                 else f"{fmt.text(c.recompile_backend_compiles)} Dynamo compiles for the new shape"
                 + (f": {reasons[0].splitlines()[0][:120]}" if reasons else "")
@@ -248,7 +250,8 @@ def _breaks(v: VariantFacts) -> str:
 
 class HostCallbackSplit(Claim):
     """A host callback splits the compiled region: more kernels or transfers than the
-    baseline (for PyTorch also: Dynamo broke the graph at the print)."""
+    baseline (for a frontend whose traits say `dynamo`, also: Dynamo broke the graph at the
+    print)."""
 
     id, key = "observation.host_callback_split", "host_callback_split"
     claim = "A host callback (print) splits the compiled region."
@@ -340,7 +343,8 @@ class CacheMissExplains(Claim):
         if registry.traits(framework).dynamo:  # Dynamo's recompile reasons and guards
             d = v.summary.dynamo
             if d is None or not d.recompile_reasons:
-                return self.missing(framework, "the PyTorch baseline logged no recompile reason")
+                label = registry.traits(framework).label or framework
+                return self.missing(framework, f"the {label} baseline logged no recompile reason")
             found = _SIZE_MISMATCH.search(d.recompile_reasons[0])
             named = (
                 f"argument {found.group(1)}, dim {found.group(2)}: {found.group(3)} → "
@@ -366,7 +370,8 @@ class CacheMissExplains(Claim):
 IR_PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     # A PTX `bra` may be a plain branch, so loops come from Triton's scf.for and LLVM's loop
     # metadata or phi nodes only. Triton comes first so quotes prefer the highest-level IR.
-    # Inductor's output_code (the PyTorch row) comes last: its C++ loops, or Triton's source.
+    # Inductor's output_code (its frontend's own stage) comes last: its C++ loops, or
+    # Triton's source.
     "loops": (
         ("triton", r"scf\.for"),
         ("llvm", r"llvm\.loop|\bphi\b"),

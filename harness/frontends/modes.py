@@ -50,6 +50,9 @@ class Traits:
 
     label: str  # its name in prose: "JAX", "PyTorch"
     compiler: str = ""  # what compiles its variants, in prose: "XLA", "Inductor"
+    # The call that compiles its variants, in a finding's sentence ("torch.compile 2.1 s");
+    # empty: `compiler`.
+    compile_call: str = ""
     refuser: str = ""  # what refuses a Python branch on a traced value: "jit"
     # The later IRs its emitters write into a variant's ladder (harness.records.ladder stages).
     emitter_stages: tuple[str, ...] = ()
@@ -66,6 +69,9 @@ class Traits:
     torch_trace: bool = False
     # Its compiler logs Dynamo's guards and recompile reasons (summary.json's `dynamo`).
     dynamo: bool = False
+    # The installed packages whose versions a run records for it (the manifest's
+    # `environment.versions`, read without importing them) and the report shows.
+    packages: tuple[str, ...] = ()
 
 
 UNKNOWN = Traits(label="")  # a framework no frontend registered (a run of a plug-in, read later)

@@ -16,10 +16,17 @@ import importlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.common import userfiles
 from harness.frontends.modes import UNKNOWN, Mode, Traits
+
+if TYPE_CHECKING:  # the records the protocol is typed with: stages above this low layer
+    from harness.capture.variant import Captured, Context
+    from harness.config.experiment import Experiment, Variant
+    from harness.hlo.diverge import Divergence
+    from harness.records.run_files import Ceilings
+    from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary
 
 BUILTIN = ("harness.frontends.jax", "harness.frontends.torch")
 PLUGINS_ENV = "HARNESS_FRONTENDS"
@@ -27,33 +34,39 @@ PLUGINS_ENV = "HARNESS_FRONTENDS"
 
 class Frontend(Protocol):
     """A framework the harness runs variants in. The arguments are the harness's own
-    records: the Experiment and Variant (harness.config), the capture's Context and the
-    Captured it returns (harness.capture.variant), the CaptureRecord and the timing section
-    (harness.records.summary). Every method but `modes`' lookups runs in a worker, or in the analysis."""
+    records, imported for the type checker only (this layer sits below the stages that
+    define them). Every method but `modes`' lookups runs in a worker, or in the analysis.
+    `Any` is left only for the framework's own values (a call's result, an array)."""
 
     name: str  # the framework's name, as summary.json writes it (`identity.framework`)
     modes: tuple[Mode, ...]
     traits: Traits
 
-    def preload(self, variant: Any) -> tuple[str, ...]:
+    def preload(self, variant: Variant) -> tuple[str, ...]:
         """The modules a worker for `variant` imports before its first job."""
         ...
 
-    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+    def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
         """Makes what variants share before any is captured (their inputs), once per problem."""
         ...
 
-    def subject(self, exp: Any, variant: Any) -> Any:
+    def subject(self, exp: Experiment, variant: Variant) -> object:
         """Returns what the variant runs: its function and arguments, and how its result is
-        judged against the float64 reference."""
+        judged against the float64 reference (each frontend's own: JAX's is a
+        harness.capture.variant.Subject; only the frontend itself calls it)."""
         ...
 
-    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+    def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
         """Captures one variant into ctx.variant_dir; returns its Captured (record, call, wait)."""
         ...
 
     def compile_for_timing(
-        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+        self,
+        exp: Experiment,
+        variant: Variant,
+        workdir: Path,
+        platform: str,
+        executables: Path | None,
     ) -> tuple[Callable[[], Any], str | None]:
         """Returns a steady-state call of a variant another worker captured, and a note."""
         ...
@@ -65,15 +78,21 @@ class Frontend(Protocol):
     def analyze(
         self,
         workdir: Path,
-        exp: Any,
-        variant: Any,
-        record: Any,
-        timed: Any,
-        ceilings: Any,  # harness.records.run_files.Ceilings | None
+        exp: Experiment,
+        variant: Variant,
+        record: CaptureRecord,
+        timed: TimingRecord | None,
+        ceilings: Ceilings | None,
         platform: str,
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[VariantSummary, list[str]]:
         """Returns the summary (every section) of a variant that ran, from its capture record
         and the run's timing record (`timed`, or None), and its first step's kernel names."""
+        ...
+
+    def validate(self, variant: Variant, source: str) -> None:
+        """Checks the config keys this frontend owns on any variant (its own section, what
+        its modes cannot take); raises harness.config's ConfigError. Optional: a plug-in
+        without it owns no key."""
         ...
 
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
@@ -87,8 +106,9 @@ class Frontend(Protocol):
         ir: Path,
         base_kernels: list[str] | None,
         kernels: list[str] | None,
-    ) -> Any:
-        """Returns where the variant's IR ladder first differs from its baseline's, or None."""
+    ) -> Divergence:
+        """Returns where the variant's IR ladder first differs from its baseline's (stage
+        `none` when no compared stage differs)."""
         ...
 
 

@@ -25,8 +25,6 @@ ROLES = (
     "one_device",  # the unsharded program that sharded variants of its size scale against
 )
 
-FRAMEWORKS = ("jax", "torch")  # the built-in frontends (harness.frontends)
-
 
 def framework_of(mode: str) -> str:
     """Returns the framework a mode runs in: its frontend's name (harness.frontends); a mode

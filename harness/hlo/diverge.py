@@ -97,7 +97,7 @@ def _describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
 
 def describe_counts(stage: str, a: Counter[str], b: Counter[str]) -> str:
     """Returns how two count tables differ, in one sentence ('' when equal): the ladder's
-    wording for any stage, also the PyTorch row's (harness.frontends.torch.inductor.diverge)."""
+    wording for any stage, also another frontend's ladder's (its `Frontend.diverge`)."""
     return _describe_counts(stage, a, b)
 
 

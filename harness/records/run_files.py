@@ -44,10 +44,11 @@ class Environment:
     """What the run ran on, as the worker's preflight found it."""
 
     python: str | None = doc("the Python version")
-    jax: str | None = doc("jax's version")
-    jaxlib: str | None = doc("jaxlib's version")
-    flax: str | None = doc("flax's version, or `not installed`")
-    torch: str | None = doc("torch's version, or `not installed` (the PyTorch row's)")
+    versions: dict[str, str | None] = doc(
+        "the installed version (or `not installed`) of each package a frontend's traits "
+        "name, by package, frontend after frontend: `jax`, `jaxlib`, `flax`, `torch`, ...",
+        EMPTY,
+    )
     platform: str | None = doc("jax's default backend: `cpu`, `gpu`")
     device_kind: str | None = doc("the first device's kind")
     device_count: int | None = doc("devices jax sees")
@@ -58,6 +59,12 @@ class Environment:
     process: dict[str, Plain] | None = doc(
         "this process of a group (harness.study.group): its rank"
     )
+
+    def value(self, key: str) -> object:
+        """The field `key`, or the version of the package `key` (None when not recorded)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self.versions.get(key)
 
 
 @dataclass(frozen=True)
@@ -552,8 +559,26 @@ def _first(name: str, record: type, compact: bool = False) -> FileKind:
     return FileKind(name, record, 1, {0: _versioned(1)}, compact)
 
 
-# Version 2 added `invocation`: a manifest of version 1 reads with it absent.
-MANIFEST = FileKind(runfolder.MANIFEST_FILE, Manifest, 2, {0: _versioned(1), 1: _versioned(2)})
+def _versions_by_frontend(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Version 3: the environment's fixed jax, jaxlib, flax and torch fields are its
+    `versions`, which each frontend fills with its own packages'."""
+    del source
+    env = data.get("environment")
+    if isinstance(env, dict):
+        old = ("jax", "jaxlib", "flax", "torch")  # as the keys a version-2 manifest wrote
+        rest = {k: v for k, v in env.items() if k not in old}
+        data = {**data, "environment": {**rest, "versions": {k: env.get(k) for k in old}}}
+    return {**data, "schema_version": 3}
+
+
+# Version 2 added `invocation`: a manifest of version 1 reads with it absent. Version 3
+# records each frontend's versions (`environment.versions`).
+MANIFEST = FileKind(
+    runfolder.MANIFEST_FILE,
+    Manifest,
+    3,
+    {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend},
+)
 CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
 KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)

@@ -347,7 +347,7 @@ def _run_label(run: RunData) -> str:
     return (
         f"{doc.literal(run.experiment)}/{doc.literal(run.run_id)}: "
         f"{doc.literal(fmt.text(env.device_kind))} ({doc.literal(run.platform)}), "
-        f"jax {doc.literal(fmt.text(env.jax))}"
+        f"jax {doc.literal(fmt.text(env.value('jax')))}"
     )
 
 
@@ -458,8 +458,7 @@ def compare_blocks(
     """Returns the comparison page as document blocks."""
     env_keys = ("platform", "device_kind", "jax", "jaxlib", "flax", "python", "git_commit")
     env_rows = tuple(
-        (k, fmt.text(getattr(ra.environment, k)), fmt.text(getattr(rb.environment, k)))
-        for k in env_keys
+        (k, fmt.text(ra.environment.value(k)), fmt.text(rb.environment.value(k))) for k in env_keys
     )
     only = sorted(set(ra.names()) ^ set(rb.names()))
     blocks: list[Block] = [

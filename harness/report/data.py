@@ -16,6 +16,7 @@ from harness.analyze.program import ModuleAnalysis
 from harness.common.fmt import (
     MISSING as MISSING,  # the report's "no such figure", shared with harness.common.fmt
 )
+from harness.frontends import registry
 from harness.frontends.roles import same_size as same_problem_size
 from harness.records import ladder, run_files
 from harness.records.run_files import (
@@ -201,7 +202,8 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
     """Returns one variant's data; missing files leave their fields empty, and a file that is
     there but does not match its record raises SchemaError naming the file and the key."""
     vdir = RunFolder(run).variant(name)
-    torch = summary.identity.framework == "torch"
+    # compile.json holds the frontend's own phases where its traits say so, else XLA's.
+    phased = registry.traits(summary.identity.framework).compile_phases
     kernels = run_files.load_if_present(run_files.KERNELS, vdir.kernels)
     ranking = run_files.load_if_present(run_files.RANKING, vdir.ranking)
     # The ranking's modules are harness.analyze.program's records, which the library layer
@@ -218,7 +220,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         kernels=kernels.events if kernels is not None else (),
         passes=run_files.load_if_present(run_files.PASSES, vdir.passes),
         compile=run_files.load_if_present(
-            run_files.TORCH_COMPILE if torch else run_files.COMPILE, vdir.compiles
+            run_files.TORCH_COMPILE if phased else run_files.COMPILE, vdir.compiles
         ),
         cost=run_files.load_if_present(run_files.COST, vdir.cost),
         ranking=ranking,

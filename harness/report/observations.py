@@ -2,8 +2,8 @@
 
 Each claim is a rule of the analysis stage (harness.findings.observations), judged once
 per framework of the study; this module only lays out the records: one row per claim, one
-column per framework the study has (no PyTorch column in a JAX-only study), then the quoted
-logs and IR lines. A claim no framework of the study has a variant for is left out.
+column per framework the study has variants of, then the quoted logs and IR lines. A claim
+no framework of the study has a variant for is left out.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.frontends import registry
 from harness.records.findings import Observation
 from harness.report.data import RunData
 from harness.report.doc import Block, Code, Heading, Para, Table
 
-FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
-# A framework of the study that has no variant in the role a claim needs (a PyTorch row with
+# A framework of the study that has no variant in the role a claim needs (a framework with
 # no traced branch): nothing was measured there, and nothing is claimed.
 NOT_IN_STUDY = "not measured in this study"
 
@@ -41,9 +41,17 @@ def observation_rows(observations: Sequence[Observation]) -> tuple[ObservationRo
 
 
 def columns(observations: Sequence[Observation]) -> tuple[str, ...]:
-    """The frameworks the records judge, JAX first."""
+    """The frameworks the records judge, in the registry's order (the built-ins first), then
+    any whose plug-in this process did not load (a saved run read elsewhere)."""
     have = {o.framework for o in observations}
-    return tuple(f for f in FRAMEWORKS if f in have)
+    known = registry.names()
+    return (*(f for f in known if f in have), *sorted(have - set(known)))
+
+
+def label(framework: str) -> str:
+    """The framework's name in prose, from its frontend's traits (its own name when no
+    loaded frontend has it)."""
+    return registry.traits(framework).label or framework
 
 
 def observation_cell(o: Observation | None) -> str:
@@ -65,7 +73,7 @@ def observation_blocks(run: RunData) -> list[Block]:
         return [*out, Para("No claim of the seed chapter has a variant in its role here.")]
     header = (
         "claim",
-        *(f"{FRAMEWORKS[f]}: verdict and evidence" for f in frameworks),
+        *(f"{label(f)}: verdict and evidence" for f in frameworks),
         "rule",
     )
     out.append(
@@ -86,6 +94,6 @@ def observation_blocks(run: RunData) -> list[Block]:
         for f in frameworks:
             o = r.by_framework.get(f)
             if o is not None and o.quote:
-                out.append(Para(f"Quoted for {i} ({FRAMEWORKS[f]}):"))
+                out.append(Para(f"Quoted for {i} ({label(f)}):"))
                 out.append(Code(o.quote))
     return out

@@ -230,7 +230,7 @@ def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
     """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
     seg: dict[str, float] = {}
     c = v.summary.compile
-    if registry.traits(v.framework).compile_phases:  # by_pipeline: its own phases (torch.compile's)
+    if registry.traits(v.framework).compile_phases:  # by_pipeline: its own compile's phases
         seg = {f"{v.framework} {k}": float(fmt.num(s) or 0.0) for k, s in c.by_pipeline.items()}
         if c.compile_s is not None and seg:
             seg[f"{v.framework} other"] = max(0.0, c.compile_s - sum(seg.values()))
@@ -267,7 +267,7 @@ def top_pipelines(run: RunData, n: int = 5) -> list[str]:
 
 def compile_time(run: RunData) -> Figure:
     """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline (for
-    PyTorch: torch.compile's phases)."""
+    a frontend whose traits say `compile_phases`: its compile's own phases)."""
     pipes = top_pipelines(run)
     every = [(v, compile_segments(v, pipes)) for v in run.variants]
     every = [(v, s) for v, s in every if s]
@@ -277,7 +277,7 @@ def compile_time(run: RunData) -> Figure:
     rows = [(v.name, s) for v, s in every if id(v) in shown]
     labels = list(dict.fromkeys(k for _, s in rows for k in s))  # first-seen order
     fig, ax = _bar_figure([n for n, _ in rows], 8, 3.8)
-    cmap = matplotlib.colormaps["tab20"]  # XLA's phases and torch.compile's, all told apart
+    cmap = matplotlib.colormaps["tab20"]  # XLA's phases and other compilers', all told apart
     bottom = [0.0] * len(rows)
     for j, label in enumerate(labels):
         vals = [s.get(label, 0.0) * 1e3 for _, s in rows]

@@ -363,20 +363,8 @@ def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
     # The environment and the manifest are the run's own text: shown as text, never Markdown.
-    rows = tuple(
-        (k, literal(fmt.text(getattr(env, k))))
-        for k in (
-            "platform",
-            "device_kind",
-            "device_count",
-            "python",
-            "jax",
-            "jaxlib",
-            "flax",
-            "torch",
-            "git_commit",
-        )
-    )
+    keys = ("platform", "device_kind", "device_count", "python", *env.versions, "git_commit")
+    rows = tuple((k, literal(fmt.text(env.value(k)))) for k in keys)
     rows += tuple(
         (k, literal(fmt.text(getattr(m, k))))
         for k in ("config_file", "started", "finished", "status")
@@ -427,21 +415,23 @@ def ceilings_line(ceilings: Ceilings | None) -> str:
 
 def headline(run: RunData) -> str:
     env = run.environment
-    torch = env.torch
+    # The versions of the frontends the run has variants of, as each frontend's traits name
+    # its packages.
+    ran = {v.framework for v in run.variants}
+    versions = [
+        f"{p} {literal(fmt.text(env.versions.get(p)))}"
+        for f in registry.names()
+        if f in ran
+        for p in registry.traits(f).packages
+    ]
     bases = [
         f"`{v.name}` ({registry.traits(v.framework).label or v.framework})"
         for v in run.variants
         if "baseline" in v.roles
     ]
     return (
-        f"{literal(fmt.text(env.device_kind))} ({literal(run.platform)}), "
-        f"jax {literal(fmt.text(env.jax))}, "
-        f"jaxlib {literal(fmt.text(env.jaxlib))}, flax {literal(fmt.text(env.flax))}"
-        + (
-            f", torch {literal(torch)}"
-            if torch and any(v.framework == "torch" for v in run.variants)
-            else ""
-        )
+        f"{literal(fmt.text(env.device_kind))} ({literal(run.platform)})"
+        + "".join(f", {v}" for v in versions)
         + ". "
         + (f"Baselines {', '.join(bases)}. " if len(bases) > 1 else f"Baseline `{run.baseline}`. ")
         + f"Ceilings: {ceilings_line(run.ceilings)}."

@@ -293,7 +293,8 @@ def top_passes_blocks(v: VariantData) -> list[Block]:
 
 
 def dynamo_line(d: Any) -> str:
-    """Returns what Dynamo made of a PyTorch variant, in one paragraph."""
+    """Returns what Dynamo made of a variant (a frontend whose traits say `dynamo`), in one
+    paragraph."""
     options = ", ".join(code(f"{k}={v}") for k, v in d.options.items()) or "defaults"
     parts = [f"torch.compile({options})"]
     if d.graph_count is not None:

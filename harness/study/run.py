@@ -194,8 +194,8 @@ class Supervisor:
 
     def _start_spare(self, name: str) -> None:
         """Starts the worker for variant `name` while the current one captures, so that its
-        start and imports (seconds with JAX or torch) are off the critical path. It touches no
-        device until its turn: its hello comes after the current worker has ended."""
+        start and imports (seconds for a framework's) are off the critical path. It touches
+        no device until its turn: its hello comes after the current worker has ended."""
         if self.session.spare is None:
             self.session.spare = self._spawn(preload_for(self.exp.variant(name)))
 

@@ -428,7 +428,8 @@ def preload(modules: Iterable[str]) -> None:
     from harness.frontends import registry
 
     for module in modules:
-        # Inside every frontend's job scope: importing torch makes no folder in $TMPDIR.
+        # Inside every frontend's job scope: an import that makes a folder in $TMPDIR (a
+        # frontend's compile cache) makes it in the scope's own.
         with contextlib.suppress(Exception), registry.job_scope():
             importlib.import_module(module)
 
@@ -474,8 +475,8 @@ def main(argv: list[str]) -> int:
                 job
             )  # the other processes run it too (harness.capture.distributed)
         try:
-            # Each frontend's scope around the job (torch, imported or called outside a
-            # variant's block, would make its cache folder in $TMPDIR).
+            # Each frontend's scope around the job (a framework imported or called outside a
+            # variant's block could make its cache folder in $TMPDIR).
             with registry.job_scope():
                 getattr(worker, op)(job)
         except _group_faults() as e:

@@ -108,7 +108,7 @@ class WorkerDied(Exception):
 
 def worker_env(preload: tuple[str, ...] = ()) -> dict[str, str]:
     """The worker's environment: this one, with the harness importable and JAX not grabbing
-    three quarters of the GPU's memory up front (torch variants share the device).
+    three quarters of the GPU's memory up front (another frontend's variants share the device).
 
     `preload` names modules the worker imports before its first job (harness.study.worker): a
     spare worker imports them while the variant before it is captured."""

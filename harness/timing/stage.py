@@ -36,8 +36,8 @@ def run(
 ) -> TimingRecord:
     """Times `calls` in interleaved rounds, the baseline twice per round; returns the record.
 
-    `waits` gives a variant its own wait for a call's result (a torch variant's
-    `torch.cuda.synchronize()`); the others wait with `jax.block_until_ready`. `announce`
+    `waits` gives a variant its own wait for a call's result (its frontend's `waiter`, such
+    as a device synchronize); the others wait with `jax.block_until_ready`. `announce`
     is told each variant's name before its calls (rounds.time_rounds); `agree`, in a group
     of processes, makes every decision the rounds take process 0's (rounds.time_rounds).
     """
@@ -115,7 +115,7 @@ def reported_pairs(
 ) -> tuple[tuple[str, str], ...]:
     """Returns the ratios the analysis will report from these rounds, as (this, other): every
     variant against its framework's baseline and lower bound, a variant of a framework timed
-    against another (PyTorch's `timed_against`) also against the config's baseline, and the
+    against another (its frontend's `timed_against`) also against the config's baseline, and the
     A/A pair. (A pair of different problem sizes is not reported; it is kept here, where sizes
     are not compared, which can only add rounds.)"""
     timed = [v for v in exp.variants if v.name in names]
@@ -127,7 +127,7 @@ def reported_pairs(
     for v in timed:
         others = {by_role.get((v.framework, "baseline")), by_role.get((v.framework, "lower_bound"))}
         if registry.traits(v.framework).timed_against is not None:
-            others.add(baseline)  # a torch variant is also timed against the JAX baseline
+            others.add(baseline)  # and against the reference framework's baseline
         out += [(v.name, o) for o in sorted(o for o in others if o and o != v.name)]
     if baseline and repeat:
         out.append((repeat, baseline))

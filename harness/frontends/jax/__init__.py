@@ -10,10 +10,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
+
+if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
+    from harness.capture.variant import Captured, Context, Subject
+    from harness.config.experiment import Experiment, Variant
+    from harness.hlo.diverge import Divergence
+    from harness.records.run_files import Ceilings
+    from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary
 
 NAME = "jax"
 EMITTER_STAGES = ("triton", "llvm", "ptx")  # the later IRs XLA's emitters write
@@ -70,6 +77,7 @@ TRAITS = Traits(
     emitter_stages=EMITTER_STAGES,
     xla=True,
     xprof=True,
+    packages=("jax", "jaxlib", "flax"),
 )
 
 
@@ -86,12 +94,12 @@ class JaxFrontend:
     modes = MODES
     traits = TRAITS
 
-    def preload(self, variant: Any) -> tuple[str, ...]:
+    def preload(self, variant: Variant) -> tuple[str, ...]:
         from harness.config.experiment import FRONTEND_MODULES
 
         return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
 
-    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+    def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
         import contextlib
 
         from harness.variants import expression, program
@@ -103,12 +111,12 @@ class JaxFrontend:
         elif not variant.mode_spec.expects_trace_error:
             expression.inputs_for(variant.problem, exp.seed, cache)
 
-    def subject(self, exp: Any, variant: Any) -> Any:
+    def subject(self, exp: Experiment, variant: Variant) -> Subject:
         from harness.capture.variant import subject_of
 
         return subject_of(exp, variant)
 
-    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+    def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
         from harness.capture.variant import capture_variant
 
         # Its own subject: a frontend built on this one that runs another function (its
@@ -116,7 +124,12 @@ class JaxFrontend:
         return capture_variant(exp, variant, ctx, self.subject)
 
     def compile_for_timing(
-        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+        self,
+        exp: Experiment,
+        variant: Variant,
+        workdir: Path,
+        platform: str,
+        executables: Path | None,
     ) -> tuple[Callable[[], Any], str | None]:
         del platform
         from harness.capture.variant import compile_for_timing
@@ -130,16 +143,19 @@ class JaxFrontend:
     def analyze(
         self,
         workdir: Path,
-        exp: Any,
-        variant: Any,
-        record: Any,
-        timed: Any,
-        ceilings: Any,  # harness.records.run_files.Ceilings | None
+        exp: Experiment,
+        variant: Variant,
+        record: CaptureRecord,
+        timed: TimingRecord | None,
+        ceilings: Ceilings | None,
         platform: str,
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[VariantSummary, list[str]]:
         from harness.analyze import analyze_xla_variant
 
         return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
+
+    def validate(self, variant: Variant, source: str) -> None:
+        del variant, source  # its keys are the config's own (harness.config.validate)
 
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -150,7 +166,7 @@ class JaxFrontend:
         ir: Path,
         base_kernels: list[str] | None,
         kernels: list[str] | None,
-    ) -> Any:
+    ) -> Divergence:
         from harness.hlo.diverge import first_divergence
 
         return first_divergence(base_ir, ir, base_kernels, kernels)

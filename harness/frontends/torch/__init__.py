@@ -10,11 +10,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.frontends.jax import EMITTER_STAGES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
+
+if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
+    from harness.capture.variant import Captured, Context
+    from harness.config.experiment import Experiment, Variant
+    from harness.frontends.torch.expression import TorchFn
+    from harness.hlo.diverge import Divergence
+    from harness.records.run_files import Ceilings
+    from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary
 
 NAME = "torch"
 
@@ -49,12 +57,14 @@ MODES = (
 TRAITS = Traits(
     label="PyTorch",
     compiler="Inductor",
+    compile_call="torch.compile",
     refuser="torch.compile(fullgraph=True)",
     emitter_stages=(*EMITTER_STAGES, "output_code"),  # and Inductor's own output code
     timed_against="jax",
     compile_phases=True,
     torch_trace=True,
     dynamo=True,
+    packages=("torch",),
 )
 
 
@@ -65,29 +75,34 @@ class TorchFrontend:
     modes = MODES
     traits = TRAITS
 
-    def preload(self, variant: Any) -> tuple[str, ...]:
+    def preload(self, variant: Variant) -> tuple[str, ...]:
         del variant
         return ("jax", "torch", "harness.frontends.torch.capture")
 
-    def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
+    def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
         # The torch inputs are the JAX inputs' bits, and the reference is the JAX variants'.
         from harness.variants import expression
 
         expression.inputs_for(variant.problem, exp.seed, cache)
 
-    def subject(self, exp: Any, variant: Any) -> Any:
+    def subject(self, exp: Experiment, variant: Variant) -> TorchFn:
         del exp
         from harness.frontends.torch.expression import build_torch_function
 
         return build_torch_function(variant)
 
-    def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
+    def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
         from harness.frontends.torch.capture import capture_torch_variant
 
         return capture_torch_variant(exp, variant, ctx)
 
     def compile_for_timing(
-        self, exp: Any, variant: Any, workdir: Path, platform: str, executables: Path | None
+        self,
+        exp: Experiment,
+        variant: Variant,
+        workdir: Path,
+        platform: str,
+        executables: Path | None,
     ) -> tuple[Callable[[], Any], str | None]:
         del executables  # a torch program is compiled again, never loaded
         from harness.frontends.torch import capture
@@ -104,13 +119,13 @@ class TorchFrontend:
     def analyze(
         self,
         workdir: Path,
-        exp: Any,
-        variant: Any,
-        record: Any,
-        timed: Any,
-        ceilings: Any,  # harness.records.run_files.Ceilings | None
+        exp: Experiment,
+        variant: Variant,
+        record: CaptureRecord,
+        timed: TimingRecord | None,
+        ceilings: Ceilings | None,
         platform: str,
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[VariantSummary, list[str]]:
         from harness.analyze import sections
         from harness.frontends.torch.sections import analyze_torch_variant
         from harness.store.runfolder import RunFolder
@@ -118,6 +133,11 @@ class TorchFrontend:
         vdir = RunFolder(workdir).variant(variant.name).root
         timing = sections.timing(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
+
+    def validate(self, variant: Variant, source: str) -> None:
+        from harness.frontends.torch.validate import validate_variant
+
+        validate_variant(variant, source)
 
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         from harness.frontends.torch.env import scratch_cache_dir
@@ -130,7 +150,7 @@ class TorchFrontend:
         ir: Path,
         base_kernels: list[str] | None,
         kernels: list[str] | None,
-    ) -> Any:
+    ) -> Divergence:
         from harness.frontends.torch.inductor.diverge import torch_first_divergence
 
         return torch_first_divergence(base_ir, ir, base_kernels, kernels)
