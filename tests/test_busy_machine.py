@@ -22,6 +22,7 @@ from harness import findings as rules
 from harness.analyze import judging, verdicts
 from harness.common import stats
 from harness.config.experiment import ConfigError
+from harness.findings.compare import variant_verdict
 from harness.records import invocations, machine_state
 from harness.records.summary import (
     SCHEMA_VERSION,
@@ -32,7 +33,7 @@ from harness.records.summary import (
     Verdict,
     parse_summary,
 )
-from harness.report import compare, data, findings
+from harness.report import data, findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
 from harness.search import _limits, _verdicts
@@ -153,11 +154,12 @@ def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) 
     noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
     run = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
     gated = _failing_aa(run)
-    a, b = run.variant("eager"), gated.variant("eager")
-    change = compare.variant_change(run, a, gated, b, 0.0)
-    assert change.verdict.startswith("no verdict: run b could not resolve differences")
-    assert not compare.variant_change(run, a, run, a, 0.0).verdict.startswith("no verdict")
-    both = compare.variant_change(gated, b, gated, b, 0.0).verdict
+    sa, sb = run.summary, gated.summary
+    a, b = sa.variants["eager"], sb.variants["eager"]
+    verdict = variant_verdict(sa, a, sb, b, 0.0, same=True)
+    assert verdict.startswith("no verdict: run b could not resolve differences")
+    assert not variant_verdict(sa, a, sa, a, 0.0, same=True).startswith("no verdict")
+    both = variant_verdict(sb, b, sb, b, 0.0, same=True)
     assert both.startswith("no verdict: runs a and b could not resolve differences")
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from harness.findings.compare import finding_changes
+from harness.records.compare import APPEARED, CHANGED, SAME, VANISHED, WITHIN_NOISE
 from harness.records.findings import Findings, MemoryFinding, Observation, TimingFinding
 from harness.records.summary import Noise, RunSummary
-from harness.report import compare, data
 
 RESOLVED = Noise(baseline="xla", self_ratio=1.0, self_ci95=(0.99, 1.01), floor=0.01, rounds=10)
 
@@ -18,10 +19,10 @@ def pair(variant: str, verdict: str, ratio: float, lo: float, hi: float) -> Timi
     return TimingFinding("timing.difference", variant, "xla", verdict, ratio, (lo, hi), None)
 
 
-def run(path: Path, *found: TimingFinding, noise: Noise = RESOLVED, **more: object) -> data.RunData:
+def run(path: Path, *found: TimingFinding, noise: Noise = RESOLVED, **more: object) -> RunSummary:
     timing = tuple(f for f in found if f.verdict in ("slower", "faster"))
     quiet = tuple(f for f in found if f not in timing)
-    summary = RunSummary(
+    return RunSummary(
         schema_version=6,
         experiment="e",
         run_id=path.name,
@@ -30,11 +31,10 @@ def run(path: Path, *found: TimingFinding, noise: Noise = RESOLVED, **more: obje
         noise=noise,
         findings=Findings(timing=timing, noise=quiet, **more),  # type: ignore[arg-type]
     )
-    return data.RunData(path=path, summary=summary, variants=())
 
 
-def statuses(a: data.RunData, b: data.RunData) -> dict[str, str]:
-    return {c.subject: c.status for c in compare.finding_changes(a, b)}
+def statuses(a: RunSummary, b: RunSummary) -> dict[str, str]:
+    return {c.subject: c.status for c in finding_changes(a, b)}
 
 
 def test_each_finding_is_same_changed_within_noise_appeared_or_vanished(tmp_path: Path) -> None:
@@ -53,13 +53,13 @@ def test_each_finding_is_same_changed_within_noise_appeared_or_vanished(tmp_path
         pair("xla_new", "faster", 0.8, 0.7, 0.9),
     )
     assert statuses(a, b) == {
-        "`eager` against `xla`": compare.SAME,
-        "`xla_no_fusion` against `xla`": compare.CHANGED,
-        "`xla_mixed` against `xla`": compare.WITHIN_NOISE,
-        "`xla_gone` against `xla`": compare.VANISHED,
-        "`xla_new` against `xla`": compare.APPEARED,
+        "`eager` against `xla`": SAME,
+        "`xla_no_fusion` against `xla`": CHANGED,
+        "`xla_mixed` against `xla`": WITHIN_NOISE,
+        "`xla_gone` against `xla`": VANISHED,
+        "`xla_new` against `xla`": APPEARED,
     }
-    (row,) = [c for c in compare.finding_changes(a, b) if "xla_no_fusion" in c.subject]
+    (row,) = [c for c in finding_changes(a, b) if "xla_no_fusion" in c.subject]
     assert (row.a, row.b) == ("slower 1.220× (1.150–1.320)", "slower 2.500× (2.400–2.600)")
 
 
@@ -81,6 +81,6 @@ def test_no_verdict_when_a_run_failed_its_aa_check_and_memory_needs_no_interval(
     )
     got = statuses(a, b)
     assert got["`eager` against `xla`"] == "no verdict: run b could not resolve differences"
-    assert got["`xla_no_fusion`'s peak against `xla`"] == compare.CHANGED
-    assert got["Eager ... (jax)"] == compare.CHANGED
-    assert statuses(a, a)["Eager ... (jax)"] == compare.SAME
+    assert got["`xla_no_fusion`'s peak against `xla`"] == CHANGED
+    assert got["Eager ... (jax)"] == CHANGED
+    assert statuses(a, a)["Eager ... (jax)"] == SAME

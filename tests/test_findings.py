@@ -12,7 +12,9 @@ import pytest
 from conftest import REPO, run_harness
 
 # The batched erf study of the issue, at a tiny size: erf expands to ~127 elementwise ops, and
-from harness.report import compare, data, unresolved
+from harness.commands.compare import compare_runs
+from harness.findings import compare
+from harness.report import data, unresolved
 
 # with the fusion passes off each becomes a kernel of its own.
 BATCHED_ERF = (
@@ -92,7 +94,7 @@ def test_what_to_change_is_measured_with_its_interval_and_no_numerics_it_does_no
 
 
 def test_compare_states_its_ground_first(cpu_run: Path, erf_run: Path, tmp_path: Path) -> None:
-    md, _, found = compare.compare_runs(cpu_run, erf_run, tmp_path)
+    md, _, found = compare_runs(cpu_run, erf_run, tmp_path)
     text = md.read_text()
     assert "`xla_no_fusion` against `xla`" in {c.subject for c in found}  # both runs' findings
     assert text.index("## Config differences") < text.index("## Findings")
@@ -109,15 +111,15 @@ def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path)
     run = data.load_run(cpu_run)
     old_config = {k: v for k, v in run.manifest.config.items() if k != "program"}
     older = dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=old_config))
-    assert compare.same_problem(older, run)
-    assert not [k for k, _, _ in compare.config_differences(older, run) if k == "program"]
+    assert compare.same_problem(older.manifest, run.manifest)
+    assert not [
+        k for k, _, _ in compare.config_differences(older.manifest, run.manifest) if k == "program"
+    ]
     changed = {
         **old_config,
         "problem": {**old_config["problem"], "m": 1 + old_config["problem"]["m"]},
     }
-    assert not compare.same_problem(
-        dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=changed)), run
-    )
+    assert not compare.same_problem(dataclasses.replace(run.manifest, config=changed), run.manifest)
 
 
 def test_the_h200_reference_ranks_past_its_failed_aa_check_and_keeps_its_mechanisms() -> None:

@@ -16,10 +16,11 @@ from harness import findings as rules
 from harness.analyze import judging
 from harness.commands.migrate import add_findings
 from harness.common import fmt, stats
-from harness.findings import explain, untested
+from harness.findings import compare, explain, untested
 from harness.findings.facts import ClusterTime, facts_of
 from harness.findings.words import mechanisms
 from harness.records.findings import Findings
+from harness.records.run_files import Manifest
 from harness.records.summary import (
     ArraySpec,
     Identity,
@@ -31,7 +32,8 @@ from harness.records.summary import (
     VariantSummary,
     load_summary,
 )
-from harness.report import compare, data
+from harness.report import data
+from harness.report.compare import default_out
 from harness.timing import rounds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -299,9 +301,9 @@ def test_no_bf16_suggestion_for_a_program_already_in_bf16() -> None:
 def test_compare_names_the_keys_that_differ_and_a_knob_is_not_a_size(cpu_run: Path) -> None:
     run = data.load_run(cpu_run)
 
-    def with_program(program: dict) -> data.RunData:
+    def with_program(program: dict) -> Manifest:
         config = {**run.manifest.config, "program": program}
-        return dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=config))
+        return dataclasses.replace(run.manifest, config=config)
 
     base = {"function": "m:f", "inputs": [{"shape": [8, 16], "dtype": "bfloat16"}], "kwargs": {}}
     knob = {**base, "kwargs": {"attention": "cudnn"}}
@@ -311,4 +313,4 @@ def test_compare_names_the_keys_that_differ_and_a_knob_is_not_a_size(cpu_run: Pa
     assert keys == ["program.inputs"]
     a = cpu_run.parent / "a" / "20260101-000000"
     b = cpu_run.parent / "b" / "20260102-000000"
-    assert compare.default_out(a, b).name == "a-20260101-000000_vs_b-20260102-000000"
+    assert default_out(a, b).name == "a-20260101-000000_vs_b-20260102-000000"

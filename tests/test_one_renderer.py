@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from harness.commands.compare import compare_runs
 from harness.report import doc, write_report
-from harness.report.compare import compare_runs
 from harness.report.export import export
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from harness import findings as rules
+from harness.commands.compare import compare_runs
 from harness.findings.observations import NO, NOT_HERE, YES
+from harness.records.compare import CHANGED, SAME, VANISHED, WITHIN_NOISE
 from harness.records.summary import SCHEMA_VERSION, RunSummary, load_summary
-from harness.report import compare, data, plots, write_report
+from harness.report import data, plots, write_report
 from tests.conftest import REPO, TINY, read_summary, run_harness
 
 # What the tiny default study shows on a CPU, claim by claim.
@@ -243,7 +245,7 @@ def fast_math_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
-    md, html, found = compare.compare_runs(rendered, fast_math_run, tmp_path / "cmp")
+    md, html, found = compare_runs(rendered, fast_math_run, tmp_path / "cmp")
     text = md.read_text()
     assert "xla_cpu_enable_fast_math" in text
     table = next(t for t in md_tables(text) if t[0][:2] == ["variant", "clusters"])
@@ -255,11 +257,11 @@ def test_compare_two_real_runs(rendered, fast_math_run, tmp_path):
     assert "<table>" in html.read_text()
     # every finding of both runs, from their records: a pair only the first run has vanished
     by = {c.subject: c for c in found}
-    assert by["`xla_no_fusion` against `xla`"].status == compare.VANISHED
+    assert by["`xla_no_fusion` against `xla`"].status == VANISHED
     assert by["`eager` against `xla`"].status in (
-        compare.SAME,
-        compare.CHANGED,
-        compare.WITHIN_NOISE,
+        SAME,
+        CHANGED,
+        WITHIN_NOISE,
     ) or by["`eager` against `xla`"].status.startswith("no verdict")
     assert text.index("## Findings") < text.index("## Variants in both runs")
 

@@ -107,7 +107,7 @@ def _hostile_pages(root: Path) -> list[Path]:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from hostile.cases_readers import HOSTILE_LINKS, _manifest, _summary
 
-    from harness.report.compare import compare_runs
+    from harness.commands.compare import compare_runs
 
     link = " ".join(HOSTILE_LINKS)
     runs = []

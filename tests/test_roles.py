@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -54,3 +55,22 @@ def test_roles_come_from_mode_options_baseline_and_the_roles_key() -> None:
         "host_callback",
         "compiled",
     )
+
+
+def test_the_experiment_resolves_each_variants_roles_once() -> None:
+    """Every stage reads `variant.resolved_roles`: resolved when the experiment is made,
+    against its own baseline, and again when it is replaced with another; the config's own
+    `roles` key is kept as written, since it is what the manifest saves."""
+    exp = load("gelu.yaml").experiment
+    for v in exp.variants:
+        assert v.resolved_roles == roles_of(
+            v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled
+        )
+    assert "baseline" in exp.variant(exp.baseline).resolved_roles
+    other = next(v.name for v in exp.variants if v.name != exp.baseline)
+    moved = dataclasses.replace(exp, baseline=other)
+    assert "baseline" in moved.variant(other).resolved_roles
+    assert "baseline" not in moved.variant(exp.baseline).resolved_roles
+    assert "baseline" in exp.variant(exp.baseline).resolved_roles  # the first is unchanged
+    with pytest.raises(ValueError, match="in no Experiment"):
+        _ = dataclasses.replace(exp.variants[0]).resolved_roles

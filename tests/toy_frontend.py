@@ -146,7 +146,7 @@ class NumpyFrontend:
 
         # Identity, timing and numerics: nothing was compiled, so no other section applies.
         vdir = workdir / "variants" / variant.name
-        return unanalyzed(vdir, exp, variant, record, timed), []
+        return unanalyzed(vdir, variant, record, timed), []
 
     def diverge(
         self,

@@ -105,18 +105,18 @@ def analyze_variant(
     if record.status == "ok" and record.expected_error is None:
         frontend = registry.get(v.framework)
         return frontend.analyze(workdir, exp, v, record, timed, ceilings, platform)
-    return unanalyzed(RunFolder(workdir).variant(v.name).root, exp, v, record, timed), []
+    return unanalyzed(RunFolder(workdir).variant(v.name).root, v, record, timed), []
 
 
 def unanalyzed(
-    vdir: Path, exp: Experiment, v: Variant, record: CaptureRecord, timed: TimingRecord | None
+    vdir: Path, v: Variant, record: CaptureRecord, timed: TimingRecord | None
 ) -> VariantSummary:
     """Returns the summary of a variant that left nothing to analyse: what its capture and
     the timing stage (`timed`, timing.json) say; writes the compile.json its profiles give."""
     compiled, made = sections.compile_(vdir, record, None)
     files.write(VariantFolder(vdir), made)
     return VariantSummary(
-        identity=sections.identity(exp, v, record),
+        identity=sections.identity(v, record),
         timing=sections.timing(v.name, record, timed),
         compile=compiled,
         numerics=record.numerics or Numerics(),
@@ -151,12 +151,12 @@ def xla_sections(
 ) -> tuple[VariantSummary, list[str], files.VariantFiles]:
     """Returns a JAX variant's summary, its first step's kernel names and the records of its
     analysis files, writing nothing."""
-    ident = sections.identity(exp, v, record)
+    ident = sections.identity(v, record)
     timing = sections.timing(v.name, record, timed)
     numerics = record.numerics or Numerics()
     op_by_op = v.mode_spec.op_by_op  # eager: a module per primitive, no program to rank
     if not ladder.has_ladder(vdir / IR_DIR):
-        return unanalyzed(vdir, exp, v, record, timed), [], files.NONE
+        return unanalyzed(vdir, v, record, timed), [], files.NONE
     errors: list[str] = []
     lad = guarded(errors, "ladder", lambda: ladder.read_ladder(vdir / IR_DIR), None)
     if lad is None:

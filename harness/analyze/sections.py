@@ -17,8 +17,7 @@ from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
 from harness.common import stats
 from harness.common.precision import precision as gemm_precision
-from harness.config.experiment import Experiment, Variant
-from harness.frontends.roles import roles_of
+from harness.config.experiment import Variant
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, kernels_document, match_events
@@ -48,7 +47,7 @@ from harness.store.runfolder import VariantFolder
 GEMM_DOMINATED = 0.8
 
 
-def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
+def identity(v: Variant, record: CaptureRecord) -> Identity:
     """Returns what the variant is (config) and what became of it (capture record)."""
     return Identity(
         status=record.status,
@@ -56,7 +55,7 @@ def identity(exp: Experiment, v: Variant, record: CaptureRecord) -> Identity:
         mode=v.mode,
         framework=v.framework,
         description=v.description,
-        roles=roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles, v.sharding.enabled),
+        roles=v.resolved_roles,
         problem={} if v.program.enabled else to_json(v.problem),
         program=record.program,
         xla_options=dict(v.xla_options),

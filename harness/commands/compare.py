@@ -10,8 +10,20 @@ from absl import flags
 
 from harness.commands import cli
 from harness.common import terminal
-from harness.report.compare import compare_runs, default_out
+from harness.findings import compare as rules
+from harness.records.compare import FindingChange
+from harness.report import compare, data
 from harness.store import io
+
+
+def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, tuple[FindingChange, ...]]:
+    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths and
+    the findings of both runs as it lists them. The rules conclude (harness.findings.compare),
+    the report renders (harness.report.compare)."""
+    ra, rb = data.load_run(a), data.load_run(b)
+    compared = rules.compare_runs(ra.summary, ra.manifest, rb.summary, rb.manifest)
+    md, html = compare.write(ra, rb, compared, out)
+    return md, html, compared.findings
 
 
 def main(argv: Sequence[str]) -> int:
@@ -20,7 +32,7 @@ def main(argv: Sequence[str]) -> int:
     if not a or not b:
         raise cli.UsageError("--a and --b are required")
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
-    out = out or str(default_out(ra, rb))
+    out = out or str(compare.default_out(ra, rb))
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
         md, html, found = compare_runs(ra, rb, target)
     for c in found:

@@ -262,6 +262,31 @@ class Variant:
         variant's mode is always registered)."""
         return registry.mode(self.mode)
 
+    @property
+    def resolved_roles(self) -> tuple[str, ...]:
+        """Every role the variant stands for (harness.frontends.roles): its mode's, its
+        options', the config's `baseline`, `sharded`, and its own `roles` key. Resolved once,
+        by the Experiment that holds it, since the baseline is the experiment's; a variant
+        outside an experiment has none to read."""
+        found: tuple[str, ...] | None = self.__dict__.get("_resolved_roles")
+        if found is None:
+            raise ValueError(
+                f"variant {self.name!r} is in no Experiment: its roles depend on the baseline"
+            )
+        return found
+
+    def with_roles(self, baseline: str) -> Variant:
+        """Returns a copy carrying its roles resolved against `baseline`. A copy, not this
+        variant: one Variant may sit in experiments of different baselines (a search's)."""
+        copy = dataclasses.replace(self)
+        # Not a field: `roles` is the config key (saved in the manifest, compared on resume),
+        # and the resolved tuple is derived from the config, never written or read back.
+        roles = roles_of(
+            self.name, self.mode, self.xla_options, baseline, self.roles, self.sharding.enabled
+        )
+        object.__setattr__(copy, "_resolved_roles", roles)
+        return copy
+
 
 STRATEGIES = ("grid", "coordinate")
 
@@ -315,6 +340,13 @@ class Experiment:
     processes: Processes = Processes()  # a group of processes through jax.distributed
     variants: tuple[Variant, ...] = ()
 
+    def __post_init__(self) -> None:
+        # The variants' roles are resolved here, once, whenever an experiment is made
+        # (loaded, or replaced with another baseline or other variants): every stage reads
+        # `variant.resolved_roles` rather than deriving them again.
+        resolved = tuple(v.with_roles(self.baseline) for v in self.variants)
+        object.__setattr__(self, "variants", resolved)
+
     @property
     def selected_variants(self) -> tuple[Variant, ...]:
         if not self.select:
@@ -345,6 +377,6 @@ def framework_baselines(e: Experiment) -> dict[str, str]:
     framework, and for another framework the variant whose `roles` name `baseline`."""
     out: dict[str, str] = {}
     for v in e.variants:
-        if "baseline" in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+        if "baseline" in v.resolved_roles:
             out.setdefault(v.framework, v.name)
     return out

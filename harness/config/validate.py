@@ -35,7 +35,7 @@ from harness.config.program import input_leaves, shapes_problem
 from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
-from harness.frontends.roles import ROLES, roles_of
+from harness.frontends.roles import ROLES
 from harness.store.records import shown
 from harness.store.runfolder import RESERVED_NAMES
 
@@ -439,7 +439,7 @@ def validate_baselines(e: Experiment, source: str) -> None:
     """Refuses two baselines in one framework: every comparison needs exactly one reference."""
     seen: dict[str, str] = {}
     for v in e.variants:
-        if "baseline" not in roles_of(v.name, v.mode, v.xla_options, e.baseline, v.roles):
+        if "baseline" not in v.resolved_roles:
             continue
         if v.framework in seen:
             raise ConfigError(

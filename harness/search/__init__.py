@@ -26,7 +26,6 @@ from harness.analyze import judging, verdicts
 from harness.common import stats
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
-from harness.frontends.roles import roles_of
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import invocations, run_files
 from harness.records.summary import (
@@ -68,7 +67,7 @@ def search_experiment(exp: Experiment, variants: list[Variant]) -> Experiment:
 def lower_bound(exp: Experiment, base: Variant) -> Variant | None:
     """The config's lower-bound variant of the base's size and platforms, if any."""
     for v in exp.variants:
-        if "lower_bound" in roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles):
+        if "lower_bound" in v.resolved_roles:
             p, q = v.problem, base.problem
             if (p.m, p.k, p.n, p.batch) == (q.m, q.k, q.n, q.batch):
                 return v

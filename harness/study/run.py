@@ -307,15 +307,11 @@ class Supervisor:
         worker (`measure.numerics_pass_compiles`). Returns None, or why it could not: a worker
         that dies searching is replaced, and the run goes on."""
         from harness.analyze import numerics as numerics_analysis
-        from harness.frontends.roles import roles_of
         from harness.records import numerics_effect
         from harness.store.records import to_json
 
         exp = self.exp
-        roles = {
-            v.name: roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles)
-            for v in exp.selected_variants
-        }
+        roles = {v.name: v.resolved_roles for v in exp.selected_variants}
         found = numerics_analysis.distances_of(self.workdir, roles, exp.baseline)
         moved = {
             name: d

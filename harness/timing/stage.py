@@ -10,7 +10,6 @@ from harness.common import stats
 from harness.config.experiment import Experiment
 from harness.config.timing import max_budget_s
 from harness.frontends import registry
-from harness.frontends.roles import roles_of
 from harness.records.summary import RoundContext, TimedVariant, TimingRecord
 from harness.timing import clocks, machine, rounds
 
@@ -121,7 +120,7 @@ def reported_pairs(
     timed = [v for v in exp.variants if v.name in names]
     by_role: dict[tuple[str, str], str] = {}
     for v in timed:
-        for role in roles_of(v.name, v.mode, v.xla_options, exp.baseline, v.roles):
+        for role in v.resolved_roles:
             by_role.setdefault((v.framework, role), v.name)
     out = []
     for v in timed:

@@ -443,7 +443,7 @@ def analyze_torch_variant(
         # torch capture records no XLA compile profile for this one to read.
         parts["compile"], _ = sections.compile_(vdir, record, None)
     summary = VariantSummary(
-        identity=sections.identity(exp, v, record),
+        identity=sections.identity(v, record),
         timing=timing,
         **{k: val for k, val in parts.items() if val is not None},
         **({"cost": cost} if cost is not None else {}),
