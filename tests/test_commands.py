@@ -18,7 +18,9 @@ from harness.records.run_files import Invocation, Manifest, Override
 
 def test_the_interpreter_is_typed_relative_inside_the_folder_and_absolute_outside() -> None:
     here = Path("/home/u/repo")
-    assert invocations.typed_interpreter("/home/u/repo/.venv/bin/python", here) == ".venv/bin/python"
+    assert (
+        invocations.typed_interpreter("/home/u/repo/.venv/bin/python", here) == ".venv/bin/python"
+    )
     assert invocations.typed_interpreter("/usr/bin/python3", here) == "/usr/bin/python3"
     assert invocations.typed_interpreter("/home/u/repo/python", here) == "./python"
     assert invocations.typed_interpreter("", here) == "python3"

@@ -637,7 +637,9 @@ def test_reanalyze_refuses_an_exported_copy_and_changes_nothing(world: World) ->
     copy = world.root / "copy"
     assert _in_process("harness.commands.export", f"--run={world.run}", f"--to={copy}").code == 0
     before = _tree(copy)
-    line = one_line(_in_process("harness.commands.reanalyze", f"--run={copy}"), 2, "reanalyze needs")
+    line = one_line(
+        _in_process("harness.commands.reanalyze", f"--run={copy}"), 2, "reanalyze needs"
+    )
     assert "variants/eager/dump" in line and "make report" in line
     assert _tree(copy) == before
     # The full run it came from is analysed again as before.

@@ -133,8 +133,14 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
     ("harness/report/markdown.py", "write_variant_pages"): "a planted link at a page it writes",
     ("harness/report/markdown.py", "write_report"): "a planted link at a file it writes",
     ("harness/study/runs.py", "abandon"): "the lock file of the run folder it created",
-    ("harness/study/session.py", "forget_executables"): "its private folder of serialized executables",
-    ("harness/study/run.py", "_fresh_variant_dir"): "a planted link at variants/ or a variant's folder",
+    (
+        "harness/study/session.py",
+        "forget_executables",
+    ): "its private folder of serialized executables",
+    (
+        "harness/study/run.py",
+        "_fresh_variant_dir",
+    ): "a planted link at variants/ or a variant's folder",
     ("harness/capture/processes.py", "gather_profiles"): "profile files jax wrote, once moved",
     ("harness/capture/processes.py", "finish_capture"): "its own per-process capture folder",
 }

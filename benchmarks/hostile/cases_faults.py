@@ -435,7 +435,9 @@ FLAG_CASES = [
         "report_flagfile_fifo", lambda sb: (_fifo(sb), f"--flagfile={FIFO}")[1:], "harness.report"
     ),
     _flag_case(
-        "compare_flagfile_dev_zero", lambda sb: ("--flagfile=/dev/zero",), "harness.commands.compare"
+        "compare_flagfile_dev_zero",
+        lambda sb: ("--flagfile=/dev/zero",),
+        "harness.commands.compare",
     ),
     _flag_case(
         "export_flagfile_fifo",

@@ -64,7 +64,9 @@ def collectives_table(summary: ProcessesSummary) -> Table | None:
             name,
             c.name,
             c.opcode,
-            c.scope.replace("_", "-"),  # the harness's own word: `cross_process` or `within_process`
+            c.scope.replace(
+                "_", "-"
+            ),  # the harness's own word: `cross_process` or `within_process`
             _groups(c.device_groups),
             _groups(c.process_groups),
             _per_process(c.time_s),
@@ -128,7 +130,11 @@ def processes_blocks(run: RunData) -> list[Block]:
         else Para(
             "No spread is resolvable: no straggler's interval lies above 1.0 by more than "
             "the run's noise floor"
-            + (" (the run could not time: a busy machine, or no A/A pair)." if summary.noise_resolved is False else ".")
+            + (
+                " (the run could not time: a busy machine, or no A/A pair)."
+                if summary.noise_resolved is False
+                else "."
+            )
         )
     )
     if summary.faults:

@@ -175,5 +175,3 @@ def session(config: LoadedConfig) -> Iterator[Session]:
         if live is not None:
             live.kill()  # whichever workers are still running: the last one, a spare
             live.forget_executables()
-
-
