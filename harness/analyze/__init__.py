@@ -28,6 +28,7 @@ from harness.analyze import (
     comm,
     files,
     judging,
+    processes,
     ranking,
     sections,
     verdicts,
@@ -393,8 +394,6 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
         variants=out,
     )
     if exp.processes.enabled:  # a study across processes: processes.json, which a rule reads
-        from harness.analyze import processes
-
         processes.write(workdir, exp, summary)
     # Each result against the baseline's, for the numerics rules (harness.analyze.numerics).
     numerics_analysis.write_distances(workdir, summary)

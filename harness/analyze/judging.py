@@ -30,6 +30,7 @@ from harness.records.resolution import (
 )
 from harness.records.saved_config import SavedConfig
 from harness.records.summary import RunSummary, TimingRecord, Verdict
+from harness.timing.clocks import clock_limits, clock_spread
 
 CLOCK_TOLERANCE = 0.05
 KINDS = ("vs_baseline", "vs_lower_bound", "vs_framework")
@@ -141,7 +142,6 @@ def noise_section(
     spread in the intervals."""
     if timed is None:
         return None
-    from harness.timing.clocks import clock_limits, clock_spread
 
     readings = [r for c in timed.context for r in (c.before, c.after) if r]
     clocks = [

@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from harness.capture.link import measure_link
 from harness.common.precision import NOTE as PRECISION_NOTE
 from harness.common.precision import gemm_dtype, precision
 from harness.store import io
@@ -71,9 +74,8 @@ def _best_batch(
 
 def measure_gemm(shape: ProbeGemm, budget_s: float) -> float:
     """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
+    import jax  # imports JAX: loaded only when called
+    import jax.numpy as jnp  # imports JAX: loaded only when called
 
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((shape.m, shape.k), np.float32), shape.x_dtype)
@@ -100,9 +102,8 @@ def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
     On a CPU, NumPy's copy (one memcpy) is also timed: XLA's elementwise kernel there is
     not always the fastest way through host memory, and a ceiling is the best one found.
     """
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
+    import jax  # imports JAX: loaded only when called
+    import jax.numpy as jnp  # imports JAX: loaded only when called
 
     a = jnp.ones((nbytes // 4,), jnp.float32)
     f = jax.jit(lambda v: v * 2.0)
@@ -205,8 +206,6 @@ def measure(
     devices = int(environment.get("device_count") or 1)
     link_key = f"link:{devices}"
     if devices > 1 and link_key not in entries:
-        from harness.capture.link import measure_link
-
         found = measure_link(platform, budget_s, _best_batch)
         if found is not None:
             entries[link_key] = {**found, "at": now, "key": link_key}

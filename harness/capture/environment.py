@@ -6,6 +6,7 @@ the installed metadata: a frontend is recorded without being imported.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform as pyplatform
 from typing import Any
@@ -14,16 +15,15 @@ from harness.frontends import registry
 
 
 def platform() -> str:
-    import jax
+    import jax  # imports JAX: loaded only when called
 
     return jax.default_backend()
 
 
 def describe() -> dict[str, Any]:
     """Returns versions, platform and devices for the manifest."""
-    import importlib.metadata
 
-    import jax
+    import jax  # imports JAX: loaded only when called
 
     devices = jax.devices()
     return {

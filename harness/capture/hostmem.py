@@ -63,7 +63,7 @@ def tightest(
 def rlimits() -> dict[str, int]:
     """Returns the soft RLIMIT_AS and RLIMIT_DATA that are set (none where unknown)."""
     try:
-        import resource
+        import resource  # POSIX only: elsewhere no rlimits are read
     except ImportError:
         return {}
     out = {}

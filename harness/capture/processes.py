@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.hlo import fingerprint
+from harness.records import ladder
 from harness.records.processes import (
     PROCESS_DIR,
     ProcessCapture,
@@ -75,8 +77,6 @@ def gather_profiles(source: Path, target: Path, run_id: str, rank: int) -> tuple
 
 def _fingerprint(vdir: Path) -> tuple[str | None, str | None]:
     """Returns (digest, HLO part) of the program captured in `vdir`, or Nones without one."""
-    from harness.hlo import fingerprint
-    from harness.records import ladder
 
     if not ladder.has_ladder(vdir / "ir"):
         return None, None

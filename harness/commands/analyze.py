@@ -18,6 +18,7 @@ from typing import Any
 
 from absl import flags
 
+from harness.analyze import memory
 from harness.analyze.program import CeilingRates, ProgramAnalysis, ceilings_from_json
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
@@ -25,10 +26,12 @@ from harness.anydump.analysis import analyse_program, with_reverse_maps
 from harness.commands import cli
 from harness.common import terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
+from harness.hlo.instruction import ParseError
 from harness.profile.events import ProfileError, find_xplane
 from harness.records import run_files
+from harness.report.memory import module_blocks
 from harness.store import io, runfolder
-from harness.store.records import loads
+from harness.store.records import loads, to_json
 from harness.study import lifecycle
 
 FLAGS = flags.FLAGS
@@ -126,8 +129,6 @@ def analyse_into(
 ) -> tuple[ProgramAnalysis, Any, list[tuple[str, Any]], Path]:
     """Analyses the dump (and the profile --xplane names) into `out`; returns the program
     analysis, the attributed profile (None without one), each module's memory and the report."""
-    from harness.hlo.instruction import ParseError
-    from harness.profile.events import ProfileError
 
     try:
         results = analysis.analyze_dump(dump, out, pattern, finish=False)
@@ -148,8 +149,10 @@ def analyse_into(
                 raise cli.UsageError(f"{xplane}: {first}") from None
         # Everything that needs no reverse map is done while a large module's may still be
         # computing in a child: the imports, the rankings and the figures.
-        from harness.anydump.report import write_analysis_report, write_figures
-        from harness.report.memory import module_blocks
+        from harness.anydump.report import (  # imports matplotlib: loaded only when called
+            write_analysis_report,
+            write_figures,
+        )
 
         program = analyse(results, profile, ceilings)
         figs = write_figures(out, program)
@@ -178,8 +181,6 @@ def write_timeline(out: Path, program: ProgramAnalysis, profile: analysis.Profil
 def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
     """Each module's memory (beside its optimized HLO in the dump), written to
     `<out>/<module>/memory.json`; a module without live ranges has none."""
-    from harness.analyze import memory
-    from harness.store.records import to_json
 
     found = []
     for r in results:

@@ -19,6 +19,10 @@ from pathlib import Path
 from absl import app, flags, logging
 
 from harness.common.terminal import one_line
+from harness.common.userfiles import Unreadable, check_flagfiles
+from harness.config import ConfigError
+from harness.store.io import Locked, NotOurs, OutsideOutput
+from harness.store.records import SchemaError
 from harness.store.runfolder import SUMMARY_FILE
 
 USAGE_ERROR = 2
@@ -30,9 +34,6 @@ class UsageError(ValueError):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from harness.config.experiment import ConfigError
-    from harness.store.io import Locked, NotOurs, OutsideOutput
-    from harness.store.records import SchemaError
 
     return (
         ConfigError,
@@ -48,8 +49,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def _parser(known_only: bool) -> Callable[[list[str]], list[str]]:
     def parse(argv: list[str]) -> list[str]:
-        from harness.common.userfiles import Unreadable, check_flagfiles
-
         try:
             check_flagfiles(argv)  # absl would block on a FIFO and read /dev/zero for ever
             return flags.FLAGS(argv, known_only=known_only)
@@ -113,7 +112,6 @@ def start(main: Callable[[Sequence[str]], int], known_only: bool = False) -> Non
 
 def config_overrides(argv: Sequence[str]) -> list[str]:
     """Returns the --config.* overrides; any other leftover argument is a usage error."""
-    from harness.config import ConfigError
 
     extra = list(argv[1:])
     for arg in extra:

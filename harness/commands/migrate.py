@@ -20,21 +20,21 @@ from pathlib import Path
 
 from absl import flags
 
+from harness import findings as rules
+from harness.analyze import judging, verdicts
 from harness.commands import cli
+from harness.common import terminal, userfiles
+from harness.records import run_files
+from harness.records.summary import load_summary, summary_json
+from harness.store import io
+from harness.store.records import loads
+from harness.store.runfolder import RunFolder
 
 
 def add_findings(workdir: Path) -> tuple[int, int]:
     """Writes `workdir`'s summary.json migrated to this schema, its verdicts judged again from
     the saved rounds and its findings made from the summary and the run's files; returns (the
     schema it had, the findings it has now)."""
-    from harness import findings as rules
-    from harness.analyze import judging, verdicts
-    from harness.common import userfiles
-    from harness.records import run_files
-    from harness.records.summary import load_summary, summary_json
-    from harness.store import io
-    from harness.store.records import loads
-    from harness.store.runfolder import RunFolder
 
     folder = RunFolder(workdir)
     path = folder.summary
@@ -53,9 +53,6 @@ def add_findings(workdir: Path) -> tuple[int, int]:
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.common import terminal
-    from harness.store import io
-    from harness.store.runfolder import RunFolder
 
     cli.no_extra_arguments(argv)
     workdir = cli.run_folder(flags.FLAGS.run, "--run")

@@ -19,6 +19,10 @@ from pathlib import Path
 from absl import flags
 
 from harness.commands import cli
+from harness.common import terminal
+from harness.config.schema import build_experiment
+from harness.records import run_files
+from harness.store import io
 from harness.store.runfolder import (
     DUMP_DIR,
     IR_DIR,
@@ -28,14 +32,10 @@ from harness.store.runfolder import (
     RunFolder,
     VariantFolder,
 )
+from harness.study import run as study
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.common import terminal
-    from harness.config.schema import build_experiment
-    from harness.records import run_files
-    from harness.store import io
-    from harness.study import run
 
     cli.no_extra_arguments(argv)
     workdir = cli.run_folder(flags.FLAGS.run, "--run", need=MANIFEST_FILE)
@@ -56,8 +56,8 @@ def main(argv: Sequence[str]) -> int:
             "this one"
         )
     with io.writes_confined_to(workdir), io.run_lock(workdir):
-        summary = run.finalize(workdir, exp)
-        run.write_report(workdir)
+        summary = study.finalize(workdir, exp)
+        study.write_report(workdir)
     where = terminal.shown(RunFolder(workdir).summary)
     print(f"analyzed {len(summary.variants)} variants: {where}")
     return 0

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from absl import flags
 
 from harness.commands import cli
+from harness.common import terminal
+from harness.records.summary import load_summary
+from harness.store import io
+from harness.store.runfolder import SEARCH_FILE, SUMMARY_FILE, RunFolder
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.common import terminal
-    from harness.records.summary import load_summary
-    from harness.report.markdown import write_report
-    from harness.store import io
-    from harness.store.runfolder import SEARCH_FILE, SUMMARY_FILE, RunFolder
+    from harness.report.markdown import write_report  # imports matplotlib: loaded only when called
 
     cli.no_extra_arguments(argv)
     real = cli.run_folder(flags.FLAGS.run, "--run", need=(SUMMARY_FILE, SEARCH_FILE))

@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from absl import flags
 
 from harness.commands import cli
+from harness.config import load
+from harness.search import run_search
+from harness.study import group, run, runs
+from harness.study.session import session as session_of
 
 _CONFIG = flags.DEFINE_string(
     "config", "gelu.yaml", "Config file; a bare name is looked up in configs/."
@@ -17,9 +21,6 @@ _RESUME = flags.DEFINE_string("resume", None, "Run id of an interrupted run to c
 
 
 def main(argv: Sequence[str]) -> int:
-    from harness.config import load
-    from harness.study import run, runs
-    from harness.study.session import session as session_of
 
     config = load(_CONFIG.value, cli.config_overrides(argv))
     root = runs.results_root(_RESULTS.value)
@@ -28,13 +29,9 @@ def main(argv: Sequence[str]) -> int:
         raise cli.UsageError("--resume: a search is not resumable; start it again")
     with session_of(config) as session:
         if session.rank != 0:  # started by an external launcher: process 0 writes the run
-            from harness.study import group
-
             return group.follow(session.worker, config.experiment, sys.stdout)
         workdir = workdir or runs.new_run(root, config)
         if config.experiment.search.base:
-            from harness.search import run_search
-
             return run_search(config, workdir, session)
         return run.run(config, workdir, session, resume=bool(_RESUME.value))
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.common import fmt, stats
 from harness.common.fmt import MISSING
+from harness.config.experiment import Experiment, Variant
 from harness.records.compare import (
     APPEARED,
     CHANGED,
@@ -28,7 +29,7 @@ from harness.records.compare import (
 from harness.records.findings import MemoryFinding, TimingFinding
 from harness.records.run_files import Manifest
 from harness.records.summary import RunSummary, VariantSummary
-from harness.store.records import first_difference
+from harness.store.records import first_difference, to_json
 
 NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
 
@@ -257,8 +258,6 @@ def config_differences(ma: Manifest, mb: Manifest) -> list[tuple[str, str, str]]
 def configs(ma: Manifest, mb: Manifest) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two runs' configs, each key a config saved before that key existed lacks filled in
     with the schema's default, so an older run compares like for like."""
-    from harness.config.experiment import Experiment, Variant
-    from harness.store.records import to_json
 
     top, variant = to_json(Experiment()), to_json(Variant(name=""))
     ca, cb = (_defaulted(m.config, top, variant) for m in (ma, mb))

@@ -33,7 +33,7 @@ from harness.common import userfiles
 from harness.hlo.files import parse_cached as parse_file
 from harness.hlo.instruction import CALL_ATTRS, Instruction
 from harness.hlo.parser import HloModule, parse_module
-from harness.records.ladder import Ladder
+from harness.records.ladder import Ladder, read_ladder
 
 # Attributes that name things or record provenance, not what the program computes.
 _IGNORED = frozenset(
@@ -254,6 +254,5 @@ def fingerprint(ladder: Ladder) -> ProgramFingerprint | None:
 
 def fingerprint_dir(ir_dir: Path) -> ProgramFingerprint | None:
     """Returns the fingerprint of the ladder saved in `ir_dir` (harness.records.ladder.read_ladder)."""
-    from harness.records.ladder import read_ladder
 
     return fingerprint(read_ladder(ir_dir))

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analyze.crossrun import ladder_divergence
 from harness.common import fmt
 from harness.records.compare import FindingChange, RunsCompared
 from harness.records.run_files import ClusterEntry
@@ -132,7 +133,6 @@ def variant_change(
 
 def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
     """Returns (stage, detail) where the two ladders first differ (harness.analyze.crossrun)."""
-    from harness.analyze.crossrun import ladder_divergence
 
     if not a.stages or not b.stages:
         return MISSING, "one of the runs has no IR ladder for this variant"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.records.summary import load_summary
+from harness.report import write_report
 from harness.store import io, ownership
 from harness.store.runfolder import DUMP_DIR, INDEX_HTML, PROFILE_DIR, TORCH_DIR, RunFolder
 
@@ -40,8 +42,6 @@ def export(run: Path, dest: Path) -> list[Path]:
     """Copies the kept files of `run` into `dest` (io.own_output: claimed for this tool, never
     the run itself, inside it or above it) and renders the copy's report there; returns the
     copies. Every write stays inside `dest`: no results index is written above it."""
-    from harness.records.summary import load_summary
-    from harness.report import write_report
 
     run = Path(run).resolve()
     if not RunFolder(run).summary.exists():

@@ -26,6 +26,7 @@ from harness.common import fmt, forked
 from harness.frontends import registry
 from harness.records.run_files import KernelEvent
 from harness.report.data import RunData, VariantData, same_size
+from harness.report.memory import live_series, memory_pair
 from harness.store import io
 
 PLOT_NAMES = (
@@ -536,7 +537,6 @@ def fusion_map(run: RunData) -> Figure:
 
 def memory(run: RunData) -> Figure:
     """Bytes live over the schedule: the baseline and the variant whose peak differs most."""
-    from harness.report.memory import live_series, memory_pair
 
     pair = memory_pair(run)
     if pair is None:

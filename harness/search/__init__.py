@@ -36,6 +36,7 @@ from harness.records.summary import (
     TimingRecord,
     Verdict,
 )
+from harness.report import write_report
 from harness.search import space
 from harness.store import io
 from harness.store.records import to_json
@@ -350,7 +351,6 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         io.write_json(RunFolder(workdir).search, to_json(record))
         # The status is final before the report (and the results index) read it.
         run.settle("complete", wall_s=search.elapsed())
-        from harness.report import write_report
 
         write_report(workdir, workdir.parent.parent)  # the results root's index too
     if run.stopped is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import json
 import math
 import os
@@ -323,7 +324,6 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     The lock (`fcntl.flock` on `<run>/.lock`) goes with the process: a killed run never
     leaves a stale one.
     """
-    import fcntl
 
     path = run_dir / ownership.LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)

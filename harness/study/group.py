@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.experiment import ConfigError, Experiment
+from harness.records.processes import ProcessFault, add_fault
 from harness.store.records import to_json
 from harness.study.workerproc import WorkerDied, WorkerProcess
 
@@ -192,7 +193,6 @@ def record_fault(
     workdir: Path, exp: Experiment, variant: str | None, stage: str, died: Any
 ) -> None:
     """Records, in processes/faults.json, the process that took `variant` down."""
-    from harness.records.processes import ProcessFault, add_fault
 
     add_fault(
         workdir,

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
+from harness.config.load import blame
 from harness.store.records import to_json
 from harness.study import group
 from harness.study.workerproc import WorkerDied, WorkerProcess
@@ -138,8 +139,7 @@ def _import_ahead() -> None:
     no measurement runs yet, and the analysis and report stages, and the children they fork,
     find them ready."""
     try:
-        import harness.analyze  # noqa: F401
-        from harness.report import plots
+        from harness.report import plots  # imports matplotlib: loaded only when called
     except ImportError:  # the stage that needs them reports it
         return
     with contextlib.suppress(Exception):  # a plot that fails is the report's to say
@@ -157,7 +157,6 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     Raises ConfigError (naming the key) for what only the installed jaxlib or the device can
     check; no folder exists yet at that point.
     """
-    from harness.config.load import blame
 
     live: Session | None = None
     try:

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import secrets
 import select
 import signal
@@ -140,8 +141,6 @@ def _high_fd(fd: int) -> int:
 
 def _nofile() -> tuple[int, int]:
     try:
-        import resource
-
         return resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, OSError, ValueError):
         return 1024, 1024

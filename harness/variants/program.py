@@ -45,6 +45,9 @@ from harness.config.callables import split_callable
 from harness.config.experiment import Program
 from harness.config.program import FrozenMap, InputSpec, input_leaves, map_specs
 from harness.config.program import leaves as config_leaves
+from harness.hlo.clusters import find_clusters
+from harness.hlo.cost import module_cost
+from harness.hlo.parser import parse_module
 from harness.records.numerics import LeafAccuracy
 from harness.records.summary import ArraySpec, Numerics, ProgramRecord
 from harness.variants.expression import TOLERANCE, compare
@@ -303,7 +306,7 @@ def float64_on_cpu() -> Iterator[jax.Device]:
     if enable is not None:
         context = enable(True)
     else:  # pragma: no cover - older jax
-        from jax.experimental import enable_x64
+        from jax.experimental import enable_x64  # imports JAX: loaded only when called
 
         context = enable_x64()
     cpu = jax.devices("cpu")[0]
@@ -517,9 +520,6 @@ def describe(
 def hlo_flops(text: str) -> tuple[float, float]:
     """Returns (FLOPs, of which dots and convolutions) of one HLO module's text, by our cost
     model (harness.hlo.cost): what `flops_analytic` is when the config gives no formula."""
-    from harness.hlo.clusters import find_clusters
-    from harness.hlo.cost import module_cost
-    from harness.hlo.parser import parse_module
 
     module = parse_module(text)
     clusters = find_clusters(module)

@@ -12,8 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.analyze import analyze_xla_variant
+from harness.config.experiment import FRONTEND_MODULES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
+from harness.hlo.diverge import first_divergence
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
     from harness.capture.variant import Captured, Context, Subject
@@ -82,7 +85,7 @@ TRAITS = Traits(
 
 
 def _block(out: Any) -> Any:
-    import jax
+    import jax  # imports JAX: loaded only when called
 
     return jax.block_until_ready(out)
 
@@ -95,14 +98,12 @@ class JaxFrontend:
     traits = TRAITS
 
     def preload(self, variant: Variant) -> tuple[str, ...]:
-        from harness.config.experiment import FRONTEND_MODULES
 
         return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
 
     def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
-        import contextlib
 
-        from harness.variants import expression, program
+        from harness.variants import expression, program  # imports JAX: loaded only when called
 
         if variant.program.enabled:
             # An init that fails here fails again in the variant's capture, which records why.
@@ -112,12 +113,12 @@ class JaxFrontend:
             expression.inputs_for(variant.problem, exp.seed, cache)
 
     def subject(self, exp: Experiment, variant: Variant) -> Subject:
-        from harness.capture.variant import subject_of
+        from harness.capture.variant import subject_of  # imports JAX: loaded only when called
 
         return subject_of(exp, variant)
 
     def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
-        from harness.capture.variant import capture_variant
+        from harness.capture.variant import capture_variant  # imports JAX: loaded only when called
 
         # Its own subject: a frontend built on this one that runs another function (its
         # `subject`) is captured, dumped and profiled as JAX's are.
@@ -132,7 +133,9 @@ class JaxFrontend:
         executables: Path | None,
     ) -> tuple[Callable[[], Any], str | None]:
         del platform
-        from harness.capture.variant import compile_for_timing
+        from harness.capture.variant import (
+            compile_for_timing,  # imports JAX: loaded only when called
+        )
 
         return compile_for_timing(exp, variant, workdir, executables, self.subject)
 
@@ -150,7 +153,6 @@ class JaxFrontend:
         ceilings: Ceilings | None,
         platform: str,
     ) -> tuple[VariantSummary, list[str]]:
-        from harness.analyze import analyze_xla_variant
 
         return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
 
@@ -167,7 +169,6 @@ class JaxFrontend:
         base_kernels: list[str] | None,
         kernels: list[str] | None,
     ) -> Divergence:
-        from harness.hlo.diverge import first_divergence
 
         return first_divergence(base_ir, ir, base_kernels, kernels)
 

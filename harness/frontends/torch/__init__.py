@@ -12,9 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.analyze import sections
 from harness.frontends.jax import EMITTER_STAGES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
+from harness.frontends.torch.env import scratch_cache_dir
+from harness.frontends.torch.inductor.diverge import torch_first_divergence
+from harness.frontends.torch.sections import analyze_torch_variant
+from harness.frontends.torch.validate import validate_variant
+from harness.store.runfolder import RunFolder
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
     from harness.capture.variant import Captured, Context
@@ -81,18 +87,22 @@ class TorchFrontend:
 
     def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
         # The torch inputs are the JAX inputs' bits, and the reference is the JAX variants'.
-        from harness.variants import expression
+        from harness.variants import expression  # imports JAX: loaded only when called
 
         expression.inputs_for(variant.problem, exp.seed, cache)
 
     def subject(self, exp: Experiment, variant: Variant) -> TorchFn:
         del exp
-        from harness.frontends.torch.expression import build_torch_function
+        from harness.frontends.torch.expression import (
+            build_torch_function,  # imports JAX: loaded only when called
+        )
 
         return build_torch_function(variant)
 
     def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
-        from harness.frontends.torch.capture import capture_torch_variant
+        from harness.frontends.torch.capture import (
+            capture_torch_variant,  # imports JAX: loaded only when called
+        )
 
         return capture_torch_variant(exp, variant, ctx)
 
@@ -105,14 +115,16 @@ class TorchFrontend:
         executables: Path | None,
     ) -> tuple[Callable[[], Any], str | None]:
         del executables  # a torch program is compiled again, never loaded
-        from harness.frontends.torch import capture
+        from harness.frontends.torch import capture  # imports JAX: loaded only when called
 
         call, _wait, note = capture.compile_for_timing(exp, variant, workdir, platform)
         return call, note
 
     def waiter(self, platform: str) -> Callable[[Any], Any]:
-        from harness.frontends.torch.capture import waiter
-        from harness.frontends.torch.expression import device_for
+        from harness.frontends.torch.capture import waiter  # imports JAX: loaded only when called
+        from harness.frontends.torch.expression import (
+            device_for,  # imports JAX: loaded only when called
+        )
 
         return waiter(device_for(platform))
 
@@ -126,21 +138,16 @@ class TorchFrontend:
         ceilings: Ceilings | None,
         platform: str,
     ) -> tuple[VariantSummary, list[str]]:
-        from harness.analyze import sections
-        from harness.frontends.torch.sections import analyze_torch_variant
-        from harness.store.runfolder import RunFolder
 
         vdir = RunFolder(workdir).variant(variant.name).root
         timing = sections.timing(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
 
     def validate(self, variant: Variant, source: str) -> None:
-        from harness.frontends.torch.validate import validate_variant
 
         validate_variant(variant, source)
 
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
-        from harness.frontends.torch.env import scratch_cache_dir
 
         return scratch_cache_dir()
 
@@ -151,7 +158,6 @@ class TorchFrontend:
         base_kernels: list[str] | None,
         kernels: list[str] | None,
     ) -> Divergence:
-        from harness.frontends.torch.inductor.diverge import torch_first_divergence
 
         return torch_first_divergence(base_ir, ir, base_kernels, kernels)
 

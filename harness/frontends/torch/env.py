@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -481,7 +482,6 @@ def scratch_cache_dir() -> Iterator[None]:
     if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
         yield
         return
-    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="torch-import-") as scratch:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
@@ -502,7 +502,6 @@ def temporary_files_in(folder: Path) -> Iterator[None]:
     processes) is `folder`, so a codecache imported inside it puts its headers there; one
     imported before is pointed there too. Restored afterwards."""
     folder.mkdir(parents=True, exist_ok=True)
-    import tempfile
 
     saved_tempdir = tempfile.tempdir
     codecache = sys.modules.get("torch._inductor.codecache")
