@@ -499,3 +499,27 @@ def test_only_the_torch_frontend_names_torch() -> None:
             ):
                 importers.add(name)
     assert importers == set()
+
+
+def test_paths_from_a_module_file_reach_the_repository() -> None:
+    """A module that finds the repository from its own path counts its folders: a worker
+    started from anywhere else finds no `harness` where nothing is installed (the H200)."""
+    import importlib
+
+    from harness.config import callables
+    from harness.study import workerproc
+
+    assert (workerproc.REPO / "pyproject.toml").is_file()
+    assert (Path(callables.REPO_ROOT) / "pyproject.toml").is_file()
+    assert importlib.import_module("harness.config.load").CONFIG_DIR == REPO / "configs"
+    found = []
+    for name, path in modules().items():
+        for line in path.read_text().splitlines():
+            if "__file__" in line and ("parents[" in line or "dirname(" in line):
+                found.append(name)
+    assert sorted(found) == [
+        "harness.config.callables",
+        "harness.config.load",
+        "harness.study.runs",
+        "harness.study.workerproc",
+    ]

@@ -25,7 +25,7 @@ def results_root(value: str) -> Path:
         raise ConfigError(source, "results_root", "is empty; name a folder, e.g. results")
     root = Path(value).expanduser()
     real = root.resolve()
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]  # harness/study/runs.py -> the repository
     dangerous = {
         Path("/").resolve(),
         Path.home().resolve(),

@@ -35,7 +35,7 @@ from harness.config.experiment import Variant
 from harness.frontends import registry
 from harness.store import io
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # harness/study/workerproc.py -> the repository
 STDERR_TAIL = 12
 MAX_EVENT_BYTES = 8 << 20  # an environment or a traceback; a longer line is garbage
 # The events the worker sends (harness.study.worker); anything else on the pipe is a fault.
