@@ -44,6 +44,7 @@ from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_noise import Noise, migrate_v6, migrate_v7
 from harness.summary_numerics import migrate_v8
 from harness.summary_probes import ProbeFailure
+from harness.summary_rounds import RoundsCut
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
 
@@ -650,6 +651,9 @@ class TimingRecord:
     batches: int = doc("short batches per variant per round; the round's figure is their median", 1)
     added_rounds: int = doc("rounds added after the planned ones while intervals were wide", 0)
     stopped: str | None = doc("why no more rounds: `widths` (narrow enough) or `budget`")
+    cut: RoundsCut | None = doc(
+        "fewer rounds than planned: one round of one-call batches did not fit the budget"
+    )
 
 
 # --- what a search writes (search.json) ---------------------------------------------------------

@@ -47,6 +47,7 @@ LIBRARIES = (
     "harness.ownership",
     "harness.machine_state",
     "harness.summary_probes",
+    "harness.summary_rounds",
     "harness.summary_v3",
     "harness.resolution",
     "harness.config",
