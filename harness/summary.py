@@ -43,7 +43,7 @@ from harness.summary_findings import Findings, migrate_v5, migrate_v9
 from harness.summary_memory import MeasuredMemory, Memory, migrate_v4
 from harness.summary_noise import Noise, migrate_v6, migrate_v7
 from harness.summary_numerics import migrate_v8
-from harness.summary_probes import ProbeFailure
+from harness.summary_probes import ProbeCosts, ProbeFailure
 from harness.summary_rounds import RoundsCut
 from harness.summary_v1 import migrate_v1, migrate_v2
 from harness.summary_v3 import migrate_v3
@@ -599,6 +599,7 @@ class CaptureRecord:
     mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
     probe_failures: tuple[ProbeFailure, ...] = doc("the optional probes that failed, and why", ())
     memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
+    probe_s: ProbeCosts | None = doc("what each probe of the capture cost, seconds")
 
 
 def load_capture(path: Path, within: Path | None = None) -> CaptureRecord:
