@@ -46,8 +46,19 @@ sys.path.insert(0, str(REPO))
 
 def bare(config: str, out: Path, overrides: list[str]) -> None:
     """The study's capture work as a plain script: no worker, no files beyond XLA's and the
-    profiler's, no analysis, no report; the timing rounds are plain loops."""
+    profiler's, no analysis, no report; the timing rounds are plain loops. Prints one line,
+    `bare stages: ...`, the seconds of each kind of work."""
     import jax
+
+    stages: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
 
     from harness.config import load
     from harness.variants import expression
@@ -71,11 +82,13 @@ def bare(config: str, out: Path, overrides: list[str]) -> None:
             with contextlib.suppress(jax.errors.ConcretizationTypeError):
                 jax.jit(fn).trace(*args)
             continue
+        compiled = None
         if v.mode == "eager":
             call = lambda fn=fn, args=args: fn(*args)  # noqa: E731
             jitted = None
         else:
-            opts = {
+            # Dumped once, on the first compile; the new-shape call compiles without dumps.
+            dump = {
                 "xla_dump_to": str(out / v.name / "dump"),
                 "xla_dump_hlo_as_text": True,
                 "xla_dump_hlo_module_re": ".*",
@@ -83,30 +96,36 @@ def bare(config: str, out: Path, overrides: list[str]) -> None:
                 **(
                     {"xla_dump_emitter_re": ".*"} if exp.dump.emitters and platform == "gpu" else {}
                 ),
-                **v.xla_options,
             }
-            jitted = jax.jit(fn, compiler_options=opts)
-            call = lambda jitted=jitted, args=args: jitted(*args)  # noqa: E731
-        with profiled(f"{v.name}/first_call"):
+            dump = {k: x for k, x in dump.items() if k not in v.xla_options}
+            jitted = jax.jit(fn, compiler_options=dict(v.xla_options))
+        with stage("first_call"), profiled(f"{v.name}/first_call"):
+            if jitted is not None:
+                compiled = jitted.trace(*args).lower().compile(compiler_options=dump)
+                call = lambda compiled=compiled, args=args: compiled(*args)  # noqa: E731
             y = jax.block_until_ready(call())
-        for _ in range(m.warmup):
-            jax.block_until_ready(call())
-        for _ in range(m.steps):
-            jax.block_until_ready(call())
-        with profiled(f"{v.name}/steady"):
+        with stage("steady"):
+            for _ in range(m.warmup):
+                jax.block_until_ready(call())
+            for _ in range(m.steps):
+                jax.block_until_ready(call())
+        with stage("profile"), profiled(f"{v.name}/steady"):
             for i in range(exp.profile.steps):
                 with jax.profiler.StepTraceAnnotation("step", step_num=i):
                     jax.block_until_ready(call())
         if m.recompile:
             half = jax.block_until_ready(expression.halve_rows(inputs.x))
             target = jitted if jitted is not None else fn
-            with profiled(f"{v.name}/recompile"):
+            with stage("recompile"), profiled(f"{v.name}/recompile"):
                 jax.block_until_ready(target(half, inputs.w, inputs.b))
-        rows = expression.sample_rows(v.problem.m, m.numerics_rows)
-        ref = expression.reference(v.problem, v.mode_spec, inputs, rows)
-        expression.numerics(y, ref, rows, expression.tolerance(v.problem))
+        with stage("reference"):
+            rows = expression.sample_rows(v.problem.m, m.numerics_rows)
+            ref = expression.reference(v.problem, v.mode_spec, inputs, rows)
+            expression.numerics(y, ref, rows, expression.tolerance(v.problem))
         timed[v.name] = call
-    time_in_rounds(timed, exp)
+    with stage("timing"):
+        time_in_rounds(timed, exp)
+    print("bare stages: " + ", ".join(f"{k} {x:.2f} s" for k, x in stages.items()), flush=True)
 
 
 def time_in_rounds(calls: dict[str, Callable[[], object]], exp: Experiment) -> None:
@@ -145,9 +164,10 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     return wall, proc.stdout
 
 
-def main() -> None:
+def main(config: str = "gelu.yaml") -> tuple[float, float]:
+    """Runs the pairs; returns the bare and the harness medians, seconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="gelu.yaml")
+    parser.add_argument("--config", default=config)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--results_root", default=None, help="default: a temporary folder")
     parser.add_argument("--bare", action="store_true", help="run the bare script once (internal)")
@@ -159,7 +179,7 @@ def main() -> None:
         parser.error(f"unknown arguments {unknown}; overrides look like --config.problem.m=64")
     if args.bare:
         bare(args.config, Path(args.out), overrides)
-        return
+        return 0.0, 0.0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
     scratch = Path(tempfile.mkdtemp(prefix="study_overhead."))
@@ -169,10 +189,10 @@ def main() -> None:
     try:
         for i in range(args.pairs):
             out = scratch / f"bare{i}"
-            wall, _ = timed(
+            wall, stdout = timed(
                 [
                     sys.executable,
-                    __file__,
+                    str(Path(__file__).resolve().with_name("study_overhead.py")),
                     "--bare",
                     f"--config={args.config}",
                     f"--out={out}",
@@ -181,7 +201,8 @@ def main() -> None:
                 env,
             )
             walls["bare"].append(wall)
-            print(f"bare    {wall:6.2f} s", flush=True)
+            found = re.search(r"^bare stages: .*$", stdout, re.M)
+            print(f"bare    {wall:6.2f} s   {found.group(0) if found else ''}", flush=True)
             wall, stdout = timed(
                 [
                     sys.executable,
@@ -200,12 +221,14 @@ def main() -> None:
                 f"; its parts are {float(found.group(1)) / wall:.0%} of the wall" if found else ""
             )
             print(f"harness {wall:6.2f} s   {breakdown}{share}", flush=True)
+            print(f"pair {i + 1}: ratio {wall / walls['bare'][-1]:.2f}x", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     b, h = statistics.median(walls["bare"]), statistics.median(walls["harness"])
     print(
         f"\nconfig {args.config}: bare median {b:.2f} s, harness median {h:.2f} s, ratio {h / b:.2f}x"
     )
+    return b, h
 
 
 if __name__ == "__main__":

@@ -75,6 +75,8 @@ class StageGate:
     aa_failed: tuple[str, ...]
     withheld: tuple[str, ...]
     machine: MachineState | None
+    # Why the stage ran fewer rounds than planned (timing.json's `cut`): every verdict says it.
+    cut: str | None = None
 
 
 def aa_pair(timed: TimingRecord | None) -> stats.RatioEstimate | None:
@@ -107,14 +109,21 @@ def gate(timed: TimingRecord | None, limits: TimingLimits) -> StageGate:
         limits.max_noise,
     )
     withheld = tuple(r for r in failed if r == NO_PAIR) + busy_reasons(machine, limits.max_others)
-    return StageGate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine)
+    cut = timed.cut.why if timed.cut is not None else None
+    return StageGate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine, cut)
 
 
 def judge(
     pending: Sequence[verdicts.Pending], g: StageGate, limits: TimingLimits
 ) -> dict[tuple[str, str], Verdict]:
     """Each pending comparison's verdict against the gate (harness.analyze.verdicts.judge)."""
-    return verdicts.judge(pending, g.floor, limits.target_width, g.withheld, g.aa_failed)
+    judged = verdicts.judge(pending, g.floor, limits.target_width, g.withheld, g.aa_failed)
+    if g.cut is None:
+        return judged
+    return {
+        k: v if v.verdict == stats.SAME_PROGRAM else dataclasses.replace(v, why=f"{v.why}; {g.cut}")
+        for k, v in judged.items()
+    }
 
 
 def unresolvable(judged: Mapping[tuple[str, str], Verdict]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness.capture import dumping, measure, mesh
+from harness.capture import dumping, measure, mesh, reuse
 from harness.capture import memory as capture_memory
 from harness.common import userfiles
 from harness.common.precision import narrowest_float
@@ -66,6 +66,8 @@ class Context:
     # The optional probes that failed while capturing (filled in place by the capture; a
     # fresh list per variant): the recompile, the profile, the emitter dumps, the reference.
     failures: list[ProbeFailure] = dataclasses.field(default_factory=list)
+    # Each probe's wall seconds (harness.capture.reuse.spent; a fresh dict per variant).
+    costs: dict[str, float] = dataclasses.field(default_factory=dict)
     # In a group of processes, the group's barrier: every process starts its steady profile
     # together, so a collective's time in one process's profile is not its wait for another
     # still timing its blocked calls (harness.capture.distributed).
@@ -185,11 +187,12 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
+        refs: dict[tuple[int, ...], Any] = {}  # the float64 reference, once per subject
         return Subject(
             fn,
             placed,
-            lambda y: _numerics(exp, variant, sharded.gathered(y), inputs),
-            kept=lambda y: _gelu_kept(exp, variant, sharded.gathered(y), inputs),
+            lambda y: _numerics(exp, variant, sharded.gathered(y), inputs, refs),
+            kept=lambda y: _gelu_kept(exp, variant, sharded.gathered(y), inputs, refs),
         )
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
@@ -288,7 +291,7 @@ def capture_variant(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
     subject = (make_subject or subject_of)(exp, variant)
-    ctx = dataclasses.replace(ctx, failures=[])
+    ctx = dataclasses.replace(ctx, failures=[], costs={})
     started = time.perf_counter()
     buffer = stdio.StringIO()
     with contextlib.redirect_stdout(buffer):
@@ -306,6 +309,7 @@ def capture_variant(
         callback_lines=len(printed.splitlines()),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
+        probe_s=reuse.costs(ctx.costs) if ctx.costs else None,
     )
     if call is not None and mesh.blocks_every_call():
         call = mesh.blocking(call)
@@ -314,27 +318,47 @@ def capture_variant(
 
 def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[float]:
     """Returns blocked per-call times, then profiles `profile.steps` marked steps."""
-    times = measure.step_times(call, exp.measure.warmup, exp.measure.steps)
+    with reuse.spent(ctx.costs, "steady"):
+        times = measure.step_times(call, exp.measure.warmup, exp.measure.steps)
     if ctx.barrier is not None:
         ctx.barrier("the steady profile")
-    with profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled, ctx.failures):
+    with (
+        reuse.spent(ctx.costs, "profile"),
+        profiled(ctx.variant_dir / "profile" / "steady", exp.profile.enabled, ctx.failures),
+    ):
         for i in range(exp.profile.steps):
             with jax.profiler.StepTraceAnnotation("step", step_num=i):
                 jax.block_until_ready(call())
     return times
 
 
-def _numerics(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Numerics:
+def _reference(
+    exp: Experiment, variant: Variant, inputs: expression.Inputs, refs: dict | None
+) -> tuple[Any, Any]:
+    """Returns the rows checked and their float64 reference, computed once per `refs`."""
     rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
-    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
+    key = tuple(int(r) for r in np.asarray(rows).ravel())
+    if refs is None or key not in refs:
+        ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
+        if refs is None:
+            return rows, ref
+        refs[key] = ref
+    return rows, refs[key]
+
+
+def _numerics(
+    exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs, refs: dict | None = None
+) -> Numerics:
+    rows, ref = _reference(exp, variant, inputs, refs)
     return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
 
 
-def _gelu_kept(exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs) -> Kept:
+def _gelu_kept(
+    exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs, refs: dict | None = None
+) -> Kept:
     """The GELU expression's result on the rows its numerics check, their float64 reference
     and its one leaf's errors."""
-    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
-    ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
+    rows, ref = _reference(exp, variant, inputs, refs)
     got = np.asarray(y)[..., rows, :]
     n = expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
     dtype = narrowest_float((variant.problem.dtype, variant.problem.weight_dtype))
@@ -356,9 +380,10 @@ def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
     (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
     `numerics` probe's failure (recorded in ctx), not the variant's."""
     try:
-        judged = subject.judge(y)
-        if subject.kept is not None:
-            keep_numerics(VariantFolder(ctx.variant_dir), *subject.kept(y))
+        with reuse.spent(ctx.costs, "reference"):
+            judged = subject.judge(y)
+            if subject.kept is not None:
+                keep_numerics(VariantFolder(ctx.variant_dir), *subject.kept(y))
         return judged
     except Exception as e:
         ctx.failures.append(failed_probe("numerics", e))
@@ -393,7 +418,8 @@ def _recompile(
         return None
     try:
         half = jax.block_until_ready(halved())
-        return _recompiled(exp, ctx, lambda: call(half))
+        with reuse.spent(ctx.costs, "recompile"):
+            return _recompiled(exp, ctx, lambda: call(half))
     except Exception as e:
         ctx.failures.append(failed_probe("recompile", e))
         return None
@@ -413,19 +439,19 @@ def _capture_jit(
     exp: Experiment, variant: Variant, subject: Subject, ctx: Context
 ) -> tuple[CaptureRecord, Callable[[], Any]]:
     dump_dir = ctx.variant_dir / "dump"
-    options = {
-        **dumping.dump_options(dump_dir, subject.module_re, exp.dump, ctx.platform),
-        **variant.xla_options,
-    }
+    dump = dumping.dump_options(dump_dir, subject.module_re, exp.dump, ctx.platform)
+    dump = reuse.first_compile_options(dump, variant.xla_options)
     placed = subject.placed
-    jitted = jax.jit(placed.fn, compiler_options=options, **placed.jit_kwargs)
+    # The variant's options on the jit, the dump's on its first compile alone: the new-shape
+    # recompile is then a user's compile, and nothing is dumped twice (harness.capture.reuse).
+    jitted = jax.jit(placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs)
     args = placed.args
     devices = capture_memory.devices_of(args)
     memory_before = capture_memory.before(devices)
-    with _window(exp, ctx, "first_call") as events:
+    with reuse.spent(ctx.costs, "first_call"), _window(exp, ctx, "first_call") as events:
         traced, trace_s = measure.timed(lambda: jitted.trace(*args))
         lowered, lower_s = measure.timed(traced.lower)
-        compiled, xla_compile_s = measure.timed(lowered.compile)
+        compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
         y, execute_s = measure.timed(lambda: compiled(*args))
     pauses = Pauses(
         first_call_s=trace_s + lower_s + xla_compile_s + execute_s,
@@ -445,7 +471,11 @@ def _capture_jit(
     memory = capture_memory.measured(compiled, devices, memory_before, ctx.fresh_process)
     numerics = _judged(subject, y, ctx)
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
-    recompile = _recompile(exp, ctx, placed.halved, lambda half: jitted(*half))
+    again: list[Any] = []
+    recompile = _recompile(
+        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
+    )
+    ir_started = time.perf_counter()
     modules = (
         [m for m in ladder.dump_modules(dump_dir.iterdir()) if m.name == module]
         if dump_dir.exists()
@@ -457,14 +487,16 @@ def _capture_jit(
     try:
         if modules:
             writer.module(modules[0])
-        if len(modules) > 1:
-            writer.recompile(modules[1])
+        if again:
+            writer.text("hlo_after_recompile", again[0].as_text())
     except Exception as e:  # XLA's dump, the emitters' files with it: optional
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
+    ctx.costs["ir"] = time.perf_counter() - ir_started
     run_files.write_timings(ctx.variant_dir, times, events)
     if ctx.executables is not None:
-        keep_executable(compiled, ctx.executables / variant.name)
+        with reuse.spent(ctx.costs, "keep"):
+            keep_executable(compiled, ctx.executables / variant.name)
     before = _hlo_before(ctx.variant_dir) if subject.program is not None else None
     if subject.program is not None and before is None:
         before = lowered.as_text(dialect="hlo")  # no dump: the same module, from the lowering
@@ -518,6 +550,7 @@ def _capture_eager(
     devices = capture_memory.devices_of(args)
     memory_before = capture_memory.before(devices)
     with (
+        reuse.spent(ctx.costs, "first_call"),
         dumping.eager_compiles_dumped_to(options) as dumped,
         _window(exp, ctx, "first_call") as events,
     ):
@@ -539,6 +572,7 @@ def _capture_eager(
                 "new shape; each primitive has its own cache, so JAX logs no tracing-cache miss"
             ),
         )
+    ir_started = time.perf_counter()
     modules = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()
     writer = ladder.LadderWriter(ctx.variant_dir / "ir")
     writer.text("jaxpr", str(jax.make_jaxpr(fn)(*args)))
@@ -548,6 +582,7 @@ def _capture_eager(
     except Exception as e:  # XLA's dumps of the primitives: optional
         ctx.failures.append(failed_probe("emitter_dumps", e))
     writer.finish()
+    ctx.costs["ir"] = time.perf_counter() - ir_started
     run_files.write_timings(ctx.variant_dir, times, events)
     # Eager dispatch has no module of the whole function: its FLOPs are those of the module
     # jit would compile, lowered (not compiled) after every measurement.

@@ -56,6 +56,13 @@ class TimingOptions:
         10.0,
         "rounds are added until every ratio's 95% interval is narrower than this (log(hi/lo))",
     )
+    min_rounds: int = ranged(
+        3,
+        2,
+        1000,
+        "the fewest rounds timed when one round of one-call batches does not fit budget_s"
+        " (the rounds are cut to fit, down to this many, and the verdicts say so)",
+    )
     max_budget_s: float = ranged(
         0.0, 0.0, 36000.0, "the most seconds the rounds may take with those added; 0: 3× budget_s"
     )

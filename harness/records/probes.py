@@ -17,3 +17,18 @@ from harness.store.records import doc
 class ProbeFailure:
     probe: str = doc("`recompile`, `profile`, `emitter_dumps` or `numerics`")
     reason: str = doc("the exception's type and first line")
+
+
+@dataclass(frozen=True)
+class ProbeCosts:
+    """What each of a variant's capture probes cost, in wall seconds (harness.capture.reuse)."""
+
+    first_call_s: float | None = doc("the first call: trace, lower, compile (dumped) and run")
+    steady_s: float | None = doc("the warm-up and blocked per-call steps")
+    profile_s: float | None = doc("the profiled steady steps (the first call's executable)")
+    reference_s: float | None = doc("the float64 reference and the kept outputs")
+    recompile_s: float | None = doc(
+        "the new-shape call: a real compile, not dumped (its optimized HLO from the executable)"
+    )
+    ir_s: float | None = doc("the IR ladder, from the first compile's dump (never dumped again)")
+    keep_s: float | None = doc("the executable kept for the timing worker (not compiled again)")

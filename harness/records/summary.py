@@ -27,7 +27,8 @@ from harness.records.gaps import AttributionGaps
 from harness.records.memory import MeasuredMemory, Memory
 from harness.records.migrations import MIGRATIONS
 from harness.records.noise import Noise
-from harness.records.probes import ProbeFailure
+from harness.records.probes import ProbeCosts, ProbeFailure
+from harness.records.rounds import RoundsCut
 from harness.store.records import (
     EMPTY,
     Plain,
@@ -596,6 +597,7 @@ class CaptureRecord:
     mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
     probe_failures: tuple[ProbeFailure, ...] = doc("the optional probes that failed, and why", ())
     memory: MeasuredMemory | None = doc("compiled.memory_analysis() and the device peak")
+    probe_s: ProbeCosts | None = doc("what each probe of the capture cost, seconds")
 
 
 def load_capture(path: Path, within: Path | None = None) -> CaptureRecord:
@@ -648,6 +650,9 @@ class TimingRecord:
     batches: int = doc("short batches per variant per round; the round's figure is their median", 1)
     added_rounds: int = doc("rounds added after the planned ones while intervals were wide", 0)
     stopped: str | None = doc("why no more rounds: `widths` (narrow enough) or `budget`")
+    cut: RoundsCut | None = doc(
+        "fewer rounds than planned: one round of one-call batches did not fit the budget"
+    )
 
 
 # --- what a search writes (search.json) ---------------------------------------------------------

@@ -28,6 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.records.rounds import RoundsCut
+from harness.timing import budget
+
 AA_SUFFIX = "#again"  # the baseline's second slot in every round
 
 
@@ -63,6 +66,7 @@ class Rounds:
     batches: int = 1  # short batches per variant per round, the round's figure their median
     added_rounds: int = 0  # rounds added after the planned ones, while intervals were wide
     stopped: str = ""  # why no more rounds were added
+    cut: RoundsCut | None = None  # fewer rounds than planned, to keep the budget (budget.cut)
 
 
 def williams_sequence(n: int) -> tuple[int, ...]:
@@ -183,10 +187,13 @@ def fit_budget(
 ) -> dict[str, int]:
     """Returns each batch's calls, scaled down alike so that `rounds` rounds of them (and
     their settling calls, `settle` of a batch each) fit in `seconds_left`; never under
-    MIN_CALLS (a budget too small for that is exceeded, not met by timing single calls)."""
+    MIN_CALLS (a budget too small for that is exceeded, not met by timing single calls),
+    nor a one-call batch (budget.fills_batch) under its one call."""
     per_round = sum(b.seconds for b in batches.values()) * (1.0 + settle)
     scale = min(1.0, max(seconds_left, 0.0) / max(rounds * per_round, 1e-9))
-    return {n: max(MIN_CALLS, math.floor(b.calls * scale)) for n, b in batches.items()}
+    return {
+        n: max(min(MIN_CALLS, b.calls), math.floor(b.calls * scale)) for n, b in batches.items()
+    }
 
 
 def time_rounds(
@@ -204,6 +211,7 @@ def time_rounds(
     clock: Callable[[], float] = time.perf_counter,
     agree: Callable[[Any], Any] | None = None,
     twins: Mapping[str, str] | None = None,
+    min_rounds: int | None = None,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
@@ -230,32 +238,51 @@ def time_rounds(
     budget's scaling, adding rounds) passes through `agree`, which returns process 0's value
     everywhere: each process then runs the same calls, and none waits in a collective for a
     call another does not make.
+
+    A variant whose last warm-up call already fills a batch is timed one call per batch,
+    uncalibrated and unsettled; with `budget_s` and `min_rounds`, when the planned rounds of
+    the smallest batches still do not fit the budget, fewer rounds run (never under
+    `min_rounds`), none are added after them, and `Rounds.cut` says so (harness.timing.budget).
     """
     tell = announce or (lambda name: None)
     same = agree or _same
     started = clock()
     batches = max(1, batches)
+    last_call: dict[str, float] = {}  # each variant's last warm-up call, seconds
     for t in timed:
         tell(t.name)
         for _ in range(warmup):
+            begun = clock()
             t.wait(t.call())
+            last_call[t.name] = clock() - begun
     twin_of = {k: v for k, v in (twins or {}).items() if k != v}
     calibrated = {}
     for t in timed:
         if t.name in twin_of:
             continue
         tell(t.name)
-        calibrated[t.name] = calls_for(t, target_batch_s, clock=clock, agree=same)
+        one = float(same(last_call[t.name])) if t.name in last_call else None
+        if one is not None and budget.fills_batch(one, target_batch_s):
+            calibrated[t.name] = Batch(1, one)
+        else:
+            calibrated[t.name] = calls_for(t, target_batch_s, clock=clock, agree=same)
     for name, of in twin_of.items():
         calibrated[name] = calibrated[of]
     calls = {n: b.calls for n, b in calibrated.items()}
+    left = None
     if budget_s is not None:
         left = float(same(budget_s - (clock() - started)))
         calls = fit_budget(calibrated, rounds, left, settle)
-    settling = {n: math.ceil(c * settle) for n, c in calls.items()}
+    settling = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in calls.items()}
+    cut = None
+    if left is not None and budget_s is not None and min_rounds is not None:
+        per_call = {n: b.seconds / b.calls for n, b in calibrated.items()}
+        round_s = budget.round_seconds(per_call, calls, settling)
+        cut = budget.cut(rounds, min_rounds, round_s, left, per_call, budget_s)
+        rounds = cut.rounds if cut is not None else rounds
     # The slot's calls are split between its short batches; the settling stays whole.
     batches = split_count(calls, batches)
-    calls = {n: max(MIN_CALLS, math.ceil(c / batches)) for n, c in calls.items()}
+    calls = {n: max(min(MIN_CALLS, c), math.ceil(c / batches)) for n, c in calls.items()}
     by_name = {t.name: t for t in timed}
     names = [t.name for t in timed]
     out: dict[str, list[float]] = {n: [] for n in names}
@@ -276,7 +303,9 @@ def time_rounds(
         one_round(r)
     stopped = ""
     r = rounds
-    if more is not None and max_budget_s is not None:
+    if cut is not None:
+        stopped = "budget"  # the planned rounds did not fit it: none are added
+    elif more is not None and max_budget_s is not None:
         stopped = "budget"
         while True:
             if not same(more(out)):
@@ -300,6 +329,7 @@ def time_rounds(
         batches=batches,
         added_rounds=r - rounds,
         stopped=stopped,
+        cut=cut,
     )
 
 

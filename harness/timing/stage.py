@@ -73,10 +73,11 @@ def run(
         max_budget_s=max_budget_s(exp.timing),
         agree=agree,
         twins={repeat: baseline} if baseline and repeat else None,
+        min_rounds=exp.timing.min_rounds,
     )
     host_bound = platform not in ("gpu", "tpu")
     return TimingRecord(
-        rounds=count + result.added_rounds,
+        rounds=len(result.orders),  # the planned ones, fewer when cut, plus those added
         target_batch_s=target,
         settle=settle,
         wall_s=result.wall_s,
@@ -106,6 +107,7 @@ def run(
         batches=result.batches,
         added_rounds=result.added_rounds,
         stopped=result.stopped or None,
+        cut=result.cut,
     )
 
 

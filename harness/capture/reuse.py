@@ -1,0 +1,57 @@
+"""What a variant's probes reuse of its first compile, and what each probe costs.
+
+The new-shape probe measures the pause a user sees, so it stays a real compile: traced,
+lowered and compiled again by the same `jax.jit` object (so JAX explains its cache miss) with
+the variant's own options only. The dump options go on the first compile alone
+(`first_compile_options`): before, the jit carried them, and the recompile wrote the whole
+per-pass dump and the emitters' files a second time (and paid for them inside the pause it
+measured) to keep one file, its optimized HLO, which its executable gives directly.
+
+Everything else reuses the first compile: the profile and the blocked steps call its
+executable; the timing stage calls it too (the same worker) or loads it (harness.capture.variant
+`keep_executable`), so a GPU variant is never autotuned twice for the same shapes. Where XLA
+cannot reuse: the new-shape compile has other shapes, so its GEMMs are autotuned again (the
+first compile's autotune results are keyed by shape and do not apply), which is the pause it
+measures.
+
+`spent` adds each probe's wall seconds to a dict the capture keeps; `costs` makes the typed
+record result.json keeps (`CaptureRecord.probe_s`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from harness.records.probes import ProbeCosts
+
+
+def first_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any]) -> dict:
+    """Returns the dump options the first compile adds to the jit's (the variant's own
+    options, which win where both name a key)."""
+    return {k: v for k, v in dump.items() if k not in xla_options}
+
+
+def compiled_again(jitted: Any, args: tuple[Any, ...], kept: list[Any]) -> Any:
+    """Calls `jitted` on new-shape `args` as a user's call would compile it (trace, lower,
+    compile with the jit's options, run); keeps the executable in `kept` for its HLO."""
+    compiled = jitted.trace(*args).lower().compile()
+    kept.append(compiled)
+    return compiled(*args)
+
+
+@contextlib.contextmanager
+def spent(costs: dict[str, float], probe: str) -> Iterator[None]:
+    """Adds the block's wall seconds to `costs[probe]`, however the block ends."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        costs[probe] = costs.get(probe, 0.0) + time.perf_counter() - start
+
+
+def costs(seconds: Mapping[str, float]) -> ProbeCosts:
+    """Returns the record of the probes' seconds (a probe that did not run: null)."""
+    return ProbeCosts(**{f"{k}_s": v for k, v in seconds.items()})

@@ -1,0 +1,85 @@
+"""The timing stage's budget when one call is long: one-call batches, then fewer rounds, down
+to a stated minimum, and a record that says so.
+
+`rounds.plan` keeps the rounds and shrinks the batches so that they fit `timing.budget_s`;
+`rounds.fit_budget` shrinks them further after calibration. A batch cannot shrink under one
+call, so a variant whose single call is longer than the budget allows a slot (an eager
+scanned LM: 13 s a call against a 6 s budget) used to run every planned round regardless:
+274 s of timing against `budget_s: 6`, and nothing said so. Here:
+
+- a variant whose warm-up call already fills a batch is not calibrated (calibration would
+  time two more of its calls) and is timed one call per batch, with no settling calls (a
+  call that long sets the clock it runs at itself);
+- when the planned rounds of the smallest batches still exceed what the budget has left, the
+  stage runs as many rounds as fit, never fewer than `timing.min_rounds`, and returns a
+  `RoundsCut` that timing.json keeps and every verdict of the run cites
+  (harness.analyze.judging).
+
+Pure functions over seconds measured by the caller: no clock, no JAX.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from harness.records.rounds import RoundsCut
+
+
+def fills_batch(call_s: float | None, target_batch_s: float) -> bool:
+    """True when one call of `call_s` seconds alone fills a batch of `target_batch_s`: the
+    variant is timed one call per batch, uncalibrated."""
+    return call_s is not None and call_s >= target_batch_s
+
+
+def round_seconds(
+    per_call_s: Mapping[str, float], calls: Mapping[str, int], settling: Mapping[str, int]
+) -> float:
+    """Returns the seconds one round takes: each slot's calls and settling calls."""
+    return sum(per_call_s[n] * (calls[n] + settling.get(n, 0)) for n in calls)
+
+
+def rounds_within(planned: int, min_rounds: int, round_s: float, left_s: float) -> int:
+    """Returns how many rounds to run: the planned ones when they fit `left_s`, else as many as
+    fit, never fewer than `min_rounds` (nor more than planned)."""
+    floor = min(planned, max(1, min_rounds))
+    if planned * round_s <= max(left_s, 0.0):
+        return planned
+    fit = math.floor(max(left_s, 0.0) / max(round_s, 1e-12))
+    return max(floor, min(planned, fit))
+
+
+def cut(
+    planned: int,
+    min_rounds: int,
+    round_s: float,
+    left_s: float,
+    per_call_s: Mapping[str, float],
+    budget_s: float,
+) -> RoundsCut | None:
+    """Returns the record of a cut (None when the planned rounds fit): how many rounds ran
+    instead of how many, and why, naming the variant with the longest call."""
+    rounds = rounds_within(planned, min_rounds, round_s, left_s)
+    if rounds >= planned:
+        return None
+    slowest = max(per_call_s, key=lambda n: per_call_s[n])
+    call_s = per_call_s[slowest]
+    over = rounds * round_s > max(left_s, 0.0)
+    why = (
+        f"timed {rounds} of {planned} planned rounds: one call of `{slowest}` takes "
+        f"{call_s:.3g} s and a round of one-call batches {round_s:.3g} s, against the "
+        f"{max(left_s, 0.0):.3g} s the {budget_s:g} s budget had left for the rounds"
+    )
+    if over:
+        why += f"; {rounds} rounds (timing.min_rounds) are the fewest timed, past the budget"
+    return RoundsCut(
+        planned=planned,
+        rounds=rounds,
+        min_rounds=min(planned, max(1, min_rounds)),
+        round_s=round_s,
+        left_s=left_s,
+        slowest=slowest,
+        call_s=call_s,
+        over_budget=over,
+        why=why,
+    )

@@ -1,0 +1,137 @@
+"""The timing stage keeps its budget when one call is long, or says why not.
+
+The rounds run on a clock that moves only when a call says so (as in test_busy_machine), so
+every count below is exact; the stage itself runs on real JAX calls (an op-by-op loop far
+slower than its budget allows a round), and its record and verdicts are checked by the calls
+it made, never by wall time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from harness.analyze import judging, verdicts
+from harness.config import ConfigError, load
+from harness.timing import budget, rounds, stage
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def counted(clock: FakeClock, name: str, cost: float, seen: list[str]) -> rounds.Timed:
+    """A variant whose every call advances the clock by `cost` and is counted in `seen`."""
+
+    def call() -> None:
+        seen.append(name)
+        clock.now += cost
+
+    return rounds.Timed(name, call, lambda out: None)
+
+
+def run_rounds(slow_s: float, planned: int = 10, budget_s: float = 6.0, min_rounds: int = 3):
+    clock, seen = FakeClock(), []
+    timed = [counted(clock, "fast", 0.001, seen), counted(clock, "slow", slow_s, seen)]
+    _, target = rounds.plan(len(timed), planned, 0.1, budget_s, 0.25)
+    result = rounds.time_rounds(
+        timed,
+        planned,
+        target,
+        warmup=2,
+        budget_s=budget_s,
+        settle=0.25,
+        batches=3,
+        more=lambda s: True,
+        max_budget_s=3 * budget_s,
+        clock=clock,
+        min_rounds=min_rounds,
+    )
+    return result, clock.now, seen
+
+
+def test_a_call_longer_than_a_round_allows_cuts_the_rounds_and_keeps_the_budget() -> None:
+    result, spent, seen = run_rounds(slow_s=1.0)
+    cut = result.cut
+    assert cut is not None and cut.planned == 10 and 3 <= cut.rounds < 10
+    assert len(result.step_s["slow"]) == cut.rounds and result.added_rounds == 0
+    # One call per batch, no settling, no calibration: two warm-up calls, then one a round.
+    assert result.calls_per_batch["slow"] == 1 and result.settle_calls["slow"] == 0
+    assert seen.count("slow") == 2 + cut.rounds
+    assert spent <= 1.5 * 6.0 and not cut.over_budget
+    assert cut.slowest == "slow" and cut.call_s == pytest.approx(1.0)
+    assert result.stopped == "budget" and f"{cut.rounds} of 10 planned rounds" in cut.why
+
+
+def test_a_call_longer_than_the_whole_budget_runs_the_stated_minimum_and_says_so() -> None:
+    # The scanned LM of issue 44: 13 s a call against budget_s 6 ran 274 s; now 5 calls.
+    result, spent, seen = run_rounds(slow_s=13.0)
+    cut = result.cut
+    assert cut is not None and cut.rounds == 3 and cut.over_budget
+    assert seen.count("slow") == 2 + 3 and spent < 6 * 13.0
+    assert "timing.min_rounds" in cut.why and "past the budget" in cut.why
+
+
+def test_rounds_that_fit_the_budget_are_not_cut() -> None:
+    result, _, _ = run_rounds(slow_s=0.002)
+    # All ten planned, and (the stop rule asking for more) rounds added up to max_budget_s.
+    assert result.cut is None and result.added_rounds > 0
+    assert len(result.step_s["slow"]) == 10 + result.added_rounds
+
+
+def test_the_cut_never_goes_under_its_minimum_nor_over_the_planned_rounds() -> None:
+    assert budget.rounds_within(10, 3, round_s=1.0, left_s=100.0) == 10
+    assert budget.rounds_within(10, 3, round_s=1.0, left_s=5.5) == 5
+    assert budget.rounds_within(10, 3, round_s=1.0, left_s=-2.0) == 3
+    assert budget.rounds_within(2, 3, round_s=1.0, left_s=0.5) == 2  # fewer planned: those
+
+
+def test_min_rounds_under_two_is_a_one_line_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load("gelu.yaml", ["--config.timing.min_rounds=1"])
+    assert e.value.key == "timing.min_rounds" and "\n" not in str(e.value)
+
+
+def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Path) -> None:
+    exp = load(
+        "gelu.yaml",
+        [
+            "--config.timing.rounds=10",
+            "--config.timing.budget_s=0.05",
+            "--config.timing.max_budget_s=0.05",
+        ],
+    ).experiment
+    x = jnp.ones((8, 8), jnp.float32)
+    jitted = jax.jit(lambda a: a * 2.0)
+    jitted(x).block_until_ready()
+    eager_calls = []
+
+    def eager() -> jax.Array:  # thousands of dispatched primitives: far over 0.05 s / 10 rounds
+        eager_calls.append(1)
+        y = x
+        for _ in range(3000):
+            y = y * 1.0001
+        return y
+
+    record = stage.run(exp, {"xla": lambda: jitted(x), "eager": eager}, "cpu", tmp_path, {}, {})
+    cut = record.cut
+    assert cut is not None and cut.slowest == "eager" and cut.planned == 10
+    assert record.rounds == cut.rounds and 3 <= cut.rounds < 10
+    assert record.variants["eager"].calls_per_batch == 1
+    assert len(eager_calls) == max(1, exp.measure.warmup) + cut.rounds  # nothing else ran
+    limits = judging.limits_from(exp.timing)
+    g = judging.gate(record, limits)
+    pending = [
+        verdicts.Pending(
+            "eager", "vs_baseline", "xla", verdicts.estimate(record, "eager", "xla"), False
+        )
+    ]
+    (verdict,) = judging.judge(pending, g, limits).values()
+    assert verdict.why.endswith(cut.why)
