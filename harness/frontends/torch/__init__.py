@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.analyze import sections
+# Not bound as `sections`: importing the submodule harness.frontends.torch.sections below sets
+# this package's attribute of that name, which would replace the analysis's module.
+from harness.analyze.sections import timing as timing_section
 from harness.frontends.jax import EMITTER_STAGES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
@@ -140,7 +142,7 @@ class TorchFrontend:
     ) -> tuple[VariantSummary, list[str]]:
 
         vdir = RunFolder(workdir).variant(variant.name).root
-        timing = sections.timing(variant.name, record, timed)
+        timing = timing_section(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
 
     def validate(self, variant: Variant, source: str) -> None:
