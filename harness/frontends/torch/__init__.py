@@ -22,7 +22,7 @@ from harness.frontends.torch.env import scratch_cache_dir
 from harness.frontends.torch.inductor.diverge import torch_first_divergence
 from harness.frontends.torch.sections import analyze_torch_variant
 from harness.frontends.torch.validate import validate_variant
-from harness.store.runfolder import RunFolder
+from harness.store.runfolder import PROFILE_DIR, TORCH_DIR, RunFolder
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
     from harness.capture.variant import Captured, Context
@@ -73,6 +73,10 @@ TRAITS = Traits(
     torch_trace=True,
     dynamo=True,
     packages=("torch",),
+    # torch.compile's working folder (Inductor's debug folder, the TORCH_TRACE log), which
+    # eager never makes; and torch.profiler's trace, profile/steady/torch_trace.json.
+    compile_inputs=(TORCH_DIR,),
+    profile_inputs=(PROFILE_DIR,),
 )
 
 
