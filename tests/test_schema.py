@@ -167,6 +167,31 @@ def test_a_timings_file_of_either_frontend_written_before_its_version_reads(
     assert run_files.load(run_files.TIMINGS, written).first_call_events == (("/jax/x", 0.1),)
 
 
+def test_the_committed_torch_json_files_read_as_version_0_and_write_back_unchanged(
+    tmp_path: Path,
+) -> None:
+    """torch.json had no version: each committed one (eager, compiled, refused) reads through
+    its record, and the record written again holds every key and value it read."""
+    from harness.records import run_files
+    from harness.records.torch_facts import Explain
+
+    found = sorted((REPO / "results" / "reference").glob("*/variants/torch_*/torch.json"))
+    assert found, "the h200 reference has its PyTorch row"
+    for path in found:
+        raw = json.loads(path.read_text())
+        facts = run_files.load(run_files.TORCH_FACTS, path)
+        written = run_files.write_torch_facts(tmp_path / path.parent.name, facts)
+        again = json.loads(written.read_text())
+        assert again["schema_version"] == run_files.TORCH_FACTS.version
+        assert {k: v for k, v in again.items() if k in raw} == raw, path
+        if "compile_ids" in raw:
+            assert isinstance(facts.explain, Explain) and facts.ids("first_call")
+    damaged = tmp_path / "torch.json"
+    damaged.write_text(json.dumps({"compile_ids": {"first_call": [0]}}))
+    with pytest.raises(SchemaError, match=r"torch\.json: compile_ids\.first_call\[0\]"):
+        run_files.load(run_files.TORCH_FACTS, damaged)
+
+
 def test_a_manifests_config_reads_typed_and_a_mistyped_value_as_absent() -> None:
     """Readers take the saved config's values through Manifest.saved_config; a key a run saved
     before it existed, or a value of another type, reads as None and the reader's default."""

@@ -202,6 +202,30 @@ def test_ir_ladder_and_artifacts_stay_in_the_variant_folder(torch_run):
     assert facts["compile_ids"]["first_call"] and facts["compile_ids"]["recompile"]
 
 
+def test_reanalyze_asks_each_variants_frontend_for_its_raw_inputs(torch_run, tmp_path):
+    """The full run has every raw input its variants' frontends name; a folder holding only
+    the IR ladders lacks XLA's dump for JAX, torch.compile's working folder for a compiled
+    torch variant (never for eager, which makes none) and the profile for both."""
+    from harness.commands.reanalyze import missing_inputs
+    from harness.config.schema import build_experiment
+    from harness.records import run_files
+    from harness.store.runfolder import RunFolder
+
+    manifest = RunFolder(torch_run).manifest
+    exp = build_experiment(run_files.load(run_files.MANIFEST, manifest).config, str(manifest))
+    assert missing_inputs(torch_run, exp) == []
+    bare = tmp_path / "bare"
+    for name in ("xla", "torch_eager", "torch_compile"):
+        (bare / "variants" / name / "ir").mkdir(parents=True)
+    assert missing_inputs(bare, exp) == [
+        "variants/torch_compile/torch",
+        "variants/torch_compile/profile",
+        "variants/torch_eager/profile",
+        "variants/xla/dump",
+        "variants/xla/profile",
+    ]
+
+
 def test_report_has_the_pytorch_column(torch_run):
     found = load_summary(torch_run / "summary.json").findings.observations
     got = {o.key: o.verdict for o in found if o.framework == "torch"}

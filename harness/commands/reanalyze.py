@@ -3,8 +3,9 @@
 No JAX runs: useful after the analyzers improve, or on a run captured on another machine
 (an H200 run analyzed on a laptop).
 
-The analysis reads each variant's raw captures: XLA's dump (`dump/`), the profiles
-(`profile/`) and torch's working folder (`torch/`). An exported copy (`harness.report.export`,
+The analysis reads each variant's raw captures, the folders its frontend's traits name
+(`raw_inputs`, `profile_inputs`: XLA's dump and profiles, a compiler's working folder). An
+exported copy (`harness.report.export`,
 the committed references) leaves them out, and analysing it again would replace the sections
 made from them with empty ones: the profile, the compile pipelines, the fingerprints. So a run
 that lacks an input its own capture made is refused, naming what is missing, and nothing in it
@@ -20,18 +21,12 @@ from absl import flags
 
 from harness.commands import cli
 from harness.common import terminal
+from harness.config.experiment import Experiment
 from harness.config.schema import build_experiment
+from harness.frontends import registry
 from harness.records import run_files
 from harness.store import io
-from harness.store.runfolder import (
-    DUMP_DIR,
-    IR_DIR,
-    MANIFEST_FILE,
-    PROFILE_DIR,
-    TORCH_DIR,
-    RunFolder,
-    VariantFolder,
-)
+from harness.store.runfolder import IR_DIR, MANIFEST_FILE, RunFolder
 from harness.study import run as study
 
 
@@ -47,7 +42,7 @@ def main(argv: Sequence[str]) -> int:
     if not config:
         raise cli.UsageError(f"{manifest_path}: unreadable manifest (it holds no config)")
     exp = build_experiment(config, str(manifest_path))
-    missing = missing_inputs(workdir, exp.profile.enabled)
+    missing = missing_inputs(workdir, exp)
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise cli.UsageError(
@@ -63,22 +58,24 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-# What a captured variant's folder holds that only the capture makes: the inputs of its
-# analysis, beside the IR ladder (ir/) made from them.
-RAW_INPUTS = (DUMP_DIR, PROFILE_DIR, TORCH_DIR)
-
-
-def missing_inputs(workdir: Path, profiled: bool) -> list[str]:
+def missing_inputs(workdir: Path, exp: Experiment) -> list[str]:
     """The raw inputs (`variants/<name>/dump`, ...) a captured variant of `workdir` should have
-    and lacks. A variant with an IR ladder was captured: a JAX one has `dump/` (and `profile/`
-    when the run profiled), a torch one `torch/`."""
+    and lacks. A variant with an IR ladder (ir/, made from them) was captured, and has the
+    folders its frontend's traits name: `raw_inputs`, `compile_inputs` unless its mode runs op
+    by op, and `profile_inputs` when the run profiled. A framework whose plug-in is not loaded
+    here names none (registry.UNKNOWN)."""
     missing = []
     folder = RunFolder(workdir)
-    for vdir in sorted(p for p in folder.variants_dir.glob("*") if (p / IR_DIR).is_dir()):
-        torch = VariantFolder(vdir).torch.is_file()
-        needs = [
-            n for n in RAW_INPUTS if (n == TORCH_DIR) == torch and (profiled or n != PROFILE_DIR)
-        ]
+    for v in sorted(exp.variants, key=lambda v: v.name):
+        vdir = folder.variant(v.name).root
+        if not (vdir / IR_DIR).is_dir():
+            continue
+        traits = registry.traits(v.framework)
+        needs = (
+            traits.raw_inputs
+            + (() if v.mode_spec.op_by_op else traits.compile_inputs)
+            + (traits.profile_inputs if exp.profile.enabled else ())
+        )
         missing += [folder.relative(vdir / n) for n in needs if not (vdir / n).is_dir()]
     return missing
 

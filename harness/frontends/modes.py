@@ -72,6 +72,14 @@ class Traits:
     # The installed packages whose versions a run records for it (the manifest's
     # `environment.versions`, read without importing them) and the report shows.
     packages: tuple[str, ...] = ()
+    # The folders of a captured variant that only its capture makes and its analysis reads
+    # (run-folder names: `dump`, `torch`, `profile`): an exported copy leaves them out, so
+    # `harness.commands.reanalyze` refuses a run that lacks one rather than analyse it into
+    # empty sections. `raw_inputs`: every captured variant's; `compile_inputs`: only those
+    # of a mode that compiles (not `op_by_op`); `profile_inputs`: only when the run profiles.
+    raw_inputs: tuple[str, ...] = ()
+    compile_inputs: tuple[str, ...] = ()
+    profile_inputs: tuple[str, ...] = ()
 
 
 UNKNOWN = Traits(label="")  # a framework no frontend registered (a run of a plug-in, read later)

@@ -52,6 +52,7 @@ FILE_HEADINGS = (
     (run_files.PASSES, VARIANT, ""),
     (run_files.COMPILE, VARIANT, " (JAX)"),
     (run_files.TORCH_COMPILE, VARIANT, " (PyTorch)"),
+    (run_files.TORCH_FACTS, VARIANT, " (PyTorch)"),
     (run_files.TIMINGS, VARIANT, ""),
     (run_files.COST, VARIANT, ""),
     (run_files.RANKING, VARIANT, ""),

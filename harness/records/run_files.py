@@ -16,7 +16,8 @@ file's version with a migration in its `FileKind`, as summary.json's MIGRATIONS 
 
 Some deep parts stay open (`Plain`), named where they are: the ranking's modules (typed by
 harness.analyze.program.ModuleAnalysis, which the report reads them with), the communication
-file's collectives and profile, a torch compile's frames. Everything the report reads is typed.
+file's collectives and profile, a torch compile's frames, torch.json's compilation metrics
+(harness.records.torch_facts says why). Everything the report reads is typed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 from harness.common import userfiles
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.saved_config import SavedConfig
+from harness.records.torch_facts import TorchFacts
 from harness.store import io, runfolder
 from harness.store.records import EMPTY, Plain, SchemaError, doc, from_json, loads, to_json
 
@@ -586,6 +588,7 @@ PASSES = _first(runfolder.PASSES_FILE, PassesFile)
 COMPILE = _first(runfolder.COMPILE_FILE, CompileFile)
 TIMINGS = _first(runfolder.TIMINGS_FILE, TimingsFile)
 TORCH_COMPILE = _first(runfolder.COMPILE_FILE, TorchCompileFile)  # a PyTorch variant's
+TORCH_FACTS = _first(runfolder.TORCH_FILE, TorchFacts)  # a PyTorch variant's capture facts
 COST = _first(runfolder.COST_FILE, CostFile)
 RANKING = _first(runfolder.RANKING_FILE, RankingFile, compact=True)
 COMM = _first(runfolder.COMM_FILE, CommFile)
@@ -601,6 +604,7 @@ KINDS = (
     PASSES,
     COMPILE,
     TORCH_COMPILE,
+    TORCH_FACTS,
     TIMINGS,
     COST,
     RANKING,
@@ -733,3 +737,8 @@ def write_timings(
         first_call_events=tuple(first_call_events),
     )
     return write(runfolder.VariantFolder(variant_dir).timings, record)
+
+
+def write_torch_facts(variant_dir: Path, facts: TorchFacts) -> Path:
+    """Writes a PyTorch variant's torch.json: the one writer, which its capture calls."""
+    return write(runfolder.VariantFolder(variant_dir).torch, facts)

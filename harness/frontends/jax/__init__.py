@@ -17,6 +17,7 @@ from harness.config.experiment import FRONTEND_MODULES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
 from harness.hlo.diverge import first_divergence
+from harness.store.runfolder import DUMP_DIR, PROFILE_DIR
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
     from harness.capture.variant import Captured, Context, Subject
@@ -81,6 +82,8 @@ TRAITS = Traits(
     xla=True,
     xprof=True,
     packages=("jax", "jaxlib", "flax"),
+    raw_inputs=(DUMP_DIR,),  # XLA's dump: the passes, the HLO, the thunks
+    profile_inputs=(PROFILE_DIR,),  # jax.profiler's traces
 )
 
 

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.analyze import sections
+# Not bound as `sections`: importing the submodule harness.frontends.torch.sections below sets
+# this package's attribute of that name, which would replace the analysis's module.
+from harness.analyze.sections import timing as timing_section
 from harness.frontends.jax import EMITTER_STAGES
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
@@ -20,7 +22,7 @@ from harness.frontends.torch.env import scratch_cache_dir
 from harness.frontends.torch.inductor.diverge import torch_first_divergence
 from harness.frontends.torch.sections import analyze_torch_variant
 from harness.frontends.torch.validate import validate_variant
-from harness.store.runfolder import RunFolder
+from harness.store.runfolder import PROFILE_DIR, TORCH_DIR, RunFolder
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
     from harness.capture.variant import Captured, Context
@@ -71,6 +73,10 @@ TRAITS = Traits(
     torch_trace=True,
     dynamo=True,
     packages=("torch",),
+    # torch.compile's working folder (Inductor's debug folder, the TORCH_TRACE log), which
+    # eager never makes; and torch.profiler's trace, profile/steady/torch_trace.json.
+    compile_inputs=(TORCH_DIR,),
+    profile_inputs=(PROFILE_DIR,),
 )
 
 
@@ -140,7 +146,7 @@ class TorchFrontend:
     ) -> tuple[VariantSummary, list[str]]:
 
         vdir = RunFolder(workdir).variant(variant.name).root
-        timing = sections.timing(variant.name, record, timed)
+        timing = timing_section(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
 
     def validate(self, variant: Variant, source: str) -> None:

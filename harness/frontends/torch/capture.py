@@ -50,8 +50,9 @@ from harness.frontends.torch.inductor.artifacts import (
 from harness.frontends.torch.inductor.captured import read_captured
 from harness.records import ladder, run_files
 from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
+from harness.records.torch_facts import TorchFacts
 from harness.store import io
-from harness.store.runfolder import RECOMPILE_FILE, TORCH_FILE, TORCH_TRACE_FILE
+from harness.store.runfolder import RECOMPILE_FILE, TORCH_TRACE_FILE, VariantFolder
 from harness.variants import expression
 
 PROFILE_FILE = TORCH_TRACE_FILE
@@ -226,9 +227,9 @@ def _capture_eager(
         )
     notes += _eager_ladder(ctx.variant_dir / "ir", fn, args)
     run_files.write_timings(ctx.variant_dir, times)
-    io.write_json(
-        ctx.variant_dir / TORCH_FILE,
-        {"torch_version": str(env.torch_version()), "device": inputs.device, "eager": True},
+    run_files.write_torch_facts(
+        ctx.variant_dir,
+        TorchFacts(torch_version=str(env.torch_version()), device=inputs.device, eager=True),
     )
     record = CaptureRecord(
         status="ok",
@@ -348,9 +349,9 @@ def _capture_compiled(
         first_call_s=first_call_s,
         recompile_s=recompile_s,
     )
-    io.write_json(ctx.variant_dir / TORCH_FILE, facts)
+    written = _write_facts(ctx, facts)
     run_files.write_timings(ctx.variant_dir, times)
-    notes += write_compiled_ladder(ctx.variant_dir, first_ids, facts.get("recompile_started"))
+    notes += write_compiled_ladder(ctx.variant_dir, first_ids, written.recompile_started)
     notes += [str(u) for u in state.unavailable]
     if steady_ids:
         notes.append(f"Dynamo compiled again during the steady calls: {', '.join(steady_ids)}")
@@ -412,13 +413,23 @@ def _metric_total(metrics: Any, ids: list[str], field: str) -> float | None:
     return sum(values) if values else None
 
 
+def _write_facts(ctx: Context, document: dict[str, Any]) -> TorchFacts:
+    """Writes torch.json from the capture's plain facts (the env's own JSON views of explain(),
+    the metrics, the capture state), read through its record first: a key or a value the
+    record does not know fails here, at the writer, not in the analysis later."""
+    source = str(VariantFolder(ctx.variant_dir).torch)
+    facts: TorchFacts = run_files.from_document(run_files.TORCH_FACTS, document, source)
+    run_files.write_torch_facts(ctx.variant_dir, facts)
+    return facts
+
+
 def _refused(
     variant: Variant, error: Exception, ctx: Context, facts: dict[str, Any]
 ) -> CaptureRecord:
     """The record of a graph-breaking function under fullgraph=True: Dynamo must refuse it."""
     message = str(error).strip()
     io.write_text(ctx.variant_dir / "expected_error.txt", message + "\n")
-    io.write_json(ctx.variant_dir / TORCH_FILE, {**facts, "expected_error": message[:2000]})
+    _write_facts(ctx, {**facts, "expected_error": message[:2000]})
     first = message.splitlines()[0] if message else type(error).__name__
     return CaptureRecord(
         status="ok",

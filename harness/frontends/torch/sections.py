@@ -1,7 +1,8 @@
 """The summary sections of a PyTorch variant, from what its capture wrote.
 
-Reads the variant folder (harness.frontends.torch.capture's layout): torch.json (explain(), the
-compilation metrics, the compile ids of the first and the new-shape calls), the TORCH_TRACE
+Reads the variant folder (harness.frontends.torch.capture's layout): torch.json
+(harness.records.torch_facts.TorchFacts: explain(), the compilation metrics, the compile ids
+of the first and the new-shape calls), the TORCH_TRACE
 log and Inductor's debug folder (harness.frontends.torch.inductor), and torch.profiler's Chrome trace
 (harness.frontends.torch.trace), attributed with harness.frontends.torch.match. Returns the records
 of fusions.json and kernels.json in the shapes the JAX variants' have, so the report's cluster
@@ -51,8 +52,8 @@ from harness.records.summary import (
     Profile,
     VariantSummary,
 )
-from harness.store import io
-from harness.store.runfolder import IR_DIR, TORCH_FILE, TORCH_TRACE_FILE, VariantFolder
+from harness.records.torch_facts import Explain, TorchFacts
+from harness.store.runfolder import IR_DIR, TORCH_TRACE_FILE, VariantFolder
 
 PROFILE_FILE = TORCH_TRACE_FILE
 # compile_times' fields -> the compile section's by_pipeline keys, in pipeline order.
@@ -65,20 +66,11 @@ PHASES = (
 )
 
 
-def read_torch_facts(vdir: Path) -> dict[str, Any]:
-    """Returns the variant's torch.json ({} when absent or unreadable)."""
-    path = vdir / TORCH_FILE
-    try:
-        found = io.read_json(path) if path.is_file() else {}
-    except (OSError, ValueError):
-        found = {}
-    return found if isinstance(found, dict) else {}
-
-
-def compile_ids(facts: dict[str, Any], call: str) -> list[str]:
-    """Returns the Dynamo compile ids the capture recorded for `call` (`first_call`, `recompile`)."""
-    ids = (facts.get("compile_ids") or {}).get(call) or []
-    return [str(i) for i in ids if isinstance(i, str)]
+def read_torch_facts(vdir: Path) -> TorchFacts:
+    """Returns the variant's torch.json, validated (an empty record when the capture wrote
+    none); raises SchemaError naming the file and key of a damaged one."""
+    found = run_files.load_if_present(run_files.TORCH_FACTS, VariantFolder(vdir).torch, vdir)
+    return found if found is not None else TorchFacts()
 
 
 def captured(vdir: Path) -> InductorArtifacts:
@@ -230,21 +222,20 @@ def _guards(cap: InductorArtifacts, ids: Sequence[str]) -> list[str]:
 
 
 def dynamo(
-    facts: dict[str, Any], cap: InductorArtifacts, first: Sequence[str], again: Sequence[str]
+    facts: TorchFacts, cap: InductorArtifacts, first: Sequence[str], again: Sequence[str]
 ) -> Dynamo:
     """Returns graphs, breaks, guards and recompiles: explain()'s counts when the capture
     recorded them, else the TORCH_TRACE log's for the first call."""
     notes: list[str] = []
-    explained = facts.get("explain")
+    explained = facts.explain
     frames = cap.frames(first)
     emitted = [f for f in frames if f.graph_emitted]
     breaks = [b for f in frames for b in f.graph_breaks if b.graph_emitted]
-    if isinstance(explained, dict):
+    if isinstance(explained, Explain):
         source = "explain()"
-        graphs = explained.get("graph_count")
-        count = explained.get("graph_break_count")
-        reasons = tuple(str(r) for r in explained.get("break_reasons") or ())
-        locations = tuple(str(x) for x in explained.get("break_locations") or () if x)
+        graphs, count = explained.graph_count, explained.graph_break_count
+        reasons = explained.break_reasons
+        locations = tuple(x for x in explained.break_locations if x)
     elif cap.facts is not None:
         source = "TORCH_TRACE"
         if explained:
@@ -262,7 +253,7 @@ def dynamo(
     if not reasons_again:
         reasons_again = _metric_reasons(facts, again)
     return Dynamo(
-        options=dict(facts.get("compile_kwargs") or {}),
+        options=dict(facts.compile_kwargs or {}),
         explain_source=source,
         graph_count=graphs if isinstance(graphs, int) else None,
         graph_break_count=count if isinstance(count, int) else None,
@@ -272,7 +263,7 @@ def dynamo(
         guard_count=_guard_total(frames) if frames else _metric_guards(facts, first),
         dynamic_shapes=symbolic(cap.graphs_of(first)) if cap.graphs else None,
         recompiles=len(again)
-        if "compile_ids" in facts and facts.get("recompile_s") is not None
+        if facts.compile_ids is not None and facts.recompile_s is not None
         else None,
         recompile_reasons=reasons_again,
         recompile_guard_count=(
@@ -290,16 +281,9 @@ def _guard_total(frames: Sequence[Any]) -> int | None:
     return sum(counts) if counts else None
 
 
-def _metrics(facts: dict[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
-    rows = facts.get("metrics")
-    if not isinstance(rows, list):
-        return []
-    return [m for m in rows if isinstance(m, dict) and m.get("compile_id") in ids]
-
-
-def _metric_guards(facts: dict[str, Any], ids: Sequence[str]) -> int | None:
+def _metric_guards(facts: TorchFacts, ids: Sequence[str]) -> int | None:
     values = []
-    for m in _metrics(facts, ids):
+    for m in facts.metrics_of(ids):
         try:
             values.append(int(m.get("guard_count")))
         except (TypeError, ValueError):
@@ -307,10 +291,10 @@ def _metric_guards(facts: dict[str, Any], ids: Sequence[str]) -> int | None:
     return sum(values) if values else None
 
 
-def _metric_reasons(facts: dict[str, Any], ids: Sequence[str]) -> tuple[str, ...]:
+def _metric_reasons(facts: TorchFacts, ids: Sequence[str]) -> tuple[str, ...]:
     found = [
         str(m["recompile_reason"])
-        for m in _metrics(facts, ids)
+        for m in facts.metrics_of(ids)
         if m.get("recompile_reason") not in (None, "None")
     ]
     return tuple(dict.fromkeys(found))
@@ -372,15 +356,15 @@ def analyze_torch(
 ) -> dict[str, Any]:
     """Returns the torch variant's sections (hlo, compile, dynamo, profile) and its first step's
     kernel names, each analysis guarded: a failure is an analysis error, never a crash."""
-    facts = read_torch_facts(vdir)
-    first, again = compile_ids(facts, "first_call"), compile_ids(facts, "recompile")
+    facts = guarded(errors, "torch.json", lambda: read_torch_facts(vdir), TorchFacts())
+    first, again = list(facts.ids("first_call")), list(facts.ids("recompile"))
     eager = v.mode_spec.op_by_op
     cap = None if eager else guarded(errors, "torch artifacts", lambda: captured(vdir), None)
     out: dict[str, Any] = {}
     files = NONE
     if cap is not None:
         # CUDA graphs exist on a GPU only; on the CPU these modes run the same wrapper.
-        graphed = v.torch.mode in CUDAGRAPH_MODES and facts.get("device") == "cuda"
+        graphed = v.torch.mode in CUDAGRAPH_MODES and facts.device == "cuda"
         runtime = ("cudagraphs",) if graphed else ()
         out["hlo"], made = guarded(
             errors, "hlo", lambda: hlo(vdir, cap, first, runtime), (Hlo(), NONE)
