@@ -121,7 +121,7 @@ def test_the_report_command_prints_the_renamed_key_in_one_line(copied_run: Path)
     from absl import flags
 
     from harness.commands import cli
-    from harness.report import __main__ as entry
+    from harness.commands import report as entry
 
     path = RunFolder(copied_run).variant("xla").kernels
     text = path.read_text()

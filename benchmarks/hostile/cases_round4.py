@@ -110,10 +110,10 @@ def _sibling_summary(door: str) -> Callable[[Sandbox], Attack]:
 
 
 BETWEEN = (
-    "from pathlib import Path; from harness import run_records; "
+    "from pathlib import Path; from harness.records import run_files; "
     "from harness.analyze.between_runs import earlier_runs; "
     f"new = Path('{NEW}'); "
-    "m = run_records.load(run_records.MANIFEST, new / 'manifest.json'); "
+    "m = run_files.load(run_files.MANIFEST, new / 'manifest.json'); "
     "print('earlier', len(earlier_runs(new, m)))"
 )
 
@@ -132,7 +132,7 @@ def _older_run(name: str, door: str) -> Callable[[Sandbox], Attack]:
 
 
 CACHE = (
-    "from pathlib import Path; from harness import io; "
+    "from pathlib import Path; from harness.store import io; "
     "print('cache', io.read_cache_file(Path('results/.cache'), 'ceilings.json'))"
 )
 
