@@ -135,8 +135,8 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
     ("harness/study/runs.py", "abandon"): "the lock file of the run folder it created",
     (
         "harness/study/session.py",
-        "forget_executables",
-    ): "its private folder of serialized executables",
+        "forget_private_folders",
+    ): "its private folders of serialized executables and float64 references",
     (
         "harness/study/run.py",
         "_fresh_variant_dir",

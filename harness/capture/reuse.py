@@ -21,10 +21,12 @@ record result.json keeps (`CaptureRecord.probe_s`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from harness.capture.reference import Spent
 from harness.records.probes import ProbeCosts
 
 
@@ -52,6 +54,15 @@ def spent(costs: dict[str, float], probe: str) -> Iterator[None]:
         costs[probe] = costs.get(probe, 0.0) + time.perf_counter() - start
 
 
-def costs(seconds: Mapping[str, float]) -> ProbeCosts:
-    """Returns the record of the probes' seconds (a probe that did not run: null)."""
-    return ProbeCosts(**{f"{k}_s": v for k, v in seconds.items()})
+def costs(seconds: Mapping[str, float], ref: Spent | None = None) -> ProbeCosts:
+    """Returns the record of the probes' seconds (a probe that did not run: null) and what
+    the float64 reference cost (`ref`; None: it was never asked for)."""
+    found = ProbeCosts(**{f"{k}_s": v for k, v in seconds.items()})
+    if ref is None:
+        return found
+    return dataclasses.replace(
+        found,
+        reference_compute_s=ref.compute_s,
+        reference_reused=ref.reused,
+        reference_overlapped=ref.overlapped,
+    )

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness.capture import dumping, measure, mesh, reuse
+from harness.capture import dumping, measure, mesh, reference, reuse
 from harness.capture import memory as capture_memory
 from harness.common import userfiles
 from harness.common.precision import narrowest_float
@@ -72,6 +72,9 @@ class Context:
     # together, so a collective's time in one process's profile is not its wait for another
     # still timing its blocked calls (harness.capture.distributed).
     barrier: Callable[[str], None] | None = None
+    # The run's folder of float64 references, shared by its variants' processes (the
+    # supervisor's private one; harness.capture.reference): None computes each variant's own.
+    references: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +173,9 @@ class Subject:
     # What the compiler-effect rules keep of a result: each leaf's values, its float64
     # reference's (same shapes) and its errors (numerics_effect.Kept).
     kept: Callable[[Any], Kept] | None = None
+    # The float64 reference judge and kept compare with: computed once per run and key,
+    # read from the run's cache where another variant made it (harness.capture.reference).
+    reference: reference.Pending | None = None
 
     @property
     def module_re(self) -> str:
@@ -187,12 +193,21 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        refs: dict[tuple[int, ...], Any] = {}  # the float64 reference, once per subject
+        rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+        gelu_ref = reference.Pending(
+            expression.reference_key(variant.problem, variant.mode_spec, exp.seed, rows),
+            lambda: (
+                (expression.reference(variant.problem, variant.mode_spec, inputs, rows),),
+                None,
+            ),
+            overlappable=True,  # NumPy only: no JAX event or profile of its own
+        )
         return Subject(
             fn,
             placed,
-            lambda y: _numerics(exp, variant, sharded.gathered(y), inputs, refs),
-            kept=lambda y: _gelu_kept(exp, variant, sharded.gathered(y), inputs, refs),
+            lambda y: _numerics(variant, sharded.gathered(y), rows, gelu_ref),
+            kept=lambda y: _gelu_kept(variant, sharded.gathered(y), rows, gelu_ref),
+            reference=gelu_ref,
         )
     p, seed = variant.program, exp.seed
     fn = program.bound(p)
@@ -204,29 +219,27 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
             made["new"] = program.new_shape_args(p, seed)
         return made["new"].args
 
-    found: list[tuple[tuple[Any, ...], str | None]] = []
-
-    def reference() -> tuple[tuple[Any, ...], str | None]:
-        # Once per subject: where the variant's own kwargs fail in float64, the failing trace
-        # is not tried again for the program record.
-        if not found:
-            found.append(program.reference_for(p, exp.program.kwargs, args, seed))
-        return found[0]
+    # Once per run and key: where the variant's own kwargs fail in float64, the fallback's
+    # reference (and its note) is what is kept. A jit on the CPU: never beside a measurement.
+    pending = reference.Pending(
+        program.reference_key(p, exp.program.kwargs, seed),
+        lambda: program.reference_for(p, exp.program.kwargs, args, seed),
+    )
 
     def judge(y: Any) -> Numerics:
-        ref, note = reference()
+        ref, note = pending.result()
         judged = program.numerics(y, ref, program.computed_in(args))
         return dataclasses.replace(judged, reference_note=note) if note else judged
 
     def describe(y: Any, flops_source: str, gemm_flops: float | None) -> ProgramRecord:
         try:
-            ref, _ = reference()
+            ref, _ = pending.result()
         except Exception:  # the numerics probe recorded why; the record is made without it
             ref = None
         return program.describe(p, args, made.get("new"), y, ref, flops_source, gemm_flops)
 
     def kept(y: Any) -> Kept:
-        ref = reference()[0]
+        ref = pending.result()[0]
         leaves = program.judged_leaves(y, ref, program.computed_in(args))
         return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
 
@@ -235,7 +248,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         if variant.sharding.enabled
         else sharded.Placed(fn=fn, jit_kwargs={}, args=args.args, halved=halved)
     )
-    return Subject(placed.fn, placed, judge, p, describe, kept)
+    return Subject(placed.fn, placed, judge, p, describe, kept, pending)
 
 
 # What builds a variant's Subject (its frontend's `subject`); None: subject_of.
@@ -292,15 +305,21 @@ def capture_variant(
             )
     subject = (make_subject or subject_of)(exp, variant)
     ctx = dataclasses.replace(ctx, failures=[], costs={})
+    if subject.reference is not None:
+        subject.reference.use(ctx.references, reference.may_overlap())
     started = time.perf_counter()
     buffer = stdio.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        if variant.mode_spec.op_by_op:
-            record, call = _capture_eager(exp, variant, subject, ctx)
-        elif variant.mode_spec.expects_trace_error:
-            record, call = _expected_trace_error(variant, subject, ctx), None
-        else:
-            record, call = _capture_jit(exp, variant, subject, ctx)
+    try:
+        with contextlib.redirect_stdout(buffer):
+            if variant.mode_spec.op_by_op:
+                record, call = _capture_eager(exp, variant, subject, ctx)
+            elif variant.mode_spec.expects_trace_error:
+                record, call = _expected_trace_error(variant, subject, ctx), None
+            else:
+                record, call = _capture_jit(exp, variant, subject, ctx)
+    finally:  # a reference still computing never runs beside the next variant
+        if subject.reference is not None:
+            subject.reference.wait()
     printed = buffer.getvalue()
     if printed:
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
@@ -309,7 +328,9 @@ def capture_variant(
         callback_lines=len(printed.splitlines()),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
-        probe_s=reuse.costs(ctx.costs) if ctx.costs else None,
+        probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent())
+        if ctx.costs
+        else None,
     )
     if call is not None and mesh.blocks_every_call():
         call = mesh.blocking(call)
@@ -332,35 +353,17 @@ def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[floa
     return times
 
 
-def _reference(
-    exp: Experiment, variant: Variant, inputs: expression.Inputs, refs: dict | None
-) -> tuple[Any, Any]:
-    """Returns the rows checked and their float64 reference, computed once per `refs`."""
-    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
-    key = tuple(int(r) for r in np.asarray(rows).ravel())
-    if refs is None or key not in refs:
-        ref = expression.reference(variant.problem, variant.mode_spec, inputs, rows)
-        if refs is None:
-            return rows, ref
-        refs[key] = ref
-    return rows, refs[key]
+def _numerics(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pending) -> Numerics:
+    (expected,), _ = ref.result()
+    return expression.numerics(y, expected, rows, expression.tolerance(variant.problem))
 
 
-def _numerics(
-    exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs, refs: dict | None = None
-) -> Numerics:
-    rows, ref = _reference(exp, variant, inputs, refs)
-    return expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
-
-
-def _gelu_kept(
-    exp: Experiment, variant: Variant, y: Any, inputs: expression.Inputs, refs: dict | None = None
-) -> Kept:
+def _gelu_kept(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pending) -> Kept:
     """The GELU expression's result on the rows its numerics check, their float64 reference
     and its one leaf's errors."""
-    rows, ref = _reference(exp, variant, inputs, refs)
+    (expected,), _ = ref.result()
     got = np.asarray(y)[..., rows, :]
-    n = expression.numerics(y, ref, rows, expression.tolerance(variant.problem))
+    n = expression.numerics(y, expected, rows, expression.tolerance(variant.problem))
     dtype = narrowest_float((variant.problem.dtype, variant.problem.weight_dtype))
     leaf = LeafAccuracy(
         "",
@@ -372,7 +375,7 @@ def _gelu_kept(
         max_abs_err=n.max_abs_err,
         max_rel_err=n.max_rel_err,
     )
-    return [got], [ref], [leaf]
+    return [got], [expected], [leaf]
 
 
 def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
@@ -451,8 +454,15 @@ def _capture_jit(
     with reuse.spent(ctx.costs, "first_call"), _window(exp, ctx, "first_call") as events:
         traced, trace_s = measure.timed(lambda: jitted.trace(*args))
         lowered, lower_s = measure.timed(traced.lower)
+        if subject.reference is not None:  # in a thread, where the cores allow it
+            subject.reference.start()
         compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
+        # Untimed, before the first execution: no timed call shares the CPU with it.
+        waited = subject.reference.wait() if subject.reference is not None else 0.0
         y, execute_s = measure.timed(lambda: compiled(*args))
+    if subject.reference is not None and subject.reference.overlapped:
+        ctx.costs["first_call"] -= waited  # the wait is the reference's cost, not the call's
+        ctx.costs["reference"] = waited
     pauses = Pauses(
         first_call_s=trace_s + lower_s + xla_compile_s + execute_s,
         compile_s=trace_s + lower_s + xla_compile_s,

@@ -26,9 +26,23 @@ class ProbeCosts:
     first_call_s: float | None = doc("the first call: trace, lower, compile (dumped) and run")
     steady_s: float | None = doc("the warm-up and blocked per-call steps")
     profile_s: float | None = doc("the profiled steady steps (the first call's executable)")
-    reference_s: float | None = doc("the float64 reference and the kept outputs")
+    reference_s: float | None = doc(
+        "the float64 reference and the kept outputs: what the capture waited for them"
+    )
     recompile_s: float | None = doc(
         "the new-shape call: a real compile, not dumped (its optimized HLO from the executable)"
     )
     ir_s: float | None = doc("the IR ladder, from the first compile's dump (never dumped again)")
     keep_s: float | None = doc("the executable kept for the timing worker (not compiled again)")
+    # Added after the first result.json with probe_s: absent in older files (null).
+    reference_compute_s: float | None = doc(
+        "seconds computing the float64 reference itself (null: reused, or not recorded)"
+    )
+    reference_reused: bool | None = doc(
+        "the float64 reference was read from the run's cache, made by an earlier variant with "
+        "the same reference key (null: no reference, or not recorded)"
+    )
+    reference_overlapped: bool | None = doc(
+        "the float64 reference was computed in a thread while the first compile ran "
+        "(harness.capture.reference.CONCURRENT_CORES)"
+    )

@@ -37,11 +37,19 @@ class Session:
     # Compiled programs that capture workers keep for the timing worker: a folder of this
     # process's own (mode 0700, outside the results), because loading one runs what it holds.
     executables: Path | None = None
+    # The float64 references the variants share, each computed once per run and key
+    # (harness.capture.reference): private too, and deleted with the executables.
+    references: Path | None = None
 
     def executable_folder(self) -> Path:
         if self.executables is None:
             self.executables = Path(tempfile.mkdtemp(prefix="harness-executables-"))
         return self.executables
+
+    def reference_folder(self) -> Path:
+        if self.references is None:
+            self.references = Path(tempfile.mkdtemp(prefix="harness-references-"))
+        return self.references
 
     @property
     def platform(self) -> str:
@@ -70,10 +78,14 @@ class Session:
         for w in (self.worker, *self.peers):
             w.close(workdir)
 
-    def forget_executables(self) -> None:
+    def forget_private_folders(self) -> None:
+        """Deletes the private folders this session made: the executables, the references."""
         if self.executables is not None:
             shutil.rmtree(self.executables, ignore_errors=True)
             self.executables = None
+        if self.references is not None:
+            shutil.rmtree(self.references, ignore_errors=True)
+            self.references = None
 
 
 def hello(
@@ -173,4 +185,4 @@ def session(config: LoadedConfig) -> Iterator[Session]:
     finally:
         if live is not None:
             live.kill()  # whichever workers are still running: the last one, a spare
-            live.forget_executables()
+            live.forget_private_folders()

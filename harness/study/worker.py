@@ -13,9 +13,10 @@ studied: a host callback prints there). Jobs, in the order the supervisor sends 
       a process of a group other than 0: runs the jobs process 0 publishes (capture, time)
       until process 0 ends the group, then exits.
   {"op": "capture", "workdir": "...", "variants": [...], "fresh_process": false,
-   "executables": "..." | null}
+   "executables": "..." | null, "references": "..." | null}
       captures the variants in turn (harness.capture), each into variants/<name>/; with
-      `executables` (the supervisor's private folder) it keeps each compiled program there.
+      `executables` (the supervisor's private folder) it keeps each compiled program there,
+      with `references` (another) the float64 references its variants share.
   {"op": "ceilings", "workdir": "...", "cache": "..." | null, "remeasure": false}
       measures the device's ceilings into ceilings.json.
   {"op": "numerics_pass", "workdir": "...", "searches": [{"variant": "...", "distances": {}}]}
@@ -251,6 +252,7 @@ class Worker:
                 self.platform,
                 fresh_process=bool(job.get("fresh_process")),
                 executables=_executables(job),
+                references=_references(job),
                 barrier=self.group.barrier if self.group is not None else None,
             )
             try:
@@ -443,6 +445,13 @@ def _relayed() -> frozenset[str]:
 def _executables(job: dict[str, Any]) -> Path | None:
     """The supervisor's private folder of kept programs named by `job`, if any."""
     return Path(job["executables"]) if job.get("executables") else None
+
+
+def _references(job: dict[str, Any]) -> Path | None:
+    """The supervisor's private folder of float64 references named by `job`, where it exists
+    on this host (a process of a group on another host computes its own)."""
+    found = Path(job["references"]) if job.get("references") else None
+    return found if found is not None and found.is_dir() else None
 
 
 def main(argv: list[str]) -> int:

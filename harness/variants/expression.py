@@ -282,6 +282,25 @@ def reference(p: Problem, mode: Mode, inputs: Inputs, rows: np.ndarray) -> np.nd
     return 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)).astype(np.float64))
 
 
+_REFERENCE_RECIPE = 1  # bump when reference() changes what it computes
+
+
+def reference_key(p: Problem, mode: Mode, seed: int, rows: np.ndarray) -> str:
+    """Returns what `reference(p, mode, inputs_for(p, seed), rows)` is made from, as text: the
+    inputs' recipe (their shapes, dtypes and seed, jax's version and the platform: the inputs
+    cache's key), what reference() reads of the problem and the mode (the GEMM alone; else the
+    GELU form, the bias and whether a branch on the mean decides), the rows and NumPy's
+    version. Variants with equal keys have bit-identical references.
+
+    Left out because reference() does not read them: the frontend (jnp, flax.linen and
+    flax.nnx compute the same math on the same inputs), a host print, and for the GEMM alone
+    the GELU form and the bias."""
+    inputs = (p.x_shape, p.dtype, p.weight_dtype, p.k, p.n, seed)
+    what = ("gemm",) if mode.gemm_only else ("gelu", p.gelu, p.bias, mode.branches)
+    picked = tuple(int(r) for r in np.asarray(rows).ravel())
+    return repr((_REFERENCE_RECIPE, _cache_key(inputs), what, picked, np.__version__))
+
+
 def tolerance(p: Problem) -> float:
     """Returns the relative error allowed, set by the narrowest dtype among x and W."""
     return TOLERANCE[narrowest_float((p.dtype, p.weight_dtype))]

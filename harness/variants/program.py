@@ -371,6 +371,18 @@ def reference_for(
         )
 
 
+def reference_key(program: Program, default_kwargs: Mapping[str, Any], seed: int) -> str:
+    """Returns what `reference_for(program, default_kwargs, args_for(program, seed), seed)`
+    is made from, as text: the function, its keyword arguments and the experiment's (the
+    fallback's), the arguments' recipe (init, inputs, dtypes, init's keyword arguments, seed),
+    and jax's, NumPy's versions and the platform. The function is named, not read: a key holds
+    within one run (harness.capture.reference keeps references for one run only)."""
+    own = tuple(sorted((str(k), repr(v)) for k, v in program.kwargs.items()))
+    usual = tuple(sorted((str(k), repr(v)) for k, v in default_kwargs.items()))
+    versions = (jax.__version__, np.__version__, jax.default_backend())
+    return repr(("program", program.function, own, usual, _args_key(program, seed), versions))
+
+
 def leaf_paths(y: Any) -> list[str]:
     """Returns each array leaf's pytree path (`[0]['w']`; `` for a single array)."""
     return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(y)[0]]

@@ -1,0 +1,218 @@
+"""A variant's float64 reference: computed once per distinct reference in a run, kept on disk
+for the run's other variants (each may be captured in a process of its own), and, where the
+machine has the cores for it, computed while the first compile runs.
+
+The key (harness.variants.expression.reference_key, harness.variants.program.reference_key)
+is what the reference is made from; variants with equal keys have bit-identical references.
+The folder is the supervisor's private one for the run (harness.study.session, mode 0700,
+deleted when the study ends), not the results root's `.cache`: a program's key names its
+function, not its code, so a reference holds within one run only. Files are written
+atomically and read through io.read_cache_file (the one reader); a file whose key, leaf
+count or dtypes are not what was asked for is a miss, computed again with a one-line note on
+stderr. A reference whose computation fails is never kept: its failure is the `numerics`
+probe's, as before.
+
+Concurrency: the GELU expression's reference is NumPy (its matmul releases the GIL), so on a
+machine with more than CONCURRENT_CORES cores it runs in a thread started when the first
+compile starts, and the capture waits for it after the compile, outside the timed pause and
+before the first execution (so no timed call shares the CPU with it). At or under that
+count it runs serially where it always did: on 2 cores the reference and XLA's compile share
+them and the compile pause grows (measured on 2 shared cores, gelu.yaml's `xla` at m=512,
+k=n=4096 with the erf GELU, 4 runs each: XLA compile 0.090 s median serial against 0.269 s
+beside the reference, whose 0.9 s the capture then waited for anyway). On a GPU host the
+compile's CPU work is XLA's and LLVM's, beside one NumPy matmul (its BLAS threads). A program's
+reference is a float64 jit on the CPU device: its compile would land in the first call's
+jax.monitoring events and its profile, so it always runs serially, after the first call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import io as stdio
+import os
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from harness.store import io
+
+# More cores than this: the expression's reference runs while the first compile does.
+CONCURRENT_CORES = 4
+
+Leaves = tuple[np.ndarray, ...]
+Made = tuple[Leaves, str | None]  # the reference's leaves and, where it is not its own, why
+
+
+def cores() -> int:
+    """Returns the cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def may_overlap(count: int | None = None) -> bool:
+    """True when a reference may run beside the first compile: more than CONCURRENT_CORES."""
+    return (cores() if count is None else count) > CONCURRENT_CORES
+
+
+@dataclasses.dataclass(frozen=True)
+class Spent:
+    """What a variant's reference cost: seconds computing it (None: reused or never made),
+    whether it was read from the run's cache, and whether it ran beside the first compile."""
+
+    compute_s: float | None
+    reused: bool
+    overlapped: bool
+
+
+class Pending:
+    """One variant's reference: read from the run's cache, or computed once (in a thread
+    where `use` allows it and `start` is called). `overlappable`: the computation touches no
+    JAX, so nothing of it lands in a measured window's events or profile."""
+
+    def __init__(
+        self,
+        key: str,
+        compute: Callable[[], Made],
+        overlappable: bool = False,
+    ) -> None:
+        self.key, self._compute, self.overlappable = key, compute, overlappable
+        self.folder: Path | None = None
+        self.overlap = False
+        self._future: concurrent.futures.Future[Made] | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._made: Made | None = None
+        self.compute_s: float | None = None
+        self.reused = False
+        self.overlapped = False
+
+    def use(self, folder: Path | None, overlap: bool) -> None:
+        """Sets the run's cache folder (None: none) and whether it may run in a thread."""
+        self.folder, self.overlap = folder, overlap and self.overlappable
+
+    def start(self) -> None:
+        """Where it may overlap: reads the cache and, on a miss, starts computing it in a
+        thread. Otherwise nothing: `result` reads or computes it when asked."""
+        if not self.overlap or self._made is not None or self._future is not None:
+            return
+        found = read(self.folder, self.key) if self.folder is not None else None
+        if found is not None:
+            self._made, self.reused = found, True
+            return
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "float64-reference")
+        self._future = self._pool.submit(self._timed)
+        self.overlapped = True
+
+    def wait(self) -> float:
+        """Waits for a reference started in a thread (its failure is raised by `result`);
+        returns the seconds waited."""
+        started = time.perf_counter()
+        if self._future is not None:
+            concurrent.futures.wait([self._future])
+            self._close()
+        return time.perf_counter() - started
+
+    def result(self) -> Made:
+        """Returns the reference: kept, read from the run's cache, or computed (then kept in
+        the cache). Raises what its computation raised; a failure is never kept."""
+        if self._made is not None:
+            return self._made
+        if self._future is not None:
+            try:
+                made = self._future.result()
+            finally:
+                self._close()
+        else:
+            found = read(self.folder, self.key) if self.folder is not None else None
+            if found is not None:
+                self._made, self.reused = found, True
+                return found
+            made = self._timed()
+        if self.folder is not None:
+            write(self.folder, self.key, made)
+        self._made = made
+        return made
+
+    def spent(self) -> Spent | None:
+        """What it cost, or None when it was never asked for."""
+        if self._made is None and self._future is None and self.compute_s is None:
+            return None
+        return Spent(self.compute_s, self.reused, self.overlapped)
+
+    def _timed(self) -> Made:
+        started = time.perf_counter()
+        try:
+            return self._compute()
+        finally:
+            self.compute_s = time.perf_counter() - started
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def file_name(key: str) -> str:
+    return f"reference-{hashlib.sha256(key.encode()).hexdigest()[:24]}.npz"
+
+
+def write(folder: Path, key: str, made: Made) -> bool:
+    """Keeps a reference for the run's other variants; False (nothing kept) when it cannot."""
+    leaves, note = made
+    parts: dict[str, np.ndarray] = {"key": np.array(key), "count": np.array(len(leaves))}
+    parts["note"] = np.array(note if note is not None else "")
+    parts["has_note"] = np.array(note is not None)
+    for i, leaf in enumerate(leaves):
+        a = np.asarray(leaf)
+        if a.dtype.hasobject:
+            return False
+        parts[f"leaf{i}"] = a
+    buffer = stdio.BytesIO()
+    np.savez(buffer, **parts)
+    return io.write_cache_file(folder, file_name(key), buffer.getvalue())
+
+
+def read(folder: Path, key: str) -> Made | None:
+    """Returns the reference kept for `key`, or None: absent (silently), or a file that is not
+    one this module wrote for exactly this key (a note on stderr; computed again)."""
+    name = file_name(key)
+    if not (folder / name).exists() and not (folder / name).is_symlink():
+        return None
+    made = _parsed(io.read_cache_file(folder, name), key)
+    if made is None:
+        print(
+            f"note: the float64 reference kept at {folder / name} is not readable or not this "
+            "variant's; computed again",
+            file=sys.stderr,
+            flush=True,
+        )
+    return made
+
+
+def _parsed(data: bytes | None, key: str) -> Made | None:
+    if data is None:
+        return None
+    try:
+        with zipfile.ZipFile(stdio.BytesIO(data)) as archive:  # bounded before inflating
+            if sum(i.file_size for i in archive.infolist()) > io.CACHE_FILE_BYTES:
+                return None
+        with np.load(stdio.BytesIO(data), allow_pickle=False) as f:
+            if str(f["key"]) != key:
+                return None
+            count = int(f["count"])
+            leaves = tuple(np.array(f[f"leaf{i}"]) for i in range(count))
+            note = str(f["note"]) if bool(f["has_note"]) else None
+            if set(f.files) != {"key", "count", "note", "has_note"} | {
+                f"leaf{i}" for i in range(count)
+            }:
+                return None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        return None
+    return leaves, note
