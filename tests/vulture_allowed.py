@@ -87,3 +87,16 @@ _.read_gzipped  # harness/records/run_files.py:616: kept for tests/test_timeline
 _.has_control_flow  # harness/hlo/thunks.py:79: kept for tests/test_command_buffers.py, tests/test_thunk_tree.py
 _.copy_share  # harness/records/findings.py:236: field of the record ControlFlowFinding: written to JSON through dataclasses.fields
 _.syncs_per_step  # harness/records/findings.py:237: field of the record ControlFlowFinding: written to JSON through dataclasses.fields
+_.steady_s  # harness/records/probes.py:27: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.profile_s  # harness/records/probes.py:28: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.ir_s  # harness/records/probes.py:35: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.keep_s  # harness/records/probes.py:36: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.reference_compute_s  # harness/records/probes.py:38: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.reference_reused  # harness/records/probes.py:41: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.reference_overlapped  # harness/records/probes.py:45: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.over_budget  # harness/records/rounds.py:26: field of the record RoundsCut: written to JSON through dataclasses.fields
+_.probe_s  # harness/records/summary.py:600: field of the record CaptureRecord: written to JSON through dataclasses.fields
+_.compile_profiler  # harness/records/torch_facts.py:82: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
+_.trace_handler  # harness/records/torch_facts.py:85: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
+_.capture_env  # harness/records/torch_facts.py:105: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
+_.features  # harness/records/torch_facts.py:117: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
