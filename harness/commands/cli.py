@@ -34,7 +34,6 @@ class UsageError(ValueError):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-
     return (
         ConfigError,
         SchemaError,

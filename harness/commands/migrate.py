@@ -53,7 +53,6 @@ def add_findings(workdir: Path) -> tuple[int, int]:
 
 
 def main(argv: Sequence[str]) -> int:
-
     cli.no_extra_arguments(argv)
     workdir = cli.run_folder(flags.FLAGS.run, "--run")
     with io.writes_confined_to(workdir), io.run_lock(workdir):

@@ -31,7 +31,6 @@ from harness.study import run as study
 
 
 def main(argv: Sequence[str]) -> int:
-
     cli.no_extra_arguments(argv)
     workdir = cli.run_folder(flags.FLAGS.run, "--run", need=MANIFEST_FILE)
     manifest_path = RunFolder(workdir).manifest

@@ -21,7 +21,6 @@ _RESUME = flags.DEFINE_string("resume", None, "Run id of an interrupted run to c
 
 
 def main(argv: Sequence[str]) -> int:
-
     config = load(_CONFIG.value, cli.config_overrides(argv))
     root = runs.results_root(_RESULTS.value)
     workdir = runs.resume_dir(root, config, _RESUME.value) if _RESUME.value else None

@@ -15,8 +15,9 @@ import itertools
 from collections import Counter
 
 from harness.findings.base import Rule
-from harness.findings.facts import ClusterFact, DecisionStep, RunFacts, VariantFacts, same_size
+from harness.findings.facts import ClusterFact, DecisionStep, RunFacts, VariantFacts
 from harness.findings.words import change_words, config_changes
+from harness.records.by_role import same_size
 from harness.records.findings import Boundaries, BoundaryGroup, BoundaryPair
 
 NO_REASON = "no reason in XLA's log"

@@ -19,8 +19,8 @@ from harness.common import userfiles
 from harness.config.memory import MemoryOptions
 from harness.findings.control_flow_facts import ControlFlowFacts, control_flow_facts
 from harness.frontends import registry
-from harness.frontends.roles import same_size as same_problem_size
 from harness.records import ladder, run_files
+from harness.records.by_role import all_with_role, first_with_role
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.processes import ProcessesSummary
 from harness.records.processes import load as load_processes
@@ -137,22 +137,10 @@ class RunFacts:
         self, role: str, framework: str = "jax", like: VariantFacts | None = None
     ) -> VariantFacts | None:
         """The first variant with `role` in `framework` (and of `like`'s size)."""
-        for v in self.variants:
-            if (
-                role in v.roles
-                and v.framework == framework
-                and (like is None or same_size(v, like))
-            ):
-                return v
-        return None
+        return first_with_role(self.variants, role, framework, like)
 
     def with_role(self, role: str, framework: str = "jax") -> list[VariantFacts]:
-        return [v for v in self.variants if role in v.roles and v.framework == framework]
-
-
-def same_size(a: VariantFacts, b: VariantFacts) -> bool:
-    """True when two variants ran the same m, k, n and batch (harness.frontends.roles)."""
-    return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
+        return all_with_role(self.variants, role, framework)
 
 
 def facts_of(

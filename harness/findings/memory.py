@@ -12,7 +12,8 @@ from collections.abc import Iterable
 
 from harness.common import fmt
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts, VariantFacts, same_size
+from harness.findings.facts import RunFacts, VariantFacts
+from harness.records.by_role import same_size
 from harness.records.findings import MemoryFinding, SourceBytes
 from harness.records.memory import PeakBuffer
 from harness.records.summary import VariantSummary

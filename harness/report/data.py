@@ -17,8 +17,8 @@ from harness.common.fmt import (
     MISSING as MISSING,  # the report's "no such figure", shared with harness.common.fmt
 )
 from harness.frontends import registry
-from harness.frontends.roles import same_size as same_problem_size
 from harness.records import ladder, run_files
+from harness.records.by_role import all_with_role, first_with_role
 from harness.records.run_files import (
     Ceilings,
     ClusterEntry,
@@ -153,23 +153,11 @@ class RunData:
     def by_role(
         self, role: str, framework: str = "jax", like: VariantData | None = None
     ) -> VariantData | None:
-        """Returns the first variant with `role` in `framework` (and of `like`'s size)."""
-        for v in self.variants:
-            if (
-                role in v.roles
-                and v.framework == framework
-                and (like is None or same_size(v, like))
-            ):
-                return v
-        return None
+        """The first variant with `role` in `framework` (and of `like`'s size)."""
+        return first_with_role(self.variants, role, framework, like)
 
     def with_role(self, role: str, framework: str = "jax") -> list[VariantData]:
-        return [v for v in self.variants if role in v.roles and v.framework == framework]
-
-
-def same_size(a: VariantData, b: VariantData) -> bool:
-    """True when two variants ran the same m, k, n and batch (harness.frontends.roles)."""
-    return same_problem_size(a.summary.identity.problem, b.summary.identity.problem)
+        return all_with_role(self.variants, role, framework)
 
 
 def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Rung, ...]:

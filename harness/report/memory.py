@@ -8,9 +8,10 @@ Reads only what the run wrote: each variant's `memory` summary section and memor
 from __future__ import annotations
 
 from harness.common import fmt
+from harness.records.by_role import same_size
 from harness.records.memory import read_memory_file
 from harness.records.summary import VariantSummary
-from harness.report.data import MISSING, RunData, VariantData, same_size
+from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Heading, Para, Table, code
 from harness.store.runfolder import RunFolder
 

@@ -24,8 +24,9 @@ from matplotlib.patches import Patch
 
 from harness.common import fmt, forked
 from harness.frontends import registry
+from harness.records.by_role import same_size
 from harness.records.run_files import KernelEvent
-from harness.report.data import RunData, VariantData, same_size
+from harness.report.data import RunData, VariantData
 from harness.report.memory import live_series, memory_pair
 from harness.store import io
 

@@ -101,11 +101,9 @@ class JaxFrontend:
     traits = TRAITS
 
     def preload(self, variant: Variant) -> tuple[str, ...]:
-
         return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])
 
     def prepare(self, exp: Experiment, variant: Variant, cache: Path | None) -> None:
-
         from harness.variants import expression, program  # imports JAX: loaded only when called
 
         if variant.program.enabled:
@@ -156,7 +154,6 @@ class JaxFrontend:
         ceilings: Ceilings | None,
         platform: str,
     ) -> tuple[VariantSummary, list[str]]:
-
         return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
 
     def validate(self, variant: Variant, source: str) -> None:
@@ -172,7 +169,6 @@ class JaxFrontend:
         base_kernels: list[str] | None,
         kernels: list[str] | None,
     ) -> Divergence:
-
         return first_divergence(base_ir, ir, base_kernels, kernels)
 
 

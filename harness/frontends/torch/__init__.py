@@ -144,17 +144,14 @@ class TorchFrontend:
         ceilings: Ceilings | None,
         platform: str,
     ) -> tuple[VariantSummary, list[str]]:
-
         vdir = RunFolder(workdir).variant(variant.name).root
         timing = timing_section(variant.name, record, timed)
         return analyze_torch_variant(vdir, exp, variant, record, timing, ceilings, platform)
 
     def validate(self, variant: Variant, source: str) -> None:
-
         validate_variant(variant, source)
 
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
-
         return scratch_cache_dir()
 
     def diverge(
@@ -164,7 +161,6 @@ class TorchFrontend:
         base_kernels: list[str] | None,
         kernels: list[str] | None,
     ) -> Divergence:
-
         return torch_first_divergence(base_ir, ir, base_kernels, kernels)
 
 
