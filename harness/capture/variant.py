@@ -34,6 +34,8 @@ from harness.capture import memory as capture_memory
 from harness.common import userfiles
 from harness.common.precision import narrowest_float
 from harness.config.experiment import Experiment, Program, Variant
+from harness.hlo import fingerprint
+from harness.hlo.parser import parse_file
 from harness.records import ladder, numerics_effect, run_files
 from harness.records.memory import MeasuredMemory
 from harness.records.numerics import AccuracyFile, LeafAccuracy
@@ -632,7 +634,7 @@ def _capture_eager(
 def keep_executable(compiled: Any, path: Path) -> None:
     """Writes the compiled program for the timing worker, after every measurement of the
     capture. One that cannot be serialized (a host callback, constants) is compiled again."""
-    from jax.experimental import serialize_executable
+    from jax.experimental import serialize_executable  # imports JAX: loaded only when called
 
     try:
         payload, _, _ = serialize_executable.serialize(compiled)
@@ -648,7 +650,7 @@ def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
 
     Only from the supervisor's private folder: loading an executable runs what it holds.
     """
-    from jax.experimental import serialize_executable
+    from jax.experimental import serialize_executable  # imports JAX: loaded only when called
 
     if path is None or not path.is_file():
         return None, "compiled again for timing"
@@ -679,8 +681,6 @@ def compile_for_timing(
     is compared with the captured one, and the note says whether the program timed is the
     program captured.
     """
-    from harness.hlo import fingerprint
-    from harness.hlo.parser import parse_file
 
     subject = (make_subject or subject_of)(exp, variant)
     fn, placed = subject.fn, subject.placed

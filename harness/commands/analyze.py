@@ -152,7 +152,7 @@ def analyse_into(
         from harness.anydump.report import (  # imports matplotlib: loaded only when called
             write_analysis_report,
             write_figures,
-        )
+        )  # imports matplotlib: loaded only when called
 
         program = analyse(results, profile, ceilings)
         figs = write_figures(out, program)

@@ -13,7 +13,7 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     """Writes the run's report files (and a study's results index); returns report.md's path."""
     from harness.report.markdown import (
         write_report as _write,  # imports matplotlib: loaded only when called
-    )
+    )  # imports matplotlib: loaded only when called
 
     return _write(workdir, results_root)
 

@@ -25,20 +25,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.common import terminal, userfiles
+import harness
+from harness import analyze
+from harness.analyze import numerics as numerics_analysis
+from harness.common import stats, terminal, userfiles
 from harness.common.terminal import one_line as cli_line
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
 from harness.config.program import gpu_only_note
 from harness.config.timing import max_budget_s
-from harness.records import invocations, run_files
-from harness.records.summary import CaptureRecord, Failure, TimingRecord, load_capture
+from harness.records import invocations, numerics_effect, run_files
+from harness.records.summary import (
+    SUMMARY_FILE,
+    CaptureRecord,
+    Failure,
+    TimingRecord,
+    load_capture,
+    summary_json,
+)
+from harness.report import write_report as render
+from harness.report.conclusion import conclusion
 from harness.store import io, runfolder
 from harness.store.records import SchemaError, from_json, to_json
 from harness.store.runfolder import RunFolder, VariantFolder
 from harness.study import group, lifecycle
 from harness.study.session import Session, hello
 from harness.study.workerproc import REPO, WorkerDied, WorkerProcess, preload_for
+from harness.timing.rounds import AA_SUFFIX
 
 # --- the run ----------------------------------------------------------------------------------
 
@@ -80,8 +93,6 @@ def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = 
         return
     line = f"{where} {terminal.shown(name):<24} {terminal.shown(record.status):<7}"
     if record.status == "ok" and record.latency_blocked_s:
-        from harness.common import stats
-
         latency = stats.median(record.latency_blocked_s)
         line += f" call {latency * 1e3:8.3f} ms"
         if record.pauses and record.pauses.first_call_s is not None:
@@ -132,7 +143,6 @@ def kept_record(workdir: Path, name: str) -> CaptureRecord | None:
 
 def _timing_fault(last: dict[str, Any]) -> tuple[str | None, str]:
     """Returns the variant a timing worker was on when it died, and what it was doing."""
-    from harness.timing.rounds import AA_SUFFIX
 
     event = last.get("event")
     name = last.get("variant") if event in ("timing_compile", "timing_call") else None
@@ -308,9 +318,6 @@ class Supervisor:
         (harness.analyze.numerics), the first pass after which it moves, in the current
         worker (`measure.numerics_pass_compiles`). Returns None, or why it could not: a worker
         that dies searching is replaced, and the run goes on."""
-        from harness.analyze import numerics as numerics_analysis
-        from harness.records import numerics_effect
-        from harness.store.records import to_json
 
         exp = self.exp
         roles = {v.name: v.resolved_roles for v in exp.selected_variants}
@@ -476,7 +483,6 @@ def _stages(
     `manifest_notes` what the run goes without (ceilings a dead worker did not measure);
     `settle(summary)` records the run's final status between the analysis and the report,
     which reads it. Returns the summary."""
-    import harness
 
     exp = config.experiment
     platform = session.platform
@@ -573,7 +579,6 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         flush=True,
     )
     print(f"report: {terminal.shown(workdir / 'report.md')}", flush=True)
-    from harness.report.conclusion import conclusion
 
     for line in conclusion(workdir):
         print(terminal.shown(line), flush=True)
@@ -644,8 +649,6 @@ def _stopped(
 
 def finalize(workdir: Path, exp: Experiment) -> Any:
     """Analyzes the saved run and writes summary.json; returns the summary."""
-    from harness import analyze
-    from harness.records.summary import SUMMARY_FILE, summary_json
 
     summary = analyze.analyze_run(workdir, exp)
     io.write_json(workdir / SUMMARY_FILE, summary_json(summary))
@@ -654,6 +657,5 @@ def finalize(workdir: Path, exp: Experiment) -> Any:
 
 def write_report(workdir: Path, results_root: Path | None = None) -> None:
     """Renders the run's report; a study names its results root, whose index it rewrites."""
-    from harness.report import write_report as render
 
     render(workdir, results_root)

@@ -36,17 +36,34 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import gc
 import importlib
 import io as stdio
 import json
 import os
+import resource
+import secrets
 import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from harness.capture import ceilings, distributed, mesh, processes
+from harness.capture.distributed import RELAYED, ProcessesMissing
+from harness.config.experiment import FRONTEND_MODULES, ConfigError
+from harness.config.schema import from_plain
+from harness.config.timing import max_budget_s
+from harness.frontends import registry
+from harness.records import numerics_effect, run_files
+from harness.records.numerics import DistancesFile, PassSearch
+from harness.records.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
+from harness.store import io
+from harness.store.records import from_json, to_json
+from harness.store.runfolder import TIMING_FILE, RunFolder
+from harness.timing import stage
 
 EVENTS: Any = None
 TOKEN = ""  # the supervisor's, read from stdin: every event carries it (harness.study.workerproc)
@@ -62,9 +79,6 @@ def _private_events(fd: int) -> Any:
     """Returns the event pipe moved to a random descriptor number, closed on exec, with the
     number the supervisor passed gone from sys.argv: the program this worker imports cannot
     write to it by guessing or by reading its arguments."""
-    import fcntl
-    import resource
-    import secrets
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     top = max(128, min(soft if soft > 0 else 1024, 4096))
@@ -107,9 +121,11 @@ class Worker:
         self.member: Any = None  # its Membership
 
     def hello(self, job: dict[str, Any]) -> None:
-        from harness.capture import environment, mesh, preflight
-        from harness.config.experiment import ConfigError
-        from harness.config.schema import from_plain
+        from harness.capture import (  # imports JAX: loaded only when called
+            environment,
+            mesh,
+            preflight,
+        )
 
         # The supervisor validated it (harness.config.load): rebuilt here, never validated again.
         self.exp = from_plain(job["config"], job.get("source", "config"))
@@ -146,7 +162,6 @@ class Worker:
 
     def join(self, spec: dict[str, Any]) -> None:
         """Joins the jax.distributed group the supervisor (or the launcher) set up."""
-        from harness.capture import distributed
 
         distributed.join(spec, self.exp.limits.preflight_s)
         self.member = distributed.membership(str(spec.get("launcher")))
@@ -158,8 +173,7 @@ class Worker:
         """The preflight of a group: process 0 checks the config once, and every process
         answers with its verdict, so a process started by an external launcher refuses the
         same config error as process 0 instead of waiting for jobs that never come."""
-        from harness.capture import preflight
-        from harness.config.experiment import ConfigError
+        from harness.capture import preflight  # imports JAX: loaded only when called
 
         found: tuple[str, str] | None = None
         if self.member.count != self.exp.processes.count:
@@ -190,7 +204,6 @@ class Worker:
     def follow(self, job: dict[str, Any]) -> None:
         """Another process than 0: runs the jobs process 0 publishes until it ends the group."""
         del job
-        from harness.config.timing import max_budget_s
 
         send("following")
         while True:
@@ -203,7 +216,6 @@ class Worker:
 
     def import_frontends(self) -> None:
         """Imports what the frontends of this platform's variants need (flax)."""
-        from harness.config.experiment import FRONTEND_MODULES
 
         needed = {
             module
@@ -215,23 +227,15 @@ class Worker:
 
     def config(self, job: dict[str, Any]) -> None:
         """Replaces the experiment (a search adds candidates as it goes); keeps what was compiled."""
-        from harness.config.schema import from_plain
 
         self.exp = from_plain(job["config"], job.get("source", "config"))
         send("configured")
 
     def capture(self, job: dict[str, Any]) -> None:
-        from harness.capture.variant import Context
-        from harness.frontends import registry
-        from harness.records.summary import RESULT_FILE, CaptureRecord, Failure
-        from harness.store import io
-        from harness.store.records import to_json
-        from harness.store.runfolder import RunFolder
+        from harness.capture.variant import Context  # imports JAX: loaded only when called
 
         workdir = Path(job["workdir"])
         if self.group is not None:
-            from harness.capture import processes
-
             processes.write_info(workdir, self.member)
         # Inputs are made once per distinct problem, before any variant clears JAX's caches,
         # so variants sharing a problem share bit-identical data and none pays for making it.
@@ -287,13 +291,8 @@ class Worker:
         """Searches, for each variant given with its distances from the baseline, the first
         HLO pass after which its result moves (harness.capture.numerics_pass); writes
         numerics_pass.json. A search that fails is recorded with the reason."""
-        from harness.capture import numerics_pass
-        from harness.capture.variant import subject_of
-        from harness.records import numerics_effect, run_files
-        from harness.records.numerics import DistancesFile, PassSearch
-        from harness.records.summary import load_capture
-        from harness.store.records import from_json
-        from harness.store.runfolder import RunFolder
+        from harness.capture import numerics_pass  # imports JAX: loaded only when called
+        from harness.capture.variant import subject_of  # imports JAX: loaded only when called
 
         folder = RunFolder(Path(job["workdir"]))
         budget = self.exp.measure.numerics_pass_compiles
@@ -332,10 +331,7 @@ class Worker:
         send("numerics_pass_done")
 
     def ceilings(self, job: dict[str, Any]) -> None:
-        from harness.capture import ceilings
-        from harness.records import run_files
-        from harness.store.runfolder import RunFolder
-        from harness.variants import program
+        from harness.variants import program  # imports JAX: loaded only when called
 
         shapes = []
         for v in self.exp.selected_variants:
@@ -360,12 +356,6 @@ class Worker:
         send("ceilings_done")
 
     def time(self, job: dict[str, Any]) -> None:
-        from harness.capture import mesh
-        from harness.frontends import registry
-        from harness.store import io
-        from harness.store.records import to_json
-        from harness.store.runfolder import TIMING_FILE, RunFolder
-        from harness.timing import stage
 
         workdir = Path(job["workdir"])
         notes: dict[str, str] = {}
@@ -410,8 +400,6 @@ class Worker:
             )
         file = job.get("file", TIMING_FILE)
         if group is not None:
-            from harness.capture import processes
-
             processes.write_timing(workdir, file, record, self.member.rank)
         if group is None or self.member.rank == 0:
             io.write_json(RunFolder(workdir).timing_named(file), to_json(record))
@@ -420,14 +408,12 @@ class Worker:
 
 def _group_faults() -> tuple[type[BaseException], ...]:
     """The exceptions that end a group of processes (a member missing from a barrier)."""
-    from harness.capture.distributed import ProcessesMissing
 
     return (ProcessesMissing,)
 
 
 def preload(modules: Iterable[str]) -> None:
     """Imports `modules` ahead of the job that needs them; the job reports any failure."""
-    from harness.frontends import registry
 
     for module in modules:
         # Inside every frontend's job scope: an import that makes a folder in $TMPDIR (a
@@ -437,7 +423,6 @@ def preload(modules: Iterable[str]) -> None:
 
 
 def _relayed() -> frozenset[str]:
-    from harness.capture.distributed import RELAYED
 
     return RELAYED
 
@@ -466,7 +451,6 @@ def main(argv: list[str]) -> int:
     # A spare worker imports its framework while the variant before it is captured; it
     # queries no device until its first job.
     preload(filter(None, os.environ.get("HARNESS_WORKER_PRELOAD", "").split(",")))
-    from harness.frontends import registry
 
     # The frontends, the built-ins and those HARNESS_FRONTENDS names, before the first job.
     registry.names()

@@ -136,7 +136,7 @@ class JaxFrontend:
         del platform
         from harness.capture.variant import (
             compile_for_timing,  # imports JAX: loaded only when called
-        )
+        )  # imports JAX: loaded only when called
 
         return compile_for_timing(exp, variant, workdir, executables, self.subject)
 

@@ -101,14 +101,14 @@ class TorchFrontend:
         del exp
         from harness.frontends.torch.expression import (
             build_torch_function,  # imports JAX: loaded only when called
-        )
+        )  # imports JAX: loaded only when called
 
         return build_torch_function(variant)
 
     def capture(self, exp: Experiment, variant: Variant, ctx: Context) -> Captured:
         from harness.frontends.torch.capture import (
             capture_torch_variant,  # imports JAX: loaded only when called
-        )
+        )  # imports JAX: loaded only when called
 
         return capture_torch_variant(exp, variant, ctx)
 
@@ -130,7 +130,7 @@ class TorchFrontend:
         from harness.frontends.torch.capture import waiter  # imports JAX: loaded only when called
         from harness.frontends.torch.expression import (
             device_for,  # imports JAX: loaded only when called
-        )
+        )  # imports JAX: loaded only when called
 
         return waiter(device_for(platform))
 
