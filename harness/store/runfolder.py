@@ -54,6 +54,9 @@ DUMP_DIR = "dump"
 TORCH_DIR = "torch"  # torch.compile's working folder (its debug trace and cache)
 IR_DIR = "ir"
 PROFILE_DIR = "profile"
+# The float64 references a study's variants share (harness.capture.reference): hidden, and
+# removed when the study ends; a study killed before that leaves them in its own folder.
+REFERENCES_DIR = ".references"
 LATEST = "latest"  # <results_root>/<experiment>/latest, the link to the newest run
 
 # The harness's own names at the top of a results root or a run: an experiment named one of

@@ -251,7 +251,7 @@ class Supervisor:
                 # compiling (and autotuning) each again.
                 executables=str(self.session.executable_folder()) if per_variant else None,
                 # Every variant's worker reads and keeps the float64 references there.
-                references=str(self.session.reference_folder()),
+                references=str(self.session.reference_folder(self.workdir)),
             )
             if per_variant and len(todo) > 1:
                 self._start_spare(todo[1])

@@ -15,7 +15,9 @@ from typing import Any
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
 from harness.config.load import blame
+from harness.store import io
 from harness.store.records import to_json
+from harness.store.runfolder import REFERENCES_DIR
 from harness.study import group
 from harness.study.workerproc import WorkerDied, WorkerProcess
 
@@ -38,18 +40,21 @@ class Session:
     # process's own (mode 0700, outside the results), because loading one runs what it holds.
     executables: Path | None = None
     # The float64 references the variants share, each computed once per run and key
-    # (harness.capture.reference): private too, and deleted with the executables.
-    references: Path | None = None
+    # (harness.capture.reference): in each run folder (`.references`), never in $TMPDIR, so a
+    # study killed with SIGKILL leaves nothing outside its own folder; deleted at the end.
+    references: dict[Path, Path] = field(default_factory=dict)  # run folder -> its folder
 
     def executable_folder(self) -> Path:
         if self.executables is None:
             self.executables = Path(tempfile.mkdtemp(prefix="harness-executables-"))
         return self.executables
 
-    def reference_folder(self) -> Path:
-        if self.references is None:
-            self.references = Path(tempfile.mkdtemp(prefix="harness-references-"))
-        return self.references
+    def reference_folder(self, workdir: Path) -> Path:
+        if workdir not in self.references:
+            found = workdir / REFERENCES_DIR
+            found.mkdir(mode=0o700, exist_ok=True)
+            self.references[workdir] = found
+        return self.references[workdir]
 
     @property
     def platform(self) -> str:
@@ -83,9 +88,10 @@ class Session:
         if self.executables is not None:
             shutil.rmtree(self.executables, ignore_errors=True)
             self.executables = None
-        if self.references is not None:
-            shutil.rmtree(self.references, ignore_errors=True)
-            self.references = None
+        for workdir, found in self.references.items():
+            with contextlib.suppress(OSError, ValueError):  # a folder gone or replaced stays
+                io.remove_tree(workdir, found, lambda name: name.startswith(("reference-", ".")))
+        self.references = {}
 
 
 def hello(
