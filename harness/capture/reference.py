@@ -4,11 +4,11 @@ machine has the cores for it, computed while the first compile runs.
 
 The key (harness.variants.expression.reference_key, harness.variants.program.reference_key)
 is what the reference is made from; variants with equal keys have bit-identical references.
-The folder is the supervisor's private one for the run (harness.study.session, mode 0700,
-deleted when the study ends), not the results root's `.cache`: a program's key names its
-function, not its code, so a reference holds within one run only. Files are written
-atomically and read through io.read_cache_file (the one reader); a file whose key, leaf
-count or dtypes are not what was asked for is a miss, computed again with a one-line note on
+The folder is the run's own `.references` (harness.study.session makes it, mode 0700, and
+removes it when the study ends), not the results root's `.cache`: a program's key names its
+function, not its code, so a reference holds within one run only. Files are keyed NumPy
+archives (harness.store.npz: written atomically, read through the one reader); a file whose
+key or leaves are not what was asked for is a miss, computed again with a one-line note on
 stderr. A reference whose computation fails is never kept: its failure is the `numerics`
 probe's, as before.
 
@@ -30,17 +30,15 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
-import io as stdio
 import os
 import sys
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from harness.store import io
+from harness.store import npz
 
 # More cores than this: the expression's reference runs while the first compile does.
 CONCURRENT_CORES = 4
@@ -166,7 +164,7 @@ def file_name(key: str) -> str:
 def write(folder: Path, key: str, made: Made) -> bool:
     """Keeps a reference for the run's other variants; False (nothing kept) when it cannot."""
     leaves, note = made
-    parts: dict[str, np.ndarray] = {"key": np.array(key), "count": np.array(len(leaves))}
+    parts: dict[str, np.ndarray] = {"count": np.array(len(leaves))}
     parts["note"] = np.array(note if note is not None else "")
     parts["has_note"] = np.array(note is not None)
     for i, leaf in enumerate(leaves):
@@ -174,9 +172,7 @@ def write(folder: Path, key: str, made: Made) -> bool:
         if a.dtype.hasobject:
             return False
         parts[f"leaf{i}"] = a
-    buffer = stdio.BytesIO()
-    np.savez(buffer, **parts)
-    return io.write_cache_file(folder, file_name(key), buffer.getvalue())
+    return npz.write_keyed(folder, file_name(key), key, parts)
 
 
 def read(folder: Path, key: str) -> Made | None:
@@ -185,7 +181,7 @@ def read(folder: Path, key: str) -> Made | None:
     name = file_name(key)
     if not (folder / name).exists() and not (folder / name).is_symlink():
         return None
-    made = _parsed(io.read_cache_file(folder, name), key)
+    made = _parsed(npz.read_keyed(folder, name, key))
     if made is None:
         print(
             f"note: the float64 reference kept at {folder / name} is not readable or not this "
@@ -196,23 +192,16 @@ def read(folder: Path, key: str) -> Made | None:
     return made
 
 
-def _parsed(data: bytes | None, key: str) -> Made | None:
-    if data is None:
+def _parsed(found: dict[str, np.ndarray] | None) -> Made | None:
+    """The leaves and note of an archive this module wrote, or None for anything else."""
+    if found is None:
         return None
     try:
-        with zipfile.ZipFile(stdio.BytesIO(data)) as archive:  # bounded before inflating
-            if sum(i.file_size for i in archive.infolist()) > io.CACHE_FILE_BYTES:
-                return None
-        with np.load(stdio.BytesIO(data), allow_pickle=False) as f:
-            if str(f["key"]) != key:
-                return None
-            count = int(f["count"])
-            leaves = tuple(np.array(f[f"leaf{i}"]) for i in range(count))
-            note = str(f["note"]) if bool(f["has_note"]) else None
-            if set(f.files) != {"key", "count", "note", "has_note"} | {
-                f"leaf{i}" for i in range(count)
-            }:
-                return None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        count = int(found["count"])
+        if set(found) != {"count", "note", "has_note"} | {f"leaf{i}" for i in range(count)}:
+            return None
+        leaves = tuple(found[f"leaf{i}"] for i in range(count))
+        note = str(found["note"]) if bool(found["has_note"]) else None
+    except (KeyError, TypeError, ValueError):
         return None
     return leaves, note

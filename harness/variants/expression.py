@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io as stdio
 import math
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from harness.common.precision import narrowest_float
 from harness.config.experiment import Problem, Variant
 from harness.frontends.modes import Mode
 from harness.records.summary import Numerics
-from harness.store import io
+from harness.store import npz
 
 ArrayFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -198,46 +196,38 @@ def _read_cached(cache: Path, key: tuple) -> Inputs | None:
     refused by io.read_cache_file (a link, outside the results root), or made from anything
     other than `key`: the recorded key, and every array's shape, dtype and size, must be the
     ones make_inputs makes, so a file copied over another's is a miss, never used."""
-    data = io.read_cache_file(cache, _cache_name(key))
-    if data is None:
+    found = npz.read_keyed(cache, _cache_name(key), _cache_key(key))
+    if found is None:
         return None
     arrays = []
-    try:
-        with zipfile.ZipFile(stdio.BytesIO(data)) as archive:  # bounded before inflating
-            if sum(i.file_size for i in archive.infolist()) > io.CACHE_FILE_BYTES:
-                return None
-        with np.load(stdio.BytesIO(data), allow_pickle=False) as f:
-            if str(f["key"]) != _cache_key(key):
-                return None
-            for n, (shape, dtype) in expected_arrays(key).items():
-                kind = jnp.dtype(dtype)
-                raw = f[n]
-                if (
-                    str(f[f"{n}_dtype"]) != dtype
-                    or tuple(int(d) for d in f[f"{n}_shape"]) != shape
-                    or raw.dtype != np.uint8
-                    or raw.size != math.prod(shape) * kind.itemsize
-                ):
-                    return None
-                arrays.append(np.frombuffer(raw.tobytes(), dtype=kind).reshape(shape))
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
-        return None
+    for n, (shape, dtype) in expected_arrays(key).items():
+        kind = jnp.dtype(dtype)
+        raw, kept_dtype, kept_shape = (found.get(x) for x in (n, f"{n}_dtype", f"{n}_shape"))
+        if (
+            raw is None
+            or kept_dtype is None
+            or kept_shape is None
+            or str(kept_dtype) != dtype
+            or tuple(int(d) for d in kept_shape) != shape
+            or raw.dtype != np.uint8
+            or raw.size != math.prod(shape) * kind.itemsize
+        ):
+            return None
+        arrays.append(np.frombuffer(raw.tobytes(), dtype=kind).reshape(shape))
     return Inputs(*(to_device(a) for a in arrays))
 
 
 def _write_cached(cache: Path, key: tuple, inputs: Inputs) -> None:
     """Keeps `inputs` as raw bytes (bf16 has no NumPy dtype of its own) with dtypes, shapes
     and the key they were made from."""
-    parts: dict[str, np.ndarray] = {"key": np.array(_cache_key(key))}
+    parts: dict[str, np.ndarray] = {}
     for n in ("x", "w", "b"):
         a = np.asarray(getattr(inputs, n))
         parts[n] = np.frombuffer(a.tobytes(), dtype=np.uint8)
         parts[f"{n}_dtype"] = np.array(str(a.dtype))
         parts[f"{n}_shape"] = np.array(a.shape, dtype=np.int64)
-    buffer = stdio.BytesIO()
-    np.savez(buffer, **parts)
     # A cache that cannot be written (or is refused) is only slower.
-    io.write_cache_file(cache, _cache_name(key), buffer.getvalue())
+    npz.write_keyed(cache, _cache_name(key), _cache_key(key), parts)
 
 
 def halve_rows(x: jax.Array) -> jax.Array:
