@@ -57,7 +57,9 @@ def _allowed(values: typing.Iterable[str]) -> str:
     return "allowed: " + ", ".join(values)
 
 
-def _choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+def choice(source: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+    """Raises a ConfigError naming `key` when `value` is not one of `allowed` (a frontend's
+    checks use it too, so every choice reads alike)."""
     if value not in allowed:
         raise ConfigError(source, key, f"{shown(value)} is not supported; {_allowed(allowed)}")
 
@@ -95,11 +97,11 @@ def validate_problem(p: Problem, source: str, path: str) -> None:
     validate_ranges(p, source, path)
     if p.rows * p.k > 1 << 34 or p.rows * p.n > 1 << 34 or p.k * p.n > 1 << 34:
         raise ConfigError(source, path, "the problem is larger than 2**34 elements in one array")
-    _choice(source, f"{path}.dtype", p.dtype, DTYPES)
+    choice(source, f"{path}.dtype", p.dtype, DTYPES)
     if p.w_dtype is not None:
-        _choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
-    _choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
-    _choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
+        choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
+    choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
+    choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
 
 
 def validate_name(source: str, key: str, name: str) -> None:
@@ -146,7 +148,7 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
         raise ConfigError(
             source, "search.base", f"{shown(s.base)} names no variant; {_allowed(names)}"
         )
-    _choice(source, "search.strategy", s.strategy, STRATEGIES)
+    choice(source, "search.strategy", s.strategy, STRATEGIES)
     if not s.space.xla_options and not s.space.w_dtype and not s.space.gelu:
         raise ConfigError(source, "search.space", "is empty; name XLA options with their values")
     for name, values in s.space.xla_options.items():
@@ -155,9 +157,9 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
         if not values:
             raise ConfigError(source, key, "needs at least one value")
     for d in s.space.w_dtype:
-        _choice(source, "search.space.w_dtype", d, DTYPES)
+        choice(source, "search.space.w_dtype", d, DTYPES)
     for g in s.space.gelu:
-        _choice(source, "search.space.gelu", g, GELU_FORMS)
+        choice(source, "search.space.gelu", g, GELU_FORMS)
 
 
 def validate_experiment(e: Experiment, source: str) -> None:
@@ -191,7 +193,7 @@ def validate_experiment(e: Experiment, source: str) -> None:
     with found.check():
         validate_program(e, source)
     with found.check():
-        _choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
+        choice(source, "capture.isolation", e.capture.isolation, ISOLATION)
     # A list whose names are refused (empty, unsafe, repeated) makes every check by name (the
     # baseline, `select`, the search's base, the roles) a knock-on of that one mistake.
     names_refused = not e.variants
@@ -259,11 +261,11 @@ def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[],
         if not v.platforms:
             raise ConfigError(source, f"{where}.platforms", f"is empty; {_allowed(PLATFORMS)}")
         for p in v.platforms:
-            _choice(source, f"{where}.platforms", p, PLATFORMS)
+            choice(source, f"{where}.platforms", p, PLATFORMS)
 
     def roles() -> None:
         for r in v.roles:
-            _choice(source, f"{where}.roles", r, ROLES)
+            choice(source, f"{where}.roles", r, ROLES)
 
     def options() -> None:
         for opt, value in v.xla_options.items():
@@ -279,7 +281,7 @@ def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[],
             raise ConfigError(source, f"{where}.sharding.{found[0]}", found[1])
 
     return [
-        lambda: _choice(source, f"{where}.mode", v.mode, mode_names()),
+        lambda: choice(source, f"{where}.mode", v.mode, mode_names()),
         problem,
         platforms,
         roles,
@@ -342,7 +344,7 @@ def validate_program(e: Experiment, source: str) -> None:
                 "float64 is refused: the measured variants run without jax's x64 (only the "
                 f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
             )
-        _choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+        choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
         if math.prod(spec.shape) > 1 << 34:
             raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
     if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
@@ -384,7 +386,7 @@ def _program_dtypes(p: Program, source: str, where: str) -> None:
     """Checks the dtype changes a program section makes (`dtype`, `w_dtype`), when set."""
     for key in ("dtype", "w_dtype"):
         if getattr(p, key) is not None:
-            _choice(source, f"{where}.{key}", getattr(p, key), DTYPES)
+            choice(source, f"{where}.{key}", getattr(p, key), DTYPES)
 
 
 def validate_program_variant(e: Experiment, v: Variant, source: str) -> None:

@@ -5,7 +5,7 @@ config stage knows no framework's keys but its own."""
 from __future__ import annotations
 
 from harness.config.experiment import ConfigError, TorchOptions, Variant
-from harness.config.validate import _choice, mode_names
+from harness.config.validate import choice, mode_names
 
 # torch.compile's `mode` argument ("default" passes none).
 TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
@@ -14,7 +14,7 @@ TORCH_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead
 def validate_variant(v: Variant, source: str) -> None:
     """Checks a variant's `torch:` section and what a torch_* mode cannot take."""
     where = f"variants.{v.name}"
-    _choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
+    choice(source, f"{where}.torch.mode", v.torch.mode, TORCH_COMPILE_MODES)
     if v.framework != "torch":
         if v.torch != TorchOptions():
             raise ConfigError(
