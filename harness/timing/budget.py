@@ -39,10 +39,15 @@ def round_seconds(
     return sum(per_call_s[n] * (calls[n] + settling.get(n, 0)) for n in calls)
 
 
+def fewest(planned: int, min_rounds: int) -> int:
+    """The fewest rounds a cut may leave: `min_rounds`, at least one, at most the planned."""
+    return min(planned, max(1, min_rounds))
+
+
 def rounds_within(planned: int, min_rounds: int, round_s: float, left_s: float) -> int:
     """Returns how many rounds to run: the planned ones when they fit `left_s`, else as many as
     fit, never fewer than `min_rounds` (nor more than planned)."""
-    floor = min(planned, max(1, min_rounds))
+    floor = fewest(planned, min_rounds)
     if planned * round_s <= max(left_s, 0.0):
         return planned
     fit = math.floor(max(left_s, 0.0) / max(round_s, 1e-12))
@@ -67,7 +72,7 @@ def cut(
     over = rounds * round_s > max(left_s, 0.0)
     why = (
         f"timed {rounds} of {planned} planned rounds: one call of `{slowest}` takes "
-        f"{call_s:.3g} s and a round of one-call batches {round_s:.3g} s, against the "
+        f"{call_s:.3g} s and a round of the smallest batches {round_s:.3g} s, against the "
         f"{max(left_s, 0.0):.3g} s the {budget_s:g} s budget had left for the rounds"
     )
     if over:
@@ -75,7 +80,7 @@ def cut(
     return RoundsCut(
         planned=planned,
         rounds=rounds,
-        min_rounds=min(planned, max(1, min_rounds)),
+        min_rounds=fewest(planned, min_rounds),
         round_s=round_s,
         left_s=left_s,
         slowest=slowest,
