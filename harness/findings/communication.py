@@ -22,15 +22,20 @@ WAIT_SHARE = 0.10  # a device waiting more than this share of its step is named
 def wait_findings(rule: str, name: str, comm: Comm, threshold: float) -> tuple[WaitFinding, ...]:
     """The devices of variant `name` whose wait share exceeds `threshold`, largest first."""
     found = sorted(
-        (d for d in comm.per_device if d.wait_share is not None and d.wait_share > threshold),
+        (
+            d
+            for d in comm.per_device
+            if d.wait_share is not None and d.waited_s is not None and d.wait_share > threshold
+        ),
         key=lambda d: -(d.wait_share or 0.0),
     )
     out = []
     for d in found:
-        share, waited = d.wait_share or 0.0, d.waited_s or 0.0
+        share, waited = d.wait_share or 0.0, d.waited_s or 0.0  # both measured: filtered above
+        lag = comm.straggler_lag_s
         on = (
-            f"; device {comm.straggler} arrived last at the most calls, "
-            f"{(comm.straggler_lag_s or 0.0) * 1e6:.1f} µs a step after the first"
+            f"; device {comm.straggler} arrived last at the most calls"
+            + (f", {lag * 1e6:.1f} µs a step after the first" if lag is not None else "")
             if comm.straggler is not None and comm.straggler != d.device
             else ""
         )
