@@ -49,6 +49,11 @@ def spec_counts(shardings: Any) -> str:
     return ", ".join(f"{spec} ×{n}" for spec, n in counts.most_common())
 
 
+def put_all(values: tuple[Any, ...], shardings: Any) -> tuple[Any, ...]:
+    """Puts each argument (a pytree) where its sharding (a pytree of the same shape) says."""
+    return tuple(jax.tree.map(sharded.put, v, s) for v, s in zip(values, shardings, strict=True))
+
+
 def place(
     variant: Variant,
     fn: Callable[..., Any],
@@ -63,18 +68,12 @@ def place(
     compiled = jax.jit(program).lower(*args).compile()
     shardings, _ = compiled.input_shardings
 
-    def put_all(values: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            jax.tree.map(sharded.put, v, s) for v, s in zip(values, shardings, strict=True)
-        )
-
-    placed_args = jax.block_until_ready(put_all(args))
+    placed_args = jax.block_until_ready(put_all(args, shardings))
 
     def placed_halved() -> tuple[Any, ...]:
         # The new-shape call's inputs are placed by its own compile's input shardings.
         half = halved()
-        again = jax.jit(program).lower(*half).compile().input_shardings[0]
-        return tuple(jax.tree.map(sharded.put, v, s) for v, s in zip(half, again, strict=True))
+        return put_all(half, jax.jit(program).lower(*half).compile().input_shardings[0])
 
     names = ["params", *(f"input{i}" for i in range(len(args) - 1))]
     record = MeshRecord(
