@@ -53,10 +53,16 @@ def count(value: Any) -> str:
     return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
 
 
+def plural(noun: str) -> str:
+    """The plural of a counted noun: kernels, copies, launches."""
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+
+
 def counted(value: Any, noun: str) -> str:
     """Returns a per-step count with its noun, singular for exactly one: "1 kernel", "2.5 kernels"."""
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{count(value)} {noun if num(value) == 1 else plural}"
+    return f"{count(value)} {noun if num(value) == 1 else plural(noun)}"
 
 
 def versus(a: Any, b: Any, noun: str, per: str = "") -> str:
@@ -65,7 +71,7 @@ def versus(a: Any, b: Any, noun: str, per: str = "") -> str:
     follows the noun ("a step")."""
     x, y = num(a), num(b)
     if x is None or y is None:
-        return f"{noun}s: {count(a)} against {count(b)} (not measured)"
+        return f"{plural(noun)}: {count(a)} against {count(b)} (not measured)"
     tail = f" {per}" if per else ""
     if x == y:
         return f"the same {counted(x, noun)}{tail}"
