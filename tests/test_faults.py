@@ -307,7 +307,7 @@ def test_concurrent_runs_get_their_own_folders_and_latest_is_complete(tmp_path: 
 def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp_path):
     """The GPU's default (capture.isolation=auto there): each variant's first call is paid in a
     fresh worker, so no variant inherits another's caches or autotuning. The next variant's
-    worker starts while the current one captures (a spare), each used. The timing worker
+    worker starts while the current one captures, each used. The timing worker
     loads the program a capture worker compiled, from a private folder that is gone after."""
     root, private = tmp_path / "results", tmp_path / "tmp"
     private.mkdir()
@@ -323,8 +323,8 @@ def test_per_variant_isolation_compiles_each_variant_in_a_process_of_its_own(tmp
     run = root / "gelu" / "latest"
     variants = read_summary(run)
     assert all(v.compile.fresh_process for v in variants.values())
-    # The session's worker captured the first variant; two spares took one variant each (a
-    # spare left unused, or started twice, would count here).
+    # The session's worker captured the first variant; two workers started ahead took one
+    # variant each (one left unused, or started twice, would count here).
     assert json.loads((run / "manifest.json").read_text())["workers"] == 3
     notes = {
         n: v["note"] for n, v in json.loads((run / "timing.json").read_text())["variants"].items()

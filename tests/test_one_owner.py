@@ -136,10 +136,10 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
     (
         "harness/study/session.py",
         "forget_private_folders",
-    ): "its private folders of serialized executables and float64 references",
+    ): "its private folders of serialized executables, device lock files and float64 references",
     (
-        "harness/study/run.py",
-        "_fresh_variant_dir",
+        "harness/study/pipeline.py",
+        "fresh_variant_dir",
     ): "a planted link at variants/ or a variant's folder",
     ("harness/capture/processes.py", "gather_profiles"): "profile files jax wrote, once moved",
     ("harness/capture/processes.py", "finish_capture"): "its own per-process capture folder",

@@ -24,6 +24,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/store/io.py", "_replacing"): "fsyncs the temporary file it has just written",
     ("harness/store/io.py", "run_lock"): "opens the run's lock to flock it; never reads it",
     (
+        "harness/capture/turn.py",
+        "_open",
+    ): "opens the session's device lock files (its private folder, no link followed) to flock "
+    "them; never reads them",
+    (
         "harness/store/ownership.py",
         "digest",
     ): "hashes a file lstat found regular, without following a link, "

@@ -12,7 +12,7 @@ from conftest import REPO, run_harness
 
 from harness.config import ConfigError, load
 from harness.store import io
-from harness.study.run import _fresh_variant_dir
+from harness.study.pipeline import fresh_variant_dir
 
 HARNESS = REPO / "harness"
 SOURCES = sorted(HARNESS.rglob("*.py"))
@@ -158,7 +158,7 @@ def test_a_variant_folder_linked_outside_is_replaced_not_followed(tmp_path: Path
     run = tmp_path / "results" / "t" / "run"
     (run / "variants").mkdir(parents=True)
     (run / "variants" / "xla").symlink_to(outside)
-    fresh = _fresh_variant_dir(run, "xla")
+    fresh = fresh_variant_dir(run, "xla")
     assert fresh == (run / "variants" / "xla").resolve() and fresh.is_dir()
     assert not (run / "variants" / "xla").is_symlink() and not any(fresh.iterdir())
     assert (outside / "keep.txt").read_text() == "mine"

@@ -37,7 +37,13 @@ def counted(clock: FakeClock, name: str, cost: float, seen: list[str]) -> rounds
     return rounds.Timed(name, call, lambda out: None)
 
 
-def run_rounds(slow_s: float, planned: int = 10, budget_s: float = 6.0, min_rounds: int = 3):
+def run_rounds(
+    slow_s: float,
+    planned: int = 10,
+    budget_s: float = 6.0,
+    min_rounds: int = 3,
+    warm_s: dict[str, float] | None = None,
+):
     clock, seen = FakeClock(), []
     timed = [counted(clock, "fast", 0.001, seen), counted(clock, "slow", slow_s, seen)]
     _, target = rounds.plan(len(timed), planned, 0.1, budget_s, 0.25)
@@ -53,6 +59,7 @@ def run_rounds(slow_s: float, planned: int = 10, budget_s: float = 6.0, min_roun
         max_budget_s=3 * budget_s,
         clock=clock,
         min_rounds=min_rounds,
+        warm_s=warm_s,
     )
     return result, clock.now, seen
 
@@ -70,13 +77,31 @@ def test_a_call_longer_than_a_round_allows_cuts_the_rounds_and_keeps_the_budget(
     assert result.stopped == "budget" and f"{cut.rounds} of 10 planned rounds" in cut.why
 
 
-def test_a_call_longer_than_the_whole_budget_runs_the_stated_minimum_and_says_so() -> None:
-    # The scanned LM of issue 44: 13 s a call against budget_s 6 ran 274 s; now 5 calls.
-    result, spent, seen = run_rounds(slow_s=13.0)
+def test_a_call_longer_than_the_budget_allows_runs_the_stated_minimum_and_says_so() -> None:
+    # 3 s a call against budget_s 6: three rounds (timing.min_rounds) still fit max_budget_s.
+    result, spent, seen = run_rounds(slow_s=3.0)
     cut = result.cut
-    assert cut is not None and cut.rounds == 3 and cut.over_budget
-    assert seen.count("slow") == 2 + 3 and spent < 6 * 13.0
+    assert cut is not None and cut.rounds == 3 and cut.over_budget and not result.dropped
+    assert seen.count("slow") == 2 + 3 and spent <= 3 * 6.0
     assert "timing.min_rounds" in cut.why and "past the budget" in cut.why
+
+
+def test_a_call_whose_minimum_rounds_exceed_the_largest_budget_is_left_out_and_says_why() -> None:
+    # The scanned LM of issue 44: 13 s a call against budget_s 6 ran 274 s. Three rounds would
+    # take 39 s against max_budget_s 18: it is warmed up (its first call may compile), then
+    # left out of the rounds.
+    result, spent, seen = run_rounds(slow_s=13.0)
+    assert seen.count("slow") == 2 and spent <= 1.5 * 18.0
+    assert "slow" not in result.step_s and len(result.step_s["fast"]) >= 3
+    why = result.dropped["slow"]
+    assert "one call takes 13 s" in why and "timing.max_budget_s" in why
+
+
+def test_a_long_call_already_warm_in_the_worker_is_not_warmed_up_again() -> None:
+    # The eager call of a program captured in this worker: its blocked steps are known.
+    result, spent, seen = run_rounds(slow_s=1.0, warm_s={"slow": 1.0})
+    assert result.cut is not None and seen.count("slow") == result.cut.rounds
+    assert spent <= 1.5 * 6.0
 
 
 def test_rounds_that_fit_the_budget_are_not_cut() -> None:
@@ -99,13 +124,15 @@ def test_min_rounds_under_two_is_a_one_line_error_naming_the_key(tmp_path: Path)
     assert e.value.key == "timing.min_rounds" and "\n" not in str(e.value)
 
 
-def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Path) -> None:
+def slow_eager_stage(tmp_path: Path, max_budget_s: float):
+    """Times a jitted call and a slow op-by-op loop in the real stage; returns the record,
+    the experiment and how many times the loop ran."""
     exp = load(
         "gelu.yaml",
         [
             "--config.timing.rounds=10",
             "--config.timing.budget_s=0.05",
-            "--config.timing.max_budget_s=0.05",
+            f"--config.timing.max_budget_s={max_budget_s}",
         ],
     ).experiment
     x = jnp.ones((8, 8), jnp.float32)
@@ -121,11 +148,16 @@ def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Pa
         return y
 
     record = stage.run(exp, {"xla": lambda: jitted(x), "eager": eager}, "cpu", tmp_path, {}, {})
+    return record, exp, len(eager_calls)
+
+
+def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Path) -> None:
+    record, exp, eager_calls = slow_eager_stage(tmp_path, max_budget_s=60.0)
     cut = record.cut
     assert cut is not None and cut.slowest == "eager" and cut.planned == 10
     assert record.rounds == cut.rounds and 3 <= cut.rounds < 10
     assert record.variants["eager"].calls_per_batch == 1
-    assert len(eager_calls) == max(1, exp.measure.warmup) + cut.rounds  # nothing else ran
+    assert eager_calls == 2 + cut.rounds  # two warm-up calls, then one a round: nothing else
     limits = judging.limits_from(exp.timing)
     g = judging.gate(record, limits)
     pending = [
@@ -135,3 +167,14 @@ def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Pa
     ]
     (verdict,) = judging.judge(pending, g, limits).values()
     assert verdict.why.endswith(cut.why)
+
+
+def test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget(
+    tmp_path: Path,
+) -> None:
+    # max_budget_s 0.05: three rounds of the loop cannot fit; it is warmed up and left out,
+    # with why, and the jitted call is still timed in its rounds.
+    record, _, eager_calls = slow_eager_stage(tmp_path, max_budget_s=0.05)
+    assert eager_calls == 2 and "eager" not in record.variants
+    assert "timing.max_budget_s" in record.excluded["eager"]
+    assert len(record.variants["xla"].round_step_s) == record.rounds >= 3

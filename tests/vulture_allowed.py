@@ -100,3 +100,9 @@ _.compile_profiler  # harness/records/torch_facts.py:82: field of the record Tor
 _.trace_handler  # harness/records/torch_facts.py:85: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
 _.capture_env  # harness/records/torch_facts.py:105: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
 _.features  # harness/records/torch_facts.py:117: field of the record TorchFacts and its parts: written to JSON through dataclasses.fields
+_.turn_wait_s  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.compile_wait_s  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.turn_began  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.turn_ended  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.turn_shared  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.prepare_s  # harness/records/summary.py: field of the record TimedVariant: written to JSON through dataclasses.fields

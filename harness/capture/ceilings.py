@@ -19,6 +19,7 @@ Written to the run as ceilings.json; the report only reads it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -72,18 +73,43 @@ def _best_batch(
     return best
 
 
-def measure_gemm(shape: ProbeGemm, budget_s: float) -> float:
-    """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes."""
-    import jax  # imports JAX: loaded only when called
-    import jax.numpy as jnp  # imports JAX: loaded only when called
+class Phases(Protocol):
+    """How the measurement shares its device (harness.capture.turn.DeviceTurn): its operands
+    and compiles beside other compiles, its timing alone."""
 
-    rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((shape.m, shape.k), np.float32), shape.x_dtype)
-    w = jnp.asarray(rng.standard_normal((shape.k, shape.n), np.float32), shape.w_dtype)
-    f = jax.jit(lambda a, b: a @ b)
-    jax.block_until_ready(f(x, w))
+    def compiling(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def alone(self) -> contextlib.AbstractContextManager[None]: ...
+
+
+class Alone:
+    """A device nobody else uses: every phase is free."""
+
+    def compiling(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def alone(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+def measure_gemm(shape: ProbeGemm, budget_s: float, phases: Phases | None = None) -> float:
+    """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes.
+
+    The operands are standard normals drawn on the device (a GPU at its power cap runs a GEMM
+    of ones faster than one of random values; NumPy drew 2×64 M of them in 1.5 s on the
+    H200's host, most of the ceilings' time)."""
+    import jax  # imports JAX: loaded only when called
+
+    phases = phases or Alone()
+    with phases.compiling():
+        kx, kw = jax.random.split(jax.random.key(0))
+        x = jax.random.normal(kx, (shape.m, shape.k), np.float32).astype(shape.x_dtype)
+        w = jax.random.normal(kw, (shape.k, shape.n), np.float32).astype(shape.w_dtype)
+        f = jax.jit(lambda a, b: a @ b)
+        jax.block_until_ready(f(x, w))
     flops = 2.0 * shape.m * shape.k * shape.n
-    return flops / _back_to_back(lambda: f(x, w), jax.block_until_ready, budget_s)
+    with phases.alone():
+        return flops / _back_to_back(lambda: f(x, w), jax.block_until_ready, budget_s)
 
 
 def _back_to_back(fn: Callable[[], Any], wait: Callable[[Any], Any], budget_s: float) -> float:
@@ -96,7 +122,9 @@ def _back_to_back(fn: Callable[[], Any], wait: Callable[[Any], Any], budget_s: f
     return _best_batch(fn, wait, budget_s, calls)
 
 
-def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
+def measure_copy(
+    nbytes: int, budget_s: float, platform: str, phases: Phases | None = None
+) -> float:
     """Returns the best bytes/s (read + written) of a copy of `nbytes` in device memory.
 
     On a CPU, NumPy's copy (one memcpy) is also timed: XLA's elementwise kernel there is
@@ -105,10 +133,13 @@ def measure_copy(nbytes: int, budget_s: float, platform: str) -> float:
     import jax  # imports JAX: loaded only when called
     import jax.numpy as jnp  # imports JAX: loaded only when called
 
-    a = jnp.ones((nbytes // 4,), jnp.float32)
-    f = jax.jit(lambda v: v * 2.0)
-    jax.block_until_ready(f(a))
-    best = 2.0 * a.nbytes / _back_to_back(lambda: f(a), jax.block_until_ready, budget_s)
+    phases = phases or Alone()
+    with phases.compiling():
+        a = jnp.ones((nbytes // 4,), jnp.float32)
+        f = jax.jit(lambda v: v * 2.0)
+        jax.block_until_ready(f(a))
+    with phases.alone():
+        best = 2.0 * a.nbytes / _back_to_back(lambda: f(a), jax.block_until_ready, budget_s)
     if platform == "cpu":
         src = np.ones(nbytes // 4, np.float32)
         dst = np.empty_like(src)
@@ -179,11 +210,13 @@ def measure(
     cache: Path | None,
     remeasure: bool = False,
     budget_s: float = 0.5,
+    phases: Phases | None = None,
 ) -> dict[str, Any]:
     """Returns ceilings.json: per precision the best GEMM rate found, and the copy bandwidth.
 
     `cache` (CPU only) holds earlier measurements of this host; entries younger than
-    CACHE_MAX_AGE_S are reused unless `remeasure`.
+    CACHE_MAX_AGE_S are reused unless `remeasure`. `phases`: how the device is shared with
+    variants captured meanwhile (none: it is this process's alone).
     """
     platform = str(environment.get("platform"))
     host = _host_key(environment)
@@ -197,16 +230,18 @@ def measure(
     for shape in wanted:
         key = _shape_key(shape)
         if key not in entries:
-            entries[key] = {"flops_per_s": measure_gemm(shape, budget_s), "at": now, "key": key}
+            rate = measure_gemm(shape, budget_s, phases)
+            entries[key] = {"flops_per_s": rate, "at": now, "key": key}
     entries.pop("copy", None)  # the old method's figure: an underestimate on a GPU
     if COPY_KEY not in entries:
         nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
-        rate = measure_copy(nbytes, budget_s, platform)
+        rate = measure_copy(nbytes, budget_s, platform, phases)
         entries[COPY_KEY] = {"bytes_per_s": rate, "at": now, "key": COPY_KEY}
     devices = int(environment.get("device_count") or 1)
     link_key = f"link:{devices}"
     if devices > 1 and link_key not in entries:
-        found = measure_link(platform, budget_s, _best_batch)
+        with (phases or Alone()).alone():
+            found = measure_link(platform, budget_s, _best_batch)
         if found is not None:
             entries[link_key] = {**found, "at": now, "key": link_key}
     if cache is not None:

@@ -115,6 +115,10 @@ class Pending:
         if self._future is not None:
             concurrent.futures.wait([self._future])
             self._close()
+            # Kept in the run's cache now, not when judged: the next variant's worker, whose
+            # turn on the device may begin before this one judges, then reads it.
+            if self._future.exception() is None:
+                self._keep(self._future.result())
         return time.perf_counter() - started
 
     def result(self) -> Made:
@@ -133,10 +137,14 @@ class Pending:
                 self._made, self.reused = found, True
                 return found
             made = self._timed()
-        if self.folder is not None:
+        self._keep(made)
+        return made
+
+    def _keep(self, made: Made) -> None:
+        """Keeps a computed reference here and in the run's cache (never a failure)."""
+        if self._made is None and self.folder is not None:
             write(self.folder, self.key, made)
         self._made = made
-        return made
 
     def spent(self) -> Spent | None:
         """What it cost, or None when it was never asked for."""

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from harness.capture.reference import Spent
+from harness.capture.turn import DeviceTurn
 from harness.records.probes import ProbeCosts
 
 
@@ -54,10 +55,22 @@ def spent(costs: dict[str, float], probe: str) -> Iterator[None]:
         costs[probe] = costs.get(probe, 0.0) + time.perf_counter() - start
 
 
-def costs(seconds: Mapping[str, float], ref: Spent | None = None) -> ProbeCosts:
-    """Returns the record of the probes' seconds (a probe that did not run: null) and what
-    the float64 reference cost (`ref`; None: it was never asked for)."""
+def costs(
+    seconds: Mapping[str, float], ref: Spent | None = None, turn: DeviceTurn | None = None
+) -> ProbeCosts:
+    """Returns the record of the probes' seconds (a probe that did not run: null), what the
+    float64 reference cost (`ref`; None: it was never asked for) and the variant's turn on
+    the device (`turn`; None, or one never begun: not recorded)."""
     found = ProbeCosts(**{f"{k}_s": v for k, v in seconds.items()})
+    if turn is not None and turn.began is not None:
+        found = dataclasses.replace(
+            found,
+            turn_wait_s=turn.waited_s,
+            compile_wait_s=turn.compile_wait_s,
+            turn_began=turn.began,
+            turn_ended=turn.ended,
+            turn_shared=turn.shared,
+        )
     if ref is None:
         return found
     return dataclasses.replace(

@@ -31,6 +31,8 @@ import numpy as np
 
 from harness.capture import dumping, measure, mesh, reference, reuse
 from harness.capture import memory as capture_memory
+from harness.capture.turn import DeviceTurn
+from harness.capture.turn import free as turn_free
 from harness.common import userfiles
 from harness.common.precision import narrowest_float
 from harness.config.experiment import Experiment, Program, Variant
@@ -77,6 +79,9 @@ class Context:
     # The run's folder of float64 references, shared by its variants' processes (the
     # supervisor's private one; harness.capture.reference): None computes each variant's own.
     references: Path | None = None
+    # The variant's turn on the device (harness.capture.turn), begun by the worker before the
+    # inputs; the capture ends it when its device work is over.
+    turn: DeviceTurn = dataclasses.field(default_factory=turn_free)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +310,8 @@ def capture_variant(
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    subject = (make_subject or subject_of)(exp, variant)
+    with ctx.turn.compiling():  # its inputs and parameters are made on the device
+        subject = (make_subject or subject_of)(exp, variant)
     ctx = dataclasses.replace(ctx, failures=[], costs={})
     if subject.reference is not None:
         subject.reference.use(ctx.references, reference.may_overlap())
@@ -322,6 +328,7 @@ def capture_variant(
     finally:  # a reference still computing never runs beside the next variant
         if subject.reference is not None:
             subject.reference.wait()
+        ctx.turn.end()  # a capture that raised hands the device on too
     printed = buffer.getvalue()
     if printed:
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
@@ -330,7 +337,7 @@ def capture_variant(
         callback_lines=len(printed.splitlines()),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
-        probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent())
+        probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent(), ctx.turn)
         if ctx.costs
         else None,
     )
@@ -453,15 +460,20 @@ def _capture_jit(
     args = placed.args
     devices = capture_memory.devices_of(args)
     memory_before = capture_memory.before(devices)
+    waits_before = ctx.turn.waited_s + ctx.turn.compile_wait_s
     with reuse.spent(ctx.costs, "first_call"), _window(exp, ctx, "first_call") as events:
-        traced, trace_s = measure.timed(lambda: jitted.trace(*args))
-        lowered, lower_s = measure.timed(traced.lower)
-        if subject.reference is not None:  # in a thread, where the cores allow it
-            subject.reference.start()
-        compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
-        # Untimed, before the first execution: no timed call shares the CPU with it.
-        waited = subject.reference.wait() if subject.reference is not None else 0.0
+        with ctx.turn.compiling():  # beside other variants' compiles, never a measurement
+            traced, trace_s = measure.timed(lambda: jitted.trace(*args))
+            lowered, lower_s = measure.timed(traced.lower)
+            if subject.reference is not None:  # in a thread, where the cores allow it
+                subject.reference.start()
+            compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
+            # Untimed, before the first execution: no timed call shares the CPU with it.
+            waited = subject.reference.wait() if subject.reference is not None else 0.0
+        ctx.turn.begin()  # the device alone, from the first execution to the memory
         y, execute_s = measure.timed(lambda: compiled(*args))
+    # What the variant waited for others (their measurements, its turn) is not its call's.
+    ctx.costs["first_call"] -= ctx.turn.waited_s + ctx.turn.compile_wait_s - waits_before
     if subject.reference is not None and subject.reference.overlapped:
         ctx.costs["first_call"] -= waited  # the wait is the reference's cost, not the call's
         ctx.costs["reference"] = waited
@@ -481,12 +493,14 @@ def _capture_jit(
 
     times = _steady(exp, ctx, call)
     memory = capture_memory.measured(compiled, devices, memory_before, ctx.fresh_process)
-    numerics = _judged(subject, y, ctx)
+    ctx.turn.end()  # the next variant may measure; this one compiles again beside it
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
-    recompile = _recompile(
-        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
-    )
+    with ctx.turn.compiling():
+        recompile = _recompile(
+            exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
+        )
+    numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     modules = (
         [m for m in ladder.dump_modules(dump_dir.iterdir()) if m.name == module]
@@ -561,6 +575,8 @@ def _capture_eager(
     options.pop("xla_dump_hlo_pass_re", None)  # one file per pass per primitive is noise
     devices = capture_memory.devices_of(args)
     memory_before = capture_memory.before(devices)
+    # Op by op, each primitive compiles as it first runs: the whole call is the measurement.
+    ctx.turn.begin()
     with (
         reuse.spent(ctx.costs, "first_call"),
         dumping.eager_compiles_dumped_to(options) as dumped,
@@ -574,8 +590,10 @@ def _capture_eager(
 
     times = _steady(exp, ctx, call)
     peaks, memory_note = capture_memory.device_peaks(devices, memory_before, ctx.fresh_process)
-    numerics = _judged(subject, y, ctx)
-    recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
+    ctx.turn.end()  # the next variant may measure; this one compiles again beside it
+    with ctx.turn.compiling():
+        recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
+    numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     if recompile is not None:
         recompile = dataclasses.replace(
             recompile,

@@ -213,6 +213,15 @@ class CaptureOptions:
     """How variants are isolated from each other while they are captured."""
 
     isolation: str = "auto"  # auto: a process per variant on a GPU, one shared process on a CPU
+    ahead: int = ranged(
+        -1,
+        -1,
+        16,
+        "with a process per variant, how many of the next variants' workers start, make their "
+        "inputs and compile while one is measured; they compile together (this many + 1 at "
+        "most) and measure one at a time, beside no compile (harness.capture.turn); -1: 3 on "
+        "a GPU, 0 on a CPU (where compiling would share the cores a variant is timed on)",
+    )
     remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
     torch_threads: int = ranged(
         0, 0, 4096, "torch's intra-op threads and Inductor's compile workers; 0: torch's defaults"

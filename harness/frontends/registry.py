@@ -41,6 +41,11 @@ class Frontend(Protocol):
     name: str  # the framework's name, as summary.json writes it (`identity.framework`)
     modes: tuple[Mode, ...]
     traits: Traits
+    # Its capture takes its own phases on a shared device (ctx.turn: `compiling` beside
+    # other variants' compiles, `begin`/`end` around its measurements; harness.capture.turn).
+    # Otherwise (a plug-in that does not say) the worker holds the device alone for its
+    # whole capture.
+    shares_device: bool
 
     def preload(self, variant: Variant) -> tuple[str, ...]:
         """The modules a worker for `variant` imports before its first job."""
@@ -115,6 +120,12 @@ class Frontend(Protocol):
 _FRONTENDS: dict[str, Frontend] = {}
 _MODES: dict[str, Mode] = {}
 _loaded: list[bool] = []
+
+
+def shares_device(frontend: Frontend) -> bool:
+    """True when `frontend`'s capture takes its own phases on a shared device (a plug-in
+    written before they existed does not say, and gets the device alone)."""
+    return bool(getattr(frontend, "shares_device", False))
 
 
 def register(frontend: Frontend) -> Frontend:

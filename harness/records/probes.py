@@ -46,3 +46,21 @@ class ProbeCosts:
         "the float64 reference was computed in a thread while the first compile ran "
         "(harness.capture.reference.CONCURRENT_CORES)"
     )
+    # Added with the device turns (harness.capture.turn): absent in older files (null).
+    turn_wait_s: float | None = doc(
+        "seconds the compiled variant waited for its turn to measure: the variant before it "
+        "measuring, and the compiles running (null: not recorded; harness.capture.turn)"
+    )
+    compile_wait_s: float | None = doc(
+        "seconds it waited before its compile phases (inputs, compile, recompile) while "
+        "another variant measured"
+    )
+    turn_began: float | None = doc(
+        "when its turn to measure began, Unix seconds: its first execution, steady steps, "
+        "profile and memory run in the turn, one variant's at a time and beside no compile"
+    )
+    turn_ended: float | None = doc("when its turn to measure ended, Unix seconds")
+    turn_shared: bool | None = doc(
+        "other variants' workers shared the device with it, compiling beside each other "
+        "(capture.ahead); false: it had the device alone"
+    )

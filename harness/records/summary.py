@@ -618,6 +618,10 @@ class TimedVariant:
     calls_per_batch: int | None = doc("back-to-back calls per batch")
     settle_calls: int | None = doc("untimed calls of the variant just before each batch")
     note: str | None = doc("e.g. compiled again for timing, and whether it matched the capture")
+    prepare_s: float | None = doc(
+        "seconds making it ready in the timing worker before its rounds: its inputs, and its "
+        "program loaded (or compiled again); null: the worker captured it itself"
+    )
 
 
 @dataclass(frozen=True)

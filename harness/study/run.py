@@ -38,7 +38,6 @@ from harness.records import invocations, numerics_effect, run_files
 from harness.records.summary import (
     SUMMARY_FILE,
     CaptureRecord,
-    Failure,
     TimingRecord,
     load_capture,
     summary_json,
@@ -49,8 +48,9 @@ from harness.store import io, runfolder
 from harness.store.records import SchemaError, from_json, to_json
 from harness.store.runfolder import RunFolder, VariantFolder
 from harness.study import group, lifecycle
+from harness.study.pipeline import EachInItsOwn, crash_record, fresh_variant_dir
 from harness.study.session import Session, hello
-from harness.study.workerproc import REPO, WorkerDied, WorkerProcess, preload_for
+from harness.study.workerproc import REPO, WorkerDied, WorkerProcess
 from harness.timing.rounds import AA_SUFFIX
 
 # --- the run ----------------------------------------------------------------------------------
@@ -111,25 +111,6 @@ def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = 
     print(line, flush=True)
 
 
-def _fresh_variant_dir(workdir: Path, name: str) -> Path:
-    """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there."""
-    variants = RunFolder(workdir).variants_dir
-    if variants.is_symlink():  # planted: replace the link, never write through it
-        variants.unlink()
-    variants.mkdir(exist_ok=True)
-    if (variants / name).is_symlink():  # never follow a planted link out of the run folder
-        (variants / name).unlink()
-    vdir = io.confined(workdir, runfolder.VARIANTS_DIR, name)
-    kept = io.remove_tree(variants, variants / name, runfolder.made_in_variant)
-    if kept:  # a user's files beside what the interrupted attempt left: never the harness's
-        print(
-            f"{terminal.shown(name)}: left untouched: {terminal.shown(', '.join(kept)[:200])}",
-            flush=True,
-        )
-    vdir.mkdir(parents=True, exist_ok=True)
-    return vdir
-
-
 def kept_record(workdir: Path, name: str) -> CaptureRecord | None:
     """Returns a finished variant's record on resume, or None when it must be redone."""
     vdir = RunFolder(workdir).variant(name)
@@ -153,22 +134,6 @@ def _timing_fault(last: dict[str, Any]) -> tuple[str | None, str]:
     return name, "timing it"
 
 
-def _crash_record(exp: Experiment, name: str, died: WorkerDied) -> CaptureRecord:
-    doing = "making its inputs" if died.last.get("event") == "inputs" else "capturing it"
-    return CaptureRecord(
-        status="failed",
-        reason=f"{died.how()} while {doing}",
-        mode=exp.variant(name).mode,
-        module=None,
-        failure=Failure(
-            kind="crash",
-            signal=died.signal_name(),
-            exit_code=died.returncode if died.returncode >= 0 else None,
-            stderr_tail=died.stderr_tail,
-        ),
-    )
-
-
 @dataclass
 class Supervisor:
     """Runs the capture and timing jobs over workers, replacing a worker that dies."""
@@ -178,14 +143,13 @@ class Supervisor:
     exp: Experiment
 
     def _new_worker(self) -> WorkerProcess:
-        """Returns a worker ready for jobs: the spare started ahead, else a new one. In a
+        """Returns a worker ready for jobs, started now. In a
         group of processes, a new group: a jax.distributed group cannot go on after a member
         died, and with an external launcher the run cannot start one (WorkerDied stops it)."""
         p = self.exp.processes
         if p.enabled:
             return self._new_group()
-        worker = self.session.spare or self._spawn(())
-        self.session.spare = None
+        worker = self._spawn(())
         hello(worker, self.exp, str(self.session.config.path), checks=False)
         return worker
 
@@ -202,18 +166,6 @@ class Supervisor:
         self.session.workers += 1
         return WorkerProcess(self.session.workers, preload, self.exp.limits.stopped_s)
 
-    def _start_spare(self, name: str) -> None:
-        """Starts the worker for variant `name` while the current one captures, so that its
-        start and imports (seconds for a framework's) are off the critical path. It touches
-        no device until its turn: its hello comes after the current worker has ended."""
-        if self.session.spare is None:
-            self.session.spare = self._spawn(preload_for(self.exp.variant(name)))
-
-    def _replace(self) -> WorkerProcess:
-        self.session.worker.close(self.workdir)
-        self.session.worker = self._new_worker()
-        return self.session.worker
-
     def capture(
         self,
         names: list[str],
@@ -223,7 +175,8 @@ class Supervisor:
     ) -> dict[str, CaptureRecord]:
         """Captures `names`; returns their records (a crash is recorded, never raised).
         `position` says where each one is in the whole, for its progress line; with
-        `in_order`, the study's lines go through it, in config order."""
+        `in_order`, the study's lines go through it, in config order. `per_variant`: each in
+        a worker of its own (harness.study.pipeline), else all in the current worker."""
 
         def progress(name: str, record: CaptureRecord) -> None:
             if in_order is not None:
@@ -231,32 +184,25 @@ class Supervisor:
             else:
                 _progress(position(name), name, record)
 
+        if per_variant:
+            return EachInItsOwn(self.session, self.exp, self.workdir).run(names, progress)
         records: dict[str, CaptureRecord] = {}
         todo = list(names)
-        first = True
         while todo:
             worker = self.session.worker
-            if per_variant and not first:
-                worker = self._replace()
-            first = False
-            batch = todo[:1] if per_variant else list(todo)
-            for name in batch:
-                _fresh_variant_dir(self.workdir, name)
+            for name in todo:
+                fresh_variant_dir(self.workdir, name)
             worker.send(
                 "capture",
                 workdir=str(self.workdir),
-                variants=batch,
-                fresh_process=per_variant,
-                # Another worker times these: it loads what they compiled instead of
-                # compiling (and autotuning) each again.
-                executables=str(self.session.executable_folder()) if per_variant else None,
-                # Every variant's worker reads and keeps the float64 references there.
+                variants=list(todo),
+                fresh_process=False,
+                executables=None,
+                # Every variant reads and keeps the float64 references there.
                 references=str(self.session.reference_folder(self.workdir)),
             )
-            if per_variant and len(todo) > 1:
-                self._start_spare(todo[1])
             try:
-                for _ in batch:
+                for _ in list(todo):
                     worker.expect("start", within=self.exp.limits.call_s)
                     done = worker.expect("done", within=self.exp.limits.call_s)
                     name = done["variant"]
@@ -269,7 +215,7 @@ class Supervisor:
                 name = died.last.get("variant")
                 if name is None or name not in todo:
                     raise
-                record = _crash_record(self.exp, name, died)
+                record = crash_record(self.exp, name, died)
                 io.write_json(RunFolder(self.workdir).variant(name).result, to_json(record))
                 if self.exp.processes.enabled:
                     group.record_fault(self.workdir, self.exp, name, "capture", died)
@@ -279,7 +225,6 @@ class Supervisor:
                 print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
                 self.session.worker.save_log(self.workdir)
                 self.session.worker = self._new_worker()
-                first = True  # the new worker is fresh: capture the next variant in it
         return records
 
     def configure(self, exp: Experiment) -> None:
@@ -293,6 +238,8 @@ class Supervisor:
         are kept for later runs in the results root's cache (harness.capture.ceilings).
         Returns None, or why there are no ceilings: a worker that dies measuring them is
         replaced, and the run goes on without them."""
+        if self.session.ceilings is not None:
+            return self._ceilings_measured_beside()
         cache = io.cache_dir(self.workdir)
         refused = io.cache_note(self.workdir)  # a link or outside the root: not used
         if refused:
@@ -311,6 +258,22 @@ class Supervisor:
             self.session.worker.save_log(self.workdir)
             self.session.worker = self._new_worker()
             return note
+        return None
+
+    def _ceilings_measured_beside(self) -> str | None:
+        """Waits for the ceilings a capture worker measured beside the captures
+        (harness.study.pipeline); returns None, or why there are none."""
+        worker, self.session.ceilings = self.session.ceilings, None
+        assert worker is not None  # the caller checked
+        try:
+            worker.expect("ceilings_done", within=self.exp.limits.call_s)
+        except WorkerDied as died:
+            note = f"no ceilings: the worker {died.how()} while measuring them"
+            print(f"    {note}", file=sys.stderr, flush=True)
+            return note
+        finally:
+            worker.end()
+            self.session.finished.append(worker)
         return None
 
     def numerics_pass(self) -> str | None:
@@ -449,7 +412,7 @@ def _capture_plan(
     selected = exp.selected_variants
     for v in selected:
         if platform not in v.platforms:
-            vdir = _fresh_variant_dir(workdir, v.name)
+            vdir = fresh_variant_dir(workdir, v.name)
             record = CaptureRecord(
                 status="skipped",
                 reason=f"applies to {', '.join(v.platforms)}; this run is on {platform}"

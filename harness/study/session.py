@@ -33,7 +33,12 @@ class Session:
     environment: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
     workers: int = 1
-    spare: WorkerProcess | None = None  # started ahead while a variant is captured
+    # Workers started for the next variants, each preparing and waiting for its turn on the
+    # device (harness.study.pipeline), and those that finished their variant and are exiting.
+    ahead: list[WorkerProcess] = field(default_factory=list)
+    finished: list[WorkerProcess] = field(default_factory=list)
+    # The worker measuring the device's ceilings beside the captures, when one does.
+    ceilings: WorkerProcess | None = None
     # A local group of processes (harness.study.group): processes 1.. of the group `worker` leads.
     peers: list[WorkerProcess] = field(default_factory=list)
     # Compiled programs that capture workers keep for the timing worker: a folder of this
@@ -43,6 +48,15 @@ class Session:
     # (harness.capture.reference): in each run folder (`.references`), never in $TMPDIR, so a
     # study killed with SIGKILL leaves nothing outside its own folder; deleted at the end.
     references: dict[Path, Path] = field(default_factory=dict)  # run folder -> its folder
+
+    # The lock files by which the workers of one session share its device
+    # (harness.capture.turn): a folder of this process's own (mode 0700), deleted at the end.
+    locks: Path | None = None
+
+    def lock_folder(self) -> Path:
+        if self.locks is None:
+            self.locks = Path(tempfile.mkdtemp(prefix="harness-device-"))
+        return self.locks
 
     def executable_folder(self) -> Path:
         if self.executables is None:
@@ -66,13 +80,13 @@ class Session:
         return int((self.environment.get("process") or {}).get("rank", 0))
 
     def kill(self) -> None:
-        """Ends the worker, its group and any spare at once (an interrupt, a disk fault)."""
-        for w in (self.worker, self.spare, *self.peers):
+        """Ends the worker, its group and the workers started ahead at once (an interrupt, a disk fault)."""
+        for w in (self.worker, *self.peers, *self.ahead, *self.finished, self.ceilings):
             if w is not None and w.proc.poll() is None:
                 w.kill()
 
     def kill_group(self) -> None:
-        """Ends the worker and its group, not the spare started for the next variant."""
+        """Ends the worker and its group, not the workers started for the next variants."""
         for w in (self.worker, *self.peers):
             if w.proc.poll() is None:
                 w.kill()
@@ -80,14 +94,17 @@ class Session:
     def close(self, workdir: Path | None) -> None:
         """Ends the worker and its group (the others leave when process 0 does), keeping
         their logs in the run folder."""
-        for w in (self.worker, *self.peers):
+        for w in (*self.finished, self.worker, *self.peers):
             w.close(workdir)
+        self.finished = []
 
     def forget_private_folders(self) -> None:
-        """Deletes the private folders this session made: the executables, the references."""
-        if self.executables is not None:
-            shutil.rmtree(self.executables, ignore_errors=True)
-            self.executables = None
+        """Deletes the private folders this session made: the executables, the device's lock
+        files, the references."""
+        for made in (self.executables, self.locks):
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+        self.executables = self.locks = None
         for workdir, found in self.references.items():
             with contextlib.suppress(OSError, ValueError):  # a folder gone or replaced stays
                 io.remove_tree(workdir, found, lambda name: name.startswith(("reference-", ".")))
@@ -190,5 +207,5 @@ def session(config: LoadedConfig) -> Iterator[Session]:
         yield live
     finally:
         if live is not None:
-            live.kill()  # whichever workers are still running: the last one, a spare
+            live.kill()  # whichever workers are still running: the last one, those ahead
             live.forget_private_folders()

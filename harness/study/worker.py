@@ -45,7 +45,9 @@ import os
 import resource
 import secrets
 import signal
+import statistics
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -53,6 +55,8 @@ from typing import Any
 
 from harness.capture import ceilings, distributed, mesh, processes
 from harness.capture.distributed import RELAYED, ProcessesMissing
+from harness.capture.turn import DeviceTurn
+from harness.capture.turn import free as turn_free
 from harness.config.experiment import FRONTEND_MODULES, ConfigError
 from harness.config.schema import from_plain
 from harness.config.timing import max_budget_s
@@ -117,6 +121,9 @@ class Worker:
         self.environment: dict[str, Any] = {}
         self.calls: dict[str, Callable[[], Any]] = {}
         self.waits: dict[str, Callable[[Any], Any]] = {}  # each call's wait, its frontend's
+        # The median blocked call of each variant this worker captured: warm here already
+        # (harness.timing.budget skips a long one's warm-up).
+        self.warm_s: dict[str, float] = {}
         self.group: Any = None  # harness.capture.distributed.Group, in a group of processes
         self.member: Any = None  # its Membership
 
@@ -240,11 +247,16 @@ class Worker:
         # Inputs are made once per distinct problem, before any variant clears JAX's caches,
         # so variants sharing a problem share bit-identical data and none pays for making it.
         # A program's parameters too: its init runs once per distinct inputs and seed.
+        # A worker started ahead (harness.study.pipeline) shares the device with the others
+        # (harness.capture.turn): its inputs are made in a compile phase (jax.random, a
+        # program's init run on the device), never beside another variant's measurement.
+        shared = _turn(job["variants"][0], Path(job["locks"])) if job.get("locks") else None
         for name in job["variants"]:
             v = self.exp.variant(name)
             send("inputs", variant=name)  # a crash or hang here is this variant's
             # Inputs kept between runs beside the ceilings, under the results root.
-            registry.get(v.framework).prepare(self.exp, v, io.cache_dir(workdir))
+            with shared.compiling() if shared is not None else contextlib.nullcontext():
+                registry.get(v.framework).prepare(self.exp, v, io.cache_dir(workdir))
         for name in job["variants"]:
             variant = self.exp.variant(name)
             vdir = RunFolder(workdir).variant(name).root
@@ -258,14 +270,19 @@ class Worker:
                 executables=_executables(job),
                 references=_references(job),
                 barrier=self.group.barrier if self.group is not None else None,
+                turn=shared or turn_free(),
             )
             try:
                 frontend = registry.get(variant.framework)
+                if not registry.shares_device(frontend):
+                    ctx.turn.begin()  # the device alone for the whole capture
                 captured = frontend.capture(self.exp, variant, ctx)
                 record = captured.record
                 if captured.call is not None:
                     self.calls[name] = captured.call
                     self.waits[name] = captured.wait or frontend.waiter(self.platform)
+                    if record.latency_blocked_s:
+                        self.warm_s[name] = statistics.median(record.latency_blocked_s)
             except Exception as e:
                 if isinstance(e, _group_faults()):
                     raise  # the group cannot go on: harness.study.worker.main reports it
@@ -278,6 +295,7 @@ class Worker:
                     module=None,
                     failure=Failure(kind="exception", signal=None, exit_code=None),
                 )
+            ctx.turn.end()  # whatever the frontend did: the next variant's turn comes
             if self.group is None or self.member.rank == 0:
                 io.write_json(vdir / RESULT_FILE, to_json(record))
             if self.group is not None:
@@ -349,7 +367,10 @@ class Worker:
         environment = self.environment
         if self.member is not None:  # process 0 alone: its own devices' link, not the group's
             environment = {**environment, "device_count": len(self.member.local_devices)}
-        found = ceilings.measure(environment, shapes, cache, remeasure)
+        # Measured beside the captures (harness.study.pipeline): its compiles beside theirs,
+        # its timing with the device alone (harness.capture.turn).
+        phases = DeviceTurn(locks=Path(job["locks"])) if job.get("locks") else None
+        found = ceilings.measure(environment, shapes, cache, remeasure, phases=phases)
         # The ceilings are a typed record (harness.records.run_files.Ceilings): checked as written.
         folder = RunFolder(Path(job["workdir"]))
         run_files.write_document(run_files.CEILINGS, folder.ceilings, found)
@@ -359,8 +380,10 @@ class Worker:
 
         workdir = Path(job["workdir"])
         notes: dict[str, str] = {}
+        prepared: dict[str, float] = {}
         for name in job["variants"]:
             if name not in self.calls:
+                started = time.perf_counter()
                 send("timing_compile", variant=name)
                 variant = self.exp.variant(name)
                 frontend = registry.get(variant.framework)
@@ -371,6 +394,7 @@ class Worker:
                 self.waits[name] = frontend.waiter(self.platform)
                 if note:
                     notes[name] = note
+                prepared[name] = time.perf_counter() - started
         if mesh.blocks_every_call():
             notes = {
                 n: "; ".join(filter(None, (notes.get(n), mesh.BLOCKING_NOTE)))
@@ -394,6 +418,8 @@ class Worker:
                 workdir,
                 notes,
                 excluded=job.get("excluded") or {},
+                prepared=prepared,
+                warm_s={n: self.warm_s[n] for n in job["variants"] if n in self.warm_s},
                 waits={n: self.waits[n] for n in job["variants"] if n in self.waits},
                 announce=announce,
                 agree=group.agree if group is not None else None,
@@ -404,6 +430,23 @@ class Worker:
         if group is None or self.member.rank == 0:
             io.write_json(RunFolder(workdir).timing_named(file), to_json(record))
         send("timed")
+
+
+def _turn(variant: str, locks: Path) -> DeviceTurn:
+    """The variant's share of a device other workers share (harness.capture.turn), over the
+    session's lock files: its turn to measure begins when the supervisor sends `go` on the
+    job channel, and ends with a `turn_over` event."""
+
+    def wait() -> None:
+        send("turn_wait", variant=variant)
+        for line in sys.stdin:  # the same channel as the jobs: the next line is the go
+            if line.strip():
+                if json.loads(line).get("op") != "go":
+                    raise RuntimeError(f"expected the device turn's go, got {line.strip()!r}")
+                return
+        raise EOFError("the supervisor ended the job channel before the device turn came")
+
+    return DeviceTurn(wait, lambda: send("turn_over", variant=variant), locks)
 
 
 def _group_faults() -> tuple[type[BaseException], ...]:
@@ -460,6 +503,8 @@ def main(argv: list[str]) -> int:
             continue
         job = json.loads(line)
         op = job.get("op")
+        if op == "go":
+            continue  # a turn's go for a capture that needed no device (harness.capture.turn)
         if op not in ("hello", "config", "capture", "ceilings", "numerics_pass", "time", "follow"):
             send("error", message=f"unknown op {op!r}")
             return 2

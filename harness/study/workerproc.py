@@ -60,6 +60,8 @@ EVENTS = frozenset(
         "process_fault",
         "following",
         "followed",
+        "turn_wait",
+        "turn_over",
     }
 )
 # Events that say what the worker is doing now: the variant a fault is recorded against.

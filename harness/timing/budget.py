@@ -10,10 +10,15 @@ scanned LM: 13 s a call against a 6 s budget) used to run every planned round re
 - a variant whose warm-up call already fills a batch is not calibrated (calibration would
   time two more of its calls) and is timed one call per batch, with no settling calls (a
   call that long sets the clock it runs at itself);
+- a variant the worker already ran warm (captured in the same process) whose known call
+  fills a batch is not warmed up again: two more 13 s calls would be most of the budget;
 - when the planned rounds of the smallest batches still exceed what the budget has left, the
   stage runs as many rounds as fit, never fewer than `timing.min_rounds`, and returns a
   `RoundsCut` that timing.json keeps and every verdict of the run cites
-  (harness.analyze.judging).
+  (harness.analyze.judging);
+- when even `min_rounds` rounds would run past `timing.max_budget_s`, the slowest variants
+  are left out of the rounds (`too_slow`), each with the reason timing.json's `excluded`
+  keeps: the stage never runs past its largest budget for one call it cannot time.
 
 Pure functions over seconds measured by the caller: no clock, no JAX.
 """
@@ -88,3 +93,35 @@ def cut(
         over_budget=over,
         why=why,
     )
+
+
+def too_slow(
+    per_call_s: Mapping[str, float],
+    calls: Mapping[str, int],
+    settling: Mapping[str, int],
+    rounds: int,
+    left_s: float,
+    twins: Mapping[str, str],
+) -> dict[str, str]:
+    """Returns the variants to leave out of the rounds, with why: the slowest slots, one at a
+    time, until `rounds` rounds of the others fit `left_s` (what `timing.max_budget_s` has
+    left). A slot that times the same program as another (`twins`: the A/A pair's second
+    slot) goes with it. Empty when they fit already."""
+    kept = dict(calls)
+    out: dict[str, str] = {}
+    by_cost = sorted(kept, key=lambda n: per_call_s[n] * (kept[n] + settling.get(n, 0)))
+    while kept and rounds * round_seconds(per_call_s, kept, settling) > max(left_s, 0.0):
+        slowest = by_cost.pop()
+        if slowest not in kept:
+            continue
+        rounds_s = rounds * per_call_s[slowest] * (kept[slowest] + settling.get(slowest, 0))
+        why = (
+            f"one call takes {per_call_s[slowest]:.3g} s, and the "
+            f"{rounds} rounds timing.min_rounds keeps would take {rounds_s:.3g} s of it, "
+            f"past the {max(left_s, 0.0):.3g} s timing.max_budget_s had left"
+        )
+        for name in [slowest, *(t for t, of in twins.items() if of == slowest)]:
+            if name in kept:
+                del kept[name]
+                out[name] = why
+    return out

@@ -22,6 +22,7 @@ and the function that waits for its result.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,9 @@ class Rounds:
     added_rounds: int = 0  # rounds added after the planned ones, while intervals were wide
     stopped: str = ""  # why no more rounds were added
     cut: RoundsCut | None = None  # fewer rounds than planned, to keep the budget (budget.cut)
+    # Variants left out of the rounds, with why: even `min_rounds` of their calls would run
+    # past `max_budget_s` (budget.too_slow).
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 def williams_sequence(n: int) -> tuple[int, ...]:
@@ -212,6 +216,7 @@ def time_rounds(
     agree: Callable[[Any], Any] | None = None,
     twins: Mapping[str, str] | None = None,
     min_rounds: int | None = None,
+    warm_s: Mapping[str, float] | None = None,
 ) -> Rounds:
     """Times every entry of `timed` in `rounds` interleaved rounds.
 
@@ -243,19 +248,34 @@ def time_rounds(
     uncalibrated and unsettled; with `budget_s` and `min_rounds`, when the planned rounds of
     the smallest batches still do not fit the budget, fewer rounds run (never under
     `min_rounds`), none are added after them, and `Rounds.cut` says so (harness.timing.budget).
+    `warm_s` gives the per-call seconds of variants already run warm in this process (their
+    capture's): one whose call fills a batch is neither warmed up nor calibrated again. When
+    even `min_rounds` rounds would run past `max_budget_s`, the slowest are left out
+    (`Rounds.dropped`, budget.too_slow).
     """
     tell = announce or (lambda name: None)
     same = agree or _same
     started = clock()
     batches = max(1, batches)
     last_call: dict[str, float] = {}  # each variant's last warm-up call, seconds
+    twin_of = {k: v for k, v in (twins or {}).items() if k != v}
     for t in timed:
+        known = (warm_s or {}).get(twin_of.get(t.name, t.name))
+        if known is not None and budget.fills_batch(known, target_batch_s):
+            last_call[t.name] = known  # warm in this process already, and long
+            continue
         tell(t.name)
-        for _ in range(warmup):
+        if warmup < 1:
+            continue
+        for i in itertools.count():
             begun = clock()
             t.wait(t.call())
             last_call[t.name] = clock() - begun
-    twin_of = {k: v for k, v in (twins or {}).items() if k != v}
+            long = budget.fills_batch(last_call[t.name], target_batch_s)
+            # The first call may have compiled: one that long is called again before its time
+            # decides anything; a second that long is warm, and more would only spend the budget.
+            if (i >= 1 and long) or (i + 1 >= warmup and not (i == 0 and long)):
+                break
     calibrated = {}
     for t in timed:
         if t.name in twin_of:
@@ -275,11 +295,21 @@ def time_rounds(
         calls = fit_budget(calibrated, rounds, left, settle)
     settling = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in calls.items()}
     cut = None
+    dropped: dict[str, str] = {}
     if left is not None and budget_s is not None and min_rounds is not None:
         per_call = {n: b.seconds / b.calls for n, b in calibrated.items()}
+        if max_budget_s is not None:
+            # What max_budget_s has left, never under a quarter of it: warm-up that spent it
+            # all leaves the fast variants their rounds (a quarter past it at most).
+            most = float(same(max(max_budget_s - (clock() - started), 0.25 * max_budget_s)))
+            fewest = budget.fewest(rounds, min_rounds)
+            dropped = budget.too_slow(per_call, calls, settling, fewest, most, twin_of)
+            timed = [t for t in timed if t.name not in dropped]
+            calls = {n: c for n, c in calls.items() if n not in dropped}
+            per_call = {n: c for n, c in per_call.items() if n not in dropped}
         round_s = budget.round_seconds(per_call, calls, settling)
-        cut = budget.cut(rounds, min_rounds, round_s, left, per_call, budget_s)
-        rounds = cut.rounds if cut is not None else rounds
+        cut = budget.cut(rounds, min_rounds, round_s, left, per_call, budget_s) if calls else None
+        rounds = cut.rounds if cut is not None else rounds if calls else 0
     # The slot's calls are split between its short batches; the settling stays whole.
     batches = split_count(calls, batches)
     calls = {n: max(min(MIN_CALLS, c), math.ceil(c / batches)) for n, c in calls.items()}
@@ -330,6 +360,7 @@ def time_rounds(
         added_rounds=r - rounds,
         stopped=stopped,
         cut=cut,
+        dropped=dropped,
     )
 
 

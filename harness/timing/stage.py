@@ -32,6 +32,8 @@ def run(
     waits: Mapping[str, Callable[[Any], Any]] | None = None,
     announce: Callable[[str], None] | None = None,
     agree: Callable[[Any], Any] | None = None,
+    prepared: Mapping[str, float] | None = None,
+    warm_s: Mapping[str, float] | None = None,
 ) -> TimingRecord:
     """Times `calls` in interleaved rounds, the baseline twice per round; returns the record.
 
@@ -39,6 +41,8 @@ def run(
     as a device synchronize); the others wait with `jax.block_until_ready`. `announce`
     is told each variant's name before its calls (rounds.time_rounds); `agree`, in a group
     of processes, makes every decision the rounds take process 0's (rounds.time_rounds).
+    `prepared` gives the seconds the worker spent making a variant ready for timing;
+    `warm_s` the per-call seconds of those it captured itself (rounds.time_rounds).
     """
     names = list(calls)
     wait = dict(waits or {})
@@ -74,7 +78,9 @@ def run(
         agree=agree,
         twins={repeat: baseline} if baseline and repeat else None,
         min_rounds=exp.timing.min_rounds,
+        warm_s=warm_s,
     )
+    timed = [t for t in timed if t.name not in result.dropped]
     host_bound = platform not in ("gpu", "tpu")
     return TimingRecord(
         rounds=len(result.orders),  # the planned ones, fewer when cut, plus those added
@@ -90,10 +96,14 @@ def run(
                 calls_per_batch=result.calls_per_batch[t.name],
                 settle_calls=result.settle_calls[t.name],
                 note=notes.get(t.name),
+                prepare_s=(prepared or {}).get(t.name),
             )
             for t in timed
         },
-        excluded=dict(excluded),
+        excluded={
+            **excluded,
+            **{n.removesuffix(rounds.AA_SUFFIX): w for n, w in result.dropped.items()},
+        },
         context_source=source,
         context=tuple(
             RoundContext(
@@ -142,6 +152,8 @@ def widths_met(
     `target` (stats.log_width). It reads widths only, never where an interval lies, so
     adding rounds cannot be steered towards excluding 1.0."""
     for a, b in pairs:
+        if a not in step_s or b not in step_s:
+            continue  # one of them is not in the rounds (rounds.Rounds.dropped)
         x, y = step_s.get(a) or (), step_s.get(b) or ()
         if len(x) < 2 or len(x) != len(y):
             return False

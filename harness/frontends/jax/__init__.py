@@ -99,6 +99,7 @@ class JaxFrontend:
     name = NAME
     modes = MODES
     traits = TRAITS
+    shares_device = True  # harness.capture.variant: compiles beside others, measures alone
 
     def preload(self, variant: Variant) -> tuple[str, ...]:
         return ("jax", "harness.capture.variant", *FRONTEND_MODULES[variant.problem.frontend])

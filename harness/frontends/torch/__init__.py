@@ -86,6 +86,7 @@ class TorchFrontend:
     name = NAME
     modes = MODES
     traits = TRAITS
+    shares_device = False  # its capture holds the device alone (Inductor compiles inside)
 
     def preload(self, variant: Variant) -> tuple[str, ...]:
         del variant

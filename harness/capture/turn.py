@@ -1,0 +1,139 @@
+"""How variants' workers share one device: compiles together, measurements one at a time.
+
+On a GPU every variant is captured in a process of its own (`capture.isolation: auto`), and a
+process's start, JAX's import and the CUDA client cost seconds that are not the variant's work
+(about 2.8 s a variant on the H200), while a program's compiles take most of the rest (7–15 s a
+compile for a scanned LM). The supervisor starts the next `capture.ahead` variants' workers
+while one is captured (harness.study.pipeline), and the workers share the device in two kinds
+of phase:
+
+- **compiling**: the inputs (jax.random, a program's init), the trace, the lowering and the
+  compile, and later the new-shape recompile. Several workers compile at once (at most
+  `capture.ahead` + 1): compiles are CPU work, and XLA's autotuner times kernels on the GPU
+  only briefly. They never run beside a measurement.
+- **measuring** (the variant's turn): the first execution, the steady steps, the profile and
+  the memory. One worker at a time, in config order (the supervisor's `go`), and no compile
+  beside it: no measurement shares the device with another variant's work.
+
+A readers–writer lock over two files (fcntl.flock, released by the kernel when a process
+dies) keeps them apart: a compile holds the device lock shared, a measurement exclusive; a
+measurement that waits holds the gate, so no new compile starts ahead of it. The float64
+reference is CPU work (every core, for a moment) and takes neither: it runs beside whatever
+the device is doing, as the issue that asked for this overlap allows.
+
+Without the lock files (a worker alone on its device) every phase is free, and only the turn
+is timed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+GATE_FILE = "device-gate.lock"
+DEVICE_FILE = "device.lock"
+
+
+class DeviceTurn:
+    """One worker's share of the device (see the module). `wait` blocks until the supervisor
+    says this variant may measure; `over` tells it the measurement is done; `locks` is the
+    session's folder of lock files. Without them the device is this worker's alone."""
+
+    def __init__(
+        self,
+        wait: Callable[[], None] | None = None,
+        over: Callable[[], None] | None = None,
+        locks: Path | None = None,
+    ) -> None:
+        self._wait, self._over = wait, over
+        self._gate = _open(locks / GATE_FILE) if locks is not None else None
+        self._device = _open(locks / DEVICE_FILE) if locks is not None else None
+        self.began: float | None = None  # unix seconds
+        self.ended: float | None = None
+        self.waited_s = 0.0  # for the go and the exclusive lock
+        self.compile_wait_s = 0.0  # for the shared lock, before each compile phase
+
+    @property
+    def shared(self) -> bool:
+        """True when other workers share the device with this one."""
+        return self._device is not None
+
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[None]:
+        """Holds the device shared for a compile phase: beside other compiles, never beside a
+        measurement (a measurement waiting for its turn goes first)."""
+        if self._device is None or self._gate is None or self.measuring:
+            yield
+            return
+        started = time.perf_counter()
+        fcntl.flock(self._gate, fcntl.LOCK_SH)
+        try:
+            fcntl.flock(self._device, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        self.compile_wait_s += time.perf_counter() - started
+        try:
+            yield
+        finally:
+            fcntl.flock(self._device, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Holds the device alone for a measurement outside the variants' order (the
+        device's ceilings, measured beside the captures): no compile and no other
+        measurement runs beside it."""
+        if self._device is None or self._gate is None or self.measuring:
+            yield
+            return
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._device, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._device, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+    @property
+    def measuring(self) -> bool:
+        return self.began is not None and self.ended is None
+
+    def begin(self) -> None:
+        """Waits for this variant's turn to measure (once): the supervisor's go, then the
+        device alone."""
+        if self.began is not None:
+            return
+        started = time.perf_counter()
+        if self._wait is not None:
+            self._wait()
+        if self._gate is not None and self._device is not None:
+            fcntl.flock(self._gate, fcntl.LOCK_EX)  # no new compile starts from here on
+            fcntl.flock(self._device, fcntl.LOCK_EX)  # the compiles running end first
+        self.waited_s = time.perf_counter() - started
+        self.began = time.time()
+
+    def end(self) -> None:
+        """Ends the turn (once, and only after `begin`): the next variant may measure."""
+        if self.began is None or self.ended is not None:
+            return
+        self.ended = time.time()
+        if self._gate is not None and self._device is not None:
+            fcntl.flock(self._device, fcntl.LOCK_UN)
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        if self._over is not None:
+            self._over()
+
+
+def _open(path: Path) -> int:
+    # O_NOFOLLOW: the session's private folder (mode 0700) holds them; never a planted link.
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+
+
+def free() -> DeviceTurn:
+    """A device nobody else uses: a worker alone on it."""
+    return DeviceTurn()

@@ -1,0 +1,229 @@
+"""Each variant captured in a worker of its own, the next ones started while one measures.
+
+A process per variant (`capture.isolation`, a GPU's default) makes each compile pause the
+variant's own: its autotuning, no cache another variant left. Its price is each process's
+start, JAX's import and the device client (about 2.8 s a variant on the H200), and compiles
+one after another. Here the next `capture.ahead` variants' workers start while one is
+captured; each is sent its job at once, makes its inputs and compiles beside the others, and
+measures in its turn (harness.capture.turn). The supervisor hands the turn on, in config
+order, as soon as the worker before says its measurement is over (`turn_over`), or ended.
+
+A worker that dies is its own variant's crash, recorded against it wherever it was (its
+inputs, its compile, its wait, its measurement); the next worker is already started and goes
+on. The last worker stays up: the timing stage runs in it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.common import terminal
+from harness.config.experiment import Experiment
+from harness.records.summary import CaptureRecord, Failure, load_capture
+from harness.store import io, runfolder
+from harness.store.records import to_json
+from harness.store.runfolder import RunFolder
+from harness.study import group
+from harness.study.session import Session, hello
+from harness.study.workerproc import WorkerDied, WorkerProcess, preload_for
+
+GPU_AHEAD = 3  # workers started ahead on a GPU: a process, its JAX and its CUDA client took
+# about 2.8 s on the H200, several small variants' measurements; and at most this many + 1
+# compile at once (harness.capture.turn).
+
+
+def ahead_count(exp: Experiment, platform: str) -> int:
+    """How many of the next variants' workers prepare while one is measured (`capture.ahead`;
+    -1: GPU_AHEAD on a GPU, none on a CPU, where they would share the timed cores)."""
+    if exp.capture.ahead >= 0:
+        return exp.capture.ahead
+    return GPU_AHEAD if platform == "gpu" else 0
+
+
+def fresh_variant_dir(workdir: Path, name: str) -> Path:
+    """Returns an empty `variants/<name>/`, deleting what an interrupted attempt left there."""
+    variants = RunFolder(workdir).variants_dir
+    if variants.is_symlink():  # planted: replace the link, never write through it
+        variants.unlink()
+    variants.mkdir(exist_ok=True)
+    if (variants / name).is_symlink():  # never follow a planted link out of the run folder
+        (variants / name).unlink()
+    vdir = io.confined(workdir, runfolder.VARIANTS_DIR, name)
+    kept = io.remove_tree(variants, variants / name, runfolder.made_in_variant)
+    if kept:  # a user's files beside what the interrupted attempt left: never the harness's
+        print(
+            f"{terminal.shown(name)}: left untouched: {terminal.shown(', '.join(kept)[:200])}",
+            flush=True,
+        )
+    vdir.mkdir(parents=True, exist_ok=True)
+    return vdir
+
+
+def crash_record(exp: Experiment, name: str, died: WorkerDied) -> CaptureRecord:
+    """The record of a variant whose worker died (or was killed) capturing it."""
+    doing = {
+        "inputs": "making its inputs",
+        "turn_wait": "waiting for its turn on the device",
+    }.get(str(died.last.get("event")), "capturing it")
+    return CaptureRecord(
+        status="failed",
+        reason=f"{died.how()} while {doing}",
+        mode=exp.variant(name).mode,
+        module=None,
+        failure=Failure(
+            kind="crash",
+            signal=died.signal_name(),
+            exit_code=died.returncode if died.returncode >= 0 else None,
+            stderr_tail=died.stderr_tail,
+        ),
+    )
+
+
+@dataclass
+class Prepared:
+    """A variant's worker; `sent` once its hello and capture job are on their way (it then
+    prepares and waits for its go), `greeted` once its hello was read back."""
+
+    name: str
+    worker: WorkerProcess
+    sent: bool = False
+    greeted: bool = False
+    turn_passed: bool = False
+
+
+class EachInItsOwn:
+    """Captures variants one per worker, `ahead` more prepared meanwhile (see the module)."""
+
+    def __init__(self, session: Session, exp: Experiment, workdir: Path) -> None:
+        self.session, self.exp, self.workdir = session, exp, workdir
+        self.ahead = ahead_count(exp, session.platform)
+        self.source = str(session.config.path)
+
+    def _job(self, name: str, shared: bool) -> dict[str, object]:
+        return {
+            "workdir": str(self.workdir),
+            "variants": [name],
+            "fresh_process": True,
+            # Another worker times these: it loads what they compiled instead of compiling
+            # (and autotuning) each again.
+            "executables": str(self.session.executable_folder()),
+            # Every variant's worker reads and keeps the float64 references there.
+            "references": str(self.session.reference_folder(self.workdir)),
+            # Shared with the workers ahead: compiles together, measurements one at a time.
+            "locks": str(self.session.lock_folder()) if shared else None,
+        }
+
+    def _send(self, p: Prepared, shared: bool) -> None:
+        fresh_variant_dir(self.workdir, p.name)
+        if not p.greeted:
+            group.send_hello(p.worker, self.exp, self.source, None, checks=False)
+        p.worker.send("capture", **self._job(p.name, shared))
+        p.sent = True
+
+    def _start(self, name: str) -> Prepared:
+        self.session.workers += 1
+        worker = WorkerProcess(
+            self.session.workers, preload_for(self.exp.variant(name)), self.exp.limits.stopped_s
+        )
+        self.session.ahead.append(worker)
+        p = Prepared(name, worker)
+        if self.ahead:
+            self._send(p, shared=True)  # it prepares and compiles now, then waits for its go
+        return p
+
+    def _pass_turn(self, current: Prepared, queue: deque[Prepared]) -> None:
+        """Hands the device on to the next variant's worker, once."""
+        if current.turn_passed:
+            return
+        current.turn_passed = True
+        if queue and queue[0].sent:
+            queue[0].worker.send("go")
+
+    def run(
+        self, names: list[str], progress: Callable[[str, CaptureRecord], None]
+    ) -> dict[str, CaptureRecord]:
+        """Captures `names` in config order; returns their records (a crash is recorded,
+        never raised). The first runs in the session's worker, which said hello already."""
+        records: dict[str, CaptureRecord] = {}
+        todo = deque(names)
+        queue: deque[Prepared] = deque()
+        current: Prepared | None = None
+        if todo:
+            current = Prepared(todo.popleft(), self.session.worker, greeted=True)
+            if self.ahead:  # its turn is recorded like the others', and comes at once
+                self._send(current, shared=True)
+                current.worker.send("go")
+        while current is not None:
+            worker = current.worker
+            self.session.worker = worker
+            if worker in self.session.ahead:
+                self.session.ahead.remove(worker)
+            try:
+                if not current.sent:
+                    self._send(current, shared=False)
+                # The next ones start preparing while this one captures.
+                while todo and len(queue) < max(1, self.ahead):
+                    queue.append(self._start(todo.popleft()))
+                if not current.greeted:
+                    hello(worker, self.exp, self.source, checks=False, sent=True)
+                    current.greeted = True
+                record = self._capture(current, queue)
+            except WorkerDied as died:
+                self._pass_turn(current, queue)  # the next one must not wait for a dead one
+                worker.kill()
+                record = crash_record(self.exp, current.name, died)
+                io.write_json(RunFolder(self.workdir).variant(current.name).result, to_json(record))
+                worker.save_log(self.workdir)
+                print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
+            records[current.name] = record
+            progress(current.name, record)
+            nxt = queue.popleft() if queue else None
+            if nxt is None and todo:  # no worker ahead (it was never started): one now
+                nxt = self._start(todo.popleft())
+            if nxt is None:
+                if worker.proc.poll() is not None:  # the last one died: a new one times
+                    self.session.worker = self._fresh()
+                break
+            if self._measures_ceilings(worker):
+                pass  # it measures the device's ceilings beside the next captures
+            else:  # it exits on its own while the next captures; its log is kept at the end
+                worker.end()
+                self.session.finished.append(worker)
+            current = nxt
+        return records
+
+    def _measures_ceilings(self, worker: WorkerProcess) -> bool:
+        """Sends the first worker done with its variant the device's ceilings to measure
+        beside the captures (their compiles beside its compiles, its timing with the device
+        alone); the timing stage then reads them (Supervisor.ceilings). True when sent."""
+        if not self.ahead or self.session.ceilings is not None or worker.proc.poll() is not None:
+            return False
+        self.session.ceilings = worker
+        cache = io.cache_dir(self.workdir)  # a CPU's are kept between runs, a GPU's are not
+        kept = cache / runfolder.CEILINGS_FILE if cache is not None else None
+        worker.send(
+            "ceilings",
+            workdir=str(self.workdir),
+            cache=str(kept) if kept is not None and self.session.platform == "cpu" else None,
+            locks=str(self.session.lock_folder()),
+        )
+        return True
+
+    def _capture(self, current: Prepared, queue: deque[Prepared]) -> CaptureRecord:
+        worker, limit = current.worker, self.exp.limits.call_s
+        worker.expect("start", within=limit)
+        while True:
+            event = worker.expect("turn_over", "done", within=limit)
+            self._pass_turn(current, queue)
+            if event["event"] == "done":
+                return load_capture(RunFolder(self.workdir).variant(current.name).result)
+
+    def _fresh(self) -> WorkerProcess:
+        self.session.workers += 1
+        worker = WorkerProcess(self.session.workers, (), self.exp.limits.stopped_s)
+        hello(worker, self.exp, self.source, checks=False)
+        return worker

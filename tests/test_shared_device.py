@@ -1,0 +1,119 @@
+"""Workers that share one device (harness.capture.turn, harness.study.pipeline): compiles run
+together, a measurement runs alone and beside no compile, and the turns to measure come one at
+a time in config order, whatever crashes.
+
+The lock is checked with real processes and barriers, never with sleeps: compiles that could
+not run together would never meet at their barrier, and a measurement that ran beside a
+compile would see it unfinished. The pipeline is checked on a real study run on the CPU with
+`capture.ahead` forced on, a variant aborting its process among the others.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from harness.capture.turn import DeviceTurn
+from tests.conftest import REPO, run_harness
+
+COMPILERS = 3
+LIMIT_S = 60  # a lock that never comes fails the test instead of hanging it
+
+
+def _compiler(locks: str, together: object, done: object, inside: object) -> None:
+    turn = DeviceTurn(locks=Path(locks))
+    with turn.compiling():
+        with inside.get_lock():
+            inside.value += 1
+        together.wait(LIMIT_S)  # every compiler holds its shared lock at once, or none passes
+        with inside.get_lock():
+            inside.value -= 1
+    with done.get_lock():
+        done.value += 1
+
+
+def _measurer(locks: str, inside: object, seen: object) -> None:
+    turn = DeviceTurn(locks=Path(locks))
+    with turn.alone():
+        seen.value = inside.value  # compiles still inside their phase while this one measures
+
+
+def test_compiles_run_together_and_a_measurement_runs_beside_none(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    together = ctx.Barrier(COMPILERS + 1)
+    done, inside, seen = ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("i", -1)
+    compilers = [
+        ctx.Process(target=_compiler, args=(str(tmp_path), together, done, inside))
+        for _ in range(COMPILERS)
+    ]
+    for p in compilers:
+        p.start()
+    while inside.value < COMPILERS:  # every compiler is inside its phase, holding it shared
+        pass
+    measurer = ctx.Process(target=_measurer, args=(str(tmp_path), inside, seen))
+    measurer.start()
+    together.wait(LIMIT_S)  # the compiles meet: they ran together, the measurer waiting
+    for p in [*compilers, measurer]:
+        p.join(LIMIT_S)
+        assert p.exitcode == 0
+    assert done.value == COMPILERS and seen.value == 0
+
+
+def test_without_lock_files_every_phase_is_free() -> None:
+    turn = DeviceTurn()
+    with turn.compiling(), turn.alone():
+        turn.begin()
+        assert turn.measuring and not turn.shared
+    turn.end()
+    assert turn.began is not None and turn.ended is not None and turn.waited_s >= 0.0
+
+
+ABORTING = f"""\
+experiment: shared
+program:
+  function: {REPO}/tests/aborting_program.py:step
+  init: {REPO}/tests/aborting_program.py:init
+  inputs:
+    - {{shape: [16, 32], dtype: float32}}
+measure: {{warmup: 1, steps: 2}}
+profile: {{enabled: false}}
+capture: {{isolation: per_variant, ahead: 2}}
+timing: {{rounds: 3, budget_s: 0.3, max_budget_s: 0.3}}
+variants:
+  - {{name: xla, mode: jit}}
+  - {{name: dies, mode: jit, program: {{dtype: bfloat16}}, description: aborts in its turn}}
+  - {{name: eager, mode: eager}}
+  - {{name: xla_no_fusion, mode: jit, xla_options: {{xla_disable_hlo_passes: fusion}}}}
+"""
+
+
+@pytest.mark.study
+def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "study.yaml").write_text(ABORTING)
+    proc = run_harness(f"--config={tmp_path / 'study.yaml'}", results_root=tmp_path / "results")
+    assert proc.returncode == 1, proc.stderr[-2000:]  # one variant failed; the run went on
+    run = (tmp_path / "results" / "shared" / "latest").resolve()
+    results = {
+        name: json.loads((run / "variants" / name / "result.json").read_text())
+        for name in ("xla", "dies", "eager", "xla_no_fusion")
+    }
+    assert results["dies"]["status"] == "failed"
+    assert results["dies"]["failure"]["signal"] == "SIGABRT"
+    ok = [n for n, r in results.items() if r["status"] == "ok"]
+    assert ok == ["xla", "eager", "xla_no_fusion"]
+    turns = [(results[n]["probe_s"]["turn_began"], results[n]["probe_s"]["turn_ended"]) for n in ok]
+    # One turn at a time, in config order; the ones after the first were started ahead.
+    assert all(a[1] <= b[0] for a, b in zip(turns, turns[1:], strict=False))
+    assert all(results[n]["probe_s"]["turn_shared"] for n in ok)
+    # A worker per variant and no other: the ceilings were measured by the first one beside
+    # the captures, and the last one timed the rest.
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["workers"] == 4 and (run / "ceilings.json").is_file()
+    timing = json.loads((run / "timing.json").read_text())
+    assert set(timing["variants"]) >= {"xla", "eager", "xla_no_fusion"}
+    assert not list(Path(run).glob("**/device*.lock"))
