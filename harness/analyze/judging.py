@@ -187,6 +187,7 @@ def noise_section(
         comparisons=sum(1 for v in judged.values() if v.p_holm is not None),
         machine=g.machine,
         between_runs=spread,
+        not_timed=dict(timed.excluded),
     )
 
 

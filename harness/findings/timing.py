@@ -104,7 +104,22 @@ class AaGate(Rule):
                 + ". No timing finding is ranked and no change is recommended; time it again "
                 "on a quieter machine."
             )
-        return (Gate(self.id, n.resolved, n.reasons, evidence, line),)
+        return (Gate(self.id, n.resolved, n.reasons, evidence, line, not_timed_line(n)),)
+
+
+def not_timed_line(n: Noise) -> str:
+    """The sentence naming the variants left out of the timing rounds, with why: a reader
+    looking for one of them among the findings learns it was never compared."""
+    if not n.not_timed:
+        return ""
+    if len(n.not_timed) == 1:
+        ((name, why),) = n.not_timed.items()
+        return f"`{name}` was not timed, so none of its timing comparisons is made: {why}."
+    each = "; ".join(f"`{name}` ({why})" for name, why in sorted(n.not_timed.items()))
+    return (
+        f"{len(n.not_timed)} variants were not timed, so none of their timing comparisons is "
+        f"made: {each}."
+    )
 
 
 def reference(run: RunFacts, v: VariantFacts) -> tuple[VariantFacts | None, Verdict | None]:

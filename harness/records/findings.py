@@ -126,6 +126,9 @@ class Gate:
         "the measured evidence: the A/A ratio, the load, the worker's CPU time, the SM clock", ()
     )
     line: str = doc("the one sentence that says the run could not resolve differences", "")
+    not_timed: str = doc(
+        "the sentence that names the variants left out of the timing rounds, and why", ""
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.records.machine_state import MachineState
-from harness.store.records import doc
+from harness.store.records import EMPTY, doc
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,8 @@ class Noise:
     comparisons: int = doc("the timing comparisons Holm's correction ran over", 0)
     machine: MachineState | None = doc("what the machine was doing during the rounds")
     between_runs: BetweenRuns | None = doc("where the intervals' run-to-run spread came from")
+    not_timed: dict[str, str] = doc(
+        "variants left out of the timing rounds, and why (a worker that died timing one, a call "
+        "too long for timing.max_budget_s): none of their timing comparisons is made",
+        EMPTY,
+    )

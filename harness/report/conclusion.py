@@ -19,6 +19,8 @@ TOP = 3  # findings printed; the report has the rest
 
 def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
+    left_out = unresolved.not_timed_line(run.summary)
+    not_timed = [f"not timed: {left_out}"] if left_out else []
     line = unresolved.unresolved_line(run.summary)
     if line is not None:
         first, *others = retime_commands(run)
@@ -26,6 +28,7 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
             f"could not resolve: {line}",
             f"time it again later: {first}",
             *(f"  or: {c}" for c in others),
+            *not_timed,
             *numerics_lines(run),  # the numerics rest on no timing
         ]
     if run.summary.findings is None:
@@ -34,12 +37,13 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     if not found:
         return [
             "findings: no resolvable difference between the variants in this run",
+            *not_timed,
             *numerics_lines(run),
         ]
     out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]
     if len(found) > top:
         out.append(f"and {len(found) - top} more findings in the report")
-    return [*out, *numerics_lines(run)]
+    return [*out, *not_timed, *numerics_lines(run)]
 
 
 def numerics_lines(run: data.RunData) -> list[str]:

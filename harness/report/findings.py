@@ -35,10 +35,12 @@ def verdict_blocks(run: RunData) -> list[Block]:
     floor; an unresolved run's command to time it again."""
     n = run.summary.noise
     f = run.summary.findings
+    left_out = unresolved.not_timed_line(run.summary)
+    left_out = f" {left_out}" if left_out else ""
     line = unresolved.unresolved_line(run.summary)
     if line is not None:
         gate = f" {rule(f.gate.rule)}" if f is not None and f.gate is not None else ""
-        out: list[Block] = [Para(f"**Not resolved.** {line} [Noise](#noise).{gate}")]
+        out: list[Block] = [Para(f"**Not resolved.** {line}{left_out} [Noise](#noise).{gate}")]
         if retimable(run):
             out.append(
                 Para(
@@ -64,6 +66,7 @@ def verdict_blocks(run: RunData) -> list[Block]:
             f"**Resolved.** {aa}: a difference is called only where its interval clears "
             f"{fmt.pct(n.floor)}.{spread} "
             + (f"{widened} " if widened else "")
+            + (f"{left_out.strip()} " if left_out else "")
             + "[Noise](#noise)."
         )
     ]

@@ -73,3 +73,10 @@ def between_runs_line(summary: RunSummary) -> str | None:
         f"{b.widened} of {b.comparisons} intervals hold how far the ratio moves between runs on "
         f"this machine, measured over {earlier} earlier runs{largest}"
     )
+
+
+def not_timed_line(summary: RunSummary) -> str | None:
+    """Returns the sentence naming the variants left out of the timing rounds (its rule's
+    words, harness.findings.timing.not_timed_line); None when every variant was timed."""
+    f = summary.findings
+    return f.gate.not_timed or None if f is not None and f.gate is not None else None
