@@ -178,3 +178,18 @@ def test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget(
     assert eager_calls == 2 and "eager" not in record.variants
     assert "timing.max_budget_s" in record.excluded["eager"]
     assert len(record.variants["xla"].round_step_s) == record.rounds >= 3
+
+
+def test_a_variant_left_out_of_the_rounds_is_named_in_the_run_s_opening_line(
+    tmp_path: Path,
+) -> None:
+    from harness.findings.timing import not_timed_line
+
+    record, exp, _ = slow_eager_stage(tmp_path, max_budget_s=0.05)
+    limits = judging.limits_from(exp.timing)
+    g = judging.gate(record, limits)
+    noise = judging.noise_section(record, g, limits, {})
+    assert noise is not None and set(noise.not_timed) == {"eager"}
+    line = not_timed_line(noise)
+    assert line.startswith("`eager` was not timed, so none of its timing comparisons is made")
+    assert record.excluded["eager"] in line
