@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from aborting_program import STUDY
 from conftest import REPO, TINY, harness_env, once_per_session, run_harness
 
 CONFIGS = REPO / "configs"
@@ -734,21 +735,7 @@ def tagged_processes(tag: str) -> list[int]:
 
 # A program whose bfloat16 variant aborts its process as an XLA CHECK failure would
 # (tests/aborting_program.py): the variant between two that work.
-ABORTING = f"""\
-experiment: crash
-program:
-  function: {REPO}/tests/aborting_program.py:step
-  init: {REPO}/tests/aborting_program.py:init
-  inputs:
-    - {{shape: [16, 32], dtype: float32}}
-measure: {{warmup: 1, steps: 2}}
-profile: {{enabled: false}}
-timing: {{rounds: 3, budget_s: 0.3, max_budget_s: 0.3}}
-variants:
-  - {{name: xla, mode: jit}}
-  - {{name: dies, mode: jit, program: {{dtype: bfloat16}}, description: aborts the capture process}}
-  - {{name: eager, mode: eager}}
-"""
+ABORTING = STUDY.format(experiment="crash", more="")
 
 SIGNALLED = """\
 experiment: crash

@@ -10,14 +10,16 @@ compile would see it unfinished. The pipeline is checked on a real study run on 
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 from pathlib import Path
 
 import pytest
+from aborting_program import STUDY
+from conftest import run_harness
 
 from harness.capture.turn import DeviceTurn
-from tests.conftest import REPO, run_harness
 
 COMPILERS = 3
 LIMIT_S = 60  # a lock that never comes fails the test instead of hanging it
@@ -71,23 +73,10 @@ def test_without_lock_files_every_phase_is_free() -> None:
     assert turn.began is not None and turn.ended is not None and turn.waited_s >= 0.0
 
 
-ABORTING = f"""\
-experiment: shared
-program:
-  function: {REPO}/tests/aborting_program.py:step
-  init: {REPO}/tests/aborting_program.py:init
-  inputs:
-    - {{shape: [16, 32], dtype: float32}}
-measure: {{warmup: 1, steps: 2}}
-profile: {{enabled: false}}
-capture: {{isolation: per_variant, ahead: 2}}
-timing: {{rounds: 3, budget_s: 0.3, max_budget_s: 0.3}}
-variants:
-  - {{name: xla, mode: jit}}
-  - {{name: dies, mode: jit, program: {{dtype: bfloat16}}, description: aborts in its turn}}
-  - {{name: eager, mode: eager}}
-  - {{name: xla_no_fusion, mode: jit, xla_options: {{xla_disable_hlo_passes: fusion}}}}
-"""
+ABORTING = (
+    STUDY.format(experiment="shared", more="capture: {isolation: per_variant, ahead: 2}\n")
+    + "  - {name: xla_no_fusion, mode: jit, xla_options: {xla_disable_hlo_passes: fusion}}\n"
+)
 
 
 @pytest.mark.study
@@ -108,7 +97,7 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
     assert ok == ["xla", "eager", "xla_no_fusion"]
     turns = [(results[n]["probe_s"]["turn_began"], results[n]["probe_s"]["turn_ended"]) for n in ok]
     # One turn at a time, in config order; the ones after the first were started ahead.
-    assert all(a[1] <= b[0] for a, b in zip(turns, turns[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(turns))
     assert all(results[n]["probe_s"]["turn_shared"] for n in ok)
     # A worker per variant and no other: the ceilings were measured by the first one beside
     # the captures, and the last one timed the rest.
