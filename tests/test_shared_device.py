@@ -1,10 +1,9 @@
-"""Workers that share one device (harness.capture.turn, harness.study.pipeline): compiles run
-together, a measurement runs alone and beside no compile, and the turns to measure come one at
-a time in config order, whatever crashes.
+"""Workers that share one device (harness.capture.turn, harness.study.pipeline): compiles and
+measurements hold it one at a time, and the turns to measure come in config order, whatever
+crashes.
 
-The lock is checked with real processes and barriers, never with sleeps: compiles that could
-not run together would never meet at their barrier, and a measurement that ran beside a
-compile would see it unfinished. The pipeline is checked on a real study run on the CPU with
+The lock is checked with real processes that all ask at once and each hold the device a
+moment: a phase that let another in would see it inside (never a timing assertion). The pipeline is checked on a real study run on the CPU with
 `capture.ahead` forced on, a variant aborting its process among the others.
 """
 
@@ -13,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
@@ -22,46 +22,46 @@ from conftest import run_harness
 from harness.capture.turn import DeviceTurn
 
 COMPILERS = 3
-LIMIT_S = 60  # a lock that never comes fails the test instead of hanging it
+LIMIT_S = 60  # a process that never gets the lock fails the test instead of hanging it
+HOLD_S = 0.05  # how long each phase holds the device: a window for another to break in
 
 
-def _compiler(locks: str, together: object, done: object, inside: object) -> None:
+def _compiler(locks: str, started: object, inside: object, peak: object) -> None:
     turn = DeviceTurn(locks=Path(locks))
+    started.wait(LIMIT_S)  # every process asks at once
     with turn.compiling():
         with inside.get_lock():
             inside.value += 1
-        together.wait(LIMIT_S)  # every compiler holds its shared lock at once, or none passes
+            peak.value = max(peak.value, inside.value)
+        time.sleep(HOLD_S)
         with inside.get_lock():
             inside.value -= 1
-    with done.get_lock():
-        done.value += 1
 
 
-def _measurer(locks: str, inside: object, seen: object) -> None:
+def _measurer(locks: str, started: object, inside: object, seen: object) -> None:
     turn = DeviceTurn(locks=Path(locks))
-    with turn.alone():
-        seen.value = inside.value  # compiles still inside their phase while this one measures
+    started.wait(LIMIT_S)
+    for _ in range(COMPILERS):
+        with turn.alone():
+            seen.value = max(seen.value, inside.value)  # a compile inside beside it
+            time.sleep(HOLD_S)
 
 
-def test_compiles_run_together_and_a_measurement_runs_beside_none(tmp_path: Path) -> None:
+def test_compiles_and_measurements_hold_the_device_one_at_a_time(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
-    together = ctx.Barrier(COMPILERS + 1)
-    done, inside, seen = ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("i", -1)
-    compilers = [
-        ctx.Process(target=_compiler, args=(str(tmp_path), together, done, inside))
+    started = ctx.Barrier(COMPILERS + 1)
+    inside, peak, seen = ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("i", 0)
+    procs = [
+        ctx.Process(target=_compiler, args=(str(tmp_path), started, inside, peak))
         for _ in range(COMPILERS)
     ]
-    for p in compilers:
+    procs.append(ctx.Process(target=_measurer, args=(str(tmp_path), started, inside, seen)))
+    for p in procs:
         p.start()
-    while inside.value < COMPILERS:  # every compiler is inside its phase, holding it shared
-        pass
-    measurer = ctx.Process(target=_measurer, args=(str(tmp_path), inside, seen))
-    measurer.start()
-    together.wait(LIMIT_S)  # the compiles meet: they ran together, the measurer waiting
-    for p in [*compilers, measurer]:
+    for p in procs:
         p.join(LIMIT_S)
         assert p.exitcode == 0
-    assert done.value == COMPILERS and seen.value == 0
+    assert peak.value == 1 and seen.value == 0
 
 
 def test_without_lock_files_every_phase_is_free() -> None:

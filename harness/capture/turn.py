@@ -1,25 +1,24 @@
-"""How variants' workers share one device: compiles together, measurements one at a time.
+"""How variants' workers share one device: one at a time on it, the rest of their work beside.
 
 On a GPU every variant is captured in a process of its own (`capture.isolation: auto`), and a
 process's start, JAX's import and the CUDA client cost seconds that are not the variant's work
-(about 2.8 s a variant on the H200), while a program's compiles take most of the rest (7–15 s a
-compile for a scanned LM). The supervisor starts the next `capture.ahead` variants' workers
-while one is captured (harness.study.pipeline), and the workers share the device in two kinds
-of phase:
+(about 2.8 s a variant on the H200), as do its IR ladder, its kept outputs and executable, and
+a program's float64 reference after it measured. The supervisor starts the next
+`capture.ahead` variants' workers while one is captured (harness.study.pipeline); that work
+runs beside the others', and the device is used by one worker at a time, in two kinds of
+phase:
 
 - **compiling**: the inputs (jax.random, a program's init), the trace, the lowering and the
-  compile, and later the new-shape recompile. Several workers compile at once (at most
-  `capture.ahead` + 1): compiles are CPU work, and XLA's autotuner times kernels on the GPU
-  only briefly. They never run beside a measurement.
+  compile, and later the new-shape recompile. XLA's autotuner times kernels on the GPU inside
+  a compile, so compiles run one at a time and beside no measurement: each compile pause and
+  each autotuning choice is the variant's own, as in a process alone. (Compiles run together
+  on the H200 took 2.3× longer each than alone, and the pauses compared were the contention's.)
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
-  the memory. One worker at a time, in config order (the supervisor's `go`), and no compile
-  beside it: no measurement shares the device with another variant's work.
+  the memory, in config order (the supervisor's `go`).
 
-A readers–writer lock over two files (fcntl.flock, released by the kernel when a process
-dies) keeps them apart: a compile holds the device lock shared, a measurement exclusive; a
-measurement that waits holds the gate, so no new compile starts ahead of it. The float64
-reference is CPU work (every core, for a moment) and takes neither: it runs beside whatever
-the device is doing, as the issue that asked for this overlap allows.
+Two lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
+device lock, held by every phase, and a gate that a measurement waiting for the device holds,
+so no compile that asks after it goes first.
 
 Without the lock files (a worker alone on its device) every phase is free, and only the turn
 is timed.
@@ -64,15 +63,15 @@ class DeviceTurn:
 
     @contextlib.contextmanager
     def compiling(self) -> Iterator[None]:
-        """Holds the device shared for a compile phase: beside other compiles, never beside a
-        measurement (a measurement waiting for its turn goes first)."""
+        """Holds the device for a compile phase: one compile at a time, beside no measurement
+        (a measurement waiting for its turn goes first)."""
         if self._device is None or self._gate is None or self.measuring:
             yield
             return
         started = time.perf_counter()
-        fcntl.flock(self._gate, fcntl.LOCK_SH)
+        fcntl.flock(self._gate, fcntl.LOCK_SH)  # a measurement waiting goes first
         try:
-            fcntl.flock(self._device, fcntl.LOCK_SH)
+            fcntl.flock(self._device, fcntl.LOCK_EX)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.compile_wait_s += time.perf_counter() - started

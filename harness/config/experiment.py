@@ -217,10 +217,11 @@ class CaptureOptions:
         -1,
         -1,
         16,
-        "with a process per variant, how many of the next variants' workers start, make their "
-        "inputs and compile while one is measured; they compile together (this many + 1 at "
-        "most) and measure one at a time, beside no compile (harness.capture.turn); -1: 3 on "
-        "a GPU, 0 on a CPU (where compiling would share the cores a variant is timed on)",
+        "with a process per variant, how many of the next variants' workers start while one "
+        "is captured: their start, imports and device client, and each one's work after it "
+        "measured, run beside the others, while the device takes one compile or measurement "
+        "at a time (harness.capture.turn); -1: 3 on a GPU, 0 on a CPU (where that work would "
+        "share the cores a variant is timed on)",
     )
     remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
     torch_threads: int = ranged(

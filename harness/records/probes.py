@@ -48,19 +48,19 @@ class ProbeCosts:
     )
     # Added with the device turns (harness.capture.turn): absent in older files (null).
     turn_wait_s: float | None = doc(
-        "seconds the compiled variant waited for its turn to measure: the variant before it "
-        "measuring, and the compiles running (null: not recorded; harness.capture.turn)"
+        "seconds the compiled variant waited for its turn to measure: the variant before it, "
+        "and another's compile running (null: not recorded; harness.capture.turn)"
     )
     compile_wait_s: float | None = doc(
-        "seconds it waited before its compile phases (inputs, compile, recompile) while "
-        "another variant measured"
+        "seconds it waited for the device before its compile phases (inputs, compile, "
+        "recompile) while another variant compiled or measured"
     )
     turn_began: float | None = doc(
         "when its turn to measure began, Unix seconds: its first execution, steady steps, "
-        "profile and memory run in the turn, one variant's at a time and beside no compile"
+        "profile and memory run in the turn, in config order and beside no other device work"
     )
     turn_ended: float | None = doc("when its turn to measure ended, Unix seconds")
     turn_shared: bool | None = doc(
-        "other variants' workers shared the device with it, compiling beside each other "
+        "other variants' workers were started beside it and took the device in turns "
         "(capture.ahead); false: it had the device alone"
     )

@@ -1,16 +1,19 @@
-"""Each variant captured in a worker of its own, the next ones started while one measures.
+"""Each variant captured in a worker of its own, the next ones started while one captures.
 
 A process per variant (`capture.isolation`, a GPU's default) makes each compile pause the
-variant's own: its autotuning, no cache another variant left. Its price is each process's
-start, JAX's import and the device client (about 2.8 s a variant on the H200), and compiles
-one after another. Here the next `capture.ahead` variants' workers start while one is
-captured; each is sent its job at once, makes its inputs and compiles beside the others, and
-measures in its turn (harness.capture.turn). The supervisor hands the turn on, in config
-order, as soon as the worker before says its measurement is over (`turn_over`), or ended.
+variant's own: its autotuning, no cache another variant left. Its price was each process's
+start, JAX's import and the device client (about 2.8 s a variant on the H200), and each
+variant's IR ladder, kept outputs and executable after it measured, all in series. Here the
+next `capture.ahead` variants' workers start while one is captured; each is sent its job at
+once, and its work off the device runs beside the others', while the device is used by one
+worker at a time (harness.capture.turn): compiles in the order they ask, measurements in
+config order, the supervisor handing the turn on as soon as the worker before says its
+measurement is over (`turn_over`), or ended. The first worker done measures the device's
+ceilings the same way.
 
 A worker that dies is its own variant's crash, recorded against it wherever it was (its
 inputs, its compile, its wait, its measurement); the next worker is already started and goes
-on. The last worker stays up: the timing stage runs in it.
+on. The last worker stays up: the timing stage runs in it (a new one, if its variant failed).
 """
 
 from __future__ import annotations
@@ -32,8 +35,7 @@ from harness.study.session import Session, hello
 from harness.study.workerproc import WorkerDied, WorkerProcess, preload_for
 
 GPU_AHEAD = 3  # workers started ahead on a GPU: a process, its JAX and its CUDA client took
-# about 2.8 s on the H200, several small variants' measurements; and at most this many + 1
-# compile at once (harness.capture.turn).
+# about 2.8 s on the H200, several small variants' turns on the device.
 
 
 def ahead_count(exp: Experiment, platform: str) -> int:
@@ -185,10 +187,16 @@ class EachInItsOwn:
             if nxt is None and todo:  # no worker ahead (it was never started): one now
                 nxt = self._start(todo.popleft())
             if nxt is None:
-                if worker.proc.poll() is not None:  # the last one died: a new one times
+                # The last one times the others, unless it died, or its variant failed: a
+                # CUDA error (an unspecified launch failure) leaves its context unusable, and
+                # every program loaded into it would fail to time.
+                if worker.proc.poll() is not None or record.status == "failed":
+                    if worker.proc.poll() is None:
+                        worker.end()
+                        self.session.finished.append(worker)
                     self.session.worker = self._fresh()
                 break
-            if self._measures_ceilings(worker):
+            if record.status != "failed" and self._measures_ceilings(worker):
                 pass  # it measures the device's ceilings beside the next captures
             else:  # it exits on its own while the next captures; its log is kept at the end
                 worker.end()

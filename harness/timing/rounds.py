@@ -260,7 +260,8 @@ def time_rounds(
     last_call: dict[str, float] = {}  # each variant's last warm-up call, seconds
     twin_of = {k: v for k, v in (twins or {}).items() if k != v}
     for t in timed:
-        known = (warm_s or {}).get(twin_of.get(t.name, t.name))
+        # Process 0's in a group: every process warms up alike, or a collective waits.
+        known = same((warm_s or {}).get(twin_of.get(t.name, t.name)))
         if known is not None and budget.fills_batch(known, target_batch_s):
             last_call[t.name] = known  # warm in this process already, and long
             continue
@@ -271,7 +272,7 @@ def time_rounds(
             begun = clock()
             t.wait(t.call())
             last_call[t.name] = clock() - begun
-            long = budget.fills_batch(last_call[t.name], target_batch_s)
+            long = bool(same(budget.fills_batch(last_call[t.name], target_batch_s)))
             # The first call may have compiled: one that long is called again before its time
             # decides anything; a second that long is warm, and more would only spend the budget.
             if (i >= 1 and long) or (i + 1 >= warmup and not (i == 0 and long)):
