@@ -1,6 +1,6 @@
 """Workers that share one device (harness.capture.turn, harness.study.pipeline): compiles and
-measurements hold it one at a time, and the turns to measure come in config order, whatever
-crashes.
+measurements hold it one at a time, inputs are made beside a compile, and the turns to measure
+come in config order, whatever crashes.
 
 The lock is checked with real processes that all ask at once and each hold the device a
 moment: a phase that let another in would see it inside (never a timing assertion). The pipeline is checked on a real study run on the CPU with
@@ -64,9 +64,29 @@ def test_compiles_and_measurements_hold_the_device_one_at_a_time(tmp_path: Path)
     assert peak.value == 1 and seen.value == 0
 
 
+def _preparer(locks: str, compiling: object, prepared: object) -> None:
+    turn = DeviceTurn(locks=Path(locks))
+    compiling.wait(LIMIT_S)
+    with turn.preparing():
+        prepared.set()  # inside beside the compile, which waits for this
+
+
+def test_inputs_are_prepared_beside_a_compile(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    compiling, prepared = ctx.Event(), ctx.Event()
+    preparer = ctx.Process(target=_preparer, args=(str(tmp_path), compiling, prepared))
+    preparer.start()
+    turn = DeviceTurn(locks=tmp_path)
+    with turn.compiling():
+        compiling.set()
+        assert prepared.wait(LIMIT_S)  # a preparation that waited for the compile never comes
+    preparer.join(LIMIT_S)
+    assert preparer.exitcode == 0
+
+
 def test_without_lock_files_every_phase_is_free() -> None:
     turn = DeviceTurn()
-    with turn.compiling(), turn.alone():
+    with turn.preparing(), turn.compiling(), turn.alone():
         turn.begin()
         assert turn.measuring and not turn.shared
     turn.end()

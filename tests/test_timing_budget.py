@@ -124,7 +124,7 @@ def test_min_rounds_under_two_is_a_one_line_error_naming_the_key(tmp_path: Path)
     assert e.value.key == "timing.min_rounds" and "\n" not in str(e.value)
 
 
-def slow_eager_stage(tmp_path: Path, max_budget_s: float):
+def slow_eager_stage(tmp_path: Path, max_budget_s: float, primitives: int = 3000):
     """Times a jitted call and a slow op-by-op loop in the real stage; returns the record,
     the experiment and how many times the loop ran."""
     exp = load(
@@ -143,7 +143,7 @@ def slow_eager_stage(tmp_path: Path, max_budget_s: float):
     def eager() -> jax.Array:  # thousands of dispatched primitives: far over 0.05 s / 10 rounds
         eager_calls.append(1)
         y = x
-        for _ in range(3000):
+        for _ in range(primitives):
             y = y * 1.0001
         return y
 
@@ -172,9 +172,10 @@ def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Pa
 def test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget(
     tmp_path: Path,
 ) -> None:
-    # max_budget_s 0.05: three rounds of the loop cannot fit; it is warmed up and left out,
-    # with why, and the jitted call is still timed in its rounds.
-    record, _, eager_calls = slow_eager_stage(tmp_path, max_budget_s=0.05)
+    # max_budget_s 0.2: three rounds of a 20 000-primitive loop (0.1 s a call at the fastest)
+    # cannot fit; it is warmed up and left out, with why, and the jitted call, whose smallest
+    # batches fit, is still timed in its rounds.
+    record, _, eager_calls = slow_eager_stage(tmp_path, max_budget_s=0.2, primitives=20_000)
     assert eager_calls == 2 and "eager" not in record.variants
     assert "timing.max_budget_s" in record.excluded["eager"]
     assert len(record.variants["xla"].round_step_s) == record.rounds >= 3
@@ -185,7 +186,7 @@ def test_a_variant_left_out_of_the_rounds_is_named_in_the_run_s_opening_line(
 ) -> None:
     from harness.findings.timing import not_timed_line
 
-    record, exp, _ = slow_eager_stage(tmp_path, max_budget_s=0.05)
+    record, exp, _ = slow_eager_stage(tmp_path, max_budget_s=0.2, primitives=20_000)
     limits = judging.limits_from(exp.timing)
     g = judging.gate(record, limits)
     noise = judging.noise_section(record, g, limits, {})

@@ -1,24 +1,26 @@
-"""How variants' workers share one device: one at a time on it, the rest of their work beside.
+"""How variants' workers share one device: one compile or measurement on it at a time.
 
 On a GPU every variant is captured in a process of its own (`capture.isolation: auto`), and a
 process's start, JAX's import and the CUDA client cost seconds that are not the variant's work
 (about 2.8 s a variant on the H200), as do its IR ladder, its kept outputs and executable, and
 a program's float64 reference after it measured. The supervisor starts the next
 `capture.ahead` variants' workers while one is captured (harness.study.pipeline); that work
-runs beside the others', and the device is used by one worker at a time, in two kinds of
-phase:
+runs beside the others', and the device is shared in three kinds of phase:
 
-- **compiling**: the inputs (jax.random, a program's init), the trace, the lowering and the
-  compile, and later the new-shape recompile. XLA's autotuner times kernels on the GPU inside
-  a compile, so compiles run one at a time and beside no measurement: each compile pause and
-  each autotuning choice is the variant's own, as in a process alone. (Compiles run together
-  on the H200 took 2.3× longer each than alone, and the pauses compared were the contention's.)
+- **preparing**: the inputs (jax.random) and a program's parameters (its init), beside
+  compiles and other preparations: small kernels, no measurement of theirs.
+- **compiling**: the trace, the lowering and the compile, and later the new-shape recompile.
+  XLA's autotuner times kernels on the GPU inside a compile, so compiles run one at a time
+  and beside no measurement: each compile pause and each autotuning choice is the variant's
+  own, as in a process alone. (Compiles run together on the H200 took 2.3× longer each, and
+  the pauses compared were the contention's.)
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
-  the memory, in config order (the supervisor's `go`).
+  the memory, alone on the device, in config order (the supervisor's `go`).
 
-Two lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
-device lock, held by every phase, and a gate that a measurement waiting for the device holds,
-so no compile that asks after it goes first.
+Three lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
+device lock, shared by preparations and compiles and held alone by a measurement; the compile
+lock, held by one compile at a time; and a gate that a measurement waiting for the device
+holds, so nothing that asks after it goes first.
 
 Without the lock files (a worker alone on its device) every phase is free, and only the turn
 is timed.
@@ -35,6 +37,7 @@ from pathlib import Path
 
 GATE_FILE = "device-gate.lock"
 DEVICE_FILE = "device.lock"
+COMPILE_FILE = "device-compile.lock"
 
 
 class DeviceTurn:
@@ -51,6 +54,7 @@ class DeviceTurn:
         self._wait, self._over = wait, over
         self._gate = _open(locks / GATE_FILE) if locks is not None else None
         self._device = _open(locks / DEVICE_FILE) if locks is not None else None
+        self._compile = _open(locks / COMPILE_FILE) if locks is not None else None
         self.began: float | None = None  # unix seconds
         self.ended: float | None = None
         self.waited_s = 0.0  # for the go and the exclusive lock
@@ -62,21 +66,40 @@ class DeviceTurn:
         return self._device is not None
 
     @contextlib.contextmanager
+    def preparing(self) -> Iterator[None]:
+        """Holds the device shared while making inputs and parameters: beside compiles and
+        other preparations, never beside a measurement (one waiting goes first)."""
+        with self._shared(exclusive=None):
+            yield
+
+    @contextlib.contextmanager
     def compiling(self) -> Iterator[None]:
         """Holds the device for a compile phase: one compile at a time, beside no measurement
         (a measurement waiting for its turn goes first)."""
+        with self._shared(exclusive=self._compile):
+            yield
+
+    @contextlib.contextmanager
+    def _shared(self, exclusive: int | None) -> Iterator[None]:
+        """The device lock shared, and `exclusive` (a lock file) alone when given."""
         if self._device is None or self._gate is None or self.measuring:
             yield
             return
         started = time.perf_counter()
         fcntl.flock(self._gate, fcntl.LOCK_SH)  # a measurement waiting goes first
         try:
-            fcntl.flock(self._device, fcntl.LOCK_EX)
+            fcntl.flock(self._device, fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
-        self.compile_wait_s += time.perf_counter() - started
         try:
-            yield
+            if exclusive is not None:
+                fcntl.flock(exclusive, fcntl.LOCK_EX)
+            self.compile_wait_s += time.perf_counter() - started
+            try:
+                yield
+            finally:
+                if exclusive is not None:
+                    fcntl.flock(exclusive, fcntl.LOCK_UN)
         finally:
             fcntl.flock(self._device, fcntl.LOCK_UN)
 

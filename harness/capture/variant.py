@@ -310,7 +310,7 @@ def capture_variant(
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    with ctx.turn.compiling():  # its inputs and parameters are made on the device
+    with ctx.turn.preparing():  # its inputs and parameters are made on the device
         subject = (make_subject or subject_of)(exp, variant)
     ctx = dataclasses.replace(ctx, failures=[], costs={})
     if subject.reference is not None:

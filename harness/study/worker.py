@@ -248,14 +248,14 @@ class Worker:
         # so variants sharing a problem share bit-identical data and none pays for making it.
         # A program's parameters too: its init runs once per distinct inputs and seed.
         # A worker started ahead (harness.study.pipeline) shares the device with the others
-        # (harness.capture.turn): its inputs are made in a compile phase (jax.random, a
-        # program's init run on the device), never beside another variant's measurement.
+        # (harness.capture.turn): its inputs are made beside other work off the measured
+        # device (jax.random, a program's init), never beside another variant's measurement.
         shared = _turn(job["variants"][0], Path(job["locks"])) if job.get("locks") else None
         for name in job["variants"]:
             v = self.exp.variant(name)
             send("inputs", variant=name)  # a crash or hang here is this variant's
             # Inputs kept between runs beside the ceilings, under the results root.
-            with shared.compiling() if shared is not None else contextlib.nullcontext():
+            with shared.preparing() if shared is not None else contextlib.nullcontext():
                 registry.get(v.framework).prepare(self.exp, v, io.cache_dir(workdir))
         for name in job["variants"]:
             variant = self.exp.variant(name)

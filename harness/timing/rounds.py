@@ -260,8 +260,10 @@ def time_rounds(
     last_call: dict[str, float] = {}  # each variant's last warm-up call, seconds
     twin_of = {k: v for k, v in (twins or {}).items() if k != v}
     for t in timed:
-        # Process 0's in a group: every process warms up alike, or a collective waits.
-        known = same((warm_s or {}).get(twin_of.get(t.name, t.name)))
+        # Process 0's in a group: every process warms up alike, or a collective waits (each
+        # captured the same variants, so each has the same ones warm).
+        known = (warm_s or {}).get(twin_of.get(t.name, t.name))
+        known = float(same(known)) if known is not None else None
         if known is not None and budget.fills_batch(known, target_batch_s):
             last_call[t.name] = known  # warm in this process already, and long
             continue
@@ -272,7 +274,7 @@ def time_rounds(
             begun = clock()
             t.wait(t.call())
             last_call[t.name] = clock() - begun
-            long = bool(same(budget.fills_batch(last_call[t.name], target_batch_s)))
+            long = budget.fills_batch(float(same(last_call[t.name])), target_batch_s)
             # The first call may have compiled: one that long is called again before its time
             # decides anything; a second that long is warm, and more would only spend the budget.
             if (i >= 1 and long) or (i + 1 >= warmup and not (i == 0 and long)):
@@ -304,7 +306,11 @@ def time_rounds(
             # all leaves the fast variants their rounds (a quarter past it at most).
             most = float(same(max(max_budget_s - (clock() - started), 0.25 * max_budget_s)))
             fewest = budget.fewest(rounds, min_rounds)
-            dropped = budget.too_slow(per_call, calls, settling, fewest, most, twin_of)
+            # At the smallest batches the budget allows (fit_budget's floor): only a variant
+            # whose few calls cannot fit is left out, never one whose batches merely could.
+            smallest = {n: max(1, min(MIN_CALLS, c)) for n, c in calls.items()}
+            least = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in smallest.items()}
+            dropped = budget.too_slow(per_call, smallest, least, fewest, most, twin_of)
             timed = [t for t in timed if t.name not in dropped]
             calls = {n: c for n, c in calls.items() if n not in dropped}
             per_call = {n: c for n, c in per_call.items() if n not in dropped}
