@@ -19,7 +19,6 @@ Written to the run as ceilings.json; the report only reads it.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import math
@@ -29,11 +28,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from harness.capture import turn
 from harness.capture.link import measure_link
+from harness.capture.turn import DeviceTurn
 from harness.common.precision import NOTE as PRECISION_NOTE
 from harness.common.precision import gemm_dtype, precision
 from harness.store import io
@@ -73,26 +74,7 @@ def _best_batch(
     return best
 
 
-class Phases(Protocol):
-    """How the measurement shares its device (harness.capture.turn.DeviceTurn): its operands
-    and compiles beside other compiles, its timing alone."""
-
-    def compiling(self) -> contextlib.AbstractContextManager[None]: ...
-
-    def alone(self) -> contextlib.AbstractContextManager[None]: ...
-
-
-class Alone:
-    """A device nobody else uses: every phase is free."""
-
-    def compiling(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def alone(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-
-def measure_gemm(shape: ProbeGemm, budget_s: float, phases: Phases | None = None) -> float:
+def measure_gemm(shape: ProbeGemm, budget_s: float, phases: DeviceTurn | None = None) -> float:
     """Returns the best FLOP/s of XLA's `x @ w` at this shape and these dtypes.
 
     The operands are standard normals drawn on the device (a GPU at its power cap runs a GEMM
@@ -100,7 +82,7 @@ def measure_gemm(shape: ProbeGemm, budget_s: float, phases: Phases | None = None
     H200's host, most of the ceilings' time)."""
     import jax  # imports JAX: loaded only when called
 
-    phases = phases or Alone()
+    phases = phases or turn.free()
     with phases.compiling():
         kx, kw = jax.random.split(jax.random.key(0))
         x = jax.random.normal(kx, (shape.m, shape.k), np.float32).astype(shape.x_dtype)
@@ -123,7 +105,7 @@ def _back_to_back(fn: Callable[[], Any], wait: Callable[[Any], Any], budget_s: f
 
 
 def measure_copy(
-    nbytes: int, budget_s: float, platform: str, phases: Phases | None = None
+    nbytes: int, budget_s: float, platform: str, phases: DeviceTurn | None = None
 ) -> float:
     """Returns the best bytes/s (read + written) of a copy of `nbytes` in device memory.
 
@@ -133,7 +115,7 @@ def measure_copy(
     import jax  # imports JAX: loaded only when called
     import jax.numpy as jnp  # imports JAX: loaded only when called
 
-    phases = phases or Alone()
+    phases = phases or turn.free()
     with phases.compiling():
         a = jnp.ones((nbytes // 4,), jnp.float32)
         f = jax.jit(lambda v: v * 2.0)
@@ -210,7 +192,7 @@ def measure(
     cache: Path | None,
     remeasure: bool = False,
     budget_s: float = 0.5,
-    phases: Phases | None = None,
+    phases: DeviceTurn | None = None,
 ) -> dict[str, Any]:
     """Returns ceilings.json: per precision the best GEMM rate found, and the copy bandwidth.
 
@@ -240,7 +222,7 @@ def measure(
     devices = int(environment.get("device_count") or 1)
     link_key = f"link:{devices}"
     if devices > 1 and link_key not in entries:
-        with (phases or Alone()).alone():
+        with (phases or turn.free()).alone():
             found = measure_link(platform, budget_s, _best_batch)
         if found is not None:
             entries[link_key] = {**found, "at": now, "key": link_key}

@@ -108,18 +108,14 @@ class DeviceTurn:
         """Holds the device alone for a measurement outside the variants' order (the
         device's ceilings, measured beside the captures): no compile and no other
         measurement runs beside it."""
-        if self._device is None or self._gate is None or self.measuring:
+        if self.measuring:
             yield
             return
-        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        self._take_alone()
         try:
-            fcntl.flock(self._device, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(self._device, fcntl.LOCK_UN)
+            yield
         finally:
-            fcntl.flock(self._gate, fcntl.LOCK_UN)
+            self._give_back()
 
     @property
     def measuring(self) -> bool:
@@ -133,9 +129,7 @@ class DeviceTurn:
         started = time.perf_counter()
         if self._wait is not None:
             self._wait()
-        if self._gate is not None and self._device is not None:
-            fcntl.flock(self._gate, fcntl.LOCK_EX)  # no new compile starts from here on
-            fcntl.flock(self._device, fcntl.LOCK_EX)  # the compiles running end first
+        self._take_alone()
         self.waited_s = time.perf_counter() - started
         self.began = time.time()
 
@@ -144,11 +138,21 @@ class DeviceTurn:
         if self.began is None or self.ended is not None:
             return
         self.ended = time.time()
+        self._give_back()
+        if self._over is not None:
+            self._over()
+
+    def _take_alone(self) -> None:
+        """The device alone: the gate first (nothing that asks after this starts), then the
+        device lock once every preparation and compile holding it has ended."""
+        if self._gate is not None and self._device is not None:
+            fcntl.flock(self._gate, fcntl.LOCK_EX)
+            fcntl.flock(self._device, fcntl.LOCK_EX)
+
+    def _give_back(self) -> None:
         if self._gate is not None and self._device is not None:
             fcntl.flock(self._device, fcntl.LOCK_UN)
             fcntl.flock(self._gate, fcntl.LOCK_UN)
-        if self._over is not None:
-            self._over()
 
 
 def _open(path: Path) -> int:

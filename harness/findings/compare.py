@@ -11,7 +11,8 @@ The report renders these conclusions; it makes none of them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 from harness.common import fmt, stats
 from harness.common.fmt import MISSING
@@ -30,6 +31,9 @@ from harness.records.findings import MemoryFinding, TimingFinding
 from harness.records.run_files import Manifest
 from harness.records.summary import RunSummary, VariantSummary
 from harness.store.records import first_difference, to_json
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 NOISE_RATIO = 3.0  # noise floors further apart than this are flagged
 
@@ -164,10 +168,18 @@ def _memory_reading(m: MemoryFinding | None) -> str:
     )
 
 
-def _keyed_status(x: object, y: object, same: bool) -> str:
+def _keyed_status(x: Any, y: Any) -> str:
+    """A keyed finding's change: appeared, vanished, or its verdict the same or changed."""
     if x is None or y is None:
         return APPEARED if x is None else VANISHED
-    return SAME if same else CHANGED
+    return SAME if x.verdict == y.verdict else CHANGED
+
+
+def _paired(a: dict[K, V], b: dict[K, V]) -> Iterator[tuple[K, V | None, V | None]]:
+    """Each key of either run's findings, the first run's order then the second's new ones,
+    with each run's finding under it (None where that run has none)."""
+    for key in [*a, *(k for k in b if k not in a)]:
+        yield key, a.get(key), b.get(key)
 
 
 def finding_changes(sa: RunSummary, sb: RunSummary) -> list[FindingChange]:
@@ -176,9 +188,7 @@ def finding_changes(sa: RunSummary, sb: RunSummary) -> list[FindingChange]:
     observations."""
     out: list[FindingChange] = []
     gated = unresolved_runs(sa, sb)
-    ta, tb = _timing(sa), _timing(sb)
-    for key in [*ta, *(k for k in tb if k not in ta)]:
-        x, y = ta.get(key), tb.get(key)
+    for key, x, y in _paired(_timing(sa), _timing(sb)):
         out.append(
             FindingChange(
                 (x or y).rule if (x or y) else "",
@@ -191,44 +201,39 @@ def finding_changes(sa: RunSummary, sb: RunSummary) -> list[FindingChange]:
     fa, fb = sa.findings, sb.findings
     ma = {(m.variant, m.against): m for m in (fa.memory if fa else ())}
     mb = {(m.variant, m.against): m for m in (fb.memory if fb else ())}
-    for key in [*ma, *(k for k in mb if k not in ma)]:
-        x, y = ma.get(key), mb.get(key)
-        same = x is not None and y is not None and x.verdict == y.verdict
+    for key, x, y in _paired(ma, mb):
         out.append(
             FindingChange(
                 "memory.peak",
                 f"`{key[0]}`'s peak against `{key[1]}`",
                 _memory_reading(x),
                 _memory_reading(y),
-                _keyed_status(x, y, same),
+                _keyed_status(x, y),
             )
         )
     ca = {c.variant: c for c in (fa.coverage if fa else ())}
     cb = {c.variant: c for c in (fb.coverage if fb else ())}
-    for name in [*ca, *(n for n in cb if n not in ca)]:
-        x, y = ca.get(name), cb.get(name)
-        same = x is not None and y is not None and x.verdict == y.verdict
+    for name, x, y in _paired(ca, cb):
         out.append(
             FindingChange(
                 "coverage.unattributed",
                 f"`{name}`'s device time",
                 x.verdict if x else MISSING,
                 y.verdict if y else MISSING,
-                _keyed_status(x, y, same),
+                _keyed_status(x, y),
             )
         )
     oa = {(o.key, o.framework): o for o in (fa.observations if fa else ())}
     ob = {(o.key, o.framework): o for o in (fb.observations if fb else ())}
-    for key in [*oa, *(k for k in ob if k not in oa)]:
-        x, y = oa.get(key), ob.get(key)
-        same = x is not None and y is not None and x.verdict == y.verdict
+    for key, x, y in _paired(oa, ob):
+        either = x or y
         out.append(
             FindingChange(
-                (x or y).rule if (x or y) else "",
-                f"{(x or y).claim if (x or y) else key[0]} ({key[1]})",
+                either.rule if either else "",
+                f"{either.claim if either else key[0]} ({key[1]})",
                 x.verdict if x else MISSING,
                 y.verdict if y else MISSING,
-                _keyed_status(x, y, same),
+                _keyed_status(x, y),
             )
         )
     return out

@@ -100,8 +100,17 @@ class Prepared:
 class EachInItsOwn:
     """Captures variants one per worker, `ahead` more prepared meanwhile (see the module)."""
 
-    def __init__(self, session: Session, exp: Experiment, workdir: Path) -> None:
+    def __init__(
+        self,
+        session: Session,
+        exp: Experiment,
+        workdir: Path,
+        new_worker: Callable[[], WorkerProcess],
+    ) -> None:
+        """`new_worker` starts a worker ready for jobs (the supervisor's): the timing's, when
+        the last capture's worker cannot time."""
         self.session, self.exp, self.workdir = session, exp, workdir
+        self.new_worker = new_worker
         self.ahead = ahead_count(exp, session.platform)
         self.source = str(session.config.path)
 
@@ -127,10 +136,7 @@ class EachInItsOwn:
         p.sent = True
 
     def _start(self, name: str) -> Prepared:
-        self.session.workers += 1
-        worker = WorkerProcess(
-            self.session.workers, preload_for(self.exp.variant(name)), self.exp.limits.stopped_s
-        )
+        worker = self.session.spawn(preload_for(self.exp.variant(name)), self.exp.limits.stopped_s)
         self.session.ahead.append(worker)
         p = Prepared(name, worker)
         if self.ahead:
@@ -194,7 +200,7 @@ class EachInItsOwn:
                     if worker.proc.poll() is None:
                         worker.end()
                         self.session.finished.append(worker)
-                    self.session.worker = self._fresh()
+                    self.session.worker = self.new_worker()
                 break
             if record.status != "failed" and self._measures_ceilings(worker):
                 pass  # it measures the device's ceilings beside the next captures
@@ -211,12 +217,10 @@ class EachInItsOwn:
         if not self.ahead or self.session.ceilings is not None or worker.proc.poll() is not None:
             return False
         self.session.ceilings = worker
-        cache = io.cache_dir(self.workdir)  # a CPU's are kept between runs, a GPU's are not
-        kept = cache / runfolder.CEILINGS_FILE if cache is not None else None
         worker.send(
             "ceilings",
             workdir=str(self.workdir),
-            cache=str(kept) if kept is not None and self.session.platform == "cpu" else None,
+            cache=self.session.ceilings_cache(self.workdir),
             locks=str(self.session.lock_folder()),
         )
         return True
@@ -229,9 +233,3 @@ class EachInItsOwn:
             self._pass_turn(current, queue)
             if event["event"] == "done":
                 return load_capture(RunFolder(self.workdir).variant(current.name).result)
-
-    def _fresh(self) -> WorkerProcess:
-        self.session.workers += 1
-        worker = WorkerProcess(self.session.workers, (), self.exp.limits.stopped_s)
-        hello(worker, self.exp, self.source, checks=False)
-        return worker

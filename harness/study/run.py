@@ -149,7 +149,7 @@ class Supervisor:
         p = self.exp.processes
         if p.enabled:
             return self._new_group()
-        worker = self._spawn(())
+        worker = self.session.spawn((), self.exp.limits.stopped_s)
         hello(worker, self.exp, str(self.session.config.path), checks=False)
         return worker
 
@@ -161,10 +161,6 @@ class Supervisor:
         self.session.workers += 1 + len(peers)
         self.session.peers = peers
         return worker
-
-    def _spawn(self, preload: tuple[str, ...]) -> WorkerProcess:
-        self.session.workers += 1
-        return WorkerProcess(self.session.workers, preload, self.exp.limits.stopped_s)
 
     def capture(
         self,
@@ -185,7 +181,8 @@ class Supervisor:
                 _progress(position(name), name, record)
 
         if per_variant:
-            return EachInItsOwn(self.session, self.exp, self.workdir).run(names, progress)
+            each = EachInItsOwn(self.session, self.exp, self.workdir, self._new_worker)
+            return each.run(names, progress)
         records: dict[str, CaptureRecord] = {}
         todo = list(names)
         while todo:
@@ -240,15 +237,11 @@ class Supervisor:
         replaced, and the run goes on without them."""
         if self.session.ceilings is not None:
             return self._ceilings_measured_beside()
-        cache = io.cache_dir(self.workdir)
         refused = io.cache_note(self.workdir)  # a link or outside the root: not used
         if refused:
             print(f"note: {refused}", file=sys.stderr, flush=True)
-        kept = cache / runfolder.CEILINGS_FILE if cache is not None else None
         self.session.worker.send(
-            "ceilings",
-            workdir=str(self.workdir),
-            cache=str(kept) if kept is not None and self.session.platform == "cpu" else None,
+            "ceilings", workdir=str(self.workdir), cache=self.session.ceilings_cache(self.workdir)
         )
         try:
             self.session.worker.expect("ceilings_done", within=self.exp.limits.call_s)

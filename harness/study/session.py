@@ -17,7 +17,7 @@ from harness.config.experiment import Experiment
 from harness.config.load import blame
 from harness.store import io
 from harness.store.records import to_json
-from harness.store.runfolder import REFERENCES_DIR
+from harness.store.runfolder import CEILINGS_FILE, REFERENCES_DIR
 from harness.study import group
 from harness.study.workerproc import WorkerDied, WorkerProcess
 
@@ -52,6 +52,19 @@ class Session:
     # The lock files by which the workers of one session share its device
     # (harness.capture.turn): a folder of this process's own (mode 0700), deleted at the end.
     locks: Path | None = None
+
+    def spawn(self, preload: tuple[str, ...], stopped_s: float) -> WorkerProcess:
+        """Starts a worker (numbered in the session's count), importing `preload` ahead."""
+        self.workers += 1
+        return WorkerProcess(self.workers, preload, stopped_s)
+
+    def ceilings_cache(self, workdir: Path) -> str | None:
+        """Where a CPU's ceilings are kept between runs (the results root's cache); None on
+        a GPU, whose ceilings are measured every run, or with no usable cache."""
+        cache = io.cache_dir(workdir)
+        if cache is None or self.platform != "cpu":
+            return None
+        return str(cache / CEILINGS_FILE)
 
     def lock_folder(self) -> Path:
         if self.locks is None:

@@ -47,13 +47,12 @@ import secrets
 import signal
 import statistics
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.capture import ceilings, distributed, mesh, processes
+from harness.capture import ceilings, distributed, mesh, processes, reuse
 from harness.capture.distributed import RELAYED, ProcessesMissing
 from harness.capture.turn import DeviceTurn
 from harness.capture.turn import free as turn_free
@@ -382,19 +381,19 @@ class Worker:
         notes: dict[str, str] = {}
         prepared: dict[str, float] = {}
         for name in job["variants"]:
-            if name not in self.calls:
-                started = time.perf_counter()
-                send("timing_compile", variant=name)
-                variant = self.exp.variant(name)
-                frontend = registry.get(variant.framework)
+            if name in self.calls:
+                continue
+            send("timing_compile", variant=name)
+            variant = self.exp.variant(name)
+            frontend = registry.get(variant.framework)
+            with reuse.spent(prepared, name):
                 call, note = frontend.compile_for_timing(
                     self.exp, variant, workdir, self.platform, _executables(job)
                 )
-                self.calls[name] = call
-                self.waits[name] = frontend.waiter(self.platform)
-                if note:
-                    notes[name] = note
-                prepared[name] = time.perf_counter() - started
+            self.calls[name] = call
+            self.waits[name] = frontend.waiter(self.platform)
+            if note:
+                notes[name] = note
         if mesh.blocks_every_call():
             notes = {
                 n: "; ".join(filter(None, (notes.get(n), mesh.BLOCKING_NOTE)))

@@ -277,7 +277,9 @@ def time_rounds(
             long = budget.fills_batch(float(same(last_call[t.name])), target_batch_s)
             # The first call may have compiled: one that long is called again before its time
             # decides anything; a second that long is warm, and more would only spend the budget.
-            if (i >= 1 and long) or (i + 1 >= warmup and not (i == 0 and long)):
+            if long and i == 0:
+                continue
+            if long or i + 1 >= warmup:
                 break
     calibrated = {}
     for t in timed:
