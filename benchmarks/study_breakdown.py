@@ -27,7 +27,9 @@ def main(run: Path) -> None:
             for k, v in probes.items()
             if k.endswith("_s") and isinstance(v, float)
         }
-        print(f"  {result.parent.name:24s} wall {record.get('wall_s') or 0:6.2f} s  {shown}")
+        wall = record.get("wall_s")
+        wall_text = f"{wall:6.2f} s" if isinstance(wall, float) else "not measured"
+        print(f"  {result.parent.name:24s} wall {wall_text}  {shown}")
         if probes.get("turn_began") is not None:
             turns.append((probes["turn_began"], probes["turn_ended"], result.parent.name))
     turns.sort()
