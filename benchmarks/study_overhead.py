@@ -9,21 +9,26 @@ variant of the config that runs on this platform, the same function and inputs
 with the same dump options (per-pass HLO, emitters on a GPU), the first call inside a profiled
 window, the warm-up and blocked steps, the profiled steady steps, the recompile with m halved
 in its own profiled window; eager variants dispatch op by op; the Python-branch variant is
-traced once. Both run as fresh processes, interleaved (bare, harness, bare, harness, ...), and
+traced once. Both run as fresh processes, interleaved (harness, bare, harness, bare, ...), and
 the benchmark prints each wall time, the medians and their ratio. The harness's own breakdown
 line (capture, timing, analysis, report) is printed too.
 
 After capture the bare script also does the measuring the study reports: each variant's result
-checked against the float64 reference, and every variant timed in the config's interleaved
-rounds (the baseline twice a round, batches of `timing.batch_s` shrunk to fit
-`timing.budget_s`, each settled by `timing.settle` of a batch of untimed calls), about the
-same number of calls the harness makes, with none of its records.
+checked against the float64 reference, and every variant timed in interleaved rounds with none
+of the harness's records. Each pair runs the harness first, and the bare script then makes the
+very calls of that run's timing rounds (its timing.json: each round's order, each slot's
+settling calls and batches of calls), so both spend the same device time timing and the ratio
+is what the harness costs beyond that. (Until 2026-12 the bare script planned its own rounds
+in 0.8 x `timing.budget_s`, while the harness fits its rounds to the whole budget: about 4 s
+of every H200 pair's difference was that, not overhead.) Run alone (`--bare` without
+`--rounds_from`), it plans rounds as the harness does before calibrating.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import re
@@ -44,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def bare(config: str, out: Path, overrides: list[str]) -> None:
+def bare(config: str, out: Path, overrides: list[str], rounds_from: Path | None = None) -> None:
     """The study's capture work as a plain script: no worker, no files beyond XLA's and the
     profiler's, no analysis, no report; the timing rounds are plain loops. Prints one line,
     `bare stages: ...`, the seconds of each kind of work."""
@@ -124,7 +129,10 @@ def bare(config: str, out: Path, overrides: list[str]) -> None:
             expression.numerics(y, ref, rows, expression.tolerance(v.problem))
         timed[v.name] = call
     with stage("timing"):
-        time_in_rounds(timed, exp)
+        if rounds_from is not None:
+            replay_rounds(timed, json.loads(rounds_from.read_text()))
+        else:
+            time_in_rounds(timed, exp)
     print("bare stages: " + ", ".join(f"{k} {x:.2f} s" for k, x in stages.items()), flush=True)
 
 
@@ -155,6 +163,34 @@ def time_in_rounds(calls: dict[str, Callable[[], object]], exp: Experiment) -> N
                 jax.block_until_ready(out)
 
 
+def replay_rounds(calls: dict[str, Callable[[], object]], timing: dict) -> None:
+    """Makes the calls of a harness run's timing rounds (its timing.json), plainly: a warm-up
+    call and a timed call of each variant, then each round's slots in that round's order, each
+    slot its settling calls and then its short batches, every batch blocked once."""
+    import jax
+
+    def base(name: str) -> str:
+        return name.split("#", 1)[0]  # the A/A pair's second slot times the baseline again
+
+    for name in {base(n) for n in timing["variants"]} & set(calls):
+        jax.block_until_ready(calls[name]())
+        jax.block_until_ready(calls[name]())
+    batches = int(timing.get("batches") or 1)
+    for order in timing["orders"]:
+        for name in order:
+            slot = timing["variants"].get(name)
+            if slot is None or base(name) not in calls:
+                continue
+            call = calls[base(name)]
+            for count in [slot["settle_calls"]] * bool(slot["settle_calls"]) + [
+                slot["calls_per_batch"]
+            ] * batches:
+                out = None
+                for _ in range(count):
+                    out = call()
+                jax.block_until_ready(out)
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
@@ -172,13 +208,21 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
     parser.add_argument("--results_root", default=None, help="default: a temporary folder")
     parser.add_argument("--bare", action="store_true", help="run the bare script once (internal)")
     parser.add_argument("--out", default=None, help="the bare script's output folder (internal)")
+    parser.add_argument(
+        "--rounds_from", default=None, help="a harness run's timing.json to replay (internal)"
+    )
     # --config.KEY=VALUE overrides go to both the bare script and the harness.
     args, overrides = parser.parse_known_args()
     unknown = [o for o in overrides if not o.startswith("--config.")]
     if unknown:
         parser.error(f"unknown arguments {unknown}; overrides look like --config.problem.m=64")
     if args.bare:
-        bare(args.config, Path(args.out), overrides)
+        bare(
+            args.config,
+            Path(args.out),
+            overrides,
+            Path(args.rounds_from) if args.rounds_from else None,
+        )
         return 0.0, 0.0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
@@ -188,21 +232,7 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
     breakdown = ""
     try:
         for i in range(args.pairs):
-            out = scratch / f"bare{i}"
-            wall, stdout = timed(
-                [
-                    sys.executable,
-                    str(Path(__file__).resolve().with_name("study_overhead.py")),
-                    "--bare",
-                    f"--config={args.config}",
-                    f"--out={out}",
-                    *overrides,
-                ],
-                env,
-            )
-            walls["bare"].append(wall)
-            found = re.search(r"^bare stages: .*$", stdout, re.M)
-            print(f"bare    {wall:6.2f} s   {found.group(0) if found else ''}", flush=True)
+            started = time.time()
             wall, stdout = timed(
                 [
                     sys.executable,
@@ -221,7 +251,26 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
                 f"; its parts are {float(found.group(1)) / wall:.0%} of the wall" if found else ""
             )
             print(f"harness {wall:6.2f} s   {breakdown}{share}", flush=True)
-            print(f"pair {i + 1}: ratio {wall / walls['bare'][-1]:.2f}x", flush=True)
+            # The run this pair's harness wrote: its rounds are what the bare script replays.
+            runs = [t for t in root.glob("*/latest/timing.json") if t.stat().st_mtime >= started]
+            if not runs:
+                raise SystemExit(f"the harness wrote no timing.json under {root}")
+            wall, stdout = timed(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve().with_name("study_overhead.py")),
+                    "--bare",
+                    f"--config={args.config}",
+                    f"--out={scratch / f'bare{i}'}",
+                    f"--rounds_from={max(runs, key=lambda t: t.stat().st_mtime)}",
+                    *overrides,
+                ],
+                env,
+            )
+            walls["bare"].append(wall)
+            found = re.search(r"^bare stages: .*$", stdout, re.M)
+            print(f"bare    {wall:6.2f} s   {found.group(0) if found else ''}", flush=True)
+            print(f"pair {i + 1}: ratio {walls['harness'][-1] / wall:.2f}x", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     b, h = statistics.median(walls["bare"]), statistics.median(walls["harness"])
