@@ -19,6 +19,7 @@ def main(run: Path) -> None:
     print("stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     print(f"workers: {manifest.get('workers')}")
     turns = []
+    compiles: list[tuple[float, float]] = []
     for result in sorted((run / "variants").glob("*/result.json")):
         record = json.loads(result.read_text())
         probes = record.get("probe_s") or {}
@@ -32,6 +33,7 @@ def main(run: Path) -> None:
         print(f"  {result.parent.name:24s} wall {wall_text}  {shown}")
         if probes.get("turn_began") is not None:
             turns.append((probes["turn_began"], probes["turn_ended"], result.parent.name))
+        compiles += [(a, b) for a, b in probes.get("compiles") or ()]
     turns.sort()
     if turns:
         busy = sum(end - begin for begin, end, _ in turns)
@@ -40,6 +42,19 @@ def main(run: Path) -> None:
         print(
             f"device turns: {busy:.1f} s of {span:.1f} s from the first to the last "
             f"({busy / span:.0%} busy); {overlaps} overlapping"
+        )
+    if compiles:
+        # The capture's serial path: compiles one at a time, measurements alone. What is left
+        # of the span is time the device's one compile slot and its turns both stood idle.
+        held = _union(compiles)
+        both = _union(compiles + [(a, b) for a, b, _ in turns])
+        span = max(b for _, b in compiles + [(a, b) for a, b, _ in turns]) - min(
+            a for a, _ in compiles
+        )
+        print(
+            f"compile slot: {held:.1f} s held in {len(compiles)} compile phases; with the "
+            f"turns {both:.1f} s of the {span:.1f} s from the first compile to the last turn "
+            f"({both / span:.0%} busy)"
         )
     timing = run / "timing.json"
     if timing.is_file():
@@ -54,6 +69,16 @@ def main(run: Path) -> None:
         )
         if t.get("excluded"):
             print(f"timing excluded: {t['excluded']}")
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the (began, ended) spans."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 if __name__ == "__main__":

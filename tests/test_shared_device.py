@@ -119,6 +119,11 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
     # One turn at a time, in config order; the ones after the first were started ahead.
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(turns))
     assert all(results[n]["probe_s"]["turn_shared"] for n in ok)
+    # The compile slot, as recorded: every variant held it, one at a time, never in a turn.
+    spans = sorted(tuple(c) for n in ok for c in results[n]["probe_s"]["compiles"])
+    assert all(results[n]["probe_s"]["compiles"] for n in ok)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert not [(c, t) for c in spans for t in turns if c[0] < t[1] and t[0] < c[1]]
     # A worker per variant and no other: the ceilings were measured by the first one beside
     # the captures, and the last one timed the rest.
     manifest = json.loads((run / "manifest.json").read_text())

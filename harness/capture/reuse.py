@@ -70,6 +70,7 @@ def costs(
             turn_began=turn.began,
             turn_ended=turn.ended,
             turn_shared=turn.shared,
+            compiles=tuple(turn.compiles) if turn.shared else None,
         )
     if ref is None:
         return found

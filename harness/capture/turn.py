@@ -7,9 +7,12 @@ a program's float64 reference after it measured. The supervisor starts the next
 `capture.ahead` variants' workers while one is captured (harness.study.pipeline); that work
 runs beside the others', and the device is shared in three kinds of phase:
 
-- **preparing**: the inputs (jax.random) and a program's parameters (its init), beside
-  compiles and other preparations: small kernels, no measurement of theirs.
-- **compiling**: the trace, the lowering and the compile, and later the new-shape recompile.
+- **preparing**: the inputs (jax.random), a program's parameters (its init), the trace and
+  the lowering (host work, one core), and the new-shape inputs, beside compiles and other
+  preparations: small kernels, no measurement of theirs.
+- **compiling**: XLA's compile, and later the new-shape recompile. The float64 reference that
+  started beside the compile is waited for after it, so the next variant compiles meanwhile
+  (a scanned LM's took 6 s on the H200's host, all of it holding the compiles up).
   XLA's autotuner times kernels on the GPU inside a compile, so compiles run one at a time
   and beside no measurement: each compile pause and each autotuning choice is the variant's
   own, as in a process alone. (Compiles run together on the H200 took 2.3× longer each, and
@@ -59,6 +62,7 @@ class DeviceTurn:
         self.ended: float | None = None
         self.waited_s = 0.0  # for the go and the exclusive lock
         self.compile_wait_s = 0.0  # for the shared lock, before each compile phase
+        self.compiles: list[tuple[float, float]] = []  # each compile phase held, unix seconds
 
     @property
     def shared(self) -> bool:
@@ -95,11 +99,13 @@ class DeviceTurn:
             if exclusive is not None:
                 fcntl.flock(exclusive, fcntl.LOCK_EX)
             self.compile_wait_s += time.perf_counter() - started
+            held = time.time()
             try:
                 yield
             finally:
                 if exclusive is not None:
                     fcntl.flock(exclusive, fcntl.LOCK_UN)
+                    self.compiles.append((held, time.time()))
         finally:
             fcntl.flock(self._device, fcntl.LOCK_UN)
 

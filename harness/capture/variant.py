@@ -422,15 +422,17 @@ def keep_numerics(
 def _recompile(
     exp: Experiment, ctx: Context, halved: Callable[[], Any], call: Callable[[Any], Any]
 ) -> Recompile | None:
-    """Calls with the new shapes (`halved()` makes them, before the timed window: making them
-    is itself eager work that would add its own compiles); returns the pause and JAX's
-    explanation of the cache miss. A call that fails is the `recompile` probe's failure,
-    recorded in ctx; the variant stands."""
+    """Calls with the new shapes in a compile phase of the device (ctx.turn); returns the
+    pause and JAX's explanation of the cache miss. `halved()` makes the new inputs before,
+    beside other variants' compiles: it is eager work with compiles of its own, outside the
+    timed window. A call that fails is the `recompile` probe's failure, recorded in ctx; the
+    variant stands."""
     if not exp.measure.recompile:
         return None
     try:
-        half = jax.block_until_ready(halved())
-        with reuse.spent(ctx.costs, "recompile"):
+        with ctx.turn.preparing():
+            half = jax.block_until_ready(halved())
+        with ctx.turn.compiling(), reuse.spent(ctx.costs, "recompile"):
             return _recompiled(exp, ctx, lambda: call(half))
     except Exception as e:
         ctx.failures.append(failed_probe("recompile", e))
@@ -462,14 +464,20 @@ def _capture_jit(
     memory_before = capture_memory.before(devices)
     waits_before = ctx.turn.waited_s + ctx.turn.compile_wait_s
     with reuse.spent(ctx.costs, "first_call"), _window(exp, ctx, "first_call") as events:
-        with ctx.turn.compiling():  # beside other variants' compiles, never a measurement
+        # The trace and the lowering are the host's work, one core's: beside other variants'
+        # compiles, as inputs are made. Only XLA's compile (its autotuner times kernels on the
+        # device) runs alone among compiles.
+        with ctx.turn.preparing():
             traced, trace_s = measure.timed(lambda: jitted.trace(*args))
             lowered, lower_s = measure.timed(traced.lower)
+        with ctx.turn.compiling():  # beside no other compile, never beside a measurement
             if subject.reference is not None:  # in a thread, where the cores allow it
                 subject.reference.start()
             compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
-            # Untimed, before the first execution: no timed call shares the CPU with it.
-            waited = subject.reference.wait() if subject.reference is not None else 0.0
+        # Untimed, before the first execution: no timed call shares the CPU with it. Waited
+        # for outside the compile phase, so the next variant compiles meanwhile (a scanned
+        # LM's float64 reference took 6 s on the H200's host, all of it held the compiles up).
+        waited = subject.reference.wait() if subject.reference is not None else 0.0
         ctx.turn.begin()  # the device alone, from the first execution to the memory
         y, execute_s = measure.timed(lambda: compiled(*args))
     # What the variant waited for others (their measurements, its turn) is not its call's.
@@ -496,10 +504,9 @@ def _capture_jit(
     ctx.turn.end()  # the next variant may measure; this one compiles again beside it
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
-    with ctx.turn.compiling():
-        recompile = _recompile(
-            exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
-        )
+    recompile = _recompile(
+        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
+    )
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     modules = (
@@ -591,8 +598,7 @@ def _capture_eager(
     times = _steady(exp, ctx, call)
     peaks, memory_note = capture_memory.device_peaks(devices, memory_before, ctx.fresh_process)
     ctx.turn.end()  # the next variant may measure; this one compiles again beside it
-    with ctx.turn.compiling():
-        recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
+    recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     if recompile is not None:
         recompile = dataclasses.replace(

@@ -64,3 +64,7 @@ class ProbeCosts:
         "other variants' workers were started beside it and took the device in turns "
         "(capture.ahead); false: it had the device alone"
     )
+    compiles: tuple[tuple[float, float], ...] | None = doc(
+        "each compile phase it held the device's one compile slot for, (began, ended) Unix "
+        "seconds: its compile, its new-shape recompile (null: the device was its alone)"
+    )
