@@ -4,8 +4,9 @@ A process per variant (`capture.isolation`, a GPU's default) makes each compile 
 variant's own: its autotuning, no cache another variant left. Its price was each process's
 start, JAX's import and the device client (about 2.8 s a variant on the H200), and each
 variant's IR ladder, kept outputs and executable after it measured, all in series. Here the
-next `capture.ahead` variants' workers start while one is captured; each is sent its job at
-once, and its work off the device runs beside the others', while the device is used by one
+next `capture.ahead` variants' workers start while one is captured (one more as soon as its
+turn on the device is over: it has only its recompile and its files left); each is sent its
+job at once, and its work off the device runs beside the others', while the device is used by one
 worker at a time (harness.capture.turn): compiles in the order they ask, measurements in
 config order, the supervisor handing the turn on as soon as the worker before says its
 measurement is over (`turn_over`), or ended. The first worker done measures the device's
@@ -179,7 +180,15 @@ class EachInItsOwn:
                 if not current.greeted:
                     hello(worker, self.exp, self.source, checks=False, sent=True)
                     current.greeted = True
-                record = self._capture(current, queue)
+
+                def refill() -> None:
+                    # Once this one's turn is over, the next one measures and this one has
+                    # only its recompile and its files left: a worker started now is ready to
+                    # compile seconds sooner than one started when this one is done.
+                    if todo and self.ahead and len(queue) <= self.ahead:
+                        queue.append(self._start(todo.popleft()))
+
+                record = self._capture(current, queue, refill)
             except WorkerDied as died:
                 self._pass_turn(current, queue)  # the next one must not wait for a dead one
                 worker.kill()
@@ -225,11 +234,15 @@ class EachInItsOwn:
         )
         return True
 
-    def _capture(self, current: Prepared, queue: deque[Prepared]) -> CaptureRecord:
+    def _capture(
+        self, current: Prepared, queue: deque[Prepared], refill: Callable[[], None]
+    ) -> CaptureRecord:
         worker, limit = current.worker, self.exp.limits.call_s
         worker.expect("start", within=limit)
         while True:
             event = worker.expect("turn_over", "done", within=limit)
             self._pass_turn(current, queue)
+            if event["event"] == "turn_over":
+                refill()
             if event["event"] == "done":
                 return load_capture(RunFolder(self.workdir).variant(current.name).result)
