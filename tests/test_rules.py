@@ -199,6 +199,28 @@ def test_a_slower_variant_says_what_to_keep_and_what_was_measured() -> None:
     assert "opposite" not in c.effect
 
 
+def test_first_calls_from_one_process_are_compared_only_without_an_autotuner() -> None:
+    def timed(first_call_s: float, fresh: bool, **kw: object) -> VariantSummary:
+        return variant(compile=Compile(first_call_s=first_call_s, fresh_process=fresh), **kw)
+
+    base = timed(1.16, False, roles=("baseline", "compiled"))
+    slower = timed(0.21, False, options=NO_FUSION.identity.xla_options)
+    slower = dataclasses.replace(slower, comparison=NO_FUSION.comparison)
+    (gpu,) = timing.MeasuredChange().conclude(facts(platform="gpu", xla=base, xla_no_fusion=slower))
+    assert "first calls not compared (0.210 s, was 1.160 s)" in gpu.tradeoff
+    assert "first call 0.210 s" not in gpu.tradeoff
+    (cpu,) = timing.MeasuredChange().conclude(facts(platform="cpu", xla=base, xla_no_fusion=slower))
+    assert "first call 0.210 s (was 1.160 s)" in cpu.tradeoff
+    fresh_base = timed(1.16, True, roles=("baseline", "compiled"))
+    fresh = dataclasses.replace(
+        timed(1.86, True, options=NO_FUSION.identity.xla_options), comparison=NO_FUSION.comparison
+    )
+    (own,) = timing.MeasuredChange().conclude(
+        facts(platform="gpu", xla=fresh_base, xla_no_fusion=fresh)
+    )
+    assert "first call 1.860 s (was 1.160 s)" in own.tradeoff
+
+
 def test_a_faster_keyword_knob_is_adopted_named_like_an_option() -> None:
     def program(**kwargs: object) -> ProgramRecord:
         return ProgramRecord(function="m:f", init="m:init", kwargs=kwargs)
