@@ -19,7 +19,6 @@ def main(run: Path) -> None:
     print("stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     print(f"workers: {manifest.get('workers')}")
     turns = []
-    compiles: list[tuple[float, float]] = []
     for result in sorted((run / "variants").glob("*/result.json")):
         record = json.loads(result.read_text())
         probes = record.get("probe_s") or {}
@@ -33,7 +32,6 @@ def main(run: Path) -> None:
         print(f"  {result.parent.name:24s} wall {wall_text}  {shown}")
         if probes.get("turn_began") is not None:
             turns.append((probes["turn_began"], probes["turn_ended"], result.parent.name))
-        compiles += [(a, b) for a, b in probes.get("compiles") or ()]
     turns.sort()
     if turns:
         busy = sum(end - begin for begin, end, _ in turns)
@@ -43,11 +41,12 @@ def main(run: Path) -> None:
             f"device turns: {busy:.1f} s of {span:.1f} s from the first to the last "
             f"({busy / span:.0%} busy); {overlaps} overlapping"
         )
+    compiles = compile_phases(run)
     if compiles:
         # The capture's serial path: compiles one at a time, measurements alone. What is left
         # of the span is time the device's one compile slot and its turns both stood idle.
-        held = _union(compiles)
-        both = _union(compiles + [(a, b) for a, b, _ in turns])
+        held = union(compiles)
+        both = union(compiles + [(a, b) for a, b, _ in turns])
         span = max(b for _, b in compiles + [(a, b) for a, b, _ in turns]) - min(
             a for a, _ in compiles
         )
@@ -71,7 +70,17 @@ def main(run: Path) -> None:
             print(f"timing excluded: {t['excluded']}")
 
 
-def _union(spans: list[tuple[float, float]]) -> float:
+def compile_phases(run: Path) -> list[tuple[float, float]]:
+    """Every compile phase the run's variants held the device's one compile slot for (their
+    result.json `probe_s.compiles`), as (began, ended) Unix seconds."""
+    out = []
+    for result in (run / "variants").glob("*/result.json"):
+        probes = json.loads(result.read_text()).get("probe_s") or {}
+        out += [(a, b) for a, b in probes.get("compiles") or ()]
+    return out
+
+
+def union(spans: list[tuple[float, float]]) -> float:
     """Seconds covered by at least one of the (began, ended) spans."""
     total, reach = 0.0, float("-inf")
     for a, b in sorted(spans):

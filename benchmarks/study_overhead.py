@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import study_breakdown  # noqa: E402  (beside this file)
 
 
 def bare(config: str, out: Path, overrides: list[str], rounds_from: Path | None = None) -> None:
@@ -255,6 +258,7 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
             runs = [t for t in root.glob("*/latest/timing.json") if t.stat().st_mtime >= started]
             if not runs:
                 raise SystemExit(f"the harness wrote no timing.json under {root}")
+            latest = max(runs, key=lambda t: t.stat().st_mtime)
             wall, stdout = timed(
                 [
                     sys.executable,
@@ -262,7 +266,7 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
                     "--bare",
                     f"--config={args.config}",
                     f"--out={scratch / f'bare{i}'}",
-                    f"--rounds_from={max(runs, key=lambda t: t.stat().st_mtime)}",
+                    f"--rounds_from={latest}",
                     *overrides,
                 ],
                 env,
@@ -270,6 +274,15 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
             walls["bare"].append(wall)
             found = re.search(r"^bare stages: .*$", stdout, re.M)
             print(f"bare    {wall:6.2f} s   {found.group(0) if found else ''}", flush=True)
+            # The per-variant capture's compiles are cold and one at a time (the bare script's
+            # share one process's autotuning): what they held is the capture's serial path.
+            phases = study_breakdown.compile_phases(latest.parent)
+            if phases:
+                print(
+                    f"harness compile slot held {study_breakdown.union(phases):.2f} s in "
+                    f"{len(phases)} compile phases",
+                    flush=True,
+                )
             print(f"pair {i + 1}: ratio {walls['harness'][-1] / wall:.2f}x", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
