@@ -46,10 +46,9 @@ def main(run: Path) -> None:
         # The capture's serial path: compiles one at a time, measurements alone. What is left
         # of the span is time the device's one compile slot and its turns both stood idle.
         held = union(compiles)
-        both = union(compiles + [(a, b) for a, b, _ in turns])
-        span = max(b for _, b in compiles + [(a, b) for a, b, _ in turns]) - min(
-            a for a, _ in compiles
-        )
+        device = compiles + [(a, b) for a, b, _ in turns]
+        both = union(device)
+        span = max(b for _, b in device) - min(a for a, _ in compiles)
         print(
             f"compile slot: {held:.1f} s held in {len(compiles)} compile phases; with the "
             f"turns {both:.1f} s of the {span:.1f} s from the first compile to the last turn "

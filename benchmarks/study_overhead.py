@@ -185,9 +185,8 @@ def replay_rounds(calls: dict[str, Callable[[], object]], timing: dict) -> None:
             if slot is None or base(name) not in calls:
                 continue
             call = calls[base(name)]
-            for count in [slot["settle_calls"]] * bool(slot["settle_calls"]) + [
-                slot["calls_per_batch"]
-            ] * batches:
+            settling = [slot["settle_calls"]] if slot["settle_calls"] else []
+            for count in settling + [slot["calls_per_batch"]] * batches:
                 out = None
                 for _ in range(count):
                     out = call()
