@@ -276,12 +276,12 @@ def main(config: str = "gelu.yaml") -> tuple[float, float]:
             # The per-variant capture's compiles are cold and one at a time (the bare script's
             # share one process's autotuning): what they held is the capture's serial path.
             phases = study_breakdown.compile_phases(latest.parent)
-            if phases:
-                print(
-                    f"harness compile slot held {study_breakdown.union(phases):.2f} s in "
-                    f"{len(phases)} compile phases",
-                    flush=True,
-                )
+            held = (
+                f"held {study_breakdown.union(phases):.2f} s in {len(phases)} compile phases"
+                if phases
+                else "not recorded (no variant shared the device with another's worker)"
+            )
+            print(f"harness compile slot {held}", flush=True)
             print(f"pair {i + 1}: ratio {walls['harness'][-1] / wall:.2f}x", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
