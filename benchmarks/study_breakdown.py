@@ -48,12 +48,13 @@ def main(run: Path) -> None:
         held = union(compiles)
         device = compiles + [(a, b) for a, b, _ in turns]
         both = union(device)
-        span = max(b for _, b in device) - min(a for a, _ in compiles)
+        span = max(b for _, b in device) - min(a for a, _ in device)
         print(
             f"compile slot: {held:.1f} s held in {len(compiles)} compile phases; with the "
-            f"turns {both:.1f} s of the {span:.1f} s from the first compile to the last turn "
+            f"turns {both:.1f} s of the {span:.1f} s from the first of them to the last "
             f"({both / span:.0%} busy)"
         )
+    timeline(run)
     timing = run / "timing.json"
     if timing.is_file():
         t = json.loads(timing.read_text())
@@ -67,6 +68,54 @@ def main(run: Path) -> None:
         )
         if t.get("excluded"):
             print(f"timing excluded: {t['excluded']}")
+
+
+def timeline(run: Path) -> None:
+    """Prints each worker's timeline, seconds from the first worker's start: its start, its
+    device client, then each compile phase (asked, held from..to) and its turn, in order; and
+    the spans from the first compile to the last turn when neither the compile slot nor a
+    turn was busy, with how many workers were then still starting."""
+    rows = []
+    for result in sorted((run / "variants").glob("*/result.json")):
+        probes = json.loads(result.read_text()).get("probe_s") or {}
+        if probes.get("worker_started") is not None:
+            rows.append((result.parent.name, probes))
+    if not rows:
+        return
+    zero = min(p["worker_started"] for _, p in rows)
+    rows.sort(key=lambda r: r[1]["worker_started"])
+    print("worker timeline (s from the first worker's start):")
+    for name, p in rows:
+        events = [("start", p["worker_started"]), ("client", p.get("worker_ready"))]
+        for asked, (a, b) in zip(
+            p.get("compiles_asked") or (), p.get("compiles") or (), strict=False
+        ):
+            events.append((f"ask {asked - zero:.1f} compile", a))
+            events.append(("..", b))
+        if p.get("turn_began") is not None:
+            events += [("turn", p["turn_began"]), ("..", p["turn_ended"])]
+        shown = " ".join(f"{k} {t - zero:.1f}" for k, t in events if t is not None)
+        print(f"  {name:24s} {shown}")
+    busy = sorted(
+        [tuple(c) for _, p in rows for c in p.get("compiles") or ()]
+        + [(p["turn_began"], p["turn_ended"]) for _, p in rows if p.get("turn_began")]
+    )
+    idle, reach = [], busy[0][0] if busy else 0.0
+    for a, b in busy:
+        if a > reach + 0.05:
+            starting = sum(
+                1
+                for _, p in rows
+                if p["worker_started"] <= a
+                and ((p.get("compiles_asked") or [float("inf")])[0] > reach)
+            )
+            idle.append((reach - zero, a - reach, starting))
+        reach = max(reach, b)
+    total = sum(gap for _, gap, _ in idle)
+    print(
+        f"idle device: {total:.1f} s in {len(idle)} gaps (from, seconds, workers started "
+        f"and not yet asking): " + ", ".join(f"{t:.1f}+{g:.1f}/{n}" for t, g, n in idle)
+    )
 
 
 def compile_phases(run: Path) -> list[tuple[float, float]]:

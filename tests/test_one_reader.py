@@ -40,6 +40,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/capture/hostmem.py", "_reclaimable"): "the kernel's cgroup memory.stat",
     ("harness/study/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
     (
+        "harness/study/worker.py",
+        "process_started",
+    ): "the kernel's /proc/self/stat and /proc/uptime: when the worker process started",
+    (
         "harness/capture/xla_names.py",
         "known",
     ): "the installed jaxlib's own shared library, mapped read-only to find XLA's option names "

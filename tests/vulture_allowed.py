@@ -105,4 +105,5 @@ _.compile_wait_s  # harness/records/probes.py: field of the record ProbeCosts: w
 _.turn_began  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_ended  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_shared  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.compiles_asked  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.prepare_s  # harness/records/summary.py: field of the record TimedVariant: written to JSON through dataclasses.fields

@@ -68,3 +68,14 @@ class ProbeCosts:
         "each compile phase it held the device's one compile slot for, (began, ended) Unix "
         "seconds: its compile, its new-shape recompile (null: the device was its alone)"
     )
+    # Added with the worker timeline: absent in older files (null).
+    worker_started: float | None = doc(
+        "when the variant's worker process started, Unix seconds (null: the device was its alone)"
+    )
+    worker_ready: float | None = doc(
+        "when that worker's device client was up (JAX imported, the device queried), Unix seconds"
+    )
+    compiles_asked: tuple[float, ...] | None = doc(
+        "when it asked for each compile phase in `compiles`, Unix seconds: the slot's idle "
+        "time with nobody asking is the capture's, not the contention's"
+    )

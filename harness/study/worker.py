@@ -47,6 +47,7 @@ import secrets
 import signal
 import statistics
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -69,6 +70,7 @@ from harness.store.runfolder import TIMING_FILE, RunFolder
 from harness.timing import stage
 
 EVENTS: Any = None
+STARTED = time.time()  # replaced by the process's own start where Linux says (main)
 TOKEN = ""  # the supervisor's, read from stdin: every event carries it (harness.study.workerproc)
 
 
@@ -125,6 +127,7 @@ class Worker:
         self.warm_s: dict[str, float] = {}
         self.group: Any = None  # harness.capture.distributed.Group, in a group of processes
         self.member: Any = None  # its Membership
+        self.ready: float | None = None  # when its device client was up, Unix seconds
 
     def hello(self, job: dict[str, Any]) -> None:
         from harness.capture import (  # imports JAX: loaded only when called
@@ -143,6 +146,7 @@ class Worker:
         if self.member is not None:
             self.environment["process"] = dataclasses.asdict(self.member)
         self.platform = self.environment["platform"]
+        self.ready = time.time()
         limit, where = preflight.device_memory()
         send("hello", environment=self.environment, memory=[limit, where])
         if self.group is not None:
@@ -250,6 +254,8 @@ class Worker:
         # (harness.capture.turn): its inputs are made beside other work off the measured
         # device (jax.random, a program's init), never beside another variant's measurement.
         shared = _turn(job["variants"][0], Path(job["locks"])) if job.get("locks") else None
+        if shared is not None:  # the worker's timeline, in the variant's record
+            shared.worker_started, shared.worker_ready = STARTED, self.ready
         for name in job["variants"]:
             v = self.exp.variant(name)
             send("inputs", variant=name)  # a crash or hang here is this variant's
@@ -481,8 +487,20 @@ def _references(job: dict[str, Any]) -> Path | None:
     return found if found is not None and found.is_dir() else None
 
 
+def process_started() -> float | None:
+    """When this process started, Unix seconds, from /proc (None where Linux does not say)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: starttime, since boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main(argv: list[str]) -> int:
-    global EVENTS, TOKEN
+    global EVENTS, STARTED, TOKEN
+    STARTED = process_started() or STARTED
     # NVLink multicast (NVLS) stays off in every worker, whatever the caller's environment.
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     EVENTS = _private_events(int(argv[1]))
