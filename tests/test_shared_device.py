@@ -64,6 +64,40 @@ def test_compiles_and_measurements_hold_the_device_one_at_a_time(tmp_path: Path)
     assert peak.value == 1 and seen.value == 0
 
 
+def _queued_compiler(locks: str, asking: object, log: object) -> None:
+    turn = DeviceTurn(locks=Path(locks))
+    asking.set()
+    with turn.compiling():
+        log.put("queued compile")
+
+
+def _waiting_measurer(locks: str, log: object) -> None:
+    turn = DeviceTurn(locks=Path(locks))
+    with turn.alone():
+        log.put("measurement")
+
+
+def test_a_compile_waiting_for_the_slot_holds_no_measurement_up(tmp_path: Path) -> None:
+    """A compile runs; another is queued for the slot; a measurement asks after it. The
+    measurement comes first: the queued compile holds nothing of the device while it waits
+    (with the device taken before the slot, it held the device shared and went first)."""
+    ctx = multiprocessing.get_context("fork")
+    asking, log = ctx.Event(), ctx.Queue()
+    running = DeviceTurn(locks=tmp_path)
+    with running.compiling():
+        queued = ctx.Process(target=_queued_compiler, args=(str(tmp_path), asking, log))
+        queued.start()
+        assert asking.wait(LIMIT_S)
+        time.sleep(0.3)  # lets it reach the lock; a later arrival would only pass trivially
+        measurer = ctx.Process(target=_waiting_measurer, args=(str(tmp_path), log))
+        measurer.start()
+        time.sleep(0.3)  # the measurement is waiting for the device when the compile ends
+    for p in (queued, measurer):
+        p.join(LIMIT_S)
+        assert p.exitcode == 0
+    assert [log.get(timeout=LIMIT_S) for _ in range(2)] == ["measurement", "queued compile"]
+
+
 def _preparer(locks: str, compiling: object, prepared: object) -> None:
     turn = DeviceTurn(locks=Path(locks))
     compiling.wait(LIMIT_S)
@@ -124,6 +158,14 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
     assert all(results[n]["probe_s"]["compiles"] for n in ok)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert not [(c, t) for c in spans for t in turns if c[0] < t[1] and t[0] < c[1]]
+    # Each worker's timeline: its start, its device client, then each compile asked for
+    # before it was held (the breakdown's idle device is read from these).
+    for n in ok:
+        probes = results[n]["probe_s"]
+        asked, held = probes["compiles_asked"], probes["compiles"]
+        assert len(asked) == len(held)
+        assert probes["worker_started"] <= probes["worker_ready"] <= asked[0]
+        assert all(a <= h[0] for a, h in zip(asked, held, strict=True))
     # A worker per variant and no other: the ceilings were measured by the first one beside
     # the captures, and the last one timed the rest.
     manifest = json.loads((run / "manifest.json").read_text())

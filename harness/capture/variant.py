@@ -422,24 +422,30 @@ def keep_numerics(
 def _recompile(
     exp: Experiment, ctx: Context, halved: Callable[[], Any], call: Callable[[Any], Any]
 ) -> Recompile | None:
-    """Calls with the new shapes in a compile phase of the device (ctx.turn); returns the
-    pause and JAX's explanation of the cache miss. `halved()` makes the new inputs before,
-    beside other variants' compiles: it is eager work with compiles of its own, outside the
-    timed window. A call that fails is the `recompile` probe's failure, recorded in ctx; the
-    variant stands."""
+    """Calls with the new shapes; returns the pause and JAX's explanation of the cache miss.
+    `call(half)` takes its own phases of the device (ctx.turn): the compile phase only for what
+    compiles or runs. `halved()` makes the new inputs before, beside other variants' compiles:
+    it is eager work with compiles of its own, outside the timed window. What the call waited
+    for the device is not its pause. A call that fails is the `recompile` probe's failure,
+    recorded in ctx; the variant stands."""
     if not exp.measure.recompile:
         return None
     try:
         with ctx.turn.preparing():
             half = jax.block_until_ready(halved())
-        with ctx.turn.compiling(), reuse.spent(ctx.costs, "recompile"):
-            return _recompiled(exp, ctx, lambda: call(half))
+        waits_before = ctx.turn.compile_wait_s
+        with reuse.spent(ctx.costs, "recompile"):
+            found = _recompiled(exp, ctx, lambda: call(half))
+        waited = ctx.turn.compile_wait_s - waits_before
+        ctx.costs["recompile"] -= waited
+        return dataclasses.replace(found, seconds=found.seconds - waited)
     except Exception as e:
         ctx.failures.append(failed_probe("recompile", e))
         return None
 
 
 def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recompile:
+    # The profiler starts and stops outside the compile phase: the slot holds XLA's compile.
     with measure.explained_cache_misses() as messages, _window(exp, ctx, "recompile") as events:
         _, seconds = measure.timed(call)
     explanation = "\n\n".join(m for m in messages if "CACHE MISS" in m) or None
@@ -505,7 +511,7 @@ def _capture_jit(
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
     recompile = _recompile(
-        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again)
+        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again, ctx.turn)
     )
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
@@ -598,7 +604,12 @@ def _capture_eager(
     times = _steady(exp, ctx, call)
     peaks, memory_note = capture_memory.device_peaks(devices, memory_before, ctx.fresh_process)
     ctx.turn.end()  # the next variant may measure; this one compiles again beside it
-    recompile = _recompile(exp, ctx, subject.placed.halved, lambda half: fn(*half))
+
+    def eager_again(half: Any) -> Any:
+        with ctx.turn.compiling():  # each primitive compiles as it first runs
+            return fn(*half)
+
+    recompile = _recompile(exp, ctx, subject.placed.halved, eager_again)
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     if recompile is not None:
         recompile = dataclasses.replace(
