@@ -95,6 +95,8 @@ class Prepared:
     worker: WorkerProcess
     sent: bool = False
     greeted: bool = False
+    shared: bool = False  # it shares the device: it measures when sent its go
+    go_sent: bool = False
     turn_passed: bool = False
 
 
@@ -134,7 +136,7 @@ class EachInItsOwn:
         if not p.greeted:
             group.send_hello(p.worker, self.exp, self.source, None, checks=False)
         p.worker.send("capture", **self._job(p.name, shared))
-        p.sent = True
+        p.sent, p.shared = True, shared
 
     def _start(self, name: str) -> Prepared:
         worker = self.session.spawn(preload_for(self.exp.variant(name)), self.exp.limits.stopped_s)
@@ -144,13 +146,55 @@ class EachInItsOwn:
             self._send(p, shared=True)  # it prepares and compiles now, then waits for its go
         return p
 
-    def _pass_turn(self, current: Prepared, queue: deque[Prepared]) -> None:
-        """Hands the device on to the next variant's worker, once."""
-        if current.turn_passed:
-            return
-        current.turn_passed = True
-        if queue and queue[0].sent:
-            queue[0].worker.send("go")
+    def _pass_turn(self, done: Prepared, chain: list[Prepared]) -> None:
+        """Marks `done`'s turn on the device over and hands it on (`chain`: the current
+        worker, then those started ahead, in config order)."""
+        done.turn_passed = True
+        self._advance(chain)
+
+    @staticmethod
+    def _advance(chain: list[Prepared]) -> None:
+        """Sends the go to the first worker in `chain` whose turn is not over, once, when it
+        shares the device (one that does not measures without waiting)."""
+        for p in chain:
+            if not p.turn_passed:
+                if p.shared and not p.go_sent:
+                    p.worker.send("go")
+                    p.go_sent = True
+                return
+
+    def _watch_turns(
+        self, chain: Callable[[], list[Prepared]], refill: Callable[[], None]
+    ) -> Callable[[], None]:
+        """What the supervisor checks while it waits on the current worker: whether a worker
+        ahead that holds the turn said its measurement is over (or its pipe ended), so the
+        next one measures at once, not when every worker before it is done. (Read only from
+        the current worker, the turn of variant k+1 waited for variant k-1's recompile and
+        files: 6 s between two turns on the H200.)"""
+
+        def watch() -> None:
+            for p in chain()[1:]:
+                if p.go_sent and not p.turn_passed:
+                    p.worker.peek()
+                    w = p.worker
+                    if w.ended or w.said("turn_over") or w.said("done"):
+                        self._pass_turn(p, chain())
+                        refill()
+
+        return watch
+
+    @staticmethod
+    def _turn_pipes(chain: Callable[[], list[Prepared]]) -> Callable[[], list[int]]:
+        """The pipes of the workers ahead that hold the turn: their events wake the watch."""
+
+        def fds() -> list[int]:
+            return [
+                p.worker.fd
+                for p in chain()[1:]
+                if p.go_sent and not p.turn_passed and not p.worker.ended
+            ]
+
+        return fds
 
     def run(
         self, names: list[str], progress: Callable[[str, CaptureRecord], None]
@@ -165,37 +209,45 @@ class EachInItsOwn:
             current = Prepared(todo.popleft(), self.session.worker, greeted=True)
             if self.ahead:  # its turn is recorded like the others', and comes at once
                 self._send(current, shared=True)
-                current.worker.send("go")
+                self._advance([current])
         while current is not None:
             worker = current.worker
             self.session.worker = worker
             if worker in self.session.ahead:
                 self.session.ahead.remove(worker)
+
+            def chain(current: Prepared = current) -> list[Prepared]:
+                return [current, *queue]
+
+            def refill() -> None:
+                # Once a turn is over, the next one measures and the one before has only its
+                # recompile and its files left: a worker started now is ready to compile
+                # seconds sooner than one started when the current one is done.
+                if todo and self.ahead and len(queue) <= self.ahead:
+                    queue.append(self._start(todo.popleft()))
+                    self._advance(chain())
+
             try:
                 if not current.sent:
                     self._send(current, shared=False)
                 # The next ones start preparing while this one captures.
                 while todo and len(queue) < max(1, self.ahead):
                     queue.append(self._start(todo.popleft()))
+                self._advance(chain())
                 if not current.greeted:
                     hello(worker, self.exp, self.source, checks=False, sent=True)
                     current.greeted = True
-
-                def refill() -> None:
-                    # Once this one's turn is over, the next one measures and this one has
-                    # only its recompile and its files left: a worker started now is ready to
-                    # compile seconds sooner than one started when this one is done.
-                    if todo and self.ahead and len(queue) <= self.ahead:
-                        queue.append(self._start(todo.popleft()))
-
-                record = self._capture(current, queue, refill)
+                worker.watch = self._watch_turns(chain, refill)
+                worker.watch_fds = self._turn_pipes(chain)
+                record = self._capture(current, chain, refill)
             except WorkerDied as died:
-                self._pass_turn(current, queue)  # the next one must not wait for a dead one
+                self._pass_turn(current, chain())  # the next one must not wait for a dead one
                 worker.kill()
                 record = crash_record(self.exp, current.name, died)
                 io.write_json(RunFolder(self.workdir).variant(current.name).result, to_json(record))
                 worker.save_log(self.workdir)
                 print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
+            worker.watch, worker.watch_fds = None, list  # it may time the others next
             records[current.name] = record
             progress(current.name, record)
             nxt = queue.popleft() if queue else None
@@ -235,14 +287,14 @@ class EachInItsOwn:
         return True
 
     def _capture(
-        self, current: Prepared, queue: deque[Prepared], refill: Callable[[], None]
+        self, current: Prepared, chain: Callable[[], list[Prepared]], refill: Callable[[], None]
     ) -> CaptureRecord:
         worker, limit = current.worker, self.exp.limits.call_s
         worker.expect("start", within=limit)
         while True:
             event = worker.expect("turn_over", "done", within=limit)
-            self._pass_turn(current, queue)
-            if event["event"] == "turn_over":
+            if not current.turn_passed:
+                self._pass_turn(current, chain())
                 refill()
             if event["event"] == "done":
                 return load_capture(RunFolder(self.workdir).variant(current.name).result)

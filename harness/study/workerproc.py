@@ -204,6 +204,10 @@ class WorkerProcess:
         self.process: int | None = None
         self.processes = 1
         self.watch: Callable[[], None] | None = None
+        # Other workers' pipes whose events wake `watch` while this one is waited for (the
+        # pipeline hands the device's turn on from them: harness.study.pipeline).
+        self.watch_fds: Callable[[], list[int]] = list
+        self.ended = False  # its pipe reached its end in `peek`
         self.send_raw(self.token)  # first line: the token every event must carry
 
     def send_raw(self, line: str) -> None:
@@ -239,8 +243,9 @@ class WorkerProcess:
             now = time.monotonic()
             if now >= deadline:
                 raise self._died(f"did not answer within {within:g} s and was killed")
-            ready, _, _ = select.select([self.fd], [], [], min(0.5, deadline - now))
-            if ready:
+            others = self.watch_fds() if self.watch is not None else []
+            ready, _, _ = select.select([self.fd, *others], [], [], min(0.5, deadline - now))
+            if self.fd in ready:
                 chunk = os.read(self.fd, 1 << 16)
                 if not chunk:
                     return None
@@ -314,6 +319,32 @@ class WorkerProcess:
                 processes=int(event.get("processes") or self.processes),
             )
         return event
+
+    def peek(self) -> None:
+        """Reads what the pipe holds now into the buffer, without waiting and without taking
+        an event: `next_event` still returns each, in order, and judges it."""
+        while not self.ended and len(self.buffer) <= MAX_EVENT_BYTES:
+            if not select.select([self.fd], [], [], 0)[0]:
+                return
+            chunk = os.read(self.fd, 1 << 16)
+            self.ended = not chunk
+            self.buffer += chunk
+
+    def said(self, name: str) -> bool:
+        """True when an event `name` with this worker's token is among the lines read and not
+        yet taken (`peek`); a line that is not an event is judged when it is taken."""
+        for line in self.buffer.split(b"\n")[:-1]:
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if (
+                isinstance(event, dict)
+                and event.get("token") == self.token
+                and event.get("event") == name
+            ):
+                return True
+        return False
 
     def check_alive(self) -> None:
         """Raises WorkerDied when the worker has ended (its events are left unread)."""
