@@ -161,6 +161,24 @@ def test_a_copy_figure_of_the_old_method_is_measured_again(tmp_path: Path) -> No
     assert "copy" not in json.loads(cache.read_text())["entries"]
 
 
+def test_ceilings_cached_under_another_device_plugin_are_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU's ceilings are cached too: an entry measured with other CUDA libraries (another
+    jax-cuda plugin) is never reused."""
+    env = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
+    cache = tmp_path / ".cache" / "ceilings.json"
+    cache.parent.mkdir()
+    monkeypatch.setattr(ceilings, "_device_plugins", lambda: ["jax-cuda13-plugin==0.11.1"])
+    first = ceilings.measure(env, [], cache, budget_s=0.02)
+    assert first["cache"] is None  # measured
+    again = ceilings.measure(env, [], cache, budget_s=0.02)
+    assert again["cache"] == str(cache)  # the same plugin: reused
+    monkeypatch.setattr(ceilings, "_device_plugins", lambda: ["jax-cuda13-plugin==0.11.2"])
+    newer = ceilings.measure(env, [], cache, budget_s=0.02)
+    assert newer["cache"] is None  # measured again
+
+
 def test_a_cluster_above_its_gpu_roof_shows_no_figure_but_the_reason() -> None:
     rows = (
         ClusterRow("fusion.1", "kLoop", "", 1e9, 1e6, 1e-6, 0.5, 1, 1, 1e15, 1e12, 1.66, "bf16 peak", True),

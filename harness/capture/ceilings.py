@@ -10,16 +10,18 @@ the run, the largest rate found being the ceiling. A variant's GEMM can then not
 own ceiling except by noise, which the analysis withholds rather than prints. The copy
 bandwidth is measured the same way, best of batches of back-to-back calls (~20 ms each).
 
-On a CPU the measurement is cached under the results root (`.cache/ceilings.json`), keyed
-by host, CPU count and jax version, each entry by what it measures and how (`copy:v2`), with
-its age; it is re-measured when stale, measured another way, or asked, and
-an entry that is not what its key says (io.cache_refusal, valid_entry) is measured again.
+The measurement is cached under the results root (`.cache/ceilings.json`), keyed by host,
+CPU count, device kind and the jax, jaxlib and GPU plugin versions, each entry by what it
+measures and how (`copy:v2`), with its age; it is re-measured when stale, measured another
+way, or asked (`capture.remeasure_ceilings`), and an entry that is not what its key says
+(io.cache_refusal, valid_entry) is measured again. The report says the ceilings' age.
 Written to the run as ceilings.json; the report only reads it.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import math
 import os
@@ -132,10 +134,22 @@ def measure_copy(
 
 def _host_key(environment: dict[str, Any]) -> str:
     found = {**environment, **(environment.get("versions") or {})}  # the versions by package
+    plugins = "".join(f"|{p}" for p in _device_plugins())  # a GPU's libraries: cuBLAS's GEMMs
     return (
         "|".join(str(found.get(k)) for k in ("device_kind", "jax", "jaxlib", "platform"))
-        + f"|{pyplatform.node()}|{os.cpu_count()}"
+        + f"|{pyplatform.node()}|{os.cpu_count()}{plugins}"
     )
+
+
+def _device_plugins() -> list[str]:
+    """The installed JAX device plugins and their versions (jax-cuda13-plugin==0.11.2):
+    their CUDA libraries make the GEMMs a GPU's ceiling measures. None on a CPU."""
+    found = set()
+    for dist in importlib.metadata.distributions():
+        name = str(dist.metadata.get("Name") or "").lower().replace("_", "-")
+        if name.startswith(("jax-cuda", "jax-rocm", "jax-tpu")):
+            found.add(f"{name}=={dist.version}")
+    return sorted(found)
 
 
 def _shape_key(shape: ProbeGemm) -> str:

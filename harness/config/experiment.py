@@ -223,7 +223,7 @@ class CaptureOptions:
         "at a time (harness.capture.turn); -1: 3 on a GPU, 0 on a CPU (where that work would "
         "share the cores a variant is timed on)",
     )
-    remeasure_ceilings: bool = False  # measure the CPU's ceilings again instead of the cached
+    remeasure_ceilings: bool = False  # measure the device's ceilings again, not the cached
     torch_threads: int = ranged(
         0, 0, 4096, "torch's intra-op threads and Inductor's compile workers; 0: torch's defaults"
     )

@@ -217,7 +217,7 @@ def confined(root: Path, *parts: str) -> Path:
 
 def cache_dir(workdir: Path) -> Path | None:
     """Returns the results root's `.cache` folder of run `workdir` (results_root/<experiment>/
-    <run_id>): what runs on this host share, the CPU's ceilings and the inputs. None when it
+    <run_id>): what runs on this host share, the device's ceilings and the inputs. None when it
     cannot be trusted (cache_note says why): then nothing is read from it or written to it."""
     cache = workdir.parent.parent / ".cache"
     return None if cache_refusal(cache) else cache

@@ -231,7 +231,7 @@ class Supervisor:
         self.session.worker.expect("configured", within=exp.limits.call_s)
 
     def ceilings(self) -> str | None:
-        """Measures the device's ceilings into ceilings.json, in the current worker; a CPU's
+        """Measures the device's ceilings into ceilings.json, in the current worker; they
         are kept for later runs in the results root's cache (harness.capture.ceilings).
         Returns None, or why there are no ceilings: a worker that dies measuring them is
         replaced, and the run goes on without them."""
