@@ -190,7 +190,12 @@ def test_a_variant_left_out_of_the_rounds_is_named_in_the_run_s_opening_line(
     limits = judging.limits_from(exp.timing)
     g = judging.gate(record, limits)
     noise = judging.noise_section(record, g, limits, {})
-    assert noise is not None and set(noise.not_timed) == {"eager"}
+    assert noise is not None and "eager" in noise.not_timed
     line = not_timed_line(noise)
-    assert line.startswith("`eager` was not timed, so none of its timing comparisons is made")
+    # On a loaded machine the eager calls can spend the whole budget, and the jitted call is
+    # left out too (its rounds past what was left): then both are named, each with its why.
+    if set(noise.not_timed) == {"eager"}:
+        assert line.startswith("`eager` was not timed, so none of its timing comparisons is made")
+    else:
+        assert line.startswith("2 variants were not timed") and "`xla` (" in line
     assert record.excluded["eager"] in line
