@@ -9,7 +9,9 @@ turn on the device is over: it has only its recompile and its files left); each 
 job at once, and its work off the device runs beside the others', while the device is used by one
 worker at a time (harness.capture.turn): compiles in the order they ask, measurements in
 config order, the supervisor handing the turn on as soon as the worker before says its
-measurement is over (`turn_over`), or ended. The first worker done measures the device's
+measurement is over (`turn_over`), or ended: it reads that from a worker started ahead too,
+while it waits on the current one (`WorkerProcess.peek`), so variant k+1 never waits for
+variant k-1's files. The first worker done measures the device's
 ceilings the same way.
 
 A worker that dies is its own variant's crash, recorded against it wherever it was (its
