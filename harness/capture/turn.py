@@ -16,7 +16,9 @@ runs beside the others', and the device is shared in three kinds of phase:
   XLA's autotuner times kernels on the GPU inside a compile, so compiles run one at a time
   and beside no measurement: each compile pause and each autotuning choice is the variant's
   own, as in a process alone. (Compiles run together on the H200 took 2.3× longer each, and
-  the pauses compared were the contention's.)
+  the pauses compared were the contention's.) The other workers' work off the device still
+  shares the CPU's cores: a scanned LM's new-shape recompiles took 4.1-6.1 s in its study,
+  4.3-4.7 s captured alone.
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
   the memory, alone on the device, in config order (the supervisor's `go`).
 
