@@ -116,9 +116,9 @@ class DeviceTurn:
             try:
                 yield
             finally:
-                fcntl.flock(self._device, fcntl.LOCK_UN)
-                if exclusive is not None:
+                if exclusive is not None:  # its end, before a measurement may take the device
                     self.compiles.append((held, time.time()))
+                fcntl.flock(self._device, fcntl.LOCK_UN)
         finally:
             if exclusive is not None:
                 fcntl.flock(exclusive, fcntl.LOCK_UN)
