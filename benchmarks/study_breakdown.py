@@ -19,8 +19,8 @@ def main(run: Path) -> None:
     print("stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     print(f"workers: {manifest.get('workers')}")
     turns = []
-    for result in sorted((run / "variants").glob("*/result.json")):
-        record = json.loads(result.read_text())
+    records = results(run)
+    for name, record in records.items():
         probes = record.get("probe_s") or {}
         shown = {
             k.removesuffix("_s"): round(v, 2)
@@ -29,9 +29,9 @@ def main(run: Path) -> None:
         }
         wall = record.get("wall_s")
         wall_text = f"{wall:6.2f} s" if isinstance(wall, float) else "not measured"
-        print(f"  {result.parent.name:24s} wall {wall_text}  {shown}")
+        print(f"  {name:24s} wall {wall_text}  {shown}")
         if probes.get("turn_began") is not None:
-            turns.append((probes["turn_began"], probes["turn_ended"], result.parent.name))
+            turns.append((probes["turn_began"], probes["turn_ended"], name))
     turns.sort()
     if turns:
         busy = sum(end - begin for begin, end, _ in turns)
@@ -41,7 +41,7 @@ def main(run: Path) -> None:
             f"device turns: {busy:.1f} s of {span:.1f} s from the first to the last "
             f"({busy / span:.0%} busy); {overlaps} overlapping"
         )
-    compiles = compile_phases(run)
+    compiles = _compiles(records)
     if compiles:
         # The capture's serial path: compiles one at a time, measurements alone. What is left
         # of the span is time the device's one compile slot and its turns both stood idle.
@@ -54,7 +54,7 @@ def main(run: Path) -> None:
             f"turns {both:.1f} s of the {span:.1f} s from the first of them to the last "
             f"({both / span:.0%} busy)"
         )
-    timeline(run)
+    timeline(records)
     timing = run / "timing.json"
     if timing.is_file():
         t = json.loads(timing.read_text())
@@ -70,20 +70,20 @@ def main(run: Path) -> None:
             print(f"timing excluded: {t['excluded']}")
 
 
-def timeline(run: Path) -> None:
+def timeline(records: dict[str, dict]) -> None:
     """Prints each worker's timeline, seconds from the first worker's start: its start, its
     device client, then each compile phase (asked, held from..to) and its turn, in order; and
     the spans from the first compile to the last turn when neither the compile slot nor a
     turn was busy, with how many workers were then still starting."""
-    rows = []
-    for result in sorted((run / "variants").glob("*/result.json")):
-        probes = json.loads(result.read_text()).get("probe_s") or {}
-        if probes.get("worker_started") is not None:
-            rows.append((result.parent.name, probes))
+    rows = [
+        (name, probes)
+        for name, record in records.items()
+        if (probes := record.get("probe_s") or {}).get("worker_started") is not None
+    ]
     if not rows:
         return
-    zero = min(p["worker_started"] for _, p in rows)
     rows.sort(key=lambda r: r[1]["worker_started"])
+    zero = rows[0][1]["worker_started"]
     print("worker timeline (s from the first worker's start):")
     for name, p in rows:
         events = [("start", p["worker_started"]), ("client", p.get("worker_ready"))]
@@ -96,12 +96,12 @@ def timeline(run: Path) -> None:
             events += [("turn", p["turn_began"]), ("..", p["turn_ended"])]
         shown = " ".join(f"{k} {t - zero:.1f}" for k, t in events if t is not None)
         print(f"  {name:24s} {shown}")
-    busy = sorted(
+    busy = _merged(
         [tuple(c) for _, p in rows for c in p.get("compiles") or ()]
         + [(p["turn_began"], p["turn_ended"]) for _, p in rows if p.get("turn_began")]
     )
-    idle, reach = [], busy[0][0] if busy else 0.0
-    for a, b in busy:
+    idle = []
+    for (_, reach), (a, _) in itertools.pairwise(busy):
         if a > reach + 0.05:
             starting = sum(
                 1
@@ -110,7 +110,6 @@ def timeline(run: Path) -> None:
                 and ((p.get("compiles_asked") or [float("inf")])[0] > reach)
             )
             idle.append((reach - zero, a - reach, starting))
-        reach = max(reach, b)
     total = sum(gap for _, gap, _ in idle)
     print(
         f"idle device: {total:.1f} s in {len(idle)} gaps (from, seconds, workers started "
@@ -118,24 +117,42 @@ def timeline(run: Path) -> None:
     )
 
 
+def results(run: Path) -> dict[str, dict]:
+    """Each variant's result.json of the run, by name, read once."""
+    return {
+        path.parent.name: json.loads(path.read_text())
+        for path in sorted((run / "variants").glob("*/result.json"))
+    }
+
+
 def compile_phases(run: Path) -> list[tuple[float, float]]:
     """Every compile phase the run's variants held the device's one compile slot for (their
     result.json `probe_s.compiles`), as (began, ended) Unix seconds."""
-    out = []
-    for result in (run / "variants").glob("*/result.json"):
-        probes = json.loads(result.read_text()).get("probe_s") or {}
-        out += [(a, b) for a, b in probes.get("compiles") or ()]
+    return _compiles(results(run))
+
+
+def _compiles(records: dict[str, dict]) -> list[tuple[float, float]]:
+    return [
+        (a, b)
+        for record in records.values()
+        for a, b in (record.get("probe_s") or {}).get("compiles") or ()
+    ]
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (began, ended) spans joined where they overlap, in order."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
 
 
 def union(spans: list[tuple[float, float]]) -> float:
     """Seconds covered by at least one of the (began, ended) spans."""
-    total, reach = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > reach:
-            total += b - max(a, reach)
-            reach = b
-    return total
+    return sum(b - a for a, b in _merged(spans))
 
 
 if __name__ == "__main__":

@@ -37,16 +37,14 @@ def first_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any
     return {k: v for k, v in dump.items() if k not in xla_options}
 
 
-def compiled_again(
-    jitted: Any, args: tuple[Any, ...], kept: list[Any], turn: DeviceTurn | None = None
-) -> Any:
+def compiled_again(jitted: Any, args: tuple[Any, ...], kept: list[Any], turn: DeviceTurn) -> Any:
     """Calls `jitted` on new-shape `args` as a user's call would compile it (trace, lower,
-    compile with the jit's options, run); keeps the executable in `kept` for its HLO. With
-    `turn`, the trace and the lowering (host work) are made beside other variants' compiles,
-    and only XLA's compile and the run hold the device's compile slot."""
-    with turn.preparing() if turn is not None else contextlib.nullcontext():
+    compile with the jit's options, run); keeps the executable in `kept` for its HLO. The
+    trace and the lowering (host work) are made beside other variants' compiles, and only
+    XLA's compile and the run hold the device's compile slot (`turn`)."""
+    with turn.preparing():
         lowered = jitted.trace(*args).lower()
-    with turn.compiling() if turn is not None else contextlib.nullcontext():
+    with turn.compiling():
         compiled = lowered.compile()
         kept.append(compiled)
         import jax  # loaded with the capture, which imported it already
@@ -79,11 +77,15 @@ def costs(
             turn_began=turn.began,
             turn_ended=turn.ended,
             turn_shared=turn.shared,
-            compiles=tuple(turn.compiles) if turn.shared else None,
-            compiles_asked=tuple(turn.asked) if turn.shared else None,
-            worker_started=turn.worker_started if turn.shared else None,
-            worker_ready=turn.worker_ready if turn.shared else None,
         )
+        if turn.shared:  # the compile slot and the worker's timeline: only with others
+            found = dataclasses.replace(
+                found,
+                compiles=tuple(turn.compiles),
+                compiles_asked=tuple(turn.asked),
+                worker_started=turn.worker_started,
+                worker_ready=turn.worker_ready,
+            )
     if ref is None:
         return found
     return dataclasses.replace(

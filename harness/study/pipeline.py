@@ -102,6 +102,12 @@ class Prepared:
     turn_passed: bool = False
 
 
+def _holder(chain: list[Prepared]) -> Prepared | None:
+    """The worker started ahead (after the current one, `chain[0]`) that holds the turn on the
+    device: sent its go, its turn not yet over. At most one does."""
+    return next((p for p in chain[1:] if p.go_sent and not p.turn_passed), None)
+
+
 class EachInItsOwn:
     """Captures variants one per worker, `ahead` more prepared meanwhile (see the module)."""
 
@@ -175,26 +181,23 @@ class EachInItsOwn:
         files: 6 s between two turns on the H200.)"""
 
         def watch() -> None:
-            for p in chain()[1:]:
-                if p.go_sent and not p.turn_passed:
-                    p.worker.peek()
-                    w = p.worker
-                    if w.ended or w.said("turn_over") or w.said("done"):
-                        self._pass_turn(p, chain())
-                        refill()
+            while (p := _holder(chain())) is not None:
+                w = p.worker
+                w.peek()
+                if not (w.ended or w.said("turn_over") or w.said("done")):
+                    return
+                self._pass_turn(p, chain())
+                refill()
 
         return watch
 
     @staticmethod
     def _turn_pipes(chain: Callable[[], list[Prepared]]) -> Callable[[], list[int]]:
-        """The pipes of the workers ahead that hold the turn: their events wake the watch."""
+        """The pipe of the worker ahead that holds the turn: its events wake the watch."""
 
         def fds() -> list[int]:
-            return [
-                p.worker.fd
-                for p in chain()[1:]
-                if p.go_sent and not p.turn_passed and not p.worker.ended
-            ]
+            p = _holder(chain())
+            return [p.worker.fd] if p is not None and not p.worker.ended else []
 
         return fds
 

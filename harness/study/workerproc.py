@@ -266,19 +266,27 @@ class WorkerProcess:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
 
-    def _parse(self, line: bytes) -> dict[str, Any]:
-        """Returns the event in `line`; raises WorkerDied (killed) when it is not one."""
+    def _event(self, line: bytes) -> dict[str, Any] | None:
+        """Returns the event in `line` (its token removed), or None when it is not one of
+        this worker's events."""
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):
-            event = None
+            return None
         if (
             not isinstance(event, dict)
             or event.get("token") != self.token
             or event.get("event") not in EVENTS
         ):
-            raise self._died("wrote something other than an event on the harness's pipe; killed")
+            return None
         del event["token"]
+        return event
+
+    def _parse(self, line: bytes) -> dict[str, Any]:
+        """Returns the event in `line`; raises WorkerDied (killed) when it is not one."""
+        event = self._event(line)
+        if event is None:
+            raise self._died("wrote something other than an event on the harness's pipe; killed")
         return event
 
     def next_event(self, within: float = 3600.0) -> dict[str, Any]:
@@ -333,18 +341,10 @@ class WorkerProcess:
     def said(self, name: str) -> bool:
         """True when an event `name` with this worker's token is among the lines read and not
         yet taken (`peek`); a line that is not an event is judged when it is taken."""
-        for line in self.buffer.split(b"\n")[:-1]:
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if (
-                isinstance(event, dict)
-                and event.get("token") == self.token
-                and event.get("event") == name
-            ):
-                return True
-        return False
+        return any(
+            (event := self._event(line)) is not None and event["event"] == name
+            for line in self.buffer.split(b"\n")[:-1]
+        )
 
     def check_alive(self) -> None:
         """Raises WorkerDied when the worker has ended (its events are left unread)."""
@@ -355,14 +355,10 @@ class WorkerProcess:
         """Reads the events this worker has sent so far without waiting for more (a process
         of a group other than process 0, whose events the supervisor only checks); raises
         WorkerDied when it ended, raised or reported a fault."""
-        ended = False
-        while not ended and select.select([self.fd], [], [], 0)[0]:
-            chunk = os.read(self.fd, 1 << 16)
-            ended = not chunk
-            self.buffer += chunk
+        self.peek()
         while b"\n" in self.buffer:  # its last events first: an error says more than the end
             self.next_event(within=1.0)  # a whole line is buffered: returns at once
-        if ended or self.proc.poll() is not None:
+        if self.ended or self.proc.poll() is not None:
             raise self._died()
 
     def expect(self, *names: str, within: float = 3600.0) -> dict[str, Any]:
