@@ -64,17 +64,40 @@ def test_compiles_and_measurements_hold_the_device_one_at_a_time(tmp_path: Path)
     assert peak.value == 1 and seen.value == 0
 
 
-def _queued_compiler(locks: str, asking: object, log: object) -> None:
+QUEUED_COMPILE, MEASUREMENT = 1, 2
+
+
+def _record(order: object, who: int) -> None:
+    """Appends `who` to the shared `order` inside the lock it holds (a multiprocessing.Queue
+    would not do: each process's feeder thread sends when it is scheduled, out of order)."""
+    with order.get_lock():
+        order[order[0] + 1] = who
+        order[0] += 1
+
+
+def _queued_compiler(locks: str, order: object) -> None:
     turn = DeviceTurn(locks=Path(locks))
-    asking.set()
     with turn.compiling():
-        log.put("queued compile")
+        _record(order, QUEUED_COMPILE)
 
 
-def _waiting_measurer(locks: str, log: object) -> None:
+def _waiting_measurer(locks: str, order: object) -> None:
     turn = DeviceTurn(locks=Path(locks))
     with turn.alone():
-        log.put("measurement")
+        _record(order, MEASUREMENT)
+
+
+def _wait_until_blocked(pid: int) -> None:
+    """Waits until process `pid` waits for a lock file (the kernel lists it in /proc/locks
+    with "->"): an order of events, not a guess at how long a start takes under load."""
+    deadline = time.monotonic() + LIMIT_S
+    while time.monotonic() < deadline:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never waited for a lock")
 
 
 def test_a_compile_waiting_for_the_slot_holds_no_measurement_up(tmp_path: Path) -> None:
@@ -82,20 +105,19 @@ def test_a_compile_waiting_for_the_slot_holds_no_measurement_up(tmp_path: Path) 
     measurement comes first: the queued compile holds nothing of the device while it waits
     (with the device taken before the slot, it held the device shared and went first)."""
     ctx = multiprocessing.get_context("fork")
-    asking, log = ctx.Event(), ctx.Queue()
+    order = ctx.Array("i", 3)  # how many, then who held the device, in order
     running = DeviceTurn(locks=tmp_path)
     with running.compiling():
-        queued = ctx.Process(target=_queued_compiler, args=(str(tmp_path), asking, log))
+        queued = ctx.Process(target=_queued_compiler, args=(str(tmp_path), order))
         queued.start()
-        assert asking.wait(LIMIT_S)
-        time.sleep(0.3)  # lets it reach the lock; a later arrival would only pass trivially
-        measurer = ctx.Process(target=_waiting_measurer, args=(str(tmp_path), log))
+        _wait_until_blocked(queued.pid)
+        measurer = ctx.Process(target=_waiting_measurer, args=(str(tmp_path), order))
         measurer.start()
-        time.sleep(0.3)  # the measurement is waiting for the device when the compile ends
+        _wait_until_blocked(measurer.pid)  # it waits for the device when the compile ends
     for p in (queued, measurer):
         p.join(LIMIT_S)
         assert p.exitcode == 0
-    assert [log.get(timeout=LIMIT_S) for _ in range(2)] == ["measurement", "queued compile"]
+    assert list(order) == [2, MEASUREMENT, QUEUED_COMPILE]
 
 
 def _preparer(locks: str, compiling: object, prepared: object) -> None:
