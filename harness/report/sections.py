@@ -364,6 +364,8 @@ def environment_blocks(run: RunData) -> list[Block]:
     m = run.manifest
     # The environment and the manifest are the run's own text: shown as text, never Markdown.
     keys = ("platform", "device_kind", "device_count", "python", *env.versions, "git_commit")
+    if env.compilation_cache is not None:
+        keys += ("compilation_cache",)
     rows = tuple((k, literal(fmt.text(env.value(k)))) for k in keys)
     rows += tuple(
         (k, literal(fmt.text(getattr(m, k))))

@@ -142,7 +142,12 @@ class Worker:
         forced = mesh.request_host_devices(self.exp.cpu_devices)
         if job.get("distributed"):  # before the first device query too
             self.join(job["distributed"])
-        self.environment = {**environment.describe(), "host_devices": forced}
+        cache = environment.cold_compiles()  # before the first compile, preflight's included
+        self.environment = {
+            **environment.describe(),
+            "host_devices": forced,
+            "compilation_cache": cache,
+        }
         if self.member is not None:
             self.environment["process"] = dataclasses.asdict(self.member)
         self.platform = self.environment["platform"]
