@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform as pyplatform
+import re
 from typing import Any
 
 from harness.frontends import registry
@@ -20,24 +21,41 @@ def platform() -> str:
     return jax.default_backend()
 
 
+# XLA's caches that make a compile reuse another process's work, as XLA_FLAGS may set them:
+# the GEMM autotuner's results (a file, or a folder per fusion) and the GPU's compiled kernels.
+_CACHE_FLAGS = re.compile(
+    r"--xla_gpu_(?:per_fusion_autotune_cache_dir|load_autotune_results_from|kernel_cache_file)"
+    r"=\S*"
+)
+
+
 def cold_compiles() -> str | None:
-    """Turns JAX's persistent compilation cache off for this process, before its first
-    compile, and says what was turned off (None when it was off already).
+    """Turns JAX's persistent compilation cache, and XLA's caches set in XLA_FLAGS, off for
+    this process before its backend starts; says what was turned off (None: nothing was on).
 
     A study measures each compile: its pause, its autotuning, and the per-pass dumps its IR
-    stages come from. With the cache on (JAX_COMPILATION_CACHE_DIR, or
-    `jax_compilation_cache_dir` set by the user's code) a second run loads its executables:
-    on the CPU its first calls took 0.015 s for 0.046 s, XLA wrote no dump at all, and the
-    report found no fusion. JAX also points XLA's autotune cache there
-    (`jax_persistent_cache_enable_xla_caches`), so a GPU compile would reuse another process's
-    choices."""
+    stages come from. With the cache on (JAX_COMPILATION_CACHE_DIR, a common setting) a
+    second run loaded its executables: on the CPU its first calls took 0.015 s for 0.046 s,
+    XLA wrote no dump at all, and the report found no fusion. JAX also points XLA's autotune
+    cache there (`jax_persistent_cache_enable_xla_caches`), and an autotune cache set in
+    XLA_FLAGS does the same alone: a GPU compile would take another process's choices and
+    skip the autotuning its pause is made of. (A variant's own `xla_options` may still set
+    them: that is a difference it is studied for.)"""
     import jax  # imports JAX: loaded only when called
 
+    off = []
     where = jax.config.jax_compilation_cache_dir
-    if not where or not jax.config.jax_enable_compilation_cache:
+    if where and jax.config.jax_enable_compilation_cache:
+        jax.config.update("jax_enable_compilation_cache", False)
+        off.append(f"JAX's persistent compilation cache ({where})")
+    flags = os.environ.get("XLA_FLAGS", "")
+    cached = _CACHE_FLAGS.findall(flags)
+    if cached:
+        os.environ["XLA_FLAGS"] = " ".join(_CACHE_FLAGS.sub("", flags).split())
+        off.append(f"XLA_FLAGS {' '.join(cached)}")
+    if not off:
         return None
-    jax.config.update("jax_enable_compilation_cache", False)
-    return f"off for the study (it was set to {where}): each compile is measured from cold"
+    return f"off for the study, each compile measured from cold: {'; '.join(off)}"
 
 
 def describe() -> dict[str, Any]:

@@ -59,8 +59,9 @@ class Environment:
     host_devices: str | None = doc("whether host devices were forced, and how many")
     git_commit: str | None = doc("the harness checkout's commit, `+dirty` with local changes")
     compilation_cache: str | None = doc(
-        "JAX's persistent compilation cache, turned off for the study where the user's "
-        "environment or code set it (None: it was not set)"
+        "the caches turned off for the study where the user's environment set them: JAX's "
+        "persistent compilation cache, XLA's autotune and kernel caches in XLA_FLAGS (None: "
+        "none was set)"
     )
     process: dict[str, Plain] | None = doc(
         "this process of a group (harness.study.group): its rank"
