@@ -35,3 +35,16 @@ def test_the_first_compile_takes_the_dump_options_the_variant_does_not_set():
     assert reuse.first_compile_options(dump, {"xla_dump_hlo_as_text": False}) == {
         "xla_dump_to": "/d"
     }
+
+
+def test_a_gpu_variants_autotune_results_are_kept_in_its_own_folder(tmp_path):
+    """On a GPU the first compile and a timing compile take the variant's own folder; a CPU,
+    a study without the private folder and a variant that sets the cache itself, nothing."""
+    kept = reuse.autotune_options("gpu", {}, "xla", tmp_path)
+    assert kept == {reuse.AUTOTUNE_CACHE: str(tmp_path / "autotune" / "xla")}
+    assert (tmp_path / "autotune" / "xla").is_dir()
+    assert reuse.autotune_options("gpu", {}, "matmul_only", tmp_path) != kept
+    mine = {reuse.AUTOTUNE_CACHE: "/mine"}
+    assert reuse.autotune_options("gpu", mine, "xla", tmp_path) == {}
+    assert reuse.autotune_options("cpu", {}, "xla", tmp_path) == {}
+    assert reuse.autotune_options("gpu", {}, "xla", None) == {}

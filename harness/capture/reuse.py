@@ -14,6 +14,12 @@ cannot reuse: the new-shape compile has other shapes, so its GEMMs are autotuned
 first compile's autotune results are keyed by shape and do not apply), which is the pause it
 measures.
 
+The autotuner's results are kept per variant on a GPU (`autotune_options`): its first compile
+writes them to its own folder in the supervisor's private one, and a timing worker that must
+compile the variant again (its executable could not be kept) reads them, so it times the
+kernels the capture chose, and pays no autotuning for them (XLA allows it: the cache is keyed
+by each fusion's HLO and the device, so it never changes the program, only skips the tuning).
+
 `spent` adds each probe's wall seconds to a dict the capture keeps; `costs` makes the typed
 record result.json keeps (`CaptureRecord.probe_s`).
 """
@@ -24,6 +30,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from harness.capture.reference import Spent
@@ -35,6 +42,25 @@ def first_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any
     """Returns the dump options the first compile adds to the jit's (the variant's own
     options, which win where both name a key)."""
     return {k: v for k, v in dump.items() if k not in xla_options}
+
+
+# XLA's per-fusion autotune cache: each autotuned fusion's choice is a file in the folder, read
+# before tuning and written after (xla_gpu_experimental_autotune_cache_mode: update).
+AUTOTUNE_CACHE = "xla_gpu_per_fusion_autotune_cache_dir"
+
+
+def autotune_options(
+    platform: str, xla_options: Mapping[str, Any], name: str, private: Path | None
+) -> dict[str, str]:
+    """The option that keeps a GPU variant's autotune results in its folder under `private`
+    (the supervisor's; None keeps nothing), for its first compile and a timing worker's
+    compile of it: never its new-shape recompile, which tunes anew as a user's would. A
+    variant that sets the cache itself keeps its own setting."""
+    if platform != "gpu" or private is None or AUTOTUNE_CACHE in xla_options:
+        return {}
+    folder = private / "autotune" / name
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return {AUTOTUNE_CACHE: str(folder)}
 
 
 def compiled_again(jitted: Any, args: tuple[Any, ...], kept: list[Any], turn: DeviceTurn) -> Any:

@@ -460,7 +460,8 @@ def _capture_jit(
 ) -> tuple[CaptureRecord, Callable[[], Any]]:
     dump_dir = ctx.variant_dir / "dump"
     dump = dumping.dump_options(dump_dir, subject.module_re, exp.dump, ctx.platform)
-    dump = reuse.first_compile_options(dump, variant.xla_options)
+    tuned = reuse.autotune_options(ctx.platform, variant.xla_options, variant.name, ctx.executables)
+    dump = {**reuse.first_compile_options(dump, variant.xla_options), **tuned}
     placed = subject.placed
     # The variant's options on the jit, the dump's on its first compile alone: the new-shape
     # recompile is then a user's compile, and nothing is dumped twice (harness.capture.reuse).
@@ -722,12 +723,18 @@ def compile_for_timing(
     args = placed.args
     if variant.mode_spec.op_by_op:
         return (lambda: fn(*args)), "eager: called again in the timing process"
+    # The variant's own autotune results, where its capture kept them (harness.capture.reuse).
+    tuned = reuse.autotune_options(
+        jax.default_backend(), variant.xla_options, variant.name, executables
+    )
     lowered = jax.jit(
-        placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs
+        placed.fn, compiler_options={**variant.xla_options, **tuned}, **placed.jit_kwargs
     ).lower(*args)
     compiled, note = load_executable(lowered, executables / variant.name if executables else None)
     if compiled is None:
         compiled = lowered.compile()
+        if tuned:
+            note += ", with the autotune results its capture kept"
     found = ladder.read_ladder(workdir / "variants" / variant.name / "ir").hlo_files("hlo_after")
     if found:
         # Folded: the dump prints a tuple element read inline, as_text() as an instruction.
