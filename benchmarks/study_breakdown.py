@@ -7,6 +7,7 @@ Run: python benchmarks/study_breakdown.py RUN_FOLDER
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import sys
@@ -55,6 +56,16 @@ def main(run: Path) -> None:
             f"({both / span:.0%} busy)"
         )
     timeline(records)
+    ceilings = run / "ceilings.json"
+    if ceilings.is_file() and records:
+        c = json.loads(ceilings.read_text())
+        zero = min((r.get("probe_s") or {}).get("worker_started") or 1e30 for r in records.values())
+        if zero < 1e30 and c.get("age_s") is not None and c["age_s"] < 3600:
+            # Measured in this run, by the first worker done, alone on the device: gaps of the
+            # timeline around then may be theirs (their spans are not recorded).
+            at = datetime.datetime.fromisoformat(c["measured_at"]).timestamp()
+            if at >= zero:
+                print(f"ceilings: measured in this run from {at - zero:.1f} s, alone on the device")
     timing = run / "timing.json"
     if timing.is_file():
         t = json.loads(timing.read_text())
@@ -93,6 +104,7 @@ def timeline(records: dict[str, dict]) -> None:
             events.append((f"ask {asked - zero:.1f} compile", a))
             events.append(("..", b))
         if p.get("turn_began") is not None:
+            events += [("wants turn", p.get("turn_asked")), ("go", p.get("turn_go"))]
             events += [("turn", p["turn_began"]), ("..", p["turn_ended"])]
         shown = " ".join(f"{k} {t - zero:.1f}" for k, t in events if t is not None)
         print(f"  {name:24s} {shown}")
@@ -109,12 +121,23 @@ def timeline(records: dict[str, dict]) -> None:
                 if p["worker_started"] <= a
                 and ((p.get("compiles_asked") or [float("inf")])[0] > reach)
             )
-            idle.append((reach - zero, a - reach, starting))
-    total = sum(gap for _, gap, _ in idle)
-    print(
-        f"idle device: {total:.1f} s in {len(idle)} gaps (from, seconds, workers started "
-        f"and not yet asking): " + ", ".join(f"{t:.1f}+{g:.1f}/{n}" for t, g, n in idle)
-    )
+            # Preparations hold the device shared: a measurement asking waits for them.
+            preparing = {
+                name: held
+                for name, p in rows
+                if (held := _overlap(p.get("preparations") or (), reach, a)) > 0.01
+            }
+            idle.append((reach - zero, a - reach, starting, preparing))
+    total = sum(gap for _, gap, _, _ in idle)
+    print(f"idle device: {total:.1f} s in {len(idle)} gaps (neither a compile nor a turn)")
+    for t, gap, starting, preparing in idle:
+        held = ", ".join(f"{n} {x:.1f} s" for n, x in preparing.items()) or "none"
+        print(f"  at {t:.1f} for {gap:.1f} s: {starting} workers starting; preparing: {held}")
+
+
+def _overlap(spans: object, a: float, b: float) -> float:
+    """Seconds of `spans` ((began, ended) pairs) inside [a, b]."""
+    return sum(max(0.0, min(end, b) - max(began, a)) for began, end in spans)
 
 
 def results(run: Path) -> dict[str, dict]:

@@ -188,6 +188,13 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
         assert len(asked) == len(held)
         assert probes["worker_started"] <= probes["worker_ready"] <= asked[0]
         assert all(a <= h[0] for a, h in zip(asked, held, strict=True))
+        # Its turn asked for, the go, then the device alone; its preparations (holding the
+        # device shared) never inside a turn.
+        assert probes["worker_ready"] <= probes["turn_asked"] <= probes["turn_go"]
+        assert probes["turn_go"] <= probes["turn_began"]
+        assert probes["preparations"] and all(a <= b for a, b in probes["preparations"])
+        prepared = [tuple(x) for m in ok for x in results[m]["probe_s"]["preparations"]]
+        assert not [(p, t) for p in prepared for t in turns if p[0] < t[1] and t[0] < p[1]]
     # A worker per variant and no other: the ceilings were measured by the first one beside
     # the captures, and the last one timed the rest.
     manifest = json.loads((run / "manifest.json").read_text())

@@ -109,6 +109,9 @@ def costs(
                 found,
                 compiles=tuple(turn.compiles),
                 compiles_asked=tuple(turn.asked),
+                preparations=tuple(turn.preparations),
+                turn_asked=turn.asked_turn,
+                turn_go=turn.go,
                 worker_started=turn.worker_started,
                 worker_ready=turn.worker_ready,
             )

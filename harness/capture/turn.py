@@ -62,10 +62,13 @@ class DeviceTurn:
         self._device = _open(locks / DEVICE_FILE) if locks is not None else None
         self._compile = _open(locks / COMPILE_FILE) if locks is not None else None
         self.began: float | None = None  # unix seconds
+        self.asked_turn: float | None = None  # when `begin` was called
+        self.go: float | None = None  # when the supervisor's go came
         self.ended: float | None = None
         self.waited_s = 0.0  # for the go and the exclusive lock
         self.compile_wait_s = 0.0  # for the shared lock, before each compile phase
         self.compiles: list[tuple[float, float]] = []  # each compile phase held, unix seconds
+        self.preparations: list[tuple[float, float]] = []  # each preparation held, unix seconds
         self.asked: list[float] = []  # when each compile phase was asked for, unix seconds
         # The worker's start and its device client's (set by the worker), unix seconds.
         self.worker_started: float | None = None
@@ -116,8 +119,9 @@ class DeviceTurn:
             try:
                 yield
             finally:
-                if exclusive is not None:  # its end, before a measurement may take the device
-                    self.compiles.append((held, time.time()))
+                # Its end, before a measurement may take the device.
+                spans = self.compiles if exclusive is not None else self.preparations
+                spans.append((held, time.time()))
                 fcntl.flock(self._device, fcntl.LOCK_UN)
         finally:
             if exclusive is not None:
@@ -147,8 +151,10 @@ class DeviceTurn:
         if self.began is not None:
             return
         started = time.perf_counter()
+        self.asked_turn = time.time()
         if self._wait is not None:
             self._wait()
+        self.go = time.time()
         self._take_alone()
         self.waited_s = time.perf_counter() - started
         self.began = time.time()

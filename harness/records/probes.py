@@ -75,6 +75,18 @@ class ProbeCosts:
     worker_ready: float | None = doc(
         "when that worker's device client was up (JAX imported, the device queried), Unix seconds"
     )
+    preparations: tuple[tuple[float, float], ...] | None = doc(
+        "each preparation it held the device shared for, (began, ended) Unix seconds: inputs, "
+        "parameters, traces and lowerings, which a measurement waits for (null: the device "
+        "was its alone)"
+    )
+    turn_asked: float | None = doc(
+        "when it asked for its turn, Unix seconds: its compile and its reference done"
+    )
+    turn_go: float | None = doc(
+        "when the supervisor's go came, Unix seconds (the turn began once every compile "
+        "beside it had ended)"
+    )
     compiles_asked: tuple[float, ...] | None = doc(
         "when it asked for each compile phase in `compiles`, Unix seconds: the slot's idle "
         "time with nobody asking is the capture's, not the contention's"
