@@ -10,10 +10,11 @@ zero, so every compile would be written there.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_harness
+from conftest import REPO, TINY, run_harness
 
 
 @pytest.mark.study
@@ -38,3 +39,48 @@ def test_a_users_compilation_cache_is_turned_off_and_said(tmp_path: Path) -> Non
     assert "metadata" not in said  # the user's other flags stay as they are
     assert any((run / "variants" / "xla" / "dump").glob("*after_optimizations.txt"))
     assert "compilation_cache" in (run / "report.md").read_text()
+
+
+PROGRAM = """
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_compilation_cache_dir", {cache!r})
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
+def init(key, x):
+    return {{"w": jax.random.normal(key, (x.shape[-1], 8))}}
+
+
+def step(params, x):
+    return jnp.tanh(x @ params["w"]).sum()
+"""
+
+CONFIG = """
+experiment: cachy
+program: {function: "cachy:step", init: "cachy:init", inputs: [{shape: [8, 16], dtype: float32}]}
+measure: {warmup: 1, steps: 2}
+profile: {steps: 1}
+timing: {budget_s: 0.3, rounds: 4}
+variants:
+  - {name: xla, mode: jit}
+"""
+
+
+@pytest.mark.study
+def test_a_program_that_turns_the_cache_on_when_imported_compiles_from_cold(
+    tmp_path: Path,
+) -> None:
+    """The user's module sets the cache's folder itself, after the worker started: the cache
+    stays off all the same (it was turned off whether or not a folder was set)."""
+    cache = tmp_path / "jax-cache"
+    (tmp_path / "cachy.py").write_text(PROGRAM.format(cache=str(cache)))
+    (tmp_path / "cachy.yaml").write_text(CONFIG)
+    proc = run_harness(
+        f"--config={tmp_path / 'cachy.yaml'}",
+        results_root=tmp_path / "results",
+        env={"PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not cache.exists() or not any(cache.iterdir())

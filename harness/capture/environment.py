@@ -46,8 +46,9 @@ def cold_compiles() -> str | None:
     off = []
     where = jax.config.jax_compilation_cache_dir
     if where and jax.config.jax_enable_compilation_cache:
-        jax.config.update("jax_enable_compilation_cache", False)
         off.append(f"JAX's persistent compilation cache ({where})")
+    # Off whether or not a folder is set yet: a user's program may set one when imported.
+    jax.config.update("jax_enable_compilation_cache", False)
     flags = os.environ.get("XLA_FLAGS", "")
     cached = _CACHE_FLAGS.findall(flags)
     if cached:
