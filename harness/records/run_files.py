@@ -61,7 +61,7 @@ class Environment:
     compilation_cache: str | None = doc(
         "the caches turned off for the study where the user's environment set them: JAX's "
         "persistent compilation cache, XLA's autotune and kernel caches in XLA_FLAGS (None: "
-        "none was set)"
+        "none was set when the worker started; JAX's cache is off for a study either way)"
     )
     process: dict[str, Plain] | None = doc(
         "this process of a group (harness.study.group): its rank"
