@@ -39,6 +39,7 @@ def test_a_users_compilation_cache_is_turned_off_and_said(tmp_path: Path) -> Non
     assert "metadata" not in said  # the user's other flags stay as they are
     assert any((run / "variants" / "xla" / "dump").glob("*after_optimizations.txt"))
     assert "compilation_cache" in (run / "report.md").read_text()
+    assert f"note: JAX's persistent compilation cache ({cache})" in proc.stderr
 
 
 PROGRAM = """

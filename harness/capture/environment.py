@@ -56,7 +56,7 @@ def cold_compiles() -> str | None:
         off.append(f"XLA_FLAGS {' '.join(cached)}")
     if not off:
         return None
-    return f"off for the study, each compile measured from cold: {'; '.join(off)}"
+    return f"{'; '.join(off)}: turned off for the study, each compile measured from cold"
 
 
 def describe() -> dict[str, Any]:

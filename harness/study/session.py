@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -217,6 +218,8 @@ def session(config: LoadedConfig) -> Iterator[Session]:
         except ConfigError as e:
             raise blame(config.path, config.overrides, e) from None
         live = Session(config, worker, env, workers=1 + len(peers), peers=peers)
+        if env.get("compilation_cache"):  # the user set it: say why compiles are slower
+            print(f"note: {env['compilation_cache']}", file=sys.stderr, flush=True)
         yield live
     finally:
         if live is not None:
