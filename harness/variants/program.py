@@ -211,14 +211,18 @@ def _draw(key: jax.Array, shape: tuple[int, ...], spec: InputSpec) -> jax.Array:
 
 def make_inputs(program: Program, seed: int, shapes: Any = None) -> tuple[Any, ...]:
     """Returns the seeded inputs (at `shapes`, else as configured), floating ones cast to the
-    variant's `dtype`, on the default device: leaf i from fold_in(key(seed), INPUT_STREAM + i)."""
-    root = jax.random.key(seed)
+    variant's `dtype`, on the default device: leaf i from fold_in(key(seed), INPUT_STREAM + i),
+    all drawn by one jit."""
 
-    def make(i: int, spec: InputSpec, shape: tuple[int, ...]) -> jax.Array:
-        x = _draw(jax.random.fold_in(root, INPUT_STREAM + i), shape, spec)
-        return x.astype(program.dtype) if program.dtype and _is_float(x.dtype) else x
+    def drawn(root: jax.Array) -> tuple[Any, ...]:
+        def make(i: int, spec: InputSpec, shape: tuple[int, ...]) -> jax.Array:
+            x = _draw(jax.random.fold_in(root, INPUT_STREAM + i), shape, spec)
+            return x.astype(program.dtype) if program.dtype and _is_float(x.dtype) else x
 
-    return jax.block_until_ready(_inputs_tree(program, make, shapes))
+        return _inputs_tree(program, make, shapes)
+
+    # One jit, one compile (eager, each primitive of jax.random compiles alone).
+    return jax.block_until_ready(jax.jit(drawn)(jax.random.key(seed)))
 
 
 _PARAMS: dict[tuple, Any] = {}
