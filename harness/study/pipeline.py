@@ -268,7 +268,7 @@ class EachInItsOwn:
                         self.session.finished.append(worker)
                     self.session.worker = self.new_worker()
                 break
-            if record.status != "failed" and self._measures_ceilings(worker):
+            if record.status != "failed" and self._measures_ceilings(worker, current.name):
                 pass  # it measures the device's ceilings beside the next captures
             else:  # it exits on its own while the next captures; its log is kept at the end
                 worker.end()
@@ -276,13 +276,13 @@ class EachInItsOwn:
             current = nxt
         return records
 
-    def _measures_ceilings(self, worker: WorkerProcess) -> bool:
+    def _measures_ceilings(self, worker: WorkerProcess, captured: str) -> bool:
         """Sends the first worker done with its variant the device's ceilings to measure
         beside the captures (their compiles beside its compiles, its timing with the device
         alone); the timing stage then reads them (Supervisor.ceilings). True when sent."""
         if not self.ahead or self.session.ceilings is not None or worker.proc.poll() is not None:
             return False
-        self.session.ceilings = worker
+        self.session.ceilings, self.session.ceilings_captured = worker, captured
         worker.send(
             "ceilings",
             workdir=str(self.workdir),

@@ -255,18 +255,26 @@ class Supervisor:
 
     def _ceilings_measured_beside(self) -> str | None:
         """Waits for the ceilings a capture worker measured beside the captures
-        (harness.study.pipeline); returns None, or why there are none."""
+        (harness.study.pipeline); returns None, or why there are none. That worker then times
+        the variants instead of the last one where what it captured is called op by op:
+        nothing of an eager variant's is kept to load, and a timing worker that did not
+        capture it compiled its primitives again (1.0 s of the H200 study's timing stage)."""
         worker, self.session.ceilings = self.session.ceilings, None
+        captured, self.session.ceilings_captured = self.session.ceilings_captured, None
         assert worker is not None  # the caller checked
         try:
             worker.expect("ceilings_done", within=self.exp.limits.call_s)
         except WorkerDied as died:
             note = f"no ceilings: the worker {died.how()} while measuring them"
             print(f"    {note}", file=sys.stderr, flush=True)
-            return note
-        finally:
             worker.end()
             self.session.finished.append(worker)
+            return note
+        done = worker
+        if captured is not None and self.exp.variant(captured).mode_spec.op_by_op:
+            done, self.session.worker = self.session.worker, worker
+        done.end()
+        self.session.finished.append(done)
         return None
 
     def numerics_pass(self) -> str | None:

@@ -40,6 +40,7 @@ class Session:
     finished: list[WorkerProcess] = field(default_factory=list)
     # The worker measuring the device's ceilings beside the captures, when one does.
     ceilings: WorkerProcess | None = None
+    ceilings_captured: str | None = None  # the variant that worker captured
     # A local group of processes (harness.study.group): processes 1.. of the group `worker` leads.
     peers: list[WorkerProcess] = field(default_factory=list)
     # Compiled programs that capture workers keep for the timing worker: a folder of this
