@@ -81,11 +81,12 @@ class ProbeCosts:
         "was its alone)"
     )
     turn_asked: float | None = doc(
-        "when it asked for its turn, Unix seconds: its compile and its reference done"
+        "when it asked for its turn, Unix seconds (a compiled variant: after its first compile "
+        "and its float64 reference; an eager one: its first call is in the turn)"
     )
     turn_go: float | None = doc(
-        "when the supervisor's go came, Unix seconds (the turn began once every compile "
-        "beside it had ended)"
+        "when the supervisor's go came, Unix seconds (the turn began once every compile and "
+        "preparation holding the device had ended)"
     )
     compiles_asked: tuple[float, ...] | None = doc(
         "when it asked for each compile phase in `compiles`, Unix seconds: the slot's idle "
