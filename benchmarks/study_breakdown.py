@@ -13,6 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.common.intervals import merge
+
 
 def main(run: Path) -> None:
     manifest = json.loads((run / "manifest.json").read_text())
@@ -108,7 +112,7 @@ def timeline(records: dict[str, dict]) -> None:
             events += [("turn", p["turn_began"]), ("..", p["turn_ended"])]
         shown = " ".join(f"{k} {t - zero:.1f}" for k, t in events if t is not None)
         print(f"  {name:24s} {shown}")
-    busy = _merged(
+    busy = merge(
         [tuple(c) for _, p in rows for c in p.get("compiles") or ()]
         + [(p["turn_began"], p["turn_ended"]) for _, p in rows if p.get("turn_began")]
     )
@@ -162,20 +166,9 @@ def _compiles(records: dict[str, dict]) -> list[tuple[float, float]]:
     ]
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The (began, ended) spans joined where they overlap, in order."""
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def union(spans: list[tuple[float, float]]) -> float:
     """Seconds covered by at least one of the (began, ended) spans."""
-    return sum(b - a for a, b in _merged(spans))
+    return sum(b - a for a, b in merge(spans))
 
 
 if __name__ == "__main__":

@@ -32,12 +32,11 @@ from dataclasses import asdict, dataclass, field
 from statistics import mean
 from typing import Any, Protocol
 
+from harness.common.intervals import Interval, merge
 from harness.hlo.collectives import COLLECTIVES
 from harness.match.match import Attribution, ClusterLike, ModuleKey, match_events
 from harness.profile.devices import device_of
 from harness.profile.events import DeviceEvent
-
-Interval = tuple[float, float]
 
 
 class CollectiveLike(Protocol):
@@ -388,17 +387,6 @@ def _timings(
 
 def _intervals(events: Iterable[DeviceEvent]) -> list[Interval]:
     return [(e.start_ns, e.end_ns) for e in events]
-
-
-def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    """Returns the union of [start, end) intervals as sorted, disjoint intervals."""
-    out: list[Interval] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
 
 
 def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
