@@ -61,15 +61,21 @@ def main(run: Path) -> None:
         )
     timeline(records)
     ceilings = run / "ceilings.json"
-    if ceilings.is_file() and records:
-        c = json.loads(ceilings.read_text())
-        zero = min((r.get("probe_s") or {}).get("worker_started") or 1e30 for r in records.values())
-        if zero < 1e30 and c.get("age_s") is not None and c["age_s"] < 3600:
-            # Measured in this run, by the first worker done, alone on the device: gaps of the
-            # timeline around then may be theirs (their spans are not recorded).
-            at = datetime.datetime.fromisoformat(c["measured_at"]).timestamp()
-            if at >= zero:
-                print(f"ceilings: measured in this run from {at - zero:.1f} s, alone on the device")
+    starts = [
+        p["worker_started"]
+        for r in records.values()
+        if (p := r.get("probe_s") or {}).get("worker_started")
+    ]
+    if ceilings.is_file() and starts:
+        at = datetime.datetime.fromisoformat(json.loads(ceilings.read_text())["measured_at"])
+        # Measured after the first worker started: in this run, by the first worker done,
+        # alone on the device; gaps of the timeline around then may be theirs (their spans
+        # are not recorded).
+        if at.timestamp() >= min(starts):
+            print(
+                f"ceilings: measured in this run from {at.timestamp() - min(starts):.1f} s, "
+                "alone on the device"
+            )
     timing = run / "timing.json"
     if timing.is_file():
         t = json.loads(timing.read_text())
