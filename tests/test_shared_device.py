@@ -127,6 +127,41 @@ def _preparer(locks: str, compiling: object, prepared: object) -> None:
         prepared.set()  # inside beside the compile, which waits for this
 
 
+def _slot_compiler(locks: str, slots: int, started: object, inside: object, peak: object) -> None:
+    turn = DeviceTurn(locks=Path(locks), compiles=slots)
+    started.wait(LIMIT_S)
+    with turn.compiling():
+        with inside.get_lock():
+            inside.value += 1
+            peak.value = max(peak.value, inside.value)
+        # Until two were seen inside together, each waits there for another (bounded by
+        # LIMIT_S, never reached unless the slots let only one in).
+        deadline = time.monotonic() + LIMIT_S
+        while peak.value < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(HOLD_S)
+        with inside.get_lock():
+            inside.value -= 1
+
+
+def test_two_compile_slots_let_two_compiles_in_and_no_more(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Barrier(COMPILERS + 2)
+    inside, peak, seen = ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("i", 0)
+    procs = [
+        ctx.Process(target=_slot_compiler, args=(str(tmp_path), 2, started, inside, peak))
+        for _ in range(COMPILERS + 1)
+    ]
+    procs.append(ctx.Process(target=_measurer, args=(str(tmp_path), started, inside, seen)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(LIMIT_S * 2)
+        assert p.exitcode == 0
+    assert peak.value == 2 and seen.value == 0
+    assert DeviceTurn(locks=tmp_path, compiles=2).compile_slots == 2
+
+
 def test_inputs_are_prepared_beside_a_compile(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     compiling, prepared = ctx.Event(), ctx.Event()
@@ -210,3 +245,27 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
     assert timing["eager"]["prepare_s"] is None
     assert all(timing[n]["prepare_s"] is not None for n in ("xla", "xla_no_fusion"))
     assert not list(Path(run).glob("**/device*.lock"))
+
+
+def test_autotune_choices_compare_by_what_was_chosen_not_by_its_timings(tmp_path: Path) -> None:
+    from harness.capture import reuse
+
+    def result(config: str, micros: int) -> str:
+        return (
+            'results {\n  device: "CUDA: 9.0"\n  result {\n'
+            f"    run_time {{\n      nanos: {micros * 1000}\n    }}\n    {config}\n  }}\n}}\n"
+        )
+
+    runs = {}
+    for run, (config, micros) in {
+        "a": ("gemm { algorithm: 7 }", 41),
+        "b": ("gemm { algorithm: 7 }", 44),
+        "c": ("gemm { algorithm: 12 }", 41),
+    }.items():
+        folder = tmp_path / run
+        folder.mkdir()
+        (folder / "fusion_key.textproto").write_text(result(config, micros))
+        runs[run] = reuse.autotune_choices({reuse.AUTOTUNE_CACHE: str(folder)})
+    assert runs["a"] == runs["b"] != runs["c"]
+    assert set(runs["a"]) == {"fusion_key.textproto"}
+    assert reuse.autotune_choices({}) is None

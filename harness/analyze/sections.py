@@ -129,6 +129,7 @@ def compile_(
         first_execute_s=p.first_execute_s if p else None,
         backend_compiles=p.backend_compiles if p else None,
         fresh_process=p.fresh_process if p else None,
+        compile_slots=p.compile_slots if p else None,
         recompile_s=r.seconds if r else None,
         recompile_explanation=r.explanation if r else None,
         recompile_backend_compiles=r.backend_compiles if r else None,

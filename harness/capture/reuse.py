@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -61,6 +63,28 @@ def autotune_options(
     folder = private / "autotune" / name
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return {AUTOTUNE_CACHE: str(folder)}
+
+
+# An autotune result's measured times: they differ run to run where the choice does not.
+_RUN_TIME = re.compile(r"run_time\s*\{[^}]*\}")
+CHOICE_FILE_LIMIT = 1 << 20  # one fusion's result is a few hundred bytes of text
+
+
+def autotune_choices(options: Mapping[str, str]) -> dict[str, str] | None:
+    """What the first compile autotuned, from its cache folder (`options`, autotune_options'):
+    each tuned fusion by its file's name (XLA's key: the fusion's HLO and the device) and a
+    digest of the choice, its measured times left out, so two runs' choices compare. None
+    where no folder was kept."""
+    folder = options.get(AUTOTUNE_CACHE)
+    if folder is None or not Path(folder).is_dir():
+        return None
+    out = {}
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_symlink() or not f.is_file() or f.stat().st_size > CHOICE_FILE_LIMIT:
+            continue
+        chosen = _RUN_TIME.sub("", f.read_text(errors="replace"))
+        out[f.name] = hashlib.sha256(chosen.encode()).hexdigest()[:16]
+    return out
 
 
 def compiled_again(jitted: Any, args: tuple[Any, ...], kept: list[Any], turn: DeviceTurn) -> Any:

@@ -13,20 +13,24 @@ runs beside the others', and the device is shared in three kinds of phase:
 - **compiling**: XLA's compile, and later the new-shape recompile. The float64 reference that
   started beside the compile is waited for after it, so the next variant compiles meanwhile
   (a scanned LM's took 6 s on the H200's host, all of it holding the compiles up).
-  XLA's autotuner times kernels on the GPU inside a compile, so compiles run one at a time
-  and beside no measurement: each compile pause and each autotuning choice is the variant's
-  own, as in a process alone. (Compiles run together on the H200 took 2.3× longer each, and
-  the pauses compared were the contention's.) The other workers' work off the device still
-  shares the CPU's cores: a scanned LM's new-shape recompiles took 4.1-6.1 s in its study,
-  4.3-4.7 s captured alone.
+  XLA's autotuner times kernels on the GPU inside a compile, so compiles run beside no
+  measurement, and by default one at a time (`capture.compiles: 1`): each compile pause and
+  each autotuning choice is then the variant's own, as in a process alone. (Four compiles run
+  together on the H200 took 2.3× longer each, and the pauses compared were the contention's.)
+  With `capture.compiles: N`, up to N compile together: the study ends sooner where compiles
+  are most of it, and each variant records the slots it compiled with
+  (`Pauses.compile_slots`), so that no finding compares pauses measured beside another
+  compile. The other workers' work off the device still shares the CPU's cores: a scanned
+  LM's new-shape recompiles took 4.1-6.1 s in its study, 4.3-4.7 s captured alone.
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
   the memory, alone on the device, in config order (the supervisor's `go`).
 
 Three lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
 device lock, shared by preparations and compiles and held alone by a measurement; the compile
-lock, held by one compile at a time, taken before the device (a compile waiting for its slot
-holds nothing a measurement waits for); and a gate that a measurement waiting for the device
-holds, so nothing that asks after it goes first.
+slots, one lock each, held by one compile at a time and taken before the device (a compile
+waiting for a slot holds nothing a measurement waits for; with several slots, the waiters
+queue on one more lock and the first of them takes whichever slot frees); and a gate that a
+measurement waiting for the device holds, so nothing that asks after it goes first.
 
 Without the lock files (a worker alone on its device) every phase is free, and only the turn
 is timed.
@@ -43,24 +47,33 @@ from pathlib import Path
 
 GATE_FILE = "device-gate.lock"
 DEVICE_FILE = "device.lock"
-COMPILE_FILE = "device-compile.lock"
+COMPILE_FILE = "device-compile.lock"  # the first slot's; the others' are numbered after it
+COMPILE_QUEUE_FILE = "device-compile-queue.lock"
+SLOT_POLL_S = 0.005  # how often a compile first in the queue tries the slots again
 
 
 class DeviceTurn:
     """One worker's share of the device (see the module). `wait` blocks until the supervisor
     says this variant may measure; `over` tells it the measurement is done; `locks` is the
-    session's folder of lock files. Without them the device is this worker's alone."""
+    session's folder of lock files, `compiles` how many compiles it lets run together (every
+    worker of a session is given the same). Without them the device is this worker's alone."""
 
     def __init__(
         self,
         wait: Callable[[], None] | None = None,
         over: Callable[[], None] | None = None,
         locks: Path | None = None,
+        compiles: int = 1,
     ) -> None:
         self._wait, self._over = wait, over
         self._gate = _open(locks / GATE_FILE) if locks is not None else None
         self._device = _open(locks / DEVICE_FILE) if locks is not None else None
-        self._compile = _open(locks / COMPILE_FILE) if locks is not None else None
+        self._slots = (
+            [_open(locks / slot_file(i)) for i in range(max(1, compiles))]
+            if locks is not None
+            else []
+        )
+        self._queue = _open(locks / COMPILE_QUEUE_FILE) if len(self._slots) > 1 else None
         self.began: float | None = None  # unix seconds
         self.asked_turn: float | None = None  # when `begin` was called
         self.go: float | None = None  # when the supervisor's go came
@@ -79,35 +92,62 @@ class DeviceTurn:
         """True when other workers share the device with this one."""
         return self._device is not None
 
+    @property
+    def compile_slots(self) -> int | None:
+        """How many compiles the device lets run together (this one among them); None when
+        nobody shares the device with this worker."""
+        return len(self._slots) if self.shared else None
+
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:
         """Holds the device shared while making inputs and parameters: beside compiles and
         other preparations, never beside a measurement (one waiting goes first)."""
-        with self._shared(exclusive=None):
+        with self._shared():
             yield
 
     @contextlib.contextmanager
     def compiling(self) -> Iterator[None]:
         """Holds the device for a compile phase: one compile at a time, beside no measurement
         (a measurement waiting for its turn goes first)."""
-        with self._shared(exclusive=self._compile):
+        with self._shared(slot=True):
             yield
 
-    @contextlib.contextmanager
-    def _shared(self, exclusive: int | None) -> Iterator[None]:
-        """The device lock shared, and `exclusive` (a lock file) alone when given.
+    def _take_slot(self) -> int:
+        """Waits for a compile slot and returns its lock, held. One slot: its lock. Several:
+        the queue's lock first, then whichever slot is free, tried in turn (flock cannot wait
+        for any one of several files); the queue is let go once a slot is held."""
+        if self._queue is None:
+            fcntl.flock(self._slots[0], fcntl.LOCK_EX)
+            return self._slots[0]
+        fcntl.flock(self._queue, fcntl.LOCK_EX)
+        try:
+            while True:
+                for slot in self._slots:
+                    try:
+                        fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    return slot
+                time.sleep(SLOT_POLL_S)
+        finally:
+            fcntl.flock(self._queue, fcntl.LOCK_UN)
 
-        `exclusive` is taken first: a compile waiting for the one compile slot holds nothing
-        of the device, so a measurement that asks meanwhile waits only for the phases already
-        running. (Taken after the device, every compile queued behind the slot held the device
-        shared; on the H200 a turn then waited for three compiles, 2.3-3.6 s.)"""
+    @contextlib.contextmanager
+    def _shared(self, slot: bool = False) -> Iterator[None]:
+        """The device lock shared, and a compile slot alone when `slot`.
+
+        The slot is taken first: a compile waiting for one holds nothing of the device, so a
+        measurement that asks meanwhile waits only for the phases already running. (Taken
+        after the device, every compile queued behind the slot held the device shared; on the
+        H200 a turn then waited for three compiles, 2.3-3.6 s.)"""
         if self._device is None or self._gate is None or self.measuring:
             yield
             return
         started = time.perf_counter()
-        if exclusive is not None:
+        exclusive = None
+        if slot:
             self.asked.append(time.time())
-            fcntl.flock(exclusive, fcntl.LOCK_EX)
+            exclusive = self._take_slot()
         try:
             fcntl.flock(self._gate, fcntl.LOCK_SH)  # a measurement waiting goes first
             try:
@@ -179,6 +219,11 @@ class DeviceTurn:
         if self._gate is not None and self._device is not None:
             fcntl.flock(self._device, fcntl.LOCK_UN)
             fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+
+def slot_file(index: int) -> str:
+    """The lock file of compile slot `index` (the first keeps the one slot's old name)."""
+    return COMPILE_FILE if index == 0 else f"device-compile-{index}.lock"
 
 
 def _open(path: Path) -> int:

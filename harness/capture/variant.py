@@ -477,7 +477,7 @@ def _capture_jit(
         with ctx.turn.preparing():
             traced, trace_s = measure.timed(lambda: jitted.trace(*args))
             lowered, lower_s = measure.timed(traced.lower)
-        with ctx.turn.compiling():  # beside no other compile, never beside a measurement
+        with ctx.turn.compiling():  # never beside a measurement (capture.compiles: others)
             if subject.reference is not None:  # in a thread, where the cores allow it
                 subject.reference.start()
             compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
@@ -501,6 +501,7 @@ def _capture_jit(
         first_execute_s=execute_s,
         backend_compiles=measure.summarize_events(events)["backend_compiles"],
         fresh_process=ctx.fresh_process,
+        compile_slots=ctx.turn.compile_slots,
     )
 
     def call() -> Any:
@@ -554,6 +555,7 @@ def _capture_jit(
         flops_analytic=flops,
         flops_analytic_source=flops_source,
         program=studied,
+        autotune_choices=reuse.autotune_choices(tuned),
         notes=() if modules else ("XLA wrote no dump for this module",),
         mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
         if placed.record is not None
@@ -652,6 +654,7 @@ def _capture_eager(
             xla_compile_s=counted["xla_compile_s"],
             backend_compiles=counted["backend_compiles"],
             fresh_process=ctx.fresh_process,
+            compile_slots=ctx.turn.compile_slots,
         ),
         recompile=recompile,
         latency_blocked_s=tuple(times),

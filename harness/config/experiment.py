@@ -220,8 +220,17 @@ class CaptureOptions:
         "with a process per variant, how many of the next variants' workers start while one "
         "is captured: their start, imports and device client, and each one's work after it "
         "measured, run beside the others, while the device takes one compile or measurement "
-        "at a time (harness.capture.turn); -1: 3 on a GPU, 0 on a CPU (where that work would "
+        "at a time (harness.capture.turn); -1: 4 on a GPU, 0 on a CPU (where that work would "
         "share the cores a variant is timed on)",
+    )
+    compiles: int = ranged(
+        1,
+        1,
+        8,
+        "with a process per variant sharing a device, how many variants compile at once: 1 "
+        "measures each compile pause and autotuning alone; more end a compile-bound study "
+        "sooner, and their pauses, measured beside other compiles, are not compared "
+        "(harness.capture.turn)",
     )
     remeasure_ceilings: bool = False  # measure the device's ceilings again, not the cached
     torch_threads: int = ranged(

@@ -311,6 +311,14 @@ def _pause(v: VariantFacts, ref: VariantFacts, platform: str) -> str:
             "process, where a later compile reuses what an earlier one autotuned "
             "(capture.isolation: per_variant compiles each in its own)"
         )
+    together = max(v.summary.compile.compile_slots or 1, ref.summary.compile.compile_slots or 1)
+    if together > 1:
+        # Compiles run together share the host's cores and the autotuner's GPU: the pauses
+        # hold one another's contention (four at once took 2.3x longer each on the H200).
+        return (
+            f"first calls not compared ({fmt.secs(a)}, was {fmt.secs(b)}): compiled up to "
+            f"{together} at once (capture.compiles: 1 measures each pause alone)"
+        )
     return f"first call {fmt.secs(a)} (was {fmt.secs(b)})"
 
 

@@ -213,6 +213,11 @@ class Compile:
         "true when the variant compiled in a process of its own, so its pause includes its own "
         "autotuning and no cache left by another variant"
     )
+    compile_slots: int | None = doc(
+        "how many compiles the shared device let run together while this variant compiled "
+        "(capture.compiles): over 1, its pauses may hold another compile's contention, and "
+        "no finding compares them; null when no other worker shared the device"
+    )
     recompile_s: float | None = doc("the pause of the call with m halved")
     recompile_explanation: str | None = doc(
         "JAX's cache-miss log for that call; for PyTorch, Dynamo's recompile reasons"
@@ -538,6 +543,10 @@ class Pauses:
     first_execute_s: float | None = doc("the first execution")
     backend_compiles: int | None = doc("XLA compiles during the first call")
     fresh_process: bool | None = doc("compiled in a process of its own")
+    compile_slots: int | None = doc(
+        "how many compiles the shared device let run together while this variant compiled "
+        "(capture.compiles); null when no other worker shared the device"
+    )
 
 
 @dataclass(frozen=True)
@@ -593,6 +602,10 @@ class CaptureRecord:
         "`formula`, `config` or `hlo_before` (null: `formula`, as before this key existed)"
     )
     program: ProgramRecord | None = doc("what a program study's variant ran")
+    autotune_choices: dict[str, str] | None = doc(
+        "on a GPU, each fusion the first compile autotuned (XLA's cache key) and a digest of "
+        "its choice, measured times left out: two runs' choices compare"
+    )
     notes: tuple[str, ...] = doc("what the capture could not do, and why", ())
     mesh: MeshRecord | None = doc("the mesh and shardings of a sharded variant")
     probe_failures: tuple[ProbeFailure, ...] = doc("the optional probes that failed, and why", ())

@@ -20,7 +20,7 @@ from harness.common import fmt
 from harness.frontends import registry
 from harness.records.findings import Findings
 from harness.records.run_files import Ceilings
-from harness.records.summary import Noise
+from harness.records.summary import Compile, Noise
 from harness.report import memory as memory_report
 from harness.report import ranking, unresolved
 from harness.report.data import MISSING, RunData, VariantData
@@ -146,6 +146,12 @@ def numerics_cell(v: VariantData, found: Findings | None = None) -> str:
     return "FAIL" + numerics(v).removeprefix("over its tolerance") if failed else "dtype rounding"
 
 
+def first_call_cell(c: Compile) -> str:
+    """The first-call pause, and how many compiles could run beside it when others could."""
+    slots = c.compile_slots or 1
+    return fmt.secs(c.first_call_s) + (f" (≤{slots} compiling)" if slots > 1 else "")
+
+
 def summary_row(
     v: VariantData, paged: bool = False, found: Findings | None = None
 ) -> tuple[str, ...]:
@@ -160,7 +166,7 @@ def summary_row(
         fmt.step(s.timing.step_s, s.timing.step_ci95_s),
         fmt.short_verdict(s.comparison.vs_baseline),
         fmt.short_verdict(s.comparison.vs_lower_bound),
-        fmt.secs(s.compile.first_call_s),
+        first_call_cell(s.compile),
         fmt.count(s.hlo.fusion_count),
         memory_report.peak_cell(s),
         numerics_cell(v, found),

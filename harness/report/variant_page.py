@@ -24,6 +24,7 @@ from harness.report import ranking
 from harness.report.data import MISSING, PAGE, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table, code, literal
 from harness.report.sections import (
+    first_call_cell,
     fraction_of_peak,
     library_calls,
     numerics,
@@ -84,7 +85,7 @@ def figures_table(v: VariantData) -> Table:
         ("vs lower bound", fmt.verdict(s.comparison.vs_lower_bound)),
         ("kernels a step", fmt.count(s.profile.kernels_per_step)),
         ("transfers a step", transfers(v)),
-        ("first call", fmt.secs(s.compile.first_call_s)),
+        ("first call", first_call_cell(s.compile)),
         ("recompile", fmt.secs(s.compile.recompile_s)),
         ("fusions", fmt.count(s.hlo.fusion_count)),
         ("library calls", library_calls(v)),

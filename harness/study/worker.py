@@ -258,7 +258,11 @@ class Worker:
         # A worker started ahead (harness.study.pipeline) shares the device with the others
         # (harness.capture.turn): its inputs are made beside other work off the measured
         # device (jax.random, a program's init), never beside another variant's measurement.
-        shared = _turn(job["variants"][0], Path(job["locks"])) if job.get("locks") else None
+        shared = (
+            _turn(job["variants"][0], Path(job["locks"]), self.exp.capture.compiles)
+            if job.get("locks")
+            else None
+        )
         if shared is not None:  # the worker's timeline, in the variant's record
             shared.worker_started, shared.worker_ready = STARTED, self.ready
         for name in job["variants"]:
@@ -379,7 +383,11 @@ class Worker:
             environment = {**environment, "device_count": len(self.member.local_devices)}
         # Measured beside the captures (harness.study.pipeline): its compiles beside theirs,
         # its timing with the device alone (harness.capture.turn).
-        phases = DeviceTurn(locks=Path(job["locks"])) if job.get("locks") else None
+        phases = (
+            DeviceTurn(locks=Path(job["locks"]), compiles=self.exp.capture.compiles)
+            if job.get("locks")
+            else None
+        )
         found = ceilings.measure(environment, shapes, cache, remeasure, phases=phases)
         # The ceilings are a typed record (harness.records.run_files.Ceilings): checked as written.
         folder = RunFolder(Path(job["workdir"]))
@@ -442,10 +450,10 @@ class Worker:
         send("timed")
 
 
-def _turn(variant: str, locks: Path) -> DeviceTurn:
+def _turn(variant: str, locks: Path, compiles: int) -> DeviceTurn:
     """The variant's share of a device other workers share (harness.capture.turn), over the
-    session's lock files: its turn to measure begins when the supervisor sends `go` on the
-    job channel, and ends with a `turn_over` event."""
+    session's lock files (`compiles` slots to compile in): its turn to measure begins when the
+    supervisor sends `go` on the job channel, and ends with a `turn_over` event."""
 
     def wait() -> None:
         send("turn_wait", variant=variant)
@@ -456,7 +464,7 @@ def _turn(variant: str, locks: Path) -> DeviceTurn:
                 return
         raise EOFError("the supervisor ended the job channel before the device turn came")
 
-    return DeviceTurn(wait, lambda: send("turn_over", variant=variant), locks)
+    return DeviceTurn(wait, lambda: send("turn_over", variant=variant), locks, compiles)
 
 
 def _group_faults() -> tuple[type[BaseException], ...]:
