@@ -269,3 +269,12 @@ def test_autotune_choices_compare_by_what_was_chosen_not_by_its_timings(tmp_path
     assert runs["a"] == runs["b"] != runs["c"]
     assert set(runs["a"]) == {"fusion_key.textproto"}
     assert reuse.autotune_choices({}) is None
+    # jaxlib 0.11's layout on the H200: a binary entry per fusion, under a folder per key
+    # prefix, beside XLA's folder of files being written.
+    nested = tmp_path / "nested"
+    (nested / "ed0e56ab" / "tmp").mkdir(parents=True)
+    (nested / "ed0e56ab" / "e41c5eb8.pb").write_bytes(b"\x0a\x80backend")
+    (nested / "tmp").mkdir()
+    (nested / "tmp" / "tmp_cache_x.textproto").write_text("partial")
+    found = reuse.autotune_choices({reuse.AUTOTUNE_CACHE: str(nested)})
+    assert found is not None and set(found) == {"ed0e56ab/e41c5eb8.pb"}

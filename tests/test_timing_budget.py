@@ -126,7 +126,10 @@ def test_min_rounds_under_two_is_a_one_line_error_naming_the_key(tmp_path: Path)
 
 # A study whose eager call cannot be timed within timing.max_budget_s, and whose jitted call
 # can (see test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget).
-LEFT_OUT = {"max_budget_s": 0.4, "primitives": 40_000}
+# The loop is 0.8 s a call at the fastest, so three rounds never fit 1.6 s, and the quarter of
+# it always left gives the jitted call's smallest rounds 0.4 s (0.1 s before: under the full
+# suite's load a calibration hiccup made them 0.26 s, and the jitted call was left out too).
+LEFT_OUT = {"max_budget_s": 1.6, "primitives": 160_000}
 
 
 def slow_eager_stage(tmp_path: Path, max_budget_s: float, primitives: int = 3000):
@@ -177,10 +180,9 @@ def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Pa
 def test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget(
     tmp_path: Path,
 ) -> None:
-    # max_budget_s 0.4: three rounds of a 40 000-primitive loop (0.2 s a call at the fastest)
+    # max_budget_s 1.6: three rounds of a 160 000-primitive loop (0.8 s a call at the fastest)
     # cannot fit; it is warmed up and left out, with why, and the jitted call, whose smallest
-    # batches fit the quarter of max_budget_s always left (0.1 s; on a loaded machine they
-    # took 0.045 s, too close to the 0.05 s a 0.2 s budget left), is still timed in its rounds.
+    # batches fit the quarter of max_budget_s always left (0.4 s), is still timed in its rounds.
     record, _, eager_calls = slow_eager_stage(tmp_path, **LEFT_OUT)
     assert eager_calls == 2 and "eager" not in record.variants
     assert "timing.max_budget_s" in record.excluded["eager"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -37,6 +38,7 @@ from typing import Any
 
 from harness.capture.reference import Spent
 from harness.capture.turn import DeviceTurn
+from harness.common import userfiles
 from harness.records.probes import ProbeCosts
 
 
@@ -65,25 +67,34 @@ def autotune_options(
     return {AUTOTUNE_CACHE: str(folder)}
 
 
-# An autotune result's measured times: they differ run to run where the choice does not.
+# A legacy text result's measured times: they differ run to run where the choice does not.
 _RUN_TIME = re.compile(r"run_time\s*\{[^}]*\}")
-CHOICE_FILE_LIMIT = 1 << 20  # one fusion's result is a few hundred bytes of text
+CHOICE_FILE_LIMIT = 1 << 20  # one fusion's result is a few hundred bytes
+CHOICE_FILES_MAX = 100_000  # a bound on the folder's entries read
 
 
 def autotune_choices(options: Mapping[str, str]) -> dict[str, str] | None:
     """What the first compile autotuned, from its cache folder (`options`, autotune_options'):
-    each tuned fusion by its file's name (XLA's key: the fusion's HLO and the device) and a
-    digest of the choice, its measured times left out, so two runs' choices compare. None
-    where no folder was kept."""
+    each tuned fusion by its file's path in the folder (XLA's key: the fusion's HLO and the
+    device) and a digest of the choice, so two runs' choices compare. XLA writes one file per
+    fusion, a binary entry under a folder per key prefix (jaxlib 0.11 on the H200: 101 bytes,
+    no timings) or a text result at the top (older: its measured times left out of the
+    digest). None where no folder was kept."""
     folder = options.get(AUTOTUNE_CACHE)
     if folder is None or not Path(folder).is_dir():
         return None
     out = {}
-    for f in sorted(Path(folder).iterdir()):
-        if f.is_symlink() or not f.is_file() or f.stat().st_size > CHOICE_FILE_LIMIT:
-            continue
-        chosen = _RUN_TIME.sub("", f.read_text(errors="replace"))
-        out[f.name] = hashlib.sha256(chosen.encode()).hexdigest()[:16]
+    for path in itertools.islice(sorted(Path(folder).rglob("*")), CHOICE_FILES_MAX):
+        key = path.relative_to(folder).as_posix()
+        if key.startswith("tmp/") or path.suffix not in (".pb", ".textproto"):
+            continue  # XLA's files being written, folders, anything not a result
+        try:  # XLA's files, in the supervisor's private folder: still read through the one reader
+            data = userfiles.read_bytes(path, CHOICE_FILE_LIMIT, folder)
+        except (OSError, ValueError):
+            continue  # not a plain file
+        if path.suffix == ".textproto":
+            data = _RUN_TIME.sub("", data.decode(errors="replace")).encode()
+        out[key] = hashlib.sha256(data).hexdigest()[:16]
     return out
 
 
