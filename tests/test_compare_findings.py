@@ -84,3 +84,29 @@ def test_no_verdict_when_a_run_failed_its_aa_check_and_memory_needs_no_interval(
     assert got["`xla_no_fusion`'s peak against `xla`"] == CHANGED
     assert got["Eager ... (jax)"] == CHANGED
     assert statuses(a, a)["Eager ... (jax)"] == SAME
+
+
+def test_two_runs_programs_that_differ_say_how_many_autotuned_fusions_chose_differently() -> None:
+    from harness.findings.compare import step_verdict
+    from harness.records.summary import Compile, Fingerprint, Hlo, Timing, VariantSummary
+
+    def captured(digest: str, choices: dict[str, str] | None) -> VariantSummary:
+        return VariantSummary(
+            timing=Timing(round_step_s=(1.0e-3, 1.01e-3, 0.99e-3, 1.0e-3)),
+            hlo=Hlo(fingerprint=Fingerprint(digest=digest, hlo=digest)),
+            compile=Compile(autotune_choices=choices),
+        )
+
+    tuned = {f"k{i}": "cfg" for i in range(78)}
+    retuned = {**tuned, "k3": "other", "k9": "other", "k77": "other"}
+    a, b = captured("p1", tuned), captured("p2", retuned)
+    said = step_verdict(a, b, floor=0.01)
+    assert said.endswith("; 3 of the 78 fusions autotuned in both runs chose differently")
+    alike = step_verdict(a, captured("p2", {**tuned, "k78": "cfg"}), floor=0.01)
+    assert alike.endswith(
+        "each of the 78 fusions autotuned in both runs chose alike; "
+        "1 fusion was autotuned in one run only"
+    )
+    # No autotuning recorded (a CPU, or an older run): nothing is said of it.
+    assert "autotuned" not in step_verdict(a, captured("p2", None), floor=0.01)
+    assert step_verdict(a, captured("p1", retuned), floor=0.01).startswith("same program")

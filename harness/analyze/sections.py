@@ -130,6 +130,7 @@ def compile_(
         backend_compiles=p.backend_compiles if p else None,
         fresh_process=p.fresh_process if p else None,
         compile_slots=p.compile_slots if p else None,
+        autotune_choices=record.autotune_choices,
         recompile_s=r.seconds if r else None,
         recompile_explanation=r.explanation if r else None,
         recompile_backend_compiles=r.backend_compiles if r else None,

@@ -94,7 +94,30 @@ def step_verdict(a: VariantSummary, b: VariantSummary, floor: float) -> str:
     decision = stats.decide(estimate, floor)
     words = fmt.VERDICT_WORDS.get(decision.verdict, decision.verdict)
     lo, hi = estimate.ci95
-    return f"b/a {estimate.ratio:.3f}× ({lo:.3f}–{hi:.3f}): {words} in b"
+    tuned = autotune_difference(a.compile.autotune_choices, b.compile.autotune_choices)
+    return f"b/a {estimate.ratio:.3f}× ({lo:.3f}–{hi:.3f}): {words} in b" + (
+        f"; {tuned}" if tuned else ""
+    )
+
+
+def autotune_difference(a: dict[str, str] | None, b: dict[str, str] | None) -> str:
+    """Why one config compiled to two programs, where the autotuner says: how many of the
+    fusions both runs autotuned chose differently. (On the H200, a scanned LM's variants
+    captured alone and again in a study differed in 2-4 of 74-150 fusions each, with or
+    without another compile beside them.)"""
+    if not a or not b:
+        return ""
+    both = a.keys() & b.keys()
+    differ = sum(a[k] != b[k] for k in both)
+    only = len(a.keys() ^ b.keys())
+    tuned = f"of the {fmt.count(len(both))} fusions autotuned in both runs"
+    said = (
+        f"{fmt.count(differ)} {tuned} chose differently" if differ else f"each {tuned} chose alike"
+    )
+    lone = (
+        f"{fmt.counted(only, 'fusion')} {'was' if only == 1 else 'were'} autotuned in one run only"
+    )
+    return said + (f"; {lone}" if only else "")
 
 
 def unresolved_runs(sa: RunSummary, sb: RunSummary) -> str:

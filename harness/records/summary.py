@@ -218,6 +218,10 @@ class Compile:
         "(capture.compiles): over 1, its pauses may hold another compile's contention, and "
         "no finding compares them; null when no other worker shared the device"
     )
+    autotune_choices: dict[str, str] | None = doc(
+        "on a GPU, each fusion the first compile autotuned (XLA's cache key) and a digest of "
+        "its choice: compare says how many chose differently when two runs' programs differ"
+    )
     recompile_s: float | None = doc("the pause of the call with m halved")
     recompile_explanation: str | None = doc(
         "JAX's cache-miss log for that call; for PyTorch, Dynamo's recompile reasons"
