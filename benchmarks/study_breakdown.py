@@ -7,7 +7,6 @@ Run: python benchmarks/study_breakdown.py RUN_FOLDER
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import sys
@@ -59,23 +58,16 @@ def main(run: Path) -> None:
             f"turns {both:.1f} s of the {span:.1f} s from the first of them to the last "
             f"({both / span:.0%} busy)"
         )
-    timeline(records)
     ceilings = run / "ceilings.json"
-    starts = [
-        p["worker_started"]
-        for r in records.values()
-        if (p := r.get("probe_s") or {}).get("worker_started")
-    ]
-    if ceilings.is_file() and starts:
-        at = datetime.datetime.fromisoformat(json.loads(ceilings.read_text())["measured_at"])
-        # Measured after the first worker started: in this run, by the first worker done,
-        # alone on the device; gaps of the timeline around then may be theirs (their spans
-        # are not recorded).
-        if at.timestamp() >= min(starts):
-            print(
-                f"ceilings: measured in this run from {at.timestamp() - min(starts):.1f} s, "
-                "alone on the device"
-            )
+    found = json.loads(ceilings.read_text()) if ceilings.is_file() else {}
+    held = [tuple(span) for span in found.get("held") or ()]
+    timeline(records, held)
+    if found.get("measured"):
+        # Measured beside the captures (the first worker done), compiles and timings alone.
+        print(
+            f"ceilings: {len(found['measured'])} measured in this run "
+            f"({', '.join(found['measured'])}), holding the device {union(held):.1f} s"
+        )
     timing = run / "timing.json"
     if timing.is_file():
         t = json.loads(timing.read_text())
@@ -91,11 +83,12 @@ def main(run: Path) -> None:
             print(f"timing excluded: {t['excluded']}")
 
 
-def timeline(records: dict[str, dict]) -> None:
+def timeline(records: dict[str, dict], ceilings: list[tuple[float, float]] = ()) -> None:
     """Prints each worker's timeline, seconds from the first worker's start: its start, its
     device client, then each compile phase (asked, held from..to) and its turn, in order; and
-    the spans from the first compile to the last turn when neither the compile slot nor a
-    turn was busy, with how many workers were then still starting."""
+    the spans from the first compile to the last turn when neither a compile, a turn nor the
+    device's ceilings (`ceilings`, the spans their measurement held it) was busy, with how
+    many workers were then still starting."""
     rows = [
         (name, probes)
         for name, record in records.items()
@@ -121,6 +114,7 @@ def timeline(records: dict[str, dict]) -> None:
     busy = merge(
         [tuple(c) for _, p in rows for c in p.get("compiles") or ()]
         + [(p["turn_began"], p["turn_ended"]) for _, p in rows if p.get("turn_began")]
+        + list(ceilings)
     )
     idle = []
     for (_, reach), (a, _) in itertools.pairwise(busy):
@@ -139,7 +133,10 @@ def timeline(records: dict[str, dict]) -> None:
             }
             idle.append((reach - zero, a - reach, starting, preparing))
     total = sum(gap for _, gap, _, _ in idle)
-    print(f"idle device: {total:.1f} s in {len(idle)} gaps (neither a compile nor a turn)")
+    print(
+        f"idle device: {total:.1f} s in {len(idle)} gaps (neither a compile, a turn nor the "
+        "ceilings' measurement)"
+    )
     for t, gap, starting, preparing in idle:
         held = ", ".join(f"{n} {x:.1f} s" for n, x in preparing.items()) or "none"
         print(f"  at {t:.1f} for {gap:.1f} s: {starting} workers starting; preparing: {held}")

@@ -240,6 +240,13 @@ def test_workers_started_ahead_measure_in_turn_and_a_crash_passes_the_turn_on(
     # the captures, and it timed the rest (eager's: its own, warm; the others' loaded).
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["workers"] == 4 and (run / "ceilings.json").is_file()
+    # Measured in this run (a fresh results root has no cache): what, and when it held the
+    # device, never inside a variant's turn (the breakdown counts these spans as busy).
+    ceilings = json.loads((run / "ceilings.json").read_text())
+    assert ceilings["measured"] and any(k.startswith("copy:") for k in ceilings["measured"])
+    held = [tuple(x) for x in ceilings["held"]]
+    assert held and all(a <= b for a, b in held)
+    assert not [(h, t) for h in held for t in turns if h[0] < t[1] and t[0] < h[1]]
     timing = json.loads((run / "timing.json").read_text())["variants"]
     assert set(timing) >= {"xla", "eager", "xla_no_fusion"}
     assert timing["eager"]["prepare_s"] is None

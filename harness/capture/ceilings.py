@@ -219,6 +219,7 @@ def measure(
     now = time.time()
     cached = read_cache(cache, host, now) if cache is not None and not remeasure else {}
     entries = dict(cached)
+    measured = []  # the keys measured in this run, not found in the cache
     square = square_side(platform)
     wanted = list(dict.fromkeys(shapes))
     for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
@@ -228,11 +229,13 @@ def measure(
         if key not in entries:
             rate = measure_gemm(shape, budget_s, phases)
             entries[key] = {"flops_per_s": rate, "at": now, "key": key}
+            measured.append(key)
     entries.pop("copy", None)  # the old method's figure: an underestimate on a GPU
     if COPY_KEY not in entries:
         nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
         rate = measure_copy(nbytes, budget_s, platform, phases)
         entries[COPY_KEY] = {"bytes_per_s": rate, "at": now, "key": COPY_KEY}
+        measured.append(COPY_KEY)
     devices = int(environment.get("device_count") or 1)
     link_key = f"link:{devices}"
     if devices > 1 and link_key not in entries:
@@ -240,6 +243,7 @@ def measure(
             found = measure_link(platform, budget_s, _best_batch)
         if found is not None:
             entries[link_key] = {**found, "at": now, "key": link_key}
+            measured.append(link_key)
     if cache is not None:
         text = io.dumps({"host": host, "entries": entries})
         io.write_cache_file(cache.parent, cache.name, text.encode())
@@ -269,4 +273,7 @@ def measure(
         ),
         "age_s": now - oldest,
         "cache": str(cache) if cache is not None and cached else None,
+        "measured": measured,
+        # Where variants shared the device meanwhile: when the measurement held it.
+        "held": sorted([*phases.compiles, *phases.alone_spans]) if phases is not None else [],
     }

@@ -83,6 +83,7 @@ class DeviceTurn:
         self.compiles: list[tuple[float, float]] = []  # each compile phase held, unix seconds
         self.preparations: list[tuple[float, float]] = []  # each preparation held, unix seconds
         self.asked: list[float] = []  # when each compile phase was asked for, unix seconds
+        self.alone_spans: list[tuple[float, float]] = []  # each `alone` held, unix seconds
         # The worker's start and its device client's (set by the worker), unix seconds.
         self.worker_started: float | None = None
         self.worker_ready: float | None = None
@@ -176,9 +177,11 @@ class DeviceTurn:
             yield
             return
         self._take_alone()
+        held = time.time()
         try:
             yield
         finally:
+            self.alone_spans.append((held, time.time()))
             self._give_back()
 
     @property

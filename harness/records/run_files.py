@@ -151,6 +151,16 @@ class Ceilings:
     measured_at: str = doc("when the oldest figure was measured (UTC)")
     age_s: float = doc("its age when the run used it")
     cache: str | None = doc("the cache the figures came from, when they were kept")
+    measured: tuple[str, ...] = doc(
+        "the figures measured in this run (a GEMM shape's, `copy:...`, `link:...`), the others "
+        "cached",
+        (),
+    )
+    held: tuple[tuple[float, float], ...] = doc(
+        "when measuring them held the device beside the variants' captures, (began, ended) "
+        "Unix seconds: its compiles and its timings alone",
+        (),
+    )
 
 
 # --- variants/<name>/fusions.json -----------------------------------------------------------------
