@@ -5,7 +5,7 @@ Run on the H200: python3 benchmarks/gpu_study_overhead.py [--pairs=2] [--config.
 
 It is benchmarks/study_overhead.py with the H200 config: each pair runs the bare script
 (`bare stages:` its first calls, steady steps, profiles, recompiles, references and timing
-rounds) and then the harness (`time:` its capture, timing, analysis and report), and prints
+rounds) and then the harness (`time:` its capture, ceilings, timing, analysis and report), and prints
 each pair's ratio and the medians'.
 """
 

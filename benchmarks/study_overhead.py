@@ -11,7 +11,8 @@ window, the warm-up and blocked steps, the profiled steady steps, the recompile 
 in its own profiled window; eager variants dispatch op by op; the Python-branch variant is
 traced once. Both run as fresh processes, interleaved (harness, bare, harness, bare, ...), and
 the benchmark prints each wall time, the medians and their ratio. The harness's own breakdown
-line (capture, timing, analysis, report) is printed too.
+line (capture, ceilings, timing, analysis, report) is printed too: a first study in a results
+root measures the ceilings (4.6 s on the 2-core VM), which the bare script never does.
 
 After capture the bare script also does the measuring the study reports: each variant's result
 checked against the float64 reference, and every variant timed in interleaved rounds with none

@@ -134,6 +134,7 @@ def test_manifest_records_overrides_versions_and_status(cpu_run):
     assert set(manifest["stages_s"]) == {
         "start_s",
         "capture_s",
+        "ceilings_s",
         "timing_s",
         "analysis_s",
         "report_s",

@@ -112,7 +112,10 @@ class Manifest:
     status: str = doc("`running`, `complete`, `failed` or `interrupted`")
     reason: str | None = doc("why it failed or stopped")
     notes: tuple[str, ...] = doc("what the run says about itself (a re-time's kept files)", ())
-    stages_s: dict[str, float] = doc("seconds per stage: start, capture, timing, ...", EMPTY)
+    stages_s: dict[str, float] = doc(
+        "seconds per stage: start, capture, ceilings (measured, or waited for), timing, ...",
+        EMPTY,
+    )
     workers: int | None = doc("worker processes started")
     wall_s: float | None = doc("a search's wall time")
     dump: str | None = doc("`python -m harness.analyze`: the dump folder it analysed")
