@@ -144,6 +144,24 @@ def _slot_compiler(locks: str, slots: int, started: object, inside: object, peak
             inside.value -= 1
 
 
+def _late_measurer(locks: str, started: object, inside: object, peak: object, seen: object) -> None:
+    """A measurer that asks once two compiles were seen together: asked before, it would hold
+    the gate while the first compile, waiting inside for a second, held the device."""
+    started.wait(LIMIT_S)
+    deadline = time.monotonic() + LIMIT_S
+    while peak.value < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _measurer(locks, _NO_WAIT, inside, seen)
+
+
+class _NoWait:
+    def wait(self, timeout: float) -> None:
+        del timeout
+
+
+_NO_WAIT = _NoWait()
+
+
 def test_two_compile_slots_let_two_compiles_in_and_no_more(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     started = ctx.Barrier(COMPILERS + 2)
@@ -152,7 +170,9 @@ def test_two_compile_slots_let_two_compiles_in_and_no_more(tmp_path: Path) -> No
         ctx.Process(target=_slot_compiler, args=(str(tmp_path), 2, started, inside, peak))
         for _ in range(COMPILERS + 1)
     ]
-    procs.append(ctx.Process(target=_measurer, args=(str(tmp_path), started, inside, seen)))
+    procs.append(
+        ctx.Process(target=_late_measurer, args=(str(tmp_path), started, inside, peak, seen))
+    )
     for p in procs:
         p.start()
     for p in procs:
@@ -285,3 +305,28 @@ def test_autotune_choices_compare_by_what_was_chosen_not_by_its_timings(tmp_path
     (nested / "tmp" / "tmp_cache_x.textproto").write_text("partial")
     found = reuse.autotune_choices({reuse.AUTOTUNE_CACHE: str(nested)})
     assert found is not None and set(found) == {"ed0e56ab/e41c5eb8.pb"}
+
+
+@pytest.mark.study
+def test_a_study_with_two_compile_slots_records_them_and_marks_its_pauses(tmp_path: Path) -> None:
+    proc = run_harness(
+        "--config=gelu.yaml",
+        "--config.select=[xla,xla_no_fusion]",
+        "--config.capture.isolation=per_variant",
+        "--config.capture.ahead=1",
+        "--config.capture.compiles=2",
+        "--config.timing.budget_s=1",
+        "--config.timing.max_budget_s=1",
+        results_root=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = (tmp_path / "gelu" / "latest").resolve()
+    summary = json.loads((run / "summary.json").read_text())
+    for name in ("xla", "xla_no_fusion"):
+        result = json.loads((run / "variants" / name / "result.json").read_text())
+        assert result["pauses"]["compile_slots"] == 2  # the worker was given the config's
+        assert summary["variants"][name]["compile"]["compile_slots"] == 2
+        assert result["autotune_choices"] is None  # a CPU: XLA autotunes nothing
+    report = (run / "report.md").read_text()
+    assert report.count(" (≤2 compiling) |") == 2
+    assert "measured with up to 2 compiles at once" in report
