@@ -25,7 +25,7 @@ runs beside the others', and the device is shared in three kinds of phase:
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
   the memory, alone on the device, in config order (the supervisor's `go`).
 
-Three lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
+Lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
 device lock, shared by preparations and compiles and held alone by a measurement; the compile
 slots, one lock each, held by one compile at a time and taken before the device (a compile
 waiting for a slot holds nothing a measurement waits for; with several slots, the waiters
@@ -108,8 +108,8 @@ class DeviceTurn:
 
     @contextlib.contextmanager
     def compiling(self) -> Iterator[None]:
-        """Holds the device for a compile phase: one compile at a time, beside no measurement
-        (a measurement waiting for its turn goes first)."""
+        """Holds the device for a compile phase: in a compile slot (one compile at a time by
+        default), beside no measurement (a measurement waiting for its turn goes first)."""
         with self._shared(slot=True):
             yield
 
