@@ -107,6 +107,10 @@ def test_two_runs_programs_that_differ_say_how_many_autotuned_fusions_chose_diff
         "each of the 78 fusions autotuned in both runs chose alike; "
         "1 fusion was autotuned in one run only"
     )
+    apart = step_verdict(a, captured("p2", {"other": "cfg"}), floor=0.01)
+    assert apart.endswith(
+        "no fusion was autotuned in both runs; 79 fusions were autotuned in one run only"
+    )
     # No autotuning recorded (a CPU, or an older run): nothing is said of it.
     assert "autotuned" not in step_verdict(a, captured("p2", None), floor=0.01)
     assert step_verdict(a, captured("p1", retuned), floor=0.01).startswith("same program")

@@ -112,7 +112,11 @@ def autotune_difference(a: dict[str, str] | None, b: dict[str, str] | None) -> s
     only = len(a.keys() ^ b.keys())
     tuned = f"of the {fmt.count(len(both))} fusions autotuned in both runs"
     said = (
-        f"{fmt.count(differ)} {tuned} chose differently" if differ else f"each {tuned} chose alike"
+        "no fusion was autotuned in both runs"
+        if not both
+        else f"{fmt.count(differ)} {tuned} chose differently"
+        if differ
+        else f"each {tuned} chose alike"
     )
     lone = (
         f"{fmt.counted(only, 'fusion')} {'was' if only == 1 else 'were'} autotuned in one run only"

@@ -146,8 +146,8 @@ class _Pause(Claim):
                 else f"{fmt.text(c.recompile_backend_compiles)} XLA compilations for the new "
                 f"shape, {fmt.secs(c.recompile_xla_compile_s)}"
             )
-        if (c.compile_slots or 1) > 1:  # the pause may hold another compile's contention
-            detail += f"; measured with up to {c.compile_slots} compiles at once"
+        if c.compiled_together > 1:  # the pause may hold another compile's contention
+            detail += f"; measured with up to {c.compiled_together} compiles at once"
         label = "first call" if first else "recompile"
         # The threshold is in the sentence, so "no" beside a 216 ms recompile reads as what it
         # is: a pause under the ten steps this claim needs, not the absence of one.

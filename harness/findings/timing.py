@@ -311,7 +311,7 @@ def _pause(v: VariantFacts, ref: VariantFacts, platform: str) -> str:
             "process, where a later compile reuses what an earlier one autotuned "
             "(capture.isolation: per_variant compiles each in its own)"
         )
-    together = max(v.summary.compile.compile_slots or 1, ref.summary.compile.compile_slots or 1)
+    together = max(v.summary.compile.compiled_together, ref.summary.compile.compiled_together)
     if together > 1:
         # Compiles run together share the host's cores and the autotuner's GPU: the pauses
         # hold one another's contention (four at once took 2.3x longer each on the H200).

@@ -245,6 +245,12 @@ class Compile:
     )
     notes: tuple[str, ...] = doc("what the compile breakdown could not determine, and why", ())
 
+    @property
+    def compiled_together(self) -> int:
+        """The most compiles that could run together with this variant's (1: alone, or no
+        other worker shared the device)."""
+        return self.compile_slots or 1
+
 
 # --- dynamo (PyTorch variants) ----------------------------------------------------------------
 

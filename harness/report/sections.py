@@ -148,7 +148,7 @@ def numerics_cell(v: VariantData, found: Findings | None = None) -> str:
 
 def first_call_cell(c: Compile) -> str:
     """The first-call pause, and how many compiles could run beside it when others could."""
-    slots = c.compile_slots or 1
+    slots = c.compiled_together
     return fmt.secs(c.first_call_s) + (f" (≤{slots} compiling)" if slots > 1 else "")
 
 

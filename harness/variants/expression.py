@@ -186,9 +186,8 @@ def inputs_for(p: Problem, seed: int, cache: Path | None = None) -> Inputs:
 
 
 CACHED_BYTES = 64 << 20
-_RECIPE = (
-    2  # bump when make_inputs changes what it makes (2: one jit; fused, a GPU may round apart)
-)
+# Bump when make_inputs changes what it makes (2: one jit; fused, a GPU may round apart).
+_RECIPE = 2
 
 
 def _cache_key(key: tuple) -> str:
