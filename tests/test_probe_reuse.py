@@ -30,9 +30,9 @@ def test_the_recompile_is_compiled_but_never_dumped_again(cpu_run):
     assert record.recompile is not None and record.recompile.backend_compiles == 1
 
 
-def test_the_first_compile_takes_the_dump_options_the_variant_does_not_set():
+def test_the_dump_compile_takes_the_dump_options_the_variant_does_not_set():
     dump = {"xla_dump_to": "/d", "xla_dump_hlo_as_text": True}
-    assert reuse.first_compile_options(dump, {"xla_dump_hlo_as_text": False}) == {
+    assert reuse.dump_compile_options(dump, {"xla_dump_hlo_as_text": False}) == {
         "xla_dump_to": "/d"
     }
 
@@ -48,3 +48,61 @@ def test_a_gpu_variants_autotune_results_are_kept_in_its_own_folder(tmp_path):
     assert reuse.autotune_options("gpu", mine, "xla", tmp_path) == {}
     assert reuse.autotune_options("cpu", {}, "xla", tmp_path) == {}
     assert reuse.autotune_options("gpu", {}, "xla", None) == {}
+
+
+DUMPED_CONFIG = """
+experiment: d
+problem: {m: 16, k: 32, n: 32}
+measure: {warmup: 1, steps: 2, recompile: true}
+profile: {enabled: false}
+dump: {passes: true}
+variants:
+  - {name: xla, mode: jit}
+"""
+
+
+def test_the_first_call_is_a_users_compile_and_the_dumps_come_from_one_of_their_own(
+    tmp_path, monkeypatch
+):
+    import jax
+
+    from harness.capture.variant import Context, capture_variant
+    from harness.config import load
+
+    (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
+    exp = load(str(tmp_path / "c.yaml")).experiment
+    asked: list[dict] = []
+    real = jax.stages.Lowered.compile
+
+    def spy(self, compiler_options=None, **kwargs):
+        asked.append(dict(compiler_options or {}))
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", spy)
+    vdir = tmp_path / "xla"
+    record = capture_variant(exp, exp.variant("xla"), Context(vdir, "cpu")).record
+    first, again, dumped = asked  # the first call, the new-shape recompile, the dump compile
+    assert not any(k.startswith("xla_dump") for k in first | again)  # a user's compiles
+    assert dumped["xla_dump_hlo_pass_re"] == ".*" and dumped["xla_dump_to"] == str(vdir / "dump")
+    passes = [p for p in (vdir / "dump").iterdir() if ".jit_" in p.name]
+    assert len({p.name.split(".")[0] for p in passes}) == 1 and len(passes) > 10  # one module
+    assert record.probe_s.dump_s is not None and record.probe_s.dump_s > 0
+    assert not record.probe_failures and not any("differs" in n for n in record.notes)
+    assert (vdir / "ir").is_dir() and record.pauses.backend_compiles == 1
+
+
+def test_a_dump_compile_that_is_not_the_measured_program_says_so(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    from harness.capture import dumping
+    from harness.capture.turn import free
+
+    lowered = jax.jit(lambda x: jnp.tanh(x @ x) * 2.0 + 1.0).lower(jnp.ones((8, 8)))
+    measured = lowered.compile()
+    options = {"xla_dump_to": str(tmp_path / "same"), "xla_dump_hlo_as_text": True}
+    assert dumping.compile_dumped(lowered, options, measured, free(), tuned=False) is None
+    unfused = {"xla_dump_to": str(tmp_path / "other"), "xla_disable_hlo_passes": "fusion"}
+    note = dumping.compile_dumped(lowered, unfused, measured, free(), tuned=False)
+    assert note is not None and "differs from the measured program's" in note
+    assert any((tmp_path / "same").iterdir())

@@ -195,6 +195,23 @@ def test_inputs_are_prepared_beside_a_compile(tmp_path: Path) -> None:
     assert preparer.exitcode == 0
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_worker_sees_whether_its_next_compile_would_wait_for_a_slot(
+    tmp_path: Path, slots: int
+) -> None:
+    asking, held = DeviceTurn(locks=tmp_path, compiles=slots), []
+    assert not asking.slots_taken()
+    for _ in range(slots):  # each other worker holds one slot (its own lock files' fds)
+        held.append(DeviceTurn(locks=tmp_path, compiles=slots).compiling())
+        held[-1].__enter__()
+        assert asking.slots_taken() == (len(held) == slots)
+    held[-1].__exit__(None, None, None)  # one slot frees: a compile asked now goes straight in
+    assert not asking.slots_taken()
+    with asking.compiling():  # the check took no slot it kept
+        pass
+    assert not DeviceTurn().slots_taken()  # nobody shares the device: nothing to wait for
+
+
 def test_without_lock_files_every_phase_is_free() -> None:
     turn = DeviceTurn()
     with turn.preparing(), turn.compiling(), turn.alone():

@@ -2,10 +2,10 @@
 
 The new-shape probe measures the pause a user sees, so it stays a real compile: traced,
 lowered and compiled again by the same `jax.jit` object (so JAX explains its cache miss) with
-the variant's own options only. The dump options go on the first compile alone
-(`first_compile_options`): before, the jit carried them, and the recompile wrote the whole
-per-pass dump and the emitters' files a second time (and paid for them inside the pause it
-measured) to keep one file, its optimized HLO, which its executable gives directly.
+the variant's own options only. The dump options go on the dump compile alone
+(`dump_compile_options`; harness.capture.dumping), so neither the first call nor the
+recompile pays for the per-pass and emitter files inside the pause it measures; the
+recompile's optimized HLO comes from its executable.
 
 Everything else reuses the first compile: the profile and the blocked steps call its
 executable; the timing stage calls it too (the same worker) or loads it (harness.capture.variant
@@ -15,8 +15,9 @@ first compile's autotune results are keyed by shape and do not apply), which is 
 measures.
 
 The autotuner's results are kept per variant on a GPU (`autotune_options`): its first compile
-writes them to its own folder in the supervisor's private one, and a timing worker that must
-compile the variant again (its executable could not be kept) reads them, so it times the
+writes them to its own folder in the supervisor's private one (`autotune_folder`: a temporary
+one where there is none). The dump compile reads them, and so does a timing worker that must
+compile the variant again (its executable could not be kept), so it times the
 kernels the capture chose, and pays no autotuning for them (XLA allows it: the cache is keyed
 by each fusion's HLO and the device, so it never changes the program, only skips the tuning).
 
@@ -31,6 +32,7 @@ import dataclasses
 import hashlib
 import itertools
 import re
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,8 +44,8 @@ from harness.common import userfiles
 from harness.records.probes import ProbeCosts
 
 
-def first_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any]) -> dict:
-    """Returns the dump options the first compile adds to the jit's (the variant's own
+def dump_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any]) -> dict:
+    """Returns the dump options the dump compile adds to the jit's (the variant's own
     options, which win where both name a key)."""
     return {k: v for k, v in dump.items() if k not in xla_options}
 
@@ -65,6 +67,18 @@ def autotune_options(
     folder = private / "autotune" / name
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return {AUTOTUNE_CACHE: str(folder)}
+
+
+@contextlib.contextmanager
+def autotune_folder(platform: str, private: Path | None) -> Iterator[Path | None]:
+    """The private folder a GPU variant's first compile keeps its autotune results in: the
+    supervisor's where it gave one (a timing worker reads them too), else a temporary one
+    that only the dump compile reads (harness.capture.dumping), removed after the capture."""
+    if platform != "gpu" or private is not None:
+        yield private
+        return
+    with tempfile.TemporaryDirectory(prefix="harness-autotune-") as made:
+        yield Path(made)
 
 
 # A legacy text result's measured times: they differ run to run where the choice does not.

@@ -24,6 +24,10 @@ runs beside the others', and the device is shared in three kinds of phase:
   LM's new-shape recompiles took 4.1-6.1 s in its study, 4.3-4.7 s captured alone.
 - **measuring** (the variant's turn): the first execution, the steady steps, the profile and
   the memory, alone on the device, in config order (the supervisor's `go`).
+- **host work**, holding nothing: a GPU variant's dump compile (harness.capture.dumping: it
+  reads the first compile's autotune results and times no kernel), made while the variant
+  waits for a compile slot others hold (`slots_taken`), else after its recompile, and a
+  program's float64 reference, after the recompile.
 
 Lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
 device lock, shared by preparations and compiles and held alone by a measurement; the compile
@@ -112,6 +116,19 @@ class DeviceTurn:
         default), beside no measurement (a measurement waiting for its turn goes first)."""
         with self._shared(slot=True):
             yield
+
+    def slots_taken(self) -> bool:
+        """True when every compile slot is held now (by other workers: this one holds none
+        between its phases), so a compile asked for would wait; False when one is free, or
+        nobody shares the device."""
+        for slot in self._slots if self.shared else []:
+            try:
+                fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            fcntl.flock(slot, fcntl.LOCK_UN)
+            return False
+        return bool(self._slots) and self.shared
 
     def _take_slot(self) -> int:
         """Waits for a compile slot and returns its lock, held. One slot: its lock. Several:

@@ -458,13 +458,20 @@ def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recom
 def _capture_jit(
     exp: Experiment, variant: Variant, subject: Subject, ctx: Context
 ) -> tuple[CaptureRecord, Callable[[], Any]]:
+    with reuse.autotune_folder(ctx.platform, ctx.executables) as private:
+        return _capture_compiled(exp, variant, subject, ctx, private)
+
+
+def _capture_compiled(
+    exp: Experiment, variant: Variant, subject: Subject, ctx: Context, private: Path | None
+) -> tuple[CaptureRecord, Callable[[], Any]]:
     dump_dir = ctx.variant_dir / "dump"
     dump = dumping.dump_options(dump_dir, subject.module_re, exp.dump, ctx.platform)
-    tuned = reuse.autotune_options(ctx.platform, variant.xla_options, variant.name, ctx.executables)
-    dump = {**reuse.first_compile_options(dump, variant.xla_options), **tuned}
+    tuned = reuse.autotune_options(ctx.platform, variant.xla_options, variant.name, private)
+    dump = {**reuse.dump_compile_options(dump, variant.xla_options), **tuned}
     placed = subject.placed
-    # The variant's options on the jit, the dump's on its first compile alone: the new-shape
-    # recompile is then a user's compile, and nothing is dumped twice (harness.capture.reuse).
+    # The variant's options on the jit, the dump's on its dump compile alone: the first call
+    # and the new-shape recompile are a user's compiles (harness.capture.dumping).
     jitted = jax.jit(placed.fn, compiler_options=dict(variant.xla_options), **placed.jit_kwargs)
     args = placed.args
     devices = capture_memory.devices_of(args)
@@ -480,7 +487,7 @@ def _capture_jit(
         with ctx.turn.compiling():  # never beside a measurement (capture.compiles: others)
             if subject.reference is not None:  # in a thread, where the cores allow it
                 subject.reference.start()
-            compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=dump))
+            compiled, xla_compile_s = measure.timed(lambda: lowered.compile(compiler_options=tuned))
         # Untimed, before the first execution: no timed call shares the CPU with it. Waited
         # for outside the compile phase, so the next variant compiles meanwhile (a scanned
         # LM's float64 reference took 6 s on the H200's host, all of it held the compiles up).
@@ -510,11 +517,20 @@ def _capture_jit(
     times = _steady(exp, ctx, call)
     memory = capture_memory.measured(compiled, devices, memory_before, ctx.fresh_process)
     ctx.turn.end()  # the next variant may measure; this one compiles again beside it
+    choices = reuse.autotune_choices(tuned)  # the first compile's, before the dump compile's
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
+    # The dump compile fills the wait for a compile slot another variant holds; with the slot
+    # free it waits until after the recompile (the slot idles for no host work). On the H200,
+    # run beside the float64 reference instead, it and the reference slowed the compiles in
+    # the slot: a scanned LM's study held the slot 23% longer than its variants alone.
+    waits = ctx.turn.slots_taken()
+    dump_note = _dump_compile(lowered, dump, compiled, ctx, bool(tuned)) if waits else None
     recompile = _recompile(
         exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again, ctx.turn)
     )
+    if not waits:
+        dump_note = _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     modules = (
@@ -555,14 +571,28 @@ def _capture_jit(
         flops_analytic=flops,
         flops_analytic_source=flops_source,
         program=studied,
-        autotune_choices=reuse.autotune_choices(tuned),
-        notes=() if modules else ("XLA wrote no dump for this module",),
+        autotune_choices=choices,
+        notes=(() if modules else ("XLA wrote no dump for this module",))
+        + ((dump_note,) if dump_note else ()),
         mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
         if placed.record is not None
         else None,
         memory=memory,
     )
     return record, call
+
+
+def _dump_compile(
+    lowered: Any, options: dict[str, Any], measured: Any, ctx: Context, tuned: bool
+) -> str | None:
+    """The variant's dumps, from a compile of their own (harness.capture.dumping); one that
+    fails is the `dump` probe's failure, recorded in ctx, and the variant stands."""
+    try:
+        with reuse.spent(ctx.costs, "dump"):
+            return dumping.compile_dumped(lowered, options, measured, ctx.turn, tuned)
+    except Exception as e:
+        ctx.failures.append(failed_probe("dump", e))
+        return None
 
 
 def _expected_trace_error(variant: Variant, subject: Subject, ctx: Context) -> CaptureRecord:

@@ -2,7 +2,8 @@
 from harness.records.summary, which is over its size limit).
 
 A variant's optional probes are the new-shape call (`recompile`), the profiler traces
-(`profile`), the emitters' dumps (`emitter_dumps`) and the float64 reference (`numerics`). One
+(`profile`), the dump compile (`dump`), the emitters' dumps (`emitter_dumps`) and the float64
+reference (`numerics`). One
 that fails records its own failure here; the variant's other results stand.
 """
 
@@ -15,7 +16,7 @@ from harness.store.records import doc
 
 @dataclass(frozen=True)
 class ProbeFailure:
-    probe: str = doc("`recompile`, `profile`, `emitter_dumps` or `numerics`")
+    probe: str = doc("`recompile`, `profile`, `dump`, `emitter_dumps` or `numerics`")
     reason: str = doc("the exception's type and first line")
 
 
@@ -23,7 +24,9 @@ class ProbeFailure:
 class ProbeCosts:
     """What each of a variant's capture probes cost, in wall seconds (harness.capture.reuse)."""
 
-    first_call_s: float | None = doc("the first call: trace, lower, compile (dumped) and run")
+    first_call_s: float | None = doc(
+        "the first call: trace, lower, compile (a user's: not dumped) and run"
+    )
     steady_s: float | None = doc("the warm-up and blocked per-call steps")
     profile_s: float | None = doc("the profiled steady steps (the first call's executable)")
     reference_s: float | None = doc(
@@ -32,7 +35,7 @@ class ProbeCosts:
     recompile_s: float | None = doc(
         "the new-shape call: a real compile, not dumped (its optimized HLO from the executable)"
     )
-    ir_s: float | None = doc("the IR ladder, from the first compile's dump (never dumped again)")
+    ir_s: float | None = doc("the IR ladder, from the dump compile's files (dumped once)")
     keep_s: float | None = doc("the executable kept for the timing worker (not compiled again)")
     # Added after the first result.json with probe_s: absent in older files (null).
     reference_compute_s: float | None = doc(
@@ -91,4 +94,9 @@ class ProbeCosts:
     compiles_asked: tuple[float, ...] | None = doc(
         "when it asked for each compile phase in `compiles`, Unix seconds: the slot's idle "
         "time with nobody asking is the capture's, not the contention's"
+    )
+    # Added with the dump compile (harness.capture.dumping): absent in older files (null).
+    dump_s: float | None = doc(
+        "the dump compile: the first call's lowering compiled again with the dump options, "
+        "reading its autotune results on a GPU (null: not a jit, or not recorded)"
     )
