@@ -151,8 +151,8 @@ class Identity:
     callback_lines: int | None = doc("lines a host callback printed during the variant")
     eager_modules: tuple[str, ...] = doc("the primitive modules eager dispatch compiled", ())
     probe_failures: tuple[ProbeFailure, ...] = doc(
-        "the optional probes that failed (recompile, profile, dump compile, emitter dumps, numerics), each "
-        "with its reason; the variant's other results stand",
+        "the optional probes that failed (recompile, profile, dump compile, emitter dumps, "
+        "numerics), each with its reason; the variant's other results stand",
         (),
     )
 
