@@ -103,6 +103,7 @@ _.features  # harness/records/torch_facts.py:117: field of the record TorchFacts
 _.turn_wait_s  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.compile_wait_s  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_began  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.dump_s  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_ended  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_shared  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.compiles_asked  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
