@@ -84,12 +84,11 @@ def compile_dumped(
     kept) it is a compile like the others, in the device's compile slot."""
     with contextlib.nullcontext() if tuned else turn.compiling():
         dumped = lowered.compile(compiler_options=options)
+    texts = dumped.as_text(), measured.as_text()
     try:
-        same = fingerprint.hlo_text_digest(dumped.as_text()) == fingerprint.hlo_text_digest(
-            measured.as_text()
-        )
+        same = fingerprint.hlo_text_digest(texts[0]) == fingerprint.hlo_text_digest(texts[1])
     except Exception:  # an HLO our parser rejects: compared as text
-        same = dumped.as_text() == measured.as_text()
+        same = texts[0] == texts[1]
     if same:
         return None
     return (

@@ -121,14 +121,16 @@ class DeviceTurn:
         """True when every compile slot is held now (by other workers: this one holds none
         between its phases), so a compile asked for would wait; False when one is free, or
         nobody shares the device."""
-        for slot in self._slots if self.shared else []:
+        if not self.shared:
+            return False
+        for slot in self._slots:
             try:
                 fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
             fcntl.flock(slot, fcntl.LOCK_UN)
             return False
-        return bool(self._slots) and self.shared
+        return True
 
     def _take_slot(self) -> int:
         """Waits for a compile slot and returns its lock, held. One slot: its lock. Several:
