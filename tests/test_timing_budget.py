@@ -129,7 +129,10 @@ def test_min_rounds_under_two_is_a_one_line_error_naming_the_key(tmp_path: Path)
 # The loop is 0.8 s a call at the fastest, so three rounds never fit 1.6 s, and the quarter of
 # it always left gives the jitted call's smallest rounds 0.4 s (0.1 s before: under the full
 # suite's load a calibration hiccup made them 0.26 s, and the jitted call was left out too).
-LEFT_OUT = {"max_budget_s": 1.6, "primitives": 160_000}
+# The loop's two warm-up calls spend max_budget_s, whatever the load; the quarter always
+# left (1.0 s) holds the jitted call's three rounds (18 calls with its A/A twin) even at 50 ms
+# a call: under the suite's load its calibration once read 33 ms, past 1.6 s's quarter.
+LEFT_OUT = {"max_budget_s": 4.0, "primitives": 400_000}
 
 
 def slow_eager_stage(tmp_path: Path, max_budget_s: float, primitives: int = 3000):
@@ -180,9 +183,9 @@ def test_the_stage_cuts_a_slow_eager_call_and_every_verdict_says_so(tmp_path: Pa
 def test_the_stage_leaves_out_a_call_it_cannot_time_within_its_largest_budget(
     tmp_path: Path,
 ) -> None:
-    # max_budget_s 1.6: three rounds of a 160 000-primitive loop (0.8 s a call at the fastest)
+    # max_budget_s 4.0: three rounds of a 400 000-primitive loop (2 s a call at the fastest)
     # cannot fit; it is warmed up and left out, with why, and the jitted call, whose smallest
-    # batches fit the quarter of max_budget_s always left (0.4 s), is still timed in its rounds.
+    # batches fit the quarter of max_budget_s always left (1.0 s), is still timed in its rounds.
     record, _, eager_calls = slow_eager_stage(tmp_path, **LEFT_OUT)
     assert eager_calls == 2 and "eager" not in record.variants
     assert "timing.max_budget_s" in record.excluded["eager"]
