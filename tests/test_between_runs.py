@@ -22,6 +22,7 @@ from harness.records.summary import RunSummary
 from harness.report import unresolved
 
 MOVER = "xla_host_callback"
+BASELINE = "xla"
 
 
 def test_dersimonian_laird_with_equal_variances_is_the_spread_beyond_them() -> None:
@@ -51,13 +52,19 @@ def test_a_spread_widens_the_interval_and_keeps_the_ratio() -> None:
 
 
 def _copy(run: Path, parent: Path, run_id: str, scale: float, **noise: object) -> Path:
-    """Copies the run to parent/run_id with MOVER's rounds scaled, its summary marked as the
-    given noise (resolved by default)."""
+    """Copies the run to parent/run_id with MOVER's rounds made BASELINE's × 2 × scale (± 2%
+    round by round, so each run's own interval has a width), its summary marked as the given
+    noise (resolved by default).
+
+    MOVER's own rounds are not kept: a host callback on a loaded machine reads an interval so
+    wide that it alone would explain the spread between runs, and the test would measure the
+    load."""
     out = parent / run_id
     shutil.copytree(run, out, symlinks=True)
     timing = json.loads((out / "timing.json").read_text())
     timing["variants"][MOVER]["round_step_s"] = [
-        t * scale for t in timing["variants"][MOVER]["round_step_s"]
+        t * 2.0 * scale * (1.02 if i % 2 else 0.98)
+        for i, t in enumerate(timing["variants"][BASELINE]["round_step_s"])
     ]
     (out / "timing.json").write_text(json.dumps(timing))
     summary = json.loads((out / "summary.json").read_text())
@@ -101,7 +108,7 @@ def history(cpu_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     _copy(cpu_run, parent, "20260101-000005", 1.0)
     _rounds(_copy(cpu_run, parent, "20260101-000007", 3.0), 99)
     _copy(cpu_run, parent, "20260101-000009", 5.0)
-    shutil.copytree(cpu_run, parent / "20260101-000008", symlinks=True)
+    _copy(cpu_run, parent, "20260101-000008", 1.0)
     return parent
 
 
@@ -115,7 +122,7 @@ def test_a_ratio_that_moved_between_runs_gets_a_wider_interval(history: Path) ->
     moved = summary.variants[MOVER].comparison.vs_baseline
     assert moved is not None and moved.between_runs is not None and moved.ci95_rounds
     # Rounds ×0.5, ×2 and ×1 beside this run's: log ratios 0.69 either side, a spread (sd)
-    # of 0.57 of which the tiny run's own rounds explain little.
+    # of 0.57 of which each run's own rounds (a constant ratio) explain nothing.
     assert 0.3 < moved.between_runs < 0.6
     assert moved.ci95[0] < moved.ci95_rounds[0] and moved.ci95[1] > moved.ci95_rounds[1]
     # A comparison whose earlier runs read the same ratio gets no spread.
