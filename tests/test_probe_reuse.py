@@ -106,3 +106,37 @@ def test_a_dump_compile_that_is_not_the_measured_program_says_so(tmp_path):
     note = dumping.compile_dumped(lowered, unfused, measured, free(), tuned=False)
     assert note is not None and "differs from the measured program's" in note
     assert any((tmp_path / "same").iterdir())
+
+
+def test_a_dump_compile_that_fails_is_the_dump_probes_and_the_note_says_why(tmp_path, monkeypatch):
+    """The dump compile (the only compile with `xla_dump_to`) raises: the variant stands, the
+    `dump` probe's failure is recorded, and the missing dump's note names that failure rather
+    than only saying XLA wrote none."""
+    import jax
+
+    from harness.capture.variant import Context, capture_variant
+    from harness.config import load
+
+    (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
+    exp = load(str(tmp_path / "c.yaml")).experiment
+    real = jax.stages.Lowered.compile
+
+    def failing_dump(self, compiler_options=None, **kwargs):
+        if "xla_dump_to" in (compiler_options or {}):
+            raise RuntimeError("INTERNAL: the disk went away\nsecond line")
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", failing_dump)
+    record = capture_variant(exp, exp.variant("xla"), Context(tmp_path / "xla", "cpu")).record
+    assert record.status == "ok" and record.latency_blocked_s
+    assert [f.probe for f in record.probe_failures] == ["dump"]
+    (note,) = [n for n in record.notes if "no dump" in n]
+    assert "dump compile failed" in note and "the disk went away" in note
+    assert "second line" not in note
+
+
+def test_a_dump_of_other_modules_says_how_many():
+    from harness.capture import dumping
+
+    assert "2 module(s) of other names" in dumping.missing_note("jit_f", 2, ())
+    assert dumping.missing_note("jit_f", 0, ()) == "XLA wrote no dump for this module"

@@ -28,6 +28,7 @@ from typing import Any
 from harness.capture.turn import DeviceTurn
 from harness.config.experiment import Dump
 from harness.hlo import fingerprint
+from harness.records.probes import ProbeFailure
 
 
 def dump_options(dump_dir: Path, module_re: str, dump: Dump, platform: str) -> dict[str, Any]:
@@ -95,3 +96,17 @@ def compile_dumped(
         "its dumps are of a second compile whose optimized HLO differs from the measured "
         "program's: the IR ladder and the profile are of different programs"
     )
+
+
+def missing_note(module: str, others: int, failures: tuple[ProbeFailure, ...]) -> str:
+    """The note of a variant whose dump holds no module named `module`, saying why where the
+    capture knows: its dump compile failed, or XLA dumped `others` modules of other names."""
+    failed = next((f for f in failures if f.probe == "dump"), None)
+    if failed is not None:
+        return f"XLA wrote no dump for this module: its dump compile failed ({failed.reason})"
+    if others:
+        return (
+            f"XLA wrote no dump for this module `{module}`: the dump holds {others} module(s) of "
+            "other names"
+        )
+    return "XLA wrote no dump for this module"

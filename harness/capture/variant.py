@@ -533,11 +533,8 @@ def _capture_compiled(
         dump_note = _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
-    modules = (
-        [m for m in ladder.dump_modules(dump_dir.iterdir()) if m.name == module]
-        if dump_dir.exists()
-        else []
-    )
+    dumped = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()
+    modules = [m for m in dumped if m.name == module]
     writer = ladder.LadderWriter(ctx.variant_dir / "ir")
     writer.text("jaxpr", str(traced.jaxpr))
     writer.text("stablehlo", lowered.as_text())
@@ -572,7 +569,7 @@ def _capture_compiled(
         flops_analytic_source=flops_source,
         program=studied,
         autotune_choices=choices,
-        notes=(() if modules else ("XLA wrote no dump for this module",))
+        notes=(() if modules else (dumping.missing_note(module, len(dumped), tuple(ctx.failures)),))
         + ((dump_note,) if dump_note else ()),
         mesh=dataclasses.replace(placed.record, output_sharding=sharded.output_sharding(y))
         if placed.record is not None
