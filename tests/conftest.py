@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -149,7 +150,7 @@ STUDY_FIXTURES = frozenset(
         "search_run",  # test_search.py
         "sharded_run",  # test_sharded.py
         "program_run",  # test_user_program.py
-        "world_run",  # test_hostile.py
+        "world_run",  # test_hostile.py, test_hostile_faults.py
         "group_run",  # test_processes.py: a study across two processes
     }
 )
@@ -202,6 +203,7 @@ sys.addaudithook(_note_unmarked_study)
 LONGEST_FIRST = (
     "test_hostile.py",
     "test_faults.py",
+    "test_hostile_faults.py",  # classes 6-7 of the hostile cases, split off test_hostile.py
     "test_hlo_parser.py",
     "test_analyze_cli.py",
     "test_bad_inputs.py",
@@ -327,3 +329,71 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"checkout (not found at {FIXTURES}) and {'was' if n == 1 else 'were'} skipped; "
             "the README's 'Tests' section says where it comes from."
         )
+
+
+# --- the world each hostile case runs in (tests/test_hostile.py, test_hostile_faults.py) -------------------
+
+
+def under(path: Path, folders: tuple[Path, ...]) -> bool:
+    """True when `path` (not followed if it is a link) is one of `folders` or inside one."""
+    return any(path == f or f in path.parents for f in folders)
+
+
+def snapshot(root: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
+    """Every file and link under root (except `skip`), with a hash of its content or target."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        if under(path, skip):
+            continue
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        elif path.is_dir():
+            out[rel] = "dir"
+    return out
+
+
+@dataclass
+class World:
+    """tmp/sentinel (files nobody may touch), tmp/results holding one finished run."""
+
+    root: Path
+    results: Path
+    run: Path
+    sentinel: Path
+
+    def before(self) -> dict[str, str]:
+        return snapshot(self.root)
+
+
+# The finished run each case runs beside: the default study shrunk as conftest.TINY shrinks it,
+# with the variants the cases name. Every case copies it and hashes it twice; the session's
+# 13-variant cpu_run cost 0.8 CPU-s a case for that alone.
+WORLD_STUDY = ("--config=gelu.yaml", *TINY, "--config.select=eager,xla,xla_lax_cond,matmul_only")
+
+
+@pytest.fixture(scope="session")
+def world_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    def study(root: Path) -> None:
+        proc = run_harness(*WORLD_STUDY, results_root=root)
+        if proc.returncode != 0:
+            raise AssertionError(f"the world's study failed:\n{proc.stdout}\n{proc.stderr}")
+
+    found = once_per_session(tmp_path_factory, "hostile_world", study)
+    return (found / "gelu" / "latest").resolve()
+
+
+@pytest.fixture
+def world(tmp_path: Path, world_run: Path) -> World:
+    results = tmp_path / "results"
+    run = results / "gelu" / world_run.name
+    shutil.copytree(world_run, run, symlinks=True)
+    (results / "gelu" / "latest").symlink_to(run.name)
+    sentinel = tmp_path / "sentinel"
+    sentinel.mkdir()
+    (sentinel / "keep.txt").write_text("mine\n")
+    (sentinel / "nested").mkdir()
+    (sentinel / "nested" / "data.bin").write_bytes(os.urandom(64))
+    return World(tmp_path, results, run, sentinel)
