@@ -20,31 +20,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import study_breakdown  # noqa: E402  (beside this file)
+import study_breakdown
+from busy_machine import run_study
 
 
-def study(config: str, root: Path, overrides: list[str]) -> tuple[float, Path]:
+def captured(config: str, root: Path, overrides: list[str]) -> tuple[float, Path]:
     """Runs one study in a fresh process; returns its capture stage's seconds and its folder.
     Every run shares `root`: the device's ceilings, measured by the first and cached there, are
     then no run's capture."""
-    cmd = [sys.executable, "-m", "harness", f"--config={config}", f"--results_root={root}"]
-    before = set(root.glob("*/2*"))
-    proc = subprocess.run(cmd + overrides, cwd=REPO, capture_output=True, text=True, check=False)
-    runs = sorted(p for p in set(root.glob("*/2*")) - before if (p / "manifest.json").is_file())
-    if proc.returncode != 0 or not runs:
-        tail = proc.stderr[-3000:]
-        raise SystemExit(f"{' '.join(cmd + overrides)} failed ({proc.returncode}):\n{tail}")
-    manifest = json.loads((runs[-1] / "manifest.json").read_text())
-    return float(manifest["stages_s"]["capture_s"]), runs[-1]
+    run = run_study(config, root, overrides).path
+    manifest = json.loads((run / "manifest.json").read_text())
+    return float(manifest["stages_s"]["capture_s"]), run
 
 
 def variant_names(config: str, overrides: list[str]) -> tuple[str, ...]:
@@ -58,23 +50,25 @@ def one_pair(
 ) -> float:
     """Runs the study and each variant alone, in the given order; prints and returns the
     study's capture over the sum of the variants' alone."""
-    each: dict[str, float] = {}
-    captured, run = 0.0, root
-    for part in ("study", "alone") if study_first else ("alone", "study"):
-        if part == "study":
-            captured, run = study(config, root, overrides)
-            continue
-        for n in names:
-            each[n] = study(config, root, [*overrides, f"--config.select={n}"])[0]
+
+    def alone() -> dict[str, float]:
+        return {n: captured(config, root, [*overrides, f"--config.select={n}"])[0] for n in names}
+
+    if study_first:
+        together, run = captured(config, root, overrides)
+        each = alone()
+    else:
+        each = alone()
+        together, run = captured(config, root, overrides)
     total = sum(each.values())
     print(
-        f"study capture {captured:.1f} s, alone "
+        f"study capture {together:.1f} s, alone "
         + ", ".join(f"{n} {s:.1f}" for n, s in each.items())
-        + f" (sum {total:.1f} s): {captured / total:.1%}",
+        + f" (sum {total:.1f} s): {together / total:.1%}",
         flush=True,
     )
     study_breakdown.main(run)
-    return captured / total
+    return together / total
 
 
 def main() -> None:
@@ -86,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="capture-overlap-") as tmp:
         root = Path(tmp)
         # Not counted: measures and caches every ceiling the variants need, warms the caches.
-        study(args.config, root, overrides)
+        captured(args.config, root, overrides)
         ratios = []
         for pair in range(args.pairs):
             print(f"pair {pair + 1}:", flush=True)

@@ -331,7 +331,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-# --- the world each hostile case runs in (tests/test_hostile.py, test_hostile_faults.py) -------------------
+# --- the world each hostile case runs in (test_hostile.py, test_hostile_faults.py) ---------
 
 
 def under(path: Path, folders: tuple[Path, ...]) -> bool:
