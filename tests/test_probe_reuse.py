@@ -140,3 +140,61 @@ def test_a_dump_of_other_modules_says_how_many():
 
     assert "2 module(s) of other names" in dumping.missing_note("jit_f", 2, ())
     assert dumping.missing_note("jit_f", 0, ()) == "XLA wrote no dump for this module"
+
+
+def test_the_dump_compile_fills_a_wait_for_the_slot_that_began_after_the_turn(
+    tmp_path, monkeypatch
+):
+    """Another variant takes the one compile slot after this one's turn ended, while it makes
+    its new-shape inputs: the dump compile runs then, before the recompile waits, not after
+    it (on the H200 a scanned encoder's 8.3 s dump compile, decided at the turn's end, ran
+    after every compile as the study's tail). The other variant's compile ends when this
+    one next asks for the slot (on a CPU the dump compile is a compile like the others)."""
+    import fcntl
+    import os
+
+    import jax
+
+    from harness.capture import turn as device_turn
+    from harness.capture.variant import Context, capture_variant
+    from harness.config import load
+
+    (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
+    exp = load(str(tmp_path / "c.yaml")).experiment
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    turn = device_turn.DeviceTurn(locks=locks)
+    other = os.open(locks / device_turn.slot_file(0), os.O_RDWR | os.O_CREAT)  # another variant
+    asked: list[str] = []
+    real_compile, real_preparing, real_compiling = (
+        jax.stages.Lowered.compile,
+        turn.preparing,
+        turn.compiling,
+    )
+
+    def compile_spy(self, compiler_options=None, **kwargs):
+        asked.append("dump" if "xla_dump_to" in (compiler_options or {}) else "compile")
+        return real_compile(self, compiler_options=compiler_options, **kwargs)
+
+    def preparing():
+        if turn.ended is not None and "taken" not in asked:
+            asked.append("taken")
+            fcntl.flock(other, fcntl.LOCK_EX)  # asked after the turn, before the recompile
+        return real_preparing()
+
+    def compiling():
+        if "taken" in asked:
+            fcntl.flock(other, fcntl.LOCK_UN)  # the other variant's compile ends
+        return real_compiling()
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    monkeypatch.setattr(turn, "preparing", preparing)
+    monkeypatch.setattr(turn, "compiling", compiling)
+    context = Context(tmp_path / "xla", "cpu", turn=turn)
+    try:
+        record = capture_variant(exp, exp.variant("xla"), context).record
+    finally:
+        os.close(other)
+    assert asked == ["compile", "taken", "dump", "compile"]
+    assert record.status == "ok" and not record.probe_failures
+    assert record.recompile is not None and record.recompile.backend_compiles == 1

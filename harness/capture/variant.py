@@ -420,19 +420,24 @@ def keep_numerics(
 
 
 def _recompile(
-    exp: Experiment, ctx: Context, halved: Callable[[], Any], call: Callable[[Any], Any]
+    exp: Experiment,
+    ctx: Context,
+    halved: Callable[[], Any],
+    call: Callable[[Any], Any],
+    meanwhile: Callable[[], None] = lambda: None,
 ) -> Recompile | None:
     """Calls with the new shapes; returns the pause and JAX's explanation of the cache miss.
     `call(half)` takes its own phases of the device (ctx.turn): the compile phase only for what
     compiles or runs. `halved()` makes the new inputs before, beside other variants' compiles:
-    it is eager work with compiles of its own, outside the timed window. What the call waited
-    for the device is not its pause. A call that fails is the `recompile` probe's failure,
-    recorded in ctx; the variant stands."""
+    it is eager work with compiles of its own, outside the timed window, and `meanwhile()`
+    runs after it, still outside. What the call waited for the device is not its pause. A
+    call that fails is the `recompile` probe's failure, recorded in ctx; the variant stands."""
     if not exp.measure.recompile:
         return None
     try:
         with ctx.turn.preparing():
             half = jax.block_until_ready(halved())
+        meanwhile()
         waits_before = ctx.turn.compile_wait_s
         with reuse.spent(ctx.costs, "recompile"):
             found = _recompiled(exp, ctx, lambda: call(half))
@@ -520,17 +525,29 @@ def _capture_compiled(
     choices = reuse.autotune_choices(tuned)  # the first compile's, before the dump compile's
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
-    # The dump compile fills the wait for a compile slot another variant holds; with the slot
-    # free it waits until after the recompile (the slot idles for no host work). On the H200,
-    # run beside the float64 reference instead, it and the reference slowed the compiles in
-    # the slot: a scanned LM's study held the slot 23% longer than its variants alone.
-    waits = ctx.turn.slots_taken()
-    dump_note = _dump_compile(lowered, dump, compiled, ctx, bool(tuned)) if waits else None
+    dump_notes: list[str | None] = []  # one entry once the dump compile ran
+
+    def dump_if_waiting() -> None:
+        """The dump compile fills the wait for a compile slot another variant holds, asked
+        once the new-shape inputs are made (asked at the turn's end instead, a slot free then
+        was often taken by the time the recompile asked: on the H200 a scanned encoder's last
+        dump compile, 8.3 s, then ran after every compile, the study's tail). With the slot
+        free it waits until after the recompile (the slot idles for no host work). On the
+        H200, run beside the float64 reference instead, it and the reference slowed the
+        compiles in the slot: a scanned LM's study held the slot 23% longer than alone."""
+        if ctx.turn.slots_taken():
+            dump_notes.append(_dump_compile(lowered, dump, compiled, ctx, bool(tuned)))
+
     recompile = _recompile(
-        exp, ctx, placed.halved, lambda half: reuse.compiled_again(jitted, half, again, ctx.turn)
+        exp,
+        ctx,
+        placed.halved,
+        lambda half: reuse.compiled_again(jitted, half, again, ctx.turn),
+        dump_if_waiting,
     )
-    if not waits:
-        dump_note = _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
+    if not dump_notes:  # no recompile, or the slot was free when it asked
+        dump_notes.append(_dump_compile(lowered, dump, compiled, ctx, bool(tuned)))
+    dump_note = dump_notes[0]
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     dumped = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()
