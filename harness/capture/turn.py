@@ -18,7 +18,11 @@ runs beside the others', and the device is shared in three kinds of phase:
   each autotuning choice is then the variant's own, as in a process alone. (Four compiles run
   together on the H200 took 2.3× longer each, and the pauses compared were the contention's.)
   With `capture.compiles: N`, up to N compile together: the study ends sooner where compiles
-  are most of it, and each variant records the slots it compiled with
+  are most of it, though less than N times sooner, as one XLA compile is itself parallel (a
+  scanned encoder's kept 7.8 of the H200 host's 16 cores busy alone, 5 each two together;
+  two slots captured its 4-variant study in 91.0 s, one slot in 101.1 s with 4.8 s of
+  ceilings measured beside it, two runs apart), and each variant records the slots it
+  compiled with
   (`Pauses.compile_slots`), so that no finding compares pauses measured beside another
   compile. The other workers' work off the device still shares the CPU's cores: a scanned
   LM's new-shape recompiles took 4.1-6.1 s in its study, 4.3-4.7 s captured alone.
