@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io as stdio
 import re
 import time
@@ -424,7 +425,7 @@ def _recompile(
     ctx: Context,
     halved: Callable[[], Any],
     call: Callable[[Any], Any],
-    meanwhile: Callable[[], None] = lambda: None,
+    meanwhile: Callable[[], object] = lambda: None,
 ) -> Recompile | None:
     """Calls with the new shapes; returns the pause and JAX's explanation of the cache miss.
     `call(half)` takes its own phases of the device (ctx.turn): the compile phase only for what
@@ -525,29 +526,26 @@ def _capture_compiled(
     choices = reuse.autotune_choices(tuned)  # the first compile's, before the dump compile's
     module = _module_name(compiled, "jit_" + getattr(subject.fn, "__name__", "unnamed"))
     again: list[Any] = []
-    dump_notes: list[str | None] = []  # one entry once the dump compile ran
 
-    def dump_if_waiting() -> None:
-        """The dump compile fills the wait for a compile slot another variant holds, asked
-        once the new-shape inputs are made (asked at the turn's end instead, a slot free then
-        was often taken by the time the recompile asked: on the H200 a scanned encoder's last
-        dump compile, 8.3 s, then ran after every compile, the study's tail). With the slot
-        free it waits until after the recompile (the slot idles for no host work). On the
-        H200, run beside the float64 reference instead, it and the reference slowed the
-        compiles in the slot: a scanned LM's study held the slot 23% longer than alone."""
-        if ctx.turn.slots_taken():
-            dump_notes.append(_dump_compile(lowered, dump, compiled, ctx, bool(tuned)))
+    @functools.cache  # once: before the recompile, where it fills a wait, else after it
+    def dumped() -> str | None:
+        return _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
 
+    # The dump compile fills the wait for a compile slot another variant holds, asked once the
+    # new-shape inputs are made (asked at the turn's end instead, a slot free then was often
+    # taken by the time the recompile asked: on the H200 a scanned encoder's last dump
+    # compile, 8.3 s, then ran after every compile, the study's tail). With the slot free it
+    # waits until after the recompile (the slot idles for no host work). On the H200, run
+    # beside the float64 reference instead, it and the reference slowed the compiles in the
+    # slot: a scanned LM's study held the slot 23% longer than its variants alone.
     recompile = _recompile(
         exp,
         ctx,
         placed.halved,
         lambda half: reuse.compiled_again(jitted, half, again, ctx.turn),
-        dump_if_waiting,
+        lambda: ctx.turn.slots_taken() and dumped(),
     )
-    if not dump_notes:  # no recompile, or the slot was free when it asked
-        dump_notes.append(_dump_compile(lowered, dump, compiled, ctx, bool(tuned)))
-    dump_note = dump_notes[0]
+    dump_note = dumped()
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     dumped = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()
