@@ -109,6 +109,7 @@ def timeline(records: dict[str, dict], ceilings: list[tuple[float, float]] = ())
         if p.get("turn_began") is not None:
             events += [("wants turn", p.get("turn_asked")), ("go", p.get("turn_go"))]
             events += [("turn", p["turn_began"]), ("..", p["turn_ended"])]
+        events.append(("end", p.get("capture_ended")))
         shown = " ".join(f"{k} {t - zero:.1f}" for k, t in events if t is not None)
         print(f"  {name:24s} {shown}")
     busy = merge(
@@ -140,6 +141,24 @@ def timeline(records: dict[str, dict], ceilings: list[tuple[float, float]] = ())
     for t, gap, starting, preparing in idle:
         held = ", ".join(f"{n} {x:.1f} s" for n, x in preparing.items()) or "none"
         print(f"  at {t:.1f} for {gap:.1f} s: {starting} workers starting; preparing: {held}")
+    tail(rows, zero)
+
+
+def tail(rows: list[tuple[str, dict]], zero: float) -> None:
+    """Prints the capture's head (the first worker's start to the first compile) and its tail
+    (the last compile's end to the last capture's end, and whose work that was): the parts of
+    the capture no compile slot and no turn covers."""
+    compiles = [tuple(c) for _, p in rows for c in p.get("compiles") or ()]
+    ends = [(p["capture_ended"], name) for name, p in rows if p.get("capture_ended")]
+    if not compiles or not ends:
+        return
+    last_compile = max(b for _, b in compiles)
+    last_end, last = max(ends)
+    print(
+        f"head: {min(a for a, _ in compiles) - zero:.1f} s to the first compile; tail: "
+        f"{last_end - last_compile:.1f} s from the last compile's end to the last capture's "
+        f"({last}, ended at {last_end - zero:.1f})"
+    )
 
 
 def _overlap(spans: object, a: float, b: float) -> float:
@@ -159,6 +178,18 @@ def compile_phases(run: Path) -> list[tuple[float, float]]:
     """Every compile phase the run's variants held the device's one compile slot for (their
     result.json `probe_s.compiles`), as (began, ended) Unix seconds."""
     return _compiles(results(run))
+
+
+def device_held_s(run: Path) -> float:
+    """Seconds the run's compile phases and turns held the device (their union): with one
+    compile slot, no scheduling of the same compiles captures the study sooner."""
+    records = results(run)
+    turns = [
+        (p["turn_began"], p["turn_ended"])
+        for r in records.values()
+        if (p := r.get("probe_s") or {}).get("turn_began") is not None
+    ]
+    return union(_compiles(records) + turns)
 
 
 def _compiles(records: dict[str, dict]) -> list[tuple[float, float]]:

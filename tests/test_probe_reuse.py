@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from harness.capture import reuse
 from harness.records.summary import load_capture
 
@@ -142,59 +144,106 @@ def test_a_dump_of_other_modules_says_how_many():
     assert dumping.missing_note("jit_f", 0, ()) == "XLA wrote no dump for this module"
 
 
-def test_the_dump_compile_fills_a_wait_for_the_slot_that_began_after_the_turn(
-    tmp_path, monkeypatch
+WAITED_CONFIG = """
+experiment: w
+program:
+  function: examples.two_input:loss
+  init: examples.two_input:init
+  inputs:
+    - {shape: [16, 8], dtype: float32}
+    - {shape: [16], dtype: int32, low: 0, high: 64}
+measure: {warmup: 1, steps: 2, recompile: true}
+profile: {enabled: false}
+dump: {passes: false}
+variants:
+  - {name: xla, mode: jit}
+"""
+
+
+@pytest.mark.parametrize(
+    ("slots", "queued", "first"),
+    [(1, False, True), (2, False, False), (2, True, False)],
+    ids=["one-slot-held", "two-held-nobody-queued", "two-held-one-queued"],
+)
+def test_host_work_fills_a_long_wait_for_a_compile_slot_and_no_short_one(
+    tmp_path, monkeypatch, slots, queued, first
 ):
-    """Another variant takes the one compile slot after this one's turn ended, while it makes
-    its new-shape inputs: the dump compile runs then, before the recompile waits, not after
-    it (on the H200 a scanned encoder's 8.3 s dump compile, decided at the turn's end, ran
-    after every compile as the study's tail). The other variant's compile ends when this
-    one next asks for the slot (on a CPU the dump compile is a compile like the others)."""
+    """Other variants take every compile slot after this one's turn ended, while it makes its
+    new-shape inputs. Its dump compile comes before the recompile asks when the wait is for
+    the rest of another's compile (the one slot held: on the H200 a scanned encoder's last
+    dump compile, made after every compile, was the study's tail), after it when a slot of
+    several may free soon (made first, two slots held, it left one free 11.8 s and 13 s, once
+    with another worker queued). Its program's float64 reference comes last either way. The
+    others' compiles end when this one's recompile asks for a slot."""
     import fcntl
     import os
 
     import jax
 
+    from harness.capture import dumping, reference
     from harness.capture import turn as device_turn
     from harness.capture.variant import Context, capture_variant
     from harness.config import load
 
-    (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
+    (tmp_path / "c.yaml").write_text(WAITED_CONFIG)
     exp = load(str(tmp_path / "c.yaml")).experiment
     locks = tmp_path / "locks"
     locks.mkdir()
-    turn = device_turn.DeviceTurn(locks=locks)
-    other = os.open(locks / device_turn.slot_file(0), os.O_RDWR | os.O_CREAT)  # another variant
+    turn = device_turn.DeviceTurn(locks=locks, compiles=slots)
+    others = [device_turn.slot_file(i) for i in range(slots)]
+    others += [device_turn.COMPILE_QUEUE_FILE] if queued else []
+    held = [os.open(locks / name, os.O_RDWR | os.O_CREAT) for name in others]
     asked: list[str] = []
-    real_compile, real_preparing, real_compiling = (
-        jax.stages.Lowered.compile,
-        turn.preparing,
-        turn.compiling,
-    )
+    real_compile, real_timed = jax.stages.Lowered.compile, reference.Pending._timed
+    real_preparing, real_again = turn.preparing, reuse.compiled_again
+    real_dumped = dumping.compile_dumped
+
+    computing: list[bool] = []  # inside the reference, whose own jit is not the variant's
 
     def compile_spy(self, compiler_options=None, **kwargs):
-        asked.append("dump" if "xla_dump_to" in (compiler_options or {}) else "compile")
+        if not computing:
+            asked.append("dump" if "xla_dump_to" in (compiler_options or {}) else "compile")
         return real_compile(self, compiler_options=compiler_options, **kwargs)
+
+    def reference_spy(self):
+        asked.append("reference")
+        computing.append(True)
+        try:
+            return real_timed(self)
+        finally:
+            computing.clear()
 
     def preparing():
         if turn.ended is not None and "taken" not in asked:
             asked.append("taken")
-            fcntl.flock(other, fcntl.LOCK_EX)  # asked after the turn, before the recompile
+            for fd in held:  # asked after the turn, before the recompile
+                fcntl.flock(fd, fcntl.LOCK_EX)
         return real_preparing()
 
-    def compiling():
-        if "taken" in asked:
-            fcntl.flock(other, fcntl.LOCK_UN)  # the other variant's compile ends
-        return real_compiling()
+    def recompiled(*args):
+        for fd in held:  # the others' compiles end as this one's recompile asks
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return real_again(*args)
+
+    def dumped_as_on_a_gpu(lowered, options, measured, turn, tuned):
+        # Reading the first compile's autotune results, it is host work and takes no slot.
+        return real_dumped(lowered, options, measured, turn, True)
 
     monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    monkeypatch.setattr(reference.Pending, "_timed", reference_spy)
     monkeypatch.setattr(turn, "preparing", preparing)
-    monkeypatch.setattr(turn, "compiling", compiling)
+    monkeypatch.setattr(reuse, "compiled_again", recompiled)
+    monkeypatch.setattr(dumping, "compile_dumped", dumped_as_on_a_gpu)
     context = Context(tmp_path / "xla", "cpu", turn=turn)
     try:
         record = capture_variant(exp, exp.variant("xla"), context).record
     finally:
-        os.close(other)
-    assert asked == ["compile", "taken", "dump", "compile"]
+        for fd in held:
+            os.close(fd)
+    dump = ["dump"]
+    assert asked == ["compile", "taken", *(dump if first else []), "compile"] + (
+        [] if first else dump
+    ) + ["reference"]  # after the recompile, beside no compile of its own variant's
     assert record.status == "ok" and not record.probe_failures
     assert record.recompile is not None and record.recompile.backend_compiles == 1
+    assert record.numerics is not None and record.probe_s.reference_s > 0

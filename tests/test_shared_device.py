@@ -9,9 +9,11 @@ moment: a phase that let another in would see it inside (never a timing assertio
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import multiprocessing
+import os
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from aborting_program import STUDY
 from conftest import run_harness
 
-from harness.capture.turn import DeviceTurn
+from harness.capture.turn import COMPILE_QUEUE_FILE, DeviceTurn
 
 COMPILERS = 3
 LIMIT_S = 60  # a process that never gets the lock fails the test instead of hanging it
@@ -210,6 +212,23 @@ def test_a_worker_sees_whether_its_next_compile_would_wait_for_a_slot(
     with asking.compiling():  # the check took no slot it kept
         pass
     assert not DeviceTurn().slots_taken()  # nobody shares the device: nothing to wait for
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_wait_is_long_only_for_the_one_slot_held(tmp_path: Path, slots: int) -> None:
+    holders = [DeviceTurn(locks=tmp_path, compiles=slots).compiling() for _ in range(slots)]
+    asking = DeviceTurn(locks=tmp_path, compiles=slots)
+    assert not asking.long_wait()
+    for held in holders:
+        held.__enter__()
+    queued = os.open(tmp_path / COMPILE_QUEUE_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(queued, fcntl.LOCK_EX)  # another worker waits first: a slot may still free soon
+    assert asking.slots_taken() and asking.long_wait() == (slots == 1)
+    fcntl.flock(queued, fcntl.LOCK_UN)
+    os.close(queued)
+    for held in holders:
+        held.__exit__(None, None, None)
+    assert not asking.long_wait() and not DeviceTurn().long_wait()
 
 
 def test_without_lock_files_every_phase_is_free() -> None:

@@ -107,6 +107,7 @@ _.dump_s  # harness/records/probes.py: field of the record ProbeCosts: written t
 _.turn_ended  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_shared  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.compiles_asked  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
+_.capture_ended  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_asked  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_go  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.prepare_s  # harness/records/summary.py: field of the record TimedVariant: written to JSON through dataclasses.fields

@@ -8,8 +8,8 @@ recompile pays for the per-pass and emitter files inside the pause it measures; 
 recompile's optimized HLO comes from its executable.
 
 Everything else reuses the first compile: the profile and the blocked steps call its
-executable; the timing stage calls it too (the same worker) or loads it (harness.capture.variant
-`keep_executable`), so a GPU variant is never autotuned twice for the same shapes. Where XLA
+executable; the timing stage calls it too (the same worker) or loads it (`keep_executable`,
+`load_executable`), so a GPU variant is never autotuned twice for the same shapes. Where XLA
 cannot reuse: the new-shape compile has other shapes, so its GEMMs are autotuned again (the
 first compile's autotune results are keyed by shape and do not apply), which is the pause it
 measures.
@@ -42,6 +42,7 @@ from harness.capture.reference import Spent
 from harness.capture.turn import DeviceTurn
 from harness.common import userfiles
 from harness.records.probes import ProbeCosts
+from harness.store import io
 
 
 def dump_compile_options(dump: Mapping[str, Any], xla_options: Mapping[str, Any]) -> dict:
@@ -163,6 +164,7 @@ def costs(
                 turn_go=turn.go,
                 worker_started=turn.worker_started,
                 worker_ready=turn.worker_ready,
+                capture_ended=time.time(),  # costs are the capture's last record
             )
     if ref is None:
         return found
@@ -172,3 +174,38 @@ def costs(
         reference_reused=ref.reused,
         reference_overlapped=ref.overlapped,
     )
+
+
+def keep_executable(compiled: Any, path: Path) -> None:
+    """Writes the compiled program for the timing worker, after every measurement of the
+    capture. One that cannot be serialized (a host callback, constants) is compiled again."""
+    from jax.experimental import serialize_executable  # imports JAX: loaded only when called
+
+    try:
+        payload, _, _ = serialize_executable.serialize(compiled)
+    except Exception:  # any refusal means: compile it again for timing
+        return
+    with contextlib.suppress(OSError):
+        io.write_bytes(path, payload)
+
+
+def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
+    """Returns the program the capture kept at `path`, loaded without compiling, with a note;
+    (None, why) when there is none or it does not load.
+
+    Only from the supervisor's private folder: loading an executable runs what it holds.
+    """
+    import jax  # loaded with the timing worker's JAX
+    from jax.experimental import serialize_executable
+
+    if path is None or not path.is_file():
+        return None, "compiled again for timing"
+    try:
+        in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
+        compiled = serialize_executable.deserialize_and_load(
+            userfiles.read_bytes(path, userfiles.EXECUTABLE), in_tree, lowered.out_tree
+        )
+    except Exception as e:  # any failure means: compile it again
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return None, f"compiled again for timing (the captured program did not load: {first})"
+    return compiled, "the captured program, loaded in the timing process (not compiled again)"

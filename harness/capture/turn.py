@@ -30,7 +30,7 @@ runs beside the others', and the device is shared in three kinds of phase:
   the memory, alone on the device, in config order (the supervisor's `go`).
 - **host work**, holding nothing: a GPU variant's dump compile (harness.capture.dumping: it
   reads the first compile's autotune results and times no kernel), made while the variant
-  waits for a compile slot others hold (`slots_taken`), else after its recompile, and a
+  waits long for a compile slot others hold (`long_wait`), else after its recompile, and a
   program's float64 reference, after the recompile.
 
 Lock files (fcntl.flock, released by the kernel when a process dies) keep them apart: the
@@ -125,16 +125,16 @@ class DeviceTurn:
         """True when every compile slot is held now (by other workers: this one holds none
         between its phases), so a compile asked for would wait; False when one is free, or
         nobody shares the device."""
-        if not self.shared:
-            return False
-        for slot in self._slots:
-            try:
-                fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            fcntl.flock(slot, fcntl.LOCK_UN)
-            return False
-        return True
+        return self.shared and not any(_free(slot) for slot in self._slots)
+
+    def long_wait(self) -> bool:
+        """True when a compile asked for now would wait for the rest of another's: the one
+        compile slot held. With several slots, never: the first to free is often soon, and
+        host work made before asking outlasts the wait. On the H200 a scanned encoder's last
+        variant, two slots held, made its dump compile first (21.4 s and 23.2 s beside two
+        compiles, 8.2 s alone), and a slot stood free 11.8 s and 13 s, another worker queued
+        for it in the second run."""
+        return len(self._slots) == 1 and self.slots_taken()
 
     def _take_slot(self) -> int:
         """Waits for a compile slot and returns its lock, held. One slot: its lock. Several:
@@ -250,6 +250,16 @@ class DeviceTurn:
 def slot_file(index: int) -> str:
     """The lock file of compile slot `index` (the first keeps the one slot's old name)."""
     return COMPILE_FILE if index == 0 else f"device-compile-{index}.lock"
+
+
+def _free(lock: int) -> bool:
+    """True when nobody holds the lock now (tried, and let go at once)."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    return True
 
 
 def _open(path: Path) -> int:

@@ -450,6 +450,19 @@ def _recompile(
         return None
 
 
+def _fill_wait(ctx: Context, dumped: Callable[[], object]) -> None:
+    """Makes the dump compile before the recompile asks for a compile slot, where the wait
+    would be long (`DeviceTurn.long_wait`), else nothing (it comes after the recompile: a slot
+    never idles for host work). Made after the recompile, the last variant's is the study's
+    tail: on the H200 a scanned encoder's last dump compile (8.3 s), decided at its turn's end,
+    ran after every compile. A program's float64 reference stays after the recompile: made in
+    the wait too, beside the compiles in the slot, it slowed them (the same 4-variant study
+    held the slot 102.5 s against 85.6 s, and left it idle 3.9 s once the wait ended first).
+    """
+    if ctx.turn.long_wait():
+        dumped()
+
+
 def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recompile:
     # The profiler starts and stops outside the compile phase: the slot holds XLA's compile.
     with measure.explained_cache_misses() as messages, _window(exp, ctx, "recompile") as events:
@@ -531,19 +544,12 @@ def _capture_compiled(
     def dumped() -> str | None:
         return _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
 
-    # The dump compile fills the wait for a compile slot another variant holds, asked once the
-    # new-shape inputs are made (asked at the turn's end instead, a slot free then was often
-    # taken by the time the recompile asked: on the H200 a scanned encoder's last dump
-    # compile, 8.3 s, then ran after every compile, the study's tail). With the slot free it
-    # waits until after the recompile (the slot idles for no host work). On the H200, run
-    # beside the float64 reference instead, it and the reference slowed the compiles in the
-    # slot: a scanned LM's study held the slot 23% longer than its variants alone.
     recompile = _recompile(
         exp,
         ctx,
         placed.halved,
         lambda half: reuse.compiled_again(jitted, half, again, ctx.turn),
-        lambda: ctx.turn.slots_taken() and dumped(),
+        lambda: _fill_wait(ctx, dumped),
     )
     dump_note = dumped()
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
@@ -565,7 +571,7 @@ def _capture_compiled(
     run_files.write_timings(ctx.variant_dir, times, events)
     if ctx.executables is not None:
         with reuse.spent(ctx.costs, "keep"):
-            keep_executable(compiled, ctx.executables / variant.name)
+            reuse.keep_executable(compiled, ctx.executables / variant.name)
     before = _hlo_before(ctx.variant_dir) if subject.program is not None else None
     if subject.program is not None and before is None:
         before = lowered.as_text(dialect="hlo")  # no dump: the same module, from the lowering
@@ -712,40 +718,6 @@ def _capture_eager(
     return record, call
 
 
-def keep_executable(compiled: Any, path: Path) -> None:
-    """Writes the compiled program for the timing worker, after every measurement of the
-    capture. One that cannot be serialized (a host callback, constants) is compiled again."""
-    from jax.experimental import serialize_executable  # imports JAX: loaded only when called
-
-    try:
-        payload, _, _ = serialize_executable.serialize(compiled)
-    except Exception:  # any refusal means: compile it again for timing
-        return
-    with contextlib.suppress(OSError):
-        io.write_bytes(path, payload)
-
-
-def load_executable(lowered: Any, path: Path | None) -> tuple[Any, str]:
-    """Returns the program the capture kept at `path`, loaded without compiling, with a note;
-    (None, why) when there is none or it does not load.
-
-    Only from the supervisor's private folder: loading an executable runs what it holds.
-    """
-    from jax.experimental import serialize_executable  # imports JAX: loaded only when called
-
-    if path is None or not path.is_file():
-        return None, "compiled again for timing"
-    try:
-        in_tree = jax.tree_util.tree_flatten(lowered.args_info)[1]
-        compiled = serialize_executable.deserialize_and_load(
-            userfiles.read_bytes(path, userfiles.EXECUTABLE), in_tree, lowered.out_tree
-        )
-    except Exception as e:  # any failure means: compile it again
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        return None, f"compiled again for timing (the captured program did not load: {first})"
-    return compiled, "the captured program, loaded in the timing process (not compiled again)"
-
-
 def compile_for_timing(
     exp: Experiment,
     variant: Variant,
@@ -775,7 +747,9 @@ def compile_for_timing(
     lowered = jax.jit(
         placed.fn, compiler_options={**variant.xla_options, **tuned}, **placed.jit_kwargs
     ).lower(*args)
-    compiled, note = load_executable(lowered, executables / variant.name if executables else None)
+    compiled, note = reuse.load_executable(
+        lowered, executables / variant.name if executables else None
+    )
     if compiled is None:
         compiled = lowered.compile()
         if tuned:

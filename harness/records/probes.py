@@ -100,3 +100,9 @@ class ProbeCosts:
         "the dump compile: the first call's lowering compiled again with the dump options, "
         "reading its autotune results on a GPU (null: not a jit, or not recorded)"
     )
+    # Added with the host work that fills a wait for a slot: absent in older files (null).
+    capture_ended: float | None = doc(
+        "when its capture ended, Unix seconds: every probe done and its files written, "
+        "result.json next (null: the device was its alone); after the last compile, a study's "
+        "tail"
+    )
