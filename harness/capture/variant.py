@@ -456,8 +456,9 @@ def _fill_wait(ctx: Context, dumped: Callable[[], object]) -> None:
     never idles for host work). Made after the recompile, the last variant's is the study's
     tail: on the H200 a scanned encoder's last dump compile (8.3 s), decided at its turn's end,
     ran after every compile. A program's float64 reference stays after the recompile: made in
-    the wait too, beside the compiles in the slot, it slowed them (the same 4-variant study
-    held the slot 102.5 s against 85.6 s, and left it idle 3.9 s once the wait ended first).
+    the wait too, it outlasted one (the slot stood idle 3.9 s), and that study held the slot
+    102.5 s against 85.6 s in another command (alone sums there moved 13% between commands:
+    not a resolved slowdown).
     """
     if ctx.turn.long_wait():
         dumped()
