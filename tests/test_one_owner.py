@@ -23,7 +23,7 @@ from harness.store import io, ownership, runfolder
 from harness.study import runs
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from hostile.cases_readers import _manifest, _summary
+from hostile.readers_material import _manifest, _summary
 
 USER = b"a user's own file\n"
 

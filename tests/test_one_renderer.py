@@ -19,7 +19,7 @@ from harness.report import doc, write_report
 from harness.report.export import export
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from hostile.cases_readers import _manifest, _summary
+from hostile.readers_material import _manifest, _summary
 
 # What a hostile field holds: a remote image, raw HTML that would load one and run a script,
 # a javascript: link, and a frame.

@@ -23,7 +23,8 @@ from harness.store.records import SchemaError, loads
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from hostile.cases_readers import DAMAGES, HOSTILE_LINKS, _summary, live_targets
+from hostile.cases_readers import HOSTILE_LINKS
+from hostile.readers_material import DAMAGES, _summary, live_targets
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))

@@ -105,7 +105,8 @@ def _hostile_pages(root: Path) -> list[Path]:
     from conftest import REPO
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from hostile.cases_readers import HOSTILE_LINKS, _manifest, _summary
+    from hostile.cases_readers import HOSTILE_LINKS
+    from hostile.readers_material import _manifest, _summary
 
     from harness.commands.compare import compare_runs
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hostile.case import Attack, Case, Outcome, Sandbox
-from hostile.cases_readers import _manifest, _mini_run, _summary
+from hostile.readers_material import _manifest, _mini_run, _summary
 
 DOORS = ("fifo", "dev_zero", "sparse", "link_out")
 SPARSE = 6 << 30  # st_size 6 GB, no disk: a reader that trusts it runs out of memory
