@@ -346,7 +346,7 @@ def test_a_kept_program_that_does_not_load_is_compiled_again(tmp_path):
     import jax.numpy as jnp
     import numpy as np
 
-    from harness.capture.variant import keep_executable, load_executable
+    from harness.capture.reuse import keep_executable, load_executable
 
     x = jnp.arange(12.0).reshape(3, 4)
     lowered = jax.jit(lambda a: jnp.tanh(a) * 2).lower(x)
