@@ -184,7 +184,7 @@ def test_the_straggler_and_the_spread(processes: ProcessesSummary) -> None:
 
 def test_the_report_has_a_row_per_process(group_run: tuple[Path, str]) -> None:
     run, _ = group_run
-    text = (run / "report.md").read_text()
+    text = (run / "details.md").read_text()
     section = text[text.index("## Processes") : text.index("## Environment")]
     for name in VARIANTS:
         assert f"| {name} | 0 |" in section and f"| {name} | 1 |" in section

@@ -133,7 +133,7 @@ def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
     assert all(o.rule == f"observation.{o.key}" for o in got.values())
     assert "now f32[8,32] and before f32[16,32]" in got["cache_miss_log"].evidence[0]
     assert "phi i64" in got["later_ir_loops"].quote
-    md = (rendered / "report.md").read_text()
+    md = (rendered / "details.md").read_text()
     table = next(t for t in md_tables(md) if t[0][0] == "claim")
     # No PyTorch column in a JAX-only study; the rule beside each claim.
     assert table[0][1:] == ["JAX: verdict and evidence", "rule"]
@@ -203,7 +203,7 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
     add_findings(run)  # the findings of this summary, as the analysis would make them
     write_report(run)
     md = (run / "report.md").read_text()
-    assert "| not measured — " in md
+    assert "| not measured — " in (run / "details.md").read_text()
     for name in ("launches", "roofline", "timeline", "fusion_map", "compile_time"):
         assert f"**{name}**: skipped: " in md
     assert {p.name for p in (run / "plots").iterdir()} == {"step_time.png"}

@@ -255,7 +255,7 @@ def test_the_first_divergence_runs_across_the_partitioned_stage(
 
 
 def test_the_report_has_the_sharded_section(sharded_run: Path) -> None:
-    report = (sharded_run / "report.md").read_text()
+    report = (sharded_run / "details.md").read_text()
     section = report[report.index("## Sharded variants") :].split("\n## ", 1)[0]
     assert (
         "| k_sharded | all-reduce | all-reduce | {0,1,2,3} | 12.3 kB | spmd-partitioner" in section

@@ -365,4 +365,4 @@ def test_a_study_with_two_compile_slots_records_them_and_marks_its_pauses(tmp_pa
         assert result["autotune_choices"] is None  # a CPU: XLA autotunes nothing
     report = (run / "report.md").read_text()
     assert report.count(" (≤2 compiling) |") == 2
-    assert "measured with up to 2 compiles at once" in report
+    assert "measured with up to 2 compiles at once" in (run / "details.md").read_text()

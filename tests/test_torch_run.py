@@ -230,7 +230,7 @@ def test_report_has_the_pytorch_column(torch_run):
     found = load_summary(torch_run / "summary.json").findings.observations
     got = {o.key: o.verdict for o in found if o.framework == "torch"}
     assert got == TORCH_CPU_VERDICTS
-    md = (torch_run / "report.md").read_text()
+    md = (torch_run / "details.md").read_text()
     assert "| claim | JAX: verdict and evidence | PyTorch: verdict and evidence | rule |" in md
     assert "torch_compile: argument x, dim 0: 16 → 8" in md
     page = (torch_run / "variants" / "torch_compile" / "report.md").read_text()

@@ -145,7 +145,7 @@ def test_the_sharded_train_step_reports_collectives_overlap_and_waits(train_shar
     assert s["variants"]["one_device"]["comm"]["devices"] is None
     rules = {r["id"] for r in s["findings"]["rules"]}
     assert "communication.waiting" in rules
-    assert "Overlap of compute and communication" in (train_sharded / "report.md").read_text()
+    assert "Overlap of compute and communication" in (train_sharded / "details.md").read_text()
 
 
 # --- NCCL kernels inside a command buffer -----------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from harness.store.runfolder import REPORT_FILE
+from harness.store.runfolder import DETAILS_FILE, REPORT_FILE
 
 
 @dataclass(frozen=True)
@@ -244,9 +244,10 @@ def _parser() -> MarkdownIt:
 
 
 def page_href(href: str) -> str:
-    """A link to another report page, written to its report.md, goes to its report.html."""
+    """A link to another report page, written to its .md (a report.md, the run's details.md),
+    goes to its .html."""
     path, sep, fragment = href.partition("#")
-    if path.endswith(REPORT_FILE) and not _SCHEME.match(path):
+    if path.endswith((REPORT_FILE, DETAILS_FILE)) and not _SCHEME.match(path):
         return path.removesuffix(".md") + ".html" + sep + fragment
     return href
 

@@ -15,6 +15,7 @@ from harness.report.conclusion import retimable, retime_commands
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.gaps import gap_blocks
+from harness.store.runfolder import DETAILS_FILE
 
 
 def rule(rule_id: str) -> str:
@@ -40,7 +41,9 @@ def verdict_blocks(run: RunData) -> list[Block]:
     line = unresolved.unresolved_line(run.summary)
     if line is not None:
         gate = f" {rule(f.gate.rule)}" if f is not None and f.gate is not None else ""
-        out: list[Block] = [Para(f"**Not resolved.** {line}{left_out} [Noise](#noise).{gate}")]
+        out: list[Block] = [
+            Para(f"**Not resolved.** {line}{left_out} [Noise]({DETAILS_FILE}#noise).{gate}")
+        ]
         if retimable(run):
             out.append(
                 Para(
@@ -67,7 +70,7 @@ def verdict_blocks(run: RunData) -> list[Block]:
             f"{fmt.pct(n.floor)}.{spread} "
             + (f"{widened} " if widened else "")
             + (f"{left_out.strip()} " if left_out else "")
-            + "[Noise](#noise)."
+            + f"[Noise]({DETAILS_FILE}#noise)."
         )
     ]
 
@@ -83,13 +86,13 @@ def findings_blocks(run: RunData) -> list[Block]:
         out.append(Para("No variant has paired timing rounds to compare, so nothing is claimed."))
     for i, t in enumerate(f.timing, 1):
         out.append(Heading(3, f"{i}. {t.what}", f"finding-{i}"))
-        out.append(Para(f"Why: {t.why}. [Evidence](#evidence-{i}). {rule(t.rule)}"))
+        out.append(Para(f"Why: {t.why}. [Evidence]({DETAILS_FILE}#evidence-{i}). {rule(t.rule)}"))
     if f.noise:
         pairs = "1 pair shows" if len(f.noise) == 1 else f"{len(f.noise)} pairs show"
         out.append(
             Para(
                 f"{pairs} no resolvable difference (noise, never ranked): "
-                f"[which, and why](#no-difference). {rule(f.noise[0].rule)}"
+                f"[which, and why]({DETAILS_FILE}#no-difference). {rule(f.noise[0].rule)}"
             )
         )
     # Peaks are compiled, not timed: the timing gate above never holds these back.

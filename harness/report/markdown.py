@@ -1,10 +1,12 @@
-"""write_report(workdir): report.md, report.html, each variant's page, plots/ and the indexes.
+"""write_report(workdir): report.md, details.md, their HTML, each variant's page, plots/ and the
+indexes.
 
 Reads only files in the run folder (and never imports jax), so a report can be rendered again
 from a saved run at any time: `python -m harness.report --run=results/gelu/latest`. Its
 conclusions are summary.json's `findings` (it reads no profile, and IR files only to show a
 variant's first differing stage as a diff). It writes only its own outputs: report.md,
-report.html, variants/<name>/report.md and .html, plots/, index.html in the run folder, and,
+details.md, their .html, variants/<name>/report.md and .html, plots/, index.html in the run
+folder, and,
 for a study, the results index of its results root (`make index` rewrites that one). With
 `tlparse` on the PATH it also writes tlparse's pages of each kept TORCH_TRACE log, under
 variants/<name>/tlparse/.
@@ -20,6 +22,8 @@ from harness.common import userfiles
 from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
 from harness.store import io, ownership
 from harness.store.runfolder import (
+    DETAILS_FILE,
+    DETAILS_HTML,
     INDEX_HTML,
     MANIFEST_FILE,
     PLOTS_DIR,
@@ -198,6 +202,13 @@ def render(
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 
 
+def render_details(run: data.RunData) -> tuple[str, str]:
+    """Returns (markdown, html) of the run's details page."""
+    blocks = sections.details_blocks(run)
+    title = f"{run.experiment} {run.run_id}: details"
+    return doc.to_markdown(blocks), doc.to_html(blocks, title)
+
+
 def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
     """Writes variants/<name>/report.md and .html for each variant in `folders`."""
     for v in run.variants:
@@ -214,7 +225,7 @@ def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
 
 def report_files(run: data.RunData) -> list[str]:
     """Every file the report may write or remove in the run folder, relative to it."""
-    rels = [REPORT_FILE, REPORT_HTML, INDEX_HTML]
+    rels = [REPORT_FILE, REPORT_HTML, DETAILS_FILE, DETAILS_HTML, INDEX_HTML]
     rels += [f"{PLOTS_DIR}/{name}.{ext}" for name in plots.PLOT_NAMES for ext in plots.FORMATS]
     for v in run.variants:
         rels += [f"{VARIANTS_DIR}/{v.name}/{page}" for page in (data.PAGE, REPORT_HTML)]
@@ -275,7 +286,8 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
         return write_search_report(workdir)
     run = data.load_run(workdir)
     folder = RunFolder(run.path)
-    for own in (folder.plots, folder.report, folder.report_html, folder.index_html):
+    own_files = (folder.report, folder.report_html, folder.details, folder.details_html)
+    for own in (folder.plots, *own_files, folder.index_html):
         if own.is_symlink():  # planted: replace the link, never write through it
             own.unlink()
     mine = report_files(run)
@@ -283,6 +295,9 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     outcomes = plots.save_plots(run, folder.plots, plot_formats(run))
     folders = page_folders(run)
     write_variant_pages(run, folders)
+    md, html = render_details(run)
+    io.write_text(folder.details_html, html)
+    io.write_text(folder.details, md)
     md, html = render(run, outcomes, frozenset(folders))
     io.write_text(folder.report_html, html)
     io.write_text(folder.report, md)

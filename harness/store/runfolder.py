@@ -24,6 +24,10 @@ SEARCH_FILE = "search.json"
 PROCESSES_FILE = "processes.json"
 REPORT_FILE = "report.md"  # a report page's name: the run's, and each variant's
 REPORT_HTML = "report.html"
+# The run's second page: what backs the leading page's findings (evidence, noise, memory, where
+# the time goes, observations, environment), so the leading page stays one minute's read.
+DETAILS_FILE = "details.md"
+DETAILS_HTML = "details.html"
 INDEX_HTML = "index.html"
 VARIANTS_DIR = "variants"
 PLOTS_DIR = "plots"
@@ -71,6 +75,8 @@ RESERVED_NAMES = frozenset(
         PROCESSES_FILE,
         REPORT_FILE,
         REPORT_HTML,
+        DETAILS_FILE,
+        DETAILS_HTML,
         INDEX_HTML,
         VARIANTS_DIR,
         PLOTS_DIR,
@@ -293,6 +299,14 @@ class RunFolder:
     @property
     def report_html(self) -> Path:
         return self.root / REPORT_HTML
+
+    @property
+    def details(self) -> Path:
+        return self.root / DETAILS_FILE
+
+    @property
+    def details_html(self) -> Path:
+        return self.root / DETAILS_HTML
 
     @property
     def index_html(self) -> Path:
