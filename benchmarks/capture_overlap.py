@@ -88,9 +88,9 @@ def one_pair(
     for arm in arms:
         seconds, run = together[arm]
         print(f"study [{arm or 'as configured'}] capture {seconds:.1f} s: {seconds / total:.1%}")
-        study_breakdown.main(run)
-        held = study_breakdown.device_held_s(run)
-        print(f"compiles and turns held the device {held:.1f} s: {held / total:.1%} of the sum")
+        held = study_breakdown.main(run)
+        if held is not None:
+            print(f"compiles and turns held the device {held:.1f} s: {held / total:.1%} of the sum")
     return {arm: together[arm][0] / total for arm in arms}
 
 

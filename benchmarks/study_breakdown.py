@@ -17,7 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.common.intervals import merge
 
 
-def main(run: Path) -> None:
+def main(run: Path) -> float | None:
+    """Prints where the run's time went; returns the seconds its compile phases and turns
+    held the device (their union; None where no compile phase was recorded): with one compile
+    slot, no scheduling of the same compiles captures the study sooner."""
     manifest = json.loads((run / "manifest.json").read_text())
     stages = manifest.get("stages_s") or {}
     print("stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
@@ -46,6 +49,7 @@ def main(run: Path) -> None:
             f"({busy / span:.0%} busy); {overlaps} overlapping"
         )
     compiles = _compiles(records)
+    both = None
     if compiles:
         # The capture's serial path: compiles one at a time, measurements alone. What is left
         # of the span is time the device's one compile slot and its turns both stood idle.
@@ -81,6 +85,7 @@ def main(run: Path) -> None:
         )
         if t.get("excluded"):
             print(f"timing excluded: {t['excluded']}")
+    return both
 
 
 def timeline(records: dict[str, dict], ceilings: list[tuple[float, float]] = ()) -> None:
@@ -178,18 +183,6 @@ def compile_phases(run: Path) -> list[tuple[float, float]]:
     """Every compile phase the run's variants held the device's one compile slot for (their
     result.json `probe_s.compiles`), as (began, ended) Unix seconds."""
     return _compiles(results(run))
-
-
-def device_held_s(run: Path) -> float:
-    """Seconds the run's compile phases and turns held the device (their union): with one
-    compile slot, no scheduling of the same compiles captures the study sooner."""
-    records = results(run)
-    turns = [
-        (p["turn_began"], p["turn_ended"])
-        for r in records.values()
-        if (p := r.get("probe_s") or {}).get("turn_began") is not None
-    ]
-    return union(_compiles(records) + turns)
 
 
 def _compiles(records: dict[str, dict]) -> list[tuple[float, float]]:

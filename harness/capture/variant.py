@@ -450,7 +450,7 @@ def _recompile(
         return None
 
 
-def _fill_wait(ctx: Context, dumped: Callable[[], object]) -> None:
+def _fill_wait(ctx: Context, dump: Callable[[], object]) -> None:
     """Makes the dump compile before the recompile asks for a compile slot, where the wait
     would be long (`DeviceTurn.long_wait`), else nothing (it comes after the recompile: a slot
     never idles for host work). Made after the recompile, the last variant's is the study's
@@ -461,7 +461,7 @@ def _fill_wait(ctx: Context, dumped: Callable[[], object]) -> None:
     not a resolved slowdown).
     """
     if ctx.turn.long_wait():
-        dumped()
+        dump()
 
 
 def _recompiled(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> Recompile:
@@ -542,7 +542,7 @@ def _capture_compiled(
     again: list[Any] = []
 
     @functools.cache  # once: before the recompile, where it fills a wait, else after it
-    def dumped() -> str | None:
+    def dump_once() -> str | None:
         return _dump_compile(lowered, dump, compiled, ctx, bool(tuned))
 
     recompile = _recompile(
@@ -550,9 +550,9 @@ def _capture_compiled(
         ctx,
         placed.halved,
         lambda half: reuse.compiled_again(jitted, half, again, ctx.turn),
-        lambda: _fill_wait(ctx, dumped),
+        lambda: _fill_wait(ctx, dump_once),
     )
-    dump_note = dumped()
+    dump_note = dump_once()
     numerics = _judged(subject, y, ctx)  # CPU work: the float64 reference, beside the device
     ir_started = time.perf_counter()
     dumped = ladder.dump_modules(dump_dir.iterdir()) if dump_dir.exists() else ()

@@ -155,14 +155,18 @@ def decomposition_blocks(d: Decomposition | None, variant: str, against: str) ->
     ]
 
 
+def has_evidence(run: RunData) -> bool:
+    """True when a finding (timing, noise, or memory with sources) has evidence to show."""
+    f = run.summary.findings
+    return f is not None and bool(f.timing or f.noise or any(m.evidence for m in f.memory))
+
+
 def evidence_blocks(run: RunData) -> list[Block]:
     """What backs each finding, by its number; the pairs that are noise, and why."""
     f = run.summary.findings
-    if f is None:
+    if f is None or not has_evidence(run):
         return []
     with_sources = [(i, m) for i, m in enumerate(f.memory, 1) if m.evidence]
-    if not f.timing and not f.noise and not with_sources:
-        return []
     out: list[Block] = [Heading(2, "Evidence", "evidence")]
     for i, t in enumerate(f.timing, 1):
         out += [Heading(3, f"For finding {i}", f"evidence-{i}"), Bullets(t.evidence)]

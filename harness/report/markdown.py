@@ -197,15 +197,16 @@ def render(
     pages: frozenset[str] = frozenset(),
 ) -> tuple[str, str]:
     """Returns (markdown, html) of the leading page: two renderings of the same blocks."""
-    blocks = sections.report_blocks(run, plot_outcomes, pages)
-    title = f"{run.experiment} {run.run_id}"
-    return doc.to_markdown(blocks), doc.to_html(blocks, title)
+    return _rendered(sections.report_blocks(run, plot_outcomes, pages), run)
 
 
 def render_details(run: data.RunData) -> tuple[str, str]:
     """Returns (markdown, html) of the run's details page."""
-    blocks = sections.details_blocks(run)
-    title = f"{run.experiment} {run.run_id}: details"
+    return _rendered(sections.details_blocks(run), run, ": details")
+
+
+def _rendered(blocks: tuple[doc.Block, ...], run: data.RunData, page: str = "") -> tuple[str, str]:
+    title = f"{run.experiment} {run.run_id}{page}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 
 

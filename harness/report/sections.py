@@ -31,6 +31,7 @@ from harness.report.findings import (
     coverage_blocks,
     evidence_blocks,
     findings_blocks,
+    has_evidence,
 )
 from harness.report.observations import observation_blocks
 from harness.report.plots import PlotOutcome
@@ -458,7 +459,6 @@ def report_blocks(
     them is on the run's details page (`details_blocks`): on a run whose differences resolve,
     one page of both was 3,059 words on the CPU and 6,569 on the H200."""
     studied = program_blocks(run)
-    details = DETAILS_FILE
     return (
         Heading(1, f"{literal(run.experiment)}: run {literal(run.run_id)}"),
         Para(headline(run)),
@@ -467,9 +467,10 @@ def report_blocks(
         Para(
             ("[the program](#program) · " if studied else "")
             + "[summary](#summary) · [plots](#plots) · details: "
-            + (f"[evidence]({details}#evidence) · " if evidence_blocks(run) else "")
-            + f"[noise]({details}#noise) · [memory and where the time goes]({details}) · "
-            f"[observations]({details}#observations) · [environment]({details}#environment) · "
+            + (f"[evidence]({DETAILS_FILE}#evidence) · " if has_evidence(run) else "")
+            + f"[noise]({DETAILS_FILE}#noise) · [memory and where the time goes]({DETAILS_FILE}) · "
+            f"[observations]({DETAILS_FILE}#observations) · "
+            f"[environment]({DETAILS_FILE}#environment) · "
             "[run folder](index.html)"
         ),
         *studied,
