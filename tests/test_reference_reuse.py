@@ -5,7 +5,10 @@ not what it says is computed again, with a note. Real JAX on the CPU at tiny sha
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import threading
+import time
 from pathlib import Path
 
 import jax
@@ -22,6 +25,11 @@ from harness.records.summary import load_capture
 @pytest.fixture(scope="module")
 def exp():
     return load("gelu.yaml", [o for o in TINY if not o.startswith("--config.timing")]).experiment
+
+
+def kept(folder: Path) -> list[Path]:
+    """The references kept in `folder` (beside them, each key's lock file)."""
+    return sorted(folder.glob("reference-*.npz"))
 
 
 def judged(exp, name: str, folder: Path | None, overlap: bool = False):
@@ -48,7 +56,7 @@ def test_a_variant_with_the_same_problem_reuses_the_first_ones_reference_bit_for
     assert again_spent.reused and again_spent.compute_s is None
     assert uncached == first == again  # every error and the verdict, exactly
     assert ref.tobytes() == first_ref.tobytes() == again_ref.tobytes()
-    assert len(list(tmp_path.iterdir())) == 1
+    assert len(kept(tmp_path)) == 1
 
 
 def test_a_variant_with_another_problem_or_mode_gets_its_own(exp, tmp_path: Path) -> None:
@@ -57,7 +65,7 @@ def test_a_variant_with_another_problem_or_mode_gets_its_own(exp, tmp_path: Path
         own, _, spent = judged(exp, name, tmp_path)
         assert not spent.reused, name
         assert judged(exp, name, None)[0] == own, name
-    assert len(list(tmp_path.iterdir())) == 5
+    assert len(kept(tmp_path)) == 5
     # What the reference does not read is not in its key: flax computes the same math.
     assert judged(exp, "xla_flax_nnx", tmp_path)[2].reused
 
@@ -66,8 +74,8 @@ def test_a_kept_reference_that_is_not_what_it_says_is_computed_again(
     exp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     good, good_ref, _ = judged(exp, "xla", tmp_path)
-    (kept,) = tmp_path.iterdir()
-    kept.write_bytes(b"not an npz")
+    (archive,) = kept(tmp_path)
+    archive.write_bytes(b"not an npz")
     again, again_ref, spent = judged(exp, "xla", tmp_path)
     note = capsys.readouterr().err.strip().splitlines()
     assert len(note) == 1 and "computed again" in note[0]
@@ -77,8 +85,8 @@ def test_a_kept_reference_that_is_not_what_it_says_is_computed_again(
     other = tmp_path / "other"
     other.mkdir()
     judged(exp, "matmul_only", other)
-    (foreign,) = other.iterdir()
-    kept.write_bytes(foreign.read_bytes())
+    (foreign,) = kept(other)
+    archive.write_bytes(foreign.read_bytes())
     assert not judged(exp, "xla", tmp_path)[2].reused
 
 
@@ -87,6 +95,33 @@ def test_a_reference_computed_beside_the_first_compile_is_the_same(exp, tmp_path
     beside = judged(exp, "xla_exact_gelu", tmp_path, overlap=True)
     assert beside[2].overlapped and not beside[2].reused
     assert serial[0] == beside[0] and serial[1].tobytes() == beside[1].tobytes()
+
+
+def test_a_reference_asked_for_by_two_workers_at_once_is_computed_by_one(tmp_path: Path) -> None:
+    """Two workers (threads here: each opens the key's lock file itself, as processes do) ask
+    for one key together; the second waits while the first computes, then reads what it kept."""
+    started, computing, calls = threading.Barrier(2), threading.Event(), []
+
+    def compute() -> reference.Made:
+        calls.append(1)
+        computing.set()
+        time.sleep(0.2)  # a window for the other to compute too, were it let in
+        return (np.arange(4.0),), None
+
+    def ask(first: bool) -> reference.Spent | None:
+        pending = reference.Pending("one key", compute)
+        pending.use(tmp_path, overlap=False)
+        started.wait(30)
+        if not first:
+            assert computing.wait(30)  # the first is computing: this one asks beside it
+        assert pending.result()[0][0].tolist() == [0.0, 1.0, 2.0, 3.0]
+        return pending.spent()
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        firsts = [pool.submit(ask, True), pool.submit(ask, False)]
+        spent = [f.result(60) for f in firsts]
+    assert len(calls) == 1
+    assert [s.reused for s in spent] == [False, True] and spent[1].compute_s is None
 
 
 def test_a_failed_reference_is_never_kept(tmp_path: Path) -> None:
@@ -99,7 +134,7 @@ def test_a_failed_reference_is_never_kept(tmp_path: Path) -> None:
         pending.start()
         with pytest.raises(FloatingPointError):
             pending.result()
-        assert list(tmp_path.iterdir()) == []
+        assert kept(tmp_path) == []
 
 
 def test_the_study_computes_each_reference_once_and_records_who_reused_it(cpu_run: Path):

@@ -262,6 +262,11 @@ def _free(lock: int) -> bool:
     return True
 
 
+def open_lock(path: Path) -> int:
+    """Opens (making it where absent) a lock file of a session's or a run's private folder."""
+    return _open(path)
+
+
 def _open(path: Path) -> int:
     # O_NOFOLLOW: the session's private folder (mode 0700) holds them; never a planted link.
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
