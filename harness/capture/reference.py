@@ -137,21 +137,18 @@ class Pending:
                 made = self._future.result()
             finally:
                 self._close()
-        elif self.folder is None:
-            made = self._timed()
-        else:
-            # One process computes a key's reference; another asking meanwhile waits and
-            # reads it (on the H200 two variants of one program computed it together, 9.7 s
-            # and 9.1 s beside the study's recompiles, 6 s alone).
-            with _computing(self.folder, self.key):
-                found = read(self.folder, self.key)
-                if found is not None:
-                    self._made, self.reused = found, True
-                    return found
-                made = self._timed()
-                self._keep(made)
+            self._keep(made)
             return made
-        self._keep(made)
+        # One process computes a key's reference; another asking meanwhile waits and reads it
+        # (on the H200 two variants of one program computed it together, 9.7 s and 9.1 s
+        # beside the study's recompiles, 6 s alone).
+        with _computing(self.folder, self.key):
+            found = read(self.folder, self.key) if self.folder is not None else None
+            if found is not None:
+                self._made, self.reused = found, True
+                return found
+            made = self._timed()
+            self._keep(made)  # inside the lock: whoever waits for it reads it
         return made
 
     def _keep(self, made: Made) -> None:
@@ -180,19 +177,21 @@ class Pending:
 
 
 @contextlib.contextmanager
-def _computing(folder: Path, key: str) -> Iterator[None]:
+def _computing(folder: Path | None, key: str) -> Iterator[None]:
     """Holds the key's lock file in the run's folder (the kernel lets go of it when a process
-    dies). Where it cannot be made, nothing is held: the reference is computed as before."""
+    dies). Without a folder, or where the file cannot be made, nothing is held: the reference
+    is computed as before."""
+    fd = None
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            fd = turn.open_lock(folder / (file_name(key) + ".lock"))
     try:
-        fd = turn.open_lock(folder / (file_name(key) + ".lock"))
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def file_name(key: str) -> str:
