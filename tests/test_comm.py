@@ -24,7 +24,8 @@ from harness.match.comm import (
     subtract,
 )
 from harness.profile.devices import device_of, runs_by_step, split_by_device
-from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
+from harness.profile.events import DeviceEvent, find_xplane
+from harness.profile.table import read_events_and_markers
 
 US = 1e-6
 LIVE = ("dp", "k_sharded", "column", "mesh_2d", "k_2d", "k_mixed", "psum_scatter", "psum_pair")

@@ -17,13 +17,8 @@ from harness.match.match import (
     primitive_of,
     union_busy_ns,
 )
-from harness.profile.events import (
-    DeviceEvent,
-    find_xplane,
-    load_profile,
-    read_device_events,
-    read_step_markers,
-)
+from harness.profile.events import DeviceEvent, find_xplane, load_profile, read_step_markers
+from harness.profile.table import read_device_events
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"

@@ -23,9 +23,9 @@ from harness.profile.events import (
     host_launch_times,
     load_profile,
     parse_kernel_details,
-    read_device_events,
     read_step_markers,
 )
+from harness.profile.table import read_device_events
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"

@@ -38,7 +38,8 @@ from harness.match.comm import (
     compare_with_link,
 )
 from harness.match.waits import DeviceWait, Waits, collective_waits
-from harness.profile.events import DeviceEvent, find_xplane, read_events_and_markers
+from harness.profile.events import DeviceEvent, find_xplane
+from harness.profile.table import read_events_and_markers
 from harness.records import ladder, run_files
 from harness.records.comm import CollectiveSummary, Comm, DeviceComm, Scaling
 from harness.records.run_files import Ceilings

@@ -32,7 +32,8 @@ from harness.common import stats
 from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
-from harness.profile.events import DeviceEvent, read_events_and_markers
+from harness.profile.events import DeviceEvent
+from harness.profile.table import read_events_and_markers
 from harness.records import ladder
 from harness.records.processes import (
     CROSS,

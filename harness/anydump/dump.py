@@ -36,12 +36,8 @@ from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, kernels_document, match_events
-from harness.profile.events import (
-    DeviceEvent,
-    StepMarker,
-    find_xplane,
-    read_events_and_markers,
-)
+from harness.profile.events import DeviceEvent, StepMarker, find_xplane
+from harness.profile.table import read_events_and_markers
 from harness.store import io
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
