@@ -14,6 +14,7 @@ windows and, on the CPU backend, the thunks. Assigning steps and runs are array 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,19 +237,20 @@ class _Interned:
 
 
 class _Columns:
-    """Rows appended column by column while the XSpace is walked."""
+    """Rows appended column by column while the XSpace is walked, into typed buffers (eight
+    bytes a value, not a Python object each)."""
 
     def __init__(self) -> None:
-        self.ints: dict[str, list[int]] = {n: [] for n in INT_COLUMNS}
-        self.floats: dict[str, list[float]] = {n: [] for n in FLOAT_COLUMNS}
-        self.codes: dict[str, list[int]] = {n: [] for n in STRING_COLUMNS}
+        self.ints = {n: array("q") for n in INT_COLUMNS}
+        self.floats = {n: array("d") for n in FLOAT_COLUMNS}
+        self.codes = {n: array("i") for n in STRING_COLUMNS}
         self.interned = {n: _Interned() for n in STRING_COLUMNS}
 
     def table(self) -> EventTable:
         return EventTable(
-            {n: np.array(v, dtype=np.int64) for n, v in self.ints.items()},
-            {n: np.array(v, dtype=np.float64) for n, v in self.floats.items()},
-            {n: np.array(v, dtype=np.int32) for n, v in self.codes.items()},
+            {n: np.frombuffer(v, dtype=np.int64) for n, v in self.ints.items()},
+            {n: np.frombuffer(v, dtype=np.float64) for n, v in self.floats.items()},
+            {n: np.frombuffer(v, dtype=np.int32) for n, v in self.codes.items()},
             {n: tuple(i.values) for n, i in self.interned.items()},
         )
 
@@ -352,24 +354,22 @@ def read_table(
         data = userfiles.read_bytes(path, userfiles.PROFILE)
     except userfiles.Unreadable as err:
         raise ProfileError(str(err)) from None
-    try:
-        space = xspace.parse(data)
-    except Exception as err:  # protobuf's DecodeError, or bytes that are no message
-        raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
-    del data
     columns = _Columns()
     host = _Host()
     try:
-        for plane in space.planes:
+        planes = xspace.planes(data)
+        for plane in planes:
             if DEVICE_PLANE_RE.match(plane.name):
                 _device_rows(plane, columns)
         gpu = bool(columns.floats["start_ns"])
-        for plane in space.planes:
+        for plane in planes:
             if plane.name == HOST_PLANE:
                 _host_plane(plane, host, None if gpu else columns)
-    except (UnicodeDecodeError, TypeError, ValueError, OverflowError) as err:
+    except (UnicodeDecodeError, TypeError, ValueError, OverflowError, IndexError) as err:
         raise ProfileError(f"{path}: profile content is malformed ({err})") from err
-    del space
+    except Exception as err:  # protobuf's DecodeError: bytes that are no XSpace
+        raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
+    del data, planes
     table = columns.table()
     markers = tuple(sorted(host.markers, key=lambda m: m.start_ns))
     marked = sorted({m.step for m in markers})

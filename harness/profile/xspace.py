@@ -156,3 +156,113 @@ def parse(data: bytes) -> Any:
 def message(name: str) -> Any:
     """The message class `name` (`XSpace`, `XPlane`, ...): for tools that write profiles."""
     return _classes()[name]
+
+
+# --- reading a large profile a piece at a time ----------------------------------------------------
+# The parsed form of an XSpace takes about seven times its serialized size; a profile of a few
+# hundred megabytes is therefore walked plane by plane and line by line, and a line's events
+# in chunks of CHUNK_EVENTS: consecutive events of a line are one contiguous run of bytes, a
+# valid serialization of an XLine holding just them.
+CHUNK_EVENTS = 65536
+_LEN = 2
+_PLANES, _LINES, _EVENTS = 1, 3, 4
+
+
+def _varint(buf: Any, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: Any, start: int, end: int) -> Any:
+    """Yields (field number, start of its tag, start of its value, end) for each field."""
+    pos = start
+    while pos < end:
+        tag_at = pos
+        key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+            yield key >> 3, tag_at, pos, pos
+            continue
+        if wire == 1:
+            value_at, pos = pos, pos + 8
+        elif wire == 5:
+            value_at, pos = pos, pos + 4
+        elif wire == _LEN:
+            size, value_at = _varint(buf, pos)
+            pos = value_at + size
+        else:
+            raise ValueError(f"wire type {wire} at byte {tag_at}")
+        if pos > end:
+            raise ValueError(f"field at byte {tag_at} runs past its message")
+        yield key >> 3, tag_at, value_at, pos
+
+
+class Line:
+    """One line of a plane: its name, timestamp and events, parsed a chunk at a time."""
+
+    def __init__(self, buf: Any, start: int, end: int) -> None:
+        head = bytearray()
+        self._runs: list[tuple[int, int]] = []
+        run_start = run_end = -1
+        count = 0
+        for number, tag_at, _, stop in _fields(buf, start, end):
+            if number != _EVENTS:
+                head += buf[tag_at:stop]
+                continue
+            if tag_at != run_end or count == CHUNK_EVENTS:
+                if run_start >= 0:
+                    self._runs.append((run_start, run_end))
+                run_start, count = tag_at, 0
+            run_end = stop
+            count += 1
+        if run_start >= 0:
+            self._runs.append((run_start, run_end))
+        parsed = message("XLine").FromString(bytes(head))
+        self.name: str = parsed.name
+        self.timestamp_ns: int = parsed.timestamp_ns
+        self._buf = buf
+
+    @property
+    def events(self) -> Any:
+        """The line's events, in order; a chunk's parsed form is dropped once walked."""
+        for start, end in self._runs:
+            yield from message("XLine").FromString(bytes(self._buf[start:end])).events
+
+
+class Plane:
+    """One plane: its name and metadata parsed, its lines parsed as they are walked."""
+
+    def __init__(self, buf: Any, start: int, end: int) -> None:
+        head = bytearray()
+        self._lines: list[tuple[int, int]] = []
+        for number, tag_at, value_at, stop in _fields(buf, start, end):
+            if number == _LINES:
+                self._lines.append((value_at, stop))
+            else:
+                head += buf[tag_at:stop]
+        parsed = message("XPlane").FromString(bytes(head))
+        self.name: str = parsed.name
+        self.event_metadata = parsed.event_metadata
+        self.stat_metadata = parsed.stat_metadata
+        self._buf = buf
+
+    @property
+    def lines(self) -> Any:
+        for start, end in self._lines:
+            yield Line(self._buf, start, end)
+
+
+def planes(buf: Any) -> list[Plane]:
+    """The planes of a serialized XSpace (bytes or a memoryview), each read lazily."""
+    return [
+        Plane(buf, value_at, stop)
+        for number, _, value_at, stop in _fields(buf, 0, len(buf))
+        if number == _PLANES
+    ]
