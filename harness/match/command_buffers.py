@@ -305,6 +305,11 @@ def _place_stream(
     return out
 
 
+# One stream's events of one buffer placed (harness.match.table_match places one execution
+# at a time through it).
+place_stream = _place_stream
+
+
 def _signature(c: Command) -> tuple[object, ...]:
     return (c.kernel, c.grid, c.block) if c.kernel is not None else (c.kind,)
 

@@ -47,9 +47,10 @@ Counting conventions (per step = over the steady window / steps):
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -192,8 +193,9 @@ def match_events(
     window = [e for e in events if e.step is not None] if marked else list(events)
     n_steps, notes = _step_count(window, marked, steps)
     programs = program_ids(clusters_by_module)
+    next_launch = NextLaunch(window)
     attributions = _spread_reused_kernels(
-        tuple(_attribute(e, window, clusters_by_module, mode, programs) for e in window),
+        tuple(_attribute(e, next_launch, clusters_by_module, mode, programs) for e in window),
         clusters_by_module,
         n_steps,
     )
@@ -306,39 +308,55 @@ def _spread_reused_kernels(
         if a.rule != "command_buffer_kernel" or a.cluster is None:
             out.append(a)
             continue
-        clusters = list(_clusters_for(a.event, clusters_by_module) or ())
-        named = next((c for c in clusters if c.name == a.cluster), None)
         launches = max(1, round(in_window[(a.module, a.event.name)] / n_steps))
-        twins = [named] + [
-            c
-            for c in clusters
-            if c is not named
-            and named is not None
-            and _structure(c) == _structure(named)
-            and kernel_name(c.name) not in names_seen
-        ]
-        twins = twins[:launches]
+        twins = reused_twins(a.event, a.cluster, clusters_by_module, launches, names_seen)
         key = (a.event.step, a.module, a.event.name)
         index = counts[key]
         counts[key] += 1
         # Without step markers the window holds every step: launches cycle through the twins.
-        if named is None or len(twins) == 1 or index % len(twins) == 0:
+        if len(twins) < 2 or index % len(twins) == 0:
             out.append(a)
             continue
-        twin = twins[index % len(twins)]
-        out.append(
-            Attribution(
-                a.event,
-                True,
-                "command_buffer_reused_kernel",
-                f"kernel {a.event.name} launched again for {twin.name}, a structurally identical "
-                f"fusion XLA compiled once (launch {index + 1} of this kernel in the step)",
-                a.module,
-                twin.name,
-                a.primitive,
-            )
-        )
+        out.append(reused_launch(a, twins[index % len(twins)], index))
     return tuple(out)
+
+
+def reused_twins(
+    event: DeviceEvent,
+    cluster: str,
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    launches: int,
+    names_seen: Collection[str],
+) -> list[ClusterLike]:
+    """The clusters a reused kernel's launches in a step go to, in turn: its own cluster, then
+    the structurally identical ones whose own kernel never ran (at most `launches`); empty
+    when its cluster is unknown."""
+    clusters = list(_clusters_for(event, clusters_by_module) or ())
+    named = next((c for c in clusters if c.name == cluster), None)
+    if named is None:
+        return []
+    twins = [named] + [
+        c
+        for c in clusters
+        if c is not named
+        and _structure(c) == _structure(named)
+        and kernel_name(c.name) not in names_seen
+    ]
+    return twins[:launches]
+
+
+def reused_launch(a: Attribution, twin: ClusterLike, index: int) -> Attribution:
+    """The attribution of the `index`-th launch in a step of a reused kernel, to `twin`."""
+    return Attribution(
+        a.event,
+        True,
+        "command_buffer_reused_kernel",
+        f"kernel {a.event.name} launched again for {twin.name}, a structurally identical "
+        f"fusion XLA compiled once (launch {index + 1} of this kernel in the step)",
+        a.module,
+        twin.name,
+        a.primitive,
+    )
 
 
 def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
@@ -435,14 +453,14 @@ def _clusters_for(
 
 def _attribute(
     event: DeviceEvent,
-    window: Sequence[DeviceEvent],
+    next_launch: Callable[[DeviceEvent], DeviceEvent | None],
     clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
     mode: Mode,
     programs: Mapping[str, set[int]] | None = None,
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
-        consumer = _next_launch(event, window)
+        consumer = next_launch(event)
         if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
             # Eager dispatch uploads a primitive's host arguments (Python scalars) just
             # before launching it: the copy belongs to the primitive launched next.
@@ -456,7 +474,7 @@ def _attribute(
                 consumer.hlo_op,
                 primitive_of(consumer.hlo_module or ""),
             )
-        return Attribution(event, False, "no_module", _no_module_reason(event, window), None)
+        return Attribution(event, False, "no_module", _no_module_reason(event, consumer), None)
     clusters = _clusters_for(event, clusters_by_module, programs)
     if clusters is None:
         if mode == "eager":
@@ -579,16 +597,23 @@ def _in_command_buffer(
     )
 
 
-def _next_launch(event: DeviceEvent, window: Sequence[DeviceEvent]) -> DeviceEvent | None:
-    """Returns the first event of an XLA program that starts after `event` ends."""
-    later = [e for e in window if e.start_ns >= event.end_ns and e.hlo_module is not None]
-    return min(later, key=lambda e: e.start_ns, default=None)
+class NextLaunch:
+    """The first event of an XLA program that starts after a given event ends (in start
+    order, the window's order breaking ties), found by bisection."""
+
+    def __init__(self, window: Sequence[DeviceEvent]) -> None:
+        launched = sorted((e.start_ns, i) for i, e in enumerate(window) if e.hlo_module is not None)
+        self.starts = [start for start, _ in launched]
+        self.events = [window[i] for _, i in launched]
+
+    def __call__(self, event: DeviceEvent) -> DeviceEvent | None:
+        at = bisect.bisect_left(self.starts, event.end_ns)
+        return self.events[at] if at < len(self.events) else None
 
 
-def _no_module_reason(event: DeviceEvent, window: Sequence[DeviceEvent]) -> str:
+def _no_module_reason(event: DeviceEvent, consumer: DeviceEvent | None) -> str:
     if event.kind != "memcpy":
         return f"{event.kind} {event.name} carries no hlo_module stat"
-    consumer = _next_launch(event, window)
     hint = (
         f"; the next launch is {consumer.hlo_module}/{consumer.hlo_op}"
         if consumer is not None
