@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_analyze
 
+from harness.anydump.dump import read_events
 from harness.records import run_files
 from harness.store import runfolder
 
@@ -59,7 +60,9 @@ def test_the_timeline_is_a_chrome_trace_of_every_event_step_and_buffer(analysed:
     assert len(record.traceEvents) == len(events)
     cats = Counter(e.get("cat") for e in events if e["ph"] == "X")
     kernels = json.loads((analysed / "kernels.json").read_text())
-    assert cats["cluster"] == len(kernels["events"]) == 1565 and cats["unattributed"] == 0
+    rows = read_events(analysed / "events.parquet")
+    assert cats["cluster"] == len(rows) == kernels["match"]["events_in_window"] == 1565
+    assert cats["unattributed"] == 0 and all(e["matched"] for e in rows)
     assert cats["step"] == 5
     buffers = Counter(e["name"] for e in events if e.get("cat") == "command_buffer")
     # Once a step each, and the scan's two body buffers once an iteration (6 layers).

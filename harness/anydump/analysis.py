@@ -8,7 +8,7 @@ maps, the profile's attributed events); harness.anydump.report renders the resul
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -32,6 +32,7 @@ from harness.analyze.program import (
 )
 from harness.match.match import Attribution, MatchReport
 from harness.profile.events import DeviceEvent, StepMarker
+from harness.profile.table import self_ns
 
 MAIN_FRACTION = 0.25  # another module is a main program too with this share of the top one's
 
@@ -155,8 +156,12 @@ def analyse_program(
     timed = report is not None and steps is not None
     pairs: list[tuple[Attribution, float]] = []
     if report is not None:
-        events = [a.event for a in report.attributions]
-        pairs = list(zip(report.attributions, self_times(events), strict=True))
+        attributed = getattr(report.attributions, "attributed", None)
+        if attributed is not None:  # the event table's match: self times by array passes
+            times = self_ns(attributed.table).tolist()
+        else:
+            times = self_times([a.event for a in report.attributions])
+        pairs = list(zip(report.attributions, times, strict=True))
     time_ns = None
     if report is not None:
         time_ns = defaultdict(float)
@@ -204,7 +209,7 @@ def analyse_program(
             kernels_per_step=report.kernels_per_step,
             device_ops_per_step=report.device_ops_per_step,
             outside=tuple(outside),
-            rules=tuple(sorted(Counter(a.rule for a in report.attributions).items())),
+            rules=tuple(sorted(report.rule_counts().items())),
             gaps=report.gaps,
         )
     return ProgramAnalysis(

@@ -20,24 +20,26 @@ import multiprocessing
 import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.analyze import modules as hlo_files
-from harness.analyze.module_analysis import program_of, self_times
 from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
-from harness.anydump.analysis import choose_main, count_steps, time_by_program
+from harness.anydump.analysis import choose_main, count_steps
 from harness.common import forked, userfiles
 from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
 from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
-from harness.match.match import MatchReport, kernels_document, match_events
+from harness.match.match import MatchReport
+from harness.match.table_match import match_table
 from harness.profile.events import DeviceEvent, StepMarker, find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.table import NULL, EventTable, read_table, self_ns
 from harness.store import io
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
@@ -316,18 +318,18 @@ def _write_fusions(r: ModuleResult) -> None:
 
 
 def bind_programs(
-    results: Sequence[ModuleResult], events: Sequence[DeviceEvent]
+    results: Sequence[ModuleResult], programs: Collection[ProgramKey]
 ) -> tuple[dict[str, int | None], list[str]]:
     """Returns each module's program id in the profile, and notes.
 
-    A dumped module's id is its XLA module number. A loose HLO file has none: it is bound to
-    the one program of its name in the profile, and to none when the profile holds several
-    (the file cannot say which it is), so no event is attributed across programs.
+    `programs` are the (module, program id) pairs the profile's events name. A dumped module's
+    id is its XLA module number. A loose HLO file has none: it is bound to the one program of
+    its name in the profile, and to none when the profile holds several (the file cannot say
+    which it is), so no event is attributed across programs.
     """
     seen: dict[str, set[int | None]] = defaultdict(set)
-    for e in events:
-        if e.hlo_module is not None:
-            seen[e.hlo_module].add(e.program_id)
+    for module, pid in programs:
+        seen[module].add(pid)
     bound: dict[str, int | None] = {}
     notes: list[str] = []
     for r in results:
@@ -350,6 +352,22 @@ def bind_programs(
     return bound, notes
 
 
+def _program_keys(table: EventTable) -> tuple[list[ProgramKey | None], np.ndarray]:
+    """The distinct programs of the rows (None: outside any program) and each row's index."""
+    modules = table.codes["hlo_module"]
+    pids = table.ints["program_id"]
+    if not len(table):
+        return [], np.zeros(0, dtype=np.int64)
+    pairs, inverse = np.unique(
+        np.stack([modules.astype(np.int64), pids], axis=1), axis=0, return_inverse=True
+    )
+    keys: list[ProgramKey | None] = [
+        None if m == 0 else (table.strings["hlo_module"][m], None if p == NULL else int(p))
+        for m, p in pairs.tolist()
+    ]
+    return keys, inverse.reshape(-1)
+
+
 def attach_profile(
     results: list[ModuleResult],
     xplane: Path,
@@ -362,50 +380,61 @@ def attach_profile(
     Events of programs that are not analysed (another module, or the same name with another
     program id) are left out of the steady window and returned as `outside`. The step count
     comes from the step markers, else `steps`, else the executions of the main program; with
-    none of those this raises StepsUnknown (never a guess). Writes kernels.json.
+    none of those this raises StepsUnknown (never a guess). Writes events.parquet (every
+    event of the window and its attribution) and kernels.json (the match's totals).
     """
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be a positive integer, got {steps}")
     path = find_xplane(xplane) if xplane.is_dir() else xplane
-    events, markers = read_events_and_markers(path)
-    bound, notes = bind_programs(results, events)
+    table, markers = read_table(path)
+    keys, program = _program_keys(table)
+    bound, notes = bind_programs(results, [k for k in keys if k is not None])
     selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
     eager = mode == "eager"
-    inside: list[DeviceEvent] = []
-    outside_events: dict[ProgramKey, list[DeviceEvent]] = defaultdict(list)
-    for e in events:
-        key = program_of(e)
-        if eager or key is None or key in selected:
-            inside.append(e)
-        else:
-            outside_events[key].append(e)
+    chosen = np.array([eager or k is None or k in selected for k in keys], dtype=bool)
+    inside = chosen[program] if len(table) else np.zeros(0, dtype=bool)
+    own = self_ns(table)
     outside = []
-    for (name, pid), evs in sorted(outside_events.items(), key=lambda kv: str(kv[0])):
-        outside.append(OutsideProgram(name, pid, len(evs), sum(self_times(evs)) * 1e-9))
-    if not eager and not any(program_of(e) in selected for e in inside):
+    for g in sorted(np.unique(program[~inside]).tolist(), key=lambda g: str(keys[g])):
+        key = keys[g]
+        assert key is not None
+        rows = program == g
+        outside.append(
+            OutsideProgram(key[0], key[1], int(rows.sum()), float(own[rows].sum()) * 1e-9)
+        )
+    in_selection = np.array([k is not None and k in selected for k in keys], dtype=bool)
+    if not eager and len(table) and not in_selection[program][inside].any():
         # Nothing of the analysed programs ran: runtime copies alone make no steps.
-        loose = sum(1 for e in inside if program_of(e) is None)
+        loose = int((inside & (table.codes["hlo_module"] == 0)).sum())
         if loose:
             notes.append(f"{loose} device events outside any program (runtime copies) ignored")
-        inside = []
-    marked = any(e.step is not None for e in inside)
-    window = [e for e in inside if e.step is not None] if marked else inside
+        inside[:] = False
+    window_rows = np.flatnonzero(inside)
+    marked = bool(len(window_rows)) and bool((table.ints["step"][window_rows] != NULL).any())
+    if marked:
+        window_rows = window_rows[table.ints["step"][window_rows] != NULL]
+    window = table.take(window_rows)
+    window_program = program[window_rows]
+    window_own = self_ns(window)
+    times: dict[ProgramKey, float] = defaultdict(float)
+    for g, t in zip(window_program.tolist(), window_own.tolist(), strict=True):
+        if keys[g] is not None:
+            times[keys[g]] += t  # type: ignore[index]
     inputs = [r.as_input(bound.get(r.key)) for r in results]
-    times = time_by_program(window)
     if eager and times:
         # Eager: one small module per primitive, most without HLO; a step is one execution of
         # the program that takes the most device time, analysed or not.
         key = max(times, key=lambda k: (times[k], str(k)))
         label = f"{key[0]} (program {key[1]})"
-        main_events = [e for e in window if program_of(e) == key]
     else:
         main, _ = choose_main(inputs, times)
         top = next(m for m in inputs if m.key == main[0])
-        main_events = [e for e in window if program_of(e) == top.program]
+        key = top.program
         label = f"{top.name} (program {top.program_id})"
+    main_rows = np.array([keys[g] == key for g in window_program.tolist()], dtype=bool)
     found: Steps | None = None
-    if window:
-        marked_steps = len({e.step for e in window}) if marked else 0
+    if len(window):
+        marked_steps = int(np.unique(window.ints["step"]).size) if marked else 0
         if marked and steps is not None and marked_steps != steps:
             raise ValueError(
                 f"--steps={steps} but the profile marks {marked_steps} steps with device "
@@ -416,7 +445,7 @@ def attach_profile(
                 f"the profile has {len(markers)} step markers but none holds an event of the "
                 "analysed modules"
             )
-        found = count_steps(main_events, label, marked_steps, steps)
+        found = count_steps(_one_per_run(window, main_rows), label, marked_steps, steps)
     clusters = {(r.module, bound[r.key]): r.clusters for r in results if r.key in bound}
     clusters_by_key: dict[Any, tuple[Cluster, ...]] = {
         (name, pid): cs for (name, pid), cs in clusters.items() if pid is not None
@@ -424,24 +453,61 @@ def attach_profile(
     for (name, pid), cs in clusters.items():
         if pid is None:  # a loose file bound to a program without an id: name only
             clusters_by_key[name] = cs
-    report = match_events(
-        inside,
+    in_window = table.take(np.flatnonzero(inside))
+    report = match_table(
+        in_window,
         clusters_by_key,
         steps=None if marked or found is None else found.count,
-        mode=mode,
+        mode=mode,  # type: ignore[arg-type]
         command_buffers=command_buffers(results, bound),
     )
+    write_events(out / EVENTS_FILE, report)
     io.write_json(
         out / "kernels.json",
-        kernels_document(
-            report,
-            profile=str(path),
-            steps=None if found is None else {"count": found.count, "how": found.how},
-            outside_selection=[o.__dict__ for o in outside],
-        ),
+        {
+            "profile": str(path),
+            "steps": None if found is None else {"count": found.count, "how": found.how},
+            "outside_selection": [o.__dict__ for o in outside],
+            "events_file": EVENTS_FILE,
+            "match": report.to_json(events=False),
+        },
         compact=True,
     )
     return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+
+
+EVENTS_FILE = "events.parquet"
+
+
+def write_events(path: Path, report: MatchReport) -> None:
+    """events.parquet: every event of the steady window with its attribution, one row each
+    (string columns dictionary-encoded, zstd), written atomically."""
+    import pyarrow.parquet as pq
+
+    view = report.attributions
+    attributed = view.attributed  # type: ignore[attr-defined]
+    arrow = attributed.table.to_arrow(attributed.arrow_columns())
+    partial = path.with_name(path.name + ".partial")
+    pq.write_table(arrow, partial, compression="zstd")
+    partial.replace(path)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The rows of an events.parquet (each a dict of its columns), through the one reader."""
+    import io as bytes_io
+
+    import pyarrow.parquet as pq
+
+    data = userfiles.read_bytes(path, userfiles.PROFILE)
+    return pq.read_table(bytes_io.BytesIO(data)).to_pylist()
+
+
+def _one_per_run(window: EventTable, rows: np.ndarray) -> list[DeviceEvent]:
+    """One event of each distinct run id among the rows (what count_steps reads of them)."""
+    runs = window.ints["run_id"][rows]
+    where = np.flatnonzero(rows)
+    _, first = np.unique(runs, return_index=True)
+    return [window.event(int(where[i])) for i in first]
 
 
 def command_buffers(

@@ -139,15 +139,24 @@ class MatchReport:
         return self.gaps.ambiguous_fraction
 
     @property
-    def unmatched(self) -> tuple[Attribution, ...]:
+    def unmatched(self) -> Sequence[Attribution]:
+        view = getattr(self.attributions, "unmatched", None)  # a table's view selects them
+        if view is not None:
+            return view()
         return tuple(a for a in self.attributions if not a.matched)
+
+    def rule_counts(self) -> dict[str, int]:
+        """How many events each rule decided."""
+        counts = getattr(self.attributions, "rule_counts", None)
+        return counts() if counts is not None else dict(Counter(a.rule for a in self.attributions))
 
     def host_gap_per_step_s(self, wall_step_s: float) -> float:
         """Return wall step time minus device busy time: what the host and launch path cost."""
         return wall_step_s - self.device_time_per_step_s
 
-    def to_json(self) -> dict[str, Any]:
-        """Return match.json: summary numbers, every unmatched event, the rule counts."""
+    def to_json(self, events: bool = True) -> dict[str, Any]:
+        """Return match.json: summary numbers, every unmatched event, the rule counts, and
+        (`events`) every attribution."""
         return {
             "steps": self.steps,
             "marked_steps": self.marked_steps,
@@ -165,9 +174,9 @@ class MatchReport:
             "transfers_per_step": [
                 asdict(t) | {"sizes": list(t.sizes)} for t in self.transfers_per_step
             ],
-            "rules": dict(Counter(a.rule for a in self.attributions)),
+            "rules": self.rule_counts(),
             "unmatched": [_attribution_json(a) for a in self.unmatched],
-            "attributions": [_attribution_json(a) for a in self.attributions],
+            "attributions": [_attribution_json(a) for a in self.attributions] if events else None,
             "notes": list(self.notes),
         }
 
@@ -371,7 +380,7 @@ def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
             reason=a.reason,
             ambiguous=a.ambiguous,
         )
-    return {**extra, "match": report.to_json() | {"attributions": None}, "events": rows}
+    return {**extra, "match": report.to_json(events=False), "events": rows}
 
 
 def primitive_of(module: str) -> str:
