@@ -20,6 +20,8 @@ from test_match_events import FIXTURE_STEPS, JIT_VARIANTS, fixture_clusters
 
 from benchmarks.longer_profile import lengthen
 from harness.analyze import modules as hlo_files
+from harness.analyze.program import ModuleInput, Steps
+from harness.anydump.analysis import analyse_program
 from harness.hlo.clusters import find_clusters
 from harness.hlo.parser import parse_module
 from harness.hlo.thunks import read_command_buffers, thunk_files
@@ -156,3 +158,43 @@ def test_a_longer_profile_counts_the_same_a_step(tmp_path: Path, run: Path, trac
     assert b.device_time_per_step_s == pytest.approx(a.device_time_per_step_s)
     per_cluster = [np.bincount(r.attributions.attributed.codes["cluster"]) for r in (a, b)]
     assert per_cluster[1].sum() == 7 * per_cluster[0].sum()
+
+
+def _close(a: object, b: object, where: str = "") -> None:
+    """Equal, floats to 1e-9 relative (sums taken in another order)."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-15), where
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize(("run", "trace"), TRAIN_STEPS, ids=lambda v: getattr(v, "name", v))
+def test_the_program_analysis_of_the_table_is_that_of_the_pairs(run: Path, trace: str) -> None:
+    if not run.exists():
+        pytest.skip(f"H200 fixture absent: {run}")
+    clusters, buffers = _train_step(run)
+    after = next((run / "dump").glob("*.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"))
+    module = hlo_files.parsed(after)
+    key = after.name.split(".sm_")[0]
+    table, markers = read_table(find_xplane(run / trace))
+    pid = int(table.ints["program_id"][0])
+    inputs = [
+        ModuleInput(
+            key, module.name, pid, module, clusters[module.name], hlo_files.costs_of([module])[0]
+        )
+    ]
+    steps = Steps(int(np.unique(table.ints["step"]).size), "markers", "marked")
+    by_table = match_table(table, clusters, command_buffers=buffers)
+    by_pairs = match_events(table.events(), clusters, command_buffers=buffers)
+    a = analyse_program(inputs, by_table, steps, markers=markers)
+    b = analyse_program(inputs, by_pairs, steps, markers=markers)
+    _close(a.to_json(), b.to_json())
+    assert a.modules[0].kernels and a.step_rows

@@ -21,10 +21,10 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from harness.analyze import roof as roofs
 from harness.analyze import steps as by_step
+from harness.analyze.event_facts import KernelGroup, ModuleFacts, facts_from_pairs
 from harness.analyze.program import (
     CeilingRates,
     ClusterRow,
@@ -200,34 +200,21 @@ def unfused_rows(m: ModuleInput, rows: Mapping[str, ClusterRow], by_time: bool) 
     return merged
 
 
-def _kernels(
-    attributions: Sequence[tuple[Attribution, float]], steps: int, total_ns: float
-) -> tuple[KernelRow, ...]:
-    groups: dict[tuple[str, str], list[tuple[DeviceEvent, float]]] = defaultdict(list)
-    for a, t in attributions:
-        if a.event.kind in ("kernel", "host_thunk"):
-            groups[(a.event.name, a.cluster or "")].append((a.event, t))
-    rows = []
-    for (name, cluster), evs in groups.items():
-        ns = sum(t for _, t in evs)
-
-        def common(values: Iterable[Any]) -> Any:
-            found = [v for v in values if v is not None]
-            return Counter(found).most_common(1)[0][0] if found else None
-
-        rows.append(
-            KernelRow(
-                name=name,
-                cluster=cluster,
-                launches=len(evs) / steps,
-                time_s=ns * 1e-9 / steps,
-                share=ns / total_ns if total_ns else 0.0,
-                grid=common(e.grid for e, _ in evs),
-                block=common(e.block for e, _ in evs),
-                registers=common(e.registers for e, _ in evs),
-                occupancy_pct=common(e.occupancy_pct for e, _ in evs),
-            )
+def _kernels(groups: Sequence[KernelGroup], steps: int, total_ns: float) -> tuple[KernelRow, ...]:
+    rows = [
+        KernelRow(
+            name=g.name,
+            cluster=g.cluster,
+            launches=g.count / steps,
+            time_s=g.ns * 1e-9 / steps,
+            share=g.ns / total_ns if total_ns else 0.0,
+            grid=g.grid,
+            block=g.block,
+            registers=g.registers,
+            occupancy_pct=g.occupancy_pct,
         )
+        for g in groups
+    ]
     rows.sort(key=lambda r: (-r.time_s, r.name))
     return tuple(rows[:TOP_KERNELS])
 
@@ -242,20 +229,22 @@ def analyse_module(
     detail: bool = True,
     kind: str = "",
     medians: by_step.StepMedians | None = None,
+    facts: ModuleFacts | None = None,
 ) -> ModuleAnalysis:
     """One module's analysis. `attributions`: this program's window events with their self
     times (None without a profile); `total`: the share denominator (window self time per step
     in seconds, or FLOPs without a profile). `detail=False` leaves out rankings (helpers).
-    `medians`: times of the median step (analyze.steps) instead of the mean over steps."""
-    by_time = attributions is not None
+    `medians`: times of the median step (analyze.steps) instead of the mean over steps.
+    `facts`: the same events already summed (harness.analyze.event_facts), in place of
+    `attributions` for a profile too long to hold an object per event."""
+    by_time = attributions is not None or facts is not None
+    if facts is None and attributions is not None:
+        facts = facts_from_pairs(
+            [(a, t) for a, t in attributions if program_of(a.event) == m.program], m.name
+        )
     costs = {c.name: c for c in m.cost.clusters}
-    ns: dict[str, float] = defaultdict(float)
-    kernels: dict[str, list[str]] = defaultdict(list)
-    for a, t in attributions or ():
-        if a.matched and a.cluster is not None and a.module == m.name:
-            ns[a.cluster] += t
-            if a.event.kind in ("kernel", "host_thunk"):
-                kernels[a.cluster].append(a.event.name)
+    ns = facts.cluster_ns if facts is not None else {}
+    launches_of = facts.cluster_launches if facts is not None else {}
     lines = cluster_lines(m.hlo, m.clusters) if detail else {}
     scopes = cluster_scopes(m.clusters) if detail else {}
     folded = fold_repeats(scopes)
@@ -263,11 +252,13 @@ def analyse_module(
     for c in m.clusters:
         cost = costs.get(c.name)
         flops, moved = (cost.flops, cost.bytes) if cost is not None else (0.0, 0.0)
-        mean_ns = ns[c.name] / steps if medians is None else medians.clusters.get(c.name, 0.0)
+        mean_ns = (
+            ns.get(c.name, 0.0) / steps if medians is None else medians.clusters.get(c.name, 0.0)
+        )
         time_s = mean_ns * 1e-9 if by_time else None
-        launched = kernels.get(c.name, [])
-        launches = len(launched) / steps if by_time else None
-        runs = (len(launched) / len(set(launched)) / steps) if launched else None
+        launched, distinct = launches_of.get(c.name, (0, 0))
+        launches = launched / steps if by_time else None
+        runs = (launched / distinct / steps) if launched else None
         fps, bps = roofs.rates(flops, moved, runs, time_s)
         precision = _precision(c, ceilings)
         fraction, roof = roofs.roof(fps, flops / moved if moved else None, precision, ceilings)
@@ -298,11 +289,7 @@ def analyse_module(
     else:
         rows.sort(key=lambda r: (-r.flops, -r.bytes, r.name))
     calls = Counter((c.target, c.epilogue) for c in m.clusters if c.is_library)
-    mine = [(a, t) for a, t in attributions or () if program_of(a.event) == m.program]
-    own_ns = sum(t for _, t in mine)
-    n_kernels = sum(a.event.kind in ("kernel", "host_thunk") for a, _ in mine)
-    runs_seen = {a.event.run_id for a, _ in mine}
-    executions = len(runs_seen) if mine and None not in runs_seen else None
+    own_ns = facts.own_ns if facts is not None else 0.0
     unfused = unfused_rows(m, {r.name: r for r in rows}, by_time) if detail else []
     own_step_ns = own_ns / steps if medians is None else medians.module_ns
     module_value = own_step_ns * 1e-9 if by_time else m.cost.flops
@@ -319,14 +306,14 @@ def analyse_module(
         bytes=m.cost.bytes,
         time_s=module_value if by_time else None,
         share=module_value / total if total else None,
-        events=len(mine),
-        kernels_per_step=n_kernels / steps if by_time else None,
-        executions=executions,
+        events=facts.events if facts is not None else 0,
+        kernels_per_step=facts.kernels / steps if facts is not None else None,
+        executions=facts.executions if facts is not None else None,
         clusters=tuple(rows) if detail else (),
         by_line=roll_up(rows, lines, total, by_time)[:TOP_ROLLUP] if detail else (),
         by_scope=roll_up(rows, scopes, total, by_time)[:TOP_ROLLUP] if detail else (),
         by_layer=roll_up(rows, folded, total, by_time)[:TOP_ROLLUP] if folded != scopes else (),
-        kernels=_kernels(mine, steps, own_ns) if detail and by_time else (),
+        kernels=_kernels(facts.kernel_groups, steps, own_ns) if detail and facts else (),
         unfused=tuple(unfused[:TOP_UNFUSED]),
         unfused_total=sum(len(u.clusters) for u in unfused),
         reverse_method=m.reverse.method if m.reverse is not None else "",

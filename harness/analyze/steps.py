@@ -20,7 +20,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.match.match import Attribution, union_busy_ns
+from harness.analyze.event_facts import ModuleFacts, StepTotal, facts_from_pairs, steps_from_pairs
+from harness.match.match import Attribution
 from harness.profile.events import StepMarker
 
 OUTLIER_FACTOR = 3.0
@@ -60,23 +61,19 @@ def per_step(pairs: Pairs) -> bool:
 
 def step_rows(pairs: Pairs, markers: Sequence[StepMarker]) -> tuple[StepRow, ...]:
     """Each step of the window, in step order."""
-    events: dict[int, list[Attribution]] = defaultdict(list)
-    summed: dict[int, float] = defaultdict(float)
-    attributed: dict[int, float] = defaultdict(float)
-    for a, t in pairs:
-        if a.event.step is None:
-            continue
-        events[a.event.step].append(a)
-        summed[a.event.step] += t
-        if a.matched:
-            attributed[a.event.step] += t
+    return rows_of(steps_from_pairs(pairs), markers)
+
+
+def rows_of(totals: Mapping[int, StepTotal], markers: Sequence[StepMarker]) -> tuple[StepRow, ...]:
+    """Each step's row from its totals (harness.analyze.event_facts) and the host's markers."""
     spans: dict[int, tuple[float, float]] = {}
     for m in markers:
         lo, hi = spans.get(m.step, (m.start_ns, m.end_ns))
         spans[m.step] = (min(lo, m.start_ns), max(hi, m.end_ns))
     rows = []
-    for step in sorted(events):
-        device = union_busy_ns([a.event for a in events[step]]) * 1e-9
+    for step in sorted(totals):
+        total = totals[step]
+        device = total.device_s
         span = spans.get(step)
         wall = (span[1] - span[0]) * 1e-9 if span else None
         rows.append(
@@ -84,10 +81,10 @@ def step_rows(pairs: Pairs, markers: Sequence[StepMarker]) -> tuple[StepRow, ...
                 step=step,
                 wall_s=wall,
                 device_s=device,
-                event_s=summed[step] * 1e-9,
-                attributed_s=attributed[step] * 1e-9,
+                event_s=total.event_ns * 1e-9,
+                attributed_s=total.attributed_ns * 1e-9,
                 idle_fraction=max(0.0, 1.0 - device / wall) if wall else None,
-                coverage=attributed[step] / summed[step] if summed[step] else 0.0,
+                coverage=total.attributed_ns / total.event_ns if total.event_ns else 0.0,
             )
         )
     return tuple(rows)
@@ -138,13 +135,14 @@ class StepMedians:
 
 def module_medians(pairs: Pairs, module: str, steps: Sequence[int]) -> StepMedians:
     """The median step of one module, from its window events (`pairs`) over `steps`."""
-    by_cluster = cluster_steps(pairs, module)
-    own: dict[int, float] = defaultdict(float)
-    for a, t in pairs:
-        if a.event.step is not None:
-            own[a.event.step] += t
+    return medians_of(facts_from_pairs(pairs, module), steps)
+
+
+def medians_of(facts: ModuleFacts, steps: Sequence[int]) -> StepMedians:
+    """The median step of one module from its facts (harness.analyze.event_facts)."""
+    by_cluster = facts.cluster_step_ns
     return StepMedians(
         clusters={c: median_ns(by, steps) for c, by in by_cluster.items()},
-        module_ns=median_ns(own, steps),
+        module_ns=median_ns(facts.own_step_ns, steps),
         outliers=outliers(by_cluster, steps),
     )

@@ -12,7 +12,17 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from harness.analyze import steps as by_step
+from harness.analyze.event_facts import (
+    ModuleFacts,
+    StepTotal,
+    facts_from_pairs,
+    facts_from_table,
+    steps_from_pairs,
+    steps_from_table,
+)
 from harness.analyze.module_analysis import (
     TOP_UNFUSED,
     analyse_module,
@@ -30,25 +40,16 @@ from harness.analyze.program import (
     ProgramKey,
     Steps,
 )
-from harness.match.match import Attribution, MatchReport
+from harness.match.match import MatchReport
+from harness.match.table_match import AttributedTable, groups_of
 from harness.profile.events import DeviceEvent, StepMarker
-from harness.profile.table import self_ns
+from harness.profile.table import NULL, self_ns
 
 MAIN_FRACTION = 0.25  # another module is a main program too with this share of the top one's
 
 
 class StepsUnknown(ValueError):
     """The profile cannot say how many steps it holds; the message names `--steps`."""
-
-
-def time_by_program(events: Sequence[DeviceEvent]) -> dict[ProgramKey, float]:
-    """Summed self time (ns) of each program's events."""
-    out: dict[ProgramKey, float] = defaultdict(float)
-    for e, t in zip(events, self_times(events), strict=True):
-        key = program_of(e)
-        if key is not None:
-            out[key] += t
-    return dict(out)
 
 
 def choose_main(
@@ -154,28 +155,17 @@ def analyse_program(
     With marked steps, times and shares are of the median step (harness.analyze.steps).
     """
     timed = report is not None and steps is not None
-    pairs: list[tuple[Attribution, float]] = []
-    if report is not None:
-        attributed = getattr(report.attributions, "attributed", None)
-        if attributed is not None:  # the event table's match: self times by array passes
-            times = self_ns(attributed.table).tolist()
-        else:
-            times = self_times([a.event for a in report.attributions])
-        pairs = list(zip(report.attributions, times, strict=True))
-    time_ns = None
-    if report is not None:
-        time_ns = defaultdict(float)
-        for a, t in pairs:
-            if (key := program_of(a.event)) is not None:
-                time_ns[key] += t
+    events = _events_of(report) if report is not None else None
+    time_ns = events.time_by_program() if events is not None else None
     main, rule = choose_main(modules, time_ns)
     n_steps = steps.count if timed and steps is not None else 1
     has_time = timed and any(time_ns.get(m.program, 0.0) > 0 for m in modules)  # type: ignore[union-attr]
-    rows = by_step.step_rows(pairs, markers) if has_time and by_step.per_step(pairs) else ()
+    assert events is not None or not has_time
+    rows = by_step.rows_of(events.step_totals(), markers) if has_time and events.per_step() else ()  # type: ignore[union-attr]
     if rows:
         total = by_step.median_event_s(rows)
     elif has_time:
-        total = sum(t for _, t in pairs) * 1e-9 / n_steps
+        total = events.total_ns() * 1e-9 / n_steps  # type: ignore[union-attr]
     else:
         total = sum(m.cost.flops for m in modules if m.key in main)
     main_names = {m.name for m in modules if m.key in main}
@@ -185,10 +175,12 @@ def analyse_program(
         kind = (
             "main program" if role == "main" else helper_kind(m.name, len(m.clusters), main_names)
         )
-        mine = [(a, t) for a, t in pairs if program_of(a.event) == m.program] if has_time else None
-        med = by_step.module_medians(mine or [], m.name, [r.step for r in rows]) if rows else None
+        facts = events.facts(m.program, m.name) if has_time else None  # type: ignore[union-attr]
+        med = by_step.medians_of(facts, [r.step for r in rows]) if rows and facts else None
         out.append(
-            analyse_module(m, role, mine, n_steps, total, ceilings, role == "main", kind, med)
+            analyse_module(
+                m, role, None, n_steps, total, ceilings, role == "main", kind, med, facts=facts
+            )
         )
     out.sort(key=lambda r: main.index(r.key) if r.key in main else len(main))
     helpers = [h for h in out if h.role == "helper"]
@@ -205,7 +197,7 @@ def analyse_program(
             matched_fraction=report.matched_fraction,
             unmatched=len(report.unmatched),
             busy_time_s=report.device_time_per_step_s,
-            event_time_s=sum(t for _, t in pairs) * 1e-9 / max(1, report.steps),
+            event_time_s=events.total_ns() * 1e-9 / max(1, report.steps),  # type: ignore[union-attr]
             kernels_per_step=report.kernels_per_step,
             device_ops_per_step=report.device_ops_per_step,
             outside=tuple(outside),
@@ -223,6 +215,81 @@ def analyse_program(
         notes=tuple(notes),
         step_rows=rows,
     )
+
+
+class _PairEvents:
+    """The window's events as (Attribution, self time) pairs: a study's few steps."""
+
+    def __init__(self, report: MatchReport) -> None:
+        times = self_times([a.event for a in report.attributions])
+        self.pairs = list(zip(report.attributions, times, strict=True))
+
+    def time_by_program(self) -> dict[ProgramKey, float]:
+        out: dict[ProgramKey, float] = defaultdict(float)
+        for a, t in self.pairs:
+            if (key := program_of(a.event)) is not None:
+                out[key] += t
+        return out
+
+    def per_step(self) -> bool:
+        return by_step.per_step(self.pairs)
+
+    def step_totals(self) -> dict[int, StepTotal]:
+        return steps_from_pairs(self.pairs)
+
+    def total_ns(self) -> float:
+        return sum(t for _, t in self.pairs)
+
+    def facts(self, program: ProgramKey, module: str) -> ModuleFacts:
+        return facts_from_pairs(
+            [(a, t) for a, t in self.pairs if program_of(a.event) == program], module
+        )
+
+
+class _TableEvents:
+    """The window's events as the attributed event table: a profile of any length."""
+
+    def __init__(self, attributed: AttributedTable) -> None:
+        self.attributed = attributed
+        table = attributed.table
+        self.self_ns = self_ns(table)
+        modules, pids = table.codes["hlo_module"], table.ints["program_id"]
+        first, self.program = groups_of(modules, pids)
+        self.keys: list[ProgramKey | None] = [
+            None
+            if modules[i] == 0
+            else (
+                table.strings["hlo_module"][modules[i]],
+                None if pids[i] == NULL else int(pids[i]),
+            )
+            for i in first.tolist()
+        ]
+
+    def time_by_program(self) -> dict[ProgramKey, float]:
+        if not len(self.program):
+            return {}
+        sums = np.bincount(self.program, weights=self.self_ns, minlength=len(self.keys))
+        return {k: float(sums[g]) for g, k in enumerate(self.keys) if k is not None}
+
+    def per_step(self) -> bool:
+        steps = self.attributed.table.ints["step"]
+        return bool(len(steps)) and bool((steps != NULL).all())
+
+    def step_totals(self) -> dict[int, StepTotal]:
+        return steps_from_table(self.attributed, self.self_ns)
+
+    def total_ns(self) -> float:
+        return float(self.self_ns.sum())
+
+    def facts(self, program: ProgramKey, module: str) -> ModuleFacts:
+        wanted = [g for g, k in enumerate(self.keys) if k == program]
+        rows = np.flatnonzero(np.isin(self.program, wanted))
+        return facts_from_table(self.attributed, self.self_ns, rows, module)
+
+
+def _events_of(report: MatchReport) -> _PairEvents | _TableEvents:
+    attributed = getattr(report.attributions, "attributed", None)
+    return _TableEvents(attributed) if attributed is not None else _PairEvents(report)
 
 
 def with_reverse_maps(a: ProgramAnalysis, modules: Sequence[ModuleInput]) -> ProgramAnalysis:

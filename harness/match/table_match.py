@@ -216,7 +216,7 @@ def _step_count(window: EventTable, marked: bool, steps: int | None) -> tuple[in
     return steps, ("no step markers: the whole profile is the steady window",)
 
 
-def _groups(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct combination, each row's combination number)."""
     if not len(columns[0]):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -237,7 +237,7 @@ def _by_signature(
     c = window.codes
     has_module = c["hlo_module"] != 0
     rows = np.flatnonzero(has_module)
-    first, inverse = _groups(
+    first, inverse = groups_of(
         c["hlo_module"][rows],
         window.ints["program_id"][rows],
         c["hlo_op"][rows],
@@ -277,7 +277,7 @@ def _running_index(*keys: np.ndarray) -> np.ndarray:
     """Each row's index among the earlier rows with the same keys (a running count)."""
     if not len(keys[0]):
         return np.zeros(0, dtype=np.int64)
-    _, group = _groups(*keys)
+    _, group = groups_of(*keys)
     order = np.argsort(group, kind="stable")
     sorted_groups = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
@@ -306,10 +306,10 @@ def _spread_reused(
     in_window = Counter(zip(module.tolist(), name.tolist(), strict=True))
     names_seen = {window.strings["name"][n] for n in np.unique(name)}
     index = _running_index(window.ints["step"][rows], module[rows], name[rows])
-    first, inverse = _groups(
+    first, inverse = groups_of(
         module[rows], name[rows], out.fields["cluster"].codes[rows], window.ints["program_id"][rows]
     )
-    for g, members in enumerate(_members(inverse, len(first))):
+    for g, members in enumerate(members_of(inverse, len(first))):
         row = int(rows[first[g]])
         cluster = out.fields["cluster"].values[out.fields["cluster"].codes[row]]
         launches = max(1, round(in_window[(int(module[row]), int(name[row]))] / n_steps))
@@ -323,7 +323,7 @@ def _spread_reused(
             out.set(i, again)
 
 
-def _members(group: np.ndarray, groups: int) -> list[np.ndarray]:
+def members_of(group: np.ndarray, groups: int) -> list[np.ndarray]:
     """The positions of each group's members, in order."""
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(groups + 1))
@@ -341,7 +341,7 @@ def _place(
     executions alike (names, kinds, launch shapes) are placed once."""
     c = window.codes
     rows = np.flatnonzero(c["hlo_module"] != 0)
-    first, inverse = _groups(
+    first, inverse = groups_of(
         c["hlo_module"][rows], window.ints["program_id"][rows], c["hlo_op"][rows]
     )
     buffers: list[CommandBuffer] = []
@@ -363,7 +363,7 @@ def _place(
     runs = ints["run_id"][placed]
     steps = ints["step"][placed]
     execution = steps if (steps != NULL).all() else (runs if (runs != NULL).all() else steps)
-    _, chunk = _groups(
+    _, chunk = groups_of(
         buffer_of[placed],
         c["device"][placed],
         c["stream"][placed],
@@ -455,7 +455,7 @@ def report_of_table(
 
 def _launches_per_cluster(attributed: AttributedTable, n_steps: int) -> dict[str, float]:
     rows = np.flatnonzero(attributed.matched)
-    first, inverse = _groups(
+    first, inverse = groups_of(
         attributed.codes["module"][rows],
         attributed.codes["cluster"][rows],
         attributed.codes["primitive"][rows],
@@ -502,7 +502,7 @@ def _gaps(attributed: AttributedTable, n_steps: int) -> AttributionGaps:
     missing = np.flatnonzero(~attributed.matched)
     missing_ns = float(durations[missing].sum())
     steps = max(1, n_steps)
-    first, inverse = _groups(w.codes["name"][missing], w.codes["kind"][missing])
+    first, inverse = groups_of(w.codes["name"][missing], w.codes["kind"][missing])
     rows = []
     if len(missing):
         sums = np.bincount(inverse, weights=durations[missing], minlength=len(first))

@@ -258,17 +258,6 @@ def _none_int(value: Any) -> int:
     return NULL if found is None else found
 
 
-_DEVICE_STATS = frozenset(
-    {
-        "hlo_module",
-        "hlo_op",
-        "program_id",
-        "correlation_id",
-        "kernel_details",
-        "memcpy_details",
-        "Memset_details",
-    }
-)
 _HOST_STATS = frozenset(
     {
         STEP_STAT,
@@ -353,13 +342,14 @@ def read_table(
     except userfiles.Unreadable as err:
         raise ProfileError(str(err)) from None
     columns = _Columns()
+    device_rows = _DeviceRows()
     host = _Host()
     try:
         planes = xspace.planes(data)
         for plane in planes:
             if DEVICE_PLANE_RE.match(plane.name):
-                _device_rows(plane, columns)
-        gpu = bool(columns.floats["start_ns"])
+                _device_rows(plane, columns, device_rows)
+        gpu = bool(device_rows.start)
         for plane in planes:
             if plane.name == HOST_PLANE:
                 _host_plane(plane, host, None if gpu else columns)
@@ -368,7 +358,7 @@ def read_table(
     except Exception as err:  # protobuf's DecodeError: bytes that are no XSpace
         raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
     del data, planes
-    table = columns.table()
+    table = _device_table(device_rows, columns) if gpu else columns.table()
     markers = tuple(sorted(host.markers, key=lambda m: m.start_ns))
     marked = sorted({m.step for m in markers})
     if steps is not None and marked and len(marked) != steps:
@@ -380,66 +370,144 @@ def read_table(
     return _sorted(table), markers
 
 
-def _device_rows(plane: Any, out: _Columns) -> None:
-    ids, refs = _stat_reader(plane, _DEVICE_STATS)
+_MODULE, _OP, _PROGRAM, _CORRELATION, _DETAILS, _COPY, _MEMSET = range(7)
+_DEVICE_ROLES = {
+    "hlo_module": _MODULE,
+    "hlo_op": _OP,
+    "program_id": _PROGRAM,
+    "correlation_id": _CORRELATION,
+    "kernel_details": _DETAILS,
+    "memcpy_details": _COPY,
+    "Memset_details": _MEMSET,
+}
+
+
+class _DeviceRows:
+    """A device plane's rows: per event only its varying parts (the program and correlation
+    ids, start and duration) and the number of its static part, everything its name and
+    string stats decide (kind, module, op, launch shape, bytes), made once per distinct one."""
+
+    def __init__(self) -> None:
+        self.static: dict[tuple[Any, ...], int] = {}
+        self.statics: list[tuple[int, ...]] = []  # codes and values, in STATIC order
+        self.occupancy: list[float] = []
+        self.which = array("q")
+        self.program = array("q")
+        self.correlation = array("q")
+        self.start = array("d")
+        self.duration = array("d")
+
+
+_STATIC = ("name", "kind", "direction", "hlo_module", "hlo_op", "device", "stream", "grid", "block")
+_STATIC_INTS = ("bytes", "registers", "device_ordinal")
+
+
+def _device_rows(plane: Any, out: _Columns, rows: _DeviceRows) -> None:
+    role_of = {
+        k: _DEVICE_ROLES[v.name] for k, v in plane.stat_metadata.items() if v.name in _DEVICE_ROLES
+    }
+    refs = {k: v.name for k, v in plane.stat_metadata.items()}
     names = {k: v.name for k, v in plane.event_metadata.items()}
     ordinal = plane_ordinal(plane.name)
     intern = out.interned
     device = intern["device"](plane.name)
-    details_cache: dict[Any, tuple[int, int, int, float]] = {}
-    ints, floats, codes = out.ints, out.floats, out.codes
+    which, program, correlation = rows.which, rows.program, rows.correlation
+    starts, durations = rows.start, rows.duration
+    static = rows.static
     for line in plane.lines:
         stream = intern["stream"](line.name)
         base_ps = line.timestamp_ns * 1000
-        kinds: dict[int, tuple[int, int, int]] = {}
         for event in line.events:
-            meta = event.metadata_id
-            known = kinds.get(meta)
-            if known is None:
-                name = names.get(meta, "")
-                kind, direction = classify(name, line.name)
-                known = kinds[meta] = (
-                    intern["name"](name),
-                    intern["kind"](kind),
-                    intern["direction"](direction),
-                )
-            stats = _stats(event, ids, refs)
-            kind_name = intern["kind"].values[known[1]]
-            if kind_name == "kernel":
-                detail_text = stats.get("kernel_details")
-                parsed = details_cache.get(detail_text)
-                if parsed is None:
-                    d = parse_kernel_details(None if detail_text is None else str(detail_text))
-                    parsed = details_cache[detail_text] = (
-                        intern["grid"](d.grid),
-                        intern["block"](d.block),
-                        NULL if d.registers is None else d.registers,
-                        np.nan if d.occupancy_pct is None else d.occupancy_pct,
+            strings: list[Any] = [None, None, None, None]  # module, op, details, copy/memset
+            pid = cid = NULL
+            for stat in event.stats:
+                role = role_of.get(stat.metadata_id)
+                if role is None:
+                    continue
+                if role == _CORRELATION:
+                    cid = stat.uint64_value or stat.int64_value
+                elif role == _PROGRAM:
+                    pid = stat.int64_value or stat.uint64_value
+                else:
+                    ref = stat.ref_value
+                    value = refs.get(ref, "") if ref else stat.str_value
+                    strings[role if role < _DETAILS else (2 if role == _DETAILS else 3)] = value
+            key = (event.metadata_id, stream, *strings)
+            number = static.get(key)
+            if number is None:
+                number = static[key] = len(rows.statics)
+                rows.statics.append(
+                    _static_part(
+                        names.get(event.metadata_id, ""),
+                        line.name,
+                        stream,
+                        device,
+                        ordinal,
+                        strings,
+                        intern,
+                        rows,
                     )
-                moved = NULL
-            else:
-                parsed = (0, 0, NULL, np.nan)
-                moved = transfer_bytes({k: v for k, v in stats.items() if k.endswith("_details")})
-                moved = NULL if moved is None else moved
-            codes["name"].append(known[0])
-            codes["kind"].append(known[1])
-            codes["direction"].append(known[2])
-            codes["hlo_module"].append(intern["hlo_module"](_text(stats.get("hlo_module"))))
-            codes["hlo_op"].append(intern["hlo_op"](_text(stats.get("hlo_op"))))
-            codes["device"].append(device)
-            codes["stream"].append(stream)
-            codes["grid"].append(parsed[0])
-            codes["block"].append(parsed[1])
-            ints["step"].append(NULL)
-            ints["bytes"].append(moved)
-            ints["program_id"].append(_none_int(stats.get("program_id")))
-            ints["correlation_id"].append(_none_int(stats.get("correlation_id")))
-            ints["registers"].append(parsed[2])
-            ints["device_ordinal"].append(NULL if ordinal is None else ordinal)
-            ints["run_id"].append(NULL)
-            floats["start_ns"].append((base_ps + event.offset_ps) / 1000.0)
-            floats["duration_ns"].append(event.duration_ps / 1000.0)
-            floats["occupancy_pct"].append(parsed[3])
+                )
+            which.append(number)
+            program.append(pid)
+            correlation.append(cid)
+            starts.append((base_ps + event.offset_ps) / 1000.0)
+            durations.append(event.duration_ps / 1000.0)
+
+
+def _static_part(
+    name: str,
+    line: str,
+    stream: int,
+    device: int,
+    ordinal: int | None,
+    strings: list[Any],
+    intern: Mapping[str, _Interned],
+    rows: _DeviceRows,
+) -> tuple[int, ...]:
+    kind, direction = classify(name, line)
+    if kind == "kernel":
+        d = parse_kernel_details(None if strings[2] is None else str(strings[2]))
+        grid, block, registers, occupancy = d.grid, d.block, d.registers, d.occupancy_pct
+        moved = None
+    else:
+        grid = block = registers = occupancy = None
+        details = "memcpy_details" if kind == "memcpy" else "Memset_details"
+        moved = None if strings[3] is None else transfer_bytes({details: strings[3]})
+    rows.occupancy.append(np.nan if occupancy is None else occupancy)
+    return (
+        intern["name"](name),
+        intern["kind"](kind),
+        intern["direction"](direction),
+        intern["hlo_module"](_text(strings[0])),
+        intern["hlo_op"](_text(strings[1])),
+        device,
+        stream,
+        intern["grid"](grid),
+        intern["block"](block),
+        NULL if moved is None else moved,
+        NULL if registers is None else registers,
+        NULL if ordinal is None else ordinal,
+    )
+
+
+def _device_table(rows: _DeviceRows, out: _Columns) -> EventTable:
+    """The device planes' rows as a table: static parts spread by their numbers."""
+    which = np.frombuffer(rows.which, dtype=np.int64)
+    statics = np.array(rows.statics, dtype=np.int64).reshape(-1, len(_STATIC) + len(_STATIC_INTS))
+    codes = {n: statics[:, k].astype(np.int32)[which] for k, n in enumerate(_STATIC)}
+    ints = {n: statics[:, len(_STATIC) + k][which] for k, n in enumerate(_STATIC_INTS)}
+    n = len(which)
+    ints["program_id"] = np.frombuffer(rows.program, dtype=np.int64)
+    ints["correlation_id"] = np.frombuffer(rows.correlation, dtype=np.int64)
+    ints["step"] = np.full(n, NULL, dtype=np.int64)
+    ints["run_id"] = np.full(n, NULL, dtype=np.int64)
+    floats = {
+        "start_ns": np.frombuffer(rows.start, dtype=np.float64),
+        "duration_ns": np.frombuffer(rows.duration, dtype=np.float64),
+        "occupancy_pct": np.array(rows.occupancy, dtype=np.float64)[which],
+    }
+    return EventTable(ints, floats, codes, {k: tuple(i.values) for k, i in out.interned.items()})
 
 
 def _text(value: Any) -> str | None:
