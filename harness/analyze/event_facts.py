@@ -167,25 +167,30 @@ def facts_from_table(
             cluster_ns[clusters[codes[rep]]] = float(sums[g])
         mine = own & launch
         if mine.any():
-            first, inverse = groups_of(cluster_codes[mine], w.codes["name"][rows][mine])
-            per = Counter(clusters[cluster_codes[mine][rep]] for rep in first)
+            codes = cluster_codes[mine]
+            first, inverse = groups_of(codes, w.codes["name"][rows][mine])
             counts = np.bincount(inverse)
             launches: Counter[str] = Counter()
+            names: Counter[str] = Counter()
             for g, rep in enumerate(first):
-                launches[clusters[cluster_codes[mine][rep]]] += int(counts[g])
-            cluster_launches = {c: (launches[c], per[c]) for c in launches}
+                launches[clusters[codes[rep]]] += int(counts[g])
+                names[clusters[codes[rep]]] += 1
+            cluster_launches = {c: (launches[c], names[c]) for c in launches}
         stepped = own & has_step
         if stepped.any():
-            first, inverse = groups_of(cluster_codes[stepped], step[stepped])
+            codes, numbers = cluster_codes[stepped], step[stepped]
+            first, inverse = groups_of(codes, numbers)
             sums = np.bincount(inverse, weights=t[stepped])
             for g, rep in enumerate(first):
-                name = clusters[cluster_codes[stepped][rep]]
-                cluster_step.setdefault(name, {})[int(step[stepped][rep])] = float(sums[g])
+                cluster_step.setdefault(clusters[codes[rep]], {})[int(numbers[rep])] = float(
+                    sums[g]
+                )
     own_step: dict[int, float] = {}
     if has_step.any():
-        first, inverse = groups_of(step[has_step])
+        numbers = step[has_step]
+        first, inverse = groups_of(numbers)
         sums = np.bincount(inverse, weights=t[has_step])
-        own_step = {int(step[has_step][rep]): float(sums[g]) for g, rep in enumerate(first)}
+        own_step = {int(numbers[rep]): float(sums[g]) for g, rep in enumerate(first)}
     runs = w.ints["run_id"][rows]
     return ModuleFacts(
         cluster_ns=cluster_ns,
@@ -258,12 +263,13 @@ def steps_from_table(attributed: AttributedTable, self_ns: np.ndarray) -> dict[i
     out: dict[int, StepTotal] = {}
     if not len(rows):
         return out
-    first, inverse = groups_of(step[rows])
+    numbers = step[rows]
+    first, inverse = groups_of(numbers)
     starts, ends = w.floats["start_ns"][rows], w.end_ns[rows]
     t = self_ns[rows]
     matched = attributed.matched[rows]
     for g, members in enumerate(members_of(inverse, len(first))):
-        out[int(step[rows][first[g]])] = StepTotal(
+        out[int(numbers[first[g]])] = StepTotal(
             union_ns(starts[members], ends[members]) * 1e-9,
             float(t[members].sum()),
             float(t[members][matched[members]].sum()),

@@ -416,10 +416,9 @@ def attach_profile(
     window = table.take(window_rows)
     window_program = program[window_rows]
     window_own = self_ns(window)
-    times: dict[ProgramKey, float] = defaultdict(float)
-    for g, t in zip(window_program.tolist(), window_own.tolist(), strict=True):
-        if keys[g] is not None:
-            times[keys[g]] += t  # type: ignore[index]
+    sums = np.bincount(window_program, weights=window_own, minlength=len(keys))
+    present = np.bincount(window_program, minlength=len(keys)) > 0
+    times = {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
     inputs = [r.as_input(bound.get(r.key)) for r in results]
     if eager and times:
         # Eager: one small module per primitive, most without HLO; a step is one execution of
@@ -431,7 +430,7 @@ def attach_profile(
         top = next(m for m in inputs if m.key == main[0])
         key = top.program
         label = f"{top.name} (program {top.program_id})"
-    main_rows = np.array([keys[g] == key for g in window_program.tolist()], dtype=bool)
+    main_rows = np.isin(window_program, [g for g, k in enumerate(keys) if k == key])
     found: Steps | None = None
     if len(window):
         marked_steps = int(np.unique(window.ints["step"]).size) if marked else 0

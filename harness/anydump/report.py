@@ -376,8 +376,10 @@ def report_blocks(
     blocks.append(Bullets(CONVENTIONS))
     blocks.append(
         Para(
-            "Files: `analysis.json` (every table in full), `kernels.json` (every event and its "
-            "cluster), and per module `fusions.json`, `cost.json`, `hlo.txt`."
+            "Files: `analysis.json` (every table in full), `events.parquet` (every event of the "
+            "window and its cluster, rule and reason: DuckDB, Polars or pyarrow read it), "
+            "`kernels.json` (the match's totals), and per module `fusions.json`, `cost.json`, "
+            "`hlo.txt`."
         )
     )
     return tuple(blocks)
@@ -476,7 +478,7 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         f"{p.events_in_window} device events in the steady window"
         + (" (the marked steps)" if p.marked else " (the whole profile: no step markers)"),
         f"matched to a cluster: {fmt.pct(p.matched_fraction)} ({p.unmatched} unmatched, "
-        f"reasons in `kernels.json`); ambiguous: {fmt.pct(p.gaps.ambiguous_fraction)}",
+        f"reasons in `events.parquet`); ambiguous: {fmt.pct(p.gaps.ambiguous_fraction)}",
         f"{fmt.count(p.kernels_per_step)} kernels and {fmt.count(p.device_ops_per_step)} device "
         "ops a step over the analysed modules",
         f"device busy {step_time(p.busy_time_s)} a step (union of intervals); summed event time "

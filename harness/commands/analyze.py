@@ -13,9 +13,11 @@ import errno
 import gc
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from absl import flags
 
 from harness.analyze import memory
@@ -27,7 +29,10 @@ from harness.commands import cli
 from harness.common import terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
 from harness.hlo.instruction import ParseError
-from harness.profile.events import ProfileError, find_xplane
+from harness.match.match import Attribution, MatchReport
+from harness.match.table_match import AttributionView
+from harness.profile.events import ProfileError, StepMarker, find_xplane
+from harness.profile.table import NULL
 from harness.records import run_files
 from harness.report.memory import module_blocks
 from harness.store import io, runfolder
@@ -171,11 +176,47 @@ def analyse_into(
     return program, profile, memories, report
 
 
+# Events a timeline draws at most: its JSON is written in a few seconds and Perfetto and
+# chrome://tracing open it in one; a longer profile's timeline shows its first whole steps, and every event
+# stays in events.parquet.
+TIMELINE_EVENTS = 50_000
+
+
 def write_timeline(out: Path, program: ProgramAnalysis, profile: analysis.ProfileResult) -> Path:
     """Writes the attributed timeline (harness.analyze.timeline) beside the report."""
     lines = {(m.name, c.name): c.lines for m in program.modules for c in m.clusters}
-    timeline = timeline_of(profile.report.attributions, lines, profile.markers)
-    return run_files.write(out / runfolder.TIMELINE_FILE, timeline)
+    rows, markers, shown = timeline_window(profile.report, profile.markers, TIMELINE_EVENTS)
+    timeline = timeline_of(rows, lines, markers)
+    return run_files.write(out / runfolder.TIMELINE_FILE, replace(timeline, shown=shown))
+
+
+def timeline_window(
+    report: MatchReport, markers: Sequence[StepMarker], limit: int
+) -> tuple[Sequence[Attribution], Sequence[StepMarker], str]:
+    """The attributions the timeline draws (at most `limit`: the first whole steps, at least
+    one, or the first events without steps), their markers, and a sentence saying what was
+    left out ("" when nothing was)."""
+    rows = report.attributions
+    if len(rows) <= limit or not isinstance(rows, AttributionView):
+        return rows, markers, ""
+    table = rows.attributed.table
+    steps = table.ints["step"]
+    if (steps == NULL).any():
+        return (
+            rows[:limit],
+            markers,
+            (f"the first {limit} of {len(rows)} events (the profile marks no steps)"),
+        )
+    numbers, counts = np.unique(steps, return_counts=True)
+    kept = numbers[: max(1, int(np.searchsorted(np.cumsum(counts), limit, side="right")))]
+    chosen = np.flatnonzero(np.isin(steps, kept))
+    wanted = set(kept.tolist())
+    return (
+        AttributionView(rows.attributed, chosen),
+        [m for m in markers if m.step in wanted],
+        f"steps {kept[0]}-{kept[-1]} ({len(kept)} of {len(numbers)}), {len(chosen)} of "
+        f"{len(rows)} events",
+    )
 
 
 def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
@@ -256,7 +297,7 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
         )
     else:
         line += "no events of the analysed modules; "
-    line += f"{len(report.unmatched)} unmatched (see {out / 'kernels.json'})"
+    line += f"{len(report.unmatched)} unmatched (see {out / 'events.parquet'})"
     if profile.outside:
         n = sum(o.events for o in profile.outside)
         names = ", ".join(f"{o.module} (program {o.program_id})" for o in profile.outside[:3])

@@ -546,6 +546,11 @@ class TimelineFile:
     schema_version: int = doc("this file's version (harness.records.run_files.TIMELINE)")
     traceEvents: tuple[TraceEvent, ...] = doc("the slices and track names, in time order", ())
     displayTimeUnit: str = doc("how the viewer shows times", "ns")
+    shown: str = doc(
+        "what of the profile the slices show, when not every event: a long profile's first "
+        "whole steps (every event is in events.parquet)",
+        "",
+    )
 
 
 # --- reading and writing ------------------------------------------------------------------------
