@@ -7,16 +7,18 @@ Modules are parsed once per process (`parsed`), however many analyses ask for th
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.hlo.clusters import Cluster, find_clusters
-from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
+from harness.hlo.control_flow import loop_iterations, measured_trips, taken_branches
+from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.files import parse_cached
 from harness.hlo.parser import HloModule
 from harness.hlo.passes import pass_timeline
 from harness.hlo.reverse_map import reverse_map
+from harness.hlo.xla_compare import compare_with_xla
 
 
 def parsed(path: Path) -> HloModule:
@@ -53,9 +55,38 @@ def fusions_document(after: Sequence[HloModule], before: Sequence[HloModule]) ->
     return {"modules": modules}
 
 
-def costs_of(after: Sequence[HloModule]) -> list[ModuleCost]:
-    """Returns our cost model of each module."""
-    return [module_cost(m, clusters_of(m)) for m in after]
+def costs_of(
+    after: Sequence[HloModule], launches: Mapping[str, float] | None = None
+) -> list[ModuleCost]:
+    """Returns our cost model of each module; a loop whose trip count the HLO does not hold
+    counts the iterations a step its body's clusters launched (`launches`: cluster -> launches
+    a step, kernels.json's `launches_per_cluster`), else is marked unknown; a conditional
+    counts the branch whose clusters launched, else its dearest branch, marked."""
+    if not launches:
+        return [module_cost(m, clusters_of(m)) for m in after]
+    return [
+        module_cost(
+            m,
+            clusters_of(m),
+            taken=taken_branches(m, launches),
+            measured=measured_trips(m, launches),
+        )
+        for m in after
+    ]
+
+
+def costs_before(
+    before: Sequence[HloModule], after: Sequence[HloModule], launches: Mapping[str, float] | None
+) -> list[ModuleCost]:
+    """Returns our cost model of each module before optimization, its loops counted as their
+    namesakes after optimization ran (XLA's trip count, else the profile's measure), and its
+    conditionals by the branch their namesakes ran."""
+    counted: dict[str, float] = {}
+    taken: dict[str, int] = {}
+    for m in after:
+        counted.update(loop_iterations(m, measured_trips(m, launches or {})))
+        taken.update(taken_branches(m, launches or {}))
+    return [module_cost(m, find_clusters(m), taken=taken, measured=counted) for m in before]
 
 
 def cost_document(costs: Sequence[ModuleCost], xla: dict[str, float] | None) -> dict[str, Any]:

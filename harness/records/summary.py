@@ -377,6 +377,10 @@ class Cost:
     disagreements: tuple[str, ...] = doc(
         "where XLA's counts cannot be right, or differ from ours", ()
     )
+    loop_counts: str | None = doc(
+        "where `flops`, `bytes` and `flops_analytic` rest on loop counts the HLO does not hold: "
+        "iterations the profile measured a step, or (then they are null) none at all"
+    )
     achieved_flops_per_s: float | None = doc("`flops` (else `flops_analytic`) over `timing.step_s`")
     achieved_bytes_per_s: float | None = doc("`bytes` over `timing.step_s`")
     peak_flops_per_s: float | None = doc("the ceiling for this variant's dtype and GEMM precision")
