@@ -55,7 +55,7 @@ from harness.records.summary import (
 )
 from harness.store import io
 from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
-from harness.variants import expression, program, program_mesh, sharded
+from harness.variants import expression, program, program_mesh, references, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +231,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     # reference (and its note) is what is kept. A jit on the CPU: never beside a measurement.
     pending = reference.Pending(
         program.reference_key(p, exp.program.kwargs, seed),
-        lambda: program.reference_for(p, exp.program.kwargs, args, seed),
+        lambda: references.reference_for(p, exp.program.kwargs, args, seed),
     )
 
     def judge(y: Any) -> Numerics:
