@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.hlo.clusters import Cluster, find_clusters
-from harness.hlo.control_flow import loop_iterations, measured_trips, taken_branches
+from harness.hlo.control_flow import (
+    by_body,
+    loop_iterations,
+    measured_trips,
+    taken_branches,
+    unclone,
+)
 from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.files import parse_cached
 from harness.hlo.parser import HloModule
@@ -64,29 +70,41 @@ def costs_of(
     counts the branch whose clusters launched, else its dearest branch, marked."""
     if not launches:
         return [module_cost(m, clusters_of(m)) for m in after]
-    return [
-        module_cost(
-            m,
-            clusters_of(m),
-            taken=taken_branches(m, launches),
-            measured=measured_trips(m, launches),
-        )
-        for m in after
-    ]
+    out = []
+    for m in after:
+        mine = launches_of(m, launches)
+        taken, measured = taken_branches(m, mine), measured_trips(m, mine)
+        out.append(module_cost(m, clusters_of(m), taken=taken, measured=measured))
+    return out
+
+
+def launches_of(module: HloModule, launches: Mapping[str, float]) -> dict[str, float]:
+    """The launches a step of `module`'s clusters: kernels.json keys them `<module>:<cluster>`
+    (a bare cluster name is taken as this module's)."""
+    prefix = f"{module.name}:"
+    return {
+        (k[len(prefix) :] if k.startswith(prefix) else k): n
+        for k, n in launches.items()
+        if k.startswith(prefix) or ":" not in k
+    }
 
 
 def costs_before(
     before: Sequence[HloModule], after: Sequence[HloModule], launches: Mapping[str, float] | None
 ) -> list[ModuleCost]:
     """Returns our cost model of each module before optimization, its loops counted as their
-    namesakes after optimization ran (XLA's trip count, else the profile's measure), and its
-    conditionals by the branch their namesakes ran."""
+    namesakes after optimization ran (XLA's trip count, else the profile's measure; a loop by
+    its body computation, whose name XLA keeps but for `.clone` suffixes, its copies' runs
+    summed), and its conditionals by the branch their namesakes ran."""
     counted: dict[str, float] = {}
     taken: dict[str, int] = {}
     for m in after:
-        counted.update(loop_iterations(m, measured_trips(m, launches or {})))
-        taken.update(taken_branches(m, launches or {}))
-    return [module_cost(m, find_clusters(m), taken=taken, measured=counted) for m in before]
+        mine = launches_of(m, launches or {})
+        counted.update(loop_iterations(m, measured_trips(m, mine)))
+        taken.update({unclone(k): i for k, i in taken_branches(m, mine).items()})
+    return [
+        module_cost(m, find_clusters(m), taken=taken, measured=by_body(m, counted)) for m in before
+    ]
 
 
 def cost_document(costs: Sequence[ModuleCost], xla: dict[str, float] | None) -> dict[str, Any]:

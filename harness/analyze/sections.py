@@ -203,10 +203,16 @@ def _loop_counts(
     """The one sentence saying which figures rest on loop counts the HLO does not hold."""
     said = []
     if measured:
-        runs: dict[str, float] = {}
-        for c in (c for m in costs for c in m.clusters if c.count_source == "measured"):
-            runs[c.loop] = max(runs.get(c.loop, 0.0), c.executions)
-        each = ", ".join(f"{n} {runs.get(n, 0):g}" for n in measured)
+        # The loops measured themselves (no trip count of their own), by their body's runs
+        # (the median cluster's: its condition runs once more an entry).
+        runs: dict[str, list[float]] = {}
+        for m in costs:
+            for c in m.clusters:
+                if c.count_source == "measured" and c.trip_count is None and c.executions:
+                    runs.setdefault(c.loop, []).append(c.executions)
+        each = ", ".join(
+            f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
+        )
         said.append(
             f"loops counted by the iterations the profile measured a step ({each}): `flops`, "
             "`bytes` and `flops_analytic` rest on them"

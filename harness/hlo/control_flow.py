@@ -16,6 +16,7 @@ Pure functions over a parsed module; harness.hlo.cost multiplies each cluster by
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -304,17 +305,39 @@ def measured_trips(module: HloModule, launches: Mapping[str, float]) -> dict[str
     return out
 
 
+_CLONE = re.compile(r"(\.clone(\.\d+)?)+$")
+_WIDE = re.compile(r"^(wide\.)+")
+
+
+def unclone(name: str) -> str:
+    """A computation's or instruction's name without what XLA's passes add when they copy it
+    (`.clone[.N]` suffixes) or widen a loop's state (`wide.` prefixes):
+    `wide.wide.region_16.48` -> `region_16.48`, `region_10.20.clone.1.clone` -> `region_10.20`."""
+    return _CLONE.sub("", _WIDE.sub("", name))
+
+
 def loop_iterations(module: HloModule, measured: Mapping[str, float]) -> dict[str, float]:
-    """While name -> its body's runs a call, for each loop counted (by the HLO, or `measured`):
-    what another form of the same program (its HLO before optimization, whose loops keep their
-    names) may be counted by."""
+    """Body computation (without its clone suffixes) -> its runs a call, summed over the loops
+    that run a copy of it, for each loop counted (by the HLO, or `measured`): what the same
+    program before optimization, whose loops' bodies bear those names, is counted by."""
     runs = computation_runs(module, measured=measured)
-    out: dict[str, float] = {}
+    out: dict[str, float] = defaultdict(float)
     for _, inst in module.instructions():
         body = _callee(module, inst, "body", 1) if inst.opcode == "while" else None
         run = runs.get(body.name) if body is not None else None
-        if run is not None and not run.unknown:
-            out[inst.name] = run.times
+        if body is not None and run is not None and not run.unknown:
+            out[unclone(body.name)] += run.times
+    return dict(out)
+
+
+def by_body(module: HloModule, iterations: Mapping[str, float]) -> dict[str, float]:
+    """While name -> its body's runs a call, from `iterations` keyed by body computation (as
+    `loop_iterations` gives them for another form of the program)."""
+    out: dict[str, float] = {}
+    for _, inst in module.instructions():
+        body = _callee(module, inst, "body", 1) if inst.opcode == "while" else None
+        if body is not None and unclone(body.name) in iterations:
+            out[inst.name] = iterations[unclone(body.name)]
     return out
 
 

@@ -267,8 +267,11 @@ class ModuleCost:
         return tuple(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def loops_counted(self, source: str) -> tuple[str, ...]:
-        """The loops whose clusters' runs rest on `source` (`measured`, `unknown`)."""
-        return tuple(sorted({c.loop for c in self.clusters if c.count_source == source}))
+        """The loops whose clusters' runs rest on `source` (`measured`, `unknown`); a cluster
+        that never runs (in a branch not taken) rests on nothing."""
+        return tuple(
+            sorted({c.loop for c in self.clusters if c.count_source == source and c.executions})
+        )
 
     @property
     def arithmetic_intensity(self) -> float:
