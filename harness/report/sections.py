@@ -324,14 +324,34 @@ def program_blocks(run: RunData) -> list[Block]:
         f"numerics against the function itself run with jax's x64 on the CPU (result {wide}), "
         "parameters and inputs widened to float64 from the values each variant used",
     ]
-    if wide != "float64":
+    fell_back = any(
+        "the program in float32" in (v.summary.numerics.reference_note or "")
+        for v in run.variants
+        if v.summary.numerics is not None
+    )
+    if wide != "float64" and not fell_back:  # else the reference note says why
         items.append(
             "the reference's result is not float64: the function fixes its own dtype, so the "
             "reference is no more precise than that"
         )
+    # Said once: what every variant shares (loop counts from the profile, the reference used).
+    counts = {
+        v.name: v.summary.cost.loop_counts for v in run.variants if v.summary.cost.loop_counts
+    }
+    notes = {
+        v.name: v.summary.numerics.reference_note
+        for v in run.variants
+        if v.summary.numerics is not None and v.summary.numerics.reference_note
+    }
+    for said, label in ((counts, "loop counts"), (notes, "reference")):
+        if len(said) == len(run.variants) and len(set(said.values())) == 1:
+            items.append(f"every variant's {label}: {next(iter(said.values()))}")
+            said.clear()
     for v in run.variants:
-        if v.summary.numerics is not None and v.summary.numerics.reference_note:
-            items.append(f"`{v.name}`: {v.summary.numerics.reference_note}")
+        if v.name in counts:
+            items.append(f"`{v.name}` loop counts: {counts[v.name]}")
+        if v.name in notes:
+            items.append(f"`{v.name}`: {notes[v.name]}")
         for f in v.summary.identity.probe_failures:
             items.append(
                 f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "
