@@ -94,6 +94,9 @@ class ProgramRecord:
     param_count: int | None = doc("elements in them (the parameter count)")
     param_bytes: int | None = doc("their bytes, after the variant's `program.w_dtype`")
     param_dtypes: tuple[str, ...] = doc("their element types, after `program.w_dtype`", ())
+    param_bytes_by_dtype: dict[str, int] | None = doc(
+        "their bytes by element type, after `program.w_dtype` (null in runs made before it)"
+    )
     flops_source: str = doc(
         "where `cost.flops_analytic` comes from: `config` (`program.flops`) or `hlo_before` "
         "(our cost model of the unoptimized HLO)",

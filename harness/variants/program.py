@@ -561,11 +561,20 @@ def describe(
         param_count=int(sum(int(np.prod(a.shape)) for a in leaves)),
         param_bytes=int(sum(int(np.prod(a.shape)) * jnp.dtype(a.dtype).itemsize for a in leaves)),
         param_dtypes=tuple(sorted(set(_dtypes(leaves)))),
+        param_bytes_by_dtype=_bytes_by_dtype(leaves),
         flops_source=flops_source,
         gemm_flops=gemm_flops,
         reference_dtypes=tuple(sorted(wide)),
         kwargs=dict(program.kwargs),
     )
+
+
+def _bytes_by_dtype(leaves: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in leaves:
+        dtype = jnp.dtype(a.dtype)
+        out[str(dtype)] = out.get(str(dtype), 0) + int(np.prod(a.shape)) * dtype.itemsize
+    return dict(sorted(out.items()))
 
 
 def hlo_flops(text: str) -> tuple[float, float]:
