@@ -162,3 +162,25 @@ def test_the_hlo_before_optimization_counts_its_loops_as_their_namesakes_ran() -
     assert blind.loops_counted("unknown") and not pre.loops_counted("unknown")
     assert pre.flops == pytest.approx(N * (2 * B * D * D + 3 * B * D), rel=0.01)
     assert module_cost(before, find_clusters(before)).loops_counted("unknown")
+
+
+def _alternating(x: jax.Array) -> jax.Array:
+    # 6 iterations, the dear branch on every third: 2 dear and 4 cheap executions a call.
+    def body(i: jax.Array, x: jax.Array) -> jax.Array:
+        return lax.cond(i % 3 == 0, _dear, _cheap, x) * 0.5
+
+    return lax.fori_loop(0, 6, body, x)
+
+
+def test_a_conditional_whose_executions_take_both_branches_counts_each_branch_as_it_ran() -> None:
+    x = jnp.ones((D, D))
+    module, launches = _profiled(_alternating, x)
+    (runs,) = taken_branches(module, launches).values()
+    assert sorted(runs) == [2.0, 4.0]
+    seen = _cost(module, launches)
+    dear = _cost(parse_module(jax.jit(_dear).lower(x).compile().as_text())).flops
+    cheap = _cost(parse_module(jax.jit(_cheap).lower(x).compile().as_text())).flops
+    blind = _cost(module)
+    assert blind.flops == pytest.approx(6 * (dear + D * D), rel=0.02)  # the dearest, 6 times
+    assert seen.flops == pytest.approx(2 * dear + 4 * cheap + 6 * D * D, rel=0.02)
+    assert any("measured by the profile" in n for c in seen.clusters for n in c.notes)

@@ -213,10 +213,13 @@ def _loop_counts(
         each = ", ".join(
             f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
         )
-        said.append(
-            f"loops counted by the iterations the profile measured a step ({each}): `flops`, "
-            "`bytes` and `flops_analytic` rest on them"
+        branches = any(
+            ": its branches ran " in n for m in costs for c in m.clusters for n in c.notes
         )
+        what = [f"loops counted by the iterations the profile measured a step ({each})"] * bool(
+            runs
+        ) + ["conditionals' branches by the executions the profile saw take each"] * branches
+        said.append(f"{' and '.join(what)}: `flops`, `bytes` and `flops_analytic` rest on them")
     if unknown:
         said.append(
             f"no trip count for {', '.join(unknown)} (not in the HLO, not measured): "

@@ -53,6 +53,8 @@ def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
             if lf.step_s
             else "no profile says what they cost"
         )
+        if lf.step_s and lf.entries == 0:
+            why += ": it sits in a branch that did not run (entered 0 times a call)"
         what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
         verdict = "unmeasured" if lf.step_s else "unprofiled"
         return ControlFlowFinding(

@@ -163,6 +163,28 @@ def trip_count(module: HloModule, loop: Computation, inst: Instruction) -> TripC
     return TripCount(n, "pattern") if n is not None else TripCount(None, "unknown")
 
 
+Taken = int | tuple[float, ...]  # the branch that ran, or each branch's runs a call
+# A measured conditional's branches enter no loop: this marks their edges as measured.
+MEASURED: Loop = ("", None, "measured")
+
+
+def _add(
+    comp: Computation,
+    out: list[tuple[Computation | None, float, Loop | None, float]],
+    edges: dict[str, list[Edge]],
+    seen: set[str],
+    stack: list[Computation],
+) -> None:
+    """Adds `comp`'s calls `out` to the call graph, and each new callee to the walk."""
+    for sub, factor, loop, fixed in out:
+        if sub is None:
+            continue
+        edges[comp.name].append(Edge(sub.name, factor, loop, fixed))
+        if sub.name not in seen:
+            seen.add(sub.name)
+            stack.append(sub)
+
+
 def _topological(root: str, edges: Mapping[str, list[Edge]]) -> list[str]:
     """The computations reachable from `root`, each after every caller (HLO has no recursion)."""
     order: list[str] = []
@@ -185,14 +207,15 @@ def _topological(root: str, edges: Mapping[str, list[Edge]]) -> list[str]:
 def computation_runs(
     module: HloModule,
     branch_cost: Callable[[str], float] = lambda _: 0.0,
-    taken: Mapping[str, int] | None = None,
+    taken: Mapping[str, Taken] | None = None,
     measured: Mapping[str, float] | None = None,
 ) -> dict[str, Runs]:
     """Computation name -> how many times it runs a call of `module` (computations that
     run no instructions of their own, such as fusion bodies, are left out).
 
     `branch_cost(name)` ranks a conditional's branches when `taken` (conditional name ->
-    the branch index that ran) does not say which ran. `measured` (while name -> its body's runs
+    the branch index that ran, or each branch's runs a call where several ran: counted per
+    execution) does not say which ran. `measured` (while name -> its body's runs
     a call, over all entries) counts a loop whose trip count the HLO does not hold."""
     # The call graph once, as edges (caller, callee, runs per caller run, loop it enters):
     # multiplicities then flow down it in topological order, so a callee shared by many
@@ -228,7 +251,19 @@ def computation_runs(
                     if sub is not None:
                         why[sub.name].append(said)
             elif inst.opcode == "conditional" and called:
-                pick = (taken or {}).get(inst.name)
+                said_runs = (taken or {}).get(inst.name)
+                if isinstance(said_runs, tuple) and len(said_runs) == len(called):
+                    note = (
+                        f"{inst.name}: its branches ran "
+                        + ", ".join(f"{n:g}" for n in said_runs)
+                        + " times a call (measured by the profile)"
+                    )
+                    for c, n in zip(called, said_runs, strict=True):
+                        why[c].append(note)
+                        out.append((module.computations.get(c), 0.0, MEASURED, n))
+                    _add(comp, out, edges, seen, stack)
+                    continue
+                pick = said_runs if isinstance(said_runs, int) else None
                 constant = _constant_branch(comp, inst, len(called))
                 if constant is not None and (pick is None or not 0 <= pick < len(called)):
                     pick = constant
@@ -247,13 +282,7 @@ def computation_runs(
                     out.append((module.computations.get(c), 1.0 if i == pick else 0.0, None, 0.0))
             elif inst.opcode in ("call", "async-start"):
                 out = [(module.computations.get(c), 1.0, None, 0.0) for c in called]
-            for sub, factor, loop, fixed in out:
-                if sub is None:
-                    continue
-                edges[comp.name].append(Edge(sub.name, factor, loop, fixed))
-                if sub.name not in seen:
-                    seen.add(sub.name)
-                    stack.append(sub)
+            _add(comp, out, edges, seen, stack)
     runs: dict[str, float] = defaultdict(float)
     loops: dict[str, Loop] = {}
     entries: dict[str, float] = {}
@@ -263,6 +292,7 @@ def computation_runs(
         for sub, factor, loop, fixed in edges.get(name, ()):
             runs[sub] += runs[name] * factor + fixed
             flags[sub] |= flags[name] | ({loop[2]} if loop is not None else set())
+            loop = None if loop is MEASURED else loop
             inner = loop or loops.get(name)
             if inner is not None:
                 loops.setdefault(sub, inner)
@@ -341,22 +371,29 @@ def by_body(module: HloModule, iterations: Mapping[str, float]) -> dict[str, flo
     return out
 
 
-def taken_branches(module: HloModule, launches: Mapping[str, float]) -> dict[str, int]:
+def taken_branches(module: HloModule, launches: Mapping[str, float]) -> dict[str, Taken]:
     """Conditional name -> the branch that ran, read from `launches` (cluster name -> launches
-    a step): the one branch whose own clusters launched. A conditional none or several of whose
-    branches launched is left out (its cost then falls back to its dearest branch, marked)."""
+    a step): the one branch whose own clusters launched, or, where several did (executions
+    took different branches), each branch's runs a call (the median launches of its own
+    clusters). A conditional none of whose branches launched is left out (its cost then
+    falls back to its dearest branch, marked)."""
     owner = {
         inst.name: comp.name for comp in module.computations.values() for inst in comp.instructions
     }
-    ran: dict[str, float] = defaultdict(float)
+    ran: dict[str, list[float]] = defaultdict(list)
     for cluster, n in launches.items():
         if n > 0 and cluster in owner:
-            ran[owner[cluster]] += n
-    out: dict[str, int] = {}
+            ran[owner[cluster]].append(n)
+    out: dict[str, Taken] = {}
     for _, inst in module.instructions():
         if inst.opcode != "conditional":
             continue
-        seen = [i for i, c in enumerate(inst.called_computations) if ran.get(c, 0.0) > 0]
+        branches = inst.called_computations
+        seen = [i for i, c in enumerate(branches) if ran.get(c)]
         if len(seen) == 1:
             out[inst.name] = seen[0]
+        elif len(seen) > 1:  # each execution ran one: each branch counts the runs it made
+            out[inst.name] = tuple(
+                float(sorted(ran[c])[len(ran[c]) // 2]) if ran.get(c) else 0.0 for c in branches
+            )
     return out

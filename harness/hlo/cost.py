@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
-from harness.hlo.control_flow import computation_runs
+from harness.hlo.control_flow import Taken, computation_runs
 from harness.hlo.instruction import MAX_ID, Instruction
 from harness.hlo.library_cost import attention_cost, is_attention
 from harness.hlo.parser import Computation, HloModule
@@ -717,7 +717,7 @@ def cluster_cost(
 def module_cost(
     module: HloModule,
     clusters: tuple[Cluster, ...] | None = None,
-    taken: Mapping[str, int] | None = None,
+    taken: Mapping[str, Taken] | None = None,
     measured: Mapping[str, float] | None = None,
 ) -> ModuleCost:
     """Per-cluster costs of `module` (each for one run) and their totals for one call: each

@@ -445,7 +445,8 @@ class ClusterCostRow:
     )
     count_source: str = doc(
         "how its executions were counted: `known_trip_count` or `pattern` (the HLO's), "
-        "`measured` (a loop around it ran as many iterations as the profile measured), "
+        "`measured` (a loop around it ran as many iterations as the profile measured, or a "
+        "conditional's branch as many executions as it saw take it), "
         "`unknown` (a loop around it has no count: its executions are no count), or empty",
         "",
     )
