@@ -9,19 +9,26 @@ reference is zero. Real JAX on the CPU, tiny shapes; the programs are this modul
 - a program with dropout: under x64 `jax.random.bernoulli` draws 64 bits an element, another
   mask from the same key; the harness sees the draws differ and uses the float32 reference,
   and the bias gradient that centring cancels (exactly 0) is judged on its neighbours' scale:
-  no failure and no rounding over the tolerance.
+  no failure and no rounding over the tolerance;
+- a program no reference can run: its accuracy is not measured (the `numerics` probe says
+  why), yet its outputs are kept and each variant is compared with the baseline's.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from harness.capture import variant as capture_variant
+from harness.config import load
 from harness.config.experiment import Program
-from harness.records import numerics_effect
+from harness.records import numerics_effect, run_files
 from harness.records.numerics import AccuracyFile
+from harness.store.runfolder import VariantFolder
 from harness.variants import program as programs
 from harness.variants import references
 from harness.variants.program import ProgramArgs
@@ -115,3 +122,56 @@ def test_only_a_program_whose_draws_change_under_x64_is_suspected() -> None:
     args = _args(x, np.zeros(2, np.uint32))
     assert references.differing_draws(Program(function="test_references:unclean"), _args(x)) is None
     assert references.random_draws(program, args, False)  # dropout draws; unclean draws none
+
+
+def picky(params: dict, x: jax.Array) -> jax.Array:
+    """A program no reference can run: it refuses x64 and any matmul precision but the default
+    (as a program tied to its device's kernels refuses the CPU)."""
+    if jax.config.jax_enable_x64 or jax.config.jax_default_matmul_precision is not None:
+        raise ValueError("this program runs only at the default precision")
+    return jnp.tanh(x @ params["w"]) @ params["v"]
+
+
+def picky_init(key: jax.Array, x: jax.ShapeDtypeStruct) -> dict:
+    k1, k2 = jax.random.split(key)
+    width = x.shape[-1]
+    return {"w": jax.random.normal(k1, (width, width)), "v": jax.random.normal(k2, (width, 4))}
+
+
+def test_without_any_reference_each_variant_is_still_compared_with_the_baseline(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "picky.yaml"
+    config.write_text(
+        "experiment: picky\nseed: 0\nbaseline: xla\n"
+        "program:\n  function: test_references:picky\n  init: test_references:picky_init\n"
+        "  inputs:\n    - {shape: [8, 16], dtype: float32}\n"
+        "variants:\n  - {name: xla, mode: jit}\n"
+        "  - name: xla_no_fusion\n    mode: jit\n"
+        "    xla_options: {xla_disable_hlo_passes: 'fusion,priority-fusion'}\n"
+    )
+    exp = load(str(config)).experiment
+    results = {}
+    for v in exp.variants:
+        subject = capture_variant.subject_of(exp, v)
+        compiled = (
+            jax.jit(subject.fn)
+            .lower(*subject.placed.args)
+            .compile(compiler_options=dict(v.xla_options))
+        )
+        ctx = capture_variant.Context(variant_dir=tmp_path / v.name, platform="cpu")
+        (tmp_path / v.name).mkdir()
+        assert capture_variant._judged(subject, compiled(*subject.placed.args), ctx) is None
+        assert [f.probe for f in ctx.failures] == ["numerics"]  # accuracy: not measured (why)
+        assert "runs only at the default precision" in ctx.failures[0].reason
+        folder = VariantFolder(tmp_path / v.name)
+        accuracy = run_files.load(run_files.NUMERICS, folder.numerics)
+        assert all(leaf.ok is None and leaf.tolerance is None for leaf in accuracy.leaves)
+        values = numerics_effect.read_outputs(folder.outputs, len(accuracy.leaves))
+        refs = numerics_effect.read_outputs(folder.outputs, len(accuracy.leaves), "r")
+        assert values is not None and refs is not None
+        results[v.name] = numerics_effect.Result(accuracy, values, refs)
+    found = numerics_effect.distances("xla", results["xla_no_fusion"], results["xla"], None)
+    assert found.comparable, found.why
+    (leaf,) = found.leaves
+    assert leaf.vs_baseline is not None and leaf.allowed > 0

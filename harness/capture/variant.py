@@ -391,7 +391,9 @@ def _gelu_kept(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pendin
 def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
     """Returns the result's numerics, and keeps its per-leaf errors and values
     (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
-    `numerics` probe's failure (recorded in ctx), not the variant's."""
+    `numerics` probe's failure (recorded in ctx), not the variant's, and a program's outputs
+    are still kept (their references not a number), so each variant is still compared with the
+    baseline's."""
     try:
         with reuse.spent(ctx.costs, "reference"):
             judged = subject.judge(y)
@@ -400,6 +402,10 @@ def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
         return judged
     except Exception as e:
         ctx.failures.append(failed_probe("numerics", e))
+        if subject.kept is not None and subject.program is not None:
+            # The compiler-effect question needs the outputs, not a reference: kept without.
+            with contextlib.suppress(Exception):
+                keep_numerics(VariantFolder(ctx.variant_dir), *program.unreferenced(y))
         return None
 
 

@@ -452,7 +452,8 @@ class Numerics:
     reference_note: str | None = doc(
         "set where the float64 reference is not the variant's own function: a keyword knob "
         "that does not run in float64 (cuDNN attention), so the experiment's keyword arguments "
-        "made the reference; why"
+        "made the reference; or where it fails or computes something else (random draws that "
+        "differ under x64), so the program in float32 on the CPU made it; why, and the tolerance"
     )
 
 

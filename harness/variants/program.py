@@ -482,6 +482,27 @@ def judged_leaves(
     return judged
 
 
+def unreferenced(y: Any) -> tuple[list[np.ndarray], list[np.ndarray], list[LeafAccuracy]]:
+    """The result's leaves kept where no reference could be made (numerics_effect.Kept): their
+    references not a number, their accuracy not measured (`rel_fro_err`, `tolerance` and `ok`
+    null), so only the compiler-effect question, against the baseline's outputs, is asked."""
+    got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
+    leaves = [
+        LeafAccuracy(
+            path=path,
+            dtype=str(jnp.dtype(g.dtype)),
+            shape=tuple(int(d) for d in g.shape),
+            rel_fro_err=None,
+            tolerance=None,
+            ok=None,
+            max_abs_err=None,
+            max_rel_err=None,
+        )
+        for path, g in zip(leaf_paths(y), got, strict=True)
+    ]
+    return got, [np.full(g.shape, np.nan) for g in got], leaves
+
+
 def _as_numerics(leaf: LeafAccuracy) -> Numerics:
     return Numerics(leaf.max_abs_err, leaf.max_rel_err, leaf.rel_fro_err, leaf.tolerance, leaf.ok)
 
