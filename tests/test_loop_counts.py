@@ -18,13 +18,14 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import lax
+from jax.profiler import ProfileData
 
 from harness.analyze import modules as hlo_files
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import measured_trips, taken_branches
 from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.parser import HloModule, parse_module
-from harness.profile.events import find_xplane, read_device_events
+from harness.profile.events import find_xplane
 
 N, B, D = 32, 8, 64
 
@@ -57,15 +58,23 @@ def _while(h: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def _profiled(fn: Callable[..., jax.Array], *args: jax.Array) -> tuple[HloModule, dict[str, float]]:
-    """The optimized module of `fn` and its clusters' launches in one profiled call."""
+    """The optimized module of `fn` and its clusters' launches in one profiled call: the
+    host-plane events (CPU thunks) whose `hlo_module` is it, counted by their `hlo_op`."""
     jitted = jax.jit(fn)
     module = parse_module(jitted.lower(*args).compile().as_text())
     jitted(*args).block_until_ready()
+    launches: collections.Counter[str] = collections.Counter()
     with tempfile.TemporaryDirectory() as d:
         with jax.profiler.trace(d):
             jitted(*args).block_until_ready()
-        events = [e for e in read_device_events(find_xplane(d)) if e.hlo_module == module.name]
-    return module, dict(collections.Counter(e.hlo_op for e in events if e.hlo_op))
+        profile = ProfileData.from_file(str(find_xplane(d)))
+        for plane in profile.planes:
+            for line in plane.lines if plane.name == "/host:CPU" else ():
+                for event in line.events:
+                    stats = {str(k): v for k, v in event.stats}
+                    if stats.get("hlo_module") == module.name and stats.get("hlo_op"):
+                        launches[str(stats["hlo_op"])] += 1
+    return module, dict(launches)
 
 
 def _cost(module: HloModule, launches: dict[str, float] | None = None) -> ModuleCost:
