@@ -170,6 +170,7 @@ def test_the_hlo_before_optimization_counts_its_loops_as_their_namesakes_ran() -
     (pre,) = hlo_files.costs_before([before], [module], launches)
     assert blind.loops_counted("unknown") and not pre.loops_counted("unknown")
     assert pre.flops == pytest.approx(N * (2 * B * D * D + 3 * B * D), rel=0.01)
+    assert hlo_files.gemm_flops(before, pre) == N * 2 * B * D * D  # what a GEMM ceiling bounds
     assert module_cost(before, find_clusters(before)).loops_counted("unknown")
 
 

@@ -103,8 +103,15 @@ def costs_before(
         counted.update(loop_iterations(m, measured_trips(m, mine)))
         taken.update({unclone(k): i for k, i in taken_branches(m, mine).items()})
     return [
-        module_cost(m, find_clusters(m), taken=taken, measured=by_body(m, counted)) for m in before
+        module_cost(m, clusters_of(m), taken=taken, measured=by_body(m, counted)) for m in before
     ]
+
+
+def gemm_flops(module: HloModule, cost: ModuleCost) -> float:
+    """The FLOPs a call of `module`'s dots and convolutions (what a GEMM ceiling bounds), by
+    `cost` (its cost model, loops counted as it counted them)."""
+    gemm = {c.name for c in clusters_of(module) if c.gemm is not None or c.kind == "convolution"}
+    return sum(c.flops * c.executions for c in cost.clusters if c.name in gemm)
 
 
 def cost_document(costs: Sequence[ModuleCost], xla: dict[str, float] | None) -> dict[str, Any]:

@@ -276,18 +276,21 @@ def cost(
         disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
     flops = sum(c.flops for c in costs) if costs and not unknown else None
     moved = sum(c.bytes for c in costs) if costs and not unknown else None
+    program = record.program
     analytic, analytic_unknown = record.flops_analytic, False
+    gemm = program.gemm_flops if program is not None else analytic
     before = lad.hlo_files("hlo_before")
     if record.flops_analytic_source == "hlo_before" and len(before) == 1:
-        (pre,) = hlo_files.costs_before([hlo_files.parsed(before[0])], after, launches)
+        # Counted again here, with the loops' counts the capture could not know.
+        module = hlo_files.parsed(before[0])
+        (pre,) = hlo_files.costs_before([module], after, launches)
         analytic_unknown = bool(pre.loops_counted("unknown"))
         analytic = None if analytic_unknown else pre.flops
+        gemm = None if analytic_unknown else hlo_files.gemm_flops(module, pre)
     work = flops or analytic
     achieved = work / step_s if work and step_s else None
     # The GELU study's analytic FLOPs are its GEMM's; a program's are the whole program's, of
-    # which the dots and convolutions are what a GEMM ceiling bounds.
-    program = record.program
-    gemm = program.gemm_flops if program is not None else analytic
+    # which the dots and convolutions (`gemm`) are what a GEMM ceiling bounds.
     x_dtype, w_dtype = (
         program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
     )
