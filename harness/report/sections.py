@@ -320,14 +320,26 @@ def program_blocks(run: RunData) -> list[Block]:
         f"inputs {_arrays(p.inputs)}; result {_arrays(p.output)}",
         f"the new-shape call (recompile): inputs {_arrays(p.recompile_inputs)}",
         f"FLOPs per call (`cost.flops_analytic`): {fmt.si(base.summary.cost.flops_analytic, 'FLOP')}, "
-        f"{flops}; of which dots and convolutions {fmt.si(p.gemm_flops, 'FLOP')}",
-        f"numerics against the function itself run with jax's x64 on the CPU (result {wide}), "
-        "parameters and inputs widened to float64 from the values each variant used",
+        f"{flops}"
+        # The capture's share counts each loop the HLO does not count once: not beside the
+        # profile's counts.
+        + (
+            f"; of which dots and convolutions {fmt.si(p.gemm_flops, 'FLOP')}"
+            if not base.summary.cost.loop_counts
+            else ""
+        ),
     ]
     fell_back = any(
         "the program in float32" in (v.summary.numerics.reference_note or "")
         for v in run.variants
         if v.summary.numerics is not None
+    )
+    items.append(
+        "numerics against the function itself run with jax's x64 on the CPU (result "
+        f"{wide}), parameters and inputs widened to float64 from the values each variant used"
+        if not fell_back
+        else "numerics against the function itself in float32 on the CPU (the reference "
+        "below says why)"
     )
     if wide != "float64" and not fell_back:  # else the reference note says why
         items.append(
