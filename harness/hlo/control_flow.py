@@ -9,7 +9,9 @@ sites counts at each. The trip count is XLA's own where the optimized HLO has it
 a loop's body runs a call, over all its entries, as `measured_trips` reads them from launches),
 else unknown: the body then counts once per entry, and `Runs.unknown` says the total is no
 count at all. Nested loops multiply: a loop's trip count is per entry, its body's runs the
-product down the nest. A conditional whose branch the caller does not know costs its most expensive branch, marked.
+product down the nest. A conditional counts the branch that ran (`taken`: the profile saw one
+branch's clusters launch, or its predicate is a constant), or each branch by the executions
+that took it where the profile saw several; else its most expensive branch, marked.
 
 Pure functions over a parsed module; harness.hlo.cost multiplies each cluster by them.
 """
@@ -59,20 +61,19 @@ class Runs:
     why: tuple[str, ...] = ()
     loop: str = ""  # the innermost while whose body (or condition) it is
     trip_count: int | None = None  # that loop's per entry, None when unknown or measured
-    measured: bool = False  # a loop around it counts by the profile's measured iterations
+    measured: bool = False  # a loop or branch around it counts by the profile's measure
     unknown: bool = False  # a loop around it has no trip count: `times` is no count
     entries: float | None = None  # times that loop is entered a call (its parent's runs)
+    source: str = ""  # its innermost loop's trip count source
 
     @property
     def count_source(self) -> str:
         """How its runs were counted: `unknown` (a loop around it has no count), `measured`
-        (a loop around it counts by the profile), else its loop's (`known_trip_count`,
-        `pattern`), or empty outside loops."""
+        (a loop around it, or a branch, counts by the profile), else its loop's
+        (`known_trip_count`, `pattern`), or empty outside loops."""
         if self.unknown or self.measured:
             return "unknown" if self.unknown else "measured"
         return self.source
-
-    source: str = ""  # its innermost loop's trip count source
 
 
 def _constant(comp: Computation, name: str) -> int | None:
