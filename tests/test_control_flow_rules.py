@@ -110,3 +110,23 @@ def test_the_host_sync_rule_counts_predicates_read_back_and_is_silent_without() 
     (found,) = control_flow.HostSync().conclude(run)
     assert found.syncs_per_step == 6.0 and found.where == "cond.23"
     assert found.what.startswith("nocb reads a predicate back to the host 6 times a step")
+
+
+def test_a_nested_loop_is_judged_per_entry_and_differs_only_where_its_count_per_entry_does() -> (
+    None
+):
+    def judged(lf: LoopFacts) -> tuple[str, str]:
+        run = _run(ControlFlowFacts(loops=(lf,)))
+        (found,) = control_flow.LoopCost().conclude(run)
+        return found.verdict, found.what
+
+    # The decoder's layer scan: 4 a decode step, 47 decode steps a call (measured).
+    nested = LoopFacts("while.13", 4, 10, 188.0, 10.0, 0.0, 0.5e-3, 1e-3, 47.0, "measured")
+    verdict, what = judged(nested)
+    assert verdict == "as counted"
+    assert "4 per entry, entered 47 times a step (a nested loop)" in what
+    verdict, what = judged(dataclasses.replace(nested, iterations_per_step=235.0))
+    assert verdict == "differs" and "the HLO's trip count says 4 per entry" in what
+    # Its parent nobody counted: its entries are no count, so nothing is judged.
+    blind = dataclasses.replace(nested, entries=1.0, count_source="unknown")
+    assert judged(blind)[0] == "as counted"

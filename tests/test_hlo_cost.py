@@ -14,8 +14,9 @@ import pytest
 from hlo_helpers import gpu_file, require_fixtures
 from jax import lax
 
-from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
+from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.parser import parse_file, parse_module
+from harness.hlo.xla_compare import compare_with_xla
 
 AFTER = "sm_9.0a_gpu_after_optimizations.txt"
 N = 8192

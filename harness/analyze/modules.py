@@ -7,16 +7,24 @@ Modules are parsed once per process (`parsed`), however many analyses ask for th
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.hlo.clusters import Cluster, find_clusters
-from harness.hlo.cost import ModuleCost, compare_with_xla, module_cost
+from harness.hlo.control_flow import (
+    by_body,
+    loop_iterations,
+    measured_trips,
+    taken_branches,
+    unclone,
+)
+from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.files import parse_cached
 from harness.hlo.parser import HloModule
 from harness.hlo.passes import pass_timeline
 from harness.hlo.reverse_map import reverse_map
+from harness.hlo.xla_compare import compare_with_xla
 
 
 def parsed(path: Path) -> HloModule:
@@ -53,9 +61,57 @@ def fusions_document(after: Sequence[HloModule], before: Sequence[HloModule]) ->
     return {"modules": modules}
 
 
-def costs_of(after: Sequence[HloModule]) -> list[ModuleCost]:
-    """Returns our cost model of each module."""
-    return [module_cost(m, clusters_of(m)) for m in after]
+def costs_of(
+    after: Sequence[HloModule], launches: Mapping[str, float] | None = None
+) -> list[ModuleCost]:
+    """Returns our cost model of each module; a loop whose trip count the HLO does not hold
+    counts the iterations a step its body's clusters launched (`launches`: cluster -> launches
+    a step, kernels.json's `launches_per_cluster`), else is marked unknown; a conditional
+    counts the branch whose clusters launched, else its dearest branch, marked."""
+    if not launches:
+        return [module_cost(m, clusters_of(m)) for m in after]
+    out = []
+    for m in after:
+        mine = launches_of(m, launches)
+        taken, measured = taken_branches(m, mine), measured_trips(m, mine)
+        out.append(module_cost(m, clusters_of(m), taken=taken, measured=measured))
+    return out
+
+
+def launches_of(module: HloModule, launches: Mapping[str, float]) -> dict[str, float]:
+    """The launches a step of `module`'s clusters: kernels.json keys them `<module>:<cluster>`
+    (a bare cluster name is taken as this module's)."""
+    prefix = f"{module.name}:"
+    return {
+        (k[len(prefix) :] if k.startswith(prefix) else k): n
+        for k, n in launches.items()
+        if k.startswith(prefix) or ":" not in k
+    }
+
+
+def costs_before(
+    before: Sequence[HloModule], after: Sequence[HloModule], launches: Mapping[str, float] | None
+) -> list[ModuleCost]:
+    """Returns our cost model of each module before optimization, its loops counted as their
+    namesakes after optimization ran (XLA's trip count, else the profile's measure; a loop by
+    its body computation, whose name XLA keeps but for `.clone` suffixes, its copies' runs
+    summed), and its conditionals by the branch their namesakes ran."""
+    counted: dict[str, float] = {}
+    taken: dict[str, int] = {}
+    for m in after:
+        mine = launches_of(m, launches or {})
+        counted.update(loop_iterations(m, measured_trips(m, mine)))
+        taken.update({unclone(k): i for k, i in taken_branches(m, mine).items()})
+    return [
+        module_cost(m, clusters_of(m), taken=taken, measured=by_body(m, counted)) for m in before
+    ]
+
+
+def gemm_flops(module: HloModule, cost: ModuleCost) -> float:
+    """The FLOPs a call of `module`'s dots and convolutions (what a GEMM ceiling bounds), by
+    `cost` (its cost model, loops counted as it counted them)."""
+    gemm = {c.name for c in clusters_of(module) if c.gemm is not None or c.kind == "convolution"}
+    return sum(c.flops * c.executions for c in cost.clusters if c.name in gemm)
 
 
 def cost_document(costs: Sequence[ModuleCost], xla: dict[str, float] | None) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def ranking(
         return None
     module = hlo_files.parsed(after[0])
     clusters = hlo_files.clusters_of(module)
-    (cost,) = hlo_files.costs_of([module])
+    match = kernels.match if kernels is not None else None
+    (cost,) = hlo_files.costs_of([module], match.launches_per_cluster if match else None)
     try:
         roofs = (
             ceilings_from_json(run_files.record_json(ceilings), CEILINGS_FILE)
@@ -68,7 +69,6 @@ def ranking(
     except ValueError:
         roofs = None
     found = attributions(kernels)
-    match = kernels.match if kernels is not None else None
     steps = int(match.steps or 0) if found and match is not None else 0
     pids = {a.event.program_id for a in found if a.event.hlo_module == module.name}
     m = ModuleInput(

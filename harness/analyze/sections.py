@@ -25,7 +25,7 @@ from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane
 from harness.profile.table import read_events_and_markers
 from harness.records import ladder, run_files
-from harness.records.run_files import Ceilings
+from harness.records.run_files import Ceilings, KernelsFile
 from harness.records.summary import (
     CaptureRecord,
     Compile,
@@ -198,6 +198,39 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
     return section, files
 
 
+def _loop_counts(
+    measured: Sequence[str], unknown: Sequence[str], analytic_unknown: bool, costs: Sequence[Any]
+) -> str | None:
+    """The one sentence saying which figures rest on loop counts the HLO does not hold."""
+    said = []
+    if measured:
+        # The loops measured themselves (no trip count of their own), by their body's runs
+        # (the median cluster's: its condition runs once more an entry).
+        runs: dict[str, list[float]] = {}
+        for m in costs:
+            for c in m.clusters:
+                if c.count_source == "measured" and c.trip_count is None and c.executions:
+                    runs.setdefault(c.loop, []).append(c.executions)
+        each = ", ".join(
+            f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
+        )
+        branches = any(
+            ": its branches ran " in n for m in costs for c in m.clusters for n in c.notes
+        )
+        what = [f"loops counted by the iterations the profile measured a step ({each})"] * bool(
+            runs
+        ) + ["conditionals' branches by the executions the profile saw take each"] * branches
+        said.append(f"{' and '.join(what)}: `flops`, `bytes` and `flops_analytic` rest on them")
+    if unknown:
+        said.append(
+            f"no trip count for {', '.join(unknown)} (not in the HLO, not measured): "
+            "`flops` and `bytes` are not given"
+        )
+    if analytic_unknown and not unknown:
+        said.append("a loop before optimization has no count: `flops_analytic` is not given")
+    return "; ".join(said) or None
+
+
 def cost(
     vdir: Path,
     lad: ladder.Ladder,
@@ -206,11 +239,16 @@ def cost(
     step_s: float | None,
     ceilings: Ceilings | None,
     platform: str,
+    kernels: KernelsFile | None = None,
 ) -> tuple[Cost, VariantFiles]:
     """Returns work and traffic (ours and XLA's) against this variant's ceiling, with cost.json's
-    record."""
+    record. A loop whose trip count the HLO does not hold counts the iterations `kernels` (the
+    variant's kernels.json record) measured a step; with none, its figures are not given."""
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
-    costs = hlo_files.costs_of(after)
+    launches = kernels.match.launches_per_cluster if kernels and kernels.match else None
+    costs = hlo_files.costs_of(after, launches)
+    measured = sorted({n for c in costs for n in c.loops_counted("measured")})
+    unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
     x = record.xla_cost
     xla = (
         {
@@ -237,15 +275,23 @@ def cost(
         disagreements = written.xla_disagreements
     if x is not None and x.error:
         disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
-    flops = sum(c.flops for c in costs) if costs else None
-    moved = sum(c.bytes for c in costs) if costs else None
-    analytic = record.flops_analytic
+    flops = sum(c.flops for c in costs) if costs and not unknown else None
+    moved = sum(c.bytes for c in costs) if costs and not unknown else None
+    program = record.program
+    analytic, analytic_unknown = record.flops_analytic, False
+    gemm = program.gemm_flops if program is not None else analytic
+    before = lad.hlo_files("hlo_before")
+    if record.flops_analytic_source == "hlo_before" and len(before) == 1:
+        # Counted again here, with the loops' counts the capture could not know.
+        module = hlo_files.parsed(before[0])
+        (pre,) = hlo_files.costs_before([module], after, launches)
+        analytic_unknown = bool(pre.loops_counted("unknown"))
+        analytic = None if analytic_unknown else pre.flops
+        gemm = None if analytic_unknown else hlo_files.gemm_flops(module, pre)
     work = flops or analytic
     achieved = work / step_s if work and step_s else None
     # The GELU study's analytic FLOPs are its GEMM's; a program's are the whole program's, of
-    # which the dots and convolutions are what a GEMM ceiling bounds.
-    program = record.program
-    gemm = program.gemm_flops if program is not None else analytic
+    # which the dots and convolutions (`gemm`) are what a GEMM ceiling bounds.
     x_dtype, w_dtype = (
         program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
     )
@@ -278,12 +324,13 @@ def cost(
         or ("formula" if analytic is not None else None),
         flops=flops,
         bytes=moved,
-        transcendentals=sum(c.transcendentals for c in costs) if costs else None,
+        transcendentals=sum(c.transcendentals for c in costs) if costs and not unknown else None,
         arithmetic_intensity=(flops / moved) if flops and moved else None,
         flops_xla=x.flops if x else None,
         bytes_xla=x.bytes if x else None,
         transcendentals_xla=x.transcendentals if x else None,
         disagreements=disagreements,
+        loop_counts=_loop_counts(measured, unknown, analytic_unknown, costs),
         achieved_flops_per_s=achieved,
         achieved_bytes_per_s=moved / step_s if moved and step_s else None,
         peak_flops_per_s=peak_flops,

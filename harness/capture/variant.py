@@ -55,7 +55,7 @@ from harness.records.summary import (
 )
 from harness.store import io
 from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
-from harness.variants import expression, program, program_mesh, sharded
+from harness.variants import expression, program, program_mesh, references, sharded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +231,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     # reference (and its note) is what is kept. A jit on the CPU: never beside a measurement.
     pending = reference.Pending(
         program.reference_key(p, exp.program.kwargs, seed),
-        lambda: program.reference_for(p, exp.program.kwargs, args, seed),
+        lambda: references.reference_for(p, exp.program.kwargs, args, seed),
     )
 
     def judge(y: Any) -> Numerics:
@@ -391,7 +391,9 @@ def _gelu_kept(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pendin
 def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
     """Returns the result's numerics, and keeps its per-leaf errors and values
     (numerics.json, outputs.npz) for the compiler-effect rules; a reference that fails is the
-    `numerics` probe's failure (recorded in ctx), not the variant's."""
+    `numerics` probe's failure (recorded in ctx), not the variant's, and a program's outputs
+    are still kept (their references not a number), so each variant is still compared with the
+    baseline's."""
     try:
         with reuse.spent(ctx.costs, "reference"):
             judged = subject.judge(y)
@@ -400,6 +402,10 @@ def _judged(subject: Subject, y: Any, ctx: Context) -> Numerics | None:
         return judged
     except Exception as e:
         ctx.failures.append(failed_probe("numerics", e))
+        if subject.kept is not None and subject.program is not None:
+            # The compiler-effect question needs the outputs, not a reference: kept without.
+            with contextlib.suppress(Exception):
+                keep_numerics(VariantFolder(ctx.variant_dir), *program.unreferenced(y))
         return None
 
 

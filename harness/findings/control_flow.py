@@ -10,6 +10,10 @@ Facts (read at the edge by `facts.read_facts`, from the variant's cost.json and 
   kind): without command buffers XLA reads each predicate back to the host to choose the
   branch or the next iteration, a sync each.
 
+A loop inside another is judged per entry: its iterations a step over the times a step its
+parent enters it (its parent's iterations); it `differs` only where that and the HLO's trip
+count (per entry) disagree.
+
 Rules:
     control_flow.loop        a loop's iterations, kernels an iteration and copies' share
     control_flow.host_sync   predicates read back to the host, per step
@@ -49,6 +53,8 @@ def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
             if lf.step_s
             else "no profile says what they cost"
         )
+        if lf.step_s and lf.entries == 0:
+            why += ": it sits in a branch that did not run (entered 0 times a call)"
         what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
         verdict = "unmeasured" if lf.step_s else "unprofiled"
         return ControlFlowFinding(
@@ -62,9 +68,24 @@ def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
         + (f"; {share:.0%} of the step is its copies (a scan's dynamic slices)" if share else "")
     )
     verdict = "as counted"
-    if lf.trip_count is not None and abs(iters - lf.trip_count) > 0.01 * max(1, lf.trip_count):
+    # A loop inside another is entered once an iteration of its parent: its trip count is per
+    # entry, judged against the iterations a step over the entries a step. Where the entries
+    # rest on no count (a parent loop nobody measured), nothing is judged.
+    entries = lf.entries if lf.entries and lf.count_source != "unknown" else None
+    nested = entries is not None and entries != 1.0
+    per_entry = iters / entries if entries else iters
+    if nested and entries is not None:
+        what += f"; {per_entry:g} per entry, entered {entries:g} times a step (a nested loop)"
+    if lf.trip_count is None and lf.count_source == "measured":
+        evidence.append("the cost model counts it by this measure")
+    # `unknown` with a trip count of its own: a loop around it has no count, nor its entries.
+    if (
+        lf.trip_count is not None
+        and lf.count_source != "unknown"
+        and abs(per_entry - lf.trip_count) > 0.01 * max(1, lf.trip_count)
+    ):
         verdict = "differs"
-        what += f"; the HLO's trip count says {lf.trip_count}"
+        what += f"; the HLO's trip count says {lf.trip_count}" + (" per entry" if nested else "")
     evidence += [
         f"measured {iters:g} iterations a step",
         f"{lf.kernels_per_iteration or 0:.1f} kernels an iteration",

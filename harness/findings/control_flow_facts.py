@@ -26,6 +26,8 @@ class LoopFacts:
     copy_s_per_step: float = 0.0
     body_s_per_step: float = 0.0
     step_s: float | None = None  # the events' summed time a step
+    entries: float | None = None  # times it is entered a call (its parent loop's iterations)
+    count_source: str = ""  # how the cost model counted its body (ClusterCostRow.count_source)
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,23 @@ def control_flow_facts(
     """The variant's loops and host syncs; `kinds` maps each cluster to its kind (fusions.json)."""
     body: dict[str, set[str]] = defaultdict(set)
     trips: dict[str, int | None] = {}
+    entries: dict[str, float] = {}
+    sources: dict[str, str] = {}
     for m in cost.modules if cost is not None else ():
         for c in m.clusters:
             if c.loop:
                 body[c.loop].add(c.name)
                 trips[c.loop] = c.trip_count
+                sources[c.loop] = c.count_source
+                if c.entries is not None:
+                    entries[c.loop] = max(entries.get(c.loop, 0.0), c.entries)
     events = kernels.events if kernels is not None else ()
     steps = kernels.match.steps if kernels is not None and kernels.match is not None else 0
     if not steps or not events:
-        loops = tuple(LoopFacts(n, trips[n], len(body[n])) for n in sorted(body))
+        loops = tuple(
+            LoopFacts(n, trips[n], len(body[n]), entries=entries.get(n), count_source=sources[n])
+            for n in sorted(body)
+        )
         return ControlFlowFacts(loops)
     step_s = sum(e.duration_ns for e in events) * 1e-9 / steps
     loops = []
@@ -98,6 +108,8 @@ def control_flow_facts(
                 / steps,
                 body_s_per_step=sum(e.duration_ns for e in mine) * 1e-9 / steps,
                 step_s=step_s,
+                entries=entries.get(name),
+                count_source=sources[name],
             )
         )
     syncs = [

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.common import fmt
 from harness.findings.base import Rule
 from harness.findings.facts import RunFacts, VariantFacts
 from harness.records.findings import Untested
+from harness.records.summary import ArraySpec, ProgramRecord
 
 UNTESTED_GPU = (
     (
@@ -142,10 +144,52 @@ class UntestedBf16(Rule):
 
 
 WIDE_FLOATS = frozenset({"float32", "float64"})
+# Below this share of the inputs' and parameters' bytes in wide floats, bf16 would move almost
+# nothing: the narrow dtypes carry nearly all of them already (a bf16 decoder's 107 MB of
+# parameters beside a float32 temperature of 8 numbers).
+WIDE_SHARE = 0.05
+
+
+def _wide_bytes(p: ProgramRecord) -> tuple[int, int, float] | None:
+    """(bytes of the inputs and parameters in float32 or float64, bytes of all of them, bytes
+    bfloat16 would save) of a program variant; None where the parameters' bytes were not kept
+    (an older run). A run that kept their total but not their dtypes' counts them wide where
+    any of their dtypes is."""
+
+    def size(a: ArraySpec) -> int:
+        n = 1
+        for d in a.shape:
+            n *= d
+        return n * _ITEMSIZE.get(a.dtype, 4)
+
+    by_dtype: dict[str, int] = {}
+    for a in p.inputs:
+        by_dtype[a.dtype] = by_dtype.get(a.dtype, 0) + size(a)
+    if p.param_bytes_by_dtype is not None:
+        for d, n in p.param_bytes_by_dtype.items():
+            by_dtype[d] = by_dtype.get(d, 0) + n
+    elif p.param_bytes is not None:
+        wide = next((d for d in p.param_dtypes if d in WIDE_FLOATS), "params")
+        by_dtype[wide] = by_dtype.get(wide, 0) + p.param_bytes
+    else:
+        return None
+    wide_bytes = sum(n for d, n in by_dtype.items() if d in WIDE_FLOATS)
+    saved = sum(n * (1 - 2 / _ITEMSIZE[d]) for d, n in by_dtype.items() if d in WIDE_FLOATS)
+    return wide_bytes, sum(by_dtype.values()), saved
+
+
+_ITEMSIZE = {
+    "float64": 8, "int64": 8, "uint64": 8, "complex64": 8,
+    "float32": 4, "int32": 4, "uint32": 4,
+    "bfloat16": 2, "float16": 2, "int16": 2, "uint16": 2,
+    "int8": 1, "uint8": 1, "bool": 1,
+}  # fmt: skip
 
 
 class UntestedProgramBf16(Rule):
-    """A program study that ran no variant with bfloat16 inputs and parameters."""
+    """A program study that ran no variant with bfloat16 inputs and parameters, where they
+    would move fewer bytes: the bytes the change would halve are counted, and nothing is said
+    where the narrow dtypes already carry nearly all of them."""
 
     id = "untested.program_bf16"
     kind = "untested"
@@ -156,7 +200,7 @@ class UntestedProgramBf16(Rule):
 
     def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
-        assert base is not None
+        assert base is not None and base.summary.identity.program is not None
         ran = [
             {i.dtype for i in s.inputs} | set(s.param_dtypes)
             for v in run.variants
@@ -166,11 +210,21 @@ class UntestedProgramBf16(Rule):
         # parameters are all narrow already (bf16 parameters, int32 tokens) measured it.
         if any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
             return ()
+        weighed = _wide_bytes(base.summary.identity.program)
+        if weighed is not None and (not weighed[1] or weighed[0] < WIDE_SHARE * weighed[1]):
+            return ()
+        moved = (
+            f"moves the {fmt.si(weighed[0], 'B')} of its {fmt.si(weighed[1], 'B')} of inputs "
+            f"and parameters in float32 or float64 to bfloat16 ({fmt.si(weighed[2], 'B')} "
+            "fewer)"
+            if weighed is not None
+            else "halves the bytes moved"
+        )
         return (
             Untested(
                 self.id,
                 "bfloat16 inputs and parameters",
-                f"halves the bytes moved and {_bf16_gemm(run, plural=True)}, at bf16's tolerance",
+                f"{moved} and {_bf16_gemm(run, plural=True)}, at bf16's tolerance",
                 f"  - name: {base.name}_bf16\n    mode: {base.summary.identity.mode}\n"
                 "    program: {dtype: bfloat16, w_dtype: bfloat16}",
             ),

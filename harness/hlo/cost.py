@@ -24,6 +24,8 @@ differ, the difference is named here):
 - library epilogues: BIAS adds m*n flops; GELU adds 8 flops + 1 transcendental per output
   element (the tanh form); RELU adds 1 flop per element.
 - bytes: the cluster's boundary traffic, i.e. operand bytes read plus output bytes written.
+  A while, conditional or call moves none itself: the clusters it runs are counted, each run
+  (as XLA's HloCostAnalysis does).
   Tuple outputs count each element, except the s8/u8 workspace buffer cuBLAS calls return.
   Slice, dynamic-slice and gather read only what they produce (plus indices), alone or
   inside a fusion: a fusion operand whose every use inside is such a read is charged those
@@ -31,7 +33,8 @@ differ, the difference is named here):
   not read and only the update is written. (XLA charges a fused gather's whole operand.)
 - control flow: a cluster counts as many times as its computation runs a call (its `executions`,
   harness.hlo.control_flow): a while body times its trip count (XLA's `known_trip_count`, else
-  the loop's counter pattern, else once, noted), a conditional's branch that ran where known,
+  the loop's counter pattern, else the iterations the profile measured, else unknown: once
+  per entry, marked `unknown`, no count), a conditional's branch that ran where known,
   else its most expensive branch (noted), a shared callee at each call site. Per-cluster
   figures are per run; the module's totals are per call.
 - an opcode we do not know, or a custom-call that is neither a GEMM nor modelled, costs
@@ -46,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from harness.hlo.clusters import Cluster, called_instructions, find_clusters, library_gemm
-from harness.hlo.control_flow import computation_runs
+from harness.hlo.control_flow import Taken, computation_runs
 from harness.hlo.instruction import MAX_ID, Instruction
 from harness.hlo.library_cost import attention_cost, is_attention
 from harness.hlo.parser import Computation, HloModule
@@ -107,6 +110,7 @@ ELEMENTWISE_FLOP = frozenset(
         "stochastic-convert",
     }
 )
+_CONTROL = frozenset({"while", "conditional", "call"})
 # Opcodes that do no arithmetic by our conventions (data movement, control, communication
 # without reduction), or whose work is counted elsewhere (a while's body is walked).
 ZERO_FLOP = frozenset(
@@ -204,7 +208,9 @@ class ClusterCost:
     uncosted: tuple[tuple[str, int], ...] = ()
     executions: float = 1.0  # runs a call of its module: the trip counts of loops around it
     loop: str = ""  # the innermost while loop whose body holds it
-    trip_count: int | None = None  # that loop's trip count (None: unknown)
+    trip_count: int | None = None  # that loop's trip count per entry (None: unknown or measured)
+    count_source: str = ""  # harness.hlo.control_flow.Runs.count_source
+    entries: float | None = None  # times that loop is entered a call
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -213,6 +219,8 @@ class ClusterCost:
             "executions": self.executions,
             "loop": self.loop,
             "trip_count": self.trip_count,
+            "count_source": self.count_source,
+            "entries": self.entries,
             "flops": self.flops,
             "transcendentals": self.transcendentals,
             "bytes": self.bytes,
@@ -257,6 +265,13 @@ class ModuleCost:
         for c in self.clusters:
             total.update(dict(c.uncosted))
         return tuple(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def loops_counted(self, source: str) -> tuple[str, ...]:
+        """The loops whose clusters' runs rest on `source` (`measured`, `unknown`); a cluster
+        that never runs (in a branch not taken) rests on nothing."""
+        return tuple(
+            sorted({c.loop for c in self.clusters if c.count_source == source and c.executions})
+        )
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -615,6 +630,8 @@ def _boundary_bytes(
 ) -> tuple[int, str]:
     """Bytes read from operands plus bytes written, by the conventions in the module doc."""
     op = inst.opcode
+    if op in _CONTROL:  # its callees' clusters move the bytes, each time it runs them
+        return 0, ""
     if op in _SLICE_READS or op == "dynamic-update-slice":
         # Read what is produced (or, in place, the update), write as much, plus the indices.
         first_index = 2 if op == "dynamic-update-slice" else 1
@@ -700,11 +717,13 @@ def cluster_cost(
 def module_cost(
     module: HloModule,
     clusters: tuple[Cluster, ...] | None = None,
-    taken: Mapping[str, int] | None = None,
+    taken: Mapping[str, Taken] | None = None,
+    measured: Mapping[str, float] | None = None,
 ) -> ModuleCost:
     """Per-cluster costs of `module` (each for one run) and their totals for one call: each
     cluster counted as many times as its computation runs (harness.hlo.control_flow: loops by
-    their trip counts, a conditional's branch that ran per `taken`, else its most expensive)."""
+    their trip counts, else the iterations `measured` a call, a conditional's branch that ran
+    per `taken`, else its most expensive)."""
     clusters = find_clusters(module) if clusters is None else clusters
     where = {
         inst.name: comp
@@ -718,7 +737,7 @@ def module_cost(
         comp = where.get(c.name)
         if comp is not None:
             by_comp[comp.name] += cost.flops
-    runs = computation_runs(module, lambda name: by_comp.get(name, 0.0), taken)
+    runs = computation_runs(module, lambda name: by_comp.get(name, 0.0), taken, measured)
     out = []
     for c, cost in zip(clusters, once, strict=True):
         comp = where.get(c.name)
@@ -733,61 +752,8 @@ def module_cost(
                 notes=(*cost.notes, *run.why),
                 loop=run.loop,
                 trip_count=run.trip_count,
+                count_source=run.count_source,
+                entries=run.entries,
             )
         )
     return ModuleCost(module.name, tuple(out))
-
-
-def _xla_value(xla: dict, key: str) -> float | None:
-    value = xla.get(key)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def compare_with_xla(
-    ours: ModuleCost, xla_cost_analysis: dict | list | None, tolerance: float = 1.5
-) -> list[str]:
-    """Sentences saying where XLA's `cost_analysis()` and our counts disagree, and which side
-    left what out: XLA's unknown values (-1), totals that differ by more than `tolerance`x,
-    library GEMM work XLA leaves out, and instructions ours could not cost. An empty list
-    means the two agree and ours left nothing out.
-    """
-    xla = xla_cost_analysis
-    if isinstance(xla, list):
-        xla = xla[0] if xla else {}
-    if not isinstance(xla, dict) or not xla:
-        return ["XLA cost analysis unavailable"]
-    missing = ", ".join(f"{op} x{n}" for op, n in ours.uncosted)
-    library = ours.library_flops
-    flags: list[str] = []
-    pairs = (
-        ("flops", ours.flops),
-        ("transcendentals", ours.transcendentals),
-        ("bytes accessed", ours.bytes),
-    )
-    for key, mine in pairs:
-        theirs = _xla_value(xla, key)
-        if theirs is None:
-            continue
-        if theirs < 0:
-            flags.append(
-                f"XLA reports {key}={theirs:g} (unknown): XLA left out an instruction it "
-                f"cannot cost; ours counts {mine:.3g}"
-            )
-            continue
-        low, high = sorted((mine, theirs))
-        if not (high > 0 and (low == 0 or high / low > tolerance)):
-            continue
-        ratio = mine / theirs if theirs else float("inf")
-        sentence = f"{key}: ours {mine:.3g} vs XLA {theirs:.3g} (ours/XLA = {ratio:.3g})"
-        if key == "flops" and mine > theirs and library and theirs < library:
-            sentence += f"; XLA leaves out library GEMM work ({library:.3g} flops in ours)"
-        elif mine < theirs and missing:
-            sentence += f"; ours leaves out instructions it cannot cost ({missing})"
-        elif mine > theirs:
-            sentence += "; XLA counts less than ours (see the conventions in harness.hlo.cost)"
-        else:
-            sentence += "; ours counts less than XLA (see the conventions in harness.hlo.cost)"
-        flags.append(sentence)
-    if missing:
-        flags.append(f"ours leaves out instructions it cannot cost: {missing}")
-    return flags

@@ -25,6 +25,15 @@ shape, or library kind) could take its place without breaking the DAG: the match
 
 Buffers holding control flow (while, conditional) repeat their bodies, so their events are
 left to the name rules of `harness.match.match` (the condition kernel goes to its node).
+
+A kernel XLA deduplicated may be launched by commands in several branches of one conditional
+(greedy's argmax and sampling's share `input_reduce_fusion`). Each execution of the
+conditional ran one branch, so its kernel goes to the command in the branch that ran
+(`_branch_that_ran`), by this evidence in turn: a command of that branch already placed
+since the conditional's `set_case_condition` event (its own kernels, in the buffer's
+order), none of the sibling branch's; else the next kernel in the stream that only one
+candidate branch launches; else a kernel only that branch launches seen anywhere in the
+stream. Without any, the first in command order is taken, and the event is marked ambiguous.
 """
 
 from __future__ import annotations
@@ -171,6 +180,7 @@ class _Execution:
         self.placed: dict[int, list[int]] = {}  # command -> event positions, in order
         self.names: dict[int, set[str]] = defaultdict(set)
         self.open: int | None = None  # the library call the last non-memset event went to
+        self.chose: dict[int, int] = {}  # conditional -> position of its last branch choice
 
     def complete(self) -> bool:
         return bool(self.required) and self.required <= self.placed.keys()
@@ -185,10 +195,96 @@ def _fits(c: Command, e: DeviceEvent) -> bool:
     )
 
 
-def _choose_named(ex: _Execution, e: DeviceEvent, kernels: Mapping[str, list[Command]]):
+NO_EVIDENCE = "no evidence says which branch ran"
+
+
+@dataclass(frozen=True)
+class _Branches:
+    """A buffer's conditional branches: each command's (conditional, branch) and the kernels
+    each branch launches that no sibling branch does."""
+
+    of: Mapping[int, tuple[int, str]]
+    unique: Mapping[tuple[int, str], frozenset[str]]
+
+    @classmethod
+    def of_buffer(cls, buffer: CommandBuffer) -> _Branches:
+        conditionals = {c.index for c in buffer.commands if c.kind == "kConditional"}
+        of = {
+            c.index: (c.owner, c.branch)
+            for c in buffer.commands
+            if c.owner in conditionals and c.branch is not None
+        }
+        kernels: dict[tuple[int, str], set[str]] = defaultdict(set)
+        for c in buffer.commands:
+            if c.index in of and c.kernel is not None:
+                kernels[of[c.index]].add(c.kernel)
+        unique = {
+            key: frozenset(
+                names
+                - {
+                    k
+                    for other, ks in kernels.items()
+                    if other[0] == key[0] and other != key
+                    for k in ks
+                }
+            )
+            for key, names in kernels.items()
+        }
+        return cls(of, unique)
+
+
+def _branch_that_ran(
+    ex: _Execution,
+    candidates: Sequence[Command],
+    branches: _Branches,
+    pos: int,
+    events: Sequence[tuple[int, DeviceEvent]],
+) -> tuple[list[Command], str]:
+    """The candidates narrowed to the branch that ran, where they lie in several branches of
+    one conditional, and the evidence, in words ("" where nothing narrowed them)."""
+    keys = {branches.of.get(c.index) for c in candidates}
+    if len(keys) < 2 or None in keys:
+        return list(candidates), ""
+    owners = {k[0] for k in keys if k is not None}
+    since = {o: ex.chose.get(o, -1) for o in owners}
+    ran = {
+        branches.of[c]
+        for c, ps in ex.placed.items()
+        if c in branches.of and branches.of[c][0] in owners and ps[-1] > since[branches.of[c][0]]
+    }
+    mine = [c for c in candidates if branches.of[c.index] in ran]
+    if mine:
+        return mine, "its branch's other kernels ran in this execution"
+    for _, later in events[pos + 1 :]:
+        if later.name.startswith("set_") and later.name.endswith("condition"):
+            break
+        hits = [
+            c for c in candidates if later.name in branches.unique.get(branches.of[c.index], ())
+        ]
+        if hits:
+            return hits, f"{later.name}, a kernel only its branch launches, follows"
+    seen = {e.name for _, e in events}
+    hits = [c for c in candidates if branches.unique.get(branches.of[c.index], frozenset()) & seen]
+    if hits and len({branches.of[c.index] for c in hits}) == 1:
+        return hits, "a kernel only its branch launches ran on this stream"
+    return list(candidates), NO_EVIDENCE
+
+
+def _choose_named(
+    ex: _Execution,
+    e: DeviceEvent,
+    kernels: Mapping[str, list[Command]],
+    branches: _Branches | None = None,
+    pos: int = 0,
+    events: Sequence[tuple[int, DeviceEvent]] = (),
+):
     named = kernels.get(e.name, [])
     shaped = [c for c in named if _fits(c, e)] or named
     ready = [c for c in shaped if ex.ready(c)]
+    if ready and branches is not None:
+        ready, why = _branch_that_ran(ex, ready, branches, pos, events)
+        if why:
+            return ready[0], f"thunk_kernel:{why}"
     if ready:
         return ready[0], "thunk_kernel"
     left = [c for c in shaped if c.index not in ex.placed]
@@ -227,6 +323,7 @@ def _place_stream(
         if c.kernel is not None:
             kernels[c.kernel].append(c)
     library = [c for c in buffer.commands if c.kernel is None and placeable(c)]
+    branches = _Branches.of_buffer(buffer)
     ex = _Execution(buffer)
     out: dict[int, Placement] = {}
     memsets: list[int] = []  # positions waiting for the event they precede
@@ -266,7 +363,7 @@ def _place_stream(
             continue
         for attempt in range(2):
             if e.name in kernels:
-                chosen, rule = _choose_named(ex, e, kernels)
+                chosen, rule = _choose_named(ex, e, kernels, branches, pos, events)
             else:
                 chosen, rule = _choose_library(ex, e, library)
             if chosen is not None or attempt or not placed_here:
@@ -276,6 +373,9 @@ def _place_stream(
         if chosen is None:
             continue  # left to the name rules: it names nothing this buffer runs
         settle_memsets(chosen.index, after=True)
+        rule, _, evidence = rule.partition(":")
+        if chosen.kind == "kConditional":
+            ex.chose[chosen.index] = pos
         ex.placed.setdefault(chosen.index, []).append(pos)
         ex.names[chosen.index].add(e.name)
         ex.open = chosen.index if chosen.kernel is None else None
@@ -284,7 +384,12 @@ def _place_stream(
         if rule == "thunk_library" and chosen.kind in _COPY_KINDS | _CONTROL_KINDS:
             rule = "thunk_copy" if chosen.kind in _COPY_KINDS else "thunk_condition"
         reason = {
-            "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer.name}",
+            "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer.name}"
+            + (
+                f", in the branch that ran ({evidence})"
+                if evidence and evidence != NO_EVIDENCE
+                else ""
+            ),
             "thunk_copy": f"{e.kind} {e.name} is the device copy {_label(chosen)} in "
             f"{buffer.name}, the next copy the command DAG allows",
             "thunk_condition": f"kernel {e.name} chooses the branch (or the next iteration) of "
@@ -295,7 +400,11 @@ def _place_stream(
             f"{buffer.name}, the first unplaced command that fits: no ready command did "
             "(the DAG the thunk file prints is incomplete here)",
         }[rule]
-        out[positions[pos]] = Placement(chosen.index, chosen.instruction, rule, reason)
+        if evidence == NO_EVIDENCE:
+            reason += "; ambiguous: the first branch in command order is taken"
+        out[positions[pos]] = Placement(
+            chosen.index, chosen.instruction, rule, reason, ambiguous=evidence == NO_EVIDENCE
+        )
     if placed_here:
         settle_memsets(placed_here[-1][1], after=False)
         finish_execution()

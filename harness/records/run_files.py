@@ -440,7 +440,17 @@ class ClusterCostRow:
         1.0,
     )
     loop: str = doc("the innermost while loop whose body holds it, or empty", "")
-    trip_count: int | None = doc("that loop's trip count (null: unknown, or in no loop)")
+    trip_count: int | None = doc(
+        "that loop's trip count per entry (null: not in the HLO, or in no loop)"
+    )
+    count_source: str = doc(
+        "how its executions were counted: `known_trip_count` or `pattern` (the HLO's), "
+        "`measured` (a loop around it ran as many iterations as the profile measured, or a "
+        "conditional's branch as many executions as it saw take it), "
+        "`unknown` (a loop around it has no count: its executions are no count), or empty",
+        "",
+    )
+    entries: float | None = doc("times its loop is entered a call (null: in no loop)")
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ class ProgramRecord:
     param_count: int | None = doc("elements in them (the parameter count)")
     param_bytes: int | None = doc("their bytes, after the variant's `program.w_dtype`")
     param_dtypes: tuple[str, ...] = doc("their element types, after `program.w_dtype`", ())
+    param_bytes_by_dtype: dict[str, int] | None = doc("their bytes by dtype (null: older runs)")
     flops_source: str = doc(
         "where `cost.flops_analytic` comes from: `config` (`program.flops`) or `hlo_before` "
         "(our cost model of the unoptimized HLO)",
@@ -377,6 +378,7 @@ class Cost:
     disagreements: tuple[str, ...] = doc(
         "where XLA's counts cannot be right, or differ from ours", ()
     )
+    loop_counts: str | None = doc("where the figures rest on loop counts measured, or on none")
     achieved_flops_per_s: float | None = doc("`flops` (else `flops_analytic`) over `timing.step_s`")
     achieved_bytes_per_s: float | None = doc("`bytes` over `timing.step_s`")
     peak_flops_per_s: float | None = doc("the ceiling for this variant's dtype and GEMM precision")
@@ -443,9 +445,9 @@ class Numerics:
     )
     failed_leaves: tuple[str, ...] = doc("the paths of the leaves outside their tolerance", ())
     reference_note: str | None = doc(
-        "set where the float64 reference is not the variant's own function: a keyword knob "
-        "that does not run in float64 (cuDNN attention), so the experiment's keyword arguments "
-        "made the reference; why"
+        "why the reference is not the variant's function in float64: a knob that cannot run in "
+        "it (cuDNN attention) ran with the experiment's kwargs; a program that fails or draws "
+        "other random numbers under x64 ran in float32 on the CPU (its tolerance said)"
     )
 
 

@@ -320,18 +320,50 @@ def program_blocks(run: RunData) -> list[Block]:
         f"inputs {_arrays(p.inputs)}; result {_arrays(p.output)}",
         f"the new-shape call (recompile): inputs {_arrays(p.recompile_inputs)}",
         f"FLOPs per call (`cost.flops_analytic`): {fmt.si(base.summary.cost.flops_analytic, 'FLOP')}, "
-        f"{flops}; of which dots and convolutions {fmt.si(p.gemm_flops, 'FLOP')}",
-        f"numerics against the function itself run with jax's x64 on the CPU (result {wide}), "
-        "parameters and inputs widened to float64 from the values each variant used",
+        f"{flops}"
+        # The capture's share counts each loop the HLO does not count once: not beside the
+        # profile's counts.
+        + (
+            f"; of which dots and convolutions {fmt.si(p.gemm_flops, 'FLOP')}"
+            if not base.summary.cost.loop_counts
+            else ""
+        ),
     ]
-    if wide != "float64":
+    fell_back = any(
+        "the program in float32" in (v.summary.numerics.reference_note or "")
+        for v in run.variants
+        if v.summary.numerics is not None
+    )
+    items.append(
+        "numerics against the function itself run with jax's x64 on the CPU (result "
+        f"{wide}), parameters and inputs widened to float64 from the values each variant used"
+        if not fell_back
+        else "numerics against the function itself in float32 on the CPU (the reference "
+        "below says why)"
+    )
+    if wide != "float64" and not fell_back:  # else the reference note says why
         items.append(
             "the reference's result is not float64: the function fixes its own dtype, so the "
             "reference is no more precise than that"
         )
+    # Said once: what every variant shares (loop counts from the profile, the reference used).
+    counts = {
+        v.name: v.summary.cost.loop_counts for v in run.variants if v.summary.cost.loop_counts
+    }
+    notes = {
+        v.name: v.summary.numerics.reference_note
+        for v in run.variants
+        if v.summary.numerics is not None and v.summary.numerics.reference_note
+    }
+    for said, label in ((counts, "loop counts"), (notes, "reference")):
+        if len(said) == len(run.variants) and len(set(said.values())) == 1:
+            items.append(f"every variant's {label}: {next(iter(said.values()))}")
+            said.clear()
     for v in run.variants:
-        if v.summary.numerics is not None and v.summary.numerics.reference_note:
-            items.append(f"`{v.name}`: {v.summary.numerics.reference_note}")
+        if v.name in counts:
+            items.append(f"`{v.name}` loop counts: {counts[v.name]}")
+        if v.name in notes:
+            items.append(f"`{v.name}`: {notes[v.name]}")
         for f in v.summary.identity.probe_failures:
             items.append(
                 f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "

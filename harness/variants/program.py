@@ -402,6 +402,34 @@ def _exact(got: np.ndarray, ref: np.ndarray) -> Numerics:
     )
 
 
+# A reference leaf this small against its neighbours' scale is zero up to the reference's own
+# rounding (64 float32 units of roundoff): an exact 0 the float64 or float32 reference misses
+# by its rounding, as a gradient BatchNorm cancels.
+ZERO_REFERENCE = 64 * 2.0**-24
+
+
+def _rms(a: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) if a.size else 0.0
+
+
+def neighbour_scale(got: list[np.ndarray], ref: tuple[np.ndarray, ...]) -> float:
+    """The scale a leaf whose reference is zero is judged on: the median root mean square of
+    the result's floating reference leaves (1.0 when they are all zero). Relative to an exact 0
+    any rounding is infinite (a conv bias whose gradient BatchNorm cancels read 2.36e+11%);
+    against its neighbours' size it is rounding."""
+    sizes = [_rms(r) for g, r in zip(got, ref, strict=True) if _is_float(g.dtype) and _rms(r) > 0]
+    return float(np.median(sizes)) if sizes else 1.0
+
+
+def _absolute(got: np.ndarray, ref: np.ndarray, scale: float, tol: float) -> Numerics:
+    """A leaf whose reference is zero: the root mean square of its error over `scale`."""
+    g = got.astype(np.float64)
+    diff = np.abs(g - ref.astype(np.float64))
+    worst = float(diff.max())
+    err = _rms(diff) / scale
+    return Numerics(worst, worst / scale, err, tol, bool(np.isfinite(g).all()) and err <= tol)
+
+
 def _badness(n: Numerics) -> float:
     """How far a leaf is from passing: its error over its tolerance (inf when it fails an exact
     or finite check), so the worst leaf is the one nearest to, or furthest past, failing."""
@@ -421,7 +449,8 @@ def judged_leaves(
 ) -> list[LeafAccuracy]:
     """Returns each leaf of the result against the reference: a floating leaf within its own
     dtype's tolerance (no tighter than that of `computed_in`, the narrowest floating dtype
-    among the arguments), an integer leaf exactly (its dtype its own, its tolerance 0)."""
+    among the arguments), relative to its reference or, where that is exactly zero, to its
+    neighbours' scale (`neighbour_scale`); an integer leaf exactly (its tolerance 0)."""
     got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
     if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
         raise ProgramError(
@@ -429,9 +458,15 @@ def judged_leaves(
             f"{[r.shape for r in ref]}: the function's output depends on the dtype"
         )
     judged = []
+    scale = neighbour_scale(got, ref)
     for path, g, r in zip(leaf_paths(y), got, ref, strict=True):
         dtype = tolerance_dtype(str(jnp.dtype(g.dtype)), computed_in)
-        n = _exact(g, r) if dtype is None else compare(g, r, TOLERANCE[dtype])
+        if dtype is None:
+            n = _exact(g, r)
+        elif r.size and _rms(r) <= ZERO_REFERENCE * scale:  # 0 up to the reference's rounding
+            n = _absolute(g, r, scale, TOLERANCE[dtype])
+        else:
+            n = compare(g, r, TOLERANCE[dtype])
         judged.append(
             LeafAccuracy(
                 path=path,
@@ -445,6 +480,27 @@ def judged_leaves(
             )
         )
     return judged
+
+
+def unreferenced(y: Any) -> tuple[list[np.ndarray], list[np.ndarray], list[LeafAccuracy]]:
+    """The result's leaves kept where no reference could be made (numerics_effect.Kept): their
+    references not a number, their accuracy not measured (`rel_fro_err`, `tolerance` and `ok`
+    null), so only the compiler-effect question, against the baseline's outputs, is asked."""
+    got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
+    leaves = [
+        LeafAccuracy(
+            path=path,
+            dtype=str(jnp.dtype(g.dtype)),
+            shape=tuple(int(d) for d in g.shape),
+            rel_fro_err=None,
+            tolerance=None,
+            ok=None,
+            max_abs_err=None,
+            max_rel_err=None,
+        )
+        for path, g in zip(leaf_paths(y), got, strict=True)
+    ]
+    return got, [np.full(g.shape, np.nan) for g in got], leaves
 
 
 def _as_numerics(leaf: LeafAccuracy) -> Numerics:
@@ -526,11 +582,20 @@ def describe(
         param_count=int(sum(int(np.prod(a.shape)) for a in leaves)),
         param_bytes=int(sum(int(np.prod(a.shape)) * jnp.dtype(a.dtype).itemsize for a in leaves)),
         param_dtypes=tuple(sorted(set(_dtypes(leaves)))),
+        param_bytes_by_dtype=_bytes_by_dtype(leaves),
         flops_source=flops_source,
         gemm_flops=gemm_flops,
         reference_dtypes=tuple(sorted(wide)),
         kwargs=dict(program.kwargs),
     )
+
+
+def _bytes_by_dtype(leaves: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in leaves:
+        dtype = jnp.dtype(a.dtype)
+        out[str(dtype)] = out.get(str(dtype), 0) + int(np.prod(a.shape)) * dtype.itemsize
+    return dict(sorted(out.items()))
 
 
 def hlo_flops(text: str) -> tuple[float, float]:
