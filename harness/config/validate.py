@@ -18,6 +18,7 @@ from harness.config.experiment import (
     FRONTENDS,
     GELU_FORMS,
     INPUT_DTYPES,
+    INTEGER_RANGES,
     ISOLATION,
     PLATFORMS,
     STRATEGIES,
@@ -345,6 +346,19 @@ def validate_program(e: Experiment, source: str) -> None:
                 f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
             )
         choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+        if spec.dtype in INTEGER_RANGES:
+            lowest, highest = INTEGER_RANGES[spec.dtype]
+            if spec.low < lowest:
+                raise ConfigError(
+                    source, f"{where}.low", f"{spec.dtype} holds no {spec.low}; at least {lowest}"
+                )
+            if spec.high > highest:
+                raise ConfigError(
+                    source,
+                    f"{where}.high",
+                    f"{spec.dtype} holds values below {highest} (high is exclusive), "
+                    f"got {spec.high}",
+                )
         if math.prod(spec.shape) > 1 << 34:
             raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
     if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
