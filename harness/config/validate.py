@@ -105,6 +105,14 @@ def validate_problem(p: Problem, source: str, path: str) -> None:
     choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
 
 
+def _valid_problem(p: Problem) -> bool:
+    try:
+        validate_problem(p, "", "problem")
+    except ConfigError:
+        return False
+    return True
+
+
 def validate_name(source: str, key: str, name: str) -> None:
     if not _NAME_RE.match(name) or ".." in name:
         raise ConfigError(
@@ -253,10 +261,19 @@ def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[],
     where = f"variants.{v.name}"
 
     def problem() -> None:
-        # One the variant inherits whole is the study's, checked once at `problem`: listing
-        # its mistakes again under every variant would bury the others.
-        if v.problem != e.problem:
-            validate_problem(v.problem, source, f"{where}.problem")
+        # What the variant inherits is the study's, checked once at `problem`: listing its
+        # mistakes again under every variant would bury the others. Only the keys the variant
+        # wrote are its own; the rest are the study's values where those are valid (else the
+        # defaults), so the sizes are still checked together.
+        if v.problem == e.problem:
+            return
+        own = {
+            f.name: getattr(v.problem, f.name)
+            for f in dataclasses.fields(Problem)
+            if getattr(v.problem, f.name) != getattr(e.problem, f.name)
+        }
+        base = e.problem if _valid_problem(e.problem) else Problem()
+        validate_problem(dataclasses.replace(base, **own), source, f"{where}.problem")
 
     def platforms() -> None:
         if not v.platforms:
