@@ -604,3 +604,27 @@ def test_an_attention_call_is_not_read_as_a_gemm_epilogue() -> None:
     )
     said = mechanisms(other.variant("cudnn"), other.variant("xla"))
     assert "the library GEMM's epilogue is BIAS instead of DEFAULT" in said
+
+
+def test_a_program_study_whose_variants_all_failed_is_offered_no_gelu_change() -> None:
+    """Its variants have no `problem` and, failed before their result, no program record."""
+    failed = dataclasses.replace(
+        BASE,
+        identity=dataclasses.replace(BASE.identity, status="failed", problem={}),
+        timing=Timing(),
+    )
+    run = facts(xla=failed)
+    for rule in (untested.UntestedTanh(), untested.UntestedBf16()):
+        assert not rule.applies(run), rule.id
+    # a program study: its own suggestion rule applies, but with no dtypes known it says nothing
+    assert untested.UntestedProgramBf16().applies(run)
+    assert untested.UntestedProgramBf16().conclude(run) == ()
+
+
+def test_tanh_is_not_offered_where_the_study_is_tanh_already() -> None:
+    """The snippet inherits the study's problem: with tanh there, it is the baseline again."""
+    failed_tanh = dataclasses.replace(
+        BASE, identity=dataclasses.replace(BASE.identity, status="failed"), timing=Timing()
+    )
+    assert failed_tanh.identity.problem["gelu"] == "tanh"
+    assert untested.UntestedTanh().conclude(facts(xla=failed_tanh)) == ()
