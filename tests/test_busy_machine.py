@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,9 @@ def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
     )
     assert proc.returncode == 0, proc.stderr
     assert "first call" not in proc.stdout  # nothing captured again
+    # a finished run was never interrupted, and its progress lines say where they come from
+    assert "interrupted" not in proc.stdout, proc.stdout
+    assert re.search(r"^\[\d+/\d+\] xla +kept from the earlier run \(", proc.stdout, re.M)
     kept = sorted(copy.glob("timing.before-*.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text()) == before
     assert sorted(copy.glob("summary.before-*.json"))
