@@ -440,3 +440,56 @@ def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
     plain = run_harness("--config=gelu.yaml", *TINY, f"--resume={cpu_run.name}", results_root=root)
     assert plain.returncode == 2 and plain.stderr.startswith("error: flag --resume=")
     assert json.loads((copy / "timing.json").read_text()) == after
+
+
+def _failed(run: data.RunData, names: set[str]) -> data.RunData:
+    """The run with `names` failed: no timing, status failed."""
+
+    def fail(v: data.VariantData) -> data.VariantData:
+        if v.name not in names:
+            return v
+        ident = dataclasses.replace(v.summary.identity, status="failed", reason="TypeError: x")
+        summary = dataclasses.replace(v.summary, identity=ident, timing=type(v.summary.timing)())
+        return dataclasses.replace(v, summary=summary)
+
+    return dataclasses.replace(run, variants=tuple(fail(v) for v in run.variants))
+
+
+def test_failed_variants_are_never_said_to_show_no_difference(cpu_run: Path) -> None:
+    """The terminal's findings line and its `failed variants:` line read the same statuses."""
+    loaded = data.load_run(cpu_run)
+    noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
+    quiet = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
+    every = {v.name for v in quiet.variants}
+    nothing = _judged(_failed(quiet, every))
+    assert nothing.summary.findings.timing == ()
+    (line, *_) = conclusion_lines(nothing)
+    assert (
+        line
+        == f"findings: nothing to compare: 0 of {len(every)} variants timed ({len(every)} failed)"
+    )
+    some = _judged(_failed(quiet, {"eager"}))
+    if not some.summary.findings.timing:
+        (line, *_) = conclusion_lines(some)
+        assert "(1 failed, so not compared)" in line and "no resolvable difference" in line
+
+
+def test_the_verdict_never_says_passed_beside_failed(cpu_run: Path) -> None:
+    """A run whose A/A check failed but that still resolves (the floor widened every interval),
+    without a pair ratio recorded: its header is one verdict, read from `aa_held`."""
+    loaded = data.load_run(cpu_run)
+    noise = dataclasses.replace(
+        loaded.summary.noise,
+        resolved=True,
+        reasons=(),
+        aa_held=False,
+        aa_reasons=(),
+        self_ratio=None,
+        self_ci95=None,
+    )
+    run = _judged(
+        dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
+    )
+    text = to_markdown(tuple(findings.verdict_blocks(run)))
+    assert "passed" not in text and "its A/A check failed" in text, text
+    assert "()" not in text, text

@@ -90,8 +90,10 @@ class AaGate(Rule):
                 if left
                 else ", which left no difference unresolved"
             )
+            how = aa_failure(n)
             line = (
-                f"Its A/A check failed ({aa_failure(n)}), so each comparison's interval was "
+                f"Its A/A check failed{f' ({how})' if how else ''}, so each comparison's "
+                "interval was "
                 f"widened by the floor {fmt.pct(n.floor)} (the pair's deviation from 1.0 plus its "
                 f"half-width) before a difference was called{named}."
             )
