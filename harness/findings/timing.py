@@ -267,7 +267,7 @@ class Coverage(Rule):
                 continue
             if not g.complete:
                 what = (
-                    f"`{v.name}`: {fmt.ms(g.unattributed_time_per_step_s)} of device time a step "
+                    f"`{v.name}`: {fmt.ms(g.unattributed_time_per_step_s)} of {fmt.KERNEL_TIME} "
                     f"({fmt.pct(g.unattributed_share)}) ran in events no cluster holds"
                 )
             else:

@@ -49,9 +49,8 @@ def nothing_found_line(run: data.RunData) -> str:
     failed = sum(v.identity.status == "failed" for v in variants)
     timed = sum(v.timing.step_s is not None for v in variants)
     if timed < 2:
-        return (
-            f"findings: nothing to compare: {timed} of {len(variants)} variants timed"
-            + (f" ({failed} failed)" if failed else "")
+        return f"findings: nothing to compare: {timed} of {len(variants)} variants timed" + (
+            f" ({failed} failed)" if failed else ""
         )
     if failed:
         return (

@@ -232,7 +232,7 @@ def noise_blocks(run: RunData) -> list[Block]:
     ]
     if off:
         parts.append(
-            "profiled device time per step differs from the timed step by more than 5% for "
+            f"profiled {fmt.DEVICE_TIME} differs from the timed step by more than 5% for "
             + ", ".join(off)
             + " (host-bound, or clocks that moved between the two windows)"
         )

@@ -366,7 +366,7 @@ def extra_lines(v: VariantData) -> list[str]:
         extra.append(f"fraction of peak withheld: {s.cost.fraction_withheld}")
     if s.profile.host_gap_per_step_s is not None:
         extra.append(
-            f"device time per step {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
+            f"{fmt.DEVICE_TIME} {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
             f"{fmt.ms(s.profile.host_gap_per_step_s)}, matched {fmt.pct(s.profile.matched_fraction)} of events"
         )
     if s.timing.latency_blocked_median_s is not None:

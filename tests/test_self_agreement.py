@@ -1,0 +1,105 @@
+"""One sentence per fact (issue 61): each figure the pages repeat has one definition and one
+name (harness.common.fmt.DEVICE_TIME, KERNEL_TIME), and agrees with itself across the pages of
+a run: the three committed references, rendered again, and a fresh tiny CPU run. A planted
+second definition under the same name fails the check."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from harness.common import fmt
+from harness.records.summary import load_summary
+from harness.report import write_report
+
+REFERENCES = ("cpu", "h200", "h200x2")
+VALUE = r"[\d.]+ (?:ms|µs|ns|s)"
+NAMES = f"{re.escape(fmt.DEVICE_TIME)}|{re.escape(fmt.KERNEL_TIME)}"
+FIGURE = re.compile(
+    rf"(?P<before>{VALUE}) of (?P<name>{NAMES})|(?P<name2>{NAMES}) (?P<after>{VALUE})"
+)
+# A module's line: its name, clusters, fusions and FLOPs say which module of which variant.
+MODULE_LINE = re.compile(
+    rf"(?P<head>Module `[^`]+`: [^\n]*?) (?P<time>{VALUE}) of {fmt.KERNEL_TIME}"
+)
+
+
+def figures(text: str) -> list[tuple[str, str]]:
+    """Every (name, value) of a figure named by one of the names, in page order."""
+    out = []
+    for m in FIGURE.finditer(text):
+        out.append((m["name"] or m["name2"], m["before"] or m["after"]))
+    return out
+
+
+def disagreements(run: Path) -> list[str]:
+    """Returns each place a figure disagrees with its one definition or with itself: a variant
+    page's device time a step against its summary's, and a module's kernel time a step on its
+    variant page against the same module line on the run's pages (report.md, details.md)."""
+    summary = load_summary(run / "summary.json")
+    report = "\n".join((run / f).read_text() for f in ("report.md", "details.md"))
+    wrong = []
+    for name, v in summary.variants.items():
+        page = run / "variants" / name / "report.md"
+        if not page.is_file():
+            continue
+        text = page.read_text()
+        busy = v.profile.device_time_per_step_s
+        for figure, value in figures(text):
+            if figure == fmt.DEVICE_TIME and value != fmt.ms(busy):
+                wrong.append(f"{page}: {figure} {value}, its summary's {fmt.ms(busy)}")
+        for m in MODULE_LINE.finditer(text):
+            for other in MODULE_LINE.finditer(report):
+                if other["head"] == m["head"] and other["time"] != m["time"]:
+                    wrong.append(f"{name}: {m['head']}: {m['time']} here, {other['time']} there")
+    return wrong
+
+
+def rendered(name: str, into: Path) -> Path:
+    copy = into / name
+    shutil.copytree(REPO / "results" / "reference" / name, copy)
+    write_report(copy)
+    return copy
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_each_committed_reference_agrees_with_itself(name: str, tmp_path: Path) -> None:
+    run = rendered(name, tmp_path)
+    assert disagreements(run) == []
+    # the figure is there to agree: a profiled reference names its device time a step
+    pages = [p.read_text() for p in run.glob("variants/*/report.md")]
+    assert any(
+        (fmt.DEVICE_TIME, fmt.ms(None)) != f and f[0] == fmt.DEVICE_TIME
+        for p in pages
+        for f in figures(p)
+    )
+
+
+def test_a_fresh_cpu_run_agrees_with_itself(cpu_run: Path) -> None:
+    assert disagreements(cpu_run) == []
+
+
+def test_a_planted_second_definition_is_found(tmp_path: Path) -> None:
+    """The issue's own case: the kernels' summed time (overlapping kernels each counted, so
+    larger than the busy time) written under the device time's name on the page that gives
+    the profile's device time a step; and a module line that differs between two pages."""
+    run = rendered("cpu", tmp_path)
+    assert disagreements(run) == []
+    page = run / "variants" / "xla" / "report.md"
+    text = page.read_text()
+    busy = load_summary(run / "summary.json").variants["xla"].profile.device_time_per_step_s
+    page.write_text(text + f"\n{fmt.ms(busy * 1.44)} of {fmt.DEVICE_TIME} over 3 steps.\n")
+    (wrong,) = disagreements(run)
+    assert fmt.DEVICE_TIME in wrong and fmt.ms(busy * 1.44) in wrong
+    page.write_text(text)
+    module = MODULE_LINE.search(text)
+    assert module is not None
+    details = run / "details.md"
+    planted = module.group(0).replace(module["time"] + " of", "9.999 ms of")
+    details.write_text(details.read_text() + f"\n{planted}\n")
+    wrong = disagreements(run)  # every variant whose page has that module line
+    assert wrong and all("9.999 ms there" in w for w in wrong), wrong
