@@ -103,3 +103,31 @@ def test_a_planted_second_definition_is_found(tmp_path: Path) -> None:
     details.write_text(details.read_text() + f"\n{planted}\n")
     wrong = disagreements(run)  # every variant whose page has that module line
     assert wrong and all("9.999 ms there" in w for w in wrong), wrong
+
+
+def test_a_float32_convolution_is_held_to_the_f32_peak() -> None:
+    """`of roof` has one definition: a cluster is held to the peak of the precision it runs
+    in; a float32 convolution (no GEMM record) is not held to the larger bf16 peak."""
+    import jax
+    import jax.numpy as jnp
+
+    from harness.analyze.module_analysis import _precision
+    from harness.analyze.program import CeilingRates
+    from harness.hlo.clusters import find_clusters
+    from harness.hlo.parser import parse_module
+
+    def conv(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME")
+
+    def precision_of(dtype: str) -> str:
+        x, w = jnp.ones((2, 3, 8, 8), dtype), jnp.ones((4, 3, 3, 3), dtype)
+        text = jax.jit(conv).lower(x, w).compile().as_text()
+        clusters = find_clusters(parse_module(text))
+        ceilings = CeilingRates({"bf16": 4e12, "f32": 1e12}, 1e11, "test", "gpu")
+        found = {_precision(c, ceilings) for c in clusters} - {""}
+        assert len(found) == 1, [(c.kind, c.output_shape) for c in clusters]
+        return found.pop()
+
+    assert precision_of("float32") == "f32"
+    # XLA's CPU widens a bf16 convolution to f32 around it: the convolution itself runs in f32
+    assert precision_of("bfloat16") == "f32"
