@@ -131,3 +131,18 @@ def test_a_float32_convolution_is_held_to_the_f32_peak() -> None:
     assert precision_of("float32") == "f32"
     # XLA's CPU widens a bf16 convolution to f32 around it: the convolution itself runs in f32
     assert precision_of("bfloat16") == "f32"
+
+
+def test_the_program_table_repeats_the_numerics_findings_verdict() -> None:
+    """A leaf over its tolerance that the accuracy finding calls the dtype's own rounding is
+    a note in the program table too, never FAIL beside "a note, not a failure"."""
+    from harness.records.summary import Numerics
+    from harness.report.sections import _worst_leaf
+
+    over = Numerics(1e-3, 1e-3, 5e-2, 2e-2, False, worst_leaf="[0]", failed_leaves=("[0]", "[1]"))
+    assert _worst_leaf(over, failure=True).endswith("FAIL (2 leaves)")
+    assert _worst_leaf(over, failure=None).endswith("FAIL (2 leaves)")
+    noted = _worst_leaf(over, failure=False)
+    assert "FAIL" not in noted and "own rounding (a note)" in noted
+    exact = Numerics(1.0, 1.0, 1.0, 0.0, False)  # an integer leaf: exact, never rounding
+    assert "FAIL" in _worst_leaf(exact, failure=False)
