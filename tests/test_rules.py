@@ -628,3 +628,16 @@ def test_tanh_is_not_offered_where_the_study_is_tanh_already() -> None:
     )
     assert failed_tanh.identity.problem["gelu"] == "tanh"
     assert untested.UntestedTanh().conclude(facts(xla=failed_tanh)) == ()
+
+
+def test_an_empty_option_value_is_written_as_the_config_writes_it() -> None:
+    """`xla_gpu_enable_command_buffer: ""` (command buffers off) is `""`, never the `–` that
+    means no value."""
+    from harness.common import fmt
+    from harness.config.program import knob
+    from harness.findings import words
+
+    assert fmt.option("") == '""' and fmt.option(None) == fmt.MISSING and fmt.option(4) == "4"
+    change = words._option("xla_gpu_enable_command_buffer", "", None, True, False)
+    assert '`xla_gpu_enable_command_buffer=""`' in change.phrase and "–" not in change.phrase
+    assert knob("mode", "") == 'mode=""'

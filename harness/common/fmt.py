@@ -150,6 +150,13 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def option(value: Any) -> str:
+    """Returns an XLA option's or a keyword's value as the config writes it: an empty string is
+    `""` (for a list option such as xla_gpu_enable_command_buffer, "off"), never MISSING,
+    which means no value."""
+    return '""' if value == "" else text(value)
+
+
 def ci(bounds: Any, scale: float = 1e3, unit: str = "") -> str:
     """Returns an interval `lo–hi` scaled (ms by default), or '' without one."""
     if not isinstance(bounds, list | tuple) or len(bounds) != 2:

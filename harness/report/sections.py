@@ -415,7 +415,7 @@ def environment_blocks(run: RunData) -> list[Block]:
             Table(
                 ("override", "value", "previous"),
                 tuple(
-                    (literal(o.key), literal(fmt.text(o.value)), literal(fmt.text(o.previous)))
+                    (literal(o.key), literal(fmt.option(o.value)), literal(fmt.text(o.previous)))
                     for o in m.overrides
                 ),
             )

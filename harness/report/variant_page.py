@@ -296,7 +296,7 @@ def top_passes_blocks(v: VariantData) -> list[Block]:
 def dynamo_line(d: Any) -> str:
     """Returns what Dynamo made of a variant (a frontend whose traits say `dynamo`), in one
     paragraph."""
-    options = ", ".join(code(f"{k}={v}") for k, v in d.options.items()) or "defaults"
+    options = ", ".join(code(f"{k}={fmt.option(v)}") for k, v in d.options.items()) or "defaults"
     parts = [f"torch.compile({options})"]
     if d.graph_count is not None:
         breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
@@ -398,7 +398,8 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     if i.xla_options:
         out.append(
             Para(
-                "XLA options: " + ", ".join(code(f"{k}={val}") for k, val in i.xla_options.items())
+                "XLA options: "
+                + ", ".join(code(f"{k}={fmt.option(val)}") for k, val in i.xla_options.items())
             )
         )
     if s.dynamo is not None:
