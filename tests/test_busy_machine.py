@@ -215,6 +215,22 @@ def test_a_search_stage_that_fails_its_aa_check_calls_only_what_clears_its_floor
         assert verdict.verdict == want, verdict
 
 
+def test_a_budget_that_gives_too_few_rounds_withholds_its_intervals_and_says_why() -> None:
+    """A 0.1 s eager call in a 3 s budget leaves 3 rounds: no 95% interval is drawn from them;
+    the run says how many ran and what to raise (README: budget_s)."""
+    from harness.config.experiment import Experiment
+
+    exp = Experiment(experiment="s", baseline="default")
+    base = jitter(1.0, 0.01, 3, 3)
+    three = _timing(base, jitter(1.0, 0.01, 3, 4), [0.5 * x for x in base])
+    (why,) = _gate(three, exp).withheld
+    assert "only 3 timing rounds ran" in why and "timing.budget_s" in why
+    verdict = _verdicts(three, [("c01", "default")], _gate(three, exp), exp)
+    assert verdict[("c01", "default")].verdict != stats.FASTER
+    four = _timing(*(jitter(1.0, 0.01, 4, k) for k in (3, 4, 5)))
+    assert _gate(four, exp).withheld == ()
+
+
 # --- adaptive rounds -----------------------------------------------------------------------------
 
 
