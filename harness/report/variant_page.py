@@ -100,16 +100,22 @@ def figures_table(v: VariantData) -> Table:
 # --- open it elsewhere -----------------------------------------------------------------------
 
 
+# The project's extra that holds XProf (pyproject.toml `xprof`), installed into make's .venv.
+XPROF_INSTALL = ".venv/bin/pip install 'xprof>=2.24'"
+
+
 def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
     """The commands and links that open the variant's profile and logs in other tools."""
     out: list[Block] = [Heading(2, "Open it elsewhere", "elsewhere")]
     cmds: list[str] = []
     traits = registry.traits(v.framework)  # what its frontend's capture keeps
     if e.profile is not None:
+        # make's set-up does not install XProf (about 100 MB): its install is printed beside.
+        cmds.append(f"{XPROF_INSTALL}  # once: make's set-up does not install XProf")
         cmds.append(f"xprof --logdir={shlex.quote(e.profile)} --port=6006")
         out.append(
             Para(
-                "**XProf** (`pip install xprof`; TensorBoard with `tensorboard-plugin-profile` "
+                "**XProf** (TensorBoard with `tensorboard-plugin-profile` "
                 "reads the same folder): from the run folder, run the command below and open "
                 "http://localhost:6006; each profiled window (`first_call`, `steady`, "
                 "`recompile`) is a run of its own."
