@@ -69,7 +69,9 @@ def lengthen(space: Any, times: int, keep_host: str = "all") -> Any:
             originals = list(line.events)
             if not device and keep_host == "launches":
                 originals = [
-                    e for e in originals if any(names.get(s.metadata_id) in _HOST_KEPT for s in e.stats)
+                    e
+                    for e in originals
+                    if any(names.get(s.metadata_id) in _HOST_KEPT for s in e.stats)
                 ]
             del line.events[:]
             for k in range(times):

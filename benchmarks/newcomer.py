@@ -18,8 +18,10 @@ Run: python benchmarks/newcomer.py [--source=REPO] [--install] [--full] [--keep]
    tests/conftest.py's `TINY` in `FLAGS` (`--full` leaves them out; trailing `--config.*`
    arguments are added to them): `make experiment CONFIG=gelu.yaml` twice, `make report`,
    `make compare A=... B=...` of the two runs (no OUT: its folder is named by the two run
-   ids), `make search CONFIG=search_cpu.yaml` and a `program:` study of a user's function
-   (`make experiment CONFIG=two_input.yaml`), both at tiny sizes.
+   ids), `make search CONFIG=search_cpu.yaml`, a `program:` study of a user's function
+   (`make experiment CONFIG=two_input.yaml`) and a Flax TrainState train step as a user writes
+   it (`make experiment CONFIG=flax_cnn.yaml`: BatchNorm statistics, dropout with a typed
+   key, Adam's state), all at tiny sizes; every variant of the Flax study must be ok.
 4. Every command those printed for the user to run ("time it again later:", its "or:"
    alternatives, "finish it with:" and its ", or:" forms) is run as printed, through bash, in
    the clone, with a time limit.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import os
 import re
 import shlex
@@ -190,6 +193,19 @@ PROGRAM_FLAGS = (
     "{shape: [64], dtype: int32, low: 0, high: 64}]",
     "--config.select=eager,xla",
 )
+# The Flax train step's batch shrunk (its labels stay uint8 in range).
+FLAX_FLAGS = (
+    "--config.program.inputs=[{image: {shape: [8, 8, 8, 3], dtype: float32}, "
+    "label: {shape: [8], dtype: uint8, low: 0, high: 10}}]",
+)
+
+
+def failed_variants(output: str) -> list[str]:
+    """Returns the variants a study's output named as failed (its `failed variants:` line)."""
+    for line in output.splitlines():
+        if line.startswith("failed variants: "):
+            return [v.strip() for v in line.split(":", 1)[1].split("(")[0].split(",")]
+    return []
 
 
 def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step]:
@@ -212,6 +228,12 @@ def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step
     own = tuple(f for f in flags if not f.startswith("--config.problem."))
     program = f"make experiment CONFIG=two_input.yaml{flags_arg((*own, *PROGRAM_FLAGS))}"
     steps.append(run_step(program, clone, timeout_s, pasted=False))
+    flax = f"make experiment CONFIG=flax_cnn.yaml{flags_arg((*own, *FLAX_FLAGS))}"
+    steps.append(run_step(flax, clone, timeout_s, pasted=False))
+    failed = failed_variants(steps[-1].output)
+    if failed and steps[-1].exit_code == 0:  # every variant of it must be ok
+        steps[-1] = dataclasses.replace(steps[-1], exit_code=1)
+        print(f"flax_cnn: failed variants {', '.join(failed)}", flush=True)
     printed = [c for s in list(steps) for c in printed_commands(s.output)]
     for command in dict.fromkeys(printed):  # each once, in the order printed
         steps.append(run_step(command, clone, timeout_s, pasted=True))

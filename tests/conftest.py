@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_root import fixtures_root
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+# ../shared/fixtures, else the pack that ships with the project, unpacked (fixture_root).
+FIXTURES = fixtures_root()
 H200 = FIXTURES / "h200-jax0.11.2"
 
 # The default study shrunk so the whole pipeline runs in seconds on two cores. Rounds are added

@@ -142,6 +142,11 @@ def test_module_filter_never_attributes_another_programs_events(tmp_path: Path) 
     assert "9 events of other programs outside the selection: jit_gelu_linear (program 5970)" in (
         proc.stdout
     )
+    # the two ids named as one program compiled twice (issue 61), not as two programs
+    assert (
+        "jit_gelu_linear is one program compiled twice: the dump's compile is module 26480, the "
+        "profiled one program 5970"
+    ) in proc.stdout
     kernels = json.loads((tmp_path / "recompile" / "kernels.json").read_text())
     assert kernels["match"]["events_in_window"] == 0
     assert read_events(tmp_path / "recompile" / "events.parquet") == []

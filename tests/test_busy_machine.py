@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,22 @@ def test_a_search_stage_that_fails_its_aa_check_calls_only_what_clears_its_floor
         assert g.aa_failed and g.withheld == () and g.floor > 0.4
         verdict = _verdicts(noisy, [("c01", "default")], g, exp)[("c01", "default")]
         assert verdict.verdict == want, verdict
+
+
+def test_a_budget_that_gives_too_few_rounds_withholds_its_intervals_and_says_why() -> None:
+    """A 0.1 s eager call in a 3 s budget leaves 3 rounds: no 95% interval is drawn from them;
+    the run says how many ran and what to raise (README: budget_s)."""
+    from harness.config.experiment import Experiment
+
+    exp = Experiment(experiment="s", baseline="default")
+    base = jitter(1.0, 0.01, 3, 3)
+    three = _timing(base, jitter(1.0, 0.01, 3, 4), [0.5 * x for x in base])
+    (why,) = _gate(three, exp).withheld
+    assert "only 3 timing rounds ran" in why and "timing.budget_s" in why
+    verdict = _verdicts(three, [("c01", "default")], _gate(three, exp), exp)
+    assert verdict[("c01", "default")].verdict != stats.FASTER
+    four = _timing(*(jitter(1.0, 0.01, 4, k) for k in (3, 4, 5)))
+    assert _gate(four, exp).withheld == ()
 
 
 # --- adaptive rounds -----------------------------------------------------------------------------
@@ -423,6 +440,9 @@ def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
     )
     assert proc.returncode == 0, proc.stderr
     assert "first call" not in proc.stdout  # nothing captured again
+    # a finished run was never interrupted, and its progress lines say where they come from
+    assert "interrupted" not in proc.stdout, proc.stdout
+    assert re.search(r"^\[\d+/\d+\] xla +kept from the earlier run \(", proc.stdout, re.M)
     kept = sorted(copy.glob("timing.before-*.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text()) == before
     assert sorted(copy.glob("summary.before-*.json"))
@@ -436,3 +456,56 @@ def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
     plain = run_harness("--config=gelu.yaml", *TINY, f"--resume={cpu_run.name}", results_root=root)
     assert plain.returncode == 2 and plain.stderr.startswith("error: flag --resume=")
     assert json.loads((copy / "timing.json").read_text()) == after
+
+
+def _failed(run: data.RunData, names: set[str]) -> data.RunData:
+    """The run with `names` failed: no timing, status failed."""
+
+    def fail(v: data.VariantData) -> data.VariantData:
+        if v.name not in names:
+            return v
+        ident = dataclasses.replace(v.summary.identity, status="failed", reason="TypeError: x")
+        summary = dataclasses.replace(v.summary, identity=ident, timing=type(v.summary.timing)())
+        return dataclasses.replace(v, summary=summary)
+
+    return dataclasses.replace(run, variants=tuple(fail(v) for v in run.variants))
+
+
+def test_failed_variants_are_never_said_to_show_no_difference(cpu_run: Path) -> None:
+    """The terminal's findings line and its `failed variants:` line read the same statuses."""
+    loaded = data.load_run(cpu_run)
+    noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
+    quiet = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
+    every = {v.name for v in quiet.variants}
+    nothing = _judged(_failed(quiet, every))
+    assert nothing.summary.findings.timing == ()
+    (line, *_) = conclusion_lines(nothing)
+    assert (
+        line
+        == f"findings: nothing to compare: 0 of {len(every)} variants timed ({len(every)} failed)"
+    )
+    some = _judged(_failed(quiet, {"eager"}))
+    if not some.summary.findings.timing:
+        (line, *_) = conclusion_lines(some)
+        assert "(1 failed, so not compared)" in line and "no resolvable difference" in line
+
+
+def test_the_verdict_never_says_passed_beside_failed(cpu_run: Path) -> None:
+    """A run whose A/A check failed but that still resolves (the floor widened every interval),
+    without a pair ratio recorded: its header is one verdict, read from `aa_held`."""
+    loaded = data.load_run(cpu_run)
+    noise = dataclasses.replace(
+        loaded.summary.noise,
+        resolved=True,
+        reasons=(),
+        aa_held=False,
+        aa_reasons=(),
+        self_ratio=None,
+        self_ci95=None,
+    )
+    run = _judged(
+        dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
+    )
+    text = to_markdown(tuple(findings.verdict_blocks(run)))
+    assert "passed" not in text and "its A/A check failed" in text, text
+    assert "()" not in text, text

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from conftest import CapturedProfiles
+from fixture_root import fixtures_root
 
 from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.parser import parse_file, parse_module
@@ -20,7 +20,7 @@ from harness.match.match import (
 from harness.profile.events import DeviceEvent, find_xplane, load_profile, read_step_markers
 from harness.profile.table import read_device_events
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
+FIXTURES = fixtures_root() / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"
 
 

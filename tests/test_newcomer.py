@@ -52,7 +52,7 @@ def test_a_newcomers_first_hour_runs_every_command_it_was_given() -> None:
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,  # 15 commands; the Flax study alone took 151 s on the loaded 2-core machine
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -65,3 +65,9 @@ def test_a_newcomers_first_hour_runs_every_command_it_was_given() -> None:
     retimes = [r for r in rows if r.startswith("(pasted)") and "timing.only=true" in r]
     assert any(" make experiment " in r for r in retimes)
     assert any(" .venv/bin/python -m harness " in r for r in retimes)
+
+
+def test_the_failed_variants_line_is_read() -> None:
+    out = "report: r.md\nfailed variants: eager, xla (see variants/<name>/error.txt)\n"
+    assert newcomer.failed_variants(out) == ["eager", "xla"]
+    assert newcomer.failed_variants("report: r.md\n") == []

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from conftest import CapturedProfiles
+from fixture_root import fixtures_root
 
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import ProfileError, find_xplane
 
 MODULE = "jit_gelu_linear"
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
+FIXTURES = fixtures_root() / "h200-jax0.11.2"
 
 
 def test_first_call_profile_shows_the_cpu_compile_and_its_pipelines(live: CapturedProfiles) -> None:

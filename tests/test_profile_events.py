@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CapturedProfiles
+from fixture_root import fixtures_root
 
 from harness.profile.events import (
     DeviceEvent,
@@ -27,7 +28,7 @@ from harness.profile.events import (
 )
 from harness.profile.table import read_device_events
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-jax0.11.2"
+FIXTURES = fixtures_root() / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"
 
 

@@ -229,6 +229,8 @@ def test_a_variant_page_diffs_its_first_divergence_and_links_both_files(pages: P
 def test_a_variant_page_gives_the_xprof_command_for_its_profile(pages: Path) -> None:
     page = (pages / "variants" / "xla" / "report.md").read_text()
     assert "xprof --logdir=variants/xla/profile --port=6006" in page
+    # make's set-up leaves XProf out: the command that installs it is printed beside
+    assert ".venv/bin/pip install 'xprof>=2.24'  # once:" in page
     assert any((pages / "variants" / "xla" / "profile").rglob("*.xplane.pb"))
 
 

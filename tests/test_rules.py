@@ -629,3 +629,40 @@ def test_the_program_bf16_suggestion_counts_the_bytes_it_would_move_and_none_whe
     (u,) = untested.UntestedProgramBf16().conclude(facts(xla=base))
     assert u.why.startswith("moves the 1.6 MB of its 2.6 MB of inputs and parameters")
     assert "(800 kB fewer)" in u.why
+
+
+def test_a_program_study_whose_variants_all_failed_is_offered_no_gelu_change() -> None:
+    """Its variants have no `problem` and, failed before their result, no program record."""
+    failed = dataclasses.replace(
+        BASE,
+        identity=dataclasses.replace(BASE.identity, status="failed", problem={}),
+        timing=Timing(),
+    )
+    run = facts(xla=failed)
+    for rule in (untested.UntestedTanh(), untested.UntestedBf16()):
+        assert not rule.applies(run), rule.id
+    # a program study: its own suggestion rule applies, but with no dtypes known it says nothing
+    assert untested.UntestedProgramBf16().applies(run)
+    assert untested.UntestedProgramBf16().conclude(run) == ()
+
+
+def test_tanh_is_not_offered_where_the_study_is_tanh_already() -> None:
+    """The snippet inherits the study's problem: with tanh there, it is the baseline again."""
+    failed_tanh = dataclasses.replace(
+        BASE, identity=dataclasses.replace(BASE.identity, status="failed"), timing=Timing()
+    )
+    assert failed_tanh.identity.problem["gelu"] == "tanh"
+    assert untested.UntestedTanh().conclude(facts(xla=failed_tanh)) == ()
+
+
+def test_an_empty_option_value_is_written_as_the_config_writes_it() -> None:
+    """`xla_gpu_enable_command_buffer: ""` (command buffers off) is `""`, never the `–` that
+    means no value."""
+    from harness.common import fmt
+    from harness.config.program import knob
+    from harness.findings import words
+
+    assert fmt.option("") == '""' and fmt.option(None) == fmt.MISSING and fmt.option(4) == "4"
+    change = words._option("xla_gpu_enable_command_buffer", "", None, True, False)
+    assert '`xla_gpu_enable_command_buffer=""`' in change.phrase and "–" not in change.phrase
+    assert knob("mode", "") == 'mode=""'

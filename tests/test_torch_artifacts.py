@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fixture_root import fixtures_root
 
 from harness.frontends.torch.inductor.artifacts import (
     ArtifactError,
@@ -36,13 +37,7 @@ from harness.frontends.torch.inductor.trace_log import (
     read_trace_records,
 )
 
-COMPILE = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared"
-    / "fixtures"
-    / "h200-torch2.11"
-    / "compile"
-)
+COMPILE = fixtures_root() / "h200-torch2.11" / "compile"
 USER_LINE = "/work/steering/tools/torch_probe.py:38"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_root import fixtures_root
 
 from harness.analyze import files, guarded
 from harness.capture.variant import Context
@@ -32,7 +33,7 @@ from harness.store.runfolder import VariantFolder
 from harness.timing import stage
 from harness.variants import expression
 
-COMPILE = Path(__file__).resolve().parents[1].parent / "shared/fixtures/h200-torch2.11/compile"
+COMPILE = fixtures_root() / "h200-torch2.11" / "compile"
 GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
 # What each fixture case's first call and new-shape call compiled (its probe.json metrics).
 COMPILE_IDS = {

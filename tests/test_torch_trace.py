@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fixture_root import fixtures_root
 
 from harness.frontends.torch.inductor.artifacts import read_graphs
 from harness.frontends.torch.inductor.clusters import clusters_by_graph
@@ -21,7 +22,7 @@ from harness.frontends.torch.trace import torch_events_to_json
 from harness.match.match import is_library_kernel, kernels_document
 from harness.profile.events import ProfileError
 
-TORCH = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch2.11"
+TORCH = fixtures_root() / "h200-torch2.11"
 GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
 
 

@@ -296,7 +296,7 @@ def _error(tmp_path: Path, text: str) -> ConfigError:
         (
             "{name: xla, mode: jit}",
             "{name: xla, mode: jit, problem: {frontend: flax_linen}}",
-            "variants.xla.problem",
+            "variants.xla.problem.frontend",
             "no `problem`",
         ),
         (

@@ -111,3 +111,5 @@ _.capture_ended  # harness/records/probes.py: field of the record ProbeCosts: wr
 _.turn_asked  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.turn_go  # harness/records/probes.py: field of the record ProbeCosts: written to JSON through dataclasses.fields
 _.prepare_s  # harness/records/summary.py: field of the record TimedVariant: written to JSON through dataclasses.fields
+_.create_module  # harness/__init__.py:44: the import system's Loader protocol (moved commands)
+_.get_code  # harness/__init__.py:50: the Loader protocol runpy calls for `python -m` (moved commands)

@@ -33,6 +33,11 @@ from harness.records.summary import RunSummary, TimingRecord, Verdict
 from harness.timing.clocks import clock_limits, clock_spread
 
 CLOCK_TOLERANCE = 0.05
+# The fewest rounds a run's 95% intervals are drawn from. A budget that gives fewer (a 0.1 s
+# eager call in a 3 s budget: 3 rounds) withholds every timing verdict and says why, rather
+# than print an interval from 2 degrees of freedom. 4, not more: the suite's tiny studies
+# (tests/conftest.py TINY) time 4 rounds and are judged.
+MIN_INTERVAL_ROUNDS = 4
 KINDS = ("vs_baseline", "vs_lower_bound", "vs_framework")
 
 
@@ -108,9 +113,27 @@ def gate(timed: TimingRecord | None, limits: TimingLimits) -> StageGate:
         floor,
         limits.max_noise,
     )
-    withheld = tuple(r for r in failed if r == NO_PAIR) + busy_reasons(machine, limits.max_others)
+    withheld = (
+        tuple(r for r in failed if r == NO_PAIR)
+        + too_few_rounds(timed)
+        + busy_reasons(machine, limits.max_others)
+    )
     cut = timed.cut.why if timed.cut is not None else None
     return StageGate(pair, floor, tuple(r for r in failed if r != NO_PAIR), withheld, machine, cut)
+
+
+def too_few_rounds(timed: TimingRecord) -> tuple[str, ...]:
+    """Why the run's intervals are withheld when its baseline ran fewer than
+    MIN_INTERVAL_ROUNDS rounds (empty otherwise, or without a baseline's rounds)."""
+    base = timed.variants.get(timed.baseline)
+    rounds = len(base.round_step_s) if base is not None and base.round_step_s else 0
+    if not rounds or rounds >= MIN_INTERVAL_ROUNDS:
+        return ()
+    return (
+        f"only {rounds} timing rounds ran, fewer than the {MIN_INTERVAL_ROUNDS} a 95% interval "
+        "is drawn from: timing.budget_s must hold several rounds of the slowest call (the "
+        "eager one; README: budget_s)",
+    )
 
 
 def judge(

@@ -134,11 +134,27 @@ def program_of(event: DeviceEvent) -> ProgramKey | None:
     return None if event.hlo_module is None else (event.hlo_module, event.program_id)
 
 
+_CONV_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
+
+
 def _precision(cluster: Cluster, ceilings: CeilingRates | None) -> str:
+    """The precision whose peak a cluster's `of roof` is held to: its GEMM's operands, or a
+    convolution's output dtype (a float32 convolution against the f32 peak, never the bf16
+    one); "" for other clusters (the largest peak measured)."""
     gemm = cluster.gemm
     if gemm is None:
-        return ""
-    dtypes = {gemm.lhs_dtype, gemm.rhs_dtype}
+        convolves = (
+            cluster.kind == "convolution"
+            or any(op == "convolution" for op, _ in cluster.member_opcodes)
+            or "conv" in cluster.target.lower()  # cuDNN's convolution custom-calls
+        )
+        head = cluster.output_shape.lstrip("(").split("[", 1)[0]  # a tuple's first element
+        dtype = _CONV_DTYPES.get(head) if convolves else None
+        if dtype is None:
+            return ""
+        dtypes = {dtype}
+    else:
+        dtypes = {gemm.lhs_dtype, gemm.rhs_dtype}
     if dtypes == {"bf16"}:
         return "bf16"
     if dtypes == {"f16"}:

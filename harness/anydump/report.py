@@ -159,8 +159,8 @@ def helpers_table(helpers: Sequence[ModuleAnalysis], timed: bool) -> Table:
             "what it is",
             "clusters",
             "FLOPs",
-            "device time a step",
-            "% of step",
+            fmt.KERNEL_TIME,
+            "% of all modules'",
             "events",
             "executions",
         ),
@@ -398,7 +398,7 @@ def _main_module(
     ]
     if by_time:
         head.append(
-            f"{step_time(m.time_s)} of device time a step ({fmt.pct(m.share)} of the step), "
+            f"{step_time(m.time_s)} of {fmt.KERNEL_TIME} ({fmt.pct(m.share)} of all modules'), "
             f"{fmt.count(m.kernels_per_step)} kernels a step"
             + (f", {m.executions} executions in the window" if m.executions else "")
         )

@@ -23,6 +23,7 @@ import numpy as np
 from harness.hlo.passes import pass_file_info
 from harness.records import numerics_effect
 from harness.records.numerics import DistancesFile, PassSearch, PassTrial
+from harness.variants.program import host_leaf
 
 # Names in a pass dump's file names that are not passes one can disable.
 NOT_PASSES = frozenset({"pipeline-start", "pipeline-end"})
@@ -113,7 +114,7 @@ def compile_trial(
         opts = {**options, "xla_disable_hlo_passes": ",".join([*already, *disabled])}
         try:
             compiled = jax.jit(fn).lower(*args).compile(compiler_options=opts)
-            leaves = [np.asarray(x) for x in jax.tree.leaves(compiled(*args))]
+            leaves = [host_leaf(x) for x in jax.tree.leaves(compiled(*args))]
         except Exception as e:  # a pass XLA cannot run without: this trial's, not the search's
             return PassTrial(disabled, None, False, _first_line(e))
         limit = numerics_effect.leaf_limit(len(leaves))

@@ -249,7 +249,7 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     def kept(y: Any) -> Kept:
         ref = pending.result()[0]
         leaves = program.judged_leaves(y, ref, program.computed_in(args))
-        return [np.asarray(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
+        return [program.host_leaf(leaf) for leaf in jax.tree.leaves(y)], list(ref), leaves
 
     placed = (
         program_mesh.place(variant, fn, args.args, halved)

@@ -26,7 +26,7 @@ from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
 from harness.commands import cli
-from harness.common import terminal, userfiles
+from harness.common import fmt, terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
 from harness.hlo.instruction import ParseError
 from harness.match.match import Attribution, MatchReport
@@ -268,7 +268,7 @@ def summary_line(program: ProgramAnalysis) -> str:
     where = f" at {top.lines[0]}" if top is not None and top.lines else ""
     what = (
         (
-            f"{top.share * 100:.1f}% of the step"
+            f"{top.share * 100:.1f}% of the {fmt.KERNEL_TIME}"
             if program.ranked_by == "device time"
             else f"{top.share * 100:.1f}% of the FLOPs"
         )
@@ -290,10 +290,10 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
     if steps is not None:
         line += (
             f"{steps.count} steps ({steps.how}); main program {main.name}: "
-            f"{main.kernels_per_step or 0:g} kernels a step, device time "
-            f"{(main.time_s or 0) * 1e3:.3f} ms a step; all analysed modules: "
+            f"{main.kernels_per_step or 0:g} kernels a step, "
+            f"{(main.time_s or 0) * 1e3:.3f} ms of {fmt.KERNEL_TIME}; all analysed modules: "
             f"{report.kernels_per_step:g} kernels and {report.device_ops_per_step:g} device ops "
-            f"a step, busy {report.device_time_per_step_s * 1e3:.3f} ms a step; "
+            f"a step, {report.device_time_per_step_s * 1e3:.3f} ms of {fmt.DEVICE_TIME} (busy); "
         )
     else:
         line += "no events of the analysed modules; "
@@ -303,6 +303,16 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
         names = ", ".join(f"{o.module} (program {o.program_id})" for o in profile.outside[:3])
         more = f" and {len(profile.outside) - 3} more" if len(profile.outside) > 3 else ""
         line += f"; {n} events of other programs outside the selection: {names}{more}"
+        again = [o for o in profile.outside if o.module == main.name]
+        if again and main.program_id is not None:
+            ids = ", ".join(str(o.program_id) for o in again)
+            line += (
+                f". {main.name} is one program compiled twice: the dump's compile is module "
+                f"{main.program_id}, the profiled one program {ids} (another compile of the "
+                "same function, so none of its events is attributed); analyse a dump and a "
+                "profile of the same compile (a study's variants/<name>/dump/ and its "
+                "profile/steady/ are two compiles)"
+            )
     return line
 
 

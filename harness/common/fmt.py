@@ -11,6 +11,15 @@ from typing import Any
 
 MISSING = "–"  # no such figure
 
+# One name per figure (issue 61): a figure the pages repeat is written with its one phrase, and
+# two figures never share one (tests/test_self_agreement.py reads every page for them).
+# The union of the device's busy intervals in a profiled step (`profile.device_time_per_step_s`):
+# overlapping kernels counted once, so it never exceeds the step's wall time.
+DEVICE_TIME = "device time a step"
+# The kernels' own durations summed over a step (a module's or a cluster's `time_s`): kernels
+# that overlap (several CPU threads, GPU streams) each count, so it may exceed the step.
+KERNEL_TIME = "kernel time a step"
+
 
 def num(value: Any) -> float | None:
     """Returns `value` as a float, or None when it is absent, not a number, or not finite
@@ -139,6 +148,13 @@ def text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def option(value: Any) -> str:
+    """Returns an XLA option's or a keyword's value as the config writes it: an empty string is
+    `""` (for a list option such as xla_gpu_enable_command_buffer, "off"), never MISSING,
+    which means no value."""
+    return '""' if value == "" else text(value)
 
 
 def ci(bounds: Any, scale: float = 1e3, unit: str = "") -> str:

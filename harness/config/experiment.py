@@ -26,7 +26,15 @@ from harness.frontends.roles import framework_of, roles_of
 DTYPES = ("float32", "bfloat16", "float16")
 # What a program's inputs may be. float64 is refused: jax's x64 is off in every measured variant
 # (it is on only for the float64 reference), so a float64 input would silently be float32.
-INPUT_DTYPES = (*DTYPES, "int32", "int8", "uint8", "bool")
+# `key` is a typed PRNG key (jax.random.key's), split from the input's seed stream.
+INPUT_DTYPES = (*DTYPES, "int32", "int8", "uint32", "uint8", "bool", "key")
+# The integers each integer input dtype holds: its [low, high) must lie within them.
+INTEGER_RANGES = {
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "int8": (-128, 128),
+    "uint32": (0, (1 << 31) - 1),
+    "uint8": (0, 256),
+}
 GELU_FORMS = ("tanh", "erf")
 FRONTENDS = ("jnp", "flax_linen", "flax_nnx")
 # What each frontend imports, for a worker to load before the capture (flax: 0.4 s on a

@@ -369,11 +369,39 @@ def load(config: str, overrides: Sequence[str] = ()) -> LoadedConfig:
         with found.check():
             applied.append(apply_override(merged, parse_override(o)))
     try:
+        refuse_problem_in_program_study(merged, str(path))
         experiment = schema.build_experiment(merged, str(path))
     except ConfigError as e:
         raise combined([*found.errors, blame(path, applied, e)]) from e
     found.done()
     return LoadedConfig(path=path, experiment=experiment, raw=merged, overrides=tuple(applied))
+
+
+PROGRAM_HAS_NO_PROBLEM = (
+    "a program study has no `problem` (the GELU expression's m, k, n, gelu, ...), so it would "
+    "change nothing; change dtypes with `program: {dtype: ..., w_dtype: ...}` and the "
+    "function's own knobs with `program: {kwargs: {...}}`"
+)
+
+
+def refuse_problem_in_program_study(raw: Mapping[str, Any], source: str) -> None:
+    """Raises ConfigError where a `program:` study's file or flags write a `problem`, at the
+    study or in a variant, even one equal to the defaults (`problem: {gelu: tanh}`), which the
+    built config could not tell from none. The key is the first one written, so a flag that
+    wrote it is blamed (`blame`): the file, a variant and a flag are refused alike."""
+    if not isinstance(raw.get("program"), Mapping):
+        return
+
+    def key_of(where: str, section: Any) -> str:
+        first = next(iter(section), None) if isinstance(section, Mapping) else None
+        return f"{where}.{first}" if first is not None else where
+
+    if "problem" in raw:
+        raise ConfigError(source, key_of("problem", raw["problem"]), PROGRAM_HAS_NO_PROBLEM)
+    for variant in raw.get("variants") or ():
+        if isinstance(variant, Mapping) and "problem" in variant:
+            where = f"variants.{variant.get('name')}.problem"
+            raise ConfigError(source, key_of(where, variant["problem"]), PROGRAM_HAS_NO_PROBLEM)
 
 
 def blame(path: Path, overrides: Sequence[OverrideFlag], e: ConfigError) -> ConfigError:

@@ -296,7 +296,15 @@ def parse_kwargs(raw: Any, key: str) -> FrozenMap:
 
 def knob(name: str, value: Any) -> str:
     """Returns a keyword argument as the report names it, like an XLA option: `name=value`."""
-    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+    text = (
+        "null"
+        if value is None
+        else '""'
+        if value == ""
+        else str(value).lower()
+        if isinstance(value, bool)
+        else value
+    )
     return f"{name}={text}"
 
 

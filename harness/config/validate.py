@@ -18,6 +18,7 @@ from harness.config.experiment import (
     FRONTENDS,
     GELU_FORMS,
     INPUT_DTYPES,
+    INTEGER_RANGES,
     ISOLATION,
     PLATFORMS,
     STRATEGIES,
@@ -102,6 +103,14 @@ def validate_problem(p: Problem, source: str, path: str) -> None:
         choice(source, f"{path}.w_dtype", p.w_dtype, DTYPES)
     choice(source, f"{path}.gelu", p.gelu, GELU_FORMS)
     choice(source, f"{path}.frontend", p.frontend, FRONTENDS)
+
+
+def _valid_problem(p: Problem) -> bool:
+    try:
+        validate_problem(p, "", "problem")
+    except ConfigError:
+        return False
+    return True
 
 
 def validate_name(source: str, key: str, name: str) -> None:
@@ -252,10 +261,19 @@ def _variant_checks(e: Experiment, v: Variant, source: str) -> list[Callable[[],
     where = f"variants.{v.name}"
 
     def problem() -> None:
-        # One the variant inherits whole is the study's, checked once at `problem`: listing
-        # its mistakes again under every variant would bury the others.
-        if v.problem != e.problem:
-            validate_problem(v.problem, source, f"{where}.problem")
+        # What the variant inherits is the study's, checked once at `problem`: listing its
+        # mistakes again under every variant would bury the others. Only the keys the variant
+        # wrote are its own; the rest are the study's values where those are valid (else the
+        # defaults), so the sizes are still checked together.
+        if v.problem == e.problem:
+            return
+        own = {
+            f.name: getattr(v.problem, f.name)
+            for f in dataclasses.fields(Problem)
+            if getattr(v.problem, f.name) != getattr(e.problem, f.name)
+        }
+        base = e.problem if _valid_problem(e.problem) else Problem()
+        validate_problem(dataclasses.replace(base, **own), source, f"{where}.problem")
 
     def platforms() -> None:
         if not v.platforms:
@@ -345,6 +363,19 @@ def validate_program(e: Experiment, source: str) -> None:
                 f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
             )
         choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+        if spec.dtype in INTEGER_RANGES:
+            lowest, highest = INTEGER_RANGES[spec.dtype]
+            if spec.low < lowest:
+                raise ConfigError(
+                    source, f"{where}.low", f"{spec.dtype} holds no {spec.low}; at least {lowest}"
+                )
+            if spec.high > highest:
+                raise ConfigError(
+                    source,
+                    f"{where}.high",
+                    f"{spec.dtype} holds values below {highest} (high is exclusive), "
+                    f"got {spec.high}",
+                )
         if math.prod(spec.shape) > 1 << 34:
             raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
     if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):

@@ -90,8 +90,10 @@ class AaGate(Rule):
                 if left
                 else ", which left no difference unresolved"
             )
+            how = aa_failure(n)
             line = (
-                f"Its A/A check failed ({aa_failure(n)}), so each comparison's interval was "
+                f"Its A/A check failed{f' ({how})' if how else ''}, so each comparison's "
+                "interval was "
                 f"widened by the floor {fmt.pct(n.floor)} (the pair's deviation from 1.0 plus its "
                 f"half-width) before a difference was called{named}."
             )
@@ -265,7 +267,7 @@ class Coverage(Rule):
                 continue
             if not g.complete:
                 what = (
-                    f"`{v.name}`: {fmt.ms(g.unattributed_time_per_step_s)} of device time a step "
+                    f"`{v.name}`: {fmt.ms(g.unattributed_time_per_step_s)} of {fmt.KERNEL_TIME} "
                     f"({fmt.pct(g.unattributed_share)}) ran in events no cluster holds"
                 )
             else:

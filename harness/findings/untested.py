@@ -88,9 +88,23 @@ class UntestedOption(Rule):
 
 
 def _gelu_study(run: RunFacts) -> VariantFacts | None:
-    """The baseline of a GELU-expression study (not a program study), or None."""
+    """The baseline of a GELU-expression study (not a program study), or None.
+
+    A program study's variant has an empty `problem`, and its `program` record only where it
+    got as far as describing its result: a program study whose variants all failed is still
+    one, and is offered no `problem:` change, which would change nothing of it."""
     base = run.by_role("baseline")
-    return base if base is not None and base.summary.identity.program is None else None
+    if base is None or base.summary.identity.program is not None:
+        return None
+    return base if base.summary.identity.problem else None
+
+
+def _program_study(run: RunFacts) -> VariantFacts | None:
+    """The baseline of a program study, or None."""
+    base = run.by_role("baseline")
+    if base is None or _gelu_study(run) is not None:
+        return None
+    return base
 
 
 class UntestedTanh(Rule):
@@ -106,7 +120,9 @@ class UntestedTanh(Rule):
         base = _gelu_study(run)
         assert base is not None
         forms = {v.summary.identity.problem.get("gelu") for v in run.variants if v.measured}
-        if "tanh" in forms:
+        # The snippet inherits the study's problem: where that is tanh already, it is the
+        # baseline again (a baseline that failed measured nothing, and needs no suggestion).
+        if "tanh" in forms or base.summary.identity.problem.get("gelu") == "tanh":
             return ()
         return (
             Untested(
@@ -195,8 +211,7 @@ class UntestedProgramBf16(Rule):
     kind = "untested"
 
     def applies(self, run: RunFacts) -> bool:
-        base = run.by_role("baseline")
-        return base is not None and base.summary.identity.program is not None
+        return _program_study(run) is not None
 
     def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
@@ -207,8 +222,9 @@ class UntestedProgramBf16(Rule):
             if v.measured and (s := v.summary.identity.program) is not None
         ]
         # Only where it would change the program: a variant whose floating-point inputs and
-        # parameters are all narrow already (bf16 parameters, int32 tokens) measured it.
-        if any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
+        # parameters are all narrow already (bf16 parameters, int32 tokens) measured it, and
+        # where no variant said what its dtypes are (all failed), nothing is known to change.
+        if not ran or any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
             return ()
         weighed = _wide_bytes(base.summary.identity.program)
         if weighed is not None and (not weighed[1] or weighed[0] < WIDE_SHARE * weighed[1]):

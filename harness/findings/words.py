@@ -55,22 +55,22 @@ def _option(name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigCh
     key = f"xla_options.{name}"
     if in_a and not in_b:  # set here, the XLA default there
         return ConfigChange(
-            key, x, None, f"`{name}={fmt.text(x)}`", f"`{name}` unset (not `{fmt.text(x)}`)"
+            key, x, None, f"`{name}={fmt.option(x)}`", f"`{name}` unset (not `{fmt.option(x)}`)"
         )
     if in_b and not in_a:
         return ConfigChange(
             key,
             None,
             y,
-            f"`{name}` unset (was {fmt.text(y)})",
-            f"`{name}={fmt.text(y)}` (not unset)",
+            f"`{name}` unset (was {fmt.option(y)})",
+            f"`{name}={fmt.option(y)}` (not unset)",
         )
     return ConfigChange(
         key,
         x,
         y,
-        f"`{name}={fmt.text(x)}` (was {fmt.text(y)})",
-        f"`{name}={fmt.text(y)}` (not `{fmt.text(x)}`)",
+        f"`{name}={fmt.option(x)}` (was {fmt.option(y)})",
+        f"`{name}={fmt.option(y)}` (not `{fmt.option(x)}`)",
     )
 
 

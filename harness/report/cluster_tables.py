@@ -66,7 +66,7 @@ def step_time(seconds: float | None) -> str:
 
 
 def cluster_table(m: ModuleAnalysis, by_time: bool, paths: Paths, limit: int) -> Table:
-    """The ranking: clusters by device time a step (or by FLOPs without a profile)."""
+    """The ranking: clusters by kernel time a step (or by FLOPs without a profile)."""
     rows = []
     for i, r in enumerate(m.clusters[:limit], 1):
         if by_time:

@@ -298,3 +298,9 @@ def default_out(a: Path, b: Path, root: Path = Path("results") / "compare") -> P
     """The folder a compare writes to without --out: named by the two resolved runs'
     experiments and ids, so a later compare of `latest` never replaces an earlier one."""
     return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}"
+
+
+if __name__ == "__main__":  # a command here once: say where it went
+    import harness
+
+    harness.moved("harness.report.compare")

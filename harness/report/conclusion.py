@@ -35,15 +35,29 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
         return [f"findings: not recorded (`python -m harness.commands.migrate --run={run.path}`)"]
     found = run.summary.findings.timing
     if not found:
-        return [
-            "findings: no resolvable difference between the variants in this run",
-            *not_timed,
-            *numerics_lines(run),
-        ]
+        return [nothing_found_line(run), *not_timed, *numerics_lines(run)]
     out = [f"finding {i}: {f.what}" for i, f in enumerate(found[:top], 1)]
     if len(found) > top:
         out.append(f"and {len(found) - top} more findings in the report")
     return [*out, *not_timed, *numerics_lines(run)]
+
+
+def nothing_found_line(run: data.RunData) -> str:
+    """The line for a run with no timing finding, from the same statuses the `failed
+    variants:` line reads: "no resolvable difference" only between variants that were timed."""
+    variants = run.summary.variants.values()
+    failed = sum(v.identity.status == "failed" for v in variants)
+    timed = sum(v.timing.step_s is not None for v in variants)
+    if timed < 2:
+        return f"findings: nothing to compare: {timed} of {len(variants)} variants timed" + (
+            f" ({failed} failed)" if failed else ""
+        )
+    if failed:
+        return (
+            f"findings: no resolvable difference between the {timed} variants timed "
+            f"({failed} failed, so not compared)"
+        )
+    return "findings: no resolvable difference between the variants in this run"
 
 
 def numerics_lines(run: data.RunData) -> list[str]:

@@ -59,7 +59,9 @@ def verdict_blocks(run: RunData) -> list[Block]:
         f"`{n.baseline}` against itself {n.self_ratio:.4f}× "
         f"(95% CI {n.self_ci95[0]:.4f}–{n.self_ci95[1]:.4f}) over {n.rounds} rounds"
         if n.self_ratio is not None and n.self_ci95
-        else "its A/A check passed"
+        # The same record the sentence after it reads (`aa_held`): never "passed" beside
+        # "failed".
+        else f"its A/A check {'failed' if n.aa_held is False else 'passed'}"
     )
     spread = unresolved.between_runs_line(run.summary)
     spread = f" {spread[0].upper()}{spread[1:]}." if spread else ""

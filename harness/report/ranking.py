@@ -96,7 +96,7 @@ def overview_blocks(run: RunData) -> list[Block]:
     base = run.by_role("baseline")
     out.append(
         Para(
-            "Each compiled variant's largest clusters by device time a step (by our FLOP count "
+            f"Each compiled variant's largest clusters by {fmt.KERNEL_TIME} (by our FLOP count "
             "without a profile) and the source lines they came from, the innermost frame in your "
             "code. Each variant's page ranks them all"
             + (f" ([the baseline's]({base.page}))" if base else "")
@@ -117,7 +117,7 @@ def overview_blocks(run: RunData) -> list[Block]:
         rows.append(
             (
                 v.name,
-                "device time" if r.by_time else "FLOPs",
+                "kernel time" if r.by_time else "FLOPs",
                 _cell(top),
                 _cell(lines),
             )
@@ -132,7 +132,7 @@ def _module_line(v: VariantData, r: Ranked) -> str:
     m = r.module
     what = (
         f"{fmt.count(m.kernels_per_step)} kernels and "
-        f"{step_time(m.time_s)} of device time a step over "
+        f"{step_time(m.time_s)} of {fmt.KERNEL_TIME} over "
         f"{r.steps} profiled steps"
         if r.by_time
         else "no profile: ranked by our FLOP count"

@@ -232,7 +232,7 @@ def noise_blocks(run: RunData) -> list[Block]:
     ]
     if off:
         parts.append(
-            "profiled device time per step differs from the timed step by more than 5% for "
+            f"profiled {fmt.DEVICE_TIME} differs from the timed step by more than 5% for "
             + ", ".join(off)
             + " (host-bound, or clocks that moved between the two windows)"
         )
@@ -377,7 +377,7 @@ def program_blocks(run: RunData) -> list[Block]:
             fmt.si(v.summary.identity.program.param_bytes, "B"),
             ", ".join(f"`{k}={fmt.text(x)}`" for k, x in v.summary.identity.program.kwargs.items())
             or "none",
-            _worst_leaf(v.summary.numerics),
+            _worst_leaf(v.summary.numerics, _failed_numerics(run).get(v.name)),
         )
         for v in run.variants
         if v.summary.identity.program is not None
@@ -390,13 +390,34 @@ def program_blocks(run: RunData) -> list[Block]:
     ]
 
 
-def _worst_leaf(n: Any) -> str:
-    """The leaf a pytree result's numerics are of: its path, error and verdict."""
+def _failed_numerics(run: RunData) -> dict[str, bool]:
+    """Each variant over a tolerance, and whether the findings call that a failure (True) or
+    its dtype's own rounding (False): the numerics verdict has one record, the accuracy
+    findings (rule `numerics.accuracy`), which the table repeats and never judges again."""
+    f = run.summary.findings
+    if f is None:
+        return {}
+    failed = {name for a in f.numerics for name in a.failed}
+    return {
+        v.name: v.name in failed
+        for v in run.variants
+        if v.summary.numerics.ok is False or v.name in failed
+    }
+
+
+def _worst_leaf(n: Any, failure: bool | None = None) -> str:
+    """The leaf a pytree result's numerics are of: its path, error and verdict (a leaf over
+    its tolerance that the findings call its dtype's own rounding is said so, not FAIL)."""
     if n.rel_fro_err is None:
         return MISSING
     where = f"`{n.worst_leaf}` " if n.worst_leaf else ""
     failed = f" ({len(n.failed_leaves)} leaves)" if n.failed_leaves else ""
-    verdict = "ok" if n.ok else "FAIL" + failed
+    if n.ok:
+        verdict = "ok"
+    elif failure is False and n.tolerance:  # an integer leaf is exact: never rounding
+        verdict = "over, the dtype's own rounding (a note)"
+    else:
+        verdict = "FAIL" + failed
     return f"{where}{fmt.sci(n.rel_fro_err)} (tol {fmt.sci(n.tolerance)}) {verdict}"
 
 
@@ -426,7 +447,7 @@ def environment_blocks(run: RunData) -> list[Block]:
             Table(
                 ("override", "value", "previous"),
                 tuple(
-                    (literal(o.key), literal(fmt.text(o.value)), literal(fmt.text(o.previous)))
+                    (literal(o.key), literal(fmt.option(o.value)), literal(fmt.text(o.previous)))
                     for o in m.overrides
                 ),
             )

@@ -100,16 +100,22 @@ def figures_table(v: VariantData) -> Table:
 # --- open it elsewhere -----------------------------------------------------------------------
 
 
+# The project's extra that holds XProf (pyproject.toml `xprof`), installed into make's .venv.
+XPROF_INSTALL = ".venv/bin/pip install 'xprof>=2.24'"
+
+
 def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
     """The commands and links that open the variant's profile and logs in other tools."""
     out: list[Block] = [Heading(2, "Open it elsewhere", "elsewhere")]
     cmds: list[str] = []
     traits = registry.traits(v.framework)  # what its frontend's capture keeps
     if e.profile is not None:
+        # make's set-up does not install XProf (about 100 MB): its install is printed beside.
+        cmds.append(f"{XPROF_INSTALL}  # once: make's set-up does not install XProf")
         cmds.append(f"xprof --logdir={shlex.quote(e.profile)} --port=6006")
         out.append(
             Para(
-                "**XProf** (`pip install xprof`; TensorBoard with `tensorboard-plugin-profile` "
+                "**XProf** (TensorBoard with `tensorboard-plugin-profile` "
                 "reads the same folder): from the run folder, run the command below and open "
                 "http://localhost:6006; each profiled window (`first_call`, `steady`, "
                 "`recompile`) is a run of its own."
@@ -296,7 +302,7 @@ def top_passes_blocks(v: VariantData) -> list[Block]:
 def dynamo_line(d: Any) -> str:
     """Returns what Dynamo made of a variant (a frontend whose traits say `dynamo`), in one
     paragraph."""
-    options = ", ".join(code(f"{k}={v}") for k, v in d.options.items()) or "defaults"
+    options = ", ".join(code(f"{k}={fmt.option(v)}") for k, v in d.options.items()) or "defaults"
     parts = [f"torch.compile({options})"]
     if d.graph_count is not None:
         breaks = f"{d.graph_count} graph(s), {d.graph_break_count} break(s) ({d.explain_source})"
@@ -366,7 +372,7 @@ def extra_lines(v: VariantData) -> list[str]:
         extra.append(f"fraction of peak withheld: {s.cost.fraction_withheld}")
     if s.profile.host_gap_per_step_s is not None:
         extra.append(
-            f"device time per step {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
+            f"{fmt.DEVICE_TIME} {fmt.ms(s.profile.device_time_per_step_s)}, host gap "
             f"{fmt.ms(s.profile.host_gap_per_step_s)}, matched {fmt.pct(s.profile.matched_fraction)} of events"
         )
     if s.timing.latency_blocked_median_s is not None:
@@ -398,7 +404,8 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
     if i.xla_options:
         out.append(
             Para(
-                "XLA options: " + ", ".join(code(f"{k}={val}") for k, val in i.xla_options.items())
+                "XLA options: "
+                + ", ".join(code(f"{k}={fmt.option(val)}") for k, val in i.xla_options.items())
             )
         )
     if s.dynamo is not None:

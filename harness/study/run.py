@@ -49,6 +49,7 @@ from harness.store.records import SchemaError, from_json, to_json
 from harness.store.runfolder import RunFolder, VariantFolder
 from harness.study import group, lifecycle
 from harness.study.pipeline import EachInItsOwn, crash_record, fresh_variant_dir
+from harness.study.runs import finished_status
 from harness.study.session import Session, hello
 from harness.study.workerproc import REPO, WorkerDied, WorkerProcess
 from harness.timing.rounds import AA_SUFFIX
@@ -66,8 +67,9 @@ class InOrder:
     (a variant skipped on this platform, one kept from an interrupted run) waits for the
     lines above it, so `[12/13] ... skipped` never comes before `[1/13]`."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], kept_from: str = "the interrupted run") -> None:
         self.names = names
+        self.kept_from = kept_from
         self.ready: dict[str, tuple[CaptureRecord | None, bool]] = {}
         self.printed = 0
 
@@ -77,16 +79,29 @@ class InOrder:
             first = self.names[self.printed]
             self.printed += 1
             at, was_kept = self.ready.pop(first)
-            _progress(f"[{self.printed}/{len(self.names)}]", first, at, kept=was_kept)
+            _progress(
+                f"[{self.printed}/{len(self.names)}]",
+                first,
+                at,
+                kept_from=self.kept_from if was_kept else None,
+            )
 
 
-def _progress(where: str, name: str, record: CaptureRecord | None, kept: bool = False) -> None:
+def kept_from(ended: str | None) -> str:
+    """Where a resumed run's kept variants come from, by how the run ended before
+    (runs.finished_status): a re-time of a finished run was never interrupted."""
+    return "the interrupted run" if ended is None else f"the earlier run ({ended})"
+
+
+def _progress(
+    where: str, name: str, record: CaptureRecord | None, kept_from: str | None = None
+) -> None:
     if record is None:
         print(f"{where} {terminal.shown(name):<24} failed", flush=True)
         return
-    if kept:
+    if kept_from is not None:
         print(
-            f"{where} {terminal.shown(name):<24} kept from the interrupted run "
+            f"{where} {terminal.shown(name):<24} kept from {kept_from} "
             f"({terminal.shown(record.status)})",
             flush=True,
         )
@@ -442,6 +457,7 @@ def _stages(
     seconds: dict[str, float],
     manifest_notes: list[str],
     settle: Callable[[Any], None],
+    ended: str | None = None,
 ) -> Any:
     """Runs capture, timing, analysis and report; records each stage's seconds, and in
     `manifest_notes` what the run goes without (ceilings a dead worker did not measure);
@@ -454,7 +470,7 @@ def _stages(
     seconds["start_s"] = clock - harness.STARTED
     if exp.processes.enabled:
         _stage(group.describe(exp, session.environment))
-    in_order = InOrder([v.name for v in exp.selected_variants])
+    in_order = InOrder([v.name for v in exp.selected_variants], kept_from(ended))
     records, todo = _capture_plan(exp, workdir, platform, resume, in_order)
     # A group of processes captures every variant in turn: a group per variant would pay
     # every member's start for each one.
@@ -514,6 +530,8 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
     interrupted. The lock, the manifest, `latest`, signals and faults are harness.study.lifecycle's."""
     exp = config.experiment
     seconds: dict[str, float] = {}
+    # How the run ended before, read before the lifecycle marks it running again.
+    ended = finished_status(workdir) if resume else None
     with lifecycle.running(
         workdir,
         manifest_for(config, workdir, session.environment),
@@ -536,7 +554,7 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
                 "failed" if failed else "complete", stages_s=seconds, workers=session.workers
             )
 
-        summary = _stages(config, workdir, session, resume, seconds, notes, settle)
+        summary = _stages(config, workdir, session, resume, seconds, notes, settle, ended)
         study.write()  # with report_s
     if study.stopped is not None:
         return _stopped(study.stopped, exp, workdir, session, study.manifest)

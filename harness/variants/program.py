@@ -12,8 +12,12 @@ config.program) and each spec the same pytree of `jax.ShapeDtypeStruct`; `kwargs
 static keyword arguments (`program.kwargs`), passed to init only when its signature names them.
 Inputs come from the same seed: array leaf i, in jax.tree order over all inputs, from
 `jax.random.fold_in(jax.random.key(seed), INPUT_STREAM + i)` (standard normal for floating
-dtypes, uniform in [low, high) for integers, fair coin flips for bool), made once per distinct
-shapes and dtypes, so every variant computes on bit-identical values. A variant's
+dtypes, uniform in [low, high) for integers, fair coin flips for bool, typed PRNG keys split
+from it for `dtype: key`), made once per distinct shapes and dtypes, so every variant computes
+on bit-identical values. A typed key (`jax.random.key`) may be any leaf of the parameters, the
+inputs or the result: wherever the harness reads values on the host (the reference, the
+numerics, the kept outputs) it reads the key's data (`jax.random.key_data`, compared exactly),
+and it never casts one. A variant's
 `program.dtype` casts every floating input, and `program.w_dtype` every floating leaf of the
 parameters, after they are made.
 
@@ -175,7 +179,35 @@ def _first(e: BaseException) -> str:
 
 
 def _is_float(dtype: Any) -> bool:
-    return bool(jnp.issubdtype(dtype, jnp.floating))
+    return not is_key(dtype) and bool(jnp.issubdtype(dtype, jnp.floating))
+
+
+def is_key(dtype: Any) -> bool:
+    """Whether `dtype` is a typed PRNG key's (`key<fry>`), which NumPy cannot hold."""
+    return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+def host_leaf(leaf: Any) -> np.ndarray:
+    """Returns one leaf's values as a NumPy array; a typed key's data (`jax.random.key_data`,
+    uint32 with the key's own trailing dimension), which is what a key is compared by."""
+    if is_key(getattr(leaf, "dtype", None)):
+        return np.asarray(jax.random.key_data(leaf))
+    return np.asarray(leaf)
+
+
+def dtype_name(dtype: Any) -> str:
+    """Returns a leaf's dtype as text (`float32`, `key<fry>`)."""
+    return str(dtype) if is_key(dtype) else str(jnp.dtype(dtype))
+
+
+KEY_DTYPE = "key"  # an input spec's dtype for a typed PRNG key (jax.random.key's default impl)
+
+
+def spec_dtype(name: str) -> Any:
+    """Returns the dtype an input spec's `dtype` names (`key`: jax.random.key's)."""
+    if name == KEY_DTYPE:
+        return jax.eval_shape(lambda: jax.random.key(0)).dtype
+    return jnp.dtype(name)
 
 
 def _inputs_tree(program: Program, make: Callable[..., Any], shapes: Any = None) -> tuple:
@@ -196,11 +228,13 @@ def input_specs(program: Program, shapes: Any = None) -> tuple:
     """Returns the inputs as `jax.ShapeDtypeStruct` pytrees as configured (before a variant's
     dtype): what init is called with."""
     return _inputs_tree(
-        program, lambda _, s, shape: jax.ShapeDtypeStruct(shape, jnp.dtype(s.dtype)), shapes
+        program, lambda _, s, shape: jax.ShapeDtypeStruct(shape, spec_dtype(s.dtype)), shapes
     )
 
 
 def _draw(key: jax.Array, shape: tuple[int, ...], spec: InputSpec) -> jax.Array:
+    if spec.dtype == KEY_DTYPE:
+        return jax.random.split(key, shape) if shape else key
     dtype = jnp.dtype(spec.dtype)
     if spec.dtype == "bool":
         return jax.random.bernoulli(key, 0.5, shape)
@@ -314,11 +348,43 @@ def float64_on_cpu() -> Iterator[jax.Device]:
 
         context = enable_x64()
     cpu = jax.devices("cpu")[0]
+    _draw_float64_as_float32()
     with context, jax.default_device(cpu):
         yield cpu
 
 
+def _draw_float64_as_float32() -> None:
+    """Makes jax.random's float64 draws the variant's float32 draws, widened.
+
+    Under x64 a Python float's dtype is float64, so `jax.random.bernoulli(key, 0.9)` (Flax's
+    dropout) or `normal(key)` inside the function would draw 64 bits a value where the
+    measured variant drew 32: another dropout mask, and a reference of another computation.
+    jax.random's samplers all draw through `_uniform` (jax._src.random.core); a float64 draw
+    is taken as the float32 one from the same key and widened, so the reference samples what
+    the variant sampled. Only float64 draws change, and only the reference makes them (x64 is
+    off everywhere else). Where jax's internals differ, nothing is changed.
+    """
+    try:
+        from jax._src.random import core as random_core  # private: checked below
+    except ImportError:  # pragma: no cover - another jax layout
+        return
+    own = getattr(random_core, "_uniform", None)
+    if own is None or getattr(own, "draws_float32", False):
+        return
+
+    def _uniform(key: Any, minval: Any, maxval: Any, shape: Any, dtype: Any) -> Any:
+        if np.dtype(dtype) != np.float64:
+            return own(key, minval, maxval, shape, dtype)
+        narrow = own(key, minval, maxval, shape, np.dtype(np.float32))
+        return jax.lax.convert_element_type(narrow, np.float64)
+
+    _uniform.draws_float32 = True  # type: ignore[attr-defined]
+    random_core._uniform = _uniform
+
+
 def _widened(leaf: Any, device: jax.Device) -> jax.Array:
+    if is_key(leaf.dtype):  # a key is its own data in any precision
+        return jax.device_put(leaf, device)
     a = np.asarray(leaf)
     return jax.device_put(a.astype(np.float64) if _is_float(a.dtype) else a, device)
 
@@ -342,7 +408,7 @@ def reference(program: Program, args: ProgramArgs, seed: int) -> tuple[np.ndarra
         with float64_on_cpu() as cpu:
             params, inputs = jax.tree.map(lambda a: _widened(a, cpu), (args.params, args.inputs))
             out = jax.jit(float64_reference)(params, *inputs)
-            _REFERENCE[key] = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(out))
+            _REFERENCE[key] = tuple(host_leaf(leaf) for leaf in jax.tree.leaves(out))
     return _REFERENCE[key]
 
 
@@ -450,8 +516,9 @@ def judged_leaves(
     """Returns each leaf of the result against the reference: a floating leaf within its own
     dtype's tolerance (no tighter than that of `computed_in`, the narrowest floating dtype
     among the arguments), relative to its reference or, where that is exactly zero, to its
-    neighbours' scale (`neighbour_scale`); an integer leaf exactly (its tolerance 0)."""
-    got = [np.asarray(leaf) for leaf in jax.tree.leaves(y)]
+    neighbours' scale (`neighbour_scale`); an integer leaf exactly (its dtype its own, its
+    tolerance 0)."""
+    got = [host_leaf(leaf) for leaf in jax.tree.leaves(y)]
     if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
         raise ProgramError(
             f"the result has leaves {[g.shape for g in got]}, the float64 reference "
@@ -525,7 +592,7 @@ def numerics(y: Any, ref: tuple[np.ndarray, ...], computed_in: str = "float32") 
 
 
 def _dtypes(leaves: list[Any]) -> list[str]:
-    return [str(jnp.dtype(a.dtype)) for a in leaves]
+    return [dtype_name(a.dtype) for a in leaves]
 
 
 def computed_in(args: ProgramArgs) -> str:
@@ -553,7 +620,7 @@ def gemm_dtypes(program: Program, seed: int) -> tuple[str, str]:
 
 
 def _spec(a: Any) -> ArraySpec:
-    return ArraySpec(shape=tuple(int(d) for d in a.shape), dtype=str(jnp.dtype(a.dtype)))
+    return ArraySpec(shape=tuple(int(d) for d in a.shape), dtype=dtype_name(a.dtype))
 
 
 def describe(
@@ -580,7 +647,7 @@ def describe(
         output=tuple(_spec(a) for a in jax.tree.leaves(y)),
         param_leaves=len(leaves),
         param_count=int(sum(int(np.prod(a.shape)) for a in leaves)),
-        param_bytes=int(sum(int(np.prod(a.shape)) * jnp.dtype(a.dtype).itemsize for a in leaves)),
+        param_bytes=int(sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in leaves)),
         param_dtypes=tuple(sorted(set(_dtypes(leaves)))),
         param_bytes_by_dtype=_bytes_by_dtype(leaves),
         flops_source=flops_source,
@@ -613,7 +680,9 @@ def input_bytes(program: Program) -> int:
     """Returns the bytes of the inputs as a variant calls them (after its `dtype`)."""
     total = 0
     for _, s in input_leaves(program.inputs):
-        dtype = jnp.dtype(program.dtype if program.dtype and _is_float(s.dtype) else s.dtype)
+        dtype = spec_dtype(
+            program.dtype if program.dtype and _is_float(spec_dtype(s.dtype)) else s.dtype
+        )
         total += int(np.prod(s.shape)) * dtype.itemsize
     return total
 
@@ -638,8 +707,6 @@ def working_bytes(program: Program, seed: int) -> tuple[int, int]:
     out = jax.eval_shape(fn, params, *specs)
 
     def nbytes(tree: Any) -> int:
-        return sum(
-            int(np.prod(s.shape)) * jnp.dtype(s.dtype).itemsize for s in jax.tree.leaves(tree)
-        )
+        return sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in jax.tree.leaves(tree))
 
     return nbytes(params) + nbytes(specs), nbytes(out)
