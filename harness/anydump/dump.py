@@ -409,13 +409,12 @@ def attach_profile(
         if loose:
             notes.append(f"{loose} device events outside any program (runtime copies) ignored")
         inside[:] = False
-    window_rows = np.flatnonzero(inside)
-    marked = bool(len(window_rows)) and bool((table.ints["step"][window_rows] != NULL).any())
-    if marked:
-        window_rows = window_rows[table.ints["step"][window_rows] != NULL]
-    window = table.take(window_rows)
-    window_program = program[window_rows]
-    window_own = self_ns(window)
+    has_step = table.ints["step"] != NULL
+    marked = bool((inside & has_step).any())
+    in_window = inside & has_step if marked else inside
+    window = table.subset(in_window)
+    window_program = program[in_window]
+    window_own = self_ns(window) if window is not table else own
     sums = np.bincount(window_program, weights=window_own, minlength=len(keys))
     present = np.bincount(window_program, minlength=len(keys)) > 0
     times = {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
@@ -452,9 +451,8 @@ def attach_profile(
     for (name, pid), cs in clusters.items():
         if pid is None:  # a loose file bound to a program without an id: name only
             clusters_by_key[name] = cs
-    in_window = table.take(np.flatnonzero(inside))
     report = match_table(
-        in_window,
+        table.subset(inside),
         clusters_by_key,
         steps=None if marked or found is None else found.count,
         mode=mode,  # type: ignore[arg-type]

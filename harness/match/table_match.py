@@ -143,7 +143,7 @@ def match_table(
         raise ValueError(f"mode must be 'jit' or 'eager', got {mode!r}")
     has_step = table.ints["step"] != NULL
     marked = bool(has_step.any())
-    window = table.take(np.flatnonzero(has_step)) if marked else table
+    window = table.subset(has_step) if marked else table
     n_steps, notes = _step_count(window, marked, steps)
     programs = program_ids(clusters_by_module)
     out = _by_signature(window, clusters_by_module, mode, programs)
@@ -217,11 +217,21 @@ def _step_count(window: EventTable, marked: bool, steps: int | None) -> tuple[in
 
 
 def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct combination, each row's combination number)."""
+    """(first row of each distinct combination, each row's combination number), numbered in
+    the combinations' sorted order. Each column is factorized alone and the factors joined in
+    one integer, so a million rows cost a few one-dimensional sorts."""
     if not len(columns[0]):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
-    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    joined = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1
+    for column in columns:
+        values, factor = np.unique(column, return_inverse=True)
+        if span * len(values) >= 1 << 62:  # too many combinations for one integer
+            joined = np.unique(joined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(joined.max()) + 1
+        joined = joined * len(values) + factor.reshape(-1)
+        span *= len(values)
+    _, first, inverse = np.unique(joined, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
 
 

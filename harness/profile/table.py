@@ -102,6 +102,11 @@ class EventTable:
             self.strings,
         )
 
+    def subset(self, mask: np.ndarray) -> EventTable:
+        """The rows a boolean mask selects, in order: this table itself when it selects all
+        (a long profile's columns are not copied for nothing)."""
+        return self if bool(mask.all()) else self.take(np.flatnonzero(mask))
+
     def event(self, i: int) -> DeviceEvent:
         """Row `i` as a DeviceEvent (made once per row and kept)."""
         found = self._events.get(i)
