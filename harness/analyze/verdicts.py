@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.common import stats
+from harness.common import stats, userfiles
 from harness.records.summary import TimingRecord, Verdict
 from harness.store import io
 from harness.store.records import from_json
@@ -33,9 +33,35 @@ def read_timing(workdir: Path) -> TimingRecord | None:
     if not path.is_file():
         return None
     try:
-        return from_json(TimingRecord, io.read_json(path), str(path))
+        data = io.read_json(path, userfiles.TIMING)
+        if not _plausible_rounds(data):
+            return None
+        return from_json(TimingRecord, data, str(path))
     except (OSError, ValueError):
         return None
+
+
+# Far above what a timing stage records (1000 planned rounds, added rounds within 3× the
+# budget), far below what takes minutes to judge again.
+MAX_ROUNDS = 20_000
+
+
+def _plausible_rounds(data: object) -> bool:
+    """False for timing data whose rounds no timing stage records: more than MAX_ROUNDS
+    rounds, or a variant with more samples than that; checked before a record is built."""
+    if not isinstance(data, dict):
+        return True  # from_json says what is wrong
+    orders, variants = data.get("orders"), data.get("variants")
+    if isinstance(orders, list) and len(orders) > MAX_ROUNDS:
+        return False
+    rounds = data.get("rounds")
+    if isinstance(rounds, int) and rounds > MAX_ROUNDS:
+        return False
+    for timed in variants.values() if isinstance(variants, dict) else ():
+        lists = timed.values() if isinstance(timed, dict) else ()
+        if any(isinstance(v, list) and len(v) > MAX_ROUNDS * 64 for v in lists):
+            return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         SchemaError,
         UsageError,
+        Unreadable,
         Locked,
         NotOurs,
         OutsideOutput,

@@ -337,7 +337,9 @@ class Worker:
                 variant = self.exp.variant(name)
                 subject = subject_of(self.exp, variant)
                 base = folder.variant(found.baseline)
-                values = numerics_effect.read_outputs(base.outputs, len(found.leaves))
+                accuracy = run_files.load(run_files.NUMERICS, base.numerics)
+                kept = [leaf.kept for leaf in accuracy.leaves]
+                values = numerics_effect.read_outputs(base.outputs, kept)
                 if values is None:
                     raise ValueError(f"{base.outputs} is missing or short")
                 record = numerics_pass.run_search(
