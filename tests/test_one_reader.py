@@ -41,6 +41,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/capture/hostmem.py", "_reclaimable"): "the kernel's cgroup memory.stat",
     ("harness/study/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
     (
+        "harness/study/containment.py",
+        "_environ",
+    ): "the kernel's /proc/<pid>/environ: which processes carry a worker's marker",
+    (
         "harness/study/worker.py",
         "process_started",
     ): "the kernel's /proc/self/stat and /proc/uptime: when the worker process started",

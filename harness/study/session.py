@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -105,6 +106,25 @@ class Session:
         for w in (self.worker, *self.peers):
             if w.proc.poll() is None:
                 w.kill()
+
+    def reap(self) -> None:
+        """Ends what each finished worker that has exited started (harness.study.containment):
+        a variant's strays end when its worker does, not at the end of the study."""
+        for w in self.finished:
+            w.contain()
+
+    def contain(self) -> None:
+        """Waits for every worker told to end (10 s each, then kills it) and ends every
+        process they started, before the run is settled: nothing a variant started writes
+        into the run after its status says it is finished."""
+        for w in (*self.finished, self.worker, *self.peers):
+            if w.proc.stdin is not None and not w.proc.stdin.closed:
+                continue  # still has work: not told to end
+            try:
+                w.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                w.kill()
+            w.contain()
 
     def close(self, workdir: Path | None) -> None:
         """Ends the worker and its group (the others leave when process 0 does), keeping
