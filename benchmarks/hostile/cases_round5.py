@@ -193,6 +193,44 @@ def _migrate_timing(kind: str) -> Callable[[Sandbox], Attack]:
     return setup
 
 
+# --- reanalyze of a run whose raw inputs are gone ------------------------------------------------
+
+
+def _unlink_tree(path: Path) -> None:
+    for sub in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir() if sub.is_dir() and not sub.is_symlink() else sub.unlink()
+    path.rmdir()
+
+
+RAW_DAMAGE: dict[str, Callable[[Path], None]] = {
+    "variants_removed": lambda run: _unlink_tree(run / "variants"),
+    "ir_removed": lambda run: _unlink_tree(sorted(run.glob("variants/*/ir"))[0]),
+    "variant_folder_is_a_file": lambda run: (
+        (
+            _unlink_tree(run / "variants" / "xla"),
+            (run / "variants" / "xla").write_text("a file\n"),
+        )
+        and None
+    ),
+    # New in round 5: the rounds gone, every comparison and the noise floor would be empty.
+    "timing_removed": lambda run: (run / "timing.json").unlink(),
+}
+
+
+def _reanalyze_damaged(damage: str) -> Callable[[Sandbox], Attack]:
+    def setup(sb: Sandbox) -> Attack:
+        run = sb.copy_run(sb.root / RUN)
+        RAW_DAMAGE[damage](run)
+        return Attack(
+            argv=sb.harness("harness.reanalyze", f"--run={run}"),
+            timeout_s=180,
+            check=_one_line("changed nothing" if damage != "timing_removed" else "would lose"),
+            also_writes=(f"{RUN}/.lock",),
+        )
+
+    return setup
+
+
 CASES = [
     *(
         Case(f"damaged_run/r5_outputs_npz_{d}", "damaged_run", _outputs(d), fast=False)
@@ -207,5 +245,9 @@ CASES = [
     *(
         Case(f"resources/r5_migrate_timing_{k}", "resources", _migrate_timing(k), fast=False)
         for k in ("huge", "many_rounds")
+    ),
+    *(
+        Case(f"overwrites/r5_reanalyze_{d}", "overwrites", _reanalyze_damaged(d), fast=False)
+        for d in RAW_DAMAGE
     ),
 ]

@@ -183,6 +183,17 @@ def define_enum(name: str, default: str, values: list[str], help_text: str) -> N
         flags.DEFINE_enum(name, default, values, help_text, module_name=_declaring_module())
 
 
+def define_bool(name: str, default: bool, help_text: str) -> None:
+    if name not in flags.FLAGS:
+        flags.DEFINE_bool(name, default, help_text, module_name=_declaring_module())
+
+
+ALLOW_LOSS_HELP = (
+    "Write the rewritten summary.json even when it lacks a section, a variant or a variant's "
+    "section the run's summary holds now (by default the command refuses and changes nothing)."
+)
+
+
 def _adopt_entry_flags(entry: Callable[..., object]) -> None:
     """Makes the flags of the module that defines `entry` key flags of the main module, so
     that `--help` lists them: `python -m harness.analyze` runs a thin __main__.py whose main
