@@ -202,16 +202,15 @@ def _unlink_tree(path: Path) -> None:
     path.rmdir()
 
 
+def _file_for_folder(path: Path) -> None:
+    _unlink_tree(path)
+    path.write_text("a file\n")
+
+
 RAW_DAMAGE: dict[str, Callable[[Path], None]] = {
     "variants_removed": lambda run: _unlink_tree(run / "variants"),
     "ir_removed": lambda run: _unlink_tree(sorted(run.glob("variants/*/ir"))[0]),
-    "variant_folder_is_a_file": lambda run: (
-        (
-            _unlink_tree(run / "variants" / "xla"),
-            (run / "variants" / "xla").write_text("a file\n"),
-        )
-        and None
-    ),
+    "variant_folder_is_a_file": lambda run: _file_for_folder(run / "variants" / "xla"),
     # New in round 5: the rounds gone, every comparison and the noise floor would be empty.
     "timing_removed": lambda run: (run / "timing.json").unlink(),
 }
