@@ -15,6 +15,7 @@ by harness.commands.compare); this module renders them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -296,5 +297,9 @@ def write(ra: RunData, rb: RunData, compared: RunsCompared, out: Path) -> tuple[
 
 def default_out(a: Path, b: Path, root: Path = Path("results") / "compare") -> Path:
     """The folder a compare writes to without --out: named by the two resolved runs'
-    experiments and ids, so a later compare of `latest` never replaces an earlier one."""
-    return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}"
+    experiments and ids, so a later compare of `latest` never replaces an earlier one, and a
+    digest of their absolute paths, so two pairs of runs in two results roots whose
+    experiments and ids coincide get two folders."""
+    where = f"{Path(a).absolute()}\0{Path(b).absolute()}".encode()
+    digest = hashlib.sha256(where).hexdigest()[:8]
+    return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}-{digest}"
