@@ -180,7 +180,9 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
     diffs = compared.config_differences
     blocks: list[Block] = [Heading(2, "Config differences")]
     if diffs:
-        rows = tuple(diffs[:40])
+        # A config's keys and values are the user's text: shown as that text, never Markdown
+        # (`![i](http://...)` in a value was a live link, issue 59).
+        rows = tuple(tuple(doc.literal(cell) for cell in row) for row in diffs[:40])
         blocks.append(Table(("key", "a", "b"), rows))
         if len(diffs) > 40:
             blocks.append(Para(f"and {len(diffs) - 40} more keys ({len(diffs)} in all)."))
@@ -188,7 +190,9 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
         blocks.append(Para("None: both runs used the same config."))
     sizes = compared.size_differences
     if sizes:
-        keys = "; ".join(f"`{k}` {a} against {b}" for k, a, b in sizes[:6])
+        keys = "; ".join(
+            f"{doc.code(k)} {doc.literal(a)} against {doc.literal(b)}" for k, a, b in sizes[:6]
+        )
         more = f" and {len(sizes) - 6} more" if len(sizes) > 6 else ""
         blocks.append(
             Para(
