@@ -154,3 +154,20 @@ def test_a_rewrite_not_committed_puts_every_file_back(tmp_path: Path) -> None:
         io.write_text(run / "summary.json", "new\n")
         t.commit()
     assert (run / "summary.json").read_text() == "new\n"
+
+
+@pytest.mark.study
+def test_resume_of_a_run_killed_in_its_report_stage_names_make_report(
+    cpu_run: Path, tmp_path: Path
+) -> None:
+    """Killed in its report stage, a run reads complete with no report; --resume refused it
+    without saying how to make the report (issue 59)."""
+    from conftest import TINY, run_harness
+
+    run = shutil.copytree(cpu_run, tmp_path / "r" / "gelu" / cpu_run.name, symlinks=True)
+    (run / "report.md").unlink()
+    result = run_harness(
+        "--config=gelu.yaml", *TINY, f"--resume={run.name}", results_root=tmp_path / "r"
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"make report RUN={run}" in result.stderr and "Traceback" not in result.stderr
