@@ -95,3 +95,31 @@ def test_a_study_writes_nothing_where_xla_flags_dump(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert not outside.exists() or list(outside.iterdir()) == []
     assert "--xla_dump_to" in result.stderr and "taken out for the study" in result.stderr
+
+
+def test_a_held_reference_lock_is_said_while_waiting(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A held lock made each variant wait out limits.call_s with no word of it (issue 59)."""
+    import fcntl
+    import threading
+
+    from harness.capture import reference, turn
+
+    held = turn.open_lock(tmp_path / (reference.file_name("k") + ".lock"))
+    fcntl.flock(held, fcntl.LOCK_EX)
+    entered = threading.Event()
+
+    def compute() -> None:
+        with reference._computing(tmp_path, "k"):
+            entered.set()
+
+    waiter = threading.Thread(target=compute, daemon=True)
+    waiter.start()
+    try:
+        assert not entered.wait(1.0)  # it waits for the lock...
+        assert "note: waiting for" in capfd.readouterr().err  # ...and says so
+    finally:
+        os.close(held)
+    assert entered.wait(10)
+    waiter.join(10)
