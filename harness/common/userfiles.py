@@ -10,7 +10,7 @@ a sparse 6 GB summary is refused by its size before a byte is read). A reader th
 tree it was pointed at (`within`: a run folder, a dump, a cache) refuses a link out of it.
 
 Archives are read here too, bounded by what they inflate to, not only by their bytes on
-disk: a NumPy archive (`read_npz`: no pickle, each member's uncompressed size in the zip's
+disk: a NumPy archive (`read_npz`: never unpickled, each member's uncompressed size in the zip's
 directory checked before a byte is inflated, shapes checked against what the caller's record
 says) and a gzip stream (`read_gzip`: inflated to at most a stated number of bytes).
 

@@ -107,7 +107,7 @@ def write_outputs(
 def read_outputs(path: Path, kept: Sequence[int], kind: str = "v") -> list[np.ndarray] | None:
     """Returns the kept values (`kind` "v") or their references' ("r") of the leaves whose
     kept counts the variant's numerics.json records (`kept`); None when the file is absent.
-    Read through the one reader (no pickle, bounded before inflating, each array's shape
+    Read through the one reader (never unpickled, bounded before inflating, each array's shape
     checked against `kept`): a file that is not such an archive raises Unreadable, in one line."""
     if not path.is_file():
         return None
