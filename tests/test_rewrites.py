@@ -171,3 +171,56 @@ def test_resume_of_a_run_killed_in_its_report_stage_names_make_report(
     )
     assert result.returncode == 2, result.stderr
     assert f"make report RUN={run}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_migrate_refuses_a_summary_that_would_lose_its_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rules that make nothing of a run whose summary holds findings: the old summary stays,
+    byte for byte, unless --allow_loss."""
+    from conftest import REPO
+
+    from harness.commands import cli, migrate
+    from harness.records.findings import Findings
+
+    run = shutil.copytree(REPO / "results" / "reference" / "cpu", tmp_path / "cpu")
+    before = (run / "summary.json").read_bytes()
+    monkeypatch.setattr(migrate.rules, "evaluate", lambda facts: Findings())
+    with pytest.raises(cli.UsageError, match=r"would lose findings.*--allow_loss"):
+        migrate.add_findings(run)
+    assert (run / "summary.json").read_bytes() == before
+    migrate.add_findings(run, allow_loss=True)
+    assert (run / "summary.json").read_bytes() != before
+
+
+def test_a_fork_of_the_sole_writer_writes_nothing(tmp_path: Path) -> None:
+    """A copy of the worker a user's fork made, running on into the harness's code, exits at
+    its first write: the finished run's files never change under it (issue 59)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from harness.store import io\n"
+        "io.sole_writer()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    io.write_text(Path(sys.argv[1]) / 'child.json', '{}')\n"
+        "    os._exit(7)  # never reached: the write exits first, with 0\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "io.write_text(Path(sys.argv[1]) / 'parent.json', '{}')\n"
+        "print(os.waitstatus_to_exitcode(status))\n"
+    )
+    from conftest import REPO
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.json"]
