@@ -224,3 +224,24 @@ def test_a_fork_of_the_sole_writer_writes_nothing(tmp_path: Path) -> None:
     )
     assert out.stdout.strip() == "0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.json"]
+
+
+def test_a_timing_record_past_any_stages_rounds_is_not_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 92 MB timing.json took 62 s and 6.9 GB in migrate (issue 59): its rounds are counted
+    before a record is built, and one too large for its bound is not read."""
+    from harness.analyze import verdicts
+
+    rounds = {"rounds": 3, "target_batch_s": 0.01, "wall_s": 1.0, "variants": {}}
+    (tmp_path / "timing.json").write_text(json.dumps({**rounds, "orders": [["x"]] * 30_000}))
+    assert verdicts.read_timing(tmp_path) is None
+    assert capsys.readouterr().err == ""  # a sibling run's rounds: left out quietly
+    assert verdicts.read_timing(tmp_path, warn=True) is None
+    assert "holds more than 20000 rounds" in capsys.readouterr().err
+    with (tmp_path / "timing.json").open("wb") as f:
+        f.truncate(92 << 20)
+    assert verdicts.read_timing(tmp_path, warn=True) is None
+    assert "the bound for a timing record" in capsys.readouterr().err
+    (tmp_path / "timing.json").write_text(json.dumps({**rounds, "orders": [["x"]] * 3}))
+    assert verdicts.read_timing(tmp_path, warn=True) is not None

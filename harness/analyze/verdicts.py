@@ -15,30 +15,41 @@ into `not_resolved`, with the reason.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.common import stats, userfiles
+from harness.common import stats, terminal, userfiles
 from harness.records.summary import TimingRecord, Verdict
 from harness.store import io
 from harness.store.records import from_json
 from harness.store.runfolder import RunFolder
 
 
-def read_timing(workdir: Path) -> TimingRecord | None:
+def read_timing(workdir: Path, warn: bool = False) -> TimingRecord | None:
     """Returns a run's timing.json, the rounds its verdicts come from; None when the run has
-    none (or it is unreadable)."""
+    none, or it is unreadable or holds more rounds than a timing stage records (which `warn`
+    says in one line: the run's own rounds, not a sibling run's)."""
     path = RunFolder(workdir).timing
     if not path.is_file():
         return None
     try:
         data = io.read_json(path, userfiles.TIMING)
         if not _plausible_rounds(data):
+            if warn:
+                _unused(f"{path}: holds more than {MAX_ROUNDS} rounds, more than a stage records")
             return None
         return from_json(TimingRecord, data, str(path))
-    except (OSError, ValueError):
+    except (OSError, ValueError) as e:
+        if warn:
+            _unused(terminal.one_line(e))
         return None
+
+
+def _unused(why: str) -> None:
+    """Says, in one line, why the run's rounds are not used (its verdicts stay as judged)."""
+    print(f"warning: {why}; its rounds are not used", file=sys.stderr, flush=True)
 
 
 # Far above what a timing stage records (1000 planned rounds, added rounds within 3× the

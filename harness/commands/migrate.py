@@ -42,7 +42,7 @@ def add_findings(workdir: Path, allow_loss: bool = False) -> tuple[int, int]:
     before = loads(userfiles.read_text(path, userfiles.SUMMARY), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
-    timed = verdicts.read_timing(workdir)
+    timed = verdicts.read_timing(workdir, warn=True)
     if timed is not None:
         manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
         limits = judging.limits_of(manifest.saved_config if manifest is not None else None)
