@@ -8,6 +8,14 @@ CONFIG ?= gelu.yaml
 FLAGS ?=
 RUN ?= results/gelu/latest
 
+# Every path a user gives goes to the shell as one quoted word, never expanded by make:
+# $(call q,A) is A's value, unexpanded ($(value)), in single quotes, each ' in it as '\''.
+# A run folder named `run;touch X;#` is then a name, not three commands.
+q = '$(subst ','\'',$(value $(1)))'
+# Nor expanded to be exported: make would run a `$(shell ...)` in a value given on its command
+# line to put it in the recipes' environment, which needs none of them.
+unexport A B OUT RUN CONFIG
+
 .PHONY: experiment search test test-fast lint report compare index clean-venv
 
 # The torch extra comes too (pinned to the CPU build, torch==2.13.0), so the PyTorch row's
@@ -19,11 +27,11 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 experiment: $(VENV)/.installed
-	$(PY) -m harness --config=$(CONFIG) $(FLAGS)
+	$(PY) -m harness --config=$(call q,CONFIG) $(FLAGS)
 
 # A config with a `search:` section: make search CONFIG=search_cpu.yaml
 search: $(VENV)/.installed
-	$(PY) -m harness --config=$(CONFIG) $(FLAGS)
+	$(PY) -m harness --config=$(call q,CONFIG) $(FLAGS)
 
 # pytest exits 5 when it collects no tests: that is a failure here, not a pass.
 test: $(VENV)/.installed
@@ -44,7 +52,7 @@ lint: $(VENV)/.installed
 
 # Re-render a saved run's report.md, report.html and plots/ (never imports jax).
 report: $(VENV)/.installed
-	$(PY) -m harness.report --run=$(RUN)
+	$(PY) -m harness.report --run=$(call q,RUN)
 
 # Compare two runs: make compare A=results/gelu/<run_a> B=results/gelu/<run_b> [OUT=dir]
 # Without OUT the folder is named by the two runs resolved (`latest` by its run id), so a
@@ -53,8 +61,8 @@ A ?=
 B ?=
 OUT ?=
 compare: $(VENV)/.installed
-	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
-	$(PY) -m harness.commands.compare --a=$(A) --b=$(B) $(if $(OUT),--out=$(OUT))
+	@test -n $(call q,A) -a -n $(call q,B) || { echo "usage: make compare A=RUN B=RUN [OUT=DIR]" >&2; exit 2; }
+	$(PY) -m harness.commands.compare --a=$(call q,A) --b=$(call q,B) $(if $(value OUT),--out=$(call q,OUT))
 
 # Rewrite results/index.html, the list of every run (a study also does this; report, export
 # and reanalyze write nothing above their own folder).

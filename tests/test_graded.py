@@ -313,4 +313,8 @@ def test_compare_names_the_keys_that_differ_and_a_knob_is_not_a_size(cpu_run: Pa
     assert keys == ["program.inputs"]
     a = cpu_run.parent / "a" / "20260101-000000"
     b = cpu_run.parent / "b" / "20260102-000000"
-    assert default_out(a, b).name == "a-20260101-000000_vs_b-20260102-000000"
+    assert default_out(a, b).name.startswith("a-20260101-000000_vs_b-20260102-000000-")
+    # Two results roots whose experiments and run ids coincide: two folders (issue 59).
+    elsewhere = cpu_run.parent.parent / "other-root" / "a" / "20260101-000000"
+    assert default_out(elsewhere, b) != default_out(a, b)
+    assert default_out(a, b) == default_out(a, b)

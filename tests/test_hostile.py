@@ -291,10 +291,14 @@ def test_an_ir_index_naming_paths_outside_is_refused(world: World) -> None:
     with pytest.raises(ValueError, match="leaves the ladder folder"):
         read_ladder(index.parent)
     before = world.before()
-    result = in_process("harness.commands.reanalyze", f"--run={world.run}")
-    assert result.code == 0, (
-        result.stderr
-    )  # the variant's analysis notes the refusal; the run goes on
+    # The variant's sections made from its ladder would be lost: a finished run's rewrite is
+    # refused, naming them, and nothing changes (issue 59) ...
+    line = one_line(in_process("harness.commands.reanalyze", f"--run={world.run}"), 2, "would lose")
+    assert "variants.xla.compile" in line and "--allow_loss" in line
+    untouched(world, before)
+    # ... unless the loss is wanted: the variant's analysis notes the refusal; the run goes on.
+    result = in_process("harness.commands.reanalyze", f"--run={world.run}", "--allow_loss")
+    assert result.code == 0, result.stderr
     summary = json.loads((world.run / "summary.json").read_text())
     assert any(
         "leaves the ladder folder" in e for e in summary["variants"]["xla"]["analysis_errors"]

@@ -154,3 +154,39 @@ def test_a_fast_round4_case_holds(name: str, tmp_path: Path) -> None:
     attack = _round4()[name].setup(sandbox)
     outcome = run_attack(attack, sandbox)
     assert failures(outcome, attack, sandbox) == [], (outcome.rc, outcome.stderr[-2000:])
+
+
+# Issue 59 (benchmarks/hostile/cases_round5.py, cases_round5_more.py): migrate's raw summary
+# read, make running what a path says, compare's default folder, an autolink and raw ESC/BEL
+# in report text; the study cases (a double fork, SIGTERM to the supervisor, XLA_FLAGS' dump
+# folder, ...) run in the battery itself and in tests/test_containment.py.
+ROUND5_SAMPLE = (
+    "hangs/r5_migrate_summary_proc_status",
+    "hangs/r5_migrate_summary_non_utf8",
+    "script/r5_make_compare_semicolon",
+    "overwrites/r5_two_compares_same_ids",
+    "remote_content/r5_autolink",
+    "remote_content/r5_escapes",
+)
+
+
+def _round5() -> dict:
+    from hostile.cases_round5 import CASES as FIRST
+    from hostile.cases_round5_more import CASES as MORE
+
+    return {c.name: c for c in (*FIRST, *MORE) if c.name in ROUND5_SAMPLE}
+
+
+def test_the_round5_sample_names_fast_cases() -> None:
+    cases = _round5()
+    assert set(cases) == set(ROUND5_SAMPLE)
+    assert all(c.fast for c in cases.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ROUND5_SAMPLE)
+def test_a_fast_round5_case_holds(name: str, tmp_path: Path) -> None:
+    sandbox = Sandbox(root=tmp_path, template_run=None)
+    attack = _round5()[name].setup(sandbox)
+    outcome = run_attack(attack, sandbox)
+    assert failures(outcome, attack, sandbox) == [], (outcome.rc, outcome.stderr[-2000:])

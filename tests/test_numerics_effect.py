@@ -10,6 +10,7 @@ its activations in bfloat16, and the default jit's YNNPACK dot fusion (pass
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -21,6 +22,7 @@ from conftest import REPO, run_harness
 from examples import rounding
 from harness.capture import numerics_pass
 from harness.commands.migrate import add_findings
+from harness.common import userfiles
 from harness.config import load
 from harness.findings import numerics
 from harness.findings.facts import RunFacts, VariantFacts
@@ -101,12 +103,34 @@ def test_kept_outputs_sample_big_leaves_with_one_seed(tmp_path: Path) -> None:
     refs = [big.astype(np.float64), np.arange(3.0)]
     kept = numerics_effect.write_outputs(tmp_path / "o.npz", [big, np.arange(3)], refs)
     assert kept == ((numerics_effect.MAX_KEPT, True), (3, False))
-    values = numerics_effect.read_outputs(tmp_path / "o.npz", 2)
-    references = numerics_effect.read_outputs(tmp_path / "o.npz", 2, "r")
+    values = numerics_effect.read_outputs(tmp_path / "o.npz", [n for n, _ in kept])
+    references = numerics_effect.read_outputs(tmp_path / "o.npz", [n for n, _ in kept], "r")
     assert values is not None and references is not None
     idx = numerics_effect.sample_indices(big.size)
     np.testing.assert_array_equal(values[0], big[idx])
     np.testing.assert_array_equal(references[0], refs[0][idx])
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda p: p.write_bytes(b""), "not a NumPy archive"),
+        (lambda p: p.write_bytes(p.read_bytes()[:200]), "not a NumPy archive"),
+        (lambda p: np.savez(p, v0=np.arange(4.0), r0=np.arange(3.0)), "its record says (3,)"),
+    ],
+    ids=["empty", "truncated", "mismatched"],
+)
+def test_a_damaged_outputs_file_is_one_line_not_a_traceback(
+    tmp_path: Path, damage: Callable[[Path], object], words: str
+) -> None:
+    """The broke attacks of issue 59: an empty, a truncated and a mismatched outputs.npz gave
+    EOFError, BadZipFile and ValueError tracebacks from reanalyze and --resume."""
+    path = tmp_path / "o.npz"
+    numerics_effect.write_outputs(path, [np.arange(3.0)], [np.arange(3.0)])
+    damage(path)
+    with pytest.raises(userfiles.Unreadable) as refused:
+        numerics_effect.read_outputs(path, [3])
+    assert words in str(refused.value) and "\n" not in str(refused.value)
 
 
 # --- the rules ---------------------------------------------------------------------------------

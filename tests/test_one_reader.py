@@ -1,7 +1,8 @@
 """One reader: every file the harness reads that it did not write in the same process goes
 through harness.common.userfiles (a regular file only, never blocking, bounded per kind, no link out
-of its tree). This walks harness/'s source and fails on any other `open(`, `read_text`,
-`read_bytes` or `json.load`; a planted bypass shows that it can fail."""
+of its tree, archives bounded by what they inflate to). This walks harness/'s source and fails on
+any other `open(`, `read_text`, `read_bytes`, `json.load(s)`, `np.load`, or use of `gzip`,
+`zipfile`, `yaml` or `pickle`; a planted bypass shows that it can fail."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("harness/capture/hostmem.py", "_reclaimable"): "the kernel's cgroup memory.stat",
     ("harness/study/workerproc.py", "process_state"): "the kernel's /proc/<pid>/stat of its worker",
     (
+        "harness/study/containment.py",
+        "_environ",
+    ): "the kernel's /proc/<pid>/environ: which processes carry a worker's marker",
+    (
         "harness/study/worker.py",
         "process_started",
     ): "the kernel's /proc/self/stat and /proc/uptime: when the worker process started",
@@ -48,7 +53,54 @@ ALLOWED: dict[tuple[str, str], str] = {
         "known",
     ): "the installed jaxlib's own shared library, mapped read-only to find XLA's option names "
     "after XLA refused one; never a file a user or a run put there",
+    # JSON parsed from what no file holds: a pipe, a key-value store, text built in memory.
+    ("harness/store/records.py", "loads"): "the typed JSON load itself, over bytes the one "
+    "reader returned: bounded depth, no NaN, no number too large",
+    ("harness/common/forked.py", "_join"): "a forked child's result on its pipe",
+    ("harness/capture/distributed.py", "next_job"): "jax.distributed's key-value store",
+    ("harness/capture/distributed.py", "agree"): "jax.distributed's key-value store",
+    ("harness/study/worker.py", "wait"): "the supervisor's job on the worker's stdin",
+    ("harness/study/worker.py", "main"): "the supervisor's jobs on the worker's stdin",
+    ("harness/study/workerproc.py", "_event"): "the worker's events on its private pipe",
+    ("harness/profile/events.py", "events_to_json"): "a round trip of records built in memory",
+    ("harness/hlo/instruction.py", "unquote"): "a JSON attribute inside IR text the "
+    "one reader returned",
+    ("harness/hlo/instruction.py", "parse_json_config"): "a JSON attribute inside IR text the one "
+    "reader returned",
+    (
+        "harness/frontends/torch/inductor/trace_log.py",
+        "read_trace_records",
+    ): "a record's JSON inside a TORCH_TRACE log the one reader returned",
+    (
+        "harness/frontends/torch/inductor/trace_log.py",
+        "_json_or_none",
+    ): "a payload inside a TORCH_TRACE log the one reader returned",
+    (
+        "harness/frontends/torch/inductor/artifacts.py",
+        "parse_stack_traces",
+    ): "an artifact's JSON inside a TORCH_TRACE log the one reader returned",
+    (
+        "harness/frontends/torch/inductor/artifacts.py",
+        "graph_from_frame",
+    ): "an artifact's JSON inside a TORCH_TRACE log the one reader returned",
+    # Writers and parsers of text already read.
+    ("harness/records/run_files.py", "write"): "gzip.compress of the timeline it writes",
+    ("harness/config/load.py", "safe_yaml"): "YAML's safe loader over a config's text the one "
+    "reader returned, its size and depth checked first",
 }
+
+# Modules that read files, or unpack what a file holds: any use outside the reader is a bypass.
+READER_MODULES = (
+    "gzip",
+    "zipfile",
+    "yaml",
+    "pickle",
+    "shelve",
+    "marshal",
+    "tarfile",
+    "bz2",
+    "lzma",
+)
 
 READ_ATTRS = ("read_text", "read_bytes")
 
@@ -82,9 +134,42 @@ def _bypass(call: ast.Call) -> str | None:
             return ".from_file("
         if func.attr in READ_ATTRS and owner != "userfiles":
             return f".{func.attr}("
-        if func.attr == "load" and owner == "json":
-            return "json.load("
+        if func.attr in ("load", "loads") and owner == "json":
+            return f"json.{func.attr}("
+        if func.attr in ("load", "fromfile", "loadtxt", "genfromtxt", "memmap") and owner in (
+            "np",
+            "numpy",
+        ):
+            return f"{owner}.{func.attr}("
+        if owner in READER_MODULES:
+            return f"{owner}.{func.attr}("
+        root = _root_name(func)
+        if root in READER_MODULES:  # yaml.constructor.X(...), np.lib.format.read_array(...)
+            return f"{root}.…{func.attr}("
+        if root in ("np", "numpy") and func.attr in ("read_array", "open_memmap"):
+            return f"{root}.…{func.attr}("
     return None
+
+
+def _root_name(node: ast.expr) -> str:
+    """The name an attribute chain starts from (`a` of `a.b.c`); "" for any other start."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _imports(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    """`from gzip import open`-style imports of a reader module's names: each would make a
+    bypass that no call's owner names."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in READER_MODULES:
+            found.append((node, f"from {node.module} import"))
+        if isinstance(node, ast.ImportFrom) and node.module in ("numpy", "json"):
+            for alias in node.names:
+                if alias.name in ("load", "loads", "fromfile", "loadtxt", "genfromtxt", "memmap"):
+                    found.append((node, f"from {node.module} import {alias.name}"))
+    return found
 
 
 def bypasses(source: str, rel: str) -> list[str]:
@@ -92,17 +177,15 @@ def bypasses(source: str, rel: str) -> list[str]:
     tree = ast.parse(source, filename=rel)
     owner = _enclosing(tree)
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        how = _bypass(node)
+    calls = [(n, _bypass(n)) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    for node, how in [*calls, *_imports(tree)]:
         if how is None:
             continue
         where = owner.get(node, "<module>")
         if rel == "harness/common/userfiles.py" or (rel, where) in ALLOWED:
             continue
-        found.append(f"{rel}:{node.lineno} {where}: {how}")
-    return found
+        found.append(f"{rel}:{node.lineno} {where}: {how}")  # type: ignore[attr-defined]
+    return sorted(found, key=lambda f: int(f.split(":")[1].split()[0]))
 
 
 def harness_bypasses() -> list[str]:
@@ -125,7 +208,16 @@ def test_every_read_in_the_harness_goes_through_the_one_reader() -> None:
         "open(p)",
         "p.open('rb')",
         "json.load(f)",
+        "json.loads(f.read())",
         "os.open(p, 0)",
+        "np.load(p)",
+        "numpy.load(p, allow_pickle=True)",
+        "gzip.open(p)",
+        "gzip.decompress(p)",
+        "zipfile.ZipFile(p)",
+        "yaml.safe_load(p)",
+        "pickle.loads(p)",
+        "np.lib.format.read_array(f)",
     ],
 )
 def test_a_planted_bypass_is_caught(planted: str) -> None:
@@ -237,3 +329,117 @@ def test_read_head_never_blocks_on_a_fifo(tmp_path: Path) -> None:
         userfiles.read_head(_fifo(tmp_path), 9)
     (tmp_path / "m.txt").write_text("HloModule x\n")
     assert userfiles.read_head(tmp_path / "m.txt", 9) == b"HloModule"
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import numpy as np\n\n\ndef arrays(p):\n    return np.load(p)\n", "5 arrays: np.load("),
+        (
+            "import gzip\n\n\ndef inflate(p):\n    return gzip.open(p).read()\n",
+            "5 inflate: gzip.open(",
+        ),
+        ("from gzip import open as gz\n", "1 <module>: from gzip import"),
+        ("from numpy import load\n", "1 <module>: from numpy import load"),
+    ],
+    ids=["np.load", "gzip.open", "from-gzip", "from-numpy"],
+)
+def test_a_new_module_planting_an_archive_read_is_caught(source: str, found: str) -> None:
+    """A module the allowlist has never heard of (harness/report/new_module.py) that reads an
+    archive its own way fails the walk, as an `open(` does."""
+    rel = "harness/report/new_module.py"
+    assert bypasses(source, rel) == [f"{rel}:{found}"]
+
+
+def test_a_planted_np_load_in_a_real_file_fails_the_walk(tmp_path: Path) -> None:
+    """The walk over harness/ itself fails once a real module of it holds an `np.load`."""
+    planted = HARNESS / "report" / "_planted_np_load.py"
+    planted.write_text("import numpy as np\n\n\ndef arrays(p):\n    return np.load(p)\n")
+    try:
+        assert harness_bypasses() == ["harness/report/_planted_np_load.py:5 arrays: np.load("]
+    finally:
+        planted.unlink()
+
+
+# --- archives: bounded by what they inflate to --------------------------------------------------
+
+
+def _npz(path: Path, **arrays: object) -> Path:
+    import numpy as np
+
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+    return path
+
+
+def _bomb_npz(path: Path) -> Path:
+    """An archive of a few kB whose one member inflates to 64 MiB of zeros."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, z.open("v0.npy", "w") as f:
+        np.lib.format.write_array(f, np.zeros(8 << 20, np.float64))
+    return path
+
+
+def _lying_header(path: Path) -> Path:
+    """A member whose .npy header states 10^12 values but holds eight bytes of them."""
+    import zipfile
+
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }"
+    body = b"\x93NUMPY\x01\x00" + len(header.ljust(118) + "\n").to_bytes(2, "little")
+    body += (header.ljust(118) + "\n").encode() + bytes(8)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("v0.npy", body)
+    return path
+
+
+def _pickled(path: Path) -> Path:
+    import numpy as np
+
+    np.savez(path, v0=np.array([{"a": 1}], dtype=object))
+    return path
+
+
+NPZ_DOORS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "empty": (lambda p: (p.write_bytes(b""), p)[1], "not a NumPy archive"),
+    "truncated": (
+        lambda p: (p.write_bytes(_npz(p, v0=[1.0, 2.0]).read_bytes()[:100]), p)[1],
+        "not a NumPy archive",
+    ),
+    "bomb": (_bomb_npz, "would inflate to more than"),
+    "lying_header": (_lying_header, "header states 1000000000000 values"),
+    "pickle": (_pickled, "never unpickled"),
+    "wrong_shape": (lambda p: _npz(p, v0=[1.0, 2.0, 3.0]), "its record says (2,)"),
+    "missing": (lambda p: _npz(p, r0=[1.0, 2.0]), "holds no array 'v0'"),
+}
+
+
+@pytest.mark.parametrize("door", list(NPZ_DOORS))
+def test_an_npz_is_refused_in_one_line_before_it_inflates(tmp_path: Path, door: str) -> None:
+    make, words = NPZ_DOORS[door]
+    path = make(tmp_path / "outputs.npz")
+    with pytest.raises(userfiles.Unreadable) as refused:
+        userfiles.read_npz(path, inflated=16 << 20, within=tmp_path, shapes={"v0": (2,)})
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_good_npz_is_read_with_its_shapes(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = _npz(tmp_path / "o.npz", v0=np.arange(6.0).reshape(2, 3), i0=np.arange(2))
+    got = userfiles.read_npz(path, shapes={"v0": (2, 3), "i0": (2,)})
+    assert np.array_equal(got["v0"], np.arange(6.0).reshape(2, 3))  # type: ignore[arg-type]
+
+
+def test_a_gzip_bomb_stops_at_its_bound(tmp_path: Path) -> None:
+    import gzip
+
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(bytes(64 << 20)))
+    with pytest.raises(userfiles.Unreadable, match="inflates to more than 1048576 bytes"):
+        userfiles.read_gzip(tmp_path / "t.json.gz", inflated=1 << 20)
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(b"{}" * 5000)[:30])
+    with pytest.raises(userfiles.Unreadable, match=r"cut short|not a readable gzip"):
+        userfiles.read_gzip(tmp_path / "cut.gz")
+    (tmp_path / "ok.gz").write_bytes(gzip.compress(b"{}"))
+    assert userfiles.read_gzip(tmp_path / "ok.gz") == b"{}"

@@ -30,6 +30,7 @@ REMOTE = (
     "<script>window.__pwned=1</script>",
     '<iframe src="http://127.0.0.1:9/f"></iframe>',
     "[r](http://127.0.0.1:9/r)",
+    "<http://127.0.0.1:9/autolink>",  # issue 59: literal()'s `\<` escaped again went live
 )
 PAYLOAD = " ".join(REMOTE)
 # A folder name holds no "/": a relative image and raw HTML are what it can carry.
@@ -58,7 +59,8 @@ def hostile_pages(root: Path) -> list[Path]:
             started=REMOTE[0],
             status=REMOTE[1],
             environment={"device_kind": REMOTE[3], "platform": REMOTE[4]},
-            config={"experiment": "gelu", "description": PAYLOAD, "seed": len(runs)},
+            # A value that differs between the runs: compare's config table shows it.
+            config={"experiment": "gelu", "description": f"{PAYLOAD} {len(runs)}"},
         )
         (run / "manifest.json").write_text(json.dumps(manifest))
         fusions = {  # HLO metadata: op_name scopes and a cluster named after them
@@ -192,3 +194,18 @@ def test_literal_and_code_render_exactly_the_text(text: str) -> None:
         import html as stdhtml
 
         assert stdhtml.unescape(inner) == flat, (shown, html)
+
+
+def test_raw_escape_and_bell_bytes_never_reach_a_page() -> None:
+    """An error's text holding ESC sequences and BELs reached report.md and the HTML (issue 59)."""
+    blocks = (
+        doc.Para(f"RuntimeError: {doc.literal(chr(27) + '[31mred' + chr(7) + ' text')}"),
+        doc.Table(
+            ("variant", "reason"), ((doc.literal("x"), doc.literal(f"a{chr(27)}]0;t{chr(7)}")),)
+        ),
+        doc.Para(f"raw prose {chr(27)}[2J{chr(7)} too"),
+    )
+    md, page = doc.to_markdown(blocks), doc.to_html(blocks, "t")
+    for text in (md, page):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "red text" in md

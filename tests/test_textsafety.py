@@ -36,3 +36,24 @@ def test_what_re2_cannot_run_is_one_line(pattern: str) -> None:
     with pytest.raises(UnsafePattern) as err:
         user_pattern(pattern)
     assert "\n" not in str(err.value)
+
+
+def test_printed_output_is_kept_to_its_bound_and_says_so() -> None:
+    """A callback printing 100 MB a call wrote a 954 MB callback_output.txt (issue 59)."""
+    import contextlib
+
+    from harness.common.bounded import BoundedText
+
+    for text in ("a\nb", "a\n", "", "x" * 50 + "\n" + "y" * 50):
+        small = BoundedText(limit=1000)
+        small.write(text)
+        assert small.getvalue() == text
+        assert small.line_count() == len(text.splitlines())
+    buffer = BoundedText(limit=100)
+    with contextlib.redirect_stdout(buffer):
+        for _ in range(1000):
+            print("z" * 999)  # 1 MB in all
+    kept = buffer.getvalue()
+    assert len(kept) < 300 and kept.startswith("z" * 100)
+    assert "999900 more characters not kept" in kept and "first 100 characters" in kept
+    assert buffer.line_count() == 1000

@@ -59,11 +59,24 @@ class RunRatio:
     variance: float
 
 
+# The range a ratio of two step times, and its interval's bounds, may take to count: a sibling
+# run's summary is the user's file, and a damaged one (ratios near 1e300) widened this run's
+# interval to infinity. No two programs of one study differ by a million times.
+MAX_RATIO = 1e6
+# The largest run-to-run spread (sd of the log ratio) believed; the 2-core VM's is 0.086.
+MAX_TAU = 2.0
+
+
+def _plausible(value: object) -> bool:
+    return isinstance(value, float | int) and 1 / MAX_RATIO <= value <= MAX_RATIO
+
+
 def run_ratio(estimate: stats.RatioEstimate) -> RunRatio | None:
     """Returns the estimate on the log scale, its variance from its 95% interval's width; None
-    for an interval with no width (one round) or one that touches zero."""
+    for an interval with no width (one round), one that touches zero, or a ratio or bound
+    outside [1/MAX_RATIO, MAX_RATIO] (NaN and infinities included)."""
     lo, hi = estimate.ci95
-    if estimate.ratio <= 0 or lo <= 0 or hi <= lo:
+    if not all(_plausible(x) for x in (estimate.ratio, lo, hi)) or hi <= lo:
         return None
     return RunRatio(math.log(estimate.ratio), (math.log(hi / lo) / (2 * Z95)) ** 2)
 
@@ -218,7 +231,10 @@ def spread(
             used.append(run.path.name)
     if len(ratios) < MIN_RUNS:
         return Spread(None, tuple(used))
-    return Spread(math.sqrt(dersimonian_laird(ratios)), tuple(used))
+    tau = math.sqrt(dersimonian_laird(ratios))
+    if not math.isfinite(tau) or tau > MAX_TAU:  # earlier runs that disagree past belief
+        return Spread(None, tuple(used))
+    return Spread(tau, tuple(used))
 
 
 def widen(

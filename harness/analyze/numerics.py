@@ -8,9 +8,11 @@ re-judges a saved run without opening an array. The estimate is harness.records.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.common import terminal, userfiles
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import DistancesFile
 from harness.records.numerics_effect import Result
@@ -24,9 +26,13 @@ def _kept(folder: RunFolder, name: str) -> Result | None:
     accuracy = run_files.load_if_present(run_files.NUMERICS, vf.numerics)
     if accuracy is None or accuracy.outputs is None:
         return None
-    path, n = vf.root / accuracy.outputs, len(accuracy.leaves)
-    values = numerics_effect.read_outputs(path, n)
-    references = numerics_effect.read_outputs(path, n, "r")
+    path, kept = vf.root / accuracy.outputs, [leaf.kept for leaf in accuracy.leaves]
+    try:
+        values = numerics_effect.read_outputs(path, kept)
+        references = numerics_effect.read_outputs(path, kept, "r")
+    except userfiles.Unreadable as e:  # one bad file costs its variant's distances, no more
+        print(f"warning: {terminal.one_line(e)}; its distances are left out", file=sys.stderr)
+        return None
     if values is None or references is None:
         return None
     return Result(accuracy, values, references)

@@ -15,27 +15,64 @@ into `not_resolved`, with the reason.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.common import stats
+from harness.common import stats, terminal, userfiles
 from harness.records.summary import TimingRecord, Verdict
 from harness.store import io
 from harness.store.records import from_json
 from harness.store.runfolder import RunFolder
 
 
-def read_timing(workdir: Path) -> TimingRecord | None:
+def read_timing(workdir: Path, warn: bool = False) -> TimingRecord | None:
     """Returns a run's timing.json, the rounds its verdicts come from; None when the run has
-    none (or it is unreadable)."""
+    none, or it is unreadable or holds more rounds than a timing stage records (which `warn`
+    says in one line: the run's own rounds, not a sibling run's)."""
     path = RunFolder(workdir).timing
     if not path.is_file():
         return None
     try:
-        return from_json(TimingRecord, io.read_json(path), str(path))
-    except (OSError, ValueError):
+        data = io.read_json(path, userfiles.TIMING)
+        if not _plausible_rounds(data):
+            if warn:
+                _unused(f"{path}: holds more than {MAX_ROUNDS} rounds, more than a stage records")
+            return None
+        return from_json(TimingRecord, data, str(path))
+    except (OSError, ValueError) as e:
+        if warn:
+            _unused(terminal.one_line(e))
         return None
+
+
+def _unused(why: str) -> None:
+    """Says, in one line, why the run's rounds are not used (its verdicts stay as judged)."""
+    print(f"warning: {why}; its rounds are not used", file=sys.stderr, flush=True)
+
+
+# Far above what a timing stage records (1000 planned rounds, added rounds within 3× the
+# budget), far below what takes minutes to judge again.
+MAX_ROUNDS = 20_000
+
+
+def _plausible_rounds(data: object) -> bool:
+    """False for timing data whose rounds no timing stage records: more than MAX_ROUNDS
+    rounds, or a variant with more samples than that; checked before a record is built."""
+    if not isinstance(data, dict):
+        return True  # from_json says what is wrong
+    orders, variants = data.get("orders"), data.get("variants")
+    if isinstance(orders, list) and len(orders) > MAX_ROUNDS:
+        return False
+    rounds = data.get("rounds")
+    if isinstance(rounds, int) and rounds > MAX_ROUNDS:
+        return False
+    for timed in variants.values() if isinstance(variants, dict) else ():
+        lists = timed.values() if isinstance(timed, dict) else ()
+        if any(isinstance(v, list) and len(v) > MAX_ROUNDS * 64 for v in lists):
+            return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
-import json
 import math
 import os
 import platform as pyplatform
@@ -39,7 +38,7 @@ from harness.capture.link import measure_link
 from harness.capture.turn import DeviceTurn
 from harness.common.precision import NOTE as PRECISION_NOTE
 from harness.common.precision import gemm_dtype, precision
-from harness.store import io
+from harness.store import io, records
 
 CACHE_MAX_AGE_S = 7 * 24 * 3600
 # The copy measurement's method, part of its cache key: a figure measured another way (the
@@ -184,8 +183,8 @@ def read_cache(cache: Path, host: str, now: float) -> dict[str, Any]:
     if data is None:
         return {}
     try:
-        stored = json.loads(data)
-    except (ValueError, RecursionError):
+        stored = records.loads(data, str(cache))  # the typed load: bounded, no NaN
+    except ValueError:
         return {}
     if not isinstance(stored, dict) or stored.get("host") != host:
         return {}

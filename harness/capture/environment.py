@@ -29,6 +29,27 @@ _CACHE_FLAGS = re.compile(
 )
 
 
+# XLA's options that write files where they name, as XLA_FLAGS may set them: a dump folder
+# (`--xla_dump_to`: 665 files outside the run, issue 59), an autotune log or results file. A
+# config's `xla_options` may not set them (the config refuses them); from the environment they
+# are taken out for the study too: each variant's dumps go to its own `dump/` in the run.
+_WRITING_FLAGS = re.compile(r"--xla_\w*_to=\S*")
+
+
+def no_writes_outside() -> str | None:
+    """Takes the file-writing options out of XLA_FLAGS for this process, before its backend
+    starts; says which (None: there were none)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    writing = _WRITING_FLAGS.findall(flags)
+    if not writing:
+        return None
+    os.environ["XLA_FLAGS"] = " ".join(_WRITING_FLAGS.sub("", flags).split())
+    return (
+        f"XLA_FLAGS {' '.join(writing)}: taken out for the study, which writes nothing outside "
+        "the run (each variant's dumps are in variants/<name>/dump)"
+    )
+
+
 def cold_compiles() -> str | None:
     """Turns JAX's persistent compilation cache, and XLA's caches set in XLA_FLAGS, off for
     this process before its backend starts; says what was turned off (None: nothing was on).
@@ -54,9 +75,11 @@ def cold_compiles() -> str | None:
     if cached:
         os.environ["XLA_FLAGS"] = " ".join(_CACHE_FLAGS.sub("", flags).split())
         off.append(f"XLA_FLAGS {' '.join(cached)}")
+    writing = no_writes_outside()
     if not off:
-        return None
-    return f"{'; '.join(off)}: turned off for the study, each compile measured from cold"
+        return writing
+    cold = f"{'; '.join(off)}: turned off for the study, each compile measured from cold"
+    return f"{cold}; {writing}" if writing else cold
 
 
 def describe() -> dict[str, Any]:

@@ -187,7 +187,16 @@ def _computing(folder: Path | None, key: str) -> Iterator[None]:
             fd = turn.open_lock(folder / (file_name(key) + ".lock"))
     try:
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process holds it: say so, then wait
+                print(
+                    f"note: waiting for {folder / (file_name(key) + '.lock')}: another process "
+                    "is computing this float64 reference (or holds its lock)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         if fd is not None:

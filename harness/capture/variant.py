@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import io as stdio
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from harness.capture import memory as capture_memory
 from harness.capture.turn import DeviceTurn
 from harness.capture.turn import free as turn_free
 from harness.common import userfiles
+from harness.common.bounded import BoundedText
 from harness.common.precision import narrowest_float
 from harness.config.experiment import Experiment, Program, Variant
 from harness.hlo import fingerprint
@@ -317,7 +317,7 @@ def capture_variant(
     if subject.reference is not None:
         subject.reference.use(ctx.references, reference.may_overlap())
     started = time.perf_counter()
-    buffer = stdio.StringIO()
+    buffer = BoundedText()  # kept to a bound: a callback may print without end
     try:
         with contextlib.redirect_stdout(buffer):
             if variant.mode_spec.op_by_op:
@@ -335,7 +335,7 @@ def capture_variant(
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
     record = dataclasses.replace(
         record,
-        callback_lines=len(printed.splitlines()),
+        callback_lines=buffer.line_count(),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
         probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent(), ctx.turn)

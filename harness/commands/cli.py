@@ -38,6 +38,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         SchemaError,
         UsageError,
+        Unreadable,
         Locked,
         NotOurs,
         OutsideOutput,
@@ -180,6 +181,17 @@ def define_integer(name: str, default: int | None, help_text: str) -> None:
 def define_enum(name: str, default: str, values: list[str], help_text: str) -> None:
     if name not in flags.FLAGS:
         flags.DEFINE_enum(name, default, values, help_text, module_name=_declaring_module())
+
+
+def define_bool(name: str, default: bool, help_text: str) -> None:
+    if name not in flags.FLAGS:
+        flags.DEFINE_bool(name, default, help_text, module_name=_declaring_module())
+
+
+ALLOW_LOSS_HELP = (
+    "Write the rewritten summary.json even when it lacks a section, a variant or a variant's "
+    "section the run's summary holds now (by default the command refuses and changes nothing)."
+)
 
 
 def _adopt_entry_flags(entry: Callable[..., object]) -> None:

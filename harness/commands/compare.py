@@ -49,7 +49,8 @@ def define_flags() -> None:
         "out",
         None,
         "Folder for compare.md and compare.html (default: results/compare/"
-        "<experiment>-<run id>_vs_<experiment>-<run id>, the two runs resolved).",
+        "<experiment>-<run id>_vs_<experiment>-<run id>-<digest of the two paths>, the two runs "
+        "resolved).",
     )
 
 

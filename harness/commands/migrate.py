@@ -24,30 +24,36 @@ from harness import findings as rules
 from harness.analyze import judging, verdicts
 from harness.commands import cli
 from harness.common import terminal, userfiles
-from harness.records import run_files
+from harness.records import losses, run_files
 from harness.records.summary import load_summary, summary_json
 from harness.store import io
 from harness.store.records import loads
 from harness.store.runfolder import RunFolder
 
 
-def add_findings(workdir: Path) -> tuple[int, int]:
+def add_findings(workdir: Path, allow_loss: bool = False) -> tuple[int, int]:
     """Writes `workdir`'s summary.json migrated to this schema, its verdicts judged again from
     the saved rounds and its findings made from the summary and the run's files; returns (the
-    schema it had, the findings it has now)."""
+    schema it had, the findings it has now). Refuses (UsageError, nothing written) a summary
+    that would lose what the old one holds, unless `allow_loss`."""
 
     folder = RunFolder(workdir)
     path = folder.summary
     before = loads(userfiles.read_text(path, userfiles.SUMMARY), str(path))
     version = before.get("schema_version", 1) if isinstance(before, dict) else 1
     summary = load_summary(path)  # validated and migrated in memory, or one located error
-    timed = verdicts.read_timing(workdir)
+    timed = verdicts.read_timing(workdir, warn=True)
     if timed is not None:
         manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
         limits = judging.limits_of(manifest.saved_config if manifest is not None else None)
         summary = judging.rejudge(summary, timed, limits)
     found = rules.evaluate(rules.read_facts(workdir, summary))
-    io.write_json(path, summary_json(dataclasses.replace(summary, findings=found)))
+    # Built beside the old summary, which it replaces only when nothing held is lost.
+    data = summary_json(dataclasses.replace(summary, findings=found))
+    gone = losses.lost(summary_json(load_summary(path)), data)
+    if gone and not allow_loss:
+        raise cli.UsageError(losses.refusal(f"{workdir}: migrate", gone))
+    io.write_json(path, data)
     made = len(found.timing) + len(found.memory) + len(found.coverage) + len(found.changes)
     return int(version), made
 
@@ -56,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
     cli.no_extra_arguments(argv)
     workdir = cli.run_folder(flags.FLAGS.run, "--run")
     with io.writes_confined_to(workdir), io.run_lock(workdir):
-        version, made = add_findings(workdir)
+        version, made = add_findings(workdir, flags.FLAGS.allow_loss)
     print(
         f"migrated {terminal.shown(RunFolder(workdir).summary)} from schema {version}: "
         f"{made} findings made from its summary and kept files"
@@ -66,6 +72,7 @@ def main(argv: Sequence[str]) -> int:
 
 def define_flags() -> None:
     cli.define_string("run", "results/gelu/latest", "The run folder to migrate.")
+    cli.define_bool("allow_loss", False, cli.ALLOW_LOSS_HELP)
 
 
 def run() -> None:

@@ -16,16 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from absl import flags
 
+from harness import analyze
 from harness.commands import cli
 from harness.common import terminal
 from harness.config.experiment import Experiment
 from harness.config.schema import build_experiment
 from harness.frontends import registry
-from harness.records import run_files
-from harness.store import io
+from harness.records import losses, run_files
+from harness.records.summary import load_summary, summary_json
+from harness.store import io, rewrite
 from harness.store.runfolder import IR_DIR, MANIFEST_FILE, RunFolder
 from harness.study import run as study
 
@@ -35,38 +38,82 @@ def main(argv: Sequence[str]) -> int:
     workdir = cli.run_folder(flags.FLAGS.run, "--run", need=MANIFEST_FILE)
     manifest_path = RunFolder(workdir).manifest
     try:
-        config = run_files.load(run_files.MANIFEST, manifest_path).config
+        manifest = run_files.load(run_files.MANIFEST, manifest_path)
     except ValueError as e:  # SchemaError: unreadable, not JSON, not a manifest
         raise cli.UsageError(f"{manifest_path}: unreadable manifest ({e})") from None
+    config = manifest.config
     if not config:
         raise cli.UsageError(f"{manifest_path}: unreadable manifest (it holds no config)")
     exp = build_experiment(config, str(manifest_path))
-    missing = missing_inputs(workdir, exp)
+    before = _summary_now(workdir)
+    missing = missing_inputs(workdir, exp, _captured(before))
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise cli.UsageError(
             f"{workdir}: lacks {', '.join(missing[:3])}{more} that its capture wrote (an "
-            "exported copy?); reanalyze needs the full run, `make report RUN=...` re-renders "
-            "this one"
+            "exported copy, or damaged?); reanalyze needs the full run, and changed nothing; "
+            "`make report RUN=...` re-renders this one"
         )
-    with io.writes_confined_to(workdir), io.run_lock(workdir):
-        summary = study.finalize(workdir, exp)
+    with io.writes_confined_to(workdir), io.run_lock(workdir), rewrite.transaction(workdir) as t:
+        # Built beside the old summary, which it replaces only when nothing held is lost;
+        # refused, every file the analysis rewrote is put back (harness.store.rewrite).
+        summary = analyze.analyze_run(workdir, exp)
+        data = summary_json(summary)
+        # A finished run's summary is kept whole; an interrupted one's is what analysis can
+        # make of what was captured.
+        finished = manifest.status in ("complete", "failed")
+        gone = losses.lost(before, data) if before is not None and finished else []
+        if gone and not flags.FLAGS.allow_loss:
+            raise cli.UsageError(losses.refusal(f"{workdir}: reanalyze", gone))
+        io.write_json(RunFolder(workdir).summary, data)
         study.write_report(workdir)
+        t.commit()
     where = terminal.shown(RunFolder(workdir).summary)
     print(f"analyzed {len(summary.variants)} variants: {where}")
     return 0
 
 
-def missing_inputs(workdir: Path, exp: Experiment) -> list[str]:
+def _summary_now(workdir: Path) -> dict[str, Any] | None:
+    """The run's summary as it is, at this schema; None when it has none or it is unreadable
+    (a run whose analysis never finished has nothing to lose)."""
+    path = RunFolder(workdir).summary
+    if not path.is_file():
+        return None
+    try:
+        return summary_json(load_summary(path))
+    except ValueError:
+        return None
+
+
+def _captured(summary: dict[str, Any] | None) -> frozenset[str]:
+    """The variants the summary says were captured and analysed (status ok)."""
+    variants = (summary or {}).get("variants") or {}
+    return frozenset(
+        name for name, v in variants.items() if (v.get("identity") or {}).get("status") == "ok"
+    )
+
+
+def missing_inputs(
+    workdir: Path, exp: Experiment, captured: frozenset[str] = frozenset()
+) -> list[str]:
     """The raw inputs (`variants/<name>/dump`, ...) a captured variant of `workdir` should have
-    and lacks. A variant with an IR ladder (ir/, made from them) was captured, and has the
-    folders its frontend's traits name: `raw_inputs`, `compile_inputs` unless its mode runs op
-    by op, and `profile_inputs` when the run profiled. A framework whose plug-in is not loaded
-    here names none (registry.UNKNOWN)."""
+    and lacks. A variant with an IR ladder (ir/, made from them) was captured, and so was one
+    the summary (`captured`) says was: its folder (a folder, not a file or a link) and its
+    ladder must be there, and the folders its frontend's traits name: `raw_inputs`,
+    `compile_inputs` unless its mode runs op by op, and `profile_inputs` when the run
+    profiled. A framework whose plug-in is not loaded here names none (registry.UNKNOWN)."""
     missing = []
     folder = RunFolder(workdir)
     for v in sorted(exp.variants, key=lambda v: v.name):
         vdir = folder.variant(v.name).root
+        if v.name in captured and (vdir.is_symlink() or not vdir.is_dir()):
+            what = "a folder" if not vdir.exists() else "a folder, not a file or a link"
+            missing.append(f"{folder.relative(vdir)} ({what})")
+            continue
+        compiles = not v.mode_spec.expects_trace_error  # one refused while tracing has none
+        if v.name in captured and compiles and not (vdir / IR_DIR).is_dir():
+            missing.append(folder.relative(vdir / IR_DIR))
+            continue
         if not (vdir / IR_DIR).is_dir():
             continue
         traits = registry.traits(v.framework)
@@ -81,6 +128,7 @@ def missing_inputs(workdir: Path, exp: Experiment) -> list[str]:
 
 def define_flags() -> None:
     cli.define_string("run", "results/gelu/latest", "The run folder to analyze again.")
+    cli.define_bool("allow_loss", False, cli.ALLOW_LOSS_HELP)
 
 
 def run() -> None:

@@ -9,8 +9,14 @@ outside the kernel's pseudo file systems, and read to at most the bound of its k
 a sparse 6 GB summary is refused by its size before a byte is read). A reader that names the
 tree it was pointed at (`within`: a run folder, a dump, a cache) refuses a link out of it.
 
-tests/test_one_reader.py fails any `open(`, `read_text`, `read_bytes` or `json.load` in
-harness/ that does not come through here, apart from a stated allowlist.
+Archives are read here too, bounded by what they inflate to, not only by their bytes on
+disk: a NumPy archive (`read_npz`: never unpickled, each member's uncompressed size in the zip's
+directory checked before a byte is inflated, shapes checked against what the caller's record
+says) and a gzip stream (`read_gzip`: inflated to at most a stated number of bytes).
+
+tests/test_one_reader.py fails any `open(`, `read_text`, `read_bytes`, `json.load(s)`, `np.load`,
+`gzip`, `zipfile` or `yaml` use in harness/ that does not come through here, apart from a stated
+allowlist.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import importlib.util
 import os
 import stat
 import sys
-from collections.abc import Iterator
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -63,6 +71,13 @@ CACHE = Kind("cache file", 256 * _MIB)
 PYTHON = Kind("Python file", 16 * _MIB)
 EXECUTABLE = Kind("serialized executable", 4096 * _MIB)  # a large model's compiled program
 DOC = Kind("document", 16 * _MIB)
+# timing.json: 1000 rounds of 40 variants' batches is ~10 MB; its parse holds ~6 times its bytes.
+TIMING = Kind("timing record", 64 * _MIB)
+ARRAYS = Kind("array archive", 256 * _MIB)  # a variant's kept outputs (outputs.npz)
+GZIP_TRACE = Kind("gzipped trace", 512 * _MIB)
+# What an archive may inflate to: the bytes its parsing then holds in memory.
+INFLATED_ARRAYS = 512 * _MIB
+INFLATED_TRACE = 512 * _MIB  # a torch.profiler trace of a few steps is tens of MB
 
 
 def _kind(mode: int) -> str:
@@ -282,3 +297,146 @@ def import_python_file(path: Path, prefix: str) -> ModuleType:
         del sys.modules[name]
         raise
     return module
+
+
+# --- archives: bounded by what they inflate to ------------------------------------------------
+
+
+def read_gzip(
+    path: Path | str,
+    kind: Kind = GZIP_TRACE,
+    inflated: int = INFLATED_TRACE,
+    within: Path | str | None = None,
+) -> bytes:
+    """Returns the inflated bytes of the gzip file `path` (read as read_bytes reads it);
+    raises Unreadable, in one line, for a file that is not gzip, is cut short, or inflates to
+    more than `inflated` bytes (inflation stops there: a 1.5 MB bomb never takes gigabytes)."""
+    path = Path(path)
+    return gunzip(read_bytes(path, kind, within), str(path), inflated)
+
+
+def gunzip(raw: bytes, source: str, inflated: int = INFLATED_TRACE) -> bytes:
+    """Returns the inflated bytes of the gzip data `raw` (from `source`): every member, as
+    gzip reads them, at most `inflated` bytes in all; raises Unreadable naming `source`.
+    What it inflates to is counted first, in chunks that are dropped, so a bomb is refused
+    holding one chunk, never its bound, in memory."""
+    size = sum(len(chunk) for chunk in _inflating(raw, source, inflated))
+    parts = list(_inflating(raw, source, size))
+    return b"".join(parts)
+
+
+def _inflating(raw: bytes, source: str, inflated: int) -> Iterator[bytes]:
+    """The inflated chunks of every gzip member of `raw`; Unreadable past `inflated` bytes."""
+    total, rest = 0, raw
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while True:
+            try:
+                chunk = inflater.decompress(rest, _INFLATE_CHUNK)
+            except zlib.error as e:
+                raise Unreadable(f"{source}: not a readable gzip file ({e})") from None
+            rest = inflater.unconsumed_tail
+            total += len(chunk)
+            if total > inflated:
+                raise Unreadable(f"{source}: inflates to more than {inflated} bytes, not read")
+            yield chunk
+            if inflater.eof or (not chunk and not rest):
+                break
+        if not inflater.eof:
+            raise Unreadable(f"{source}: not a readable gzip file (cut short)")
+        rest = inflater.unused_data
+        if not rest.strip(b"\0"):  # gzip ignores trailing zeros
+            return
+
+
+_INFLATE_CHUNK = 4 * _MIB
+
+
+def read_npz(
+    path: Path | str,
+    kind: Kind = ARRAYS,
+    inflated: int = INFLATED_ARRAYS,
+    within: Path | str | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> dict[str, object]:
+    """Returns the arrays (numpy.ndarray) of the NumPy archive `path`, by name.
+
+    Raises Unreadable, in one line, for a file read_bytes refuses, one that is not a zip
+    archive (empty, cut short), a member whose uncompressed size, as the zip's directory
+    states it, would take the archive past `inflated` bytes (checked before a byte is
+    inflated; zipfile itself stops a member that inflates past its stated size), an object
+    array (never unpickled), or an array missing from `shapes` or of another shape than it
+    says (the caller's record: each array's name and shape)."""
+    path = Path(path)
+    return parse_npz(read_bytes(path, kind, within), str(path), inflated, shapes)
+
+
+def parse_npz(
+    raw: bytes,
+    path: str,
+    inflated: int = INFLATED_ARRAYS,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> dict[str, object]:
+    """The arrays of the NumPy archive bytes `raw` (read from `path`), checked as read_npz
+    says; for an archive read_bytes or a cache's reader already returned."""
+    import io as stdio
+
+    import numpy as np  # here, not at the top: most readers of user files hold no arrays
+
+    try:
+        archive = zipfile.ZipFile(stdio.BytesIO(raw))
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raise Unreadable(f"{path}: not a NumPy archive ({e or 'empty'})") from None
+    with archive:
+        members = archive.infolist()
+        total = 0
+        for member in members:
+            total += member.file_size
+            if total > inflated:
+                raise Unreadable(
+                    f"{path}: its arrays would inflate to more than {inflated} bytes "
+                    f"({member.filename} states {member.file_size}), not read"
+                )
+        arrays: dict[str, object] = {}
+        for member in members:
+            name = member.filename.removesuffix(".npy")
+            try:
+                with archive.open(member) as f:
+                    data = f.read(member.file_size + 1)
+                arrays[name] = _npy_array(np, data)
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as e:
+                raise Unreadable(f"{path}: array {name!r} unreadable ({e})") from None
+    for name, shape in (shapes or {}).items():
+        got = arrays.get(name)
+        if got is None:
+            raise Unreadable(f"{path}: holds no array {name!r}, which its record names")
+        if tuple(got.shape) != tuple(shape):  # type: ignore[attr-defined]
+            raise Unreadable(
+                f"{path}: array {name!r} has shape {tuple(got.shape)}, "  # type: ignore[attr-defined]
+                f"its record says {tuple(shape)}"
+            )
+    return arrays
+
+
+def _npy_array(np: ModuleType, data: bytes) -> object:
+    """The array of one `.npy` member's bytes; ValueError for an object array (never
+    unpickled) or a header whose shape needs more bytes than the member holds (numpy would
+    allocate the shape it states before reading a byte)."""
+    import io as stdio
+
+    f = stdio.BytesIO(data)
+    major, _ = np.lib.format.read_magic(f)
+    read_header = (
+        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    )
+    shape, fortran, dtype = read_header(f)
+    if dtype.hasobject:
+        raise ValueError("holds Python objects, never unpickled")
+    count = 1
+    for n in shape:
+        count *= int(n)
+    body = memoryview(data)[f.tell() :]
+    if count * dtype.itemsize != len(body):
+        raise ValueError(f"its header states {count} values, its data holds {len(body)} bytes")
+    flat = np.frombuffer(body, dtype=dtype, count=count).copy()
+    return flat.reshape(shape, order="F" if fortran else "C")

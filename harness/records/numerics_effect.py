@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.common import userfiles
 from harness.records.numerics import AccuracyFile, DistancesFile, LeafAccuracy, LeafDistance
 from harness.store import io
 
@@ -103,16 +104,16 @@ def write_outputs(
     return tuple(shape)
 
 
-def read_outputs(path: Path, leaves: int, kind: str = "v") -> list[np.ndarray] | None:
-    """Returns the kept values (`kind` "v") or their references' ("r") of `leaves` leaves;
-    None when the file is absent or short."""
+def read_outputs(path: Path, kept: Sequence[int], kind: str = "v") -> list[np.ndarray] | None:
+    """Returns the kept values (`kind` "v") or their references' ("r") of the leaves whose
+    kept counts the variant's numerics.json records (`kept`); None when the file is absent.
+    Read through the one reader (never unpickled, bounded before inflating, each array's shape
+    checked against `kept`): a file that is not such an archive raises Unreadable, in one line."""
     if not path.is_file():
         return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return [np.asarray(data[f"{kind}{i}"]) for i in range(leaves)]
-    except (OSError, KeyError, ValueError):
-        return None
+    shapes = {f"{kind}{i}": (int(n),) for i, n in enumerate(kept)}
+    arrays = userfiles.read_npz(path, userfiles.ARRAYS, within=path.parent, shapes=shapes)
+    return [np.asarray(arrays[name]) for name in shapes]
 
 
 def distance(a: np.ndarray, b: np.ndarray) -> float:

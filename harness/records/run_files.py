@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -733,15 +732,10 @@ def write(path: Path, record: Any) -> Path:
 
 
 def read_gzipped(kind: FileKind, path: Path, limit: int = 1 << 30) -> Any:
-    """Returns `kind`'s record of a gzipped JSON file (the timeline); raises SchemaError or
-    ValueError naming the file."""
+    """Returns `kind`'s record of a gzipped JSON file (the timeline), inflated to at most
+    `limit` bytes; raises SchemaError or Unreadable (a ValueError) naming the file."""
     raw = userfiles.read_bytes(path, userfiles.RECORD)  # the one reader: a regular file
-    try:
-        data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, limit + 1)
-    except zlib.error as e:
-        raise ValueError(f"{path}: not a readable gzip file ({e})") from None
-    if len(data) > limit:
-        raise ValueError(f"{path}: more than {limit} bytes uncompressed, not read")
+    data = userfiles.gunzip(raw, str(path), limit)
     return parse(kind, loads(data, str(path)), str(path))
 
 

@@ -15,6 +15,7 @@ by harness.commands.compare); this module renders them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -179,7 +180,9 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
     diffs = compared.config_differences
     blocks: list[Block] = [Heading(2, "Config differences")]
     if diffs:
-        rows = tuple(diffs[:40])
+        # A config's keys and values are the user's text: shown as that text, never Markdown
+        # (`![i](http://...)` in a value was a live link, issue 59).
+        rows = tuple(tuple(doc.literal(cell) for cell in row) for row in diffs[:40])
         blocks.append(Table(("key", "a", "b"), rows))
         if len(diffs) > 40:
             blocks.append(Para(f"and {len(diffs) - 40} more keys ({len(diffs)} in all)."))
@@ -187,7 +190,9 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
         blocks.append(Para("None: both runs used the same config."))
     sizes = compared.size_differences
     if sizes:
-        keys = "; ".join(f"`{k}` {a} against {b}" for k, a, b in sizes[:6])
+        keys = "; ".join(
+            f"{doc.code(k)} {doc.literal(a)} against {doc.literal(b)}" for k, a, b in sizes[:6]
+        )
         more = f" and {len(sizes) - 6} more" if len(sizes) > 6 else ""
         blocks.append(
             Para(
@@ -296,8 +301,12 @@ def write(ra: RunData, rb: RunData, compared: RunsCompared, out: Path) -> tuple[
 
 def default_out(a: Path, b: Path, root: Path = Path("results") / "compare") -> Path:
     """The folder a compare writes to without --out: named by the two resolved runs'
-    experiments and ids, so a later compare of `latest` never replaces an earlier one."""
-    return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}"
+    experiments and ids, so a later compare of `latest` never replaces an earlier one, and a
+    digest of their absolute paths, so two pairs of runs in two results roots whose
+    experiments and ids coincide get two folders."""
+    where = f"{Path(a).absolute()}\0{Path(b).absolute()}".encode()
+    digest = hashlib.sha256(where).hexdigest()[:8]
+    return root / f"{a.parent.name}-{a.name}_vs_{b.parent.name}-{b.name}-{digest}"
 
 
 if __name__ == "__main__":  # a command here once: say where it went

@@ -118,10 +118,21 @@ def safe_href(href: str) -> bool:
     return not bare.startswith("/") and ":" not in re.split(r"[/?#]", bare, maxsplit=1)[0]
 
 
+# Control characters but tab and newline: an error's raw ESC sequences and BELs (issue 59),
+# which a terminal showing report.md would act on and a page would carry as bytes.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` with its control characters left out (tab and newline kept)."""
+    return _CONTROLS.sub("", text)
+
+
 def _md_text(text: str) -> str:
     """Returns prose for report.md with what a Markdown viewer would make live neutralised
     outside code spans: a link to a refused target keeps its text but not its brackets, and a
     `<` that could open raw HTML or an autolink (`<javascript:...>`) is escaped."""
+    text = _visible(text)  # a raw ESC or BEL of an error's text never reaches a page
     parts: list[str] = []
     pos = 0
     for m in _CODE.finditer(text):
@@ -137,8 +148,15 @@ def _md_plain(text: str) -> str:
         lambda m: m.group(0) if safe_href(m.group(2)) else f"\\[{m.group(1)}\\]({m.group(2)})",
         text,
     )
-    text = re.sub(r"(?<!\\)!(?=\[)", r"\\!", text)  # `![x](url)` would be an image a viewer fetches
-    return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+    # `![x](url)` would be an image a viewer fetches; `<http://...>` an autolink. A mark that
+    # literal() escaped already (an odd run of backslashes before it) stays as it is: escaped
+    # again, `\\<` would read as an escaped backslash and a live `<` (issue 59).
+    text = _UNESCAPED_BANG.sub(r"\1\\!", text)
+    return _UNESCAPED_LT.sub(r"\1\\<", text)
+
+
+_UNESCAPED_BANG = re.compile(r"(?<!\\)((?:\\\\)*)!(?=\[)")
+_UNESCAPED_LT = re.compile(r"(?<!\\)((?:\\\\)*)<(?=[A-Za-z/!?])")
 
 
 # The marks that open Markdown anywhere in a line (emphasis, code, links, images, raw HTML,
@@ -156,7 +174,7 @@ def literal(text: str) -> str:
     op_name, a folder name, an index row) as Markdown that renders to exactly that text: every
     mark that could open Markdown escaped and line breaks flattened, so nothing in it is a
     link, an image, emphasis, a code span or HTML. A table cell escapes `|` itself."""
-    flat = _INLINE.sub(r"\\\1", " ".join(str(text).split()))
+    flat = _INLINE.sub(r"\\\1", " ".join(_visible(str(text)).split()))
     if _OPENS.search(flat):  # a link's brackets: both escaped, for viewers that read one alone
         flat = re.sub(r"(?<!\\)\[", r"\\[", flat)
     return _LEADING.sub(lambda m: f"{m.group(1)}{m.group(2)}\\{m.group(3)}", flat)
@@ -165,7 +183,7 @@ def literal(text: str) -> str:
 def code(text: str) -> str:
     """User-controlled text as a code span no backtick inside it can close (line breaks
     flattened): what it says, shown as code, never Markdown."""
-    flat = " ".join(str(text).split())
+    flat = " ".join(_visible(str(text)).split())
     longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
@@ -186,7 +204,9 @@ def _md_cell(text: str) -> str:
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
-    """A fenced code block whose fence no run of backticks in `text` can close."""
+    """A fenced code block whose fence no run of backticks in `text` can close; its
+    control characters (a raw ESC, a BEL) left out."""
+    text = _visible(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + lang, text.rstrip("\n"), fence]
@@ -304,18 +324,18 @@ def _diff_cell(line: DiffLine | None, number: int | None) -> str:
     if line is None:
         return '<td class="n"></td><td class="blank"></td>'
     kind = {" ": "same", "-": "del", "+": "add"}[line.op]
-    return f'<td class="n">{number or ""}</td><td class="{kind}">{html.escape(line.text)}</td>'
+    return f'<td class="n">{number or ""}</td><td class="{kind}">{html.escape(_visible(line.text))}</td>'
 
 
 def _diff_html(d: Diff) -> str:
     """The diff's hunks side by side: the left text's lines beside the right's."""
     rows = [
         '<table class="diff"><colgroup><col class="n"><col><col class="n"><col></colgroup>'
-        f'<thead><tr><th colspan="2">{html.escape(d.left)}</th>'
-        f'<th colspan="2">{html.escape(d.right)}</th></tr></thead><tbody>'
+        f'<thead><tr><th colspan="2">{html.escape(_visible(d.left))}</th>'
+        f'<th colspan="2">{html.escape(_visible(d.right))}</th></tr></thead><tbody>'
     ]
     for h in d.hunks:
-        rows.append(f'<tr><td class="hunk" colspan="4">{html.escape(h.header)}</td></tr>')
+        rows.append(f'<tr><td class="hunk" colspan="4">{html.escape(_visible(h.header))}</td></tr>')
         for left, right in side_by_side(h.lines):
             rows.append(
                 "<tr>"

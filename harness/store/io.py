@@ -91,10 +91,27 @@ def check_inside(path: Path) -> Path:
     return real
 
 
+_SOLE_WRITER: list[int] = []  # the one process that may write, once a worker says so
+
+
+def sole_writer() -> None:
+    """Makes this process the only one that writes through this module: a copy of it that a
+    user's `fork` made (in a callback of the program a worker runs) and that runs on into the
+    harness's code exits at its first write, before it changes a file of the run."""
+    _SOLE_WRITER[:] = [os.getpid()]
+
+
+def check_writer() -> None:
+    """Exits at once (status 0, nothing flushed) in a process forked from the sole writer."""
+    if _SOLE_WRITER and os.getpid() != _SOLE_WRITER[0]:
+        os._exit(0)
+
+
 @contextlib.contextmanager
 def _replacing(target: Path) -> Iterator[Path]:
     """Yields a temporary path beside `target`; when the block succeeds it is synced to disk
     and renamed over `target`, otherwise removed, so `target` is never half-written."""
+    check_writer()
     check_inside(target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
     check_inside(target.parent)

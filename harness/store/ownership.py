@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import userfiles
+from harness.store import records
 from harness.store.runfolder import MANIFEST_FILE, SEARCH_FILE, SUMMARY_FILE, TIMING_FILE
 
 # More entries than any output the tools write; a folder past it is refused, never walked on.
@@ -77,7 +77,7 @@ def read_marker(path: Path, tool: str) -> Marker | None:
     try:
         if path.is_symlink():
             return None
-        data = json.loads(userfiles.read_text(path, userfiles.MARKER))
+        data = records.loads(userfiles.read_bytes(path, userfiles.MARKER), str(path))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("tool") != tool:

@@ -120,7 +120,13 @@ def to_json(obj: Any) -> Any:
     every leaf, which costs seconds on thousands of cluster rows.
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if _non_finite(value):
+                _refuse_non_finite(type(obj), f.name, value)
+            out[f.name] = to_json(value)
+        return out
     if isinstance(obj, Mapping):
         return {str(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -128,6 +134,39 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+class NonFinite(SchemaError):
+    """A record holding NaN or an infinity where its schema has no room for null."""
+
+
+def _non_finite(value: Any) -> bool:
+    """True for a NaN or an infinity, or a tuple of a few numbers (an interval) holding one."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, tuple) and len(value) <= 4:
+        return any(isinstance(v, float) and not math.isfinite(v) for v in value)
+    return False
+
+
+def _refuse_non_finite(cls: type, name: str, value: Any) -> None:
+    """Raises NonFinite when field `name` of record `cls` holds NaN or an infinity where null
+    would not read back: a field typed `float`, or an element of a tuple of floats (an
+    interval `[0.0, null]` broke every later reader of the run). A field that may be null is
+    written as null, as before."""
+    hint = _hints(cls).get(name)
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    members = typing.get_args(hint) if union else (hint,)
+    float_tuple = any(
+        typing.get_origin(m) is tuple and all(a in (float, ...) for a in typing.get_args(m))
+        for m in members
+    )
+    # A null in place of a float field reads back where the field may be null; inside an
+    # interval it never does.
+    if hint is float or (isinstance(value, tuple) and float_tuple):
+        raise NonFinite(
+            cls.__name__, name, f"holds {value!r}; a record never writes NaN or infinity"
+        )
 
 
 def _type_name(tp: Any) -> str:

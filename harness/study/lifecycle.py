@@ -47,7 +47,9 @@ class Interrupted(Exception):
 def interruptible() -> Iterator[None]:
     """Turns SIGINT and SIGTERM into Interrupted for the block. From the first signal on, both
     are ignored for the rest of the process, so a double Ctrl-C still ends cleanly."""
-    fired: list[int] = []
+    fired = FIRED
+    fired.clear()
+    ACTIVE[:] = [True]
 
     def handler(signum: int, frame: Any) -> None:
         del frame
@@ -61,10 +63,27 @@ def interruptible() -> Iterator[None]:
     signal.signal(signal.SIGTERM, handler)
     try:
         yield
+        # The handler's raise can be lost: Python prints and drops an exception raised while
+        # a weakref callback or a __del__ runs ("Exception ignored"). The signal still counts.
+        check_interrupted()
     finally:
+        ACTIVE[:] = []
         if not fired:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
+
+
+ACTIVE: list[bool] = []  # [True] while an `interruptible` block runs
+# The signals `interruptible` has seen in this process (its handler ignores any later one).
+FIRED: list[int] = []
+
+
+def check_interrupted() -> None:
+    """Raises Interrupted when SIGINT or SIGTERM arrived inside `interruptible` and its raise
+    was lost; the supervisor calls it while it waits (harness.study.workerproc) and each
+    block ends with it, so a signal always stops the run as Ctrl-C does."""
+    if ACTIVE and FIRED:
+        raise Interrupted(signal.Signals(FIRED[0]).name)
 
 
 @dataclass(frozen=True)

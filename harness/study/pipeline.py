@@ -271,6 +271,7 @@ class EachInItsOwn:
             worker.watch, worker.watch_fds = None, list  # it may time the others next
             records[current.name] = record
             progress(current.name, record)
+            self.session.reap()  # the variants before it: what their workers started ends
             nxt = queue.popleft() if queue else None
             if nxt is None and todo:  # no worker ahead (it was never started): one now
                 nxt = self._start(todo.popleft())

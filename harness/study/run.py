@@ -214,10 +214,12 @@ class Supervisor:
                 references=str(self.session.reference_folder(self.workdir)),
             )
             try:
-                for _ in list(todo):
+                while todo:
                     worker.expect("start", within=self.exp.limits.call_s)
                     done = worker.expect("done", within=self.exp.limits.call_s)
                     name = done["variant"]
+                    if name not in todo:  # said twice (a copy of the worker a fork made)
+                        continue
                     records[name] = load_capture(RunFolder(self.workdir).variant(name).result)
                     todo.remove(name)
                     progress(name, records[name])
@@ -514,6 +516,8 @@ def _stages(
     _stage("analysis")
     summary = finalize(workdir, exp)
     seconds["analysis_s"] = time.perf_counter() - clock
+    # No process a variant started outlives the run's status: none writes into it afterwards.
+    session.contain()
     settle(summary)
 
     clock = time.perf_counter()

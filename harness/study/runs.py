@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from harness.config import ConfigError, LoadedConfig
@@ -9,7 +10,7 @@ from harness.config.validate import validate_name
 from harness.records import run_files
 from harness.store import io, ownership
 from harness.store.records import first_difference, to_json
-from harness.store.runfolder import RunFolder
+from harness.store.runfolder import REPORT_FILE, RunFolder
 
 
 def results_root(value: str) -> Path:
@@ -105,11 +106,20 @@ def resume_dir(root: Path, config: LoadedConfig, run_id: str) -> Path:
     _check_same_config(workdir, source, config)
     finished = finished_status(workdir)
     if finished is not None and not config.experiment.timing.only:
+        # Killed in its report stage, a run reads complete with no report: re-rendering it
+        # changes none of its results.
+        unreported = not (workdir / REPORT_FILE).is_file()
+        hint = (
+            f"; its report was never written (the run stopped in its report stage): make it "
+            f"with: make report RUN={shlex.quote(str(workdir))}"
+            if unreported
+            else ""
+        )
         raise ConfigError(
             source,
             "resume",
             f"run {run_id} is {finished}: a finished run is never changed; a re-time is a new "
-            "run (start it without --resume)",
+            f"run (start it without --resume){hint}",
         )
     with io.run_lock(workdir):
         pass  # refuse now, before the preflight, when another process holds the run

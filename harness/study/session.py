@@ -4,7 +4,10 @@ folder exists, and the workers it holds until the study ends (harness.study.run)
 from __future__ import annotations
 
 import contextlib
+import os
+import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.common import terminal
 from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
 from harness.config.load import blame
@@ -50,6 +54,9 @@ class Session:
     # (harness.capture.reference): in each run folder (`.references`), never in $TMPDIR, so a
     # study killed with SIGKILL leaves nothing outside its own folder; deleted at the end.
     references: dict[Path, Path] = field(default_factory=dict)  # run folder -> its folder
+    # What each references folder held before this session used it: clean-up deletes only
+    # entries it did not hold then (a user's `.git` there stays).
+    references_held: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     # The lock files by which the workers of one session share its device
     # (harness.capture.turn): a folder of this process's own (mode 0700), deleted at the end.
@@ -79,10 +86,29 @@ class Session:
         return self.executables
 
     def reference_folder(self, workdir: Path) -> Path:
+        """The run's folder of float64 references (`.references`), made inside the run. One
+        that is a link, or not a folder, is the user's: never written through; the run's
+        references go to a folder of its own beside it, and a note says so."""
         if workdir not in self.references:
             found = workdir / REFERENCES_DIR
+            if found.is_symlink() or (found.exists() and not found.is_dir()):
+                planted = found
+                found = workdir / f"{REFERENCES_DIR}-{secrets.token_hex(4)}"
+                what = f"a link to {os.readlink(planted)}" if planted.is_symlink() else "a file"
+                print(
+                    f"note: {terminal.shown(planted)} is {what}, not a folder this run made; "
+                    f"nothing is written through it: the references go to "
+                    f"{terminal.shown(found)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            io.check_inside(found)
             found.mkdir(mode=0o700, exist_ok=True)
+            if found.is_symlink():  # swapped in meanwhile
+                raise OSError(f"{found} became a link while it was made; refusing it")
+            held = frozenset(e.name for e in found.iterdir())
             self.references[workdir] = found
+            self.references_held[workdir] = held
         return self.references[workdir]
 
     @property
@@ -106,6 +132,25 @@ class Session:
             if w.proc.poll() is None:
                 w.kill()
 
+    def reap(self) -> None:
+        """Ends what each finished worker that has exited started (harness.study.containment):
+        a variant's strays end when its worker does, not at the end of the study."""
+        for w in self.finished:
+            w.contain()
+
+    def contain(self) -> None:
+        """Waits for every worker told to end (10 s each, then kills it) and ends every
+        process they started, before the run is settled: nothing a variant started writes
+        into the run after its status says it is finished."""
+        for w in (*self.finished, self.worker, *self.peers):
+            if w.proc.stdin is not None and not w.proc.stdin.closed:
+                continue  # still has work: not told to end
+            try:
+                w.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                w.kill()
+            w.contain()
+
     def close(self, workdir: Path | None) -> None:
         """Ends the worker and its group (the others leave when process 0 does), keeping
         their logs in the run folder."""
@@ -121,9 +166,16 @@ class Session:
                 shutil.rmtree(made, ignore_errors=True)
         self.executables = self.locks = None
         for workdir, found in self.references.items():
+            held = self.references_held.get(workdir, frozenset())
+
+            def made(name: str, held: frozenset[str] = held) -> bool:
+                # The worker's archives, their locks and io's temporary files, made now.
+                return name not in held and name.startswith(("reference-", ".reference-"))
+
             with contextlib.suppress(OSError, ValueError):  # a folder gone or replaced stays
-                io.remove_tree(workdir, found, lambda name: name.startswith(("reference-", ".")))
+                io.remove_tree(workdir, found, made)
         self.references = {}
+        self.references_held = {}
 
 
 def hello(

@@ -75,7 +75,9 @@ TOKEN = ""  # the supervisor's, read from stdin: every event carries it (harness
 
 
 def send(event: str, **fields: Any) -> None:
-    """Writes one event line for the supervisor."""
+    """Writes one event line for the supervisor; a copy of the worker that a user's fork made
+    exits here instead (harness.store.io.check_writer)."""
+    io.check_writer()
     EVENTS.write(json.dumps({"event": event, **fields, "token": TOKEN}, default=str) + "\n")
     EVENTS.flush()
 
@@ -337,7 +339,9 @@ class Worker:
                 variant = self.exp.variant(name)
                 subject = subject_of(self.exp, variant)
                 base = folder.variant(found.baseline)
-                values = numerics_effect.read_outputs(base.outputs, len(found.leaves))
+                accuracy = run_files.load(run_files.NUMERICS, base.numerics)
+                kept = [leaf.kept for leaf in accuracy.leaves]
+                values = numerics_effect.read_outputs(base.outputs, kept)
                 if values is None:
                     raise ValueError(f"{base.outputs} is missing or short")
                 record = numerics_pass.run_search(
@@ -518,6 +522,7 @@ def main(argv: list[str]) -> int:
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     EVENTS = _private_events(int(argv[1]))
     TOKEN = sys.stdin.readline().strip()
+    io.sole_writer()  # a fork of this process sends, reads and writes nothing of the run
     _die_with_parent()
     signal.signal(signal.SIGINT, _quiet_exit)
     signal.signal(signal.SIGTERM, _quiet_exit)
@@ -529,6 +534,7 @@ def main(argv: list[str]) -> int:
     registry.names()
     worker = Worker()
     for line in sys.stdin:
+        io.check_writer()  # a fork that ran on into this loop takes no job
         if not line.strip():
             continue
         job = json.loads(line)
@@ -547,6 +553,7 @@ def main(argv: list[str]) -> int:
             # variant's block could make its cache folder in $TMPDIR).
             with registry.job_scope():
                 getattr(worker, op)(job)
+            io.check_writer()  # a fork made during the job, back here: it reads no next job
         except _group_faults() as e:
             # A member is gone: a jax.distributed group cannot go on, and its shutdown would
             # wait for the missing member, so this process leaves at once.

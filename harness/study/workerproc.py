@@ -34,6 +34,7 @@ from typing import IO, Any
 from harness.config.experiment import Variant
 from harness.frontends import registry
 from harness.store import io
+from harness.study import containment, lifecycle
 
 REPO = Path(__file__).resolve().parents[2]  # harness/study/workerproc.py -> the repository
 STDERR_TAIL = 12
@@ -109,13 +110,15 @@ class WorkerDied(Exception):
         return f"the worker {self.how()}"
 
 
-def worker_env(preload: tuple[str, ...] = ()) -> dict[str, str]:
+def worker_env(preload: tuple[str, ...] = (), mark: str = "") -> dict[str, str]:
     """The worker's environment: this one, with the harness importable and JAX not grabbing
     three quarters of the GPU's memory up front (another frontend's variants share the device).
 
     `preload` names modules the worker imports before its first job (harness.study.worker): a
-    spare worker imports them while the variant before it is captured."""
+    spare worker imports them while the variant before it is captured. `mark` is the worker's
+    own marker, which every process it starts inherits (harness.study.containment)."""
     env = dict(os.environ)
+    env[containment.MARK] = mark
     env["HARNESS_WORKER_PRELOAD"] = ",".join(preload)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -179,6 +182,8 @@ class WorkerProcess:
         self.number = number
         self.stopped_s = stopped_s
         self.token = secrets.token_hex(16)
+        self.mark = secrets.token_hex(8)  # in every process it starts: ended with it
+        self.contained = False
         read_fd, write_fd = os.pipe()
         write_fd = _high_fd(write_fd)
         # Unlinked at once: a killed run leaves no temporary file behind.
@@ -189,7 +194,7 @@ class WorkerProcess:
             stdout=self.log,
             stderr=self.log,
             pass_fds=(write_fd,),
-            env=worker_env(preload),
+            env=worker_env(preload, self.mark),
             cwd=REPO,
             text=True,
             start_new_session=True,  # Ctrl-C reaches the supervisor, which ends the worker
@@ -240,6 +245,7 @@ class WorkerProcess:
         deadline = time.monotonic() + within
         stopped_since: float | None = None
         while b"\n" not in self.buffer:
+            lifecycle.check_interrupted()  # a signal whose raise was lost still stops the run
             now = time.monotonic()
             if now >= deadline:
                 raise self._died(f"did not answer within {within:g} s and was killed")
@@ -400,6 +406,7 @@ class WorkerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
+        self.contain()
         with contextlib.suppress(OSError):
             self.save_log(workdir)
         if self.fd >= 0:  # never twice: the number may belong to another file by then
@@ -413,3 +420,17 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        self.contain()
+
+    def contain(self) -> bool:
+        """Once the worker has exited, ends every process it started: its session's group,
+        and any that left it (a double fork, `setsid`) by the worker's marker. False while
+        the worker still runs; True once done (at most once)."""
+        if self.contained:
+            return True
+        if self.proc.poll() is None:
+            return False
+        containment.end_group(self.proc.pid)
+        containment.end_marked(self.mark)
+        self.contained = True
+        return True

@@ -35,6 +35,7 @@ from typing import Any
 
 from harness.capture.variant import Captured, Context, analytic_flops
 from harness.common import userfiles
+from harness.common.bounded import BoundedText
 from harness.config.experiment import Experiment, Variant
 from harness.frontends.modes import Mode
 from harness.frontends.torch import env
@@ -122,7 +123,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
     inputs = tx.torch_inputs(variant.problem, exp.seed, device)
     fn = tx.build_torch_function(variant)
     wait = waiter(device)
-    buffer = stdio.StringIO()
+    buffer = BoundedText()  # kept to a bound: a callback may print without end
     allocated = torch_memory.before(device)
     with contextlib.redirect_stdout(buffer):
         if variant.mode_spec.op_by_op:
@@ -134,7 +135,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
         io.write_text(ctx.variant_dir / "callback_output.txt", printed)
     record = dataclasses.replace(
         record,
-        callback_lines=len(printed.splitlines()),
+        callback_lines=buffer.line_count(),
         wall_s=time.perf_counter() - started,
         memory=torch_memory.measured(device, allocated) if record.status == "ok" else None,
     )

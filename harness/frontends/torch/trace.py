@@ -29,8 +29,6 @@ Without them every step is None and the caller gives the step count.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +49,7 @@ from harness.profile.events import (
     to_float,
     to_int,
 )
+from harness.store.records import loads
 
 DEVICE_CATS: dict[str, EventKind] = {
     "kernel": "kernel",
@@ -162,11 +161,12 @@ def load_chrome_trace(path: Path | str) -> dict[str, Any]:
         raise ProfileError(f"{file}: torch profiler trace does not exist")
     try:
         raw = userfiles.read_bytes(file, userfiles.PROFILE)
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, ValueError, gzip.BadGzipFile) as err:
-        raise ProfileError(f"{file}: not a readable torch profiler trace ({err})") from err
+        if raw[:2] == b"\x1f\x8b":  # inflated to a bound, not to whatever the file says
+            raw = userfiles.gunzip(raw, str(file), userfiles.INFLATED_TRACE)
+        data = loads(raw, str(file))
+    except ValueError as err:  # Unreadable (a bomb, not gzip), SchemaError (not JSON, NaN)
+        why = str(err).removeprefix(f"{file}: ")
+        raise ProfileError(f"{file}: not a readable torch profiler trace ({why})") from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ProfileError(f"{file}: no traceEvents list (not a Chrome trace from torch.profiler)")
     return data

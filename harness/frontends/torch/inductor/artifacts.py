@@ -30,6 +30,7 @@ from harness.frontends.torch.inductor.trace_log import (
     TorchTraceFacts,
     read_text,
 )
+from harness.store.records import loads
 
 OUTPUT_CODE = "output_code.py"
 FX_READABLE = "fx_graph_readable.py"
@@ -485,8 +486,8 @@ def read_graph_dir(path: Path | str) -> InductorGraph:
     prov_path = folder / PROVENANCE
     if prov_path.is_file():
         try:
-            data = json.loads(read_text(prov_path))
-        except json.JSONDecodeError as err:
+            data = loads(read_text(prov_path), str(prov_path))  # the typed load
+        except ValueError as err:
             raise ArtifactError(f"{prov_path}: not JSON ({err})") from err
         provenance = parse_provenance(data, str(prov_path))
     else:
