@@ -48,7 +48,14 @@ class _MovedLoader(importlib.abc.Loader):
         raise ModuleNotFoundError(str(module))
 
     def get_code(self, fullname: str) -> object:  # what runpy runs for `python -m`
-        return compile(f"import harness\nharness.moved({fullname!r})\n", "<moved>", "exec")
+        return _moved_main.__code__
+
+
+def _moved_main() -> None:
+    """The code `python -m` runs for a moved module: runpy's globals hold its `__spec__`."""
+    import harness
+
+    harness.moved(__spec__.name)  # type: ignore[name-defined]
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

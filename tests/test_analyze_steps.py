@@ -12,6 +12,7 @@ import pytest
 from conftest import FIXTURES, run_analyze
 
 from harness.analyze import steps as by_step
+from harness.analyze.event_facts import facts_from_pairs
 from harness.analyze.program import ClusterRow, ModuleAnalysis, ceilings_from_json
 from harness.analyze.roof import ABOVE_CEILING, above_ceiling
 from harness.capture import ceilings
@@ -129,7 +130,7 @@ def test_one_stalled_step_is_noted_and_does_not_move_the_median() -> None:
     pairs = [_pair(s, s * 1e6, 100e3 if s == 3 else 10e3, "slow") for s in range(4)]
     pairs += [_pair(s, s * 1e6 + 2e5, 20e3, "steady") for s in range(4)]
     pairs += [_pair(s, s * 1e6 + 3e5, 5e3, None) for s in range(4)]  # unattributed
-    found = by_step.module_medians(pairs, "m", [0, 1, 2, 3])
+    found = by_step.medians_of(facts_from_pairs(pairs, "m"), [0, 1, 2, 3])
     assert found.clusters == {"slow": 10e3, "steady": 20e3}  # the mean of "slow" is 32.5 µs
     (stall,) = found.outliers
     assert (stall.cluster, stall.step) == ("slow", 3)

@@ -198,3 +198,17 @@ def test_the_program_analysis_of_the_table_is_that_of_the_pairs(run: Path, trace
     b = analyse_program(inputs, by_pairs, steps, markers=markers)
     _close(a.to_json(), b.to_json())
     assert a.modules[0].kernels and a.step_rows
+
+
+def test_events_parquet_keeps_every_column_of_the_table(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from harness.profile.table import from_arrow
+
+    run, trace = TRAIN_STEPS[0]
+    if not run.exists():
+        pytest.skip(f"H200 fixture absent: {run}")
+    table, _ = read_table(find_xplane(run / trace))
+    pq.write_table(table.to_arrow(), tmp_path / "events.parquet")
+    back = from_arrow(pq.read_table(tmp_path / "events.parquet"))
+    assert [astuple(e) for e in back.events()] == [astuple(e) for e in table.events()]

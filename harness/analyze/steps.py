@@ -16,11 +16,10 @@ Pure functions over (Attribution, self time ns) pairs and the host's step marker
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.analyze.event_facts import ModuleFacts, StepTotal, facts_from_pairs, steps_from_pairs
+from harness.analyze.event_facts import ModuleFacts, StepTotal, steps_from_pairs
 from harness.match.match import Attribution
 from harness.profile.events import StepMarker
 
@@ -95,15 +94,6 @@ def median_event_s(rows: Sequence[StepRow]) -> float:
     return statistics.median(r.event_s for r in rows) if rows else 0.0
 
 
-def cluster_steps(pairs: Pairs, module: str) -> dict[str, dict[int, float]]:
-    """Summed self time (ns) of each of `module`'s clusters in each step."""
-    out: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for a, t in pairs:
-        if a.matched and a.cluster is not None and a.module == module and a.event.step is not None:
-            out[a.cluster][a.event.step] += t
-    return {c: dict(by) for c, by in out.items()}
-
-
 def median_ns(by_step: Mapping[int, float], steps: Sequence[int]) -> float:
     """The median over `steps` of one cluster's time, 0 for a step it did not run in."""
     return statistics.median(by_step.get(s, 0.0) for s in steps) if steps else 0.0
@@ -131,11 +121,6 @@ class StepMedians:
     clusters: Mapping[str, float]
     module_ns: float
     outliers: tuple[Outlier, ...]
-
-
-def module_medians(pairs: Pairs, module: str, steps: Sequence[int]) -> StepMedians:
-    """The median step of one module, from its window events (`pairs`) over `steps`."""
-    return medians_of(facts_from_pairs(pairs, module), steps)
 
 
 def medians_of(facts: ModuleFacts, steps: Sequence[int]) -> StepMedians:

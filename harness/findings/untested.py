@@ -215,7 +215,7 @@ class UntestedProgramBf16(Rule):
 
     def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
-        assert base is not None and base.summary.identity.program is not None
+        assert base is not None
         ran = [
             {i.dtype for i in s.inputs} | set(s.param_dtypes)
             for v in run.variants
@@ -224,9 +224,10 @@ class UntestedProgramBf16(Rule):
         # Only where it would change the program: a variant whose floating-point inputs and
         # parameters are all narrow already (bf16 parameters, int32 tokens) measured it, and
         # where no variant said what its dtypes are (all failed), nothing is known to change.
-        if not ran or any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
+        program = base.summary.identity.program
+        if not ran or program is None or any(not (dtypes & WIDE_FLOATS) for dtypes in ran):
             return ()
-        weighed = _wide_bytes(base.summary.identity.program)
+        weighed = _wide_bytes(program)
         if weighed is not None and (not weighed[1] or weighed[0] < WIDE_SHARE * weighed[1]):
             return ()
         moved = (

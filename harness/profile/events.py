@@ -255,57 +255,6 @@ def events_from_json(rows: Iterable[Mapping[str, Any]]) -> tuple[DeviceEvent, ..
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class ExecutionWindow:
-    """One execution of a program on the host: [start, end) in ns, its `run_id`, the module
-    it ran (the `name` stat) and the host line it ran on."""
-
-    run_id: int
-    module: str | None
-    line: str
-    start_ns: float
-    end_ns: float
-
-
-def execution_windows(profile: ProfileData) -> tuple[ExecutionWindow, ...]:
-    """Return the host windows of program executions (see the module docstring), by start.
-
-    A host event with a `run_id` stat and no `hlo_op` is an execution (the CPU thunks carry
-    `hlo_op` and are not); an event whose flow stat `_c` equals such an execution's `_p` is
-    the same execution on one device's thread.
-    """
-    roots: list[tuple[Any, str, dict[str, Any]]] = []
-    others: list[tuple[Any, str, dict[str, Any]]] = []
-    for line in host_lines(profile):
-        for event in line.events:
-            stats = _stats(event)
-            if "hlo_op" in stats:
-                continue
-            target = roots if RUN_STAT in stats else others
-            if RUN_STAT in stats or _FLOW_CHILD in stats:
-                target.append((event, line.name, stats))
-    run_of_flow = {
-        flow: run
-        for _, _, stats in roots
-        if (flow := to_int(stats.get(_FLOW_PARENT))) is not None
-        and (run := to_int(stats.get(RUN_STAT))) is not None
-    }
-    windows = []
-    for event, line, stats in roots + others:
-        run = to_int(stats.get(RUN_STAT))
-        if run is None:
-            run = run_of_flow.get(to_int(stats.get(_FLOW_CHILD)) or -1)
-        if run is None:
-            continue
-        start = float(event.start_ns)
-        windows.append(
-            ExecutionWindow(
-                run, _to_str(stats.get("name")), line, start, start + float(event.duration_ns)
-            )
-        )
-    return tuple(sorted(windows, key=lambda w: (w.start_ns, -w.end_ns)))
-
-
 def plane_ordinal(plane: str) -> int | None:
     """Returns N of a `/device:GPU:N` (or TPU) plane name, else None."""
     if not DEVICE_PLANE_RE.match(plane):
@@ -354,7 +303,3 @@ def to_float(value: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def _to_str(value: Any) -> str | None:
-    return None if value is None else str(value)

@@ -610,7 +610,7 @@ _SCAN_BACK = 64  # windows overlap only by nesting (a root around its devices' c
 def _windows(host: _Host) -> dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Each module's execution windows (and those naming none) as (starts, ends, runs), in
     (start, -end) order: a root's run, or through its flow the root's run for a device's
-    child (harness.profile.events.execution_windows says the same over ProfileData)."""
+    child, found through the flow stat `_c` == the root's `_p`)."""
     run_of_flow = {p: r for r, p, _, _, _ in host.roots if p is not None and r is not None}
     rows = [(r, m, s, e) for r, _, m, s, e in host.roots if r is not None]
     rows += [

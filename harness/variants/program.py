@@ -660,8 +660,8 @@ def describe(
 def _bytes_by_dtype(leaves: list[Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for a in leaves:
-        dtype = jnp.dtype(a.dtype)
-        out[str(dtype)] = out.get(str(dtype), 0) + int(np.prod(a.shape)) * dtype.itemsize
+        name = dtype_name(a.dtype)
+        out[name] = out.get(name, 0) + int(np.prod(a.shape)) * a.dtype.itemsize
     return dict(sorted(out.items()))
 
 

@@ -123,7 +123,10 @@ def differing_draws(program: Program, args: programs.ProgramArgs) -> str | None:
 
 
 def _cast(a: Any, dtype: Any) -> Any:
-    """A floating leaf as `dtype` (None: float32 where narrower, else as it is)."""
+    """A floating leaf as `dtype` (None: float32 where narrower, else as it is); a typed key
+    as it is."""
+    if programs.is_key(getattr(a, "dtype", None)):
+        return a
     x = np.asarray(a)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return x
@@ -145,7 +148,7 @@ def float32_reference(program: Program, args: programs.ProgramArgs) -> tuple[np.
             lambda a: jax.device_put(_cast(a, None), cpu), (args.params, args.inputs)
         )
         out = jax.jit(float32_reference)(params, *inputs)
-        return tuple(np.asarray(leaf) for leaf in jax.tree.leaves(out))
+        return tuple(programs.host_leaf(leaf) for leaf in jax.tree.leaves(out))
 
 
 def reference_for(
