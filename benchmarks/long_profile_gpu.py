@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,18 +96,19 @@ def _profile(train_step, params, tokens, steps: int, where: Path):
 
 
 def _measured(argv: list[str]) -> dict:
-    """Runs a command, returns its wall seconds, peak RSS (MB) and exit code."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {
-        "wall_s": round(wall, 2),
-        "peak_rss_mb": round(max(peak, before) / 1024, 1),
-        "rc": proc.returncode,
-        "tail": (proc.stdout + proc.stderr)[-1500:],
-    }
+    """Runs a command; its wall seconds, its own peak resident memory (MB), exit code, output."""
+    with tempfile.TemporaryFile("w+") as printed:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=printed, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        printed.seek(0)
+        return {
+            "wall_s": round(wall, 2),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "rc": os.waitstatus_to_exitcode(status),
+            "tail": printed.read()[-800:],
+        }
 
 
 def _walk_with_profile_data(path: Path) -> dict:

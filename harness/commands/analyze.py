@@ -221,7 +221,8 @@ def timeline_window(
 
 def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
     """Each module's memory (beside its optimized HLO in the dump), written to
-    `<out>/<module>/memory.json`; a module without live ranges has none."""
+    `<out>/<module>/memory.json`; a module without live ranges has none. Memory is an optional
+    part: a file of it that cannot be read is said in one line and the analysis goes on."""
 
     found = []
     for r in results:
@@ -231,7 +232,9 @@ def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
         try:
             m = memory.module_memory(memory.dump_files(Path(path)))
         except (ValueError, OSError) as e:
-            raise cli.UsageError(str(e).splitlines()[0]) from None
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(terminal.lines(f"memory {r.key}: not read ({first})"), file=sys.stderr)
+            continue
         if m is None:
             continue
         section, top = memory.section([m], None, False)

@@ -30,11 +30,12 @@ _RANGE = re.compile(r"^\s+(\S{1,1024}\{[\d,]{0,256}\}):(\d{1,12})-(\d{1,12})\s*$
 _PEAK_AT = re.compile(r"^\s+Live ranges at (\d{1,12}) \(peak\):\s*$")
 _PEAK_VALUE = re.compile(r"^\s+(\S{1,1024}\{[\d,]{0,256}\}): (\d{1,20}) bytes \(cumulative")
 _PEAK_TOTAL = re.compile(r"^\s+Stack trace breakdown for peak usage: ([\d ]{1,40}) bytes\s*$")
-_ALLOCATION = re.compile(r"^allocation (\d{1,12}): size (\d{1,20}), (.{0,2048})$")
+# An allocation holding a program's output tuple names every shape of it: lines of tens of kB.
+_ALLOCATION = re.compile(r"^allocation (\d{1,12}): size (\d{1,20}), (.{0,1000000})$")
 _VALUE = re.compile(
     # A value merged at a control-flow join prints ` (phi)` after its name.
     r"^ value: <(\d{1,12}) (\S{1,1024}?)(\{[\d,]{0,256}\})?(?: \([a-z]{1,16}\))? @\d{1,6}> "
-    r"\(size=(\d{1,20}),offset=(\d{1,20})\): (.{1,4096})$"
+    r"\(size=(\d{1,20}),offset=(\d{1,20})\): (.{1,1000000})$"
 )
 _SPACE = re.compile(r"^Memory Space: (.{1,256})$")
 _TOTAL = re.compile(r"^Total bytes: (\d{1,20})\b")
