@@ -42,7 +42,7 @@ import sys, time
 from harness.analyze import modules as hlo_files
 from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.table_match import match_table
-from harness.profile.table import read_table
+from harness.profile.reader import read_table
 from pathlib import Path
 after = next(Path(sys.argv[2]).glob("*.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"))
 module = hlo_files.parsed(after)

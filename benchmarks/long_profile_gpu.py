@@ -95,19 +95,34 @@ def _profile(train_step, params, tokens, steps: int, where: Path):
     return params
 
 
+# Runs a module as `python -m` does and prints, at exit, the peak resident memory of its own
+# address space (VmHWM): a child's ru_maxrss counts the parent's memory it was forked with.
+_PEAK = (
+    "import atexit,runpy,sys\n"
+    "def peak():\n"
+    " text = open('/proc/self/status').read()\n"
+    " print('VmHWM_kB', text.split('VmHWM:')[1].split()[0], file=sys.stderr)\n"
+    "atexit.register(peak)\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
 def _measured(argv: list[str]) -> dict:
     """Runs a command; its wall seconds, its own peak resident memory (MB), exit code, output."""
     with tempfile.TemporaryFile("w+") as printed:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=printed, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status, _ = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         printed.seek(0)
+        text = printed.read()
+        found = [line.split()[1] for line in text.splitlines() if line.startswith("VmHWM_kB ")]
         return {
             "wall_s": round(wall, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(int(found[-1]) / 1024, 1) if found else None,
             "rc": os.waitstatus_to_exitcode(status),
-            "tail": printed.read()[-800:],
+            "tail": text[-600:],
         }
 
 
@@ -117,7 +132,8 @@ def _walk_with_profile_data(path: Path) -> dict:
         "p=ProfileData.from_file(sys.argv[1]);n=s=0\n"
         "for pl in p.planes:\n for ln in pl.lines:\n  for e in ln.events:\n"
         "   n+=1;e.name;e.start_ns;e.duration_ns\n   for st in e.stats: s+=1\n"
-        "print(n,s,time.perf_counter()-t)"
+        "print(n,s,time.perf_counter()-t)\n"
+        "print('VmHWM_kB', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
     )
     return _measured([sys.executable, "-c", code, str(path)])
 
@@ -158,7 +174,8 @@ def main(argv: list[str]) -> None:
         figures[name] = _measured(
             [
                 sys.executable,
-                "-m",
+                "-c",
+                _PEAK,
                 "harness.analyze",
                 f"--dump={dump}",
                 f"--xplane={find_xplane(trace)}",

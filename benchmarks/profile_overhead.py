@@ -33,7 +33,7 @@ _STEPS = flags.DEFINE_integer("steps", 30, "Calls per measurement.")
 def device_time_per_step(profile_dir: Path, steps: int) -> float:
     """Returns the summed duration of the profile's device events, per step."""
     from harness.profile.events import find_xplane
-    from harness.profile.table import read_device_events
+    from harness.profile.reader import read_device_events
 
     events = read_device_events(find_xplane(profile_dir))
     return sum(e.duration_ns for e in events) * 1e-9 / steps

@@ -21,7 +21,7 @@ from harness.analyze.module_analysis import self_times
 from harness.analyze.sources import scope_of
 from harness.anydump.analysis import StepsUnknown, count_steps
 from harness.profile.events import DeviceEvent, find_xplane
-from harness.profile.table import read_device_events
+from harness.profile.reader import read_device_events
 
 PROGRAM = REPO / "tests" / "mlp_program.py"
 STEPS = 3

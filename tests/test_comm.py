@@ -25,7 +25,7 @@ from harness.match.comm import (
 )
 from harness.profile.devices import device_of, runs_by_step, split_by_device
 from harness.profile.events import DeviceEvent, find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 
 US = 1e-6
 LIVE = ("dp", "k_sharded", "column", "mesh_2d", "k_2d", "k_mixed", "psum_scatter", "psum_pair")

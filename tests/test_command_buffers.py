@@ -19,7 +19,7 @@ from harness.analyze import modules as hlo_files
 from harness.hlo.thunks import parse_metadata, parse_sequence, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, is_library_kernel, match_events
 from harness.profile.events import DeviceEvent, find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records import ladder
 from harness.records.gaps import AttributionGaps
 from harness.report.doc import Table, to_markdown

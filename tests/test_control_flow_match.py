@@ -21,7 +21,7 @@ from harness.hlo.thunks import parse_sequence, read_command_buffers, thunk_files
 from harness.match.command_buffers import place_events
 from harness.match.match import MatchReport, match_events
 from harness.profile.events import DeviceEvent, find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"

@@ -22,7 +22,7 @@ from harness.findings.control_flow_facts import (
 from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.match import kernels_document, match_events
 from harness.profile.events import find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records import run_files
 from harness.records.summary import RunSummary
 

@@ -18,7 +18,7 @@ from harness.match.match import (
     union_busy_ns,
 )
 from harness.profile.events import DeviceEvent, find_xplane, load_profile, read_step_markers
-from harness.profile.table import read_device_events
+from harness.profile.reader import read_device_events
 
 FIXTURES = fixtures_root() / "h200-jax0.11.2"
 FIXTURE_STEPS = 3  # README: "Profiles cover 3 steady-state steps"

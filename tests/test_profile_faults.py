@@ -11,7 +11,7 @@ from test_match_events import FIXTURE_STEPS, FIXTURES, fixture_clusters
 
 from harness.match.match import MatchReport, match_events
 from harness.profile.events import ProfileError
-from harness.profile.table import read_device_events
+from harness.profile.reader import read_device_events
 
 PROFILE = FIXTURES / "jit_bf16_tanh_large" / "profile.xplane.pb"
 TORCH_TRACE = FIXTURES.parent / "h200-torch2.11" / "compiled_trace.json.gz"

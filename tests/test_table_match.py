@@ -29,7 +29,7 @@ from harness.match.match import MatchReport, match_events
 from harness.match.table_match import match_table
 from harness.profile import xspace
 from harness.profile.events import find_xplane
-from harness.profile.table import read_table
+from harness.profile.reader import read_table
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"

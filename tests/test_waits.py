@@ -19,7 +19,7 @@ from harness.hlo.collectives import find_collectives
 from harness.match.comm import collective_events, communication_report
 from harness.match.waits import collective_waits
 from harness.profile.events import DeviceEvent
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records.comm import Comm, DeviceComm
 
 

@@ -39,7 +39,7 @@ from harness.match.comm import (
 )
 from harness.match.waits import DeviceWait, Waits, collective_waits
 from harness.profile.events import DeviceEvent, find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records import ladder, run_files
 from harness.records.comm import CollectiveSummary, Comm, DeviceComm, Scaling
 from harness.records.run_files import Ceilings

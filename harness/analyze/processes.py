@@ -33,7 +33,7 @@ from harness.config.experiment import Experiment, Variant
 from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
 from harness.profile.events import DeviceEvent
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records import ladder
 from harness.records.processes import (
     CROSS,

@@ -23,7 +23,7 @@ from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, kernels_document, match_events
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane
-from harness.profile.table import read_events_and_markers
+from harness.profile.reader import read_events_and_markers
 from harness.records import ladder, run_files
 from harness.records.run_files import Ceilings, KernelsFile
 from harness.records.summary import (

@@ -39,7 +39,8 @@ from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport
 from harness.match.table_match import match_table
 from harness.profile.events import DeviceEvent, StepMarker, find_xplane
-from harness.profile.table import NULL, EventTable, read_table, self_ns
+from harness.profile.reader import read_table
+from harness.profile.table import NULL, EventTable, self_ns
 from harness.store import io
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")

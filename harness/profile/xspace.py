@@ -232,8 +232,17 @@ class Line:
     @property
     def events(self) -> Any:
         """The line's events, in order; a chunk's parsed form is dropped once walked."""
-        for start, end in self._runs:
-            yield from message("XLine").FromString(bytes(self._buf[start:end])).events
+        for run in range(len(self._runs)):
+            yield from self.chunk(run)
+
+    @property
+    def chunks(self) -> int:
+        return len(self._runs)
+
+    def chunk(self, run: int) -> Any:
+        """The events of the line's `run`-th chunk (at most CHUNK_EVENTS), parsed."""
+        start, end = self._runs[run]
+        return message("XLine").FromString(bytes(self._buf[start:end])).events
 
 
 class Plane:
