@@ -98,11 +98,23 @@ def _profile(train_step, params, tokens, steps: int, where: Path):
 # Runs a module as `python -m` does and prints, at exit, the peak resident memory of its own
 # address space (VmHWM): a child's ru_maxrss counts the parent's memory it was forked with.
 _PEAK = (
-    "import atexit,runpy,sys\n"
-    "def peak():\n"
-    " text = open('/proc/self/status').read()\n"
-    " print('VmHWM_kB', text.split('VmHWM:')[1].split()[0], file=sys.stderr)\n"
-    "atexit.register(peak)\n"
+    "import atexit,runpy,sys,time\n"
+    "def status(key):\n"
+    " return open('/proc/self/status').read().split(key + ':')[1].split()[0]\n"
+    "atexit.register(lambda: print('VmHWM_kB', status('VmHWM'), file=sys.stderr))\n"
+    "import harness.anydump.dump as d, harness.commands.analyze as a\n"
+    "began = time.perf_counter()\n"
+    "def staged(module, name):\n"
+    " fn = getattr(module, name)\n"
+    " def run(*args, **kw):\n"
+    "  out = fn(*args, **kw)\n"
+    "  print('stage', name, round(time.perf_counter() - began, 1), 's HWM', status('VmHWM'),"
+    " 'RSS', status('VmRSS'), file=sys.stderr)\n"
+    "  return out\n"
+    " setattr(module, name, run)\n"
+    "for m, n in ((d, 'read_table'), (d, 'match_table'), (d, 'write_events'),"
+    " (a, 'analyse'), (a, 'write_timeline'), (a, 'dump_memory')):\n"
+    " staged(m, n)\n"
     "sys.argv = sys.argv[1:]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
 )
@@ -122,7 +134,8 @@ def _measured(argv: list[str]) -> dict:
             "wall_s": round(wall, 2),
             "peak_rss_mb": round(int(found[-1]) / 1024, 1) if found else None,
             "rc": os.waitstatus_to_exitcode(status),
-            "tail": text[-600:],
+            "stages": [line for line in text.splitlines() if line.startswith("stage ")],
+            "tail": text[-300:],
         }
 
 

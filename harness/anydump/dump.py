@@ -477,16 +477,30 @@ def attach_profile(
 EVENTS_FILE = "events.parquet"
 
 
+# Rows of events.parquet converted and written at a time: the Arrow form of a slice, not of a
+# profile of millions of events, is what the writer holds.
+EVENTS_SLICE = 262_144
+
+
 def write_events(path: Path, report: MatchReport) -> None:
     """events.parquet: every event of the steady window with its attribution, one row each
-    (string columns dictionary-encoded, zstd), written atomically."""
+    (string columns dictionary-encoded, zstd), written a slice at a time, atomically."""
     import pyarrow.parquet as pq
 
-    view = report.attributions
-    attributed = view.attributed  # type: ignore[attr-defined]
-    arrow = attributed.table.to_arrow(attributed.arrow_columns())
+    attributed = report.attributions.attributed  # type: ignore[attr-defined]
     partial = path.with_name(path.name + ".partial")
-    pq.write_table(arrow, partial, compression="zstd")
+    writer = None
+    try:
+        for lo in range(0, max(1, len(attributed.table)), EVENTS_SLICE):
+            rows = np.arange(lo, min(lo + EVENTS_SLICE, len(attributed.table)))
+            part = attributed.rows(rows)
+            arrow = part.table.to_arrow(part.arrow_columns())
+            if writer is None:
+                writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd")
+            writer.write_table(arrow)
+    finally:
+        if writer is not None:
+            writer.close()
     partial.replace(path)
 
 

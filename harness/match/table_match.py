@@ -90,6 +90,16 @@ class AttributedTable:
             bool(self.ambiguous[i]),
         )
 
+    def rows(self, rows: np.ndarray) -> AttributedTable:
+        """The given rows of the table and of what was decided for them."""
+        return AttributedTable(
+            self.table.take(rows),
+            self.matched[rows],
+            self.ambiguous[rows],
+            {f: c[rows] for f, c in self.codes.items()},
+            self.strings,
+        )
+
     def arrow_columns(self) -> dict[str, Any]:
         """The attribution as extra columns of events.parquet (EventTable.to_arrow)."""
         out: dict[str, Any] = {f: (self.codes[f], self.strings[f]) for f in _FIELDS}
