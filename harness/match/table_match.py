@@ -185,14 +185,27 @@ class _Out:
             column = self.fields[f]
             column.codes[rows] = column.code(getattr(a, f))
 
+    def packed(self, found: Sequence[Attribution]) -> tuple[np.ndarray, ...]:
+        """Attributions as arrays (matched, ambiguous, then each field's codes), to assign."""
+        return (
+            np.array([a.matched for a in found], dtype=bool),
+            np.array([a.ambiguous for a in found], dtype=bool),
+            *(
+                np.array([self.fields[f].code(getattr(a, f)) for a in found], dtype=np.int32)
+                for f in _FIELDS
+            ),
+        )
+
+    def assign(self, rows: np.ndarray, group: np.ndarray, packed: tuple[np.ndarray, ...]) -> None:
+        """Row rows[k] takes the packed attribution group[k]."""
+        self.matched[rows] = packed[0][group]
+        self.ambiguous[rows] = packed[1][group]
+        for f, codes in zip(_FIELDS, packed[2:], strict=True):
+            self.fields[f].codes[rows] = codes[group]
+
     def spread(self, rows: np.ndarray, group: np.ndarray, found: Sequence[Attribution]) -> None:
         """Row rows[k] takes found[group[k]]: one decision per group, assigned at once."""
-        self.matched[rows] = np.array([a.matched for a in found], dtype=bool)[group]
-        self.ambiguous[rows] = np.array([a.ambiguous for a in found], dtype=bool)[group]
-        for f in _FIELDS:
-            column = self.fields[f]
-            codes = np.array([column.code(getattr(a, f)) for a in found], dtype=np.int32)
-            column.codes[rows] = codes[group]
+        self.assign(rows, group, self.packed(found))
 
     def get(self, i: int, event: Any) -> Attribution:
         def value(field: str) -> Any:
@@ -323,7 +336,9 @@ def _spread_reused(
     rows = np.flatnonzero((rule.codes == code) & (out.fields["cluster"].codes != 0))
     if not len(rows):
         return
-    in_window = Counter(zip(module.tolist(), name.tolist(), strict=True))
+    pairs, pair_of = groups_of(module, name)
+    counts = np.bincount(pair_of, minlength=len(pairs))
+    in_window = {(int(module[f]), int(name[f])): int(counts[g]) for g, f in enumerate(pairs)}
     names_seen = {window.strings["name"][n] for n in np.unique(name)}
     index = _running_index(window.ints["step"][rows], module[rows], name[rows])
     first, inverse = groups_of(
@@ -336,11 +351,14 @@ def _spread_reused(
         twins = reused_twins(window.event(row), cluster, clusters_by_module, launches, names_seen)
         if len(twins) < 2:
             continue
-        for k in members[index[members] % len(twins) != 0]:
-            i = int(rows[k])
-            turn = int(index[k])
-            again = reused_launch(out.get(i, window.event(i)), twins[turn % len(twins)], turn)
-            out.set(i, again)
+        moved = members[index[members] % len(twins) != 0]
+        if not len(moved):
+            continue
+        # One attribution per launch number (its reason names it), spread to its rows at once.
+        turns, which = np.unique(index[moved], return_inverse=True)
+        before = out.get(row, window.event(row))
+        found = [reused_launch(before, twins[int(t) % len(twins)], int(t)) for t in turns]
+        out.spread(rows[moved], which.reshape(-1), found)
 
 
 def members_of(group: np.ndarray, groups: int) -> list[np.ndarray]:
@@ -396,7 +414,7 @@ def _place(
     shape = np.stack([c["name"], c["kind"], c["grid"], c["block"]], axis=1)
     # An execution's placements depend on its events' names, kinds and shapes (and the
     # buffer, whose module and program fix the clusters): alike executions share them.
-    cache: dict[tuple[int, bytes], tuple[np.ndarray, list[Attribution]]] = {}
+    cache: dict[tuple[int, bytes], tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
     for lo, hi in itertools.pairwise(bounds):
         members = ordered[lo:hi]
         buffer_index = int(buffer_of[members[0]])
@@ -412,10 +430,10 @@ def _place(
                 clusters = _clusters_for(e, clusters_by_module, programs) or ()
                 primitive = out.fields["primitive"].values[out.fields["primitive"].codes[i]]
                 decided.append(_placed(e, placements[pos], {cl.name for cl in clusters}, primitive))
-            found = cache[key] = (positions, decided)
-        positions, decided = found
+            found = cache[key] = (positions, out.packed(decided))
+        positions, packed = found
         if len(positions):
-            out.spread(members[positions], np.arange(len(positions)), decided)
+            out.assign(members[positions], np.arange(len(positions)), packed)
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
