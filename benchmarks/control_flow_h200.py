@@ -65,7 +65,9 @@ def compute_counts(kernels_json: Path) -> tuple[float, Counter[str], Counter[str
     """(attributed fraction, compute kernels per cluster, attribution rules) of one analysis."""
     doc = json.loads(kernels_json.read_text())
     counts: Counter[str] = Counter()
-    for e in doc["events"]:
+    import pyarrow.parquet as pq  # every event and its attribution, beside kernels.json
+
+    for e in pq.read_table(kernels_json.with_name("events.parquet")).to_pylist():
         compute = e["kind"] in ("kernel", "host_thunk") and e["matched"]
         if compute and not e["name"].lower().startswith(NOT_COMPUTE):
             counts[str(e["cluster"])] += 1
