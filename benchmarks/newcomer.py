@@ -208,8 +208,11 @@ def failed_variants(output: str) -> list[str]:
     return []
 
 
-def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step]:
-    """The README's commands in the clone, then every command they printed, as printed."""
+def first_hour(
+    clone: Path, flags: Sequence[str], timeout_s: float, with_flax: bool = True
+) -> list[Step]:
+    """The README's commands in the clone (the Flax study where `with_flax`), then every
+    command they printed, as printed."""
     steps: list[Step] = []
     runs: list[str] = []
     experiment = f"make experiment CONFIG={CONFIG}{flags_arg(flags)}"
@@ -228,12 +231,13 @@ def first_hour(clone: Path, flags: Sequence[str], timeout_s: float) -> list[Step
     own = tuple(f for f in flags if not f.startswith("--config.problem."))
     program = f"make experiment CONFIG=two_input.yaml{flags_arg((*own, *PROGRAM_FLAGS))}"
     steps.append(run_step(program, clone, timeout_s, pasted=False))
-    flax = f"make experiment CONFIG=flax_cnn.yaml{flags_arg((*own, *FLAX_FLAGS))}"
-    steps.append(run_step(flax, clone, timeout_s, pasted=False))
-    failed = failed_variants(steps[-1].output)
-    if failed and steps[-1].exit_code == 0:  # every variant of it must be ok
-        steps[-1] = dataclasses.replace(steps[-1], exit_code=1)
-        print(f"flax_cnn: failed variants {', '.join(failed)}", flush=True)
+    if with_flax:
+        flax = f"make experiment CONFIG=flax_cnn.yaml{flags_arg((*own, *FLAX_FLAGS))}"
+        steps.append(run_step(flax, clone, timeout_s, pasted=False))
+        failed = failed_variants(steps[-1].output)
+        if failed and steps[-1].exit_code == 0:  # every variant of it must be ok
+            steps[-1] = dataclasses.replace(steps[-1], exit_code=1)
+            print(f"flax_cnn: failed variants {', '.join(failed)}", flush=True)
     printed = [c for s in list(steps) for c in printed_commands(s.output)]
     for command in dict.fromkeys(printed):  # each once, in the order printed
         steps.append(run_step(command, clone, timeout_s, pasted=True))
@@ -266,6 +270,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--full", action="store_true", help="the studies without TINY")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--timeout_s", type=float, default=300, help="each command's limit")
+    parser.add_argument(
+        "--no_flax", action="store_true", help="leave out the Flax study (the suite has its own)"
+    )
     args, extra = parser.parse_known_args(argv)
     bad = [a for a in extra if not a.startswith("--config.")]
     if bad:
@@ -282,7 +289,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"clone: {clone}", flush=True)
-        steps = first_hour(clone, [*flags, *extra], args.timeout_s)
+        steps = first_hour(clone, [*flags, *extra], args.timeout_s, not args.no_flax)
         print(table(steps))
         failed = [s for s in steps if s.exit_code != 0]
         pasted = sum(s.pasted for s in steps)
