@@ -1,6 +1,6 @@
 """How `python -m harness.analyze` grows with a profile's length: 10 K, 100 K and 1 M events.
 
-    python benchmarks/analyze_scaling.py [--sizes=10000,100000,1000000] [--out=DIR]
+    python benchmarks/analyze_scaling.py [--sizes=10000,100000,1000000] [--folder=DIR]
 
 The profiles are a real one made longer (benchmarks/longer_profile.py): the H200 fixture's
 scan/cond/fori_loop train step with command buffers (313 device events a step, its thunk
@@ -30,11 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.longer_profile import lengthen  # noqa: E402
+from benchmarks.peak import module_measured  # noqa: E402
 from harness.profile import xspace  # noqa: E402
 from harness.profile.events import find_xplane  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["10000", "100000", "1000000"], "Device events to reach.")
-_OUT = flags.DEFINE_string("out", "/tmp/analyze_scaling", "Where the profiles go.")
+_FOLDER = flags.DEFINE_string("folder", "/tmp/analyze_scaling", "Where the profiles go.")
 _RUN = REPO.parent / "shared" / "fixtures" / "h200-jax0.11.2-loops" / "loops_cmdbuf"
 
 _IN_PROCESS = """
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> None:
     run = fixture_run()
     original = find_xplane(run / "trace_marked")
     per_copy = 1565  # device events of the fixture's 5 steps
-    out = Path(_OUT.value)
+    out = Path(_FOLDER.value)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for size in (int(s) for s in _SIZES.value):
@@ -98,16 +99,13 @@ def main(argv: list[str]) -> None:
             del space
         stdout, _, _ = _child([sys.executable, "-c", _IN_PROCESS, str(xplane), str(run / "dump")])
         events, read_s, attributed_s, matched = stdout.split()
-        _, wall, peak = _child(
-            [
-                sys.executable,
-                "-m",
-                "harness.analyze",
-                f"--dump={run / 'dump'}",
-                f"--xplane={xplane}",
-                f"--out={out / f'analysis_x{times}'}",
-            ]
+        analysed = module_measured(
+            "harness.analyze",
+            f"--dump={run / 'dump'}",
+            f"--xplane={xplane}",
+            f"--out={out / f'analysis_x{times}'}",
         )
+        wall, peak = analysed["wall_s"], analysed["peak_rss_mb"]
         n = int(events)
         rows.append(
             {
@@ -119,7 +117,7 @@ def main(argv: list[str]) -> None:
                 "matched": float(matched),
                 "analyze_s": round(wall, 2),
                 "analyze_us_per_event": round(wall / n * 1e6, 2),
-                "analyze_peak_mb": round(peak, 1),
+                "analyze_peak_mb": peak,
             }
         )
         print(json.dumps(rows[-1]), flush=True)

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from absl import app, flags
+from peak import PEAK, measured  # benchmarks/, beside this script
 
 _OUT = flags.DEFINE_string("out", None, "Folder for the dump, profiles and analyses.")
 _STEPS = flags.DEFINE_integer("steps", 550, "Marked steps of the long profile.")
@@ -95,50 +94,6 @@ def _profile(train_step, params, tokens, steps: int, where: Path):
     return params
 
 
-# Runs a module as `python -m` does and prints, at exit, the peak resident memory of its own
-# address space (VmHWM): a child's ru_maxrss counts the parent's memory it was forked with.
-_PEAK = (
-    "import atexit,runpy,sys,time\n"
-    "def status(key):\n"
-    " return open('/proc/self/status').read().split(key + ':')[1].split()[0]\n"
-    "atexit.register(lambda: print('VmHWM_kB', status('VmHWM'), file=sys.stderr))\n"
-    "import harness.anydump.dump as d, harness.commands.analyze as a\n"
-    "began = time.perf_counter()\n"
-    "def staged(module, name):\n"
-    " fn = getattr(module, name)\n"
-    " def run(*args, **kw):\n"
-    "  out = fn(*args, **kw)\n"
-    "  print('stage', name, round(time.perf_counter() - began, 1), 's HWM', status('VmHWM'),"
-    " 'RSS', status('VmRSS'), file=sys.stderr)\n"
-    "  return out\n"
-    " setattr(module, name, run)\n"
-    "for m, n in ((d, 'read_table'), (d, 'match_table'), (d, 'write_events'),"
-    " (a, 'analyse'), (a, 'write_timeline'), (a, 'dump_memory')):\n"
-    " staged(m, n)\n"
-    "sys.argv = sys.argv[1:]\n"
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
-)
-
-
-def _measured(argv: list[str]) -> dict:
-    """Runs a command; its wall seconds, its own peak resident memory (MB), exit code, output."""
-    with tempfile.TemporaryFile("w+") as printed:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=printed, stderr=subprocess.STDOUT)
-        _, status, _ = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        printed.seek(0)
-        text = printed.read()
-        found = [line.split()[1] for line in text.splitlines() if line.startswith("VmHWM_kB ")]
-        return {
-            "wall_s": round(wall, 2),
-            "peak_rss_mb": round(int(found[-1]) / 1024, 1) if found else None,
-            "rc": os.waitstatus_to_exitcode(status),
-            "stages": [line for line in text.splitlines() if line.startswith("stage ")],
-            "tail": text[-300:],
-        }
-
-
 def _walk_with_profile_data(path: Path) -> dict:
     code = (
         "import sys,time;from jax.profiler import ProfileData;t=time.perf_counter();"
@@ -148,7 +103,7 @@ def _walk_with_profile_data(path: Path) -> dict:
         "print(n,s,time.perf_counter()-t)\n"
         "print('VmHWM_kB', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
     )
-    return _measured([sys.executable, "-c", code, str(path)])
+    return measured([sys.executable, "-c", code, str(path)])
 
 
 def main(argv: list[str]) -> None:
@@ -184,11 +139,11 @@ def main(argv: list[str]) -> None:
     }
     for name, trace in (("short", short), ("long", long)):
         target = out / f"analysis_{name}"
-        figures[name] = _measured(
+        figures[name] = measured(
             [
                 sys.executable,
                 "-c",
-                _PEAK,
+                PEAK,
                 "harness.analyze",
                 f"--dump={dump}",
                 f"--xplane={find_xplane(trace)}",
