@@ -200,7 +200,7 @@ def match_events(
         raise ValueError(f"mode must be 'jit' or 'eager', got {mode!r}")
     marked = any(e.step is not None for e in events)
     window = [e for e in events if e.step is not None] if marked else list(events)
-    n_steps, notes = _step_count(window, marked, steps)
+    n_steps, notes = step_count(len({e.step for e in window}), len(window), marked, steps)
     programs = program_ids(clusters_by_module)
     next_launch = NextLaunch(window)
     attributions = _spread_reused_kernels(
@@ -414,18 +414,19 @@ def union_busy_ns(events: Sequence[DeviceEvent]) -> float:
     return total
 
 
-def _step_count(
-    window: Sequence[DeviceEvent], marked: bool, steps: int | None
+def step_count(
+    counted: int, events: int, marked: bool, steps: int | None
 ) -> tuple[int, tuple[str, ...]]:
+    """The steps a window of `events` events covers (`counted` distinct marked steps), and a
+    note where the caller's `steps` overrides or stands in for the markers."""
     if steps is not None and steps <= 0:
         raise ValueError(f"steps must be > 0, got {steps}")
     if marked:
-        counted = len({e.step for e in window})
         if steps is not None and steps != counted:
             return steps, (f"steps={steps} given but {counted} steps have device events",)
         return counted, ()
     if steps is None:
-        if window:
+        if events:
             raise ValueError("profile has no step markers: pass steps= (how many calls it covers)")
         return 1, ()
     return steps, ("no step markers: the whole profile is the steady window",)

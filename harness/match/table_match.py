@@ -37,27 +37,20 @@ from harness.match.match import (
     program_ids,
     reused_launch,
     reused_twins,
+    step_count,
 )
-from harness.profile.table import NULL, EventTable
+from harness.profile.table import NULL, EventTable, Interned
 from harness.records.gaps import TOP_UNATTRIBUTED, AttributionGaps, UnattributedKernel
 
 _FIELDS = ("rule", "reason", "module", "cluster", "primitive")
 
 
-class _Codes:
-    """A string column being built: code 0 is None."""
+class _Codes(Interned):
+    """A string column being built, a code per row (0 is None)."""
 
     def __init__(self, n: int) -> None:
+        super().__init__()
         self.codes = np.zeros(n, dtype=np.int32)
-        self.index: dict[Any, int] = {None: 0}
-        self.values: list[Any] = [None]
-
-    def code(self, value: Any) -> int:
-        found = self.index.get(value)
-        if found is None:
-            found = self.index[value] = len(self.values)
-            self.values.append(value)
-        return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,7 +147,8 @@ def match_table(
     has_step = table.ints["step"] != NULL
     marked = bool(has_step.any())
     window = table.subset(has_step) if marked else table
-    n_steps, notes = _step_count(window, marked, steps)
+    counted = int(np.unique(window.ints["step"]).size) if marked else 0
+    n_steps, notes = step_count(counted, len(window), marked, steps)
     programs = program_ids(clusters_by_module)
     out = _by_signature(window, clusters_by_module, mode, programs)
     _spread_reused(window, out, clusters_by_module, n_steps)
@@ -183,7 +177,7 @@ class _Out:
         self.ambiguous[rows] = a.ambiguous
         for f in _FIELDS:
             column = self.fields[f]
-            column.codes[rows] = column.code(getattr(a, f))
+            column.codes[rows] = column(getattr(a, f))
 
     def packed(self, found: Sequence[Attribution]) -> tuple[np.ndarray, ...]:
         """Attributions as arrays (matched, ambiguous, then each field's codes), to assign."""
@@ -191,7 +185,7 @@ class _Out:
             np.array([a.matched for a in found], dtype=bool),
             np.array([a.ambiguous for a in found], dtype=bool),
             *(
-                np.array([self.fields[f].code(getattr(a, f)) for a in found], dtype=np.int32)
+                np.array([self.fields[f](getattr(a, f)) for a in found], dtype=np.int32)
                 for f in _FIELDS
             ),
         )
@@ -222,21 +216,6 @@ class _Out:
             value("primitive"),
             bool(self.ambiguous[i]),
         )
-
-
-def _step_count(window: EventTable, marked: bool, steps: int | None) -> tuple[int, tuple[str, ...]]:
-    if steps is not None and steps <= 0:
-        raise ValueError(f"steps must be > 0, got {steps}")
-    if marked:
-        counted = int(np.unique(window.ints["step"]).size)
-        if steps is not None and steps != counted:
-            return steps, (f"steps={steps} given but {counted} steps have device events",)
-        return counted, ()
-    if steps is None:
-        if len(window):
-            raise ValueError("profile has no step markers: pass steps= (how many calls it covers)")
-        return 1, ()
-    return steps, ("no step markers: the whole profile is the steady window",)
 
 
 def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,7 +307,7 @@ def _spread_reused(
 ) -> None:
     """harness.match.match._spread_reused_kernels over the table (the same twins and turns)."""
     rule = out.fields["rule"]
-    code = rule.index.get("command_buffer_kernel")
+    code = rule.code.get("command_buffer_kernel")
     if code is None:
         return
     module = out.fields["module"].codes

@@ -145,15 +145,20 @@ def find_xplane(profile_dir: Path | str) -> Path:
 XPLANE_SUFFIX = ".xplane.pb"
 
 
-def load_profile(xplane_path: Path | str) -> ProfileData:
-    """Return the parsed XSpace, or raise ProfileError naming the path and what went wrong."""
-    path = Path(xplane_path)
+def profile_bytes(path: Path) -> bytes:
+    """A profile file's bytes, through the one reader; ProfileError naming the path."""
     if not path.is_file():
         raise ProfileError(f"{path}: profile file does not exist")
     try:
-        data = userfiles.read_bytes(path, userfiles.PROFILE)
+        return userfiles.read_bytes(path, userfiles.PROFILE)
     except userfiles.Unreadable as err:
         raise ProfileError(str(err)) from None
+
+
+def load_profile(xplane_path: Path | str) -> ProfileData:
+    """Return the parsed XSpace, or raise ProfileError naming the path and what went wrong."""
+    path = Path(xplane_path)
+    data = profile_bytes(path)
     try:
         return ProfileData.from_serialized_xspace(data)
     except Exception as err:  # the C++ reader raises RuntimeError/JaxRuntimeError

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from harness.common import forked, userfiles
+from harness.common import forked
 from harness.profile import xspace
 from harness.profile.events import (
     DEVICE_PLANE_RE,
@@ -35,25 +35,18 @@ from harness.profile.events import (
     classify,
     parse_kernel_details,
     plane_ordinal,
+    profile_bytes,
     to_int,
     transfer_bytes,
 )
-from harness.profile.table import FLOAT_COLUMNS, INT_COLUMNS, NULL, STRING_COLUMNS, EventTable
-
-
-class _Interned:
-    """Codes of one string column: code 0 is None, each distinct value gets the next code."""
-
-    def __init__(self) -> None:
-        self.code: dict[Any, int] = {None: 0}
-        self.values: list[Any] = [None]
-
-    def __call__(self, value: Any) -> int:
-        code = self.code.get(value)
-        if code is None:
-            code = self.code[value] = len(self.values)
-            self.values.append(value)
-        return code
+from harness.profile.table import (
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    NULL,
+    STRING_COLUMNS,
+    EventTable,
+    Interned,
+)
 
 
 class _Columns:
@@ -64,7 +57,7 @@ class _Columns:
         self.ints = {n: array("q") for n in INT_COLUMNS}
         self.floats = {n: array("d") for n in FLOAT_COLUMNS}
         self.codes = {n: array("i") for n in STRING_COLUMNS}
-        self.interned = {n: _Interned() for n in STRING_COLUMNS}
+        self.interned = {n: Interned() for n in STRING_COLUMNS}
 
     def table(self) -> EventTable:
         return EventTable(
@@ -157,12 +150,7 @@ def read_table(
     events; raises ProfileError naming the path for a file that is not a profile.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ProfileError(f"{path}: profile file does not exist")
-    try:
-        data = userfiles.read_bytes(path, userfiles.PROFILE)
-    except userfiles.Unreadable as err:
-        raise ProfileError(str(err)) from None
+    data = profile_bytes(path)
     columns = _Columns()
     device_rows = _DeviceRows()
     host = _Host()
@@ -335,7 +323,7 @@ def _static_part(
     device: int,
     ordinal: int | None,
     strings: list[Any],
-    intern: Mapping[str, _Interned],
+    intern: Mapping[str, Interned],
     rows: _DeviceRows,
 ) -> tuple[int, ...]:
     kind, direction = classify(name, line)

@@ -206,6 +206,21 @@ def _ints(column: Any) -> np.ndarray:
     return values.astype(np.int64)
 
 
+class Interned:
+    """Codes of one string column being built: code 0 is None, each distinct value gets the next code."""
+
+    def __init__(self) -> None:
+        self.code: dict[Any, int] = {None: 0}
+        self.values: list[Any] = [None]
+
+    def __call__(self, value: Any) -> int:
+        code = self.code.get(value)
+        if code is None:
+            code = self.code[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+
 def self_ns(table: EventTable) -> np.ndarray:
     """Each row's duration minus the time of the rows nested inside it on its device and
     stream (ns), as harness.analyze.module_analysis.self_times; rows that only overlap are not

@@ -52,8 +52,8 @@ from harness.match.match import (
     Attribution,
     ClusterLike,
     MatchReport,
-    _step_count,
     report_of,
+    step_count,
 )
 
 TorchMode = Literal["compile", "eager"]
@@ -81,7 +81,7 @@ def match_torch_events(
     marked = any(r.event.step is not None for r in rows)
     window = [r for r in rows if r.event.step is not None] if marked else rows
     plain = [r.event for r in window]
-    n_steps, notes = _step_count(plain, marked, steps)
+    n_steps, notes = step_count(len({e.step for e in plain}), len(plain), marked, steps)
     by_compile = dict(graph_by_compile_id or {})
     if mode == "eager":
         attributions = tuple(_attribute_eager(r) for r in window)
