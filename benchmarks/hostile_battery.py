@@ -25,16 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hostile.case import REPO, Case, Sandbox, failures, run_attack
+from hostile.cases_round4 import TEMPLATE_OVERRIDES
 
-TEMPLATE_FLAGS = (
-    "--config=configs/gelu.yaml",
-    "--config.select=xla,matmul_only",
-    "--config.timing.budget_s=0.5",
-    "--config.timing.rounds=3",
-    "--config.problem.m=64",
-    "--config.problem.k=64",
-    "--config.problem.n=64",
-)
+TEMPLATE_FLAGS = ("--config=configs/gelu.yaml", *TEMPLATE_OVERRIDES)
 
 
 def all_cases() -> list[Case]:

@@ -16,21 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hostile.case import REPO, Attack, Case, Outcome, Sandbox
-from hostile.cases_round4 import _fetches_nothing
+from hostile.cases_round4 import TEMPLATE_OVERRIDES, _fetches_nothing
 from hostile.readers_material import _manifest, _mini_run, _summary
 
 FORKING = REPO / "tests" / "forking_program.py"
 STUDY_S = 240.0
 # The template run's flags (benchmarks/hostile_battery.py), for a --resume of a copy of it.
-TEMPLATE = (
-    "--config=gelu.yaml",
-    "--config.select=xla,matmul_only",
-    "--config.timing.budget_s=0.5",
-    "--config.timing.rounds=3",
-    "--config.problem.m=64",
-    "--config.problem.k=64",
-    "--config.problem.n=64",
-)
+TEMPLATE = ("--config=gelu.yaml", *TEMPLATE_OVERRIDES)
 
 
 def _tagged(tag: str) -> list[int]:
