@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from harness.match.match import Attribution, union_busy_ns
-from harness.match.table_match import AttributedTable, groups_of, members_of, union_ns
-from harness.profile.table import NULL
+from harness.match.table_match import AttributedTable
+from harness.profile.table import NULL, groups_of, members_of, union_ns
 
 _LAUNCHES = ("kernel", "host_thunk")
 

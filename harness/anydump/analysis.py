@@ -41,7 +41,7 @@ from harness.analyze.program import (
     Steps,
 )
 from harness.match.match import MatchReport
-from harness.match.table_match import AttributedTable, groups_of
+from harness.match.table_match import AttributedTable
 from harness.profile.events import DeviceEvent, StepMarker
 from harness.profile.table import NULL, self_ns
 
@@ -253,17 +253,7 @@ class _TableEvents:
         self.attributed = attributed
         table = attributed.table
         self.self_ns = self_ns(table)
-        modules, pids = table.codes["hlo_module"], table.ints["program_id"]
-        first, self.program = groups_of(modules, pids)
-        self.keys: list[ProgramKey | None] = [
-            None
-            if modules[i] == 0
-            else (
-                table.strings["hlo_module"][modules[i]],
-                None if pids[i] == NULL else int(pids[i]),
-            )
-            for i in first.tolist()
-        ]
+        self.keys, self.program = table.programs()
 
     def time_by_program(self) -> dict[ProgramKey, float]:
         if not len(self.program):

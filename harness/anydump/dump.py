@@ -353,22 +353,6 @@ def bind_programs(
     return bound, notes
 
 
-def _program_keys(table: EventTable) -> tuple[list[ProgramKey | None], np.ndarray]:
-    """The distinct programs of the rows (None: outside any program) and each row's index."""
-    modules = table.codes["hlo_module"]
-    pids = table.ints["program_id"]
-    if not len(table):
-        return [], np.zeros(0, dtype=np.int64)
-    pairs, inverse = np.unique(
-        np.stack([modules.astype(np.int64), pids], axis=1), axis=0, return_inverse=True
-    )
-    keys: list[ProgramKey | None] = [
-        None if m == 0 else (table.strings["hlo_module"][m], None if p == NULL else int(p))
-        for m, p in pairs.tolist()
-    ]
-    return keys, inverse.reshape(-1)
-
-
 def attach_profile(
     results: list[ModuleResult],
     xplane: Path,
@@ -388,7 +372,7 @@ def attach_profile(
         raise ValueError(f"--steps must be a positive integer, got {steps}")
     path = find_xplane(xplane) if xplane.is_dir() else xplane
     table, markers = read_table(path)
-    keys, program = _program_keys(table)
+    keys, program = table.programs()
     bound, notes = bind_programs(results, [k for k in keys if k is not None])
     selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
     eager = mode == "eager"

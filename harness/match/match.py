@@ -54,10 +54,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+import numpy as np
+
 from harness.hlo.thunks import CommandBuffer
 from harness.match.command_buffers import Placement, place_events
 from harness.match.gaps import gaps_of
 from harness.profile.events import DeviceEvent, events_to_json
+from harness.profile.table import union_ns
 from harness.records.gaps import AttributionGaps
 from harness.store.records import to_json
 
@@ -400,18 +403,9 @@ def is_library_kernel(name: str) -> bool:
 
 def union_busy_ns(events: Sequence[DeviceEvent]) -> float:
     """Return the length of the union of the events' [start, end) intervals, in ns."""
-    total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted((e.start_ns, e.end_ns) for e in events):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
+    starts = np.array([e.start_ns for e in events], dtype=np.float64)
+    ends = np.array([e.end_ns for e in events], dtype=np.float64)
+    return union_ns(starts, ends)
 
 
 def step_count(

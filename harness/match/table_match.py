@@ -39,7 +39,14 @@ from harness.match.match import (
     reused_twins,
     step_count,
 )
-from harness.profile.table import NULL, EventTable, Interned
+from harness.profile.table import (
+    NULL,
+    EventTable,
+    Interned,
+    groups_of,
+    members_of,
+    union_ns,
+)
 from harness.records.gaps import TOP_UNATTRIBUTED, AttributionGaps, UnattributedKernel
 
 _FIELDS = ("rule", "reason", "module", "cluster", "primitive")
@@ -62,11 +69,6 @@ class AttributedTable:
     ambiguous: np.ndarray
     codes: Mapping[str, np.ndarray]  # rule, reason, module, cluster, primitive
     strings: Mapping[str, tuple[Any, ...]]
-
-    def text(self, field: str) -> np.ndarray:
-        values = np.empty(len(self.strings[field]), dtype=object)
-        values[:] = self.strings[field]
-        return values[self.codes[field]]
 
     def attribution(self, i: int) -> Attribution:
         def get(field: str) -> Any:
@@ -218,25 +220,6 @@ class _Out:
         )
 
 
-def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct combination, each row's combination number), numbered in
-    the combinations' sorted order. Each column is factorized alone and the factors joined in
-    one integer, so a million rows cost a few one-dimensional sorts."""
-    if not len(columns[0]):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    joined = np.zeros(len(columns[0]), dtype=np.int64)
-    span = 1
-    for column in columns:
-        values, factor = np.unique(column, return_inverse=True)
-        if span * len(values) >= 1 << 62:  # too many combinations for one integer
-            joined = np.unique(joined, return_inverse=True)[1].reshape(-1).astype(np.int64)
-            span = int(joined.max()) + 1
-        joined = joined * len(values) + factor.reshape(-1)
-        span *= len(values)
-    _, first, inverse = np.unique(joined, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
-
-
 def _by_signature(
     window: EventTable,
     clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
@@ -340,13 +323,6 @@ def _spread_reused(
         out.spread(rows[moved], which.reshape(-1), found)
 
 
-def members_of(group: np.ndarray, groups: int) -> list[np.ndarray]:
-    """The positions of each group's members, in order."""
-    order = np.argsort(group, kind="stable")
-    bounds = np.searchsorted(group[order], np.arange(groups + 1))
-    return [order[bounds[g] : bounds[g + 1]] for g in range(groups)]
-
-
 def _place(
     window: EventTable,
     out: _Out,
@@ -413,19 +389,6 @@ def _place(
         positions, packed = found
         if len(positions):
             out.assign(members[positions], np.arange(len(positions)), packed)
-
-
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
-    """The length of the union of [start, end) intervals (ns)."""
-    if not len(starts):
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]
-    begin = s[new]
-    last = np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]
-    return float((reach[last] - begin).sum())
 
 
 def report_of_table(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,16 +57,9 @@ class EventTable:
     floats: Mapping[str, np.ndarray]
     codes: Mapping[str, np.ndarray]
     strings: Mapping[str, tuple[Any, ...]]
-    _events: dict[int, DeviceEvent] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.floats["start_ns"])
-
-    def text(self, column: str) -> np.ndarray:
-        """A string column as an object array of its values (None where missing)."""
-        values = np.empty(len(self.strings[column]), dtype=object)
-        values[:] = self.strings[column]
-        return values[self.codes[column]]
 
     def code_of(self, column: str, value: Any) -> int:
         """The code of `value` in a string column, -1 when the column never holds it."""
@@ -89,19 +82,27 @@ class EventTable:
         (a long profile's columns are not copied for nothing)."""
         return self if bool(mask.all()) else self.take(np.flatnonzero(mask))
 
-    def event(self, i: int) -> DeviceEvent:
-        """Row `i` as a DeviceEvent (made once per row and kept)."""
-        found = self._events.get(i)
-        if found is None:
-            found = self._events[i] = self._make(int(i))
-        return found
-
     def events(self, rows: Iterable[int] | None = None) -> tuple[DeviceEvent, ...]:
-        """The given rows (every row by default) as DeviceEvents, not kept."""
+        """The given rows (every row by default) as DeviceEvents."""
         indices = range(len(self)) if rows is None else rows
-        return tuple(self._make(int(i)) for i in indices)
+        return tuple(self.event(int(i)) for i in indices)
 
-    def _make(self, i: int) -> DeviceEvent:
+    def programs(self) -> tuple[list[tuple[str, int | None] | None], np.ndarray]:
+        """The distinct (module, program id) pairs of the rows (None: outside any program),
+        sorted, and each row's index into them."""
+        modules, pids = self.codes["hlo_module"], self.ints["program_id"]
+        first, inverse = groups_of(modules, pids)
+        keys = [
+            None
+            if modules[i] == 0
+            else (self.strings["hlo_module"][modules[i]], None if pids[i] == NULL else int(pids[i]))
+            for i in first.tolist()
+        ]
+        return keys, inverse
+
+    def event(self, i: int) -> DeviceEvent:
+        """Row `i` as a DeviceEvent."""
+
         def get_int(name: str) -> int | None:
             value = int(self.ints[name][i])
             return None if value == NULL else value
@@ -219,6 +220,45 @@ class Interned:
             code = self.code[value] = len(self.values)
             self.values.append(value)
         return code
+
+
+def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct combination, each row's combination number), numbered in
+    the combinations' sorted order. Each column is factorized alone and the factors joined in
+    one integer, so a million rows cost a few one-dimensional sorts."""
+    if not len(columns[0]):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    joined = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1
+    for column in columns:
+        values, factor = np.unique(column, return_inverse=True)
+        if span * len(values) >= 1 << 62:  # too many combinations for one integer
+            joined = np.unique(joined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(joined.max()) + 1
+        joined = joined * len(values) + factor.reshape(-1)
+        span *= len(values)
+    _, first, inverse = np.unique(joined, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def members_of(group: np.ndarray, groups: int) -> list[np.ndarray]:
+    """The positions of each group's members, in order."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(groups + 1))
+    return [order[bounds[g] : bounds[g + 1]] for g in range(groups)]
+
+
+def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
+    """The length of the union of [start, end) intervals (ns)."""
+    if not len(starts):
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    begin = s[new]
+    last = np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]
+    return float((reach[last] - begin).sum())
 
 
 def self_ns(table: EventTable) -> np.ndarray:
