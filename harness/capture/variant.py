@@ -231,7 +231,9 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     # reference (and its note) is what is kept. A jit on the CPU: never beside a measurement.
     pending = reference.Pending(
         program.reference_key(p, exp.program.kwargs, seed),
-        lambda: references.reference_for(p, exp.program.kwargs, args, seed),
+        lambda: references.reference_for(
+            p, exp.program.kwargs, args, seed, exp.measure.reference_max_flops
+        ),
     )
 
     def judge(y: Any) -> Numerics:

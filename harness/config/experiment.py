@@ -191,6 +191,13 @@ class Measure:
     numerics_rows: int = ranged(
         256, 1, 1 << 20, "rows of y checked against the float64 reference (a program: all of it)"
     )
+    reference_max_flops: float = ranged(
+        2e12,
+        0,
+        1e18,
+        "a program study's FLOPs per call above which no CPU reference is made (the accuracy "
+        "question reads not measured; the compiler-effect question is still asked)",
+    )
     numerics_pass_compiles: int = ranged(
         0,
         0,
