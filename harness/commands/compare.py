@@ -18,12 +18,18 @@ from harness.report import compare, data
 from harness.store import io
 
 
-def compare_runs(
+def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, tuple[FindingChange, ...]]:
+    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths and
+    the findings of both runs as it lists them (`compared_lines` adds the lines diffed)."""
+    md, html, found, _ = compared_lines(a, b, out)
+    return md, html, found
+
+
+def compared_lines(
     a: Path, b: Path, out: Path
 ) -> tuple[Path, Path, tuple[FindingChange, ...], tuple[LineChange, ...]]:
-    """Writes out/compare.md and out/compare.html for runs a and b; returns their paths, the
-    findings of both runs as it lists them and the source lines diffed. The rules conclude (harness.findings.compare),
-    the report renders (harness.report.compare)."""
+    """`compare_runs`, and the source lines diffed, the lines that moved first. The rules
+    conclude (harness.findings.compare), the report renders (harness.report.compare)."""
     ra, rb = data.load_run(a), data.load_run(b)
     compared = rules.compare_runs(ra.summary, ra.manifest, rb.summary, rb.manifest)
     # Per source line and kind of work, with intervals: measured from each run's profiled
@@ -41,7 +47,7 @@ def main(argv: Sequence[str]) -> int:
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
     out = out or str(compare.default_out(ra, rb))
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
-        md, html, found, lines = compare_runs(ra, rb, target)
+        md, html, found, lines = compared_lines(ra, rb, target)
     moved_lines = [
         f"{c.verdict}: `{c.variant}` {c.line} ({c.work}) {c.a_s * 1e3:.3f} -> {c.b_s * 1e3:.3f} ms"
         for c in lines
