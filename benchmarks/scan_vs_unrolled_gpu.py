@@ -18,6 +18,8 @@ from pathlib import Path
 from absl import app, flags
 
 from benchmarks.study_pairs import program_config, study
+from harness import findings as rules
+from harness.findings import explain
 from harness.records.summary import load_summary
 
 _OUT = flags.DEFINE_string("out", None, "Folder for the run and summary.json.")
@@ -59,7 +61,13 @@ def main(argv: list[str]) -> None:
     mine = next((f for f in pairs if f.variant == "scanned"), None)
     result: dict = {"run": str(run), "found": mine is not None}
     if mine is not None:
-        d = mine.decomposition
+        # The decomposition even where the run could not resolve the ratio (it is not ranked
+        # then, but its parts are still measured): what the "why" would lead with.
+        facts = rules.read_facts(run, load_summary(run / "summary.json"))
+        v, ref = facts.variant("scanned"), facts.variant("unrolled")
+        d = mine.decomposition or (explain.decompose(v, ref) if v and ref else None)
+        if not mine.why and d is not None:
+            print(f"decomposition (not ranked): {explain.sentence(d)}")
         result |= {
             "what": mine.what,
             "why": mine.why,
