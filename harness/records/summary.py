@@ -46,7 +46,7 @@ from harness.store.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.store.runfolder import TIMING_FILE as TIMING_FILE
 from harness.store.runfolder import one_component
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 # --- identity ---------------------------------------------------------------------------------

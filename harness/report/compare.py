@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.analyze.crossrun import ladder_divergence
 from harness.common import fmt
-from harness.records.compare import FindingChange, RunsCompared
+from harness.records.compare import NO_LINE_VERDICT, FindingChange, LineChange, RunsCompared
 from harness.records.run_files import ClusterEntry
 from harness.report import doc, unresolved
 from harness.report.data import MISSING, RunData, VariantData
@@ -221,6 +221,56 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
     return blocks
 
 
+LINES_SHOWN = 40  # rows of the line table: every line that moved, then the largest others
+
+
+def _seconds_ci(ci: tuple[float, float]) -> str:
+    return f"{ci[0] * 1e3:+.3f} to {ci[1] * 1e3:+.3f} ms"
+
+
+def _verdict_cell(c: LineChange) -> str:
+    if c.verdict != NO_LINE_VERDICT:
+        return c.verdict
+    if c.floor != c.floor:  # NaN: a run without a resolved A/A floor
+        return "no verdict (a run could not resolve differences)"
+    return f"no verdict ({c.steps[0]} and {c.steps[1]} profiled steps)"
+
+
+def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
+    """Device time a step per source line and kind of work, side by side, each difference
+    with its bootstrap interval; the lines that moved lead (harness.analyze.line_diff
+    decided which)."""
+    if not lines:
+        return []
+    moved = [c for c in lines if c.moved]
+    shown = [*moved, *[c for c in lines if not c.moved][: max(0, LINES_SHOWN - len(moved))]]
+    floors = {c.floor for c in lines if c.floor == c.floor}  # NaN: no verdict
+    head = (
+        f"{len(moved)} of {len(lines)} lines moved beyond both runs' noise"
+        + (f" (floor {fmt.pct(max(floors))})" if floors else "")
+        + "; intervals resample each run's profiled steps"
+    )
+    return [
+        Heading(2, "Source lines", "lines"),
+        Para(head + "."),
+        Table(
+            ("variant", "source line", "kind of work", "a", "b", "b − a (95% CI)", "verdict"),
+            tuple(
+                (
+                    doc.literal(c.variant),
+                    doc.literal(c.line.rsplit("/", 1)[-1]),
+                    c.work,
+                    fmt.ms(c.a_s),
+                    fmt.ms(c.b_s),
+                    f"{(c.b_s - c.a_s) * 1e3:+.3f} ms ({_seconds_ci(c.ci95_s)})",
+                    _verdict_cell(c),
+                )
+                for c in shown
+            ),
+        ),
+    ]
+
+
 def compare_blocks(
     ra: RunData,
     rb: RunData,
@@ -236,6 +286,7 @@ def compare_blocks(
     blocks: list[Block] = [
         Heading(1, f"Comparison: {doc.literal(ra.run_id)} against {doc.literal(rb.run_id)}"),
         Bullets((f"a = {_run_label(ra)}", f"b = {_run_label(rb)}")),
+        *line_blocks(compared.lines),
         *ground_blocks(ra, rb, compared),
         *finding_blocks(ra, rb, compared.findings),
         Heading(2, "Environment"),
