@@ -11,6 +11,7 @@ from absl import flags
 from harness.commands import cli
 from harness.common import terminal
 from harness.findings import compare as rules
+from harness.hlo.diverge import ladder_divergence
 from harness.records.compare import FindingChange
 from harness.report import compare, data
 from harness.store import io
@@ -22,7 +23,8 @@ def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, tuple[Finding
     the report renders (harness.report.compare)."""
     ra, rb = data.load_run(a), data.load_run(b)
     compared = rules.compare_runs(ra.summary, ra.manifest, rb.summary, rb.manifest)
-    md, html = compare.write(ra, rb, compared, out)
+    divergences = {name: ladder_divergence(*irs) for name, irs in compare.ladders(ra, rb).items()}
+    md, html = compare.write(ra, rb, compared, divergences, out)
     return md, html, compared.findings
 
 

@@ -61,6 +61,7 @@ from harness.config.experiment import FRONTEND_MODULES, ConfigError
 from harness.config.schema import from_plain
 from harness.config.timing import max_budget_s
 from harness.frontends import registry
+from harness.frontends.contract import Context
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import DistancesFile, PassSearch
 from harness.records.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
@@ -249,8 +250,6 @@ class Worker:
         send("configured")
 
     def capture(self, job: dict[str, Any]) -> None:
-        from harness.capture.variant import Context  # imports JAX: loaded only when called
-
         workdir = Path(job["workdir"])
         if self.group is not None:
             processes.write_info(workdir, self.member)

@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.capture.variant import Captured, Context, analytic_flops
 from harness.common import userfiles
 from harness.common.bounded import BoundedText
 from harness.config.experiment import Experiment, Variant
+from harness.frontends.contract import Captured, Context, analytic_flops
 from harness.frontends.modes import Mode
 from harness.frontends.torch import env
 from harness.frontends.torch import expression as tx
@@ -54,7 +54,7 @@ from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pause
 from harness.records.torch_facts import TorchFacts
 from harness.store import io
 from harness.store.runfolder import RECOMPILE_FILE, TORCH_TRACE_FILE, VariantFolder
-from harness.variants import expression
+from harness.variants import accuracy
 
 PROFILE_FILE = TORCH_TRACE_FILE
 # Triton's per-kernel files, by ladder stage.
@@ -191,9 +191,9 @@ def profile_steps(
 
 
 def _numerics(exp: Experiment, variant: Variant, y: Any) -> Any:
-    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+    rows = accuracy.sample_rows(variant.problem.m, exp.measure.numerics_rows)
     ref = tx.reference(variant, exp.seed, rows)
-    return expression.numerics(tx.to_numpy(y), ref, rows, expression.tolerance(variant.problem))
+    return accuracy.numerics(tx.to_numpy(y), ref, rows, accuracy.tolerance(variant.problem))
 
 
 # --- eager ------------------------------------------------------------------------------------
