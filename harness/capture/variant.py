@@ -54,7 +54,12 @@ from harness.records.summary import (
     XlaCost,
 )
 from harness.store import io
-from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
+from harness.store.runfolder import (
+    CALLBACK_OUTPUT_FILE,
+    EXPECTED_ERROR_FILE,
+    RECOMPILE_FILE,
+    VariantFolder,
+)
 from harness.variants import accuracy, expression, program, program_mesh, references, sharded
 
 
@@ -290,7 +295,7 @@ def capture_variant(
         ctx.turn.end()  # a capture that raised hands the device on too
     printed = buffer.getvalue()
     if printed:
-        io.write_text(ctx.variant_dir / "callback_output.txt", printed)
+        io.write_text(ctx.variant_dir / CALLBACK_OUTPUT_FILE, printed)
     record = dataclasses.replace(
         record,
         callback_lines=buffer.line_count(),
@@ -584,7 +589,7 @@ def _expected_trace_error(variant: Variant, subject: Subject, ctx: Context) -> C
         jax.jit(subject.fn).trace(*subject.placed.args)
     except jax.errors.ConcretizationTypeError as e:
         message = str(e)
-        io.write_text(ctx.variant_dir / "expected_error.txt", message + "\n")
+        io.write_text(ctx.variant_dir / EXPECTED_ERROR_FILE, message + "\n")
         return CaptureRecord(
             status="ok",
             reason="expected: JAX cannot branch in Python on a traced value inside jit",

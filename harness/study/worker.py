@@ -67,7 +67,7 @@ from harness.records.numerics import DistancesFile, PassSearch
 from harness.records.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
 from harness.store import io
 from harness.store.records import from_json, to_json
-from harness.store.runfolder import TIMING_FILE, RunFolder
+from harness.store.runfolder import ERROR_FILE, TIMING_FILE, RunFolder
 from harness.timing import stage
 
 EVENTS: Any = None
@@ -301,7 +301,7 @@ class Worker:
             except Exception as e:
                 if isinstance(e, _group_faults()):
                     raise  # the group cannot go on: harness.study.worker.main reports it
-                io.write_text(vdir / "error.txt", traceback.format_exc())
+                io.write_text(vdir / ERROR_FILE, traceback.format_exc())
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 record = CaptureRecord(
                     status="failed",
