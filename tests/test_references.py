@@ -26,6 +26,7 @@ import pytest
 from harness.capture import variant as capture_variant
 from harness.config import load
 from harness.config.experiment import Program
+from harness.frontends.contract import Context
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import AccuracyFile
 from harness.store.runfolder import VariantFolder
@@ -172,7 +173,7 @@ def test_without_any_reference_each_variant_is_still_compared_with_the_baseline(
             .lower(*subject.placed.args)
             .compile(compiler_options=dict(v.xla_options))
         )
-        ctx = capture_variant.Context(variant_dir=tmp_path / v.name, platform="cpu")
+        ctx = Context(variant_dir=tmp_path / v.name, platform="cpu")
         (tmp_path / v.name).mkdir()
         assert capture_variant._judged(subject, compiled(*subject.placed.args), ctx) is None
         assert [f.probe for f in ctx.failures] == ["numerics"]  # accuracy: not measured (why)

@@ -18,9 +18,9 @@ import pytest
 from fixture_root import fixtures_root
 
 from harness.analyze import files, guarded
-from harness.capture.variant import Context
 from harness.config import ConfigError, load
 from harness.config.experiment import Problem, Variant, framework_baselines
+from harness.frontends.contract import Context
 from harness.frontends.roles import framework_of, roles_of
 from harness.frontends.torch import capture, sections
 from harness.frontends.torch import expression as tx

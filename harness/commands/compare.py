@@ -13,6 +13,7 @@ from harness.analyze import line_diff
 from harness.commands import cli
 from harness.common import terminal
 from harness.findings import compare as rules
+from harness.hlo.diverge import ladder_divergence
 from harness.records.compare import FindingChange, LineChange
 from harness.report import compare, data
 from harness.store import io
@@ -35,7 +36,8 @@ def compared_lines(
     # Per source line and kind of work, with intervals: measured from each run's profiled
     # steps, so it is the analysis stage's, not a rule over the summaries.
     compared = dataclasses.replace(compared, lines=line_diff.compare_lines(a, b))
-    md, html = compare.write(ra, rb, compared, out)
+    divergences = {name: ladder_divergence(*irs) for name, irs in compare.ladders(ra, rb).items()}
+    md, html = compare.write(ra, rb, compared, divergences, out)
     return md, html, compared.findings, compared.lines
 
 

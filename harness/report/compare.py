@@ -18,11 +18,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analyze.crossrun import ladder_divergence
 from harness.common import fmt
 from harness.records.compare import NO_LINE_VERDICT, FindingChange, LineChange, RunsCompared
 from harness.records.run_files import ClusterEntry
@@ -105,14 +104,17 @@ def per_flop(v: VariantData) -> str:
 
 
 def variant_change(
-    ra: RunData, a: VariantData, rb: RunData, b: VariantData, compared: RunsCompared
+    a: VariantData,
+    b: VariantData,
+    compared: RunsCompared,
+    divergences: Mapping[str, tuple[str, str]],
 ) -> VariantChange:
     """Returns what changed for one variant between the two runs, with the rules' verdict."""
     added, removed = cluster_changes(a, b)
     # Two problems of different sizes pair per FLOP, never as a step ratio.
     step = step_cell(a, b) if compared.same_problem else _arrow(per_flop(a), per_flop(b))
     verdict = compared.verdict(a.name) or MISSING
-    stage, detail = divergence(ra, a, rb, b)
+    stage, detail = divergence(a, b, divergences)
     ka, kb = a.summary.profile.kernels_per_step, b.summary.profile.kernels_per_step
     return VariantChange(
         name=a.name,
@@ -132,14 +134,31 @@ def variant_change(
     )
 
 
-def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
-    """Returns (stage, detail) where the two ladders first differ (harness.analyze.crossrun)."""
-
+def divergence(
+    a: VariantData, b: VariantData, divergences: Mapping[str, tuple[str, str]]
+) -> tuple[str, str]:
+    """Returns (stage, detail) where the two ladders first differ, as the command found it
+    (harness.hlo.diverge.ladder_divergence over `ladders`: the report reads no IR)."""
     if not a.stages or not b.stages:
         return MISSING, "one of the runs has no IR ladder for this variant"
-    return ladder_divergence(
-        RunFolder(ra.path).variant(a.name).ir, RunFolder(rb.path).variant(b.name).ir
-    )
+    return divergences[a.name]
+
+
+def _pairs(ra: RunData, rb: RunData) -> Iterator[tuple[VariantData, VariantData]]:
+    """Each variant of run a that run b holds too, both of which ran."""
+    for va in ra.variants:
+        if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok:
+            yield va, vb
+
+
+def ladders(ra: RunData, rb: RunData) -> dict[str, tuple[Path, Path]]:
+    """The IR ladder folders, a's and b's, of each variant the page compares, by name: what
+    the command diverges before the page is rendered."""
+    return {
+        va.name: (RunFolder(ra.path).variant(va.name).ir, RunFolder(rb.path).variant(vb.name).ir)
+        for va, vb in _pairs(ra, rb)
+        if va.stages and vb.stages
+    }
 
 
 def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -> list[Block]:
@@ -336,14 +355,16 @@ def compare_blocks(
     return tuple(blocks)
 
 
-def write(ra: RunData, rb: RunData, compared: RunsCompared, out: Path) -> tuple[Path, Path]:
+def write(
+    ra: RunData,
+    rb: RunData,
+    compared: RunsCompared,
+    divergences: Mapping[str, tuple[str, str]],
+    out: Path,
+) -> tuple[Path, Path]:
     """Writes out/compare.md and out/compare.html for runs a and b, as the rules compared them
-    (harness.findings.compare); returns their paths."""
-    changes = [
-        variant_change(ra, va, rb, vb, compared)
-        for va in ra.variants
-        if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok
-    ]
+    (harness.findings.compare), with each of `ladders`' first divergence; returns their paths."""
+    changes = [variant_change(va, vb, compared, divergences) for va, vb in _pairs(ra, rb)]
     blocks = compare_blocks(ra, rb, changes, compared)
     md = io.write_text(out / "compare.md", doc.to_markdown(blocks))
     html = io.write_text(out / "compare.html", doc.to_html(blocks, f"{ra.run_id} vs {rb.run_id}"))

@@ -46,7 +46,7 @@ from harness.report import write_report as render
 from harness.report.conclusion import conclusion
 from harness.store import io, runfolder
 from harness.store.records import SchemaError, from_json, to_json
-from harness.store.runfolder import RunFolder, VariantFolder
+from harness.store.runfolder import ERROR_FILE, RunFolder, VariantFolder
 from harness.study import group, lifecycle
 from harness.study.pipeline import EachInItsOwn, crash_record, fresh_variant_dir
 from harness.study.runs import finished_status
@@ -575,7 +575,7 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         print(terminal.shown(line), flush=True)
     if failed:
         print(
-            f"failed variants: {', '.join(failed)} (see variants/<name>/error.txt)",
+            f"failed variants: {', '.join(failed)} (see variants/<name>/{ERROR_FILE})",
             file=sys.stderr,
             flush=True,
         )
