@@ -247,6 +247,10 @@ def _seconds_ci(ci: tuple[float, float]) -> str:
     return f"{ci[0] * 1e3:+.3f} to {ci[1] * 1e3:+.3f} ms"
 
 
+def _ratio_ci(ci: tuple[float, float] | None) -> str:
+    return "new in b" if ci is None else f"{ci[0]:.3f}× to {ci[1]:.3f}×"
+
+
 def _verdict_cell(c: LineChange) -> str:
     if c.verdict != NO_LINE_VERDICT:
         return c.verdict
@@ -273,7 +277,16 @@ def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
         Heading(2, "Source lines", "lines"),
         Para(head + "."),
         Table(
-            ("variant", "source line", "kind of work", "a", "b", "b − a (95% CI)", "verdict"),
+            (
+                "variant",
+                "source line",
+                "kind of work",
+                "a",
+                "b",
+                "b − a (95% CI)",
+                "b / a (95% CI)",
+                "verdict",
+            ),
             tuple(
                 (
                     doc.literal(c.variant),
@@ -282,6 +295,7 @@ def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
                     fmt.ms(c.a_s),
                     fmt.ms(c.b_s),
                     f"{(c.b_s - c.a_s) * 1e3:+.3f} ms ({_seconds_ci(c.ci95_s)})",
+                    _ratio_ci(c.ratio_ci95),
                     _verdict_cell(c),
                 )
                 for c in shown
