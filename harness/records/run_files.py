@@ -295,11 +295,19 @@ class MatchTotals:
 
 @dataclass(frozen=True)
 class KernelsFile:
-    """Every event of the steady window, each with the cluster it is attributed to."""
+    """The match of the steady window's events: its totals, and where every event is."""
 
     schema_version: int = doc("this file's version (harness.records.run_files.KERNELS)")
     match: MatchTotals | None = doc("the match's totals")
-    events: tuple[KernelEvent, ...] = doc("every event, in the profile's order", ())
+    events: tuple[KernelEvent, ...] = doc(
+        "version 1: every event, in the profile's order (since version 2 they are in "
+        "`events_file`; harness.records.events_file reads either)",
+        (),
+    )
+    events_file: str | None = doc(
+        "the file beside it holding every event and its attribution (events.parquet); null in "
+        "version 1"
+    )
 
 
 # --- variants/<name>/passes.json ------------------------------------------------------------------
@@ -615,7 +623,9 @@ MANIFEST = FileKind(
 )
 CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
-KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)
+# Version 2 keeps the events in events.parquet (`events_file`): a version-1 file reads with
+# its events where they were, which harness.records.events_file reads and migrate moves.
+KERNELS = FileKind(runfolder.KERNELS_FILE, KernelsFile, 2, {0: _versioned(1), 1: _versioned(2)})
 PASSES = _first(runfolder.PASSES_FILE, PassesFile)
 COMPILE = _first(runfolder.COMPILE_FILE, CompileFile)
 TIMINGS = _first(runfolder.TIMINGS_FILE, TimingsFile)

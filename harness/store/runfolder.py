@@ -38,7 +38,8 @@ FAULTS_FILE = "faults.json"
 RESULT_FILE = "result.json"
 TIMINGS_FILE = "timings.json"  # the capture's blocked latencies (not the run's timing.json)
 FUSIONS_FILE = "fusions.json"
-KERNELS_FILE = "kernels.json"
+KERNELS_FILE = "kernels.json"  # the match's totals (every event until its version 2)
+EVENTS_FILE = "events.parquet"  # every event of the steady window and its attribution
 PASSES_FILE = "passes.json"
 COMPILE_FILE = "compile.json"
 COST_FILE = "cost.json"
@@ -86,6 +87,7 @@ RESERVED_NAMES = frozenset(
         TIMINGS_FILE,
         FUSIONS_FILE,
         KERNELS_FILE,
+        EVENTS_FILE,
         PASSES_FILE,
         COMPILE_FILE,
         COST_FILE,
@@ -158,6 +160,10 @@ class VariantFolder:
     @property
     def kernels(self) -> Path:
         return self.root / KERNELS_FILE
+
+    @property
+    def events(self) -> Path:
+        return self.root / EVENTS_FILE
 
     @property
     def passes(self) -> Path:
