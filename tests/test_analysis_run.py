@@ -144,3 +144,16 @@ def test_events_parquet_holds_every_event_as_the_match_attributed_it(cpu_run, na
             key = f"{r.hlo_module}:{r.cluster or r.primitive}"
             launches[key] = launches.get(key, 0.0) + 1 / kernels.match.steps
     assert launches == pytest.approx(kernels.match.launches_per_cluster)
+
+
+def test_the_manifest_states_the_folders_size_by_kind_and_the_report_says_it(cpu_run):
+    """Written when the run ended, the sizes sum to every file of the folder but the manifest
+    (a file the IR ladder links from the dump counted once); the pages say them in one line."""
+    manifest = run_files.load(run_files.MANIFEST, cpu_run / "manifest.json")
+    files = [p for p in cpu_run.rglob("*") if p.is_file() and not p.is_symlink()]
+    distinct = {p.stat().st_ino: p.stat().st_size for p in files if p.name != "manifest.json"}
+    assert sum(manifest.sizes.values()) == sum(distinct.values())
+    assert manifest.sizes["dumps"] > 0 and manifest.sizes["profiles"] > 0
+    assert manifest.sizes["events"] > 0 and manifest.sizes["reports"] > 0
+    line = next(x for x in (cpu_run / "details.md").read_text().splitlines() if "run folder" in x)
+    assert "dumps" in line and "profiles" in line and "events" in line

@@ -122,6 +122,12 @@ class Manifest:
     xplane: str | None = doc("`python -m harness.analyze`: the profile it read")
     ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
     invocation: Invocation | None = doc("how it was started (null before manifest version 2)")
+    sizes: dict[str, int] | None = doc(
+        "the run folder's bytes by kind of file (harness.store.runfolder.SIZE_KINDS: dumps, ir, "
+        "profiles, events, timeline, logs, records, reports, other), every file but this one, "
+        "a file linked twice once; written when the analysis ends and again when the run does "
+        "(null before manifest version 4)"
+    )
 
     @property
     def saved_config(self) -> SavedConfig:
@@ -614,12 +620,12 @@ def _versions_by_frontend(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 # Version 2 added `invocation`: a manifest of version 1 reads with it absent. Version 3
-# records each frontend's versions (`environment.versions`).
+# records each frontend's versions (`environment.versions`); version 4 the folder's `sizes`.
 MANIFEST = FileKind(
     runfolder.MANIFEST_FILE,
     Manifest,
-    3,
-    {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend},
+    4,
+    {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend, 3: _versioned(4)},
 )
 CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
