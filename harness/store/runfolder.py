@@ -152,12 +152,14 @@ def size_kind(relative: str) -> str:
 
 def sizes_by_kind(root: Path) -> dict[str, int]:
     """The bytes of every regular file under the run folder `root` by kind (SIZE_KINDS, each
-    present), the manifest itself apart (its size is what it says). A file linked twice (the
-    IR ladder's links into the dump) counts once, under the kind of its first path in
-    sorted order; links to other files are not followed."""
+    present), the manifest itself and the references the study deletes when it ends apart. A
+    file linked twice (the IR ladder's links into the dump) counts once, under the kind of its
+    first path in sorted order; links to other files are not followed."""
     sizes = dict.fromkeys(SIZE_KINDS, 0)
     seen: set[tuple[int, int]] = set()
     for folder, dirs, files in os.walk(root):
+        if Path(folder) == root:  # the float64 references, deleted when the study ends
+            dirs[:] = [d for d in dirs if not d.startswith(REFERENCES_DIR)]
         dirs.sort()
         for name in sorted(files):
             path = Path(folder) / name
