@@ -37,11 +37,13 @@ from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport
-from harness.match.table_match import match_table
+from harness.match.table_match import arrow_slices, match_table
 from harness.profile.events import DeviceEvent, StepMarker, find_xplane
 from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
+from harness.records import events_file
 from harness.store import io
+from harness.store.runfolder import EVENTS_FILE
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
@@ -443,7 +445,7 @@ def attach_profile(
         mode=mode,  # type: ignore[arg-type]
         command_buffers=command_buffers(results, bound),
     )
-    write_events(out / EVENTS_FILE, report)
+    events_file.write(out / EVENTS_FILE, arrow_slices(report))
     io.write_json(
         out / "kernels.json",
         {
@@ -458,44 +460,9 @@ def attach_profile(
     return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
 
 
-EVENTS_FILE = "events.parquet"
-
-
-# Rows of events.parquet converted and written at a time: the Arrow form of a slice, not of a
-# profile of millions of events, is what the writer holds.
-EVENTS_SLICE = 262_144
-
-
-def write_events(path: Path, report: MatchReport) -> None:
-    """events.parquet: every event of the steady window with its attribution, one row each
-    (string columns dictionary-encoded, zstd), written a slice at a time, atomically."""
-    import pyarrow.parquet as pq
-
-    attributed = report.attributions.attributed  # type: ignore[attr-defined]
-    partial = path.with_name(path.name + ".partial")
-    writer = None
-    try:
-        for lo in range(0, max(1, len(attributed.table)), EVENTS_SLICE):
-            rows = np.arange(lo, min(lo + EVENTS_SLICE, len(attributed.table)))
-            part = attributed.rows(rows)
-            arrow = part.table.to_arrow(part.arrow_columns())
-            if writer is None:
-                writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd")
-            writer.write_table(arrow)
-    finally:
-        if writer is not None:
-            writer.close()
-    partial.replace(path)
-
-
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The rows of an events.parquet (each a dict of its columns), through the one reader."""
-    import io as bytes_io
-
-    import pyarrow.parquet as pq
-
-    data = userfiles.read_bytes(path, userfiles.PROFILE)
-    return pq.read_table(bytes_io.BytesIO(data)).to_pylist()
+    """The rows of an events.parquet (each a dict of its columns), through its one reader."""
+    return events_file.read_table(path).to_pylist()
 
 
 def _one_per_run(window: EventTable, rows: np.ndarray) -> list[DeviceEvent]:

@@ -22,7 +22,7 @@ from harness.findings.control_flow_facts import ControlFlowFacts, control_flow_f
 from harness.frontends import registry
 from harness.hlo import work
 from harness.match import step_events
-from harness.records import ladder, run_files
+from harness.records import events_file, ladder, run_files
 from harness.records.by_role import all_with_role, first_with_role
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.processes import ProcessesSummary
@@ -372,7 +372,12 @@ def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFa
     kinds = {c.name: c.kind for c in clusters}
     has_control = looping or any(k in ("conditional", "while") for k in kinds.values())
     flow = (
-        control_flow_facts(cost, run_files.load_if_present(run_files.KERNELS, vdir.kernels), kinds)
+        control_flow_facts(
+            cost,
+            run_files.load_if_present(run_files.KERNELS, vdir.kernels),
+            events_file.read(vdir),
+            kinds,
+        )
         if has_control
         else ControlFlowFacts()
     )

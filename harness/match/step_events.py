@@ -1,17 +1,16 @@
 """The one reader of a variant's per-step, per-event data: each attributed device event of the
 profiled steps, with its step and its cluster.
 
-Today it is kernels.json (every event of the steady window); the events are moving into
-events.parquet behind a reader of their own, and then this function alone changes. Everything
-that needs events per step (the decomposition's launch gaps, compare's lines with their
-intervals) reads them here and never names the file.
+The events come through their one reader (harness.records.events_file: events.parquet, or an
+old run's kernels.json). Everything that needs events per step (the decomposition's launch
+gaps, compare's lines with their intervals) reads them here and never names the file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.records import run_files
+from harness.records import events_file
 from harness.store.runfolder import VariantFolder
 
 
@@ -34,12 +33,9 @@ class StepEvent:
 def step_events(variant: VariantFolder) -> tuple[StepEvent, ...]:
     """Returns the variant's events of its profiled steps, in the profile's order (none where
     it has no profile, or an event carries no step)."""
-    kernels = run_files.load_if_present(run_files.KERNELS, variant.kernels)
-    if kernels is None:
-        return ()
     return tuple(
         StepEvent(e.step, e.cluster, e.device, e.stream, e.start_ns, e.duration_ns)
-        for e in kernels.events
+        for e in events_file.read(variant)
         if e.step is not None
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.common import fmt
@@ -421,6 +421,14 @@ def _worst_leaf(n: Any, failure: bool | None = None) -> str:
     return f"{where}{fmt.sci(n.rel_fro_err)} (tol {fmt.sci(n.tolerance)}) {verdict}"
 
 
+def folder_size(sizes: Mapping[str, int]) -> str:
+    """The run folder's size in one line: its total, then each kind that holds bytes, the
+    largest first (`14.1 MB: dumps 6.93 MB, profiles 4.32 MB, ...`)."""
+    kinds = sorted((k for k, n in sizes.items() if n), key=lambda k: (-sizes[k], k))
+    parts = ", ".join(f"{k} {fmt.si(sizes[k], 'B')}" for k in kinds)
+    return f"{fmt.si(sum(sizes.values()), 'B')}: {parts}" if parts else fmt.si(0, "B")
+
+
 def environment_blocks(run: RunData) -> list[Block]:
     env = run.environment
     m = run.manifest
@@ -441,6 +449,8 @@ def environment_blocks(run: RunData) -> list[Block]:
                 ", ".join(f"{k.removesuffix('_s')} {fmt.secs(val)}" for k, val in stages.items()),
             ),
         )
+    if m.sizes:
+        rows += (("run folder", folder_size(m.sizes)),)
     out: list[Block] = [Heading(2, "Environment", "environment"), Table(("what", "value"), rows)]
     if m.overrides:
         out.append(

@@ -555,10 +555,14 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
                 study.manifest["notes"] = notes
             failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
             study.settle(
-                "failed" if failed else "complete", stages_s=seconds, workers=session.workers
+                "failed" if failed else "complete",
+                stages_s=seconds,
+                workers=session.workers,
+                sizes=runfolder.sizes_by_kind(workdir),
             )
 
         summary = _stages(config, workdir, session, resume, seconds, notes, settle, ended)
+        study.manifest["sizes"] = runfolder.sizes_by_kind(workdir)  # the pages and logs too
         study.write()  # with report_s
     if study.stopped is not None:
         return _stopped(study.stopped, exp, workdir, session, study.manifest)
