@@ -136,7 +136,7 @@ class Search:
         """Compiles the new points; returns the names of those whose programs are new.
         `beyond_budget`: the attribution's points, compiled past the candidate budget."""
         fresh = []
-        for point in points:
+        for point in (space.normalised(p, self.base) for p in points):
             if point in self.points.values():
                 continue
             if self.points and not beyond_budget and self.out_of_budget():
@@ -361,7 +361,7 @@ def attribute(search: Search, best: str | None) -> tuple[tuple[Attribution, ...]
     by_point = {p: n for n, p in search.points.items()}
     ablated = {}
     for dim, p in dims:
-        c = search.records.get(by_point.get(p, ""))
+        c = search.records.get(by_point.get(space.normalised(p, search.base), ""))
         ablated[dim] = c.same_program_as or c.name if c and c.status != "failed" else None
     order = [best, *dict.fromkeys(n for n in ablated.values() if n and n != best)]
     timed = search.timed_stage(order)

@@ -88,6 +88,23 @@ class Point:
         return ", ".join(parts) or "as configured"
 
 
+def normalised(point: Point, base: Variant) -> Point:
+    """The point without the knobs and dtypes it sets to the base variant's own values: one
+    configuration is one point, so a grid, which lists the base's value of every knob, does
+    not compile the default twice."""
+    own = base.program.kwargs
+
+    def same(k: str, v: Any) -> bool:
+        return k in own and (type(own[k]), own[k]) == (type(v), v)
+
+    return dataclasses.replace(
+        point,
+        kwargs=tuple((k, v) for k, v in point.kwargs if not same(k, v)),
+        params_dtype=None if point.params_dtype == base.program.w_dtype else point.params_dtype,
+        inputs_dtype=None if point.inputs_dtype == base.program.dtype else point.inputs_dtype,
+    )
+
+
 def variant_for(base: Variant, name: str, point: Point) -> Variant:
     """Returns the base variant changed to the point's configuration, under a new name."""
     options = {**base.xla_options, **dict(point.options)}
