@@ -8,10 +8,10 @@ keys are unchanged); the keys added since read as absent in an older search.json
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from harness.records.summary import Verdict
 from harness.store.records import EMPTY, Plain, doc
@@ -151,7 +151,23 @@ def config_lines(c: Candidate) -> str:
     if c.w_dtype or c.gelu:
         entry["problem"] = {k: v for k, v in (("w_dtype", c.w_dtype), ("gelu", c.gelu)) if v}
     entry["xla_options"] = dict(c.xla_options)
-    return "\n".join(
-        f"{key}: {yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()}"
-        for key, value in entry.items()
-    )
+    return "\n".join(f"{key}: {_flow(value)}" for key, value in entry.items())
+
+
+# A string YAML reads back as that string when written bare; any other is written quoted.
+_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"})
+
+
+def _flow(value: Any) -> str:
+    """A value as YAML flow text that reads back as the same value."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_flow(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        bare = _BARE.match(value) and value.lower() not in _YAML_WORDS
+        return value if bare else json.dumps(value)
+    return repr(value)
