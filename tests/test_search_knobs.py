@@ -251,3 +251,106 @@ def test_each_dimension_is_reset_alone_for_the_attribution() -> None:
     assert found["dtypes"].params_dtype is None and found["dtypes"].options == point.options
     assert constraints.dimensions(space.Point()) == []
     assert ResultChange().changes is False  # a record saved without an effect claims none
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"attention": "cudnn", "remat": True, "block": 64},
+        {"mode": "yes", "scale": 1.5, "none": None, "empty": "", "odd": "a: b"},
+    ],
+)
+def test_the_config_lines_read_back_as_the_candidate(kwargs: dict) -> None:
+    import yaml
+
+    c = Candidate(
+        name="c01",
+        kwargs=kwargs,
+        params_dtype="bfloat16",
+        xla_options={"xla_gpu_enable_command_buffer": "", "xla_cpu_enable_fast_math": True},
+    )
+    back = yaml.safe_load(config_lines(c))
+    assert back["program"] == {"kwargs": kwargs, "w_dtype": "bfloat16"}
+    assert back["xla_options"] == c.xla_options
+
+
+def test_the_report_states_the_trade_offs_and_which_dimension_carried_the_gain() -> None:
+    """The leaders with their ratio, interval, first call, peak, result and config lines; the
+    faster one a cap rejected, with its peak; each dimension's measured factor, largest first."""
+    from harness.records.search import Attribution
+    from harness.report import doc
+    from harness.report import search as search_report
+
+    def v(ratio: float, lo: float, hi: float, verdict: str = "faster") -> Verdict:
+        return Verdict("default", ratio, (lo, hi), verdict)
+
+    within = ResultChange("", 1e-5, 3e-2, False)
+    best = Candidate(
+        name="c02",
+        kwargs={"attention": "cudnn", "remat": False},
+        xla_options={"xla_gpu_enable_command_buffer": ""},
+        changed="attention=cudnn, xla_gpu_enable_command_buffer=''",
+        status="ok",
+        step_s=0.02,
+        vs_default=v(0.67, 0.66, 0.68),
+        first_call_s=12.5,
+        peak_bytes=3 * 2**30,
+        effect=within,
+    )
+    over = Candidate(
+        name="c03",
+        changed="layers=unrolled",
+        status="ok",
+        step_s=0.015,
+        vs_default=v(0.5, 0.49, 0.51),
+        peak_bytes=9 * 2**30,
+        rejected=(constraints.MEMORY,),
+    )
+    trade = Candidate(
+        name="c04",
+        changed="approximate=true",
+        status="ok",
+        step_s=0.014,
+        vs_default=v(0.714, 0.70, 0.73),
+        effect=ResultChange("['logits']", 3.1e-2, 1e-3, True),
+        rejected=(constraints.NUMERICS,),
+    )
+    default = Candidate(name="default", status="ok", step_s=0.03, first_call_s=10.0)
+    rec = SearchRecord(
+        schema_version=11,
+        base="xla",
+        lower_bound=None,
+        strategy="grid",
+        budget_s=420,
+        wall_s=300,
+        stopped=None,
+        candidates=(default, best, over, trade),
+        best="c02",
+        max_peak_memory=4 * 2**30,
+        leaders=("c02", "default"),
+        rejected_faster=("c03",),
+        attribution=(
+            Attribution(
+                "xla_options",
+                "xla_gpu_enable_command_buffer=''",
+                "c05",
+                v(1.01, 0.99, 1.03, "indistinguishable"),
+                2,
+            ),
+            Attribution(
+                "kwargs.attention", "attention=cudnn", "c06", v(1.48, 1.45, 1.51, "slower"), 2
+            ),
+        ),
+    )
+    md = doc.to_markdown(search_report.blocks(rec, "Search", None))
+    assert "the `attention` knob (attention=cudnn) gave 1.48× (1.45–1.51)" in md
+    assert "the XLA options" in md and "added 1.01× (0.99–1.03), not resolved from 1" in md
+    leaders = md.split("## Trade-offs of the leaders", 1)[1].split("\n## ", 1)[0]
+    assert "| c02 |" in leaders and "1.49× faster (1.47–1.52)" in leaders
+    assert "12.5" in leaders and "3.22 GB" in leaders and "within the allowance" in leaders
+    assert "program: {kwargs: {attention: cudnn, remat: false}}" in leaders
+    rejected = md.split("## Rejected by a constraint", 1)[1].split("\n## ", 1)[0]
+    assert "`c03` (layers=unrolled): 2.00× faster" in rejected
+    assert "its peak 9.66 GB is over the cap 4.29 GB: faster than the best `c02`" in rejected
+    assert "`c04` (approximate=true): 1.40× faster (1.37–1.43), and changes the result" in rejected
+    assert "by 3.10e-02" in rejected and "faster than the best" not in rejected.split("`c04`")[1]

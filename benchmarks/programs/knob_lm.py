@@ -39,7 +39,7 @@ class Size:
 
 
 SIZES = {
-    "gpu": Size(layers=8, width=1024, heads=16, seq=1024, batch=8, vocab=8192),
+    "gpu": Size(layers=6, width=512, heads=8, seq=2048, batch=4, vocab=8192),
     "tiny": Size(layers=2, width=64, heads=4, seq=32, batch=2, vocab=256),
 }
 LEARNING_RATE = 1e-2

@@ -378,13 +378,19 @@ def constraint_blocks(record: SearchRecord) -> list[Block]:
     rejected = [c for c in record.candidates if c.rejected and c.status == "ok"]
     if rejected:
         faster = set(record.rejected_faster)
+        best = by_name.get(record.best or "")
+        than = (
+            f": faster than the best `{best.name}` ({speedup(best.vs_default)}), and never "
+            "named the best"
+            if best is not None and best.name != "default"
+            else ": faster than the default, and never named the best"
+        )
         out += [
             Heading(2, "Rejected by a constraint"),
             Bullets(
                 tuple(
                     f"`{c.name}` ({literal(c.changed)}): {speedup(c.vs_default)}, and "
-                    f"{rejection(c, record)}"
-                    + (": faster than the best, never named the best" if c.name in faster else "")
+                    f"{rejection(c, record)}" + (than if c.name in faster else "")
                     for c in rejected
                 )
             ),

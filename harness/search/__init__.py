@@ -451,7 +451,8 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         )
     for name in record.rejected_faster:
         c = search.records[name]
-        print(f"rejected though faster: {name} ({c.changed}): {', '.join(c.rejected)}")
+        peak = f"; peak {c.peak_bytes / 2**30:.2f} GiB" if c.peak_bytes else ""
+        print(f"rejected though faster: {name} ({c.changed}): {', '.join(c.rejected)}{peak}")
     for o, need in record.not_tried_where_acts.items():
         print(f"not tried where it acts: {o} (needs {need})", flush=True)
     print(f"report: {workdir / 'report.md'}", flush=True)

@@ -137,16 +137,23 @@ def leaders(
 
 
 def rejected_faster(records: Sequence[Candidate], best: str | None) -> tuple[str, ...]:
-    """Candidates resolved as faster than the default, and than the best where it is timed
-    against it, that a constraint rejected: fastest first."""
+    """Candidates a constraint rejected that were faster than the best, fastest first: against
+    a default best, resolved as faster than it; against another, a ratio to the default whose
+    interval lies wholly below the best's (each is paired with the default of its own stage)."""
     by_name = {c.name: c for c in records}
-    bar = by_name[best].vs_default if best in by_name else None
-    limit = bar.ratio if bar is not None and best != space.DEFAULT and bar.ratio else 1.0
-    found = [
-        c
-        for c in records
-        if c.rejected and _faster(c) and c.vs_default is not None and c.vs_default.ratio < limit
-    ]
+    mine = by_name[best].vs_default if best in by_name and best != space.DEFAULT else None
+
+    def beats(c: Candidate) -> bool:
+        v = c.vs_default
+        if v is None or v.ratio is None:
+            return False
+        if mine is None:
+            return v.verdict == stats.FASTER
+        if v.ci95 is None or mine.ci95 is None:
+            return False
+        return v.ci95[1] < mine.ci95[0]
+
+    found = [c for c in records if c.rejected and c.status == "ok" and beats(c)]
     return tuple(c.name for c in sorted(found, key=lambda c: c.vs_default.ratio))
 
 
