@@ -389,7 +389,8 @@ def constraint_blocks(record: SearchRecord) -> list[Block]:
             Heading(2, "Rejected by a constraint"),
             Bullets(
                 tuple(
-                    f"`{c.name}` ({literal(c.changed)}): {speedup(c.vs_default)}, and "
+                    f"`{c.name}` ({literal(c.changed)}): "
+                    f"{speedup(c.vs_default) if c.name != 'default' else 'the default itself'}, and "
                     f"{rejection(c, record)}" + (than if c.name in faster else "")
                     for c in rejected
                 )
