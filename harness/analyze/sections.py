@@ -199,39 +199,6 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
     return section, files
 
 
-def _loop_counts(
-    measured: Sequence[str], unknown: Sequence[str], analytic_unknown: bool, costs: Sequence[Any]
-) -> str | None:
-    """The one sentence saying which figures rest on loop counts the HLO does not hold."""
-    said = []
-    if measured:
-        # The loops measured themselves (no trip count of their own), by their body's runs
-        # (the median cluster's: its condition runs once more an entry).
-        runs: dict[str, list[float]] = {}
-        for m in costs:
-            for c in m.clusters:
-                if c.count_source == "measured" and c.trip_count is None and c.executions:
-                    runs.setdefault(c.loop, []).append(c.executions)
-        each = ", ".join(
-            f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
-        )
-        branches = any(
-            ": its branches ran " in n for m in costs for c in m.clusters for n in c.notes
-        )
-        what = [f"loops counted by the iterations the profile measured a step ({each})"] * bool(
-            runs
-        ) + ["conditionals' branches by the executions the profile saw take each"] * branches
-        said.append(f"{' and '.join(what)}: `flops`, `bytes` and `flops_analytic` rest on them")
-    if unknown:
-        said.append(
-            f"no trip count for {', '.join(unknown)} (not in the HLO, not measured): "
-            "`flops` and `bytes` are not given"
-        )
-    if analytic_unknown and not unknown:
-        said.append("a loop before optimization has no count: `flops_analytic` is not given")
-    return "; ".join(said) or None
-
-
 def cost(
     vdir: Path,
     lad: ladder.Ladder,
@@ -248,7 +215,6 @@ def cost(
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     launches = kernels.match.launches_per_cluster if kernels and kernels.match else None
     costs = hlo_files.costs_of(after, launches)
-    measured = sorted({n for c in costs for n in c.loops_counted("measured")})
     unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
     x = record.xla_cost
     xla = (
@@ -331,7 +297,7 @@ def cost(
         bytes_xla=x.bytes if x else None,
         transcendentals_xla=x.transcendentals if x else None,
         disagreements=disagreements,
-        loop_counts=_loop_counts(measured, unknown, analytic_unknown, costs),
+        loop_counts=hlo_files.loop_counts_said(costs, hlo_files.STUDY_WORDS, analytic_unknown),
         achieved_flops_per_s=achieved,
         achieved_bytes_per_s=moved / step_s if moved and step_s else None,
         peak_flops_per_s=peak_flops,

@@ -460,6 +460,68 @@ def attach_profile(
     return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
 
 
+ANALYZE_WORDS = hlo_files.LoopWords(
+    "a call",
+    "its FLOPs and bytes a run rest on them",
+    "its FLOPs and bytes a run count that loop's body once per entry, which is no count",
+)
+
+
+def recost(results: Sequence[ModuleResult], profile: ProfileResult) -> list[ModuleResult]:
+    """The results with each module's costs counted again from what the profile saw run, by
+    the study's one function (harness.analyze.modules.costs_of): a loop whose trip count the
+    HLO does not hold by the iterations its body's clusters launched a call, a conditional by
+    the branch whose clusters launched. A module's cost.json is written again where it moved."""
+    report = profile.report
+    calls = calls_per_step(report)
+    out = []
+    for r in results:
+        if r.hlo is None or r.cost is None or not report.launches_per_cluster:
+            out.append(r)
+            continue
+        # Launches are counted a step; the cost model counts a call.
+        per_call = 1.0 / calls.get(r.module, 1.0)
+        launches = {
+            k: n * per_call
+            for k, n in hlo_files.launches_of(r.hlo, report.launches_per_cluster).items()
+        }
+        (cost,) = hlo_files.costs_of([r.hlo], launches)
+        if cost != r.cost:
+            io.write_json(
+                r.out_dir / "cost.json", hlo_files.cost_document([cost], None), compact=True
+            )
+            r = replace(r, cost=cost, summary=summarize(r.clusters, cost))
+        out.append(r)
+    return out
+
+
+def calls_per_step(report: MatchReport) -> dict[str, float]:
+    """Module name -> its executions a step (distinct run ids of its events over the steps),
+    for each module all of whose events carry a run id."""
+    attributed = getattr(report.attributions, "attributed", None)
+    if attributed is None or not report.steps:
+        return {}
+    table = attributed.table
+    modules, runs = table.codes["hlo_module"], table.ints["run_id"]
+    out: dict[str, float] = {}
+    for code in np.unique(modules).tolist():
+        mine = runs[modules == code]
+        if code and len(mine) and not (mine == NULL).any():
+            out[table.strings["hlo_module"][code]] = np.unique(mine).size / report.steps
+    return out
+
+
+def loop_notes(results: Sequence[ModuleResult]) -> tuple[str, ...]:
+    """For each module whose costs rest on loop counts the HLO does not hold, the sentence
+    saying so (the study's, in this analysis's words), once."""
+    out = []
+    for r in results:
+        said = hlo_files.loop_counts_said([r.cost], ANALYZE_WORDS) if r.cost else None
+        if said:
+            out.append(f"`{r.key}`: {said}")
+    return tuple(out)
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     """The rows of an events.parquet (each a dict of its columns), through its one reader."""
     return events_file.read_table(path).to_pylist()
