@@ -51,7 +51,7 @@ def _stage_files(run: data.RunData, st: data.Rung) -> list[Path]:
     path = run.path / st.path
     if not st.is_dir:
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
+    return userfiles.files_in(path)  # by their names, kept compressed or not
 
 
 def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.ShownDivergence | None:
