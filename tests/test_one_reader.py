@@ -85,6 +85,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): "an artifact's JSON inside a TORCH_TRACE log the one reader returned",
     # Writers and parsers of text already read.
     ("harness/records/run_files.py", "write"): "gzip.compress of the timeline it writes",
+    ("harness/store/io.py", "gzip_in_place"): "gzip.compress of the dumps and IR it keeps "
+    "compressed, read back through the one reader",
     ("harness/config/load.py", "safe_yaml"): "YAML's safe loader over a config's text the one "
     "reader returned, its size and depth checked first",
 }
