@@ -15,8 +15,9 @@ Returns the summary's `Comm` section and comm.json's record (every figure).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
@@ -235,6 +236,87 @@ def _wait_fields(w: DeviceWait | None) -> dict[str, float | int | None]:
     }
 
 
+def _profiled(
+    vdir: Path,
+    clusters: Mapping[str, Any],
+    collectives: Mapping[str, Any],
+    every: Sequence[Collective],
+    mesh: MeshRecord,
+) -> tuple[CommReport | None, Waits | None, list[str]]:
+    """The steady-state profile's communication report and waits (None without one), and
+    the notes they left."""
+    steady = VariantFolder(vdir).profile_window("steady")
+    if not steady.is_dir() or steady.is_symlink():
+        return None, None, ["no steady-state profile: no time per device or collective"]
+    events, _ = read_events_and_markers(find_xplane(steady))
+    report = communication_report(events, clusters, collectives)
+    notes = list(report.notes)
+    waits = _waits(events, clusters, collectives, every, mesh, report)
+    if waits.unpaired:
+        notes.append(
+            f"{waits.unpaired} collective events not paired across their group's devices "
+            "(unequal counts in a step): left out of the waits"
+        )
+    return report, waits, notes
+
+
+def _per_device(report: CommReport | None, waits: Waits | None) -> tuple[DeviceComm, ...]:
+    """Each device's time a step, with its waits at collectives (none without a profile)."""
+    if not report:
+        return ()
+    waited = {w.device: w for w in waits.per_device} if waits else {}
+    return tuple(
+        DeviceComm(
+            device=d.device,
+            events_per_step=d.events_per_step,
+            compute_s=d.compute_s,
+            communication_s=d.communication_s,
+            overlapped_s=d.overlapped_s,
+            exposed_s=d.exposed_s,
+            idle_s=d.idle_s,
+            busy_s=d.busy_s,
+            **_wait_fields(waited.get(d.device)),
+        )
+        for d in report.per_device
+    )
+
+
+def _comm_document(
+    vdir: Path,
+    every: Sequence[Collective],
+    summaries: Sequence[CollectiveSummary],
+    origins: Mapping[str, Origin],
+    stages: Sequence[ModuleState],
+    report: CommReport | None,
+    link_Bps: float | None,
+) -> dict[str, Any]:
+    """comm.json's document: every collective with its origin and groups, the stages that
+    were compared, the profile's report and each collective against the link model."""
+    return {
+        "collectives": [
+            c.to_json()
+            | {
+                "origin": _origin_json(origins.get(c.name), vdir),
+                "device_groups": [list(g) for g in s.device_groups],
+            }
+            for c, s in zip(every, summaries, strict=True)
+        ],
+        "stages": [
+            {
+                "index": s.index,
+                "label": s.label,
+                "pass": s.pass_name,
+                "path": _rel(s.path, vdir),
+            }
+            for s in stages
+        ],
+        "profile": report.to_json() if report else None,
+        "link": [r.to_json() for r in compare_with_link(report.collectives, link_Bps)]
+        if report and link_Bps
+        else [],
+    }
+
+
 def comm(
     vdir: Path,
     lad: ladder.Ladder,
@@ -248,53 +330,20 @@ def comm(
     mesh = record.mesh
     if mesh is None:
         return Comm(), NONE
-    notes: list[str] = []
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     collectives = {m.name: find_collectives(m) for m in after}
     clusters = {m.name: hlo_files.clusters_of(m) for m in after}
     every = [c for cs in collectives.values() for c in cs]
     stages = dump_stages(vdir, record.module) or ladder_stages(lad)
     origins = {o.collective: o for o in collective_origins(every, stages)}
-    report: CommReport | None = None
-    waits: Waits | None = None
-    steady = VariantFolder(vdir).profile_window("steady")
-    if steady.is_dir() and not steady.is_symlink():
-        events, _ = read_events_and_markers(find_xplane(steady))
-        report = communication_report(events, clusters, collectives)
-        notes += list(report.notes)
-        waits = _waits(events, clusters, collectives, every, mesh, report)
-        if waits.unpaired:
-            notes.append(
-                f"{waits.unpaired} collective events not paired across their group's devices "
-                "(unequal counts in a step): left out of the waits"
-            )
-    else:
-        notes.append("no steady-state profile: no time per device or collective")
+    report, waits, notes = _profiled(vdir, clusters, collectives, every, mesh)
     link_Bps = ceilings.link_bytes_per_s if ceilings is not None else None
     link_Bps = link_Bps if link_Bps is not None and link_Bps > 0 else None
     found_scaling, why = scaling(exp, v, mesh.devices, timed)
     if why:
         notes.append(why)
     summaries = _summaries(every, origins, mesh, report, link_Bps)
-    waited = {w.device: w for w in waits.per_device} if waits else {}
-    per_device = (
-        tuple(
-            DeviceComm(
-                device=d.device,
-                events_per_step=d.events_per_step,
-                compute_s=d.compute_s,
-                communication_s=d.communication_s,
-                overlapped_s=d.overlapped_s,
-                exposed_s=d.exposed_s,
-                idle_s=d.idle_s,
-                busy_s=d.busy_s,
-                **_wait_fields(waited.get(d.device)),
-            )
-            for d in report.per_device
-        )
-        if report
-        else ()
-    )
+    per_device = _per_device(report, waits)
     communication = _mean([d.communication_s for d in per_device])
     overlapped = _mean([d.overlapped_s for d in per_device])
     shares = [d.wait_share for d in per_device if d.wait_share is not None]
@@ -327,28 +376,6 @@ def comm(
         scaling=found_scaling,
         notes=tuple(notes),
     )
-    document = {
-        "collectives": [
-            c.to_json()
-            | {
-                "origin": _origin_json(origins.get(c.name), vdir),
-                "device_groups": [list(g) for g in s.device_groups],
-            }
-            for c, s in zip(every, summaries, strict=True)
-        ],
-        "stages": [
-            {
-                "index": s.index,
-                "label": s.label,
-                "pass": s.pass_name,
-                "path": _rel(s.path, vdir),
-            }
-            for s in stages
-        ],
-        "profile": report.to_json() if report else None,
-        "link": [r.to_json() for r in compare_with_link(report.collectives, link_Bps)]
-        if report and link_Bps
-        else [],
-    }
+    document = _comm_document(vdir, every, summaries, origins, stages, report, link_Bps)
     source = str(VariantFolder(vdir).comm)
     return section, VariantFiles(comm=run_files.from_document(run_files.COMM, document, source))

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from harness.analyze import roof as roofs
 from harness.analyze import steps as by_step
@@ -36,6 +37,7 @@ from harness.analyze.program import (
 )
 from harness.analyze.sources import cluster_lines, cluster_scopes, fold_repeats, roll_up
 from harness.hlo.clusters import Cluster
+from harness.hlo.cost import ClusterCost
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent
 
@@ -235,6 +237,127 @@ def _kernels(groups: Sequence[KernelGroup], steps: int, total_ns: float) -> tupl
     return tuple(rows[:TOP_KERNELS])
 
 
+@dataclass(frozen=True)
+class Shown:
+    """How a module's clusters are measured: over `steps` (or the median step's `medians`),
+    as shares of `total`, by time when the program has a profile (`by_time`), else by FLOPs."""
+
+    steps: int
+    total: float
+    ceilings: CeilingRates | None
+    medians: by_step.StepMedians | None
+    by_time: bool
+
+
+def _cluster_row(
+    c: Cluster,
+    cost: ClusterCost | None,
+    ns: float,
+    launches: tuple[int, int],
+    shown: Shown,
+    lines: tuple[str, ...],
+    scopes: tuple[str, ...],
+) -> ClusterRow:
+    """One cluster's row: its cost, its time a step (`ns` over the steps, or the median
+    step's), its launches and its place under the roofline."""
+    flops, moved = (cost.flops, cost.bytes) if cost is not None else (0.0, 0.0)
+    steps = shown.steps
+    mean_ns = ns / steps if shown.medians is None else shown.medians.clusters.get(c.name, 0.0)
+    time_s = mean_ns * 1e-9 if shown.by_time else None
+    launched, distinct = launches
+    runs = (launched / distinct / steps) if launched else None
+    fps, bps = roofs.rates(flops, moved, runs, time_s)
+    precision = _precision(c, shown.ceilings)
+    fraction, roof = roofs.roof(fps, flops / moved if moved else None, precision, shown.ceilings)
+    value = (time_s or 0.0) if shown.by_time else flops
+    return ClusterRow(
+        name=c.name,
+        kind=c.kind,
+        target=c.target,
+        flops=flops,
+        bytes=moved,
+        time_s=time_s,
+        share=value / shown.total if shown.total else 0.0,
+        launches=launched / steps if shown.by_time else None,
+        runs=runs,
+        flops_per_s=fps,
+        bytes_per_s=bps,
+        roof_fraction=fraction,
+        roof=roof,
+        above_ceiling=roofs.above_ceiling(fraction, shown.ceilings),
+        precision=precision,
+        lines=lines,
+        scopes=scopes,
+    )
+
+
+def cluster_rows(
+    m: ModuleInput,
+    facts: ModuleFacts | None,
+    shown: Shown,
+    lines: Mapping[str, tuple[str, ...]],
+    scopes: Mapping[str, tuple[str, ...]],
+) -> list[ClusterRow]:
+    """Every cluster's row, the longest first (by time), else the most FLOPs first."""
+    costs = {c.name: c for c in m.cost.clusters}
+    ns = facts.cluster_ns if facts is not None else {}
+    launches_of = facts.cluster_launches if facts is not None else {}
+    rows = [
+        _cluster_row(
+            c,
+            costs.get(c.name),
+            ns.get(c.name, 0.0),
+            launches_of.get(c.name, (0, 0)),
+            shown,
+            lines.get(c.name, ()),
+            scopes.get(c.name, ()),
+        )
+        for c in m.clusters
+    ]
+    if shown.by_time:
+        rows.sort(key=lambda r: (-(r.time_s or 0.0), -r.flops, r.name))
+    else:
+        rows.sort(key=lambda r: (-r.flops, -r.bytes, r.name))
+    return rows
+
+
+def _event_counts(facts: ModuleFacts | None, steps: int) -> dict[str, Any]:
+    """ModuleAnalysis's counts of the profile's events (none without a profile)."""
+    if facts is None:
+        return {}
+    return {
+        "events": facts.events,
+        "kernels_per_step": facts.kernels / steps,
+        "executions": facts.executions,
+    }
+
+
+def _rankings(
+    m: ModuleInput,
+    rows: list[ClusterRow],
+    lines: Mapping[str, tuple[str, ...]],
+    scopes: Mapping[str, tuple[str, ...]],
+    facts: ModuleFacts | None,
+    shown: Shown,
+) -> dict[str, Any]:
+    """ModuleAnalysis's rankings, a main module's detail: its rows and their roll-ups by
+    source line, scope and folded layer, its kernels, its unfused clusters, its outliers."""
+    folded = fold_repeats(scopes)
+    unfused = unfused_rows(m, {r.name: r for r in rows}, shown.by_time)
+    total, by_time = shown.total, shown.by_time
+    own_ns = facts.own_ns if facts is not None else 0.0
+    return {
+        "clusters": tuple(rows),
+        "by_line": roll_up(rows, lines, total, by_time)[:TOP_ROLLUP],
+        "by_scope": roll_up(rows, scopes, total, by_time)[:TOP_ROLLUP],
+        "by_layer": roll_up(rows, folded, total, by_time)[:TOP_ROLLUP] if folded != scopes else (),
+        "kernels": _kernels(facts.kernel_groups, shown.steps, own_ns) if facts else (),
+        "unfused": tuple(unfused[:TOP_UNFUSED]),
+        "unfused_total": sum(len(u.clusters) for u in unfused),
+        "outliers": shown.medians.outliers if shown.medians is not None else (),
+    }
+
+
 def analyse_module(
     m: ModuleInput,
     role: str,
@@ -258,55 +381,12 @@ def analyse_module(
         facts = facts_from_pairs(
             [(a, t) for a, t in attributions if program_of(a.event) == m.program], m.name
         )
-    costs = {c.name: c for c in m.cost.clusters}
-    ns = facts.cluster_ns if facts is not None else {}
-    launches_of = facts.cluster_launches if facts is not None else {}
     lines = cluster_lines(m.hlo, m.clusters) if detail else {}
     scopes = cluster_scopes(m.clusters) if detail else {}
-    folded = fold_repeats(scopes)
-    rows: list[ClusterRow] = []
-    for c in m.clusters:
-        cost = costs.get(c.name)
-        flops, moved = (cost.flops, cost.bytes) if cost is not None else (0.0, 0.0)
-        mean_ns = (
-            ns.get(c.name, 0.0) / steps if medians is None else medians.clusters.get(c.name, 0.0)
-        )
-        time_s = mean_ns * 1e-9 if by_time else None
-        launched, distinct = launches_of.get(c.name, (0, 0))
-        launches = launched / steps if by_time else None
-        runs = (launched / distinct / steps) if launched else None
-        fps, bps = roofs.rates(flops, moved, runs, time_s)
-        precision = _precision(c, ceilings)
-        fraction, roof = roofs.roof(fps, flops / moved if moved else None, precision, ceilings)
-        value = (time_s or 0.0) if by_time else flops
-        rows.append(
-            ClusterRow(
-                name=c.name,
-                kind=c.kind,
-                target=c.target,
-                flops=flops,
-                bytes=moved,
-                time_s=time_s,
-                share=value / total if total else 0.0,
-                launches=launches,
-                runs=runs,
-                flops_per_s=fps,
-                bytes_per_s=bps,
-                roof_fraction=fraction,
-                roof=roof,
-                above_ceiling=roofs.above_ceiling(fraction, ceilings),
-                precision=precision,
-                lines=lines.get(c.name, ()),
-                scopes=scopes.get(c.name, ()),
-            )
-        )
-    if by_time:
-        rows.sort(key=lambda r: (-(r.time_s or 0.0), -r.flops, r.name))
-    else:
-        rows.sort(key=lambda r: (-r.flops, -r.bytes, r.name))
+    shown = Shown(steps, total, ceilings, medians, by_time)
+    rows = cluster_rows(m, facts, shown, lines, scopes)
     calls = Counter((c.target, c.epilogue) for c in m.clusters if c.is_library)
     own_ns = facts.own_ns if facts is not None else 0.0
-    unfused = unfused_rows(m, {r.name: r for r in rows}, by_time) if detail else []
     own_step_ns = own_ns / steps if medians is None else medians.module_ns
     module_value = own_step_ns * 1e-9 if by_time else m.cost.flops
     return ModuleAnalysis(
@@ -322,18 +402,9 @@ def analyse_module(
         bytes=m.cost.bytes,
         time_s=module_value if by_time else None,
         share=module_value / total if total else None,
-        events=facts.events if facts is not None else 0,
-        kernels_per_step=facts.kernels / steps if facts is not None else None,
-        executions=facts.executions if facts is not None else None,
-        clusters=tuple(rows) if detail else (),
-        by_line=roll_up(rows, lines, total, by_time)[:TOP_ROLLUP] if detail else (),
-        by_scope=roll_up(rows, scopes, total, by_time)[:TOP_ROLLUP] if detail else (),
-        by_layer=roll_up(rows, folded, total, by_time)[:TOP_ROLLUP] if folded != scopes else (),
-        kernels=_kernels(facts.kernel_groups, steps, own_ns) if detail and facts else (),
-        unfused=tuple(unfused[:TOP_UNFUSED]),
-        unfused_total=sum(len(u.clusters) for u in unfused),
+        **_event_counts(facts, steps),
+        **(_rankings(m, rows, lines, scopes, facts, shown) if detail else {}),
         reverse_method=m.reverse.method if m.reverse is not None else "",
         reverse_notes=m.reverse.notes if m.reverse is not None else (),
-        outliers=medians.outliers if medians is not None and detail else (),
         uncosted_calls=roofs.uncosted_calls(m.cost.clusters, {r.name: r.time_s for r in rows}),
     )

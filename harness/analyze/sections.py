@@ -26,7 +26,7 @@ from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
 from harness.records import ladder, run_files
-from harness.records.run_files import Ceilings, KernelsFile
+from harness.records.run_files import Ceilings, KernelsFile, Peak
 from harness.records.summary import (
     CaptureRecord,
     Compile,
@@ -41,6 +41,7 @@ from harness.records.summary import (
     Timing,
     TimingRecord,
     Transfer,
+    XlaCost,
 )
 from harness.store.records import to_json
 from harness.store.runfolder import VariantFolder
@@ -199,6 +200,104 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
     return section, files
 
 
+def _xla_figures(x: XlaCost | None) -> dict[str, float] | None:
+    """XLA's own cost analysis under cost.json's names, the figures it gave (None: none ran)."""
+    if x is None:
+        return None
+    named = (
+        ("flops", x.flops),
+        ("bytes accessed", x.bytes),
+        ("transcendentals", x.transcendentals),
+    )
+    return {k: val for k, val in named if val is not None}
+
+
+def _analytic_flops(
+    lad: ladder.Ladder,
+    record: CaptureRecord,
+    after: Sequence[Any],
+    launches: Mapping[str, float] | None,
+) -> tuple[float | None, float | None, bool]:
+    """The variant's analytic FLOPs, its GEMM's FLOPs, and whether a loop of unknown count
+    left them unknown (None). The GELU study's analytic FLOPs are its GEMM's; a program's are
+    the whole program's, counted from its one `hlo_before` module."""
+    program = record.program
+    analytic = record.flops_analytic
+    gemm = program.gemm_flops if program is not None else analytic
+    before = lad.hlo_files("hlo_before")
+    if record.flops_analytic_source != "hlo_before" or len(before) != 1:
+        return analytic, gemm, False
+    # Counted again here, with the loops' counts the capture could not know.
+    module = hlo_files.parsed(before[0])
+    (pre,) = hlo_files.costs_before([module], after, launches)
+    if pre.loops_counted("unknown"):
+        return None, None, True
+    return pre.flops, hlo_files.gemm_flops(module, pre), False
+
+
+def _fraction_of_peak(
+    achieved: float | None,
+    peak_flops: float | None,
+    precision: str,
+    gemm: float | None,
+    flops: float | None,
+) -> tuple[float | None, str | None]:
+    """The achieved FLOP/s over the ceiling of its precision, or None and why it is withheld
+    (no ceiling, a GEMM ceiling that does not bound a program mostly not GEMM, or a fraction
+    over one, which is noise in the ceiling or the step time)."""
+    if achieved is None:
+        return None, None
+    if not peak_flops:
+        return None, f"no {precision} ceiling was measured in this run"
+    if gemm is not None and flops and gemm < GEMM_DOMINATED * flops:
+        return None, (
+            f"the GEMM is only {gemm / flops:.0%} of this variant's FLOPs, so a GEMM "
+            "ceiling does not bound it"
+        )
+    fraction = achieved / peak_flops
+    if fraction > 1.0:
+        return None, (
+            f"achieved {achieved:.3g} FLOP/s exceeds the {precision} ceiling "
+            f"{peak_flops:.3g} measured in this run: the ceiling or the step time is off by "
+            "noise, so no fraction is given"
+        )
+    return fraction, None
+
+
+def _cost_file(
+    vdir: Path, costs: Sequence[Any], x: XlaCost | None
+) -> tuple[VariantFiles, tuple[str, ...]]:
+    """cost.json's record (none without costs) and where XLA's own analysis disagrees with
+    ours or is unavailable."""
+    files = NONE
+    disagreements: tuple[str, ...] = ()
+    if costs:
+        written = run_files.from_document(
+            run_files.COST,
+            hlo_files.cost_document(costs, _xla_figures(x) or None),
+            str(VariantFolder(vdir).cost),
+        )
+        files = VariantFiles(cost=written)
+        disagreements = written.xla_disagreements
+    if x is not None and x.error:
+        disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
+    return files, disagreements
+
+
+def _gemm_ceiling(
+    v: Variant, record: CaptureRecord, platform: str, ceilings: Ceilings | None
+) -> tuple[str, Peak | None]:
+    """The precision of the variant's GEMM and the run's ceiling of it (None: not measured).
+    The GELU study's analytic FLOPs are its GEMM's; a program's are the whole program's, of
+    which the dots and convolutions (`gemm`) are what a GEMM ceiling bounds."""
+    program = record.program
+    x_dtype, w_dtype = (
+        program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
+    )
+    precision = gemm_precision(platform, x_dtype, w_dtype)
+    return precision, ceilings.peaks.get(precision) if ceilings is not None else None
+
+
 def cost(
     vdir: Path,
     lad: ladder.Ladder,
@@ -217,74 +316,15 @@ def cost(
     costs = hlo_files.costs_of(after, launches)
     unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
     x = record.xla_cost
-    xla = (
-        {
-            k: val
-            for k, val in (
-                ("flops", x.flops),
-                ("bytes accessed", x.bytes),
-                ("transcendentals", x.transcendentals),
-            )
-            if val is not None
-        }
-        if x is not None
-        else None
-    )
-    files = NONE
-    disagreements: tuple[str, ...] = ()
-    if costs:
-        written = run_files.from_document(
-            run_files.COST,
-            hlo_files.cost_document(costs, xla or None),
-            str(VariantFolder(vdir).cost),
-        )
-        files = VariantFiles(cost=written)
-        disagreements = written.xla_disagreements
-    if x is not None and x.error:
-        disagreements += (f"XLA's cost analysis is unavailable: {x.error}",)
+    files, disagreements = _cost_file(vdir, costs, x)
     flops = sum(c.flops for c in costs) if costs and not unknown else None
     moved = sum(c.bytes for c in costs) if costs and not unknown else None
-    program = record.program
-    analytic, analytic_unknown = record.flops_analytic, False
-    gemm = program.gemm_flops if program is not None else analytic
-    before = lad.hlo_files("hlo_before")
-    if record.flops_analytic_source == "hlo_before" and len(before) == 1:
-        # Counted again here, with the loops' counts the capture could not know.
-        module = hlo_files.parsed(before[0])
-        (pre,) = hlo_files.costs_before([module], after, launches)
-        analytic_unknown = bool(pre.loops_counted("unknown"))
-        analytic = None if analytic_unknown else pre.flops
-        gemm = None if analytic_unknown else hlo_files.gemm_flops(module, pre)
+    analytic, gemm, analytic_unknown = _analytic_flops(lad, record, after, launches)
     work = flops or analytic
     achieved = work / step_s if work and step_s else None
-    # The GELU study's analytic FLOPs are its GEMM's; a program's are the whole program's, of
-    # which the dots and convolutions (`gemm`) are what a GEMM ceiling bounds.
-    x_dtype, w_dtype = (
-        program.gemm_dtypes() if program is not None else (v.problem.dtype, v.problem.weight_dtype)
-    )
-    precision = gemm_precision(platform, x_dtype, w_dtype)
-    peak = ceilings.peaks.get(precision) if ceilings is not None else None
+    precision, peak = _gemm_ceiling(v, record, platform, ceilings)
     peak_flops = peak.flops_per_s if peak is not None else None
-    fraction, withheld = None, None
-    if achieved is not None and peak_flops:
-        fraction = achieved / peak_flops
-        if gemm is not None and flops and gemm < GEMM_DOMINATED * flops:
-            fraction, withheld = (
-                None,
-                (
-                    f"the GEMM is only {gemm / flops:.0%} of this variant's FLOPs, so a GEMM "
-                    "ceiling does not bound it"
-                ),
-            )
-        elif fraction > 1.0:
-            withheld = (
-                f"achieved {achieved:.3g} FLOP/s exceeds the {precision} ceiling "
-                f"{peak_flops:.3g} measured in this run: the ceiling or the step time is off by "
-                "noise, so no fraction is given"
-            )
-            fraction = None
-    elif achieved is not None:
-        withheld = f"no {precision} ceiling was measured in this run"
+    fraction, withheld = _fraction_of_peak(achieved, peak_flops, precision, gemm, flops)
     section = Cost(
         flops_analytic=analytic,
         flops_analytic_source=record.flops_analytic_source

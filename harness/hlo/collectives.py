@@ -234,19 +234,11 @@ def _iota_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(v) for v in row) for row in arr)
 
 
-def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
-    """Groups of the mesh form: `mesh['a'=2,'b'=2][, device_ids=(...)] {'b'}`.
-
-    Follows XLA's MeshAxesReplicaGroupList: reshape the device array to the mesh axes (a
-    sub-axis `'a':(pre)size` splits its axis into [pre, size, rest]), move the grouped axes
-    last in the order written, and cut the result into groups of their product.
-    """
-    m = re.match(r"^\s*mesh\s*\[(?P<axes>[^\]]*)\]\s*(?P<rest>.*)$", text, re.DOTALL)
-    if m is None:
-        raise ValueError(f"{where}: expected mesh[...] {{axes}}, got {text!r}")
+def _mesh_axes(axes: str, text: str, where: str) -> tuple[list[str], list[int]]:
+    """The mesh's axis names and sizes, from `'a'=2,'b'=2`."""
     names: list[str] = []
     sizes: list[int] = []
-    for item in (p for p in m["axes"].split(",") if p.strip()):
+    for item in (p for p in axes.split(",") if p.strip()):
         am = _MESH_AXIS.match(item)
         if am is None:
             raise ValueError(f"{where}: bad mesh axis {item.strip()} in {text}")
@@ -256,20 +248,16 @@ def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
         sizes.append(int(am["size"]))
     if not names:
         raise ValueError(f"{where}: mesh without axes in {text}")
-    rest = m["rest"].strip()
-    devices = np.arange(math.prod(sizes), dtype=np.int64)
-    dm = re.match(r"^,?\s*device_ids\s*=\s*\(", rest)
-    if dm is not None:
-        close = _close_paren(rest, dm.end() - 1)
-        if close < 0:
-            raise ValueError(f"{where}: unterminated device_ids=( in {text}")
-        devices = _device_ids(rest[dm.end() : close], math.prod(sizes), where)
-        rest = rest[close + 1 :].strip()
-    gm = re.match(r"^\{(?P<axes>[^{}]*)\}$", rest)
-    if gm is None:
-        raise ValueError(f"{where}: expected {{axes}} after the mesh, got {rest!r} in {text}")
-    refs: list[tuple[int, int, int | None]] = []  # (mesh axis, pre_size, size) or full axis
-    for item in (p for p in gm["axes"].split(",") if p.strip()):
+    return names, sizes
+
+
+def _group_refs(
+    axes: str, names: list[str], sizes: list[int], text: str, where: str
+) -> list[tuple[int, int, int | None]]:
+    """The grouped axes in the order written: (mesh axis, pre_size, size), size None for a
+    full axis, from `{'b', 'a':(2)2}`."""
+    refs: list[tuple[int, int, int | None]] = []
+    for item in (p for p in axes.split(",") if p.strip()):
         rm = _GROUP_AXIS.match(item)
         if rm is None or rm["name"] not in names:
             raise ValueError(f"{where}: group axis {item.strip()} is not a mesh axis of {text}")
@@ -283,7 +271,18 @@ def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
                 f"{where}: sub-axis {item.strip()} does not divide axis size {sizes[axis]}"
             )
         refs.append((axis, pre, size))
-    # Split each mesh axis into the dims its group refs need; remember where each ref landed.
+    return refs
+
+
+def _split_axes(
+    names: list[str],
+    sizes: list[int],
+    refs: list[tuple[int, int, int | None]],
+    text: str,
+    where: str,
+) -> tuple[list[int], dict[int, int]]:
+    """The device array's shape with each mesh axis split into the dims its group refs need,
+    and where each ref landed in it."""
     reshape: list[int] = []
     position: dict[int, int] = {}
     for axis, size in enumerate(sizes):
@@ -308,6 +307,34 @@ def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
                 prefix *= sub or 1
             if prefix != size:
                 reshape.append(size // prefix)
+    return reshape, position
+
+
+def _mesh_groups(text: str, where: str) -> tuple[tuple[int, ...], ...]:
+    """Groups of the mesh form: `mesh['a'=2,'b'=2][, device_ids=(...)] {'b'}`.
+
+    Follows XLA's MeshAxesReplicaGroupList: reshape the device array to the mesh axes (a
+    sub-axis `'a':(pre)size` splits its axis into [pre, size, rest]), move the grouped axes
+    last in the order written, and cut the result into groups of their product.
+    """
+    m = re.match(r"^\s*mesh\s*\[(?P<axes>[^\]]*)\]\s*(?P<rest>.*)$", text, re.DOTALL)
+    if m is None:
+        raise ValueError(f"{where}: expected mesh[...] {{axes}}, got {text!r}")
+    names, sizes = _mesh_axes(m["axes"], text, where)
+    rest = m["rest"].strip()
+    devices = np.arange(math.prod(sizes), dtype=np.int64)
+    dm = re.match(r"^,?\s*device_ids\s*=\s*\(", rest)
+    if dm is not None:
+        close = _close_paren(rest, dm.end() - 1)
+        if close < 0:
+            raise ValueError(f"{where}: unterminated device_ids=( in {text}")
+        devices = _device_ids(rest[dm.end() : close], math.prod(sizes), where)
+        rest = rest[close + 1 :].strip()
+    gm = re.match(r"^\{(?P<axes>[^{}]*)\}$", rest)
+    if gm is None:
+        raise ValueError(f"{where}: expected {{axes}} after the mesh, got {rest!r} in {text}")
+    refs = _group_refs(gm["axes"], names, sizes, text, where)
+    reshape, position = _split_axes(names, sizes, refs, text, where)
     grouped = [position[i] for i in range(len(refs))]
     order = [d for d in range(len(reshape)) if d not in grouped] + grouped
     size = math.prod(reshape[d] for d in grouped)
@@ -437,6 +464,72 @@ def _pairs(inst: Instruction, where: str) -> tuple[tuple[int, int], ...]:
     return tuple((p[0], p[1]) for p in pairs)
 
 
+def _out_shape(
+    comp: Computation,
+    inst: Instruction,
+    hlo_opcode: str,
+    wrapper: Instruction | None,
+    wrapper_comp: Computation | None,
+) -> Shape:
+    """A collective's output: the `-done` result for an async pair, else its own shape."""
+    if hlo_opcode in ASYNC_STARTS:
+        done = _done_of(comp, inst)
+        if done is not None:
+            return done.shape
+        if not isinstance(inst.shape, ArrayShape) and hlo_opcode != "all-reduce-start":
+            return inst.shape.elements[1]
+        return inst.shape
+    if wrapper is not None and wrapper_comp is not None:
+        done = _done_of(wrapper_comp, wrapper)
+        return done.shape if done is not None else inst.shape
+    return inst.shape
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """Who takes part in a collective and what it moves per device (Collective's fields)."""
+
+    pairs: tuple[tuple[int, int], ...]
+    groups: ReplicaGroups
+    participants: int
+    payload: int
+    sent: int
+    received: int
+    model: str
+
+
+def _permute_traffic(inst: Instruction, where: str, n_in: int) -> _Traffic:
+    """A collective-permute's traffic: N_in per source->target pair, the busiest device's."""
+    pairs = _pairs(inst, where)
+    moving = [(s, t) for s, t in pairs if s != t]
+    sends = max((sum(1 for s, _ in moving if s == d) for d, _ in moving), default=0)
+    recvs = max((sum(1 for _, t in moving if t == d) for _, d in moving), default=0)
+    return _Traffic(
+        pairs=pairs,
+        groups=ReplicaGroups((), "none", ""),
+        participants=len({i for p in pairs for i in p}),
+        payload=n_in,
+        sent=sends * n_in,
+        received=recvs * n_in,
+        model="collective-permute: N_in per source->target pair (self pairs move nothing)",
+    )
+
+
+def _group_traffic(
+    inst: Instruction, opcode: str, where: str, n_devices: int, sizes: tuple[int, int]
+) -> _Traffic:
+    """A grouped collective's traffic: the ring model over its largest replica group, of
+    `sizes` (its input's and output's bytes)."""
+    raw = inst.attr("replica_groups")
+    try:
+        groups = parse_replica_groups(raw if raw is not None else "{}", n_devices, where)
+    except ValueError as err:
+        raise CollectiveError(str(err)) from None
+    participants = max(len(g) for g in groups.groups)
+    payload, sent, model = _ring_bytes(opcode, participants, *sizes)
+    return _Traffic((), groups, participants, payload, sent, sent, model)
+
+
 def _collective(
     module: HloModule,
     comp: Computation,
@@ -450,40 +543,17 @@ def _collective(
     # Input: the operands' shapes (inside an async wrapper these are its parameters).
     in_shapes = [s for o in inst.operands if (s := _operand_shape(comp, o)) is not None]
     in_leaves = [leaf for s in in_shapes for leaf in leaves(s)]
-    # Output: the `-done` result for an async pair, else the instruction's own shape.
-    out_shape: Shape = inst.shape
-    if hlo_opcode in ASYNC_STARTS:
-        done = _done_of(comp, inst)
-        if done is not None:
-            out_shape = done.shape
-        elif not isinstance(out_shape, ArrayShape) and hlo_opcode != "all-reduce-start":
-            out_shape = out_shape.elements[1]
-    elif wrapper is not None and wrapper_comp is not None:
-        done = _done_of(wrapper_comp, wrapper)
-        out_shape = done.shape if done is not None else out_shape
+    out_shape = _out_shape(comp, inst, hlo_opcode, wrapper, wrapper_comp)
     out_leaves = leaves(out_shape)
     n_in = sum(leaf.bytes for leaf in in_leaves)
     n_out = sum(leaf.bytes for leaf in out_leaves)
     n_devices = _num_devices(module)
-    pairs: tuple[tuple[int, int], ...] = ()
-    groups = ReplicaGroups((), "none", "")
     if opcode == "collective-permute":
-        pairs = _pairs(inst, where)
-        moving = [(s, t) for s, t in pairs if s != t]
-        participants = len({i for p in pairs for i in p})
-        sends = max((sum(1 for s, _ in moving if s == d) for d, _ in moving), default=0)
-        recvs = max((sum(1 for _, t in moving if t == d) for _, d in moving), default=0)
-        payload, sent, received = n_in, sends * n_in, recvs * n_in
-        model = "collective-permute: N_in per source->target pair (self pairs move nothing)"
+        t = _permute_traffic(inst, where, n_in)
     else:
-        raw = inst.attr("replica_groups")
-        try:
-            groups = parse_replica_groups(raw if raw is not None else "{}", n_devices, where)
-        except ValueError as err:
-            raise CollectiveError(str(err)) from None
-        participants = max(len(g) for g in groups.groups)
-        payload, sent, model = _ring_bytes(opcode, participants, n_in, n_out)
-        received = sent
+        t = _group_traffic(inst, opcode, where, n_devices, (n_in, n_out))
+    pairs, groups, participants = t.pairs, t.groups, t.participants
+    payload, sent, received, model = t.payload, t.sent, t.received, t.model
     channel = inst.attr("channel_id")
     dims = inst.attr("dimensions") or ""
     source_inst = inst if inst.metadata or wrapper is None else wrapper

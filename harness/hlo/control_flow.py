@@ -205,6 +205,113 @@ def _topological(root: str, edges: Mapping[str, list[Edge]]) -> list[str]:
     return order[::-1]
 
 
+Out = list[tuple[Computation | None, float, Loop | None, float]]
+
+
+def _while_edges(
+    module: HloModule,
+    comp: Computation,
+    inst: Instruction,
+    measured: Mapping[str, float],
+    why: dict[str, list[str]],
+) -> Out:
+    """A while loop's body and condition, each with its runs per run of the loop's caller
+    (or a call's, when the profile measured them), and why."""
+    trip = trip_count(module, comp, inst)
+    total = measured.get(inst.name) if trip.count is None else None
+    if trip.count is not None:
+        said = f"{inst.name} runs {trip.count} times ({trip.source})"
+    elif total is not None:
+        said = f"{inst.name} runs {total:g} times a call (measured by the profile)"
+    else:
+        said = f"{inst.name}: trip count unknown (not in the HLO, not measured)"
+    state = "measured" if total is not None else trip.source
+    loop = (inst.name, trip.count, state)
+    n = float(trip.count) if trip.count is not None else 1.0
+    body = _callee(module, inst, "body", 1)
+    cond = _callee(module, inst, "condition", 0)
+    out: Out
+    if total is not None:  # a call's runs, whatever the parent's: one more per entry
+        out = [(body, 0.0, loop, total), (cond, 1.0, loop, total)]
+    else:
+        out = [(body, n, loop, 0.0), (cond, n + 1, loop, 0.0)]
+    for sub, _, _, _ in out:
+        if sub is not None:
+            why[sub.name].append(said)
+    return out
+
+
+def _conditional_edges(
+    module: HloModule,
+    comp: Computation,
+    inst: Instruction,
+    branch_cost: Callable[[str], float],
+    taken: Mapping[str, Taken],
+    why: dict[str, list[str]],
+) -> Out:
+    """A conditional's branches: each measured branch's runs a call, else the branch that
+    ran (said, a constant predicate, or the most expensive one) once per run, and why."""
+    called = inst.called_computations
+    out: Out = []
+    said_runs = taken.get(inst.name)
+    if isinstance(said_runs, tuple) and len(said_runs) == len(called):
+        note = (
+            f"{inst.name}: its branches ran "
+            + ", ".join(f"{n:g}" for n in said_runs)
+            + " times a call (measured by the profile)"
+        )
+        for c, n in zip(called, said_runs, strict=True):
+            why[c].append(note)
+            out.append((module.computations.get(c), 0.0, MEASURED, n))
+        return out
+    pick = said_runs if isinstance(said_runs, int) else None
+    constant = _constant_branch(comp, inst, len(called))
+    if constant is not None and (pick is None or not 0 <= pick < len(called)):
+        pick = constant
+        note = f"{inst.name}: its predicate is a constant; branch {pick} runs"
+    elif pick is None or not 0 <= pick < len(called):
+        costs = [branch_cost(c) for c in called]
+        pick = max(range(len(called)), key=lambda i: (costs[i], -i))
+        note = (
+            f"{inst.name}: the branch that ran is not known; its most expensive "
+            f"branch ({called[pick]}) is counted"
+        )
+    else:
+        note = f"{inst.name}: branch {pick} ran"
+    for i, c in enumerate(called):
+        why[c].append(note)
+        out.append((module.computations.get(c), 1.0 if i == pick else 0.0, None, 0.0))
+    return out
+
+
+def _call_graph(
+    module: HloModule,
+    branch_cost: Callable[[str], float],
+    taken: Mapping[str, Taken],
+    measured: Mapping[str, float],
+) -> tuple[dict[str, list[Edge]], dict[str, list[str]]]:
+    """The call graph once, as edges (caller, callee, runs per caller run, loop it enters),
+    and why each computation runs as it does: multiplicities then flow down it in
+    topological order, so a callee shared by many sites is walked once, not once per path."""
+    edges: dict[str, list[Edge]] = defaultdict(list)
+    why: dict[str, list[str]] = defaultdict(list)
+    seen = {module.entry.name}
+    stack = [module.entry]
+    while stack:
+        comp = stack.pop()
+        for inst in comp:
+            called = inst.called_computations
+            out: Out = []
+            if inst.opcode == "while" and len(called) >= 2:
+                out = _while_edges(module, comp, inst, measured, why)
+            elif inst.opcode == "conditional" and called:
+                out = _conditional_edges(module, comp, inst, branch_cost, taken, why)
+            elif inst.opcode in ("call", "async-start"):
+                out = [(module.computations.get(c), 1.0, None, 0.0) for c in called]
+            _add(comp, out, edges, seen, stack)
+    return edges, why
+
+
 def computation_runs(
     module: HloModule,
     branch_cost: Callable[[str], float] = lambda _: 0.0,
@@ -218,72 +325,7 @@ def computation_runs(
     the branch index that ran, or each branch's runs a call where several ran: counted per
     execution) does not say which ran. `measured` (while name -> its body's runs
     a call, over all entries) counts a loop whose trip count the HLO does not hold."""
-    # The call graph once, as edges (caller, callee, runs per caller run, loop it enters):
-    # multiplicities then flow down it in topological order, so a callee shared by many
-    # sites is walked once, not once per path.
-    edges: dict[str, list[Edge]] = defaultdict(list)
-    why: dict[str, list[str]] = defaultdict(list)
-    seen = {module.entry.name}
-    stack = [module.entry]
-    while stack:
-        comp = stack.pop()
-        for inst in comp:
-            called = inst.called_computations
-            out: list[tuple[Computation | None, float, Loop | None, float]] = []
-            if inst.opcode == "while" and len(called) >= 2:
-                trip = trip_count(module, comp, inst)
-                total = (measured or {}).get(inst.name) if trip.count is None else None
-                if trip.count is not None:
-                    said = f"{inst.name} runs {trip.count} times ({trip.source})"
-                elif total is not None:
-                    said = f"{inst.name} runs {total:g} times a call (measured by the profile)"
-                else:
-                    said = f"{inst.name}: trip count unknown (not in the HLO, not measured)"
-                state = "measured" if total is not None else trip.source
-                loop = (inst.name, trip.count, state)
-                n = float(trip.count) if trip.count is not None else 1.0
-                body = _callee(module, inst, "body", 1)
-                cond = _callee(module, inst, "condition", 0)
-                if total is not None:  # a call's runs, whatever the parent's: one more per entry
-                    out = [(body, 0.0, loop, total), (cond, 1.0, loop, total)]
-                else:
-                    out = [(body, n, loop, 0.0), (cond, n + 1, loop, 0.0)]
-                for sub, _, _, _ in out:
-                    if sub is not None:
-                        why[sub.name].append(said)
-            elif inst.opcode == "conditional" and called:
-                said_runs = (taken or {}).get(inst.name)
-                if isinstance(said_runs, tuple) and len(said_runs) == len(called):
-                    note = (
-                        f"{inst.name}: its branches ran "
-                        + ", ".join(f"{n:g}" for n in said_runs)
-                        + " times a call (measured by the profile)"
-                    )
-                    for c, n in zip(called, said_runs, strict=True):
-                        why[c].append(note)
-                        out.append((module.computations.get(c), 0.0, MEASURED, n))
-                    _add(comp, out, edges, seen, stack)
-                    continue
-                pick = said_runs if isinstance(said_runs, int) else None
-                constant = _constant_branch(comp, inst, len(called))
-                if constant is not None and (pick is None or not 0 <= pick < len(called)):
-                    pick = constant
-                    note = f"{inst.name}: its predicate is a constant; branch {pick} runs"
-                elif pick is None or not 0 <= pick < len(called):
-                    costs = [branch_cost(c) for c in called]
-                    pick = max(range(len(called)), key=lambda i: (costs[i], -i))
-                    note = (
-                        f"{inst.name}: the branch that ran is not known; its most expensive "
-                        f"branch ({called[pick]}) is counted"
-                    )
-                else:
-                    note = f"{inst.name}: branch {pick} ran"
-                for i, c in enumerate(called):
-                    why[c].append(note)
-                    out.append((module.computations.get(c), 1.0 if i == pick else 0.0, None, 0.0))
-            elif inst.opcode in ("call", "async-start"):
-                out = [(module.computations.get(c), 1.0, None, 0.0) for c in called]
-            _add(comp, out, edges, seen, stack)
+    edges, why = _call_graph(module, branch_cost, taken or {}, measured or {})
     runs: dict[str, float] = defaultdict(float)
     loops: dict[str, Loop] = {}
     entries: dict[str, float] = {}
