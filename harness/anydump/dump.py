@@ -400,6 +400,9 @@ def attach_profile(
     window = table.subset(in_window)
     window_program = program[in_window]
     window_own = self_ns(window) if window is not table else own
+    # The window is all the match reads: a long profile's rows are not held twice.
+    left_out = int(inside.sum()) - len(window)
+    del table, own, program
     sums = np.bincount(window_program, weights=window_own, minlength=len(keys))
     present = np.bincount(window_program, minlength=len(keys)) > 0
     times = {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
@@ -437,11 +440,12 @@ def attach_profile(
         if pid is None:  # a loose file bound to a program without an id: name only
             clusters_by_key[name] = cs
     report = match_table(
-        table.subset(inside),
+        window,
         clusters_by_key,
         steps=None if marked or found is None else found.count,
         mode=mode,  # type: ignore[arg-type]
         command_buffers=command_buffers(results, bound),
+        left_out=left_out,
     )
     write_events(out / EVENTS_FILE, report)
     io.write_json(
