@@ -78,15 +78,39 @@ def lengthen(space: Any, times: int, keep_host: str = "all") -> Any:
                 for e in originals:
                     copy = line.events.add()
                     copy.CopyFrom(e)
-                    copy.offset_ps = e.offset_ps + k * span_ps
-                    if k:
-                        for st in copy.stats:
-                            name = shifted.get(st.metadata_id)
-                            if name is not None:
-                                which = st.WhichOneof("value")
-                                value = int(getattr(st, which))
-                                if 0 <= value < _ID_LIMIT:
-                                    setattr(st, which, value + k * spans[name])
+                    _shift(copy, k, span_ps, {i: spans[n] for i, n in shifted.items()})
+    return space
+
+
+def _shift(event: Any, k: int, span_ps: int, id_spans: dict[int, int]) -> None:
+    """Moves an event `k` spans later, and its ids (stat metadata id -> span) k spans on."""
+    event.offset_ps += k * span_ps
+    if not k:
+        return
+    for st in event.stats:
+        span = id_spans.get(st.metadata_id)
+        if span is not None:
+            which = st.WhichOneof("value")
+            value = int(getattr(st, which))
+            if 0 <= value < _ID_LIMIT:
+                setattr(st, which, value + k * span)
+
+
+def as_host(space: Any, k: int, name: str) -> Any:
+    """The profile as the k-th of several hosts' (a copy is changed): its clock `k` profile
+    spans later, its ids (steps excepted: every host runs the same steps) past the other
+    hosts', and its host name `name`. Used by benchmarks/multihost_scaling.py and the tests."""
+    lo, hi = _bounds(space)
+    span_ps = int(hi - lo) + 1_000_000
+    spans = _id_spans(space)
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        shifted = {i: spans[n] for i, n in names.items() if n in spans and n != "step_num"}
+        for line in plane.lines:
+            for e in line.events:
+                _shift(e, k, span_ps, shifted)
+    del space.hostnames[:]
+    space.hostnames.append(name)
     return space
 
 

@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from harness.analyze import modules as hlo_files
-from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
+from harness.analyze.program import (
+    ModuleInput,
+    OutsideProgram,
+    ProgramKey,
+    Steps,
+    merged_hosts,
+)
 from harness.anydump.analysis import choose_main, count_steps
 from harness.common import forked, userfiles
 from harness.hlo.clusters import Cluster
@@ -42,6 +48,7 @@ from harness.profile.events import DeviceEvent, StepMarker, find_xplane
 from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
 from harness.store import io
+from harness.store.records import to_json
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
@@ -359,14 +366,17 @@ def attach_profile(
     out: Path,
     steps: int | None,
     mode: str,
+    events: Path | None = None,
+    kernels: bool = True,
 ) -> ProfileResult:
     """Attributes the profile's device events to the clusters of the analysed modules.
 
     Events of programs that are not analysed (another module, or the same name with another
     program id) are left out of the steady window and returned as `outside`. The step count
     comes from the step markers, else `steps`, else the executions of the main program; with
-    none of those this raises StepsUnknown (never a guess). Writes events.parquet (every
-    event of the window and its attribution) and kernels.json (the match's totals).
+    none of those this raises StepsUnknown (never a guess). Writes `events` (default
+    events.parquet: every event of the window and its attribution) and, unless `kernels` is
+    False (a host of a session, harness.anydump.hosts), kernels.json (the match's totals).
     """
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be a positive integer, got {steps}")
@@ -447,22 +457,35 @@ def attach_profile(
         command_buffers=command_buffers(results, bound),
         left_out=left_out,
     )
-    write_events(out / EVENTS_FILE, report)
-    io.write_json(
-        out / "kernels.json",
-        {
-            "profile": str(path),
-            "steps": None if found is None else {"count": found.count, "how": found.how},
-            "outside_selection": [o.__dict__ for o in outside],
-            "events_file": EVENTS_FILE,
-            "match": report.to_json(events=False),
-        },
-        compact=True,
-    )
-    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+    write_events(events or out / EVENTS_FILE, report)
+    profile = ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+    if kernels:
+        write_kernels(out, profile)
+    return profile
+
+
+def write_kernels(
+    out: Path, profile: ProfileResult, session: str = "", hosts: Sequence[Any] = ()
+) -> None:
+    """kernels.json: the match's totals; for a session of several hosts (`hosts`, their
+    HostTotals), each host's and theirs merged beside the first host's match."""
+    found = profile.steps
+    data: dict[str, Any] = {
+        "profile": session or str(profile.path),
+        "steps": None if found is None else {"count": found.count, "how": found.how},
+        "outside_selection": [o.__dict__ for o in profile.outside],
+        "events_file": EVENTS_DIR if hosts else EVENTS_FILE,
+        "match": profile.report.to_json(events=False),
+    }
+    if hosts:
+        data["match_host"] = hosts[0].host
+        data["hosts"] = [to_json(h) for h in hosts]
+        data["merged"] = to_json(merged_hosts(hosts))
+    io.write_json(out / "kernels.json", data, compact=True)
 
 
 EVENTS_FILE = "events.parquet"
+EVENTS_DIR = "events"  # a session of several hosts: events/host=<name>/part-0.parquet
 
 
 # Rows of events.parquet converted and written at a time: the Arrow form of a slice, not of a
@@ -478,6 +501,7 @@ def write_events(path: Path, report: MatchReport) -> None:
     attributed = report.attributions.attributed  # type: ignore[attr-defined]
     partial = path.with_name(path.name + ".partial")
     writer = None
+    partial.parent.mkdir(parents=True, exist_ok=True)
     try:
         for lo in range(0, max(1, len(attributed.table)), EVENTS_SLICE):
             rows = np.arange(lo, min(lo + EVENTS_SLICE, len(attributed.table)))
@@ -493,13 +517,22 @@ def write_events(path: Path, report: MatchReport) -> None:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The rows of an events.parquet (each a dict of its columns), through the one reader."""
+    """The rows (each a dict of its columns) of an events.parquet, or of a session's events
+    dataset (`events/`, partitioned by host: each row with its `host`), through the one reader."""
     import io as bytes_io
 
     import pyarrow.parquet as pq
 
-    data = userfiles.read_bytes(path, userfiles.PROFILE)
-    return pq.read_table(bytes_io.BytesIO(data)).to_pylist()
+    parts = sorted(path.glob("host=*/*.parquet")) if path.is_dir() else [path]
+    rows = []
+    for part in parts:
+        data = userfiles.read_bytes(part, userfiles.PROFILE, within=path if path.is_dir() else None)
+        found = pq.read_table(bytes_io.BytesIO(data)).to_pylist()
+        if part is not path:  # the partition's key is its folder's name, as every engine reads it
+            host = part.parent.name.partition("=")[2]
+            found = [{**row, "host": host} for row in found]
+        rows += found
+    return rows
 
 
 def _one_per_run(window: EventTable, rows: np.ndarray) -> list[DeviceEvent]:

@@ -31,7 +31,17 @@ from harness.report.cluster_tables import (
     step_time,
 )
 from harness.report.data import MISSING
-from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
+from harness.report.doc import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Para,
+    Table,
+    code,
+    to_html,
+    to_markdown,
+)
 from harness.report.gaps import gap_blocks
 from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
 from harness.store import io, runfolder
@@ -486,6 +496,7 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         "attribution rules: " + ", ".join(f"{r} {n}" for r, n in p.rules),
     ]
     blocks: list[Block] = [Heading(2, "Profile", "profile"), Bullets(tuple(items))]
+    blocks += host_blocks(a)
     blocks += step_blocks(a)
     if p.outside:
         blocks.append(
@@ -505,6 +516,35 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
             )
         )
     return blocks
+
+
+def host_blocks(a: ProgramAnalysis) -> list[Block]:
+    """A session of several hosts: each host's totals and the merged ones."""
+    if a.merged is None:
+        return []
+    rows = tuple(
+        (
+            code(h.host) if h.host != "all" else "**all hosts**",
+            str(h.events),
+            fmt.pct(h.matched / h.events if h.events else 0.0),
+            str(h.steps),
+            str(h.kernels),
+            f"{h.device_time_s:.6g} s",
+            str(h.outside),
+            code(h.events_file) if h.events_file else "",
+        )
+        for h in (*a.hosts, a.merged)
+    )
+    head = ("host", "events", "matched", "steps", "kernels", "device busy", "outside", "events")
+    return [
+        Para(
+            f"**Hosts.** {len(a.hosts)} hosts' profiles of one session, each analysed apart "
+            f"and merged; the clusters, steps and timeline here are {code(a.hosts[0].host)}'s. The "
+            "events are one dataset partitioned by host (`events/host=<name>/`), which DuckDB, "
+            "Spark, Trino and pyarrow read as one table with a `host` column."
+        ),
+        Table(head, rows),
+    ]
 
 
 def step_blocks(a: ProgramAnalysis) -> list[Block]:

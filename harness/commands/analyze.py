@@ -21,17 +21,23 @@ import numpy as np
 from absl import flags
 
 from harness.analyze import memory
-from harness.analyze.program import CeilingRates, ProgramAnalysis, ceilings_from_json
+from harness.analyze.program import (
+    CeilingRates,
+    ProgramAnalysis,
+    ceilings_from_json,
+    merged_hosts,
+)
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
+from harness.anydump.hosts import attach_session
 from harness.commands import cli
 from harness.common import fmt, terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
 from harness.hlo.instruction import ParseError
 from harness.match.match import Attribution, MatchReport
 from harness.match.table_match import AttributionView
-from harness.profile.events import ProfileError, StepMarker, find_xplane
+from harness.profile.events import ProfileError, StepMarker, session_xplanes
 from harness.profile.table import NULL
 from harness.records import run_files
 from harness.report.memory import module_blocks
@@ -77,7 +83,7 @@ def check_inputs(dump: Path, xplane: Path | None) -> None:
         raise cli.UsageError(f"--dump: {e}") from None
     if xplane is not None:
         try:
-            find_xplane(xplane)
+            session_xplanes(xplane)
         except ProfileError as e:
             raise cli.UsageError(f"--xplane: {e}") from None
 
@@ -143,12 +149,14 @@ def analyse_into(
         msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
         raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
     print(terminal.lines(analysis.format_table(results)))
-    profile = None
+    profile, hosts = None, ()
     try:
         if FLAGS.xplane is not None:
             xplane = Path(FLAGS.xplane)
             try:
-                profile = analysis.attach_profile(results, xplane, out, FLAGS.steps, FLAGS.mode)
+                profile, hosts = attach_session(
+                    results, session_xplanes(xplane), out, FLAGS.steps, FLAGS.mode
+                )
             except (ValueError, OSError, ProfileError) as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise cli.UsageError(f"{xplane}: {first}") from None
@@ -160,6 +168,8 @@ def analyse_into(
         )  # imports matplotlib: loaded only when called
 
         program = analyse(results, profile, ceilings)
+        if hosts:
+            program = replace(program, hosts=hosts, merged=merged_hosts(hosts))
         figs = write_figures(out, program)
         results = analysis.finish_dump(results)
     except BaseException:
@@ -300,7 +310,15 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
         )
     else:
         line += "no events of the analysed modules; "
-    line += f"{len(report.unmatched)} unmatched (see {out / 'events.parquet'})"
+    if program.merged is not None:
+        m = program.merged
+        line += (
+            f"{len(report.unmatched)} unmatched on {program.hosts[0].host}; {len(program.hosts)} "
+            f"hosts: {m.events} device events, {m.matched} matched, {m.steps} host steps "
+            f"(see {out / analysis.EVENTS_DIR}/host=*/)"
+        )
+    else:
+        line += f"{len(report.unmatched)} unmatched (see {out / analysis.EVENTS_FILE})"
     if profile.outside:
         n = sum(o.events for o in profile.outside)
         names = ", ".join(f"{o.module} (program {o.program_id})" for o in profile.outside[:3])
