@@ -19,11 +19,6 @@ from absl import app, flags
 
 from harness.profile import xspace
 
-_XPLANE = flags.DEFINE_string("xplane", None, "The profile to repeat.")
-_OUT = flags.DEFINE_string("out", None, "Where to write the longer profile.")
-_TIMES = flags.DEFINE_integer("times", 10, "How many copies of each event.")
-_KEEP_HOST = flags.DEFINE_enum("keep_host", "all", ["all", "launches"], "Host events kept.")
-
 SHIFTED = ("step_num", "correlation_id", "run_id", "_p", "_c")
 # Ids past this are sentinels (a correlation id of 2^64 - 1), left as they are.
 _ID_LIMIT = 1 << 40
@@ -116,14 +111,20 @@ def as_host(space: Any, k: int, name: str) -> Any:
 
 def main(argv: list[str]) -> None:
     del argv
-    space = xspace.parse(Path(_XPLANE.value).read_bytes())
-    longer = lengthen(space, _TIMES.value, _KEEP_HOST.value)
-    out = Path(_OUT.value)
+    values = flags.FLAGS
+    space = xspace.parse(Path(values.xplane).read_bytes())
+    longer = lengthen(space, values.times, values.keep_host)
+    out = Path(values.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(longer.SerializeToString())
     print(f"{out}: {out.stat().st_size / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":
+    # Defined here, not on import: the benchmarks that import lengthen define flags of their own.
+    flags.DEFINE_string("xplane", None, "The profile to repeat.")
+    flags.DEFINE_string("out", None, "Where to write the longer profile.")
+    flags.DEFINE_integer("times", 10, "How many copies of each event.")
+    flags.DEFINE_enum("keep_host", "all", ["all", "launches"], "Host events kept.")
     flags.mark_flags_as_required(["xplane", "out"])
     app.run(main)
