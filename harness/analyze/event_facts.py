@@ -170,19 +170,24 @@ def facts_from_table(
 ) -> ModuleFacts:
     """A module's facts from the rows (indices into the attributed table) of its program."""
     w = attributed.table
+    every = len(rows) == len(w)  # one program's rows are often all of them: views, not copies
+
+    def pick(column: np.ndarray) -> np.ndarray:
+        return column if every else column[rows]
+
     kinds = [w.code_of("kind", k) for k in _LAUNCHES]
-    launch = np.isin(w.codes["kind"][rows], [k for k in kinds if k >= 0])
-    t = self_ns[rows]
-    step = w.ints["step"][rows]
+    launch = np.isin(pick(w.codes["kind"]), [k for k in kinds if k >= 0])
+    t = pick(self_ns)
+    step = pick(w.ints["step"])
     has_step = step != NULL
-    cluster_codes = attributed.codes["cluster"][rows]
+    cluster_codes = pick(attributed.codes["cluster"])
     module_code = (
         attributed.strings["module"].index(module) if module in attributed.strings["module"] else -1
     )
     own = (
-        attributed.matched[rows]
+        pick(attributed.matched)
         & (cluster_codes != 0)
-        & (attributed.codes["module"][rows] == module_code)
+        & (pick(attributed.codes["module"]) == module_code)
     )
     clusters = attributed.strings["cluster"]
     cluster_ns: dict[str, float] = {}
@@ -197,7 +202,7 @@ def facts_from_table(
         mine = own & launch
         if mine.any():
             codes = cluster_codes[mine]
-            first, inverse = groups_of(codes, w.codes["name"][rows][mine])
+            first, inverse = groups_of(codes, pick(w.codes["name"])[mine])
             counts = np.bincount(inverse)
             launches: Counter[str] = Counter()
             names: Counter[str] = Counter()
@@ -221,7 +226,7 @@ def facts_from_table(
         first, inverse = groups_of(numbers)
         sums = np.bincount(inverse, weights=t[has_step])
         own_step = {int(numbers[rep]): float(sums[g]) for g, rep in enumerate(first)}
-    runs = w.ints["run_id"][rows]
+    runs = pick(w.ints["run_id"])
     return ModuleFacts(
         cluster_ns=cluster_ns,
         cluster_launches=cluster_launches,
