@@ -70,7 +70,7 @@ def bare(config: str, out: Path, overrides: list[str], rounds_from: Path | None 
             stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
 
     from harness.config import load
-    from harness.variants import expression
+    from harness.variants import accuracy, expression
 
     exp = load(config, overrides).experiment
     platform = jax.default_backend()
@@ -128,9 +128,9 @@ def bare(config: str, out: Path, overrides: list[str], rounds_from: Path | None 
             with stage("recompile"), profiled(f"{v.name}/recompile"):
                 jax.block_until_ready(target(half, inputs.w, inputs.b))
         with stage("reference"):
-            rows = expression.sample_rows(v.problem.m, m.numerics_rows)
-            ref = expression.reference(v.problem, v.mode_spec, inputs, rows)
-            expression.numerics(y, ref, rows, expression.tolerance(v.problem))
+            rows = accuracy.sample_rows(v.problem.m, m.numerics_rows)
+            ref = accuracy.reference(v.problem, v.mode_spec, inputs, rows)
+            accuracy.numerics(y, ref, rows, accuracy.tolerance(v.problem))
         timed[v.name] = call
     with stage("timing"):
         if rounds_from is not None:

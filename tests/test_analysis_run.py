@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import read_summary
 
+from harness.analyze import sections
+from harness.profile.events import find_xplane
+from harness.profile.reader import read_events_and_markers
+from harness.records import events_file, ladder, run_files
+from harness.store.runfolder import VariantFolder
+
 JIT = [
     "xla",
     "xla_no_fusion",
@@ -25,6 +31,10 @@ def read(run: Path, variant: str, name: str) -> dict:
     return json.loads((run / "variants" / variant / name).read_text())
 
 
+def events_of(run: Path, variant: str) -> tuple[run_files.KernelEvent, ...]:
+    return events_file.read(VariantFolder(run / "variants" / variant))
+
+
 @pytest.mark.parametrize("name", JIT)
 def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
     r = read_summary(cpu_run)[name]
@@ -32,11 +42,11 @@ def test_every_jit_kernel_is_attributed_to_a_cluster(cpu_run, name):
         "unmatched"
     ]
     assert r.analysis_errors == ()
-    events = read(cpu_run, name, "kernels.json")["events"]
+    events = events_of(cpu_run, name)
     clusters = {
         c["name"] for m in read(cpu_run, name, "fusions.json")["modules"] for c in m["clusters"]
     }
-    assert events and all(e["cluster"] in clusters for e in events)
+    assert events and all(e.cluster in clusters for e in events)
     assert r.profile.kernels_per_step == len(events) / 2  # profile.steps=2 in the tiny run
 
 
@@ -45,7 +55,7 @@ def test_eager_launches_more_kernels_than_the_fused_program(cpu_run):
     assert s["eager"].profile.kernels_per_step >= 3
     assert s["eager"].profile.kernels_per_step > s["xla"].profile.kernels_per_step
     assert s["eager"].profile.matched_fraction == 1.0
-    primitives = {e["primitive"] for e in read(cpu_run, "eager", "kernels.json")["events"]}
+    primitives = {e.primitive for e in events_of(cpu_run, "eager")}
     assert {"tanh", "integer_pow", "add", "multiply"} <= primitives
 
 
@@ -107,3 +117,43 @@ def test_cost_model_counts_the_gemm(cpu_run):
     assert r.flops == 2 * 16 * 32 * 32
     assert read_summary(cpu_run)["xla"].cost.flops > r.flops
     assert read_summary(cpu_run)["xla"].cost.arithmetic_intensity > 0
+
+
+@pytest.mark.parametrize("name", ["xla", "xla_lax_cond", "eager"])
+def test_events_parquet_holds_every_event_as_the_match_attributed_it(cpu_run, name):
+    """kernels.json holds the match's totals alone; events.parquet every event of the steady
+    window, each read back as the per-event matcher attributes the saved profile's events."""
+    folder = VariantFolder(cpu_run / "variants" / name)
+    kernels = run_files.load(run_files.KERNELS, folder.kernels)
+    assert kernels.events == () and kernels.events_file == folder.events.name
+    assert read(cpu_run, name, "kernels.json")["events"] == []
+    rows = events_file.read(folder)
+    lad = ladder.read_ladder(folder.ir)
+    profile = find_xplane(folder.profile_window("steady"))
+    report, _ = sections.matched(read_events_and_markers(profile)[0], lad, name == "eager")
+    assert len(rows) == kernels.match.events_in_window == len(report.attributions) > 0
+    assert [
+        (r.name, r.start_ns, r.step, r.cluster, r.primitive, r.matched, r.rule) for r in rows
+    ] == [
+        (a.event.name, a.event.start_ns, a.event.step, a.cluster, a.primitive, a.matched, a.rule)
+        for a in report.attributions
+    ]
+    launches: dict[str, float] = {}
+    for r in rows:
+        if r.matched:
+            key = f"{r.hlo_module}:{r.cluster or r.primitive}"
+            launches[key] = launches.get(key, 0.0) + 1 / kernels.match.steps
+    assert launches == pytest.approx(kernels.match.launches_per_cluster)
+
+
+def test_the_manifest_states_the_folders_size_by_kind_and_the_report_says_it(cpu_run):
+    """Written when the run ended, the sizes sum to every file of the folder but the manifest
+    (a file the IR ladder links from the dump counted once); the pages say them in one line."""
+    manifest = run_files.load(run_files.MANIFEST, cpu_run / "manifest.json")
+    files = [p for p in cpu_run.rglob("*") if p.is_file() and not p.is_symlink()]
+    distinct = {p.stat().st_ino: p.stat().st_size for p in files if p.name != "manifest.json"}
+    assert sum(manifest.sizes.values()) == sum(distinct.values())
+    assert manifest.sizes["dumps"] > 0 and manifest.sizes["profiles"] > 0
+    assert manifest.sizes["events"] > 0 and manifest.sizes["reports"] > 0
+    line = next(x for x in (cpu_run / "details.md").read_text().splitlines() if "run folder" in x)
+    assert "dumps" in line and "profiles" in line and "events" in line

@@ -5,9 +5,22 @@ ambiguous. Thunk sequences written as XLA prints them, events as the profile rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
 from harness.hlo.thunks import parse_sequence
 from harness.match.command_buffers import place_events
+from harness.match.match import match_events
+from harness.match.table_match import match_table
 from harness.profile.events import DeviceEvent
+from harness.profile.table import (
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    STRING_COLUMNS,
+    EventTable,
+    from_arrow,
+)
 
 GRID = "grid: [16, 1, 1] threads: [128, 1, 1]  shared_memory: 0 bytes"
 # A greedy branch (0) and a sampling branch (1) that share the argmax kernel
@@ -88,3 +101,51 @@ def test_without_evidence_the_first_branch_is_taken_and_marked_ambiguous() -> No
     placed = place_events(window, dict.fromkeys(range(3), BUFFER))
     assert placed[2].command == 3 and placed[2].ambiguous
     assert "the first branch in command order is taken" in placed[2].reason
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    name: str
+    kind: str = "fusion"
+    target: str | None = None
+    epilogue: str | None = None
+    parent: str | None = None
+    source_ops: tuple[str, ...] = ()
+
+
+# The buffer as XLA's thunk metadata names its commands: the argmax kernel is one, its
+# fusions two, `input_reduce_fusion` in the greedy branch and `input_reduce_fusion.3` in the
+# sampling one (as on the H100 decoder of issue 58).
+NAMED = replace(
+    BUFFER,
+    name="command_buffer_1",
+    commands=tuple(
+        replace(c, instruction=c.kernel + (".3" if c.index == 6 else "") if c.kernel else None)
+        for c in BUFFER.commands
+    ),
+)
+CLUSTERS = {"jit_f": [_Cluster(c.instruction) for c in NAMED.commands if c.instruction]}
+
+
+def _table(events: list[DeviceEvent]) -> EventTable:
+    columns = {f: [getattr(e, f) for e in events] for f in INT_COLUMNS + FLOAT_COLUMNS}
+    for f in STRING_COLUMNS:
+        columns[f] = [
+            ",".join(map(str, v)) if isinstance(v := getattr(e, f), tuple) else v for e in events
+        ]
+    return from_arrow(pa.table(columns))
+
+
+def test_the_table_match_gives_a_shared_kernel_to_the_fusion_in_the_branch_that_ran() -> None:
+    head = ("loop_broadcast_fusion", "set_case_condition", "input_reduce_fusion")
+    # Two executions a step, the first greedy, the second sampling, over two steps.
+    names = (*head, "loop_select_fusion", *head, "loop_divide_fusion") * 2
+    events = [replace(e, step=i // 8, start_ns=10.0 * i) for i, e in enumerate(_events(*names))]
+    buffers = {"jit_f": (NAMED,)}
+    by_table = match_table(_table(events), CLUSTERS, command_buffers=buffers)
+    by_events = match_events(events, CLUSTERS, command_buffers=buffers)
+    clusters = [a.cluster for a in by_table.attributions]
+    assert clusters == [a.cluster for a in by_events.attributions]
+    argmax = [c for n, c in zip(names, clusters, strict=True) if n == "input_reduce_fusion"]
+    assert argmax == ["input_reduce_fusion", "input_reduce_fusion.3"] * 2
+    assert by_table.launches_per_cluster["jit_f:input_reduce_fusion.3"] == 1.0

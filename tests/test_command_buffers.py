@@ -20,10 +20,11 @@ from harness.hlo.thunks import parse_metadata, parse_sequence, read_command_buff
 from harness.match.match import MatchReport, is_library_kernel, match_events
 from harness.profile.events import DeviceEvent, find_xplane
 from harness.profile.reader import read_events_and_markers
-from harness.records import ladder
+from harness.records import events_file, ladder
 from harness.records.gaps import AttributionGaps
 from harness.report.doc import Table, to_markdown
 from harness.report.gaps import gap_blocks
+from harness.store.runfolder import VariantFolder
 
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"
 PAIRS = ("mixer_cmdbuf", "mixer_cmdbuf_cudnn", "mixer_cmdbuf_xla")
@@ -239,4 +240,5 @@ def test_the_cpu_study_has_no_command_buffers_and_nothing_unattributed(cpu_run: 
     assert not lad.has("thunks_after_passes") and not lad.has("thunk_metadata")
     kernels = json.loads((cpu_run / "variants" / "xla" / "kernels.json").read_text())
     assert kernels["match"]["ambiguous_fraction"] == 0.0
-    assert {e["rule"] for e in kernels["events"]} == {"hlo_op"}
+    events = events_file.read(VariantFolder(cpu_run / "variants" / "xla"))
+    assert {e.rule for e in events} == {"hlo_op"}

@@ -45,7 +45,7 @@ def _facts(run: str) -> ControlFlowFacts:
     cost = run_files.from_document(
         run_files.COST, hlo_files.cost_document(hlo_files.costs_of([module]), None), "c"
     )
-    return control_flow_facts(cost, kernels, {c.name: c.kind for c in clusters})
+    return control_flow_facts(cost, kernels, kernels.events, {c.name: c.kind for c in clusters})
 
 
 @needs_loops

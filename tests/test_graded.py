@@ -160,22 +160,32 @@ def _facts(v: VariantSummary, ref: VariantSummary, times: dict | None = None) ->
     return facts.variant("v"), facts.variant("ref")
 
 
-def test_the_parts_sum_to_the_profiled_difference_and_the_residual_closes_it() -> None:
+def test_the_parts_sum_to_the_timed_difference_grouped_by_kind_of_work() -> None:
     slow = Profile(kernels_per_step=3, device_time_per_step_s=2.0e-3, profiled_step_time_s=2.5e-3)
     times = {
-        "v": (ClusterTime("gemm", 1.2e-3, 1, "m.py:3", "lib@m.py:3"), ClusterTime("f", 0.7e-3, 2)),
-        "ref": (ClusterTime("custom-call.1", 0.8e-3, 1, "m.py:3", "lib@m.py:3"),),
+        "v": (
+            ClusterTime("gemm", 1.2e-3, 1, "m.py:3", "lib@m.py:3", work="library"),
+            ClusterTime("f", 0.7e-3, 2, "m.py:4", work="loop_fusion", bytes=4e9),
+        ),
+        "ref": (ClusterTime("custom-call.1", 0.8e-3, 1, "m.py:3", "lib@m.py:3", work="library"),),
     }
     v, ref = _facts(_variant(2.6e-3, slow), _variant(1.1e-3, PROFILED), times)
     d = explain.decompose(v, ref)
     assert d is not None and d.measured_s == pytest.approx(1.5e-3)
     assert sum(p.delta_s for p in d.parts) + d.residual_s == pytest.approx(d.measured_s)
-    assert sum(p.delta_s for p in d.parts) == pytest.approx(2.5e-3 - 1.2e-3)
-    by_kind = {p.what: p.delta_s for p in d.parts}
-    # One GEMM under two instruction names pairs by its entry and line: +0.4 ms, not +1.2/−0.8.
-    assert by_kind["`gemm` (m.py:3)"] == pytest.approx(0.4e-3)
-    assert by_kind["the host gap"] == pytest.approx(0.5e-3 - 0.2e-3)
-    assert explain.sentence(d).startswith("of the +1.500 ms a step: `f` +0.700 ms")
+    by_kind = {p.kind: p.delta_s for p in d.parts}
+    # One GEMM under two instruction names is one kind of work: +0.4 ms, not +1.2/−0.8.
+    assert by_kind["library"] == pytest.approx(0.4e-3)
+    # The host gap is the timed step's: its median less the profiled device time.
+    assert by_kind["host_gap"] == pytest.approx((2.6e-3 - 2.0e-3) - (1.1e-3 - 1.0e-3))
+    assert d.overhead_s == pytest.approx(2.5e-3 - 2.6e-3)
+    assert d.against_overhead_s == pytest.approx(1.2e-3 - 1.1e-3)
+    # The largest group leads, tied to its traffic; lines follow it.
+    assert explain.sentence(d).startswith(
+        "+0.700 ms of the +1.500 ms a step is loop fusions (m.py:4)"
+    )
+    assert "4 GB more traffic a step" in d.lead
+    assert [p.what for p in d.by_line][:2] == ["m.py:4", "m.py:3"]
 
 
 def test_a_failed_profile_is_measured_but_not_explained_and_never_a_zero() -> None:
@@ -269,7 +279,7 @@ def test_no_fresh_run_sentence_contradicts_its_numbers(cpu_run: Path) -> None:
         checked += 1
     assert checked >= 5
     for f in found.timing:
-        assert f.decomposition is not None and f.why.startswith("of the ")
+        assert f.decomposition is not None and " a step is " in f.why.split(";")[0]
 
 
 def test_no_bf16_suggestion_for_a_program_already_in_bf16() -> None:

@@ -21,6 +21,8 @@ from harness.anydump import dump as analysis
 from harness.anydump.hosts import attach_session, events_part, host_totals, workers_for
 from harness.profile import xspace
 from harness.profile.events import ProfileError, find_xplane, session_xplanes
+from harness.records import events_file
+from harness.store.records import SchemaError
 
 RUN = FIXTURES / "h200-jax0.11.2-loops" / "loops_cmdbuf"
 
@@ -108,6 +110,12 @@ def test_a_session_names_its_hosts_and_refuses_a_name_no_partition_holds(tmp_pat
     (session / "c=d.xplane.pb").write_bytes(b"")
     with pytest.raises(ProfileError, match=r"c=d\.xplane\.pb: host name 'c=d'"):
         session_xplanes(tmp_path)
+
+
+def test_an_events_folder_without_a_host_part_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "events" / "node0").mkdir(parents=True)  # no host= folder: not a partition
+    with pytest.raises(SchemaError, match="events: no host=<name>/"):
+        events_file.read_table(tmp_path / "events")
 
 
 @pytest.mark.slow  # `python -m harness.analyze` in a process of its own

@@ -12,6 +12,7 @@ An entry point (a package's `__main__`, the kept `python -m harness.migrate` and
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 from pathlib import Path
 
@@ -30,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # records, whose oldest migration derives a variant's roles from its mode.
     (
         "harness.frontends.__init__",
+        "harness.frontends.contract",
         "harness.frontends.modes",
         "harness.frontends.registry",
         "harness.frontends.roles",
@@ -265,16 +267,46 @@ def violations(g: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def reach(g: dict[str, set[str]], src: str) -> dict[str, str]:
+    """Every module `src` imports, directly or through others (function-level imports count
+    as everywhere), each with the module it was first reached from (breadth first, so the
+    chain back to `src` is a shortest one)."""
+    via: dict[str, str] = {}
+    todo = collections.deque([src])
+    while todo:
+        here = todo.popleft()
+        for dst in sorted(g.get(here, ())):
+            if dst != src and dst not in via:
+                via[dst] = here
+                todo.append(dst)
+    return via
+
+
+def chain(via: dict[str, str], src: str, dst: str) -> list[str]:
+    """The modules between `src` and `dst` on the path `reach` found."""
+    out: list[str] = []
+    while via[dst] != src:
+        dst = via[dst]
+        out.append(dst)
+    return out[::-1]
+
+
 def conclusions_in_the_report(g: dict[str, set[str]]) -> list[str]:
     """The report modules (entry points aside) that import a rule, an IR reader or a profile
-    reader."""
+    reader, directly or through any chain of imports (a record module that loads the HLO
+    parser at import loads it into every report module that reads the record)."""
     out = []
-    for src, targets in sorted(g.items()):
+    for src in sorted(g):
         if not src.startswith("harness.report") or layer(src) == len(LAYERS):
             continue
-        for dst in sorted(targets):
+        via = reach(g, src)
+        for dst in sorted(via):
             if _within(dst, REPORT_NEVER_IMPORTS):
-                out.append(f"the report {src} imports {dst}")
+                through = chain(via, src, dst)
+                out.append(
+                    f"the report {src} imports {dst}"
+                    + (f" (through {' -> '.join(through)})" if through else "")
+                )
     return out
 
 
@@ -370,12 +402,28 @@ def test_the_report_check_can_fail() -> None:
     g["harness.report.findings"] = g["harness.report.findings"] | {"harness.findings.timing"}
     g["harness.report.observations"] = g["harness.report.observations"] | {"harness.hlo.parser"}
     g["harness.report.sections"] = g["harness.report.sections"] | {"harness.profile.events"}
-    assert conclusions_in_the_report(g) == [
-        "the report harness.report.findings imports harness.findings.timing",
-        "the report harness.report.observations imports harness.hlo.parser",
-        "the report harness.report.sections imports harness.profile.events",
-    ]
+    found = conclusions_in_the_report(g)
+    assert "the report harness.report.findings imports harness.findings.timing" in found
+    assert "the report harness.report.observations imports harness.hlo.parser" in found
+    assert "the report harness.report.sections imports harness.profile.events" in found
     assert "harness.records.gaps" in g["harness.report.gaps"]
+
+
+def test_the_report_check_follows_imports_through_other_modules() -> None:
+    """The record module the report reads a ranking through (harness.analyze.program) once
+    loaded the HLO parser, cost model and reverse map into every report module: an import
+    two steps away is named with the chain that makes it."""
+    g = graph()
+    assert "harness.analyze.program" in g["harness.report.ranking"]
+    g["harness.analyze.program"] = g["harness.analyze.program"] | {"harness.hlo.reverse_map"}
+    found = conclusions_in_the_report(g)
+    assert (
+        "the report harness.report.ranking imports harness.hlo.reverse_map "
+        "(through harness.analyze.program)" in found
+    )
+    assert any(
+        m.startswith("the report harness.report.markdown imports harness.hlo.") for m in found
+    )
 
 
 def test_the_study_never_imports_the_any_dump_analyzer() -> None:
@@ -523,3 +571,96 @@ def test_paths_from_a_module_file_reach_the_repository() -> None:
         "harness.study.runs",
         "harness.study.workerproc",
     ]
+
+
+# Each built-in frontend's capture: JAX's is the capture stage (XLA's pipeline, which JAX
+# feeds directly), PyTorch's is its own folder.
+CAPTURE_OF = {
+    "harness.frontends.jax": ("harness.frontends.jax", "harness.capture"),
+    "harness.frontends.torch": ("harness.frontends.torch",),
+}
+# The frameworks a variant runs in. jaxlib's profile reader (harness.profile) reads files, as
+# the supervisor's analysis does; it runs nothing.
+FRAMEWORKS = ("jax", "flax", "torch")
+TOY = REPO / "tests" / "toy_frontend.py"
+
+
+def captures_reached(g: dict[str, set[str]]) -> list[str]:
+    """Each built-in frontend's module that reaches another frontend's capture."""
+    out = []
+    for frontend in CAPTURE_OF:
+        others = tuple(p for f, ps in CAPTURE_OF.items() if f != frontend for p in ps)
+        for src in sorted(m for m in g if _within(m, (frontend,))):
+            via = reach(g, src)
+            out += [f"{src} imports {dst}" for dst in sorted(via) if _within(dst, others)]
+    return out
+
+
+@functools.cache
+def frameworks_of(path: Path) -> frozenset[str]:
+    """The frameworks (FRAMEWORKS) a file imports anywhere in its body, but for imports under
+    TYPE_CHECKING and fallbacks (an `except ImportError:` body: harness.profile.events takes
+    jax.profiler's ProfileData only where jaxlib does not hold it)."""
+    tree = ast.parse(path.read_text())
+    skipped = type_checking_only(tree)
+    for handler in ast.walk(tree):
+        if isinstance(handler, ast.ExceptHandler) and ast.unparse(handler.type or "") in (
+            "ImportError",
+            "ModuleNotFoundError",
+        ):
+            skipped.update(n for stmt in handler.body for n in ast.walk(stmt))
+    found = set()
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add((node.module or "").split(".")[0])
+    return frozenset(found & set(FRAMEWORKS))
+
+
+def frameworks_reached(g: dict[str, set[str]], path: Path, name: str) -> dict[str, set[str]]:
+    """The frameworks that importing `path` loads, by the module (it, or a harness module
+    it reaches) that imports each."""
+    paths = modules()
+    found = {name: frameworks_of(path)}
+    for dst in reach({**g, name: imports_of(path, name, set(paths))}, name):
+        found[dst] = frameworks_of(paths[dst])
+    return {m: f for m, f in found.items() if f}
+
+
+def test_the_contract_sits_below_every_stage_and_framework() -> None:
+    """Context, Captured and analytic_flops are the contract's: the registry is typed with
+    them, and the contract imports nothing of the harness, nor a framework, when it runs."""
+    g = graph()
+    assert g["harness.frontends.contract"] == set()
+    assert frameworks_reached(g, modules()["harness.frontends.contract"], "contract") == {}
+    typed_with = {
+        n.module
+        for n in type_checking_only(ast.parse(modules()["harness.frontends.registry"].read_text()))
+        if isinstance(n, ast.ImportFrom)
+    }
+    assert "harness.frontends.contract" in typed_with
+    assert not any(_within(m or "", ("harness.capture",)) for m in typed_with)
+
+
+def test_no_frontend_imports_another_s_capture() -> None:
+    """PyTorch's frontend reaches none of JAX's capture (its Context and Captured are the
+    contract's), JAX's none of PyTorch's; a planted import is caught."""
+    g = graph()
+    assert captures_reached(g) == []
+    g["harness.frontends.torch.capture"] |= {"harness.capture.variant"}
+    assert "harness.frontends.torch.capture imports harness.capture.variant" in captures_reached(g)
+
+
+def test_the_numpy_toy_frontend_imports_no_framework() -> None:
+    """The plain NumPy frontend (tests/toy_frontend.py) needs the contract, not JAX: it
+    imports no framework, directly or through the harness modules it reaches, function-level
+    imports included. A planted import of JAX's expression is caught."""
+    g = graph()
+    assert frameworks_reached(g, TOY, "toy_frontend") == {}
+    g["harness.variants.accuracy"] |= {"harness.variants.expression"}
+    planted = frameworks_reached(g, TOY, "toy_frontend")
+    assert list(planted) == ["harness.variants.expression"]
+    assert "jax" in planted["harness.variants.expression"]

@@ -11,8 +11,10 @@ data-dependent `while_loop` costs the same FLOPs and bytes within 1%.
 from __future__ import annotations
 
 import collections
+import json
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +23,8 @@ from jax import lax
 from jax.profiler import ProfileData
 
 from harness.analyze import modules as hlo_files
+from harness.anydump import dump as dump_analysis
+from harness.commands.analyze import analyse
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import measured_trips, taken_branches
 from harness.hlo.cost import ModuleCost, module_cost
@@ -194,3 +198,38 @@ def test_a_conditional_whose_executions_take_both_branches_counts_each_branch_as
     assert blind.flops == pytest.approx(6 * (dear + D * D), rel=0.02)  # the dearest, 6 times
     assert seen.flops == pytest.approx(2 * dear + 4 * cheap + 6 * D * D, rel=0.02)
     assert any("measured by the profile" in n for c in seen.clusters for n in c.notes)
+
+
+def test_the_standalone_analysis_counts_a_measured_loop_by_the_study_s_function(
+    tmp_path: Path,
+) -> None:
+    """`python -m harness.analyze` on a dump and a profile of the same compile: the loop the
+    HLO does not count is costed by the iterations a call measured (each marked step makes two
+    calls), as the study's costs_of counts it, and its report says so once."""
+    h, w = jnp.ones((B, D)), jnp.full((D, D), 0.01)
+    dump, trace = tmp_path / "dump", tmp_path / "trace"
+    options = {"xla_dump_to": str(dump), "xla_dump_hlo_as_text": True}
+    compiled = jax.jit(_while).lower(h, w).compile(compiler_options=options)
+    compiled(h, w).block_until_ready()
+    with jax.profiler.trace(str(trace)):
+        for i in range(2):
+            with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                compiled(h, w).block_until_ready()
+                compiled(h, w).block_until_ready()
+    results = dump_analysis.analyze_dump(dump, tmp_path / "out")
+    (blind,) = results
+    assert blind.cost is not None and blind.cost.loops_counted("unknown")
+    profile = dump_analysis.attach_profile(results, trace, tmp_path / "out", None, "jit")
+    assert dump_analysis.calls_per_step(profile.report) == {blind.module: 2.0}
+    (seen,) = dump_analysis.recost(results, profile)
+    assert seen.cost is not None and not seen.cost.loops_counted("unknown")
+    hand = N * (2 * B * D * D + 3 * B * D)
+    assert seen.cost.flops == pytest.approx(hand, rel=0.01)
+    assert seen.cost == _cost(*_profiled(_while, h, w))  # one function, one count
+    written = json.loads((seen.out_dir / "cost.json").read_text())
+    assert written["modules"][0]["flops"] == seen.cost.flops
+    program = analyse(results := [seen], profile, None)
+    (note,) = [n for n in program.notes if "measured" in n]
+    assert "the profile measured a call (while." in note and f" {N}): its FLOPs" in note
+    assert program.modules[0].flops == seen.cost.flops
+    assert dump_analysis.loop_notes(results) == (note,)

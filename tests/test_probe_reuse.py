@@ -68,8 +68,9 @@ def test_the_first_call_is_a_users_compile_and_the_dumps_come_from_one_of_their_
 ):
     import jax
 
-    from harness.capture.variant import Context, capture_variant
+    from harness.capture.variant import capture_variant
     from harness.config import load
+    from harness.frontends.contract import Context
 
     (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
     exp = load(str(tmp_path / "c.yaml")).experiment
@@ -116,8 +117,9 @@ def test_a_dump_compile_that_fails_is_the_dump_probes_and_the_note_says_why(tmp_
     than only saying XLA wrote none."""
     import jax
 
-    from harness.capture.variant import Context, capture_variant
+    from harness.capture.variant import capture_variant
     from harness.config import load
+    from harness.frontends.contract import Context
 
     (tmp_path / "c.yaml").write_text(DUMPED_CONFIG)
     exp = load(str(tmp_path / "c.yaml")).experiment
@@ -182,8 +184,9 @@ def test_host_work_fills_a_long_wait_for_a_compile_slot_and_no_short_one(
 
     from harness.capture import dumping, reference
     from harness.capture import turn as device_turn
-    from harness.capture.variant import Context, capture_variant
+    from harness.capture.variant import capture_variant
     from harness.config import load
+    from harness.frontends.contract import Context
 
     (tmp_path / "c.yaml").write_text(WAITED_CONFIG)
     exp = load(str(tmp_path / "c.yaml")).experiment

@@ -26,6 +26,7 @@ import pytest
 from harness.capture import variant as capture_variant
 from harness.config import load
 from harness.config.experiment import Program
+from harness.frontends.contract import Context
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import AccuracyFile
 from harness.store.runfolder import VariantFolder
@@ -172,7 +173,7 @@ def test_without_any_reference_each_variant_is_still_compared_with_the_baseline(
             .lower(*subject.placed.args)
             .compile(compiler_options=dict(v.xla_options))
         )
-        ctx = capture_variant.Context(variant_dir=tmp_path / v.name, platform="cpu")
+        ctx = Context(variant_dir=tmp_path / v.name, platform="cpu")
         (tmp_path / v.name).mkdir()
         assert capture_variant._judged(subject, compiled(*subject.placed.args), ctx) is None
         assert [f.probe for f in ctx.failures] == ["numerics"]  # accuracy: not measured (why)
@@ -192,3 +193,40 @@ def test_without_any_reference_each_variant_is_still_compared_with_the_baseline(
     assert found.comparable, found.why
     (leaf,) = found.leaves
     assert leaf.vs_baseline is not None and leaf.allowed > 0
+
+
+def plain(params: dict, x: jax.Array) -> jax.Array:
+    """picky's computation, without its refusals: any reference runs it."""
+    return jnp.tanh(x @ params["w"]) @ params["v"]
+
+
+@pytest.mark.parametrize("max_flops, measured", [(1000.0, False), (1e12, True)])
+def test_a_program_over_the_reference_budget_gets_none_and_is_still_compared(
+    tmp_path: Path, max_flops: float, measured: bool
+) -> None:
+    """A call that costs more than measure.reference_max_flops (here 8·16·16·2 + 8·16·4·2 =
+    5,120 FLOPs and more, against 1,000) gets no CPU reference: accuracy not measured, with the
+    call's cost as the reason, and the outputs kept for the compiler-effect question. Under the
+    budget the same program is judged against its reference."""
+    config = tmp_path / "plain.yaml"
+    config.write_text(
+        "experiment: plain\nseed: 0\nbaseline: xla\n"
+        "program:\n  function: test_references:plain\n  init: test_references:picky_init\n"
+        "  inputs:\n    - {shape: [8, 16], dtype: float32}\n"
+        f"measure: {{reference_max_flops: {max_flops}}}\n"
+        "variants:\n  - {name: xla, mode: jit}\n"
+    )
+    exp = load(str(config)).experiment
+    (v,) = exp.variants
+    subject = capture_variant.subject_of(exp, v)
+    ctx = capture_variant.Context(variant_dir=tmp_path / v.name, platform="cpu")
+    (tmp_path / v.name).mkdir()
+    judged = capture_variant._judged(subject, jax.jit(subject.fn)(*subject.placed.args), ctx)
+    accuracy = run_files.load(run_files.NUMERICS, VariantFolder(tmp_path / v.name).numerics)
+    if measured:
+        assert judged is not None and not ctx.failures
+        assert all(leaf.ok is not None for leaf in accuracy.leaves)
+    else:
+        assert judged is None and [f.probe for f in ctx.failures] == ["numerics"]
+        assert "over measure.reference_max_flops" in ctx.failures[0].reason
+        assert all(leaf.ok is None for leaf in accuracy.leaves)  # kept, unreferenced

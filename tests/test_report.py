@@ -194,7 +194,7 @@ def test_missing_keys_and_files_render_with_dashes_and_skip_notes(rendered, tmp_
         "matmul_only": {"identity": {**ident, "status": "failed", "reason": "boom"}},
     }
     (run / "summary.json").write_text(json.dumps(summary))
-    for name in ("fusions.json", "kernels.json"):
+    for name in ("fusions.json", "kernels.json", "events.parquet"):
         for p in run.glob(f"variants/*/{name}"):
             p.unlink()
     (run / "manifest.json").write_text("{}")

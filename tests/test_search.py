@@ -12,7 +12,7 @@ from conftest import run_harness
 
 from harness.common import fmt, stats
 from harness.config import load
-from harness.records.summary import SearchRecord
+from harness.records.search import SearchRecord
 from harness.search import space
 from harness.store.records import emitted_keys, from_json
 
@@ -114,7 +114,8 @@ def test_each_row_reads_its_times_and_ratios_from_one_stage(search_run: Path) ->
 
 
 def test_the_lower_bound_is_never_the_best_even_when_fastest() -> None:
-    from harness.records.summary import Candidate, Verdict
+    from harness.records.search import Candidate
+    from harness.records.summary import Verdict
     from harness.search import best_of
 
     faster = Verdict(ratio=0.94, ci95=(0.93, 0.95), verdict="faster", against="default")
@@ -236,7 +237,8 @@ def test_the_plot_draws_each_candidate_against_the_default_of_its_own_stage(
 def test_the_plot_never_sets_one_stages_time_beside_anothers() -> None:
     """Issue 42's table: `c01` at 1.030 ms was 0.983x its stage's default (1.047 ms), while the
     default's own record holds its last stage's 1.740 ms. Drawn as times, c01 read 0.59x."""
-    from harness.records.summary import Candidate, Verdict
+    from harness.records.search import Candidate
+    from harness.records.summary import Verdict
     from harness.report.search import bars
 
     faster = Verdict(ratio=0.983, ci95=(0.97, 0.99), verdict="faster", against="default")

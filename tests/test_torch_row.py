@@ -18,15 +18,15 @@ import pytest
 from fixture_root import fixtures_root
 
 from harness.analyze import files, guarded
-from harness.capture.variant import Context
 from harness.config import ConfigError, load
 from harness.config.experiment import Problem, Variant, framework_baselines
+from harness.frontends.contract import Context
 from harness.frontends.roles import framework_of, roles_of
 from harness.frontends.torch import capture, sections
 from harness.frontends.torch import expression as tx
 from harness.frontends.torch.env import capture_dirs
 from harness.frontends.torch.inductor.diverge import torch_first_divergence
-from harness.records import ladder
+from harness.records import events_file, ladder
 from harness.records.summary import CaptureRecord
 from harness.store import io
 from harness.store.runfolder import VariantFolder
@@ -97,8 +97,8 @@ def test_gpu_compile_is_attributed_and_split_into_phases(gpu):
         "0_inference:extern_kernels.mm:1",  # the cuBLAS GEMM and the memset before it
         "0_inference:triton_poi_fused_add_gelu_0",
     }
-    rows = json.loads((vdir / "kernels.json").read_text())["events"]
-    assert {(r["name"], r["rule"], r["cpu_op"]) for r in rows} == {
+    rows = events_file.read(VariantFolder(vdir))
+    assert {(r.name, r.rule, r.cpu_op) for r in rows} == {
         (GEMM, "extern_call", "aten::mm"),
         ("Memset (Device)", "memset_for_gemm", "aten::mm"),
         ("triton_poi_fused_add_gelu_0", "inductor_kernel", "triton_poi_fused_add_gelu_0"),

@@ -15,9 +15,10 @@ from test_schema import README, documented
 
 from harness.findings.observations import NOT_HERE, NOT_MEASURED, YES
 from harness.frontends.torch.trace import read_torch_trace
-from harness.records import ladder
+from harness.records import events_file, ladder
 from harness.records.summary import RunSummary, load_summary
 from harness.store import records
+from harness.store.runfolder import VariantFolder
 
 TORCH = ("torch_eager", "torch_compile", "torch_compile_dynamic", "torch_print", "torch_matmul")
 COMPILED_STAGES = {
@@ -73,9 +74,9 @@ def test_compiled_variant_runs_the_extern_gemm_and_a_fused_cpp_kernel(torch_run,
     assert s.hlo.fusion_count == 1 and s.hlo.cluster_count == 2
     (call,) = s.hlo.library_calls
     assert (call.target, call.epilogue) == ("extern_kernels.addmm", "BIAS")
-    kernels = read_json(torch_run / "variants/torch_compile/kernels.json")
-    assert {e["rule"] for e in kernels["events"]} == {"extern_call", "inductor_kernel"}
-    assert {e["cpu_op"] for e in kernels["events"]} >= {"aten::addmm"}
+    events = events_file.read(VariantFolder(torch_run / "variants/torch_compile"))
+    assert {e.rule for e in events} == {"extern_call", "inductor_kernel"}
+    assert {e.cpu_op for e in events} >= {"aten::addmm"}
     fusions = read_json(torch_run / "variants/torch_compile/fusions.json")
     (module,) = fusions["modules"]
     assert module["reverse_map"] and all(module["reverse_map"].values())

@@ -6,8 +6,10 @@ edit outside harness/frontends/ and the `register(...)` line at the bottom. A st
 processes learn of it through `HARNESS_FRONTENDS=<this file>` (tests/test_frontends.py).
 
 Its variants run op by op on the host: nothing is compiled, so there is no IR ladder, no
-profile and no dump; the capture keeps the blocked call times and the numerics against the
-same float64 reference the JAX and PyTorch variants are judged by.
+profile and no dump; the capture keeps the blocked call times and the numerics, judged as the
+JAX and PyTorch variants are (harness.variants.accuracy: the float64 reference of its own
+seeded NumPy inputs). It imports no JAX, directly or through the harness modules it uses
+(tests/test_layers.py checks): the contract it implements is harness.frontends.contract's.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.frontends.contract import Captured, analytic_flops
 from harness.frontends.modes import Mode, Traits
 from harness.frontends.registry import register
+from harness.records.summary import CaptureRecord
+from harness.variants import accuracy
 
 NAME = "numpy"
 
@@ -51,6 +56,37 @@ def _gelu(h: np.ndarray, form: str) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
+class Inputs:
+    """x, W (scaled by 1/sqrt(k)) and b, seeded: NumPy's own draw, not JAX's."""
+
+    x: np.ndarray
+    w: np.ndarray
+    b: np.ndarray
+
+
+def inputs_for(p: Any, seed: int) -> Inputs:
+    """Returns the seeded inputs of problem `p` at its dtypes (those NumPy knows)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(tuple(p.x_shape)).astype(p.dtype)
+    w = (rng.standard_normal((p.k, p.n)) / math.sqrt(p.k)).astype(p.weight_dtype)
+    b = rng.standard_normal(p.n).astype(p.weight_dtype)
+    return Inputs(x, w, b)
+
+
+def step_times(fn: Callable[[], Any], warmup: int, steps: int) -> list[float]:
+    """Returns the wall seconds of `steps` calls after `warmup` untimed ones (NumPy returns
+    when it is done: each call is blocked)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+@dataclasses.dataclass(frozen=True)
 class Subject:
     """What a NumPy variant runs: its function and its host arrays (the JAX inputs' bits)."""
 
@@ -72,19 +108,15 @@ class NumpyFrontend:
 
     def preload(self, variant: Any) -> tuple[str, ...]:
         del variant
-        return ("jax", "numpy")
+        return ("numpy",)
 
     def prepare(self, exp: Any, variant: Any, cache: Path | None) -> None:
-        from harness.variants import expression
-
-        expression.inputs_for(variant.problem, exp.seed, cache)
+        del exp, variant, cache  # its inputs are cheap: each variant draws its own
 
     def subject(self, exp: Any, variant: Any) -> Subject:
-        from harness.variants import expression
-
         p, mode = variant.problem, variant.mode_spec
-        inputs = expression.inputs_for(p, exp.seed)
-        args = tuple(np.asarray(a) for a in (inputs.x, inputs.w, inputs.b))
+        inputs = inputs_for(p, exp.seed)
+        args = (inputs.x, inputs.w, inputs.b)
 
         def numpy_gelu_linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
             h = x @ w
@@ -95,26 +127,20 @@ class NumpyFrontend:
         return Subject(numpy_gelu_linear, args)
 
     def capture(self, exp: Any, variant: Any, ctx: Any) -> Any:
-        from harness.capture import measure
-        from harness.capture.variant import Captured
-        from harness.records.summary import CaptureRecord
-        from harness.variants import expression
-
         started = time.perf_counter()
         subject = self.subject(exp, variant)
         p = variant.problem
-        times = measure.step_times(subject.call, exp.measure.warmup, exp.measure.steps)
+        times = step_times(subject.call, exp.measure.warmup, exp.measure.steps)
         y = subject.call()
-        rows = expression.sample_rows(p.m, exp.measure.numerics_rows)
-        inputs = expression.inputs_for(p, exp.seed)
-        ref = expression.reference(p, variant.mode_spec, inputs, rows)
+        rows = accuracy.sample_rows(p.m, exp.measure.numerics_rows)
+        ref = accuracy.reference(p, variant.mode_spec, inputs_for(p, exp.seed), rows)
         record = CaptureRecord(
             status="ok",
             mode=variant.mode,
             module=None,
             latency_blocked_s=tuple(times),
-            numerics=expression.numerics(y, ref, rows, expression.tolerance(p)),
-            flops_analytic=2.0 * p.rows * p.k * p.n,
+            numerics=accuracy.numerics(y, ref, rows, accuracy.tolerance(p)),
+            flops_analytic=analytic_flops(variant),
             flops_analytic_source="formula",
             notes=("NumPy compiles nothing: no IR ladder, no dump, no profile",),
             wall_s=time.perf_counter() - started,

@@ -40,8 +40,9 @@ _.collective_events  # harness/records/summary.py:501: field of the record Comm:
 _.max_abs_err  # harness/records/summary.py:521: field of the record Numerics: written to JSON through dataclasses.fields
 _.max_rel_err  # harness/records/summary.py:522: field of the record Numerics: written to JSON through dataclasses.fields
 _.schema_version  # harness/records/summary.py:627: field of the record RunSummary: written to JSON through dataclasses.fields
-_.numerics_ok  # harness/records/summary.py:790: field of the record Candidate: written to JSON through dataclasses.fields
-_.schema_version  # harness/records/summary.py:797: field of the record SearchRecord: written to JSON through dataclasses.fields
+_.numerics_ok  # harness/records/search.py:80: field of the record Candidate: written to JSON through dataclasses.fields
+_.schema_version  # harness/records/search.py:104: field of the record SearchRecord: written to JSON through dataclasses.fields
+_.best_xla_options  # harness/records/search.py:124: field of the record SearchRecord: written to JSON through dataclasses.fields
 _.generated_code_bytes  # harness/records/memory.py:55: field of the record CompilerMemory: written to JSON through dataclasses.fields
 _.alias_bytes  # harness/records/memory.py:56: field of the record CompilerMemory: written to JSON through dataclasses.fields
 _.in_use_before  # harness/records/memory.py:70: field of the record DevicePeak: written to JSON through dataclasses.fields

@@ -198,7 +198,7 @@ def xla_sections(
         guarded(
             errors,
             "ranking",
-            lambda: ranking.ranking_file(vdir, lad, op_by_op, ceilings, made.kernels),
+            lambda: ranking.ranking_file(vdir, lad, op_by_op, ceilings, made.kernels, made.events),
             files.NONE,
         )
     )

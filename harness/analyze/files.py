@@ -3,15 +3,17 @@
 Each producer (harness.analyze.sections, a frontend's own sections, comm, ranking) returns
 its summary section and the records of the files it derives, and writes nothing; `write` puts them in the
 variant's folder, each through harness.records.run_files at the path harness.store.runfolder gives it
-(tlparse's pattern: parsers return outputs, one driver writes them).
+(events.parquet through harness.records.events_file), tlparse's pattern: parsers return
+outputs, one driver writes them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
-from harness.records import run_files
+from harness.records import events_file, run_files
 from harness.records.run_files import (
     CommFile,
     CompileFile,
@@ -35,6 +37,8 @@ class VariantFiles:
     compile: CompileFile | TorchCompileFile | None = None
     cost: CostFile | None = None
     kernels: KernelsFile | None = None
+    # events.parquet: its Arrow tables in order (harness.records.events_file), not a record.
+    events: tuple[Any, ...] | None = None
     ranking: RankingFile | None = None
     comm: CommFile | None = None
     timeline: TimelineFile | None = None
@@ -66,5 +70,7 @@ def write(folder: VariantFolder, files: VariantFiles) -> None:
     }
     for f in dataclasses.fields(files):
         record = getattr(files, f.name)
-        if record is not None:
+        if f.name == "events" and record is not None:
+            events_file.write(folder.events, record)
+        elif record is not None:
             run_files.write(paths[f.name], record)

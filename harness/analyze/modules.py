@@ -7,7 +7,9 @@ Modules are parsed once per process (`parsed`), however many analyses ask for th
 from __future__ import annotations
 
 import functools
+import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,65 @@ def costs_of(
         taken, measured = taken_branches(m, mine), measured_trips(m, mine)
         out.append(module_cost(m, clusters_of(m), taken=taken, measured=measured))
     return out
+
+
+@dataclass(frozen=True)
+class LoopWords:
+    """How a page names what rests on loop counts: a study's summary keys, or the standalone
+    analysis's figures. `per` is the measured iterations' unit (`a step`, `a call`)."""
+
+    per: str
+    rest: str  # what rests on measured counts
+    withheld: str  # what an unknown count does to them
+    analytic: str = ""  # said when only the HLO before optimization has an unknown loop
+
+
+STUDY_WORDS = LoopWords(
+    "a step",
+    "`flops`, `bytes` and `flops_analytic` rest on them",
+    "`flops` and `bytes` are not given",
+    "a loop before optimization has no count: `flops_analytic` is not given",
+)
+
+
+def loop_counts_said(
+    costs: Sequence[ModuleCost], words: LoopWords, analytic_unknown: bool = False
+) -> str | None:
+    """The one sentence saying which figures of `costs` rest on counts the HLO does not hold:
+    loops counted by the iterations the profile measured (each with its count), branches by
+    the executions seen to take them, loops with no count at all; None when none does. Both
+    a study (harness.analyze.sections) and `python -m harness.analyze` say it with it."""
+    said = []
+    measured = {n for c in costs for n in c.loops_counted("measured")}
+    unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
+    if measured:
+        # The loops measured themselves (no trip count of their own), by their body's runs
+        # (the median cluster's: its condition runs once more an entry).
+        runs: dict[str, list[float]] = {}
+        for m in costs:
+            for c in m.clusters:
+                if c.count_source == "measured" and c.trip_count is None and c.executions:
+                    runs.setdefault(c.loop, []).append(c.executions)
+        each = ", ".join(
+            f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
+        )
+        branches = any(
+            ": its branches ran " in n for m in costs for c in m.clusters for n in c.notes
+        )
+        what = [
+            f"loops counted by the iterations the profile measured {words.per} ({each})"
+        ] * bool(runs) + ["conditionals' branches by the executions the profile saw take each"] * (
+            branches
+        )
+        said.append(f"{' and '.join(what)}: {words.rest}")
+    if unknown:
+        said.append(
+            f"no trip count for {', '.join(unknown)} (not in the HLO, not measured): "
+            f"{words.withheld}"
+        )
+    if analytic_unknown and not unknown and words.analytic:
+        said.append(words.analytic)
+    return "; ".join(said) or None
 
 
 def launches_of(module: HloModule, launches: Mapping[str, float]) -> dict[str, float]:

@@ -20,7 +20,7 @@ from harness.records.summary import RunSummary
 from harness.store.runfolder import RunFolder
 
 
-def _kept(folder: RunFolder, name: str) -> Result | None:
+def kept_result(folder: RunFolder, name: str) -> Result | None:
     """A variant's per-leaf errors, kept values and references; None when it kept none."""
     vf = folder.variant(name)
     accuracy = run_files.load_if_present(run_files.NUMERICS, vf.numerics)
@@ -61,7 +61,7 @@ def distances_of(
     the same leaves, shapes and dtypes, else the run's `baseline`), eager's spread included;
     `roles` are the variants' roles, in config order."""
     folder = RunFolder(workdir)
-    kept = {n: k for n in roles if (k := _kept(folder, n)) is not None}
+    kept = {n: k for n in roles if (k := kept_result(folder, n)) is not None}
     out: dict[str, DistancesFile] = {}
     for name, mine in kept.items():
         base = _first(kept, roles, "baseline", mine) or baseline

@@ -12,15 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.analyze import steps as by_step
-from harness.hlo.clusters import Cluster
-from harness.hlo.cost import ModuleCost
-from harness.hlo.parser import HloModule
-from harness.hlo.reverse_map import ReverseMap
 from harness.records.gaps import AttributionGaps
 from harness.store.records import to_json
+
+if TYPE_CHECKING:  # a module's parsed input, never read back: the report loads no HLO code
+    from harness.hlo.clusters import Cluster
+    from harness.hlo.cost import ModuleCost
+    from harness.hlo.parser import HloModule
+    from harness.hlo.reverse_map import ReverseMap
 
 ProgramKey = tuple[str, int | None]  # (HLO module name, program id / XLA module number)
 
@@ -109,6 +110,31 @@ class Steps:
     count: int
     how: str  # "markers" | "executions" | "flag"
     detail: str
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One marked step: host wall time (its markers' span), device busy time (the union of its
+    events' intervals), summed event self time, the attributed part, and the fractions."""
+
+    step: int
+    wall_s: float | None
+    device_s: float
+    event_s: float
+    attributed_s: float
+    idle_fraction: float | None  # 1 - device / wall; None without a marker
+    coverage: float  # attributed_s / event_s
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """One step in which a cluster took over OUTLIER_FACTOR x its median step time
+    (harness.analyze.steps)."""
+
+    cluster: str
+    step: int
+    time_s: float
+    median_s: float
 
 
 @dataclass(frozen=True)
@@ -210,7 +236,7 @@ class ModuleAnalysis:
     unfused_total: int = 0
     reverse_method: str = ""
     reverse_notes: tuple[str, ...] = ()
-    outliers: tuple[by_step.Outlier, ...] = ()  # steps over 3x a cluster's median (analyze.steps)
+    outliers: tuple[Outlier, ...] = ()  # steps over 3x a cluster's median (analyze.steps)
     uncosted_calls: tuple[tuple[str, str, float | None], ...] = ()  # cluster, target, time
 
 
@@ -288,7 +314,7 @@ class ProgramAnalysis:
     profile: ProfileSummary | None = None
     ceilings: CeilingRates | None = None
     notes: tuple[str, ...] = ()
-    step_rows: tuple[by_step.StepRow, ...] = ()  # per marked step: wall, device, idle, coverage
+    step_rows: tuple[StepRow, ...] = ()  # per marked step: wall, device, idle, coverage
     # A session of several hosts: each host's totals and theirs merged (the rest of the
     # analysis is the first host's); empty for one host.
     hosts: tuple[HostTotals, ...] = ()

@@ -2,7 +2,7 @@
 
 The run report's counterpart of `python -m harness.analyze`'s main-module tables, made by the
 same function (harness.analyze.module_analysis.analyse_module) from what the other producers
-already wrote for the variant: the optimized module of its IR ladder and kernels.json (every
+already wrote for the variant: the optimized module of its IR ladder and events.parquet (every
 event of the steady window with the cluster it is attributed to). Without a profile the
 clusters are ranked by our FLOPs. Returns ranking.json's record (a `ProgramAnalysis` with the one
 module); eager variants, which run one module per primitive, get none.
@@ -11,7 +11,9 @@ module); eager variants, which run one module per primitive, get none.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
@@ -20,18 +22,17 @@ from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceiling
 from harness.analyze.timeline import timeline_of
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
-from harness.records import ladder, run_files
-from harness.records.run_files import Ceilings, KernelsFile
+from harness.records import events_file, ladder, run_files
+from harness.records.run_files import Ceilings, KernelEvent, KernelsFile
 from harness.store.runfolder import CEILINGS_FILE, VariantFolder
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceEvent))
 
 
-def attributions(kernels: KernelsFile | None) -> tuple[Attribution, ...]:
-    """Returns kernels.json's events with the clusters they were attributed to (the inverse of
-    `kernels_document`), each credited to its event's module."""
-    rows = kernels.events if kernels is not None else ()
-    events = events_from_json({k: getattr(r, k) for k in _EVENT_FIELDS} for r in rows)
+def attributions(events: Sequence[KernelEvent]) -> tuple[Attribution, ...]:
+    """Returns events.parquet's rows as the attributions they record (the inverse of the
+    match's Arrow columns), each credited to its event's module."""
+    rows = events_from_json({k: getattr(r, k) for k in _EVENT_FIELDS} for r in events)
     return tuple(
         Attribution(
             event=e,
@@ -42,17 +43,22 @@ def attributions(kernels: KernelsFile | None) -> tuple[Attribution, ...]:
             cluster=r.cluster,
             primitive=r.primitive,
         )
-        for e, r in zip(events, rows, strict=True)
+        for e, r in zip(rows, events, strict=True)
     )
 
 
 def ranking(
-    lad: ladder.Ladder, op_by_op: bool, ceilings: Ceilings | None, kernels: KernelsFile | None
+    lad: ladder.Ladder,
+    op_by_op: bool,
+    ceilings: Ceilings | None,
+    kernels: KernelsFile | None,
+    events: Sequence[KernelEvent] = (),
 ) -> ProgramAnalysis | None:
     """Returns the variant's module analysed as a main program: clusters ranked by device time
     a step (by FLOPs without a profile), rolled up by source line and named scope; None for
     eager dispatch or a ladder without exactly one optimized module. `kernels` is the
-    variant's kernels.json record, as its producer returned it."""
+    variant's kernels.json record and `events` events.parquet's rows, as their producer
+    returned them."""
     after = lad.hlo_files("hlo_after")
     if op_by_op or len(after) != 1:
         return None
@@ -68,7 +74,7 @@ def ranking(
         )
     except ValueError:
         roofs = None
-    found = attributions(kernels)
+    found = attributions(events)
     steps = int(match.steps or 0) if found and match is not None else 0
     pids = {a.event.program_id for a in found if a.event.hlo_module == module.name}
     m = ModuleInput(
@@ -106,15 +112,18 @@ def ranking_file(
     op_by_op: bool,
     ceilings: Ceilings | None,
     kernels: KernelsFile | None,
+    events: Sequence[Any] | None = None,
 ) -> VariantFiles:
-    """Returns ranking.json's record for the variant (see `ranking`); none for eager."""
-    found = ranking(lad, op_by_op, ceilings, kernels)
+    """Returns ranking.json's record for the variant (see `ranking`) and its timeline; none for
+    eager. `events` is events.parquet's Arrow tables, as the profile's producer returned them."""
+    folder = VariantFolder(vdir)
+    rows = events_file.rows_of_all(events or (), str(folder.events))
+    found = ranking(lad, op_by_op, ceilings, kernels, rows)
     if found is None:
         return NONE
-    source = str(VariantFolder(vdir).ranking)
-    found_events = attributions(kernels)
+    found_events = attributions(rows)
     lines = {(m.name, c.name): c.lines for m in found.modules for c in m.clusters}
     return VariantFiles(
-        ranking=run_files.from_document(run_files.RANKING, found.to_json(), source),
+        ranking=run_files.from_document(run_files.RANKING, found.to_json(), str(folder.ranking)),
         timeline=timeline_of(found_events, lines) if found_events else None,
     )

@@ -11,9 +11,10 @@ is expected there and left unmarked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from harness.hlo.cost import ClusterCost
+if TYPE_CHECKING:
+    from harness.hlo.cost import ClusterCost
 
 ABOVE_CEILING = "above the measured ceiling: the cost model or the ceiling is wrong here"
 

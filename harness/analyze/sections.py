@@ -20,10 +20,11 @@ from harness.common.precision import precision as gemm_precision
 from harness.config.experiment import Variant
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
-from harness.match.match import MatchReport, kernels_document, match_events
+from harness.match.match import MatchReport, Mode, match_events
+from harness.match.table_match import arrow_slices, match_table
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane
-from harness.profile.reader import read_events_and_markers
+from harness.profile.reader import read_table
 from harness.records import ladder, run_files
 from harness.records.run_files import Ceilings, KernelsFile
 from harness.records.summary import (
@@ -198,39 +199,6 @@ def hlo(vdir: Path, lad: ladder.Ladder) -> tuple[Hlo, VariantFiles]:
     return section, files
 
 
-def _loop_counts(
-    measured: Sequence[str], unknown: Sequence[str], analytic_unknown: bool, costs: Sequence[Any]
-) -> str | None:
-    """The one sentence saying which figures rest on loop counts the HLO does not hold."""
-    said = []
-    if measured:
-        # The loops measured themselves (no trip count of their own), by their body's runs
-        # (the median cluster's: its condition runs once more an entry).
-        runs: dict[str, list[float]] = {}
-        for m in costs:
-            for c in m.clusters:
-                if c.count_source == "measured" and c.trip_count is None and c.executions:
-                    runs.setdefault(c.loop, []).append(c.executions)
-        each = ", ".join(
-            f"{n} {statistics.median_low(sorted(r)):g}" for n, r in sorted(runs.items())
-        )
-        branches = any(
-            ": its branches ran " in n for m in costs for c in m.clusters for n in c.notes
-        )
-        what = [f"loops counted by the iterations the profile measured a step ({each})"] * bool(
-            runs
-        ) + ["conditionals' branches by the executions the profile saw take each"] * branches
-        said.append(f"{' and '.join(what)}: `flops`, `bytes` and `flops_analytic` rest on them")
-    if unknown:
-        said.append(
-            f"no trip count for {', '.join(unknown)} (not in the HLO, not measured): "
-            "`flops` and `bytes` are not given"
-        )
-    if analytic_unknown and not unknown:
-        said.append("a loop before optimization has no count: `flops_analytic` is not given")
-    return "; ".join(said) or None
-
-
 def cost(
     vdir: Path,
     lad: ladder.Ladder,
@@ -247,7 +215,6 @@ def cost(
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     launches = kernels.match.launches_per_cluster if kernels and kernels.match else None
     costs = hlo_files.costs_of(after, launches)
-    measured = sorted({n for c in costs for n in c.loops_counted("measured")})
     unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
     x = record.xla_cost
     xla = (
@@ -330,7 +297,7 @@ def cost(
         bytes_xla=x.bytes if x else None,
         transcendentals_xla=x.transcendentals if x else None,
         disagreements=disagreements,
-        loop_counts=_loop_counts(measured, unknown, analytic_unknown, costs),
+        loop_counts=hlo_files.loop_counts_said(costs, hlo_files.STUDY_WORDS, analytic_unknown),
         achieved_flops_per_s=achieved,
         achieved_bytes_per_s=moved / step_s if moved and step_s else None,
         peak_flops_per_s=peak_flops,
@@ -371,21 +338,22 @@ def profile(
     vdir: Path, lad: ladder.Ladder, op_by_op: bool, step_s: float | None
 ) -> tuple[Profile, list[str], VariantFiles]:
     """Returns the steady window's device timeline and one step's kernel names, with
-    kernels.json's record (every event with the cluster it is attributed to)."""
+    kernels.json's record (the match's totals) and events.parquet's table (every event with
+    the cluster it is attributed to), matched over the profile's event table."""
     folder = VariantFolder(vdir)
     steady = folder.profile_window("steady")
     if not steady.is_dir() or steady.is_symlink():
         return Profile(), [], NONE
-    events, markers = read_events_and_markers(find_xplane(steady))
+    table, markers = read_table(find_xplane(steady))
     # The host gap compares like with like: each profiled step's wall time (its marker)
     # against the device time of the same step, since profiling itself slows the host.
     walls = [m.duration_s for m in markers if m.name == "step"]
-    report, clusters = matched(events, lad, op_by_op)
-    kernels = run_files.from_document(
-        run_files.KERNELS, kernels_document(report), str(folder.kernels)
-    )
-    section, names = profile_of(report, events, walls, clusters, step_s)
-    return section, names, VariantFiles(kernels=kernels)
+    clusters, buffers, mode = match_inputs(lad, op_by_op)
+    report = match_table(table, clusters, mode=mode, command_buffers=buffers)
+    totals = {"match": report.to_json(events=False), "events_file": folder.events.name}
+    kernels = run_files.from_document(run_files.KERNELS, totals, str(folder.kernels))
+    section, names = profile_of(report, table.events(), walls, clusters, step_s)
+    return section, names, VariantFiles(kernels=kernels, events=tuple(arrow_slices(report)))
 
 
 def matched(
@@ -393,13 +361,18 @@ def matched(
 ) -> tuple[MatchReport, dict[Any, tuple[Any, ...]]]:
     """Returns the attribution of a steady window's `events` to the clusters of the variant's
     ladder, and those clusters (each process of a group is matched alike: analyze.processes)."""
-    eager = op_by_op  # each primitive its own module: matched by module, not by cluster
-    clusters = _module_clusters(lad, eager)
-    buffers = {} if eager else _command_buffers(lad, clusters)
-    report = match_events(
-        events, clusters, mode="eager" if eager else "jit", command_buffers=buffers
-    )
-    return report, clusters
+    clusters, buffers, mode = match_inputs(lad, op_by_op)
+    return match_events(events, clusters, mode=mode, command_buffers=buffers), clusters
+
+
+def match_inputs(
+    lad: ladder.Ladder, op_by_op: bool
+) -> tuple[dict[Any, tuple[Any, ...]], dict[Any, tuple[CommandBuffer, ...]], Mode]:
+    """The clusters a variant's events are matched to, its command buffers and the match's mode:
+    op by op, each primitive is its own module, matched by module, not by cluster."""
+    clusters = _module_clusters(lad, op_by_op)
+    buffers = {} if op_by_op else _command_buffers(lad, clusters)
+    return clusters, buffers, "eager" if op_by_op else "jit"
 
 
 def profile_of(

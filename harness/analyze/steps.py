@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analyze.event_facts import ModuleFacts, StepSeries, StepTotal, steps_from_pairs
+from harness.analyze.program import Outlier, StepRow
 from harness.match.match import Attribution
 from harness.profile.events import StepMarker
 
@@ -29,30 +30,6 @@ OUTLIER_FACTOR = 3.0
 TOP_OUTLIERS = 10
 
 Pairs = Sequence[tuple[Attribution, float]]
-
-
-@dataclass(frozen=True)
-class StepRow:
-    """One marked step: host wall time (its markers' span), device busy time (the union of its
-    events' intervals), summed event self time, the attributed part, and the fractions."""
-
-    step: int
-    wall_s: float | None
-    device_s: float
-    event_s: float
-    attributed_s: float
-    idle_fraction: float | None  # 1 - device / wall; None without a marker
-    coverage: float  # attributed_s / event_s
-
-
-@dataclass(frozen=True)
-class Outlier:
-    """One step in which a cluster took over OUTLIER_FACTOR x its median step time."""
-
-    cluster: str
-    step: int
-    time_s: float
-    median_s: float
 
 
 def per_step(pairs: Pairs) -> bool:

@@ -43,12 +43,14 @@ from harness.hlo.parser import HloModule
 from harness.hlo.reverse_map import ReverseMap, reverse_map
 from harness.hlo.thunks import CommandBuffer, read_command_buffers, thunk_files
 from harness.match.match import MatchReport
-from harness.match.table_match import match_table
+from harness.match.table_match import arrow_slices, match_table
 from harness.profile.events import DeviceEvent, StepMarker, find_xplane
 from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
+from harness.records import events_file
 from harness.store import io
 from harness.store.records import to_json
+from harness.store.runfolder import EVENTS_DIR, EVENTS_FILE
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
@@ -457,7 +459,7 @@ def attach_profile(
         command_buffers=command_buffers(results, bound),
         left_out=left_out,
     )
-    write_events(events or out / EVENTS_FILE, report)
+    events_file.write(events or out / EVENTS_FILE, arrow_slices(report))
     profile = ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
     if kernels:
         write_kernels(out, profile)
@@ -484,59 +486,72 @@ def write_kernels(
     io.write_json(out / "kernels.json", data, compact=True)
 
 
-EVENTS_FILE = "events.parquet"
-EVENTS_DIR = "events"  # a session of several hosts: events/host=<name>/part-0.parquet
+ANALYZE_WORDS = hlo_files.LoopWords(
+    "a call",
+    "its FLOPs and bytes a run rest on them",
+    "its FLOPs and bytes a run count that loop's body once per entry, which is no count",
+)
 
 
-# Rows of events.parquet converted and written at a time: the Arrow form of a slice, not of a
-# profile of millions of events, is what the writer holds.
-EVENTS_SLICE = 262_144
+def recost(results: Sequence[ModuleResult], profile: ProfileResult) -> list[ModuleResult]:
+    """The results with each module's costs counted again from what the profile saw run, by
+    the study's one function (harness.analyze.modules.costs_of): a loop whose trip count the
+    HLO does not hold by the iterations its body's clusters launched a call, a conditional by
+    the branch whose clusters launched. A module's cost.json is written again where it moved."""
+    report = profile.report
+    calls = calls_per_step(report)
+    out = []
+    for r in results:
+        if r.hlo is None or r.cost is None or not report.launches_per_cluster:
+            out.append(r)
+            continue
+        # Launches are counted a step; the cost model counts a call.
+        per_call = 1.0 / calls.get(r.module, 1.0)
+        launches = {
+            k: n * per_call
+            for k, n in hlo_files.launches_of(r.hlo, report.launches_per_cluster).items()
+        }
+        (cost,) = hlo_files.costs_of([r.hlo], launches)
+        if cost != r.cost:
+            io.write_json(
+                r.out_dir / "cost.json", hlo_files.cost_document([cost], None), compact=True
+            )
+            r = replace(r, cost=cost, summary=summarize(r.clusters, cost))
+        out.append(r)
+    return out
 
 
-def write_events(path: Path, report: MatchReport) -> None:
-    """events.parquet: every event of the steady window with its attribution, one row each
-    (string columns dictionary-encoded, zstd), written a slice at a time, atomically."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def calls_per_step(report: MatchReport) -> dict[str, float]:
+    """Module name -> its executions a step (distinct run ids of its events over the steps),
+    for each module all of whose events carry a run id."""
+    attributed = getattr(report.attributions, "attributed", None)
+    if attributed is None or not report.steps:
+        return {}
+    table = attributed.table
+    modules, runs = table.codes["hlo_module"], table.ints["run_id"]
+    out: dict[str, float] = {}
+    for code in np.unique(modules).tolist():
+        mine = runs[modules == code]
+        if code and len(mine) and not (mine == NULL).any():
+            out[table.strings["hlo_module"][code]] = np.unique(mine).size / report.steps
+    return out
 
-    attributed = report.attributions.attributed  # type: ignore[attr-defined]
-    partial = path.with_name(path.name + ".partial")
-    writer = None
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        for lo in range(0, max(1, len(attributed.table)), EVENTS_SLICE):
-            rows = np.arange(lo, min(lo + EVENTS_SLICE, len(attributed.table)))
-            part = attributed.rows(rows)
-            arrow = part.table.to_arrow(part.arrow_columns())
-            if writer is None:
-                writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd")
-            writer.write_table(arrow)
-    finally:
-        if writer is not None:
-            writer.close()
-        # Arrow's allocator keeps the slices' memory for reuse; nothing else here allocates
-        # through it, so it is handed back (tens of MB on a million events).
-        pa.default_memory_pool().release_unused()
-    partial.replace(path)
+
+def loop_notes(results: Sequence[ModuleResult]) -> tuple[str, ...]:
+    """For each module whose costs rest on loop counts the HLO does not hold, the sentence
+    saying so (the study's, in this analysis's words), once."""
+    out = []
+    for r in results:
+        said = hlo_files.loop_counts_said([r.cost], ANALYZE_WORDS) if r.cost else None
+        if said:
+            out.append(f"`{r.key}`: {said}")
+    return tuple(out)
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The rows (each a dict of its columns) of an events.parquet, or of a session's events
-    dataset (`events/`, partitioned by host: each row with its `host`), through the one reader."""
-    import io as bytes_io
-
-    import pyarrow.parquet as pq
-
-    parts = sorted(path.glob("host=*/*.parquet")) if path.is_dir() else [path]
-    rows = []
-    for part in parts:
-        data = userfiles.read_bytes(part, userfiles.PROFILE, within=path if path.is_dir() else None)
-        found = pq.read_table(bytes_io.BytesIO(data)).to_pylist()
-        if part is not path:  # the partition's key is its folder's name, as every engine reads it
-            host = part.parent.name.partition("=")[2]
-            found = [{**row, "host": host} for row in found]
-        rows += found
-    return rows
+    """The rows of an events.parquet, or of a session's events dataset (`events/`, each row
+    with its `host`), each a dict of its columns, through their one reader."""
+    return events_file.read_table(path).to_pylist()
 
 
 def _one_per_run(window: EventTable, rows: np.ndarray) -> list[DeviceEvent]:

@@ -18,15 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.analyze.program import HostTotals
-from harness.anydump.dump import (
-    EVENTS_DIR,
-    ModuleResult,
-    ProfileResult,
-    attach_profile,
-    write_kernels,
-)
+from harness.anydump.dump import ModuleResult, ProfileResult, attach_profile, write_kernels
 from harness.common import forked
 from harness.store.records import from_json, to_json
+from harness.store.runfolder import EVENTS_DIR
 
 PART = "part-0.parquet"
 # A worker's peak resident memory per byte of its profile, and what it adds beyond that (it

@@ -31,12 +31,12 @@ import numpy as np
 
 from harness.capture import dumping, measure, mesh, reference, reuse
 from harness.capture import memory as capture_memory
-from harness.capture.turn import DeviceTurn
 from harness.capture.turn import free as turn_free
 from harness.common import userfiles
 from harness.common.bounded import BoundedText
 from harness.common.precision import narrowest_float
 from harness.config.experiment import Experiment, Program, Variant
+from harness.frontends.contract import Captured, Context, analytic_flops
 from harness.hlo import fingerprint
 from harness.hlo.parser import parse_file
 from harness.records import ladder, numerics_effect, run_files
@@ -54,45 +54,13 @@ from harness.records.summary import (
     XlaCost,
 )
 from harness.store import io
-from harness.store.runfolder import RECOMPILE_FILE, VariantFolder
-from harness.variants import expression, program, program_mesh, references, sharded
-
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    """Where a variant is captured and how: its folder, the platform, a fresh process or not."""
-
-    variant_dir: Path
-    platform: str
-    fresh_process: bool = False
-    # A private folder of the supervisor's where the compiled program is kept for the
-    # timing worker (a variant captured in a process of its own): None keeps nothing.
-    executables: Path | None = None
-    # The optional probes that failed while capturing (filled in place by the capture; a
-    # fresh list per variant): the recompile, the profile, the emitter dumps, the reference.
-    failures: list[ProbeFailure] = dataclasses.field(default_factory=list)
-    # Each probe's wall seconds (harness.capture.reuse.spent; a fresh dict per variant).
-    costs: dict[str, float] = dataclasses.field(default_factory=dict)
-    # In a group of processes, the group's barrier: every process starts its steady profile
-    # together, so a collective's time in one process's profile is not its wait for another
-    # still timing its blocked calls (harness.capture.distributed).
-    barrier: Callable[[str], None] | None = None
-    # The run's folder of float64 references, shared by its variants' processes (the
-    # supervisor's private one; harness.capture.reference): None computes each variant's own.
-    references: Path | None = None
-    # The variant's turn on the device (harness.capture.turn), begun by the worker before the
-    # inputs; the capture ends it when its device work is over.
-    turn: DeviceTurn = dataclasses.field(default_factory=turn_free)
-
-
-@dataclasses.dataclass(frozen=True)
-class Captured:
-    """A captured variant: its record and, when it ran, one steady-state call to time and the
-    function that waits for a call's result (None: `jax.block_until_ready`)."""
-
-    record: CaptureRecord
-    call: Callable[[], Any] | None = None
-    wait: Callable[[Any], Any] | None = None
+from harness.store.runfolder import (
+    CALLBACK_OUTPUT_FILE,
+    EXPECTED_ERROR_FILE,
+    RECOMPILE_FILE,
+    VariantFolder,
+)
+from harness.variants import accuracy, expression, program, program_mesh, references, sharded
 
 
 def failed_probe(probe: str, e: BaseException) -> ProbeFailure:
@@ -161,12 +129,6 @@ def xla_cost(compiled: Any) -> XlaCost:
     return XlaCost(value("flops"), value("bytes accessed"), value("transcendentals"), None)
 
 
-def analytic_flops(variant: Variant) -> float:
-    """Returns 2·rows·k·n: the GEMM's FLOPs, which dominate the expression."""
-    p = variant.problem
-    return 2.0 * p.rows * p.k * p.n
-
-
 @dataclasses.dataclass(frozen=True)
 class Subject:
     """What a variant runs, whichever study it is: the function (XLA names the module after
@@ -201,11 +163,11 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
         fn = expression.build_function(variant)
         inputs = expression.inputs_for(variant.problem, exp.seed)
         placed = sharded.place(variant, fn, inputs)  # unsharded: fn and the inputs as they are
-        rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+        rows = accuracy.sample_rows(variant.problem.m, exp.measure.numerics_rows)
         gelu_ref = reference.Pending(
             expression.reference_key(variant.problem, variant.mode_spec, exp.seed, rows),
             lambda: (
-                (expression.reference(variant.problem, variant.mode_spec, inputs, rows),),
+                (accuracy.reference(variant.problem, variant.mode_spec, inputs, rows),),
                 None,
             ),
             overlappable=True,  # NumPy only: no JAX event or profile of its own
@@ -231,7 +193,9 @@ def subject_of(exp: Experiment, variant: Variant) -> Subject:
     # reference (and its note) is what is kept. A jit on the CPU: never beside a measurement.
     pending = reference.Pending(
         program.reference_key(p, exp.program.kwargs, seed),
-        lambda: references.reference_for(p, exp.program.kwargs, args, seed),
+        lambda: references.reference_for(
+            p, exp.program.kwargs, args, seed, exp.measure.reference_max_flops
+        ),
     )
 
     def judge(y: Any) -> Numerics:
@@ -311,9 +275,10 @@ def capture_variant(
             return Captured(
                 CaptureRecord(status="skipped", reason=reason, mode=variant.mode, module=None)
             )
-    with ctx.turn.preparing():  # its inputs and parameters are made on the device
+    turn = ctx.turn if ctx.turn is not None else turn_free()  # None: the device alone
+    with turn.preparing():  # its inputs and parameters are made on the device
         subject = (make_subject or subject_of)(exp, variant)
-    ctx = dataclasses.replace(ctx, failures=[], costs={})
+    ctx = dataclasses.replace(ctx, failures=[], costs={}, turn=turn)
     if subject.reference is not None:
         subject.reference.use(ctx.references, reference.may_overlap())
     started = time.perf_counter()
@@ -332,7 +297,7 @@ def capture_variant(
         ctx.turn.end()  # a capture that raised hands the device on too
     printed = buffer.getvalue()
     if printed:
-        io.write_text(ctx.variant_dir / "callback_output.txt", printed)
+        io.write_text(ctx.variant_dir / CALLBACK_OUTPUT_FILE, printed)
     record = dataclasses.replace(
         record,
         callback_lines=buffer.line_count(),
@@ -365,7 +330,7 @@ def _steady(exp: Experiment, ctx: Context, call: Callable[[], Any]) -> list[floa
 
 def _numerics(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pending) -> Numerics:
     (expected,), _ = ref.result()
-    return expression.numerics(y, expected, rows, expression.tolerance(variant.problem))
+    return accuracy.numerics(y, expected, rows, accuracy.tolerance(variant.problem))
 
 
 def _gelu_kept(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pending) -> Kept:
@@ -373,7 +338,7 @@ def _gelu_kept(variant: Variant, y: Any, rows: np.ndarray, ref: reference.Pendin
     and its one leaf's errors."""
     (expected,), _ = ref.result()
     got = np.asarray(y)[..., rows, :]
-    n = expression.numerics(y, expected, rows, expression.tolerance(variant.problem))
+    n = accuracy.numerics(y, expected, rows, accuracy.tolerance(variant.problem))
     dtype = narrowest_float((variant.problem.dtype, variant.problem.weight_dtype))
     leaf = LeafAccuracy(
         "",
@@ -626,7 +591,7 @@ def _expected_trace_error(variant: Variant, subject: Subject, ctx: Context) -> C
         jax.jit(subject.fn).trace(*subject.placed.args)
     except jax.errors.ConcretizationTypeError as e:
         message = str(e)
-        io.write_text(ctx.variant_dir / "expected_error.txt", message + "\n")
+        io.write_text(ctx.variant_dir / EXPECTED_ERROR_FILE, message + "\n")
         return CaptureRecord(
             status="ok",
             reason="expected: JAX cannot branch in Python on a traced value inside jit",

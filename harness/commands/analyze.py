@@ -160,6 +160,7 @@ def analyse_into(
             except (ValueError, OSError, ProfileError) as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise cli.UsageError(f"{xplane}: {first}") from None
+            results = analysis.recost(results, profile)
         # Everything that needs no reverse map is done while a large module's may still be
         # computing in a child: the imports, the rankings and the figures.
         from harness.anydump.report import (  # imports matplotlib: loaded only when called
@@ -269,7 +270,7 @@ def analyse(
         str(profile.path) if profile is not None else "",
         profile.outside if profile is not None else (),
         ceilings,
-        profile.notes if profile is not None else (),
+        (*(profile.notes if profile is not None else ()), *analysis.loop_notes(results)),
         profile.markers if profile is not None else (),
     )
 

@@ -3,27 +3,42 @@ compared, into compare.md and compare.html."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from absl import flags
 
+from harness.analyze import line_diff
 from harness.commands import cli
 from harness.common import terminal
 from harness.findings import compare as rules
-from harness.records.compare import FindingChange
+from harness.hlo.diverge import ladder_divergence
+from harness.records.compare import FindingChange, LineChange
 from harness.report import compare, data
 from harness.store import io
 
 
 def compare_runs(a: Path, b: Path, out: Path) -> tuple[Path, Path, tuple[FindingChange, ...]]:
     """Writes out/compare.md and out/compare.html for runs a and b; returns their paths and
-    the findings of both runs as it lists them. The rules conclude (harness.findings.compare),
-    the report renders (harness.report.compare)."""
+    the findings of both runs as it lists them (`compared_lines` adds the lines diffed)."""
+    md, html, found, _ = compared_lines(a, b, out)
+    return md, html, found
+
+
+def compared_lines(
+    a: Path, b: Path, out: Path
+) -> tuple[Path, Path, tuple[FindingChange, ...], tuple[LineChange, ...]]:
+    """`compare_runs`, and the source lines diffed, the lines that moved first. The rules
+    conclude (harness.findings.compare), the report renders (harness.report.compare)."""
     ra, rb = data.load_run(a), data.load_run(b)
     compared = rules.compare_runs(ra.summary, ra.manifest, rb.summary, rb.manifest)
-    md, html = compare.write(ra, rb, compared, out)
-    return md, html, compared.findings
+    # Per source line and kind of work, with intervals: measured from each run's profiled
+    # steps, so it is the analysis stage's, not a rule over the summaries.
+    compared = dataclasses.replace(compared, lines=line_diff.compare_lines(a, b))
+    divergences = {name: ladder_divergence(*irs) for name, irs in compare.ladders(ra, rb).items()}
+    md, html = compare.write(ra, rb, compared, divergences, out)
+    return md, html, compared.findings, compared.lines
 
 
 def main(argv: Sequence[str]) -> int:
@@ -34,9 +49,16 @@ def main(argv: Sequence[str]) -> int:
     ra, rb = cli.run_folder(a, "--a"), cli.run_folder(b, "--b")
     out = out or str(compare.default_out(ra, rb))
     with io.own_output(Path(out), "compare", inputs=(ra, rb)) as target:
-        md, html, found = compare_runs(ra, rb, target)
+        md, html, found, lines = compared_lines(ra, rb, target)
+    moved_lines = [
+        f"{c.verdict}: `{c.variant}` {c.line} ({c.work}) {c.a_s * 1e3:.3f} -> {c.b_s * 1e3:.3f} ms"
+        for c in lines
+        if c.moved
+    ]
     for c in found:
         print(terminal.shown(f"{c.status}: {c.subject} ({c.rule}): a {c.a}; b {c.b}"))
+    for line in moved_lines:
+        print(terminal.shown(line))
     print(f"comparison: {terminal.shown(md)}\nhtml:       {terminal.shown(html)}")
     return 0
 

@@ -7,7 +7,8 @@ rounds (timing.json), each comparison's recorded run-to-run spread and the run's
 (harness.analyze.judging), and the findings are the analysis stage's rules (harness.findings)
 over the summary and the run's kept files (fusions.json, ranking.json, compile.json, the
 ladder's fusion log and emitted code). This command does both and writes summary.json at the
-current schema. Nothing is captured, timed or analysed again (it is not reanalyze), so an
+current schema. A variant's kernels.json of version 1 (every event as JSON) becomes its
+events.parquet and a kernels.json of the match's totals. Nothing is captured, timed or analysed again (it is not reanalyze), so an
 exported copy such as a committed reference migrates too; a run without timing.json keeps its
 verdicts as they were judged.
 """
@@ -24,7 +25,7 @@ from harness import findings as rules
 from harness.analyze import judging, verdicts
 from harness.commands import cli
 from harness.common import terminal, userfiles
-from harness.records import losses, run_files
+from harness.records import events_file, losses, run_files
 from harness.records.summary import load_summary, summary_json
 from harness.store import io
 from harness.store.records import loads
@@ -63,6 +64,9 @@ def main(argv: Sequence[str]) -> int:
     workdir = cli.run_folder(flags.FLAGS.run, "--run")
     with io.writes_confined_to(workdir), io.run_lock(workdir):
         version, made = add_findings(workdir, flags.FLAGS.allow_loss)
+        moved = events_file.migrate_run(RunFolder(workdir))  # after a refusal, nothing moved
+    if moved:
+        print(f"{len(moved)} variants' events moved from kernels.json into events.parquet")
     print(
         f"migrated {terminal.shown(RunFolder(workdir).summary)} from schema {version}: "
         f"{made} findings made from its summary and kept files"

@@ -6,6 +6,7 @@ the text it returns, so the run states its cap where the output is read."""
 from __future__ import annotations
 
 import io
+import typing
 
 CALLBACK_OUTPUT_CHARS = 8 << 20  # 8 Mi characters of a variant's printed output are kept
 
@@ -50,3 +51,24 @@ class BoundedText(io.TextIOBase):
         """Lines printed in all, those past the limit included, as str.splitlines counts
         them (a last line without a newline counts)."""
         return self.lines + (1 if self._last and self._last != "\n" else 0)
+
+
+# A worker's log kept in the run folder (logs/): its first and last 1 MiB. A program that
+# prints in every step would otherwise make a log the size of everything it printed.
+LOG_BYTES = 2 << 20
+
+
+def head_and_tail(stream: typing.BinaryIO, limit: int = LOG_BYTES) -> bytes:
+    """The whole of a seekable `stream` when it holds at most `limit` bytes; else its first
+    and last `limit // 2` bytes with a line between saying how many were left out."""
+    stream.seek(0, io.SEEK_END)
+    size = stream.tell()
+    stream.seek(0)
+    if size <= limit:
+        return stream.read()
+    half = limit // 2
+    head = stream.read(half)
+    stream.seek(size - half)
+    tail = stream.read(half)
+    note = f"\n[... {size - 2 * half} bytes of this log left out: its first and last {half} kept ...]\n"
+    return head + note.encode() + tail

@@ -109,6 +109,40 @@ def definition_problem(path: str, name: str) -> str | None:
     return f"defines no top-level `{name}` ({path})"
 
 
+def keywords_of(spec: str) -> tuple[frozenset[str], bool] | None:
+    """Returns the keyword arguments the function `spec` names and whether it takes any
+    (`**kwargs`), read with `ast` from its top-level `def`; None when that cannot be read (a
+    class, an import, an assignment, a file that is not there: validate_callable says why)."""
+    try:
+        where, name, is_file = split_callable(spec)
+        path = where if is_file else module_file(where)
+        if path is None:
+            return None
+        tree = ast.parse(userfiles.read_text(path, userfiles.PYTHON), filename=path)
+    except (ValueError, SyntaxError, userfiles.Unreadable):
+        return None
+    found = None
+    for node in _top_level(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            found = node  # the last binding is the one an import sees
+        elif isinstance(node, ast.ClassDef | ast.Assign | ast.Import | ast.ImportFrom):
+            found = None if _binds(node, name) else found
+    if found is None:
+        return None
+    a = found.args
+    return frozenset(x.arg for x in (*a.args, *a.kwonlyargs)), a.kwarg is not None
+
+
+def _binds(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, ast.ClassDef):
+        return node.name == name
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    return False
+
+
 def validate_callable(source: str, key: str, spec: str) -> None:
     """Checks that `spec` names a callable the capture worker can import, without importing it."""
     try:

@@ -191,6 +191,13 @@ class Measure:
     numerics_rows: int = ranged(
         256, 1, 1 << 20, "rows of y checked against the float64 reference (a program: all of it)"
     )
+    reference_max_flops: float = ranged(
+        2e12,
+        0,
+        1e18,
+        "a program study's FLOPs per call above which no CPU reference is made (the accuracy "
+        "question reads not measured; the compiler-effect question is still asked)",
+    )
     numerics_pass_compiles: int = ranged(
         0,
         0,
@@ -319,14 +326,29 @@ STRATEGIES = ("grid", "coordinate")
 
 
 @dataclasses.dataclass(frozen=True)
+class SearchDtypes:
+    """A program search's dtypes to try: its parameters' floating leaves (`program.w_dtype`)
+    and its floating inputs (`program.dtype`)."""
+
+    params: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class SearchSpace:
-    """The values a search tries: XLA options, and optionally W's dtype and the GELU form."""
+    """The values a search tries: XLA options, and optionally W's dtype and the GELU form; in a
+    program study the function's own keyword arguments (`kwargs`, each knob its values, a
+    range given as {min, max, step} already expanded) and its dtypes."""
 
     xla_options: Mapping[str, tuple[bool | int | float | str, ...]] = dataclasses.field(
         default_factory=dict
     )
     w_dtype: tuple[str, ...] = ()
     gelu: tuple[str, ...] = ()
+    kwargs: Mapping[str, tuple[bool | int | float | str | None, ...]] = dataclasses.field(
+        default_factory=dict
+    )
+    dtypes: SearchDtypes = SearchDtypes()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,6 +364,9 @@ class SearchOptions:
     budget_s: float = ranged(420.0, 1.0, 3600.0, "the search's time budget in seconds")
     max_candidates: int = ranged(40, 1, 1000, "at most this many candidates are compiled")
     space: SearchSpace = SearchSpace()
+    # Bytes, or a size with its unit ("1.5 GiB"): a candidate whose peak is over it is timed
+    # but never the best (harness.search.constraints names the peak it reads).
+    max_peak_memory: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,10 +22,12 @@ from harness.config.experiment import (
     Experiment,
     Problem,
     Program,
+    SearchOptions,
     SearchSpace,
     Variant,
     combined,
 )
+from harness.config.knobs import parse_bytes, parse_knobs
 from harness.config.program import (
     FrozenMap,
     ProgramConfigError,
@@ -74,6 +76,15 @@ def _option_values(value: Any, source: str, key: str, _: Mapping[str, Any]) -> A
     return types.MappingProxyType(
         {str(k): coerce(v, OPTION_VALUES, source, f"{key}.{k}") for k, v in value.items()}
     )
+
+
+def _knob_values(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
+    """A program search's knobs: keyword argument -> the values to try (a range expanded)."""
+    return types.MappingProxyType(parse_knobs(value, source, key))
+
+
+def _bytes(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
+    return parse_bytes(value, source, key)
 
 
 def _options(value: Any, source: str, key: str, _: Mapping[str, Any]) -> Any:
@@ -155,6 +166,8 @@ CONFIG = Dialect(
         {
             (Experiment, "variants"): _variants,
             (SearchSpace, "xla_options"): _option_values,
+            (SearchSpace, "kwargs"): _knob_values,
+            (SearchOptions, "max_peak_memory"): _bytes,
             (Variant, "xla_options"): _options,
             (Program, "inputs"): _as_given,
             (Program, "recompile_shapes"): _as_given,

@@ -31,6 +31,7 @@ from harness.config.experiment import (
     Variant,
 )
 from harness.config.fields import MAX_ITEMS
+from harness.config.knobs import knobs_problem
 from harness.config.processes import problem as processes_problem
 from harness.config.program import input_leaves, shapes_problem
 from harness.config.sharding import problems as sharding_problems
@@ -158,8 +159,15 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
             source, "search.base", f"{shown(s.base)} names no variant; {_allowed(names)}"
         )
     choice(source, "search.strategy", s.strategy, STRATEGIES)
-    if not s.space.xla_options and not s.space.w_dtype and not s.space.gelu:
-        raise ConfigError(source, "search.space", "is empty; name XLA options with their values")
+    space = s.space
+    if not (space.xla_options or space.w_dtype or space.gelu or space.kwargs) and not (
+        space.dtypes.params or space.dtypes.inputs
+    ):
+        raise ConfigError(
+            source,
+            "search.space",
+            "is empty; name XLA options with their values (or a program's kwargs or dtypes)",
+        )
     for name, values in s.space.xla_options.items():
         key = f"search.space.xla_options.{name}"
         validate_xla_option(source, key, values[0] if values else 0)
@@ -169,6 +177,9 @@ def validate_search(s: SearchOptions, source: str, names: list[str]) -> None:
         choice(source, "search.space.w_dtype", d, DTYPES)
     for g in s.space.gelu:
         choice(source, "search.space.gelu", g, GELU_FORMS)
+    for what in ("params", "inputs"):
+        for d in getattr(s.space.dtypes, what):
+            choice(source, f"search.space.dtypes.{what}", d, DTYPES)
 
 
 def validate_experiment(e: Experiment, source: str) -> None:
@@ -235,6 +246,9 @@ def validate_experiment(e: Experiment, source: str) -> None:
     names = [v.name for v in e.variants]
     with found.check():
         validate_search(e.search, source, names)
+    with found.check():
+        if (knobs := knobs_problem(e)) is not None:
+            raise ConfigError(source, *knobs)
     with found.check():
         problem = processes_problem(e.processes, e.selected_variants, bool(e.search.base))
         if problem is not None and "processes" not in refused:

@@ -1,6 +1,7 @@
 """What control flow costs, as findings over the attributed events (issue 40).
 
-Facts (read at the edge by `facts.read_facts`, from the variant's cost.json and kernels.json):
+Facts (read at the edge by `facts.read_facts`, from the variant's cost.json, kernels.json and
+events.parquet):
 - each while loop the cost model found (`ClusterCostRow.loop`, with XLA's or the pattern's
   trip count) and, from the profile, the iterations it ran a step (the launches of its body's
   own kernels), the kernels an iteration launches and the device time of its copies (the

@@ -6,10 +6,10 @@ the host. Pure: `control_flow_facts` takes the variant's records, `facts.read_fa
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.records.run_files import CostFile, KernelsFile
+from harness.records.run_files import CostFile, KernelEvent, KernelsFile
 
 CONTROL_KINDS = frozenset({"conditional", "while"})
 
@@ -49,9 +49,14 @@ def _is_copy(name: str, kind: str, direction: str | None) -> bool:
 
 
 def control_flow_facts(
-    cost: CostFile | None, kernels: KernelsFile | None, kinds: Mapping[str, str]
+    cost: CostFile | None,
+    kernels: KernelsFile | None,
+    events: Sequence[KernelEvent],
+    kinds: Mapping[str, str],
 ) -> ControlFlowFacts:
-    """The variant's loops and host syncs; `kinds` maps each cluster to its kind (fusions.json)."""
+    """The variant's loops and host syncs, from its cost.json, its kernels.json's totals and its
+    events (harness.records.events_file.read); `kinds` maps each cluster to its kind
+    (fusions.json)."""
     body: dict[str, set[str]] = defaultdict(set)
     trips: dict[str, int | None] = {}
     entries: dict[str, float] = {}
@@ -64,7 +69,6 @@ def control_flow_facts(
                 sources[c.loop] = c.count_source
                 if c.entries is not None:
                     entries[c.loop] = max(entries.get(c.loop, 0.0), c.entries)
-    events = kernels.events if kernels is not None else ()
     steps = kernels.match.steps if kernels is not None and kernels.match is not None else 0
     if not steps or not events:
         loops = tuple(

@@ -8,6 +8,7 @@ priority-fusion log and the emitted code from the IR ladder), so a test builds a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping
@@ -19,7 +20,9 @@ from harness.common import userfiles
 from harness.config.memory import MemoryOptions
 from harness.findings.control_flow_facts import ControlFlowFacts, control_flow_facts
 from harness.frontends import registry
-from harness.records import ladder, run_files
+from harness.hlo import work
+from harness.match import step_events
+from harness.records import events_file, ladder, run_files
 from harness.records.by_role import all_with_role, first_with_role
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.processes import ProcessesSummary
@@ -42,6 +45,8 @@ class ClusterFact:
     target: str | None = None  # a library call's entry
     epilogue: str | None = None
     ops: int = 0  # its member ops, parameters and constants not counted
+    backend: str = ""  # a fusion's backend kind (`__triton_nested_gemm_fusion`)
+    opcodes: tuple[str, ...] = ()  # its member opcodes, sorted
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class ClusterTime:
     launches: float | None = None
     line: str = ""  # its first source line, file:line
     key: str = ""  # what pairs it across variants: its name, a library call's target and line
+    lines: tuple[str, ...] = ()  # every source line it holds, file:line (each an equal part)
+    work: str = "other"  # its kind of work (harness.hlo.work.KINDS)
+    bytes: float | None = None  # bytes it moves a step (our cost model, times its runs)
+    flops: float | None = None  # FLOPs a step
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class VariantFacts:
     distances: DistancesFile | None = None  # distances.json: each leaf against the baseline
     pass_search: PassSearch | None = None  # numerics_pass.json: the pass that moved it
     control_flow: ControlFlowFacts = field(default_factory=ControlFlowFacts)  # loops, syncs
+    # a profiled step's first event's start to its last event's end, mean (s): busy + launch gaps
+    span_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -179,16 +190,34 @@ def cluster_facts(fusions: FusionsFile | None) -> tuple[ClusterFact, ...]:
                     target=c.target or None,
                     epilogue=c.epilogue or None,
                     ops=ops,
+                    backend=c.backend_kind or "",
+                    opcodes=tuple(sorted(c.member_opcodes)),
                 )
             )
     return tuple(out)
 
 
-def cluster_times(ranking: run_files.RankingFile | None) -> tuple[ClusterTime, ...]:
+def _per_step(c: dict[str, Any], key: str) -> float | None:
+    """A ranking row's cost a step: one run's cost times its runs a step (None where unknown)."""
+    value, runs = c.get(key), c.get("runs")
+    if not isinstance(value, int | float) or not isinstance(runs, int | float):
+        return None
+    return float(value) * float(runs)
+
+
+def _add(x: float | None, y: float | None) -> float | None:
+    return None if x is None or y is None else x + y
+
+
+def cluster_times(
+    ranking: run_files.RankingFile | None, clusters: tuple[ClusterFact, ...] = ()
+) -> tuple[ClusterTime, ...]:
     """Each timed cluster's device time a step, summed over the ranked modules by name (none
-    without the file, or where the ranking was by FLOPs: no profile)."""
+    without the file, or where the ranking was by FLOPs: no profile), with its kind of work
+    from fusions.json's record of it (`clusters`), else from the ranking row's kind."""
     if ranking is None or ranking.ranked_by != "device time":
         return ()
+    facts = {c.name: c for c in clusters}
     found: dict[str, ClusterTime] = {}
     for module in ranking.modules:
         for c in module.get("clusters") or ():
@@ -203,13 +232,31 @@ def cluster_times(ranking: run_files.RankingFile | None) -> tuple[ClusterTime, .
             # which differs between compiles of one GEMM: it pairs by its entry and source line.
             target = c.get("target")
             key = f"{target}@{line}" if c.get("kind") == "library" and target else name
+            fact = facts.get(name)
+            kind = work.kind_of(
+                str(c.get("kind") or (fact.kind if fact else "")),
+                str(c.get("target") or (fact.target if fact and fact.target else "")),
+                fact.backend if fact else "",
+                fact.opcodes if fact else (),
+            )
+            every = tuple(str(x) for x in lines) if isinstance(lines, list | tuple) else ()
+            moved, flops = _per_step(c, "bytes"), _per_step(c, "flops")
             had = found.get(key)
             if had is not None:
                 both = None if had.launches is None or launches is None else had.launches + launches
-                time_s = had.time_s + c["time_s"]
-                found[key] = ClusterTime(had.name, time_s, both, had.line or line, key)
+                found[key] = dataclasses.replace(
+                    had,
+                    time_s=had.time_s + c["time_s"],
+                    launches=both,
+                    line=had.line or line,
+                    lines=tuple(dict.fromkeys((*had.lines, *every))),
+                    bytes=_add(had.bytes, moved),
+                    flops=_add(had.flops, flops),
+                )
             else:
-                found[key] = ClusterTime(name, float(c["time_s"]), launches, line, key)
+                found[key] = ClusterTime(
+                    name, float(c["time_s"]), launches, line, key, every, kind, moved, flops
+                )
     return tuple(found.values())
 
 
@@ -325,12 +372,18 @@ def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFa
     kinds = {c.name: c.kind for c in clusters}
     has_control = looping or any(k in ("conditional", "while") for k in kinds.values())
     flow = (
-        control_flow_facts(cost, run_files.load_if_present(run_files.KERNELS, vdir.kernels), kinds)
+        control_flow_facts(
+            cost,
+            run_files.load_if_present(run_files.KERNELS, vdir.kernels),
+            events_file.read(vdir),
+            kinds,
+        )
         if has_control
         else ControlFlowFacts()
     )
-    times = cluster_times(run_files.load_if_present(run_files.RANKING, vdir.ranking))
+    times = cluster_times(run_files.load_if_present(run_files.RANKING, vdir.ranking), clusters)
     accuracy, distances, pass_search = _numerics_files(folder, name)
+    span = step_events.mean_span_s(step_events.step_events(vdir)) if times else None
     return VariantFacts(
         name,
         s,
@@ -341,6 +394,7 @@ def _variant_facts(folder: RunFolder, name: str, s: VariantSummary) -> VariantFa
         distances=distances,
         pass_search=pass_search,
         control_flow=flow,
+        span_s=span,
     )
 
 

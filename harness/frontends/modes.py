@@ -44,6 +44,11 @@ class Mode:
         return self.python_branch or self.device_branch
 
 
+# The later IRs a GPU compiler's emitters write (XLA's and Inductor's Triton, LLVM, PTX): the
+# emitter stages of a frontend's traits that compiles through them.
+GPU_EMITTER_STAGES = ("triton", "llvm", "ptx")
+
+
 @dataclasses.dataclass(frozen=True)
 class Traits:
     """What the rules and the report say about a framework's variants."""

@@ -22,8 +22,8 @@ from harness.common import userfiles
 from harness.frontends.modes import UNKNOWN, Mode, Traits
 
 if TYPE_CHECKING:  # the records the protocol is typed with: stages above this low layer
-    from harness.capture.variant import Captured, Context
     from harness.config.experiment import Experiment, Variant
+    from harness.frontends.contract import Captured, Context
     from harness.hlo.diverge import Divergence
     from harness.records.run_files import Ceilings
     from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary

@@ -209,3 +209,13 @@ def first_divergence(
         detail = _describe_counts("kernels", Counter(kernels_a), Counter(kernels_b))
         return FirstDifference("kernels", detail or "kernels differ in order")
     return FirstDifference("none", "no difference in any compared stage")
+
+
+def ladder_divergence(a_ir: Path, b_ir: Path) -> tuple[str, str]:
+    """Returns (stage, detail) where two runs' ladders of one variant first differ (for
+    compare); an unparsable stage gives ("–", why) rather than stopping the comparison."""
+    try:
+        d = first_divergence(a_ir, b_ir)
+    except Exception as e:  # a damaged stage of one run must not stop the comparison
+        return "–", f"the ladders could not be compared ({type(e).__name__}: {str(e)[:120]})"
+    return d.stage, d.detail

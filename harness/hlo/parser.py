@@ -15,7 +15,7 @@ instruction remembers its file and line for this). No other exception escapes fo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -325,19 +325,10 @@ def _parse_slow(line: str, path: str, lineno: int) -> Instruction:
 
 
 def _scan(lines: list[str], path: str) -> HloModule:
+    """Reads a module's lines: its header, then its source tables and its computations, each
+    checked as it closes; the last computation is the entry where none is marked ENTRY."""
     n = len(lines)
-    i = 0
-    while i < n and not lines[i].strip():
-        i += 1
-    if i >= n:
-        raise ParseError(path, 1, 1, "empty input, expected `HloModule`", "")
-    hm = _HEADER.match(lines[i].rstrip())
-    if hm is None:
-        raise ParseError(path, i + 1, 1, "expected `HloModule name`", lines[i])
-    attr_parts = split_top_level(hm.group(2) or "")
-    if attr_parts is None:
-        raise ParseError(path, i + 1, hm.start(2) + 1, "unbalanced module attributes", lines[i])
-    attributes = tuple((k.strip(), v.strip()) for k, _, v in (p.partition("=") for p in attr_parts))
+    i, hm, attributes = _module_header(lines, path)
     tables: dict[str, dict[int, str]] = {}
     tables_text: list[str] = []
     computations: dict[str, Computation] = {}
@@ -346,8 +337,6 @@ def _scan(lines: list[str], path: str) -> HloModule:
     table_name = ""
     # Shapes repeat: parse each distinct text once per module.
     shapes: dict[str, Shape] = {}
-    fast = _FAST.match
-    i += 1
     while i < n:
         line = lines[i]
         i += 1
@@ -361,18 +350,7 @@ def _scan(lines: list[str], path: str) -> HloModule:
             tables_text.append(stripped)
             continue
         if table is not None:
-            rm = _TABLE_ROW.match(stripped)
-            if rm is None:
-                raise ParseError(path, i, 1, "bad source-table row", line)
-            row_id = decimal(rm.group(1), MAX_ID)
-            if row_id is None:
-                raise ParseError(
-                    path, i, 1, f"{table_name} id {clip(rm.group(1))} is out of range", line
-                )
-            value = rm.group(2)
-            if why := _table_row_error(table_name, value):
-                raise ParseError(path, i, rm.start(2) + 1, why, line)
-            table[row_id] = unquote(value) if value.startswith('"') else value
+            _table_row(table, table_name, stripped, line, path, i)
             tables_text.append(stripped)
             continue
         header = _computation_header(line)
@@ -381,123 +359,18 @@ def _scan(lines: list[str], path: str) -> HloModule:
                 path, i, 1, "expected a computation header `%name (...) -> ... {`", line
             )
         comp_line = i
-        is_entry, comp_name, signature = header
-        insts: list[Instruction] = []
-        by_name: dict[str, Instruction] = {}
-        trailer = None
-        while i < n:
-            line = lines[i]
-            i += 1
-            fm = fast(line)
-            if fm is not None:
-                shape_text = fm.group(3)
-                shape = shapes.get(shape_text)
-                if shape is None:
-                    try:
-                        shape = shapes[shape_text] = parse_shape(shape_text)
-                    except ShapeError as e:
-                        raise ParseError(path, i, fm.start(3) + 1, str(e), line) from None
-                op = fm.group(4)
-                inner = fm.group(5)
-                attr_text = fm.group(6) or ""
-                # The attributes run to the end of the line.
-                col = len(line) - len(attr_text) + 1 if attr_text else 0
-                if op in _NO_OPERANDS:
-                    inst = Instruction(
-                        fm.group(2),
-                        op,
-                        shape_text,
-                        (),
-                        attr_text,
-                        bool(fm.group(1)),
-                        inner,
-                        shape,
-                        path,
-                        i,
-                        col,
-                    )
-                else:
-                    if "/*" in inner or " " in inner.replace(", ", ""):
-                        try:
-                            operands = _split_operands(inner)
-                        except ValueError as e:
-                            raise ParseError(path, i, fm.start(5) + 1, str(e), line) from None
-                    elif inner:
-                        operands = tuple(inner.replace("%", "").split(", "))
-                        if "" in operands:
-                            raise ParseError(path, i, fm.start(5) + 1, "empty operand", line)
-                    else:
-                        operands = ()
-                    if "#" in inner and (why := _tuple_index_error(operands)):
-                        raise ParseError(path, i, fm.start(5) + 1, why, line)
-                    inst = Instruction(
-                        fm.group(2),
-                        op,
-                        shape_text,
-                        operands,
-                        attr_text,
-                        bool(fm.group(1)),
-                        None,
-                        shape,
-                        path,
-                        i,
-                        col,
-                    )
-            else:
-                s = line.strip()
-                if s.startswith("}"):
-                    trailer = s[1:].strip()
-                    break
-                if not s or s.startswith("//"):
-                    continue
-                try:
-                    inst = _parse_slow(line, path, i)
-                except (ValueError, ShapeError) as e:
-                    raise ParseError(path, i, 1, str(e), line) from None
-            if inst.name in by_name:
-                raise ParseError(path, i, 1, f"duplicate instruction name {clip(inst.name)}", line)
-            by_name[inst.name] = inst
-            insts.append(inst)
-        if trailer is None:
-            last = n
-            while last > 1 and not lines[last - 1].strip():
-                last -= 1
-            raise ParseError(
-                path,
-                last,
-                1,
-                f"computation {clip(comp_name)} is not closed by `}}`",
-                lines[last - 1],
-            )
-        if not insts:
-            raise ParseError(
-                path, comp_line, 1, f"computation {clip(comp_name)} is empty", lines[comp_line - 1]
-            )
-        for inst in insts:
-            for op in inst.operands:
-                if op.partition("#")[0] not in by_name:
-                    at = inst.line
-                    raise ParseError(
-                        path,
-                        at,
-                        max(1, lines[at - 1].find(op) + 1),
-                        f"instruction {clip(inst.name)} uses unknown operand {clip(op)} "
-                        f"in {clip(comp_name)}",
-                        lines[at - 1],
-                    )
-        if comp_name in computations:
+        comp, i = _scan_computation(lines, i, header, path, shapes)
+        if comp.name in computations:
             raise ParseError(
                 path,
                 comp_line,
                 1,
-                f"duplicate computation {clip(comp_name)}",
+                f"duplicate computation {clip(comp.name)}",
                 lines[comp_line - 1],
             )
-        computations[comp_name] = Computation(
-            comp_name, is_entry, signature, tuple(insts), trailer, by_name
-        )
-        if is_entry:
-            entry_name = comp_name
+        computations[comp.name] = comp
+        if comp.is_entry:
+            entry_name = comp.name
     if not computations:
         raise ParseError(path, n, 1, "module has no computations", lines[-1] if lines else "")
     if not entry_name:
@@ -506,6 +379,183 @@ def _scan(lines: list[str], path: str) -> HloModule:
     return HloModule(
         hm.group(1), attributes, computations, entry_name, tables, tuple(tables_text), path
     )
+
+
+def _module_header(
+    lines: list[str], path: str
+) -> tuple[int, re.Match[str], tuple[tuple[str, str], ...]]:
+    """Returns the index of the line after `HloModule name, attributes`, its match and its
+    attributes; blank lines before it are skipped."""
+    n = len(lines)
+    i = 0
+    while i < n and not lines[i].strip():
+        i += 1
+    if i >= n:
+        raise ParseError(path, 1, 1, "empty input, expected `HloModule`", "")
+    hm = _HEADER.match(lines[i].rstrip())
+    if hm is None:
+        raise ParseError(path, i + 1, 1, "expected `HloModule name`", lines[i])
+    attr_parts = split_top_level(hm.group(2) or "")
+    if attr_parts is None:
+        raise ParseError(path, i + 1, hm.start(2) + 1, "unbalanced module attributes", lines[i])
+    attributes = tuple((k.strip(), v.strip()) for k, _, v in (p.partition("=") for p in attr_parts))
+    return i + 1, hm, attributes
+
+
+def _table_row(
+    table: dict[int, str], table_name: str, stripped: str, line: str, path: str, lineno: int
+) -> None:
+    """Files one row of a source table (`id value`) into `table`."""
+    rm = _TABLE_ROW.match(stripped)
+    if rm is None:
+        raise ParseError(path, lineno, 1, "bad source-table row", line)
+    row_id = decimal(rm.group(1), MAX_ID)
+    if row_id is None:
+        raise ParseError(
+            path, lineno, 1, f"{table_name} id {clip(rm.group(1))} is out of range", line
+        )
+    value = rm.group(2)
+    if why := _table_row_error(table_name, value):
+        raise ParseError(path, lineno, rm.start(2) + 1, why, line)
+    table[row_id] = unquote(value) if value.startswith('"') else value
+
+
+def _scan_computation(
+    lines: list[str],
+    i: int,
+    header: tuple[bool, str, str],
+    path: str,
+    shapes: dict[str, Shape],
+) -> tuple[Computation, int]:
+    """Reads the computation whose header is line `i` (1-based) up to its closing `}`;
+    returns it, checked (closed, not empty, every operand defined in it), and the index of
+    the line after it."""
+    n = len(lines)
+    comp_line = i
+    is_entry, comp_name, signature = header
+    insts: list[Instruction] = []
+    by_name: dict[str, Instruction] = {}
+    trailer = None
+    fast = _FAST.match
+    while i < n:
+        line = lines[i]
+        i += 1
+        fm = fast(line)
+        if fm is not None:
+            inst = _fast_instruction(fm, line, path, i, shapes)
+        else:
+            s = line.strip()
+            if s.startswith("}"):
+                trailer = s[1:].strip()
+                break
+            if not s or s.startswith("//"):
+                continue
+            try:
+                inst = _parse_slow(line, path, i)
+            except (ValueError, ShapeError) as e:
+                raise ParseError(path, i, 1, str(e), line) from None
+        if inst.name in by_name:
+            raise ParseError(path, i, 1, f"duplicate instruction name {clip(inst.name)}", line)
+        by_name[inst.name] = inst
+        insts.append(inst)
+    if trailer is None:
+        last = n
+        while last > 1 and not lines[last - 1].strip():
+            last -= 1
+        raise ParseError(
+            path,
+            last,
+            1,
+            f"computation {clip(comp_name)} is not closed by `}}`",
+            lines[last - 1],
+        )
+    if not insts:
+        raise ParseError(
+            path, comp_line, 1, f"computation {clip(comp_name)} is empty", lines[comp_line - 1]
+        )
+    _check_operands(insts, by_name, comp_name, lines, path)
+    return Computation(comp_name, is_entry, signature, tuple(insts), trailer, by_name), i
+
+
+def _fast_instruction(
+    fm: re.Match[str], line: str, path: str, lineno: int, shapes: dict[str, Shape]
+) -> Instruction:
+    """Returns the instruction of a line the fast pattern matched (most lines), its shape
+    parsed once per distinct text (`shapes`)."""
+    shape_text = fm.group(3)
+    shape = shapes.get(shape_text)
+    if shape is None:
+        try:
+            shape = shapes[shape_text] = parse_shape(shape_text)
+        except ShapeError as e:
+            raise ParseError(path, lineno, fm.start(3) + 1, str(e), line) from None
+    op = fm.group(4)
+    inner = fm.group(5)
+    attr_text = fm.group(6) or ""
+    # The attributes run to the end of the line.
+    col = len(line) - len(attr_text) + 1 if attr_text else 0
+    if op in _NO_OPERANDS:
+        return Instruction(
+            fm.group(2),
+            op,
+            shape_text,
+            (),
+            attr_text,
+            bool(fm.group(1)),
+            inner,
+            shape,
+            path,
+            lineno,
+            col,
+        )
+    if "/*" in inner or " " in inner.replace(", ", ""):
+        try:
+            operands = _split_operands(inner)
+        except ValueError as e:
+            raise ParseError(path, lineno, fm.start(5) + 1, str(e), line) from None
+    elif inner:
+        operands = tuple(inner.replace("%", "").split(", "))
+        if "" in operands:
+            raise ParseError(path, lineno, fm.start(5) + 1, "empty operand", line)
+    else:
+        operands = ()
+    if "#" in inner and (why := _tuple_index_error(operands)):
+        raise ParseError(path, lineno, fm.start(5) + 1, why, line)
+    return Instruction(
+        fm.group(2),
+        op,
+        shape_text,
+        operands,
+        attr_text,
+        bool(fm.group(1)),
+        None,
+        shape,
+        path,
+        lineno,
+        col,
+    )
+
+
+def _check_operands(
+    insts: list[Instruction],
+    by_name: Mapping[str, Instruction],
+    comp_name: str,
+    lines: list[str],
+    path: str,
+) -> None:
+    """Raises on the first operand that names no instruction of its computation."""
+    for inst in insts:
+        for op in inst.operands:
+            if op.partition("#")[0] not in by_name:
+                at = inst.line
+                raise ParseError(
+                    path,
+                    at,
+                    max(1, lines[at - 1].find(op) + 1),
+                    f"instruction {clip(inst.name)} uses unknown operand {clip(op)} "
+                    f"in {clip(comp_name)}",
+                    lines[at - 1],
+                )
 
 
 def parse_module(text: str, path: str = "<string>") -> HloModule:

@@ -103,6 +103,21 @@ class AttributedTable:
         return out
 
 
+# Rows of events.parquet converted at a time: the Arrow form of a slice, not of a profile of
+# millions of events, is what its writer holds.
+EVENTS_SLICE = 262_144
+
+
+def arrow_slices(report: MatchReport) -> Iterator[Any]:
+    """A table match's events and attributions as Arrow tables of EVENTS_SLICE rows, in order:
+    what harness.records.events_file.write writes as events.parquet."""
+    attributed = report.attributions.attributed  # type: ignore[attr-defined]
+    for lo in range(0, max(1, len(attributed.table)), EVENTS_SLICE):
+        rows = np.arange(lo, min(lo + EVENTS_SLICE, len(attributed.table)))
+        part = attributed.rows(rows)
+        yield part.table.to_arrow(part.arrow_columns())
+
+
 class AttributionView(Sequence[Attribution]):
     """The attributions of an AttributedTable, each made when read."""
 

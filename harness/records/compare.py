@@ -35,6 +35,32 @@ class VariantVerdict:
     verdict: str
 
 
+# How one source line's device time moved between the runs (LineChange.verdict).
+SLOWER, FASTER, UNCHANGED, NO_LINE_VERDICT = "slower", "faster", "unchanged", "no verdict"
+
+
+@dataclass(frozen=True)
+class LineChange:
+    """One source line and kind of work of a variant in both runs: its device time a step in
+    each, the difference's bootstrap interval over each run's profiled steps, and whether it
+    moved beyond both runs' noise (harness.analyze.line_diff)."""
+
+    variant: str
+    line: str  # file:line, or a placeholder for events no source line holds
+    work: str  # the kind of work (harness.hlo.work.KINDS)
+    a_s: float  # mean device time a step in run a
+    b_s: float  # and in run b
+    ci95_s: tuple[float, float]  # the 95% interval of b - a (s), resampling each run's steps
+    ratio_ci95: tuple[float, float] | None  # of b / a (None where a line is absent in a)
+    floor: float  # the noise it must clear: the larger of the two runs' A/A floors
+    verdict: str  # SLOWER, FASTER, UNCHANGED or NO_LINE_VERDICT
+    steps: tuple[int, int]  # the profiled steps of each run
+
+    @property
+    def moved(self) -> bool:
+        return self.verdict in (SLOWER, FASTER)
+
+
 @dataclass(frozen=True)
 class RunsCompared:
     """Everything compare concluded about runs a and b.
@@ -49,6 +75,7 @@ class RunsCompared:
     floors_differ_by: float | None
     findings: tuple[FindingChange, ...]
     verdicts: tuple[VariantVerdict, ...]
+    lines: tuple[LineChange, ...] = ()  # per source line and kind, the lines that moved first
 
     @property
     def same_problem(self) -> bool:

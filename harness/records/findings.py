@@ -54,17 +54,25 @@ class TimePart:
     """One part of a timing difference, per step: the variant's figure less the reference's."""
 
     kind: str = doc(
-        "`cluster` (a cluster's device time), `other_clusters` (the rest of the clusters), "
-        "`device` (device busy time, where no cluster times were ranked), `outside_clusters` "
-        "(device busy time the clusters' sum does not hold: unattributed events, less overlap) "
-        "or `host_gap` (profiled step wall time with the device idle)"
+        "a kind of work (harness.hlo.work.KINDS: `library`, `triton_gemm`, `loop_fusion`, "
+        "`reduction_fusion`, `copies`, `collectives`, `control_flow`, `host_calls`, `other`), "
+        "`outside_clusters` (device busy time the clusters' sum does not hold: unattributed "
+        "events, less overlap), `device` (device busy time, where no cluster times were "
+        "ranked), `launch_gaps` (the device idle between a step's first and last event), "
+        "`host_gap` (the timed step less the profiled device time and launch gaps), or `line` "
+        "(one source line, in `by_line`)"
     )
-    what: str = doc("the part in words: a cluster with its source line, or the host gap")
+    what: str = doc("the part in words: a kind of work, a source line, or the host gap")
     delta_s: float = doc("the variant's seconds a step less the reference's")
     variant_s: float | None = doc("the variant's seconds a step (null: absent there)")
     against_s: float | None = doc("the reference's seconds a step (null: absent there)")
-    launches: float | None = doc("a cluster's launches a step in the variant")
+    launches: float | None = doc("its launches a step in the variant")
     against_launches: float | None = doc("and in the reference")
+    lines: tuple[str, ...] = doc("its source lines (file:line), largest difference first", ())
+    bytes: float | None = doc("bytes it moves a step in the variant (our cost model)", None)
+    against_bytes: float | None = doc("and in the reference", None)
+    flops: float | None = doc("its FLOPs a step in the variant", None)
+    against_flops: float | None = doc("and in the reference", None)
 
 
 @dataclass(frozen=True)
@@ -73,12 +81,27 @@ class Decomposition:
     steps' difference, and the residual is what the timed and profiled windows disagree by."""
 
     measured_s: float = doc("the timed steps' difference, variant less reference (medians)")
-    parts: tuple[TimePart, ...] = doc("the parts, largest |delta| first", ())
+    parts: tuple[TimePart, ...] = doc(
+        "the parts by kind of work, the launch gaps and the host gap; the lead first (the "
+        "largest named part in the difference's direction), then largest |delta| first",
+        (),
+    )
     residual_s: float = doc("measured_s less the parts' sum")
     explained_share: float | None = doc(
         "the parts' sum over measured_s: how much of the difference the profile explains"
     )
     note: str = doc("why there is no decomposition, or what limits it", "")
+    lead: str = doc("the lead part tied to its mechanism, from the run's measured numbers", "")
+    by_line: tuple[TimePart, ...] = doc(
+        "the device parts by source line (a cluster over several lines gives each an equal "
+        "part), largest |delta| first",
+        (),
+    )
+    overhead_s: float | None = doc(
+        "the profiler's cost to the variant: its profiled step less its timed step", None
+    )
+    against_overhead_s: float | None = doc("and to the reference", None)
+    windows: str = doc("how the decomposition's windows relate to the timed ones, measured", "")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import re
 from harness.common import userfiles
 from harness.records import run_files
 from harness.records.processes import ProcessesSummary
-from harness.records.summary import RunSummary, SearchRecord
+from harness.records.search import SearchRecord
+from harness.records.summary import RunSummary
 from harness.store.records import markdown_table
 
 

@@ -122,6 +122,12 @@ class Manifest:
     xplane: str | None = doc("`python -m harness.analyze`: the profile it read")
     ceilings: str | None = doc("`python -m harness.analyze`: the ceilings file it was given")
     invocation: Invocation | None = doc("how it was started (null before manifest version 2)")
+    sizes: dict[str, int] | None = doc(
+        "the run folder's bytes by kind of file (harness.store.runfolder.SIZE_KINDS: dumps, ir, "
+        "profiles, events, timeline, logs, records, reports, other), every file but this one, "
+        "a file linked twice once; written when the analysis ends and again when the run does "
+        "(null before manifest version 4)"
+    )
 
     @property
     def saved_config(self) -> SavedConfig:
@@ -295,11 +301,19 @@ class MatchTotals:
 
 @dataclass(frozen=True)
 class KernelsFile:
-    """Every event of the steady window, each with the cluster it is attributed to."""
+    """The match of the steady window's events: its totals, and where every event is."""
 
     schema_version: int = doc("this file's version (harness.records.run_files.KERNELS)")
     match: MatchTotals | None = doc("the match's totals")
-    events: tuple[KernelEvent, ...] = doc("every event, in the profile's order", ())
+    events: tuple[KernelEvent, ...] = doc(
+        "version 1: every event, in the profile's order (since version 2 they are in "
+        "`events_file`; harness.records.events_file reads either)",
+        (),
+    )
+    events_file: str | None = doc(
+        "the file beside it holding every event and its attribution (events.parquet); null in "
+        "version 1"
+    )
 
 
 # --- variants/<name>/passes.json ------------------------------------------------------------------
@@ -606,16 +620,18 @@ def _versions_by_frontend(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 # Version 2 added `invocation`: a manifest of version 1 reads with it absent. Version 3
-# records each frontend's versions (`environment.versions`).
+# records each frontend's versions (`environment.versions`); version 4 the folder's `sizes`.
 MANIFEST = FileKind(
     runfolder.MANIFEST_FILE,
     Manifest,
-    3,
-    {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend},
+    4,
+    {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend, 3: _versioned(4)},
 )
 CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
-KERNELS = _first(runfolder.KERNELS_FILE, KernelsFile)
+# Version 2 keeps the events in events.parquet (`events_file`): a version-1 file reads with
+# its events where they were, which harness.records.events_file reads and migrate moves.
+KERNELS = FileKind(runfolder.KERNELS_FILE, KernelsFile, 2, {0: _versioned(1), 1: _versioned(2)})
 PASSES = _first(runfolder.PASSES_FILE, PassesFile)
 COMPILE = _first(runfolder.COMPILE_FILE, CompileFile)
 TIMINGS = _first(runfolder.TIMINGS_FILE, TimingsFile)

@@ -46,7 +46,7 @@ from harness.store.runfolder import SUMMARY_FILE as SUMMARY_FILE
 from harness.store.runfolder import TIMING_FILE as TIMING_FILE
 from harness.store.runfolder import one_component
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -684,68 +684,7 @@ class TimingRecord:
     )
 
 
-# --- what a search writes (search.json) ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str = doc("the candidate's name (`default` is the base variant as configured)")
-    xla_options: dict[str, Plain] = doc("its XLA options", EMPTY)
-    w_dtype: str | None = doc("W's dtype, when the space varies it")
-    gelu: str | None = doc("the GELU form, when the space varies it")
-    changed: str = doc("what differs from the default, in words", "")
-    status: str = doc("`ok`, `same_program`, `failed` (compile or run) or `wrong` (numerics)")
-    reason: str | None = doc("why it failed or was excluded")
-    fingerprint: str | None = doc("its program's digest (harness.hlo.fingerprint)")
-    same_program_as: str | None = doc(
-        "the earlier candidate with the same program; not timed again"
-    )
-    compile_s: float | None = doc("its XLA compile, seconds")
-    step_s: float | None = doc("time per step from the interleaved rounds")
-    step_ci95_s: tuple[float, float] | None = doc("its 95% interval")
-    vs_default: Verdict | None = doc("against the default, from paired rounds")
-    vs_lower_bound: Verdict | None = doc("against the lower bound, from paired rounds")
-    # A coordinate search times the default again in every stage: a candidate's figures are
-    # read against the default's and the lower bound's of its own stage, never a later one.
-    stage: int | None = doc(
-        "the timing stage its step and ratios come from (`timing-<stage>.json`); null when"
-        " untimed or saved before it was recorded"
-    )
-    default_step_s: float | None = doc("the default's time per step in that stage")
-    lower_bound_step_s: float | None = doc("the lower bound's time per step in that stage")
-    rel_fro_err: float | None = doc("its error against the float64 reference")
-    numerics_ok: bool | None = doc("within the dtype's tolerance")
-
-
-@dataclass(frozen=True)
-class SearchRecord:
-    """A search over XLA options for the fastest configuration of one variant."""
-
-    schema_version: int = doc("as summary.json's")
-    base: str = doc("the variant searched from")
-    lower_bound: str | None = doc("the lower-bound variant timed alongside")
-    strategy: str = doc("`grid` or `coordinate`")
-    budget_s: float = doc("the time budget")
-    wall_s: float = doc("the search's wall time")
-    stopped: str | None = doc("why the search stopped early (budget), if it did")
-    candidates: tuple[Candidate, ...] = doc("every candidate, in the order compiled", ())
-    same_program_count: int = doc("candidates that compiled to a program already seen", 0)
-    no_effect: tuple[str, ...] = doc(
-        "options that never changed the program where they can act (compiled against the "
-        "candidate they differ from by that option alone)",
-        (),
-    )
-    not_tried_where_acts: dict[str, str] = doc(
-        "options compiled only where they cannot act, each with the option it needs "
-        "(harness.search.space.ACTS_ONLY_WITH): never called `no effect`",
-        EMPTY,
-    )
-    best: str | None = doc(
-        "the fastest candidate resolved as faster than the default, else `default`"
-    )
-    best_xla_options: dict[str, Plain] = doc("its options, ready to paste as `xla_options`", EMPTY)
-    best_xla_flags: str = doc("the same as an XLA_FLAGS string", "")
-    unresolved: tuple[str, ...] = doc("timing stages that failed their A/A check: no best", ())
+# search.json's records are harness.records.search's.
 
 
 def load_summary(path: Path, within: Path | None = None) -> RunSummary:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analyze.crossrun import ladder_divergence
 from harness.common import fmt
-from harness.records.compare import FindingChange, RunsCompared
+from harness.records.compare import NO_LINE_VERDICT, FindingChange, LineChange, RunsCompared
 from harness.records.run_files import ClusterEntry
 from harness.report import doc, unresolved
 from harness.report.data import MISSING, RunData, VariantData
@@ -105,14 +104,17 @@ def per_flop(v: VariantData) -> str:
 
 
 def variant_change(
-    ra: RunData, a: VariantData, rb: RunData, b: VariantData, compared: RunsCompared
+    a: VariantData,
+    b: VariantData,
+    compared: RunsCompared,
+    divergences: Mapping[str, tuple[str, str]],
 ) -> VariantChange:
     """Returns what changed for one variant between the two runs, with the rules' verdict."""
     added, removed = cluster_changes(a, b)
     # Two problems of different sizes pair per FLOP, never as a step ratio.
     step = step_cell(a, b) if compared.same_problem else _arrow(per_flop(a), per_flop(b))
     verdict = compared.verdict(a.name) or MISSING
-    stage, detail = divergence(ra, a, rb, b)
+    stage, detail = divergence(a, b, divergences)
     ka, kb = a.summary.profile.kernels_per_step, b.summary.profile.kernels_per_step
     return VariantChange(
         name=a.name,
@@ -132,14 +134,31 @@ def variant_change(
     )
 
 
-def divergence(ra: RunData, a: VariantData, rb: RunData, b: VariantData) -> tuple[str, str]:
-    """Returns (stage, detail) where the two ladders first differ (harness.analyze.crossrun)."""
-
+def divergence(
+    a: VariantData, b: VariantData, divergences: Mapping[str, tuple[str, str]]
+) -> tuple[str, str]:
+    """Returns (stage, detail) where the two ladders first differ, as the command found it
+    (harness.hlo.diverge.ladder_divergence over `ladders`: the report reads no IR)."""
     if not a.stages or not b.stages:
         return MISSING, "one of the runs has no IR ladder for this variant"
-    return ladder_divergence(
-        RunFolder(ra.path).variant(a.name).ir, RunFolder(rb.path).variant(b.name).ir
-    )
+    return divergences[a.name]
+
+
+def _pairs(ra: RunData, rb: RunData) -> Iterator[tuple[VariantData, VariantData]]:
+    """Each variant of run a that run b holds too, both of which ran."""
+    for va in ra.variants:
+        if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok:
+            yield va, vb
+
+
+def ladders(ra: RunData, rb: RunData) -> dict[str, tuple[Path, Path]]:
+    """The IR ladder folders, a's and b's, of each variant the page compares, by name: what
+    the command diverges before the page is rendered."""
+    return {
+        va.name: (RunFolder(ra.path).variant(va.name).ir, RunFolder(rb.path).variant(vb.name).ir)
+        for va, vb in _pairs(ra, rb)
+        if va.stages and vb.stages
+    }
 
 
 def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -> list[Block]:
@@ -221,6 +240,70 @@ def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Bloc
     return blocks
 
 
+LINES_SHOWN = 40  # rows of the line table: every line that moved, then the largest others
+
+
+def _seconds_ci(ci: tuple[float, float]) -> str:
+    return f"{ci[0] * 1e3:+.3f} to {ci[1] * 1e3:+.3f} ms"
+
+
+def _ratio_ci(ci: tuple[float, float] | None) -> str:
+    return "new in b" if ci is None else f"{ci[0]:.3f}× to {ci[1]:.3f}×"
+
+
+def _verdict_cell(c: LineChange) -> str:
+    if c.verdict != NO_LINE_VERDICT:
+        return c.verdict
+    if c.floor != c.floor:  # NaN: a run without a resolved A/A floor
+        return "no verdict (a run could not resolve differences)"
+    return f"no verdict ({c.steps[0]} and {c.steps[1]} profiled steps)"
+
+
+def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
+    """Device time a step per source line and kind of work, side by side, each difference
+    with its bootstrap interval; the lines that moved lead (harness.analyze.line_diff
+    decided which)."""
+    if not lines:
+        return []
+    moved = [c for c in lines if c.moved]
+    shown = [*moved, *[c for c in lines if not c.moved][: max(0, LINES_SHOWN - len(moved))]]
+    floors = {c.floor for c in lines if c.floor == c.floor}  # NaN: no verdict
+    head = (
+        f"{len(moved)} of {len(lines)} lines moved beyond both runs' noise"
+        + (f" (floor {fmt.pct(max(floors))})" if floors else "")
+        + "; intervals resample each run's profiled steps"
+    )
+    return [
+        Heading(2, "Source lines", "lines"),
+        Para(head + "."),
+        Table(
+            (
+                "variant",
+                "source line",
+                "kind of work",
+                "a",
+                "b",
+                "b − a (95% CI)",
+                "b / a (95% CI)",
+                "verdict",
+            ),
+            tuple(
+                (
+                    doc.literal(c.variant),
+                    doc.literal(c.line.rsplit("/", 1)[-1]),
+                    c.work,
+                    fmt.ms(c.a_s),
+                    fmt.ms(c.b_s),
+                    f"{(c.b_s - c.a_s) * 1e3:+.3f} ms ({_seconds_ci(c.ci95_s)})",
+                    _ratio_ci(c.ratio_ci95),
+                    _verdict_cell(c),
+                )
+                for c in shown
+            ),
+        ),
+    ]
+
+
 def compare_blocks(
     ra: RunData,
     rb: RunData,
@@ -236,6 +319,7 @@ def compare_blocks(
     blocks: list[Block] = [
         Heading(1, f"Comparison: {doc.literal(ra.run_id)} against {doc.literal(rb.run_id)}"),
         Bullets((f"a = {_run_label(ra)}", f"b = {_run_label(rb)}")),
+        *line_blocks(compared.lines),
         *ground_blocks(ra, rb, compared),
         *finding_blocks(ra, rb, compared.findings),
         Heading(2, "Environment"),
@@ -285,14 +369,16 @@ def compare_blocks(
     return tuple(blocks)
 
 
-def write(ra: RunData, rb: RunData, compared: RunsCompared, out: Path) -> tuple[Path, Path]:
+def write(
+    ra: RunData,
+    rb: RunData,
+    compared: RunsCompared,
+    divergences: Mapping[str, tuple[str, str]],
+    out: Path,
+) -> tuple[Path, Path]:
     """Writes out/compare.md and out/compare.html for runs a and b, as the rules compared them
-    (harness.findings.compare); returns their paths."""
-    changes = [
-        variant_change(ra, va, rb, vb, compared)
-        for va in ra.variants
-        if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok
-    ]
+    (harness.findings.compare), with each of `ladders`' first divergence; returns their paths."""
+    changes = [variant_change(va, vb, compared, divergences) for va, vb in _pairs(ra, rb)]
     blocks = compare_blocks(ra, rb, changes, compared)
     md = io.write_text(out / "compare.md", doc.to_markdown(blocks))
     html = io.write_text(out / "compare.html", doc.to_html(blocks, f"{ra.run_id} vs {rb.run_id}"))

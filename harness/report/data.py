@@ -17,7 +17,7 @@ from harness.common.fmt import (
     MISSING as MISSING,  # the report's "no such figure", shared with harness.common.fmt
 )
 from harness.frontends import registry
-from harness.records import ladder, run_files
+from harness.records import events_file, ladder, run_files
 from harness.records.by_role import all_with_role, first_with_role
 from harness.records.run_files import (
     Ceilings,
@@ -192,7 +192,6 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
     vdir = RunFolder(run).variant(name)
     # compile.json holds the frontend's own phases where its traits say so, else XLA's.
     phased = registry.traits(summary.identity.framework).compile_phases
-    kernels = run_files.load_if_present(run_files.KERNELS, vdir.kernels)
     ranking = run_files.load_if_present(run_files.RANKING, vdir.ranking)
     # The ranking's modules are harness.analyze.program's records, which the library layer
     # of run_records cannot import: typed here, at the edge, with the file and key named.
@@ -205,7 +204,7 @@ def read_variant(run: Path, name: str, summary: VariantSummary, notes: list[str]
         summary=summary,
         stages=read_stages(run, name, notes),
         fusions=run_files.load_if_present(run_files.FUSIONS, vdir.fusions),
-        kernels=kernels.events if kernels is not None else (),
+        kernels=events_file.read(vdir),
         passes=run_files.load_if_present(run_files.PASSES, vdir.passes),
         compile=run_files.load_if_present(
             run_files.TORCH_COMPILE if phased else run_files.COMPILE, vdir.compiles

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.common import fmt
 from harness.records.findings import Boundaries, Decomposition, Findings
-from harness.report import unresolved
+from harness.report import doc, unresolved
 from harness.report.conclusion import retimable, retime_commands
 from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
@@ -129,16 +129,30 @@ def _launches(x: float | None) -> str:
     return "" if x is None else f" ({fmt.counted(x, 'launch')})"
 
 
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "−") + fmt.ms(abs(seconds))
+
+
+def _where(lines: tuple[str, ...], limit: int = 3) -> str:
+    shown = [x.rsplit("/", 1)[-1] for x in lines[:limit]]
+    return ", ".join(doc.literal(x) for x in shown) + (
+        f" (+{len(lines) - limit})" if len(lines) > limit else ""
+    )
+
+
 def decomposition_blocks(d: Decomposition | None, variant: str, against: str) -> list[Block]:
-    """A finding's difference taken apart per step, a row a part, with the residual."""
+    """A finding's difference taken apart per step: a row a kind of work (with its source
+    lines), the launch gaps and the host gap; then a row a source line; the residual and how
+    the windows relate to the timed ones."""
     if d is None or not d.parts:
         return [Para(d.note)] if d is not None and d.note else []
     rows = tuple(
         (
             p.what,
+            _where(p.lines),
             fmt.ms(p.variant_s) + _launches(p.launches),
             fmt.ms(p.against_s) + _launches(p.against_launches),
-            ("+" if p.delta_s >= 0 else "−") + fmt.ms(abs(p.delta_s)),
+            _signed(p.delta_s),
         )
         for p in d.parts
     )
@@ -147,14 +161,35 @@ def decomposition_blocks(d: Decomposition | None, variant: str, against: str) ->
         if d.explained_share is not None
         else "The parts"
     )
-    return [
-        Table(("part of the step", f"`{variant}`", f"`{against}`", "difference"), rows),
+    out: list[Block] = [
+        Table(
+            ("part of the step", "source lines", f"`{variant}`", f"`{against}`", "difference"), rows
+        )
+    ]
+    if d.by_line:
+        out.append(
+            Table(
+                ("source line", f"`{variant}`", f"`{against}`", "difference"),
+                tuple(
+                    (
+                        doc.literal(p.what),
+                        fmt.ms(p.variant_s),
+                        fmt.ms(p.against_s),
+                        _signed(p.delta_s),
+                    )
+                    for p in d.by_line
+                ),
+            )
+        )
+    out.append(
         Para(
             f"{explained} ({fmt.ms(d.measured_s)} a step between the timed medians); the "
             f"residual {fmt.ms(d.residual_s)} is what the timed and profiled windows disagree by."
             + (f" {d.note[0].upper()}{d.note[1:]}." if d.note else "")
-        ),
-    ]
+            + (f" Windows: {d.windows}." if d.windows else "")
+        )
+    )
+    return out
 
 
 def has_evidence(run: RunData) -> bool:

@@ -1,5 +1,6 @@
 """The search's report: candidates ranked with their intervals, the lower bound marked, what had
-no effect, what failed, and the best configuration ready to paste."""
+no effect, what failed, the best configuration ready to paste, the trade-offs of the leaders,
+what a constraint rejected, and which dimension carried the best's gain."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from harness.common import fmt
-from harness.records.summary import Candidate, SearchRecord, Verdict
-from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table, literal
+from harness.records.search import Candidate, SearchRecord, config_lines
+from harness.records.summary import Verdict
+from harness.report.doc import Block, Bullets, Code, Heading, Image, Para, Table, code, literal
 from harness.report.plots import CHAR_IN, new_figure
 from harness.store import io
 from harness.store.records import from_json
@@ -166,22 +168,19 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
             said = "no candidate was resolved as faster than the default, so the default stays"
         else:
             said = f"against the default {fmt.verdict(best.vs_default)}"
-        options = record.best_xla_options
         out += [
             Heading(2, "Best configuration"),
             Para(
-                f"`{best.name}` ({best.changed}): {fmt.step(best.step_s, best.step_ci95_s)} in "
-                f"{stage_name(best)}; "
+                f"`{best.name}` ({literal(best.changed)}): "
+                f"{fmt.step(best.step_s, best.step_ci95_s)} in {stage_name(best)}; "
                 f"{said}; against the lower bound {fmt.verdict(best.vs_lower_bound)}."
             ),
-            Code(
-                "xla_options:" + "".join(f"\n  {k}: {v!r}" for k, v in options.items())
-                if options
-                else "xla_options: {}",
-                "yaml",
-            ),
+            Code(config_lines(best), "yaml"),
             Code(f"XLA_FLAGS='{record.best_xla_flags}'", "sh"),
         ]
+    elif not record.unresolved:
+        out.append(Para(f"**No candidate meets the constraints** ({_cap(record)})."))
+    out += constraint_blocks(record)
     bound = bound_of(record)
     out += [
         Heading(2, "Ranked"),
@@ -203,7 +202,9 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
                 "vs default",
                 "vs lower bound",
                 "compile",
+                "peak",
                 "numerics",
+                "vs default's result",
             ),
             tuple(
                 (
@@ -214,7 +215,9 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
                     against(c.vs_default, "default", c.default_step_s),
                     against(c.vs_lower_bound, "lower bound", c.lower_bound_step_s),
                     fmt.secs(c.compile_s),
+                    fmt.si(c.peak_bytes, "B"),
                     fmt.sci(c.rel_fro_err),
+                    effect_words(c),
                 )
                 for c in rows
             ),
@@ -270,3 +273,148 @@ def _compiled(record: SearchRecord) -> str:
     tried = sum(c.name != record.lower_bound for c in record.candidates)
     bound = " and the lower bound" if tried < len(record.candidates) else ""
     return f"{tried} configurations compiled (the default among them){bound}"
+
+
+def _cap(record: SearchRecord) -> str:
+    cap = record.max_peak_memory
+    return f"search.max_peak_memory {fmt.si(cap, 'B')}" if cap else "no memory cap"
+
+
+def speedup(v: Verdict | None) -> str:
+    """A ratio to the default as a speed-up with its interval: `1.40× faster (1.35–1.45)`."""
+    if v is None or not v.ratio:
+        return "not timed against the default"
+    interval = f" ({1 / v.ci95[1]:.2f}–{1 / v.ci95[0]:.2f})" if v.ci95 else ""
+    if v.verdict == "faster":
+        return f"{1 / v.ratio:.2f}× faster{interval}"
+    if v.verdict == "slower":
+        return f"{v.ratio:.2f}× slower ({v.ci95[0]:.2f}–{v.ci95[1]:.2f})" if v.ci95 else "slower"
+    return f"{1 / v.ratio:.2f}× the default's speed{interval}, {fmt.VERDICT_WORDS[v.verdict]}"
+
+
+def effect_words(c: Candidate) -> str:
+    """The candidate's result against the default's, in a few words."""
+    e = c.effect
+    if e is None:
+        return "—" if c.name != "default" else "the reference"
+    if not e.comparable:
+        return f"not comparable: {literal(e.why)}"
+    leaf = f" (leaf {literal(e.leaf)})" if e.leaf else ""
+    said = "changes it" if e.changes else "within the allowance"
+    return f"{said}{leaf}: {fmt.sci(e.distance)} (allowed {fmt.sci(e.allowed)})"
+
+
+def rejection(c: Candidate, record: SearchRecord) -> str:
+    """What each broken constraint costs: `changes the result by 3.1e-02`, `peak 1.2 GB over
+    the cap 1.0 GB`."""
+    said = []
+    if "numerics" in c.rejected and c.effect is not None:
+        leaf = f" (leaf {literal(c.effect.leaf)})" if c.effect.leaf else ""
+        said.append(
+            f"changes the result{leaf} by {fmt.sci(c.effect.distance)}, past the "
+            f"{fmt.sci(c.effect.allowed)} two compiles of one function may differ by"
+        )
+    if "memory" in c.rejected:
+        said.append(
+            f"its peak {fmt.si(c.peak_bytes, 'B')} is over the cap {fmt.si(record.max_peak_memory, 'B')}"
+        )
+    return " and ".join(said)
+
+
+_DIMENSION_WORDS = {"xla_options": "the XLA options", "dtypes": "the dtypes"}
+
+
+def dimension_words(dimension: str) -> str:
+    """`kwargs.attention` as `the attention knob`."""
+    if dimension.startswith("kwargs."):
+        return f"the {code(dimension.removeprefix('kwargs.'))} knob"
+    return _DIMENSION_WORDS.get(dimension, code(dimension))
+
+
+def gain_words(v: Verdict | None) -> str:
+    """The factor a dimension gave, with its interval and, where unresolved, that it is."""
+    if v is None or v.ratio is None:
+        return "could not be measured"
+    interval = f" ({v.ci95[0]:.2f}–{v.ci95[1]:.2f})" if v.ci95 else ""
+    note = {
+        "same_program": ": the same program without it, no gain",
+        "indistinguishable": ", not resolved from 1",
+        "not_resolved": ", not resolved in this run",
+        "faster": ": faster without it",
+    }.get(v.verdict, "")
+    return f"{v.ratio:.2f}×{interval}{note}"
+
+
+def constraint_blocks(record: SearchRecord) -> list[Block]:
+    """The leaders' trade-offs, what a constraint rejected, and the best's gain taken apart."""
+    by_name = {c.name: c for c in record.candidates}
+    out: list[Block] = []
+    leaders = [by_name[n] for n in record.leaders if n in by_name]
+    if leaders:
+        out += [
+            Heading(2, "Trade-offs of the leaders"),
+            Para(
+                "The best candidate and the next two that break no constraint: each one's "
+                "speed against the default (from paired rounds of its stage), its first call, "
+                f"its peak memory and its result against the default's ({_cap(record)})."
+            ),
+            Table(
+                ("candidate", "changed", "vs default", "first call", "peak", "result"),
+                tuple(
+                    (
+                        c.name,
+                        c.changed,
+                        speedup(c.vs_default) if c.name != "default" else "the default",
+                        fmt.secs(c.first_call_s),
+                        fmt.si(c.peak_bytes, "B"),
+                        effect_words(c),
+                    )
+                    for c in leaders
+                ),
+            ),
+        ]
+        for c in leaders:
+            out += [Para(f"`{c.name}` as a variant:"), Code(config_lines(c), "yaml")]
+    rejected = [c for c in record.candidates if c.rejected and c.status == "ok"]
+    if rejected:
+        faster = set(record.rejected_faster)
+        best = by_name.get(record.best or "")
+        than = (
+            f": faster than the best `{best.name}` ({speedup(best.vs_default)}), and never "
+            "named the best"
+            if best is not None and best.name != "default"
+            else ": faster than the default, and never named the best"
+        )
+        out += [
+            Heading(2, "Rejected by a constraint"),
+            Bullets(
+                tuple(
+                    f"`{c.name}` ({literal(c.changed)}): "
+                    f"{speedup(c.vs_default) if c.name != 'default' else 'the default itself'}, and "
+                    f"{rejection(c, record)}" + (than if c.name in faster else "")
+                    for c in rejected
+                )
+            ),
+        ]
+    if record.attribution:
+        ranked_gain = sorted(
+            record.attribution, key=lambda a: -(a.gain.ratio if a.gain and a.gain.ratio else 0)
+        )
+        out += [
+            Heading(2, "Which dimension carried the gain"),
+            Para(
+                f"`{record.best}` timed beside itself with each dimension alone set back to the "
+                "default's: the time without it over the best's is what it gave."
+            ),
+            Bullets(
+                tuple(
+                    f"{dimension_words(a.dimension)} ({literal(a.reset)}) "
+                    f"{'gave' if i == 0 else 'added'} {gain_words(a.gain)}"
+                    + (f" [{stage_timing(a.stage)}]" if a.stage is not None else "")
+                    for i, a in enumerate(ranked_gain)
+                )
+            ),
+        ]
+    elif record.attribution_note and record.best not in (None, "default"):
+        out.append(Para(f"The gain is not taken apart: {literal(record.attribution_note)}."))
+    return out

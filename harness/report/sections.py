@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.common import fmt
@@ -91,16 +91,36 @@ def fraction_of_peak(v: VariantData) -> str:
     return MISSING
 
 
-def numerics(v: VariantData) -> str:
+# The accuracy verdict (issue 61) has one definition, said in the same words wherever a page
+# gives it (the summary table, a variant's figures, the program table): the accuracy findings
+# (rule `numerics.accuracy`) decide whether an error over its tolerance is a failure or the
+# dtype's own rounding, and no page judges that again.
+ROUNDING = "the dtype's own rounding (a note)"
+
+
+def accuracy_verdict(n: Any, failure: bool | None) -> str:
+    """`ok`, ROUNDING or `FAIL`, MISSING where no accuracy was measured. `failure` is the
+    findings' word on an error over its tolerance (`failed_numerics`): False for the dtype's
+    own rounding (never an exact, integer leaf's), True or None (no findings) a failure."""
+    if n is None or n.ok is None:
+        return MISSING
+    if n.ok:
+        return "ok"
+    return ROUNDING if failure is False and n.tolerance else "FAIL"
+
+
+def numerics(v: VariantData, failure: bool | None = None) -> str:
+    """The accuracy verdict with its error and tolerance."""
     n = v.summary.numerics
-    if n.ok is None:
+    verdict = accuracy_verdict(n, failure)
+    if verdict == MISSING:
         return MISSING
     tail = (
         f" (rel {fmt.sci(n.rel_fro_err)} vs tol {fmt.sci(n.tolerance)})"
         if n.rel_fro_err is not None
         else ""
     )
-    return ("ok" if n.ok else "over its tolerance") + tail
+    return verdict + tail
 
 
 def divergence(v: VariantData, linked: bool = False) -> str:
@@ -140,13 +160,9 @@ def numerics_cell(v: VariantData, found: Findings | None = None) -> str:
             if effect.verdict == "changes"
             else "same as baseline"
         )
-    n = v.summary.numerics
-    if n.ok is None:
-        return MISSING
-    if n.ok:
+    if v.summary.numerics.ok:
         return "ok"
-    failed = any(v.name in a.failed for a in found.numerics) if found else True
-    return "FAIL" + numerics(v).removeprefix("over its tolerance") if failed else "dtype rounding"
+    return numerics(v, any(v.name in a.failed for a in found.numerics) if found else None)
 
 
 def first_call_cell(c: Compile) -> str:
@@ -377,7 +393,7 @@ def program_blocks(run: RunData) -> list[Block]:
             fmt.si(v.summary.identity.program.param_bytes, "B"),
             ", ".join(f"`{k}={fmt.text(x)}`" for k, x in v.summary.identity.program.kwargs.items())
             or "none",
-            _worst_leaf(v.summary.numerics, _failed_numerics(run).get(v.name)),
+            _worst_leaf(v.summary.numerics, failed_numerics(run).get(v.name)),
         )
         for v in run.variants
         if v.summary.identity.program is not None
@@ -390,7 +406,7 @@ def program_blocks(run: RunData) -> list[Block]:
     ]
 
 
-def _failed_numerics(run: RunData) -> dict[str, bool]:
+def failed_numerics(run: RunData) -> dict[str, bool]:
     """Each variant over a tolerance, and whether the findings call that a failure (True) or
     its dtype's own rounding (False): the numerics verdict has one record, the accuracy
     findings (rule `numerics.accuracy`), which the table repeats and never judges again."""
@@ -412,13 +428,17 @@ def _worst_leaf(n: Any, failure: bool | None = None) -> str:
         return MISSING
     where = f"`{n.worst_leaf}` " if n.worst_leaf else ""
     failed = f" ({len(n.failed_leaves)} leaves)" if n.failed_leaves else ""
-    if n.ok:
-        verdict = "ok"
-    elif failure is False and n.tolerance:  # an integer leaf is exact: never rounding
-        verdict = "over, the dtype's own rounding (a note)"
-    else:
-        verdict = "FAIL" + failed
+    verdict = accuracy_verdict(n, failure)
+    verdict += failed if verdict == "FAIL" else ""
     return f"{where}{fmt.sci(n.rel_fro_err)} (tol {fmt.sci(n.tolerance)}) {verdict}"
+
+
+def folder_size(sizes: Mapping[str, int]) -> str:
+    """The run folder's size in one line: its total, then each kind that holds bytes, the
+    largest first (`14.1 MB: dumps 6.93 MB, profiles 4.32 MB, ...`)."""
+    kinds = sorted((k for k, n in sizes.items() if n), key=lambda k: (-sizes[k], k))
+    parts = ", ".join(f"{k} {fmt.si(sizes[k], 'B')}" for k in kinds)
+    return f"{fmt.si(sum(sizes.values()), 'B')}: {parts}" if parts else fmt.si(0, "B")
 
 
 def environment_blocks(run: RunData) -> list[Block]:
@@ -441,6 +461,8 @@ def environment_blocks(run: RunData) -> list[Block]:
                 ", ".join(f"{k.removesuffix('_s')} {fmt.secs(val)}" for k, val in stages.items()),
             ),
         )
+    if m.sizes:
+        rows += (("run folder", folder_size(m.sizes)),)
     out: list[Block] = [Heading(2, "Environment", "environment"), Table(("what", "value"), rows)]
     if m.overrides:
         out.append(

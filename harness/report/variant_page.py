@@ -24,6 +24,7 @@ from harness.report import ranking
 from harness.report.data import MISSING, PAGE, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table, code, literal
 from harness.report.sections import (
+    failed_numerics,
     first_call_cell,
     fraction_of_peak,
     library_calls,
@@ -75,8 +76,9 @@ class PageInputs:
 # --- the page's own figures ------------------------------------------------------------------
 
 
-def figures_table(v: VariantData) -> Table:
-    """Every figure of the variant, including those the leading page's summary leaves out."""
+def figures_table(v: VariantData, failure: bool | None = None) -> Table:
+    """Every figure of the variant, including those the leading page's summary leaves out;
+    `failure`: the findings' word on its accuracy (sections.failed_numerics)."""
     s = v.summary
     rows = (
         ("status", status(v)),
@@ -92,7 +94,7 @@ def figures_table(v: VariantData) -> Table:
         ("TFLOP/s", fmt.tflops(s.cost.achieved_flops_per_s)),
         ("of peak", fraction_of_peak(v)),
         ("peak memory", memory_report.peak_cell(s)),
-        ("numerics", numerics(v)),
+        ("numerics", numerics(v, failure)),
     )
     return Table(("figure", "value"), rows)
 
@@ -414,7 +416,7 @@ def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block
         out.append(Code("\n".join(i.failure.stderr_tail)))
     if i.expected_error is not None:
         out.append(Code(f"{i.expected_error.type}: {i.expected_error.message}"))
-    out += [figures_table(v), *comparison_blocks(v)]
+    out += [figures_table(v, failed_numerics(run).get(v.name)), *comparison_blocks(v)]
     extra = extra_lines(v)
     if extra:
         out.append(Bullets(tuple(extra)))

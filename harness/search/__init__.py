@@ -1,7 +1,8 @@
 """run_search(config, workdir, session): the fastest XLA configuration of one variant, measured.
 
-Each candidate (harness.search.space) is compiled in the supervised worker, its numerics checked
-against the float64 reference, and its program fingerprinted from its saved ladder
+Each candidate (harness.search.space: XLA options, and a program's own knobs and dtypes) is
+compiled in the supervised worker, its numerics checked against the float64 reference and its
+result against the default's, its peak memory read, and its program fingerprinted from its saved ladder
 (harness.hlo.fingerprint: optimized HLO with backend configs, thunks, emitted code). A
 candidate whose program is one already seen is recorded as `same_program_as` and never timed:
 which options change nothing for this program is a finding of its own. The distinct programs are
@@ -11,7 +12,10 @@ against the default from paired rounds (harness.common.stats).
 `grid` compiles every combination and times the distinct programs in one stage; `coordinate`
 starts from the default and changes one option at a time, moving to a value only when it is
 resolved as faster than the current best. Both stop at the budget, seconds or candidates.
-Writes search.json (harness.records.summary.SearchRecord) and a report of its own.
+A candidate that changes the result past the compiler-effect allowance, or whose peak is over
+`search.max_peak_memory`, is timed but never the best (harness.search.constraints); the best's
+gain is then taken apart by timing it with each dimension reset to the default's.
+Writes search.json (harness.records.search.SearchRecord) and a report of its own.
 """
 
 from __future__ import annotations
@@ -28,16 +32,10 @@ from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Dump, Experiment, SearchOptions, Variant
 from harness.hlo.fingerprint import fingerprint_dir
 from harness.records import invocations, run_files
-from harness.records.summary import (
-    SCHEMA_VERSION,
-    Candidate,
-    CaptureRecord,
-    SearchRecord,
-    TimingRecord,
-    Verdict,
-)
+from harness.records.search import Attribution, Candidate, SearchRecord
+from harness.records.summary import SCHEMA_VERSION, CaptureRecord, TimingRecord, Verdict
 from harness.report import write_report
-from harness.search import space
+from harness.search import constraints, space
 from harness.store import io
 from harness.store.records import to_json
 from harness.store.runfolder import RunFolder, stage_timing
@@ -134,13 +132,14 @@ class Search:
         out = [space.variant_for(self.base, n, p) for n, p in self.points.items()]
         return ([self.bound] if self.bound is not None else []) + out
 
-    def evaluate(self, points: list[space.Point]) -> list[str]:
-        """Compiles the new points; returns the names of those whose programs are new."""
+    def evaluate(self, points: list[space.Point], beyond_budget: bool = False) -> list[str]:
+        """Compiles the new points; returns the names of those whose programs are new.
+        `beyond_budget`: the attribution's points, compiled past the candidate budget."""
         fresh = []
-        for point in points:
+        for point in (space.normalised(p, self.base) for p in points):
             if point in self.points.values():
                 continue
-            if self.points and self.out_of_budget():
+            if self.points and not beyond_budget and self.out_of_budget():
                 break
             name = space.DEFAULT if not self.points else f"c{len(self.points):02d}"
             self.points[name] = point
@@ -179,15 +178,30 @@ class Search:
             xla_options=dict(variant.xla_options),
             w_dtype=point.w_dtype,
             gelu=point.gelu,
+            kwargs=dict(variant.program.kwargs),
+            params_dtype=point.params_dtype,
+            inputs_dtype=point.inputs_dtype,
             changed=point.describe(self.base) if name != space.DEFAULT else "as configured",
             status="ok",
             reason=None,
             fingerprint=None,
             same_program_as=None,
             compile_s=record.pauses.xla_compile_s if record.pauses else None,
+            first_call_s=record.pauses.first_call_s if record.pauses else None,
         )
         if record.status != "ok":
             return dataclasses.replace(base, status="failed", reason=record.reason)
+        peak, source = constraints.peak(self.workdir, name, record.memory)
+        bound = self.bound.name if self.bound else None
+        effect = (
+            constraints.result_change(self.workdir, name)
+            if name not in (space.DEFAULT, bound)
+            else None
+        )
+        base = dataclasses.replace(base, peak_bytes=peak, peak_source=source, effect=effect)
+        base = dataclasses.replace(
+            base, rejected=constraints.rejected(base, self.exp.search.max_peak_memory)
+        )
         n = record.numerics
         base = dataclasses.replace(
             base, rel_fro_err=n.rel_fro_err if n else None, numerics_ok=n.ok if n else None
@@ -205,6 +219,14 @@ class Search:
             return dataclasses.replace(base, status="same_program", same_program_as=first)
         return base
 
+    def timed_stage(self, order: list[str]) -> TimingRecord:
+        """Times `order` together in the next stage and judges its gate."""
+        self.stages += 1
+        print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
+        timed = self.supervisor.time(order, stage_timing(self.stages))
+        self.gate = judging.gate(timed, _limits(self.exp))
+        return timed
+
     def time(self, names: list[str]) -> TimingRecord:
         """Times the distinct programs `names` with the default and the lower bound."""
         order = [space.DEFAULT, *[n for n in names if n != space.DEFAULT]]
@@ -214,10 +236,8 @@ class Search:
             and self.records[self.bound.name].status == "ok"
         ):
             order.append(self.bound.name)
-        self.stages += 1
-        print(f"-- timing {len(order)} programs together (stage {self.stages})", flush=True)
-        timed = self.supervisor.time(order, stage_timing(self.stages))
-        self.gate = judging.gate(timed, _limits(self.exp))
+        timed = self.timed_stage(order)
+        assert self.gate is not None  # timed_stage set it
         self.unresolved += [f"timing stage {self.stages}: {r}" for r in self.gate.withheld]
         pairs = [(n, space.DEFAULT) for n in order if n != space.DEFAULT]
         if self.bound:
@@ -275,6 +295,7 @@ def coordinate_search(search: Search) -> None:
             if (
                 verdict
                 and verdict.verdict == stats.FASTER
+                and not search.records[name].rejected  # a trade or over the cap: never moved to
                 and (best is None or verdict.ratio < best[1])
             ):
                 best = (name, verdict.ratio)
@@ -285,20 +306,82 @@ def coordinate_search(search: Search) -> None:
             )
 
 
-def best_of(records: dict[str, Candidate], lower_bound: str | None) -> str:
-    """The fastest candidate resolved as faster than the default, else the default. The lower
-    bound is timed beside them as a reference: it computes less, so it is never a candidate."""
+def best_of(records: dict[str, Candidate], lower_bound: str | None) -> str | None:
+    """The fastest candidate resolved as faster than the default that breaks no constraint
+    (harness.search.constraints), else the default; where the default itself breaks one (its
+    peak is over the cap), the eligible candidate of the lowest ratio to it, else none. The
+    lower bound is timed beside them as a reference: it computes less, so it is never a
+    candidate."""
     faster = [
         c
         for c in records.values()
         if c.vs_default is not None
         and c.vs_default.verdict == stats.FASTER
-        and c.status == "ok"
-        and c.name != lower_bound
+        and constraints.eligible(c, lower_bound)
     ]
-    if not faster:
+    if faster:
+        return min(faster, key=lambda c: c.vs_default.ratio).name
+    default = records.get(space.DEFAULT)
+    if default is None or not default.rejected:
         return space.DEFAULT
-    return min(faster, key=lambda c: c.vs_default.ratio).name
+    timed = [
+        c
+        for c in records.values()
+        if constraints.eligible(c, lower_bound) and c.vs_default and c.vs_default.ratio
+    ]
+    return min(timed, key=lambda c: c.vs_default.ratio).name if timed else None
+
+
+def _inverse(v: Verdict, against: str) -> Verdict:
+    """The default's time over the best's from the best's verdict against the default."""
+    flip = {stats.FASTER: stats.SLOWER, stats.SLOWER: stats.FASTER}
+    ci = (1 / v.ci95[1], 1 / v.ci95[0]) if v.ci95 else None
+    ratio = 1 / v.ratio if v.ratio else None
+    return dataclasses.replace(
+        v, against=against, ratio=ratio, ci95=ci, verdict=flip.get(v.verdict, v.verdict)
+    )
+
+
+def attribute(search: Search, best: str | None) -> tuple[tuple[Attribution, ...], str | None]:
+    """Takes the best candidate's gain apart: each dimension it sets (harness.search.
+    constraints.dimensions) reset to the default's alone, compiled (past the candidate budget)
+    and timed beside the best in one stage; the ablated time over the best's is what that
+    dimension gave. One dimension is the best's own ratio to the default, inverted. Returns the
+    attributions and, where there are none, why."""
+    if best is None or best == space.DEFAULT or best not in search.points:
+        return (), "no best candidate other than the default"
+    point, record = search.points[best], search.records[best]
+    dims = constraints.dimensions(point)
+    if len(dims) == 1 and record.vs_default is not None:
+        (dim, _), gain = dims[0], _inverse(record.vs_default, best)
+        return (Attribution(dim, "all of it", space.DEFAULT, gain, record.stage),), None
+    if search.elapsed() > search.exp.search.budget_s:
+        return (), f"the time budget ({search.exp.search.budget_s:.0f} s) was spent"
+    search.evaluate([p for _, p in dims], beyond_budget=True)
+    by_point = {p: n for n, p in search.points.items()}
+    ablated = {}
+    for dim, p in dims:
+        c = search.records.get(by_point.get(space.normalised(p, search.base), ""))
+        ablated[dim] = c.same_program_as or c.name if c and c.status != "failed" else None
+    order = [best, *dict.fromkeys(n for n in ablated.values() if n and n != best)]
+    timed = search.timed_stage(order)
+    assert search.gate is not None  # timed_stage set it
+    pairs = [(n, best) for n in order if n != best]
+    judged = _verdicts(timed, pairs, search.gate, search.exp)
+    same = Verdict(against=best, ratio=1.0, ci95=None, verdict=stats.SAME_PROGRAM)
+    out = []
+    for (dim, p), name in zip(dims, ablated.values(), strict=True):
+        gain = same if name == best else judged.get((name, best)) if name else None
+        reset = _reset_words(point, p, search.base)
+        out.append(Attribution(dim, reset, name or "", gain, search.stages))
+    return tuple(out), None
+
+
+def _reset_words(point: space.Point, ablated: space.Point, base: Variant) -> str:
+    """What the ablation set back, in the candidates' words."""
+    mine = set(point.describe(base).split(", "))
+    left = set(ablated.describe(base).split(", "))
+    return ", ".join(sorted(mine - left)) or "nothing that changes the program"
 
 
 def _compiled(search: Search) -> list[tuple[space.Point, str]]:
@@ -345,9 +428,11 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
             grid_search(search)
         else:
             coordinate_search(search)
+        held = search_record(search)
+        attribution = attribute(search, held.best) if not held.unresolved else ((), None)
         supervisor.ceilings()
         session.worker.close(workdir)
-        record = search_record(search)
+        record = search_record(search, *attribution)
         io.write_json(RunFolder(workdir).search, to_json(record))
         # The status is final before the report (and the results index) read it.
         run.settle("complete", wall_s=search.elapsed())
@@ -355,13 +440,19 @@ def run_search(config: LoadedConfig, workdir: Path, session: Session) -> int:
         write_report(workdir, workdir.parent.parent)  # the results root's index too
     if run.stopped is not None:
         return _stopped(run.stopped, again_command(run.manifest, workdir))
-    if record.best is None:
+    if record.best is None and search.unresolved:
         print(f"best: none: the search could not resolve differences ({search.unresolved[0]})")
+    elif record.best is None:
+        print("best: none: no candidate meets the constraints (search.max_peak_memory)")
     else:
         print(
             f"best: {record.best} ({search.records[record.best].changed}); "
             f"{record.same_program_count} candidates were the same program as another"
         )
+    for name in record.rejected_faster:
+        c = search.records[name]
+        peak = f"; peak {c.peak_bytes / 2**30:.2f} GiB" if c.peak_bytes else ""
+        print(f"rejected though faster: {name} ({c.changed}): {', '.join(c.rejected)}{peak}")
     for o, need in record.not_tried_where_acts.items():
         print(f"not tried where it acts: {o} (needs {need})", flush=True)
     print(f"report: {workdir / 'report.md'}", flush=True)
@@ -392,12 +483,16 @@ def _stopped(stop: lifecycle.Stop, again: str) -> int:
     return stop.exit_code
 
 
-def search_record(search: Search) -> SearchRecord:
+def search_record(
+    search: Search, attribution: tuple[Attribution, ...] = (), note: str | None = None
+) -> SearchRecord:
     """search.json's record of a finished search. A search whose timing failed its own A/A
     check names no best configuration."""
     exp, base, bound = search.exp, search.base, search.bound
-    best = None if search.unresolved else best_of(search.records, bound.name if bound else None)
+    bound_name = bound.name if bound else None
+    best = None if search.unresolved else best_of(search.records, bound_name)
     options = search.records[best].xla_options if best in search.records else {}
+    records = list(search.records.values())
     return SearchRecord(
         schema_version=SCHEMA_VERSION,
         base=base.name,
@@ -414,4 +509,9 @@ def search_record(search: Search) -> SearchRecord:
         best_xla_options=dict(options),
         best_xla_flags=space.xla_flags(options),
         unresolved=tuple(search.unresolved),
+        max_peak_memory=exp.search.max_peak_memory,
+        leaders=constraints.leaders(records, best, bound_name),
+        rejected_faster=constraints.rejected_faster(records, best),
+        attribution=attribution,
+        attribution_note=note,
     )

@@ -1,8 +1,9 @@
 """The candidates of a search: points of the configured space, as variants of the base.
 
 Pure functions over the config: a candidate is the base variant with some XLA options (and
-perhaps W's dtype or the GELU form) changed. `grid` enumerates every combination;
-`coordinate_step` changes one option of the current best at a time.
+perhaps W's dtype or the GELU form; in a program study its keyword arguments, `kwargs.<name>`,
+and its dtypes, `dtypes.params` and `dtypes.inputs`) changed. `grid` enumerates every
+combination; `coordinate_step` changes one axis of the current best at a time.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.config.experiment import SearchSpace, Variant
+from harness.config.program import FrozenMap, knob
 
 DEFAULT = "default"
+# The axes of a program's knobs and dtypes: `kwargs.<name>`, `dtypes.params`, `dtypes.inputs`.
+KWARG = "kwargs."
+PARAMS_DTYPE, INPUTS_DTYPE = "dtypes.params", "dtypes.inputs"
 
 # Options that act only when another option has a value: XLA reads each of these only on a
 # path the other one opens, so trying one where that value is not set says nothing about it.
@@ -52,11 +57,15 @@ def acts_at(axis: str, point: Point, configured: Mapping[str, Any]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One configuration: option values (absent = XLA's default) and the problem's changes."""
+    """One configuration: option values (absent = XLA's default), the problem's changes, and
+    a program's keyword arguments and dtypes (absent = the base variant's)."""
 
     options: tuple[tuple[str, Any], ...] = ()
     w_dtype: str | None = None
     gelu: str | None = None
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    params_dtype: str | None = None
+    inputs_dtype: str | None = None
 
     def with_option(self, name: str, value: Any) -> Point:
         kept = tuple((k, v) for k, v in self.options if k != name)
@@ -68,7 +77,32 @@ class Point:
             parts.append(f"w_dtype={self.w_dtype}")
         if self.gelu and self.gelu != base.problem.gelu:
             parts.append(f"gelu={self.gelu}")
+        configured = base.program.kwargs
+        parts += [knob(k, v) for k, v in self.kwargs if k not in configured or configured[k] != v]
+        for what, value, now in (
+            ("params", self.params_dtype, base.program.w_dtype),
+            ("inputs", self.inputs_dtype, base.program.dtype),
+        ):
+            if value and value != now:
+                parts.append(f"{what}={value}")
         return ", ".join(parts) or "as configured"
+
+
+def normalised(point: Point, base: Variant) -> Point:
+    """The point without the knobs and dtypes it sets to the base variant's own values: one
+    configuration is one point, so a grid, which lists the base's value of every knob, does
+    not compile the default twice."""
+    own = base.program.kwargs
+
+    def same(k: str, v: Any) -> bool:
+        return k in own and (type(own[k]), own[k]) == (type(v), v)
+
+    return dataclasses.replace(
+        point,
+        kwargs=tuple((k, v) for k, v in point.kwargs if not same(k, v)),
+        params_dtype=None if point.params_dtype == base.program.w_dtype else point.params_dtype,
+        inputs_dtype=None if point.inputs_dtype == base.program.dtype else point.inputs_dtype,
+    )
 
 
 def variant_for(base: Variant, name: str, point: Point) -> Variant:
@@ -79,19 +113,38 @@ def variant_for(base: Variant, name: str, point: Point) -> Variant:
         problem = dataclasses.replace(problem, w_dtype=point.w_dtype)
     if point.gelu:
         problem = dataclasses.replace(problem, gelu=point.gelu)
+    program = base.program
+    if point.kwargs:
+        program = dataclasses.replace(
+            program, kwargs=FrozenMap({**program.kwargs, **dict(point.kwargs)})
+        )
+    if point.params_dtype:
+        program = dataclasses.replace(program, w_dtype=point.params_dtype)
+    if point.inputs_dtype:
+        program = dataclasses.replace(program, dtype=point.inputs_dtype)
     return dataclasses.replace(
         base,
         name=name,
         description=point.describe(base),
         xla_options=types.MappingProxyType(options),
         problem=problem,
+        program=program,
         roles=(),
     )
 
 
 def axes(space: SearchSpace) -> list[tuple[str, tuple[Any, ...]]]:
-    """The space's axes in config order: each option, then W's dtype and the GELU form."""
-    out: list[tuple[str, tuple[Any, ...]]] = [(k, tuple(v)) for k, v in space.xla_options.items()]
+    """The space's axes in config order: a program's knobs and dtypes first (the levers a
+    coordinate search should move before the options tune them), then each option, then W's
+    dtype and the GELU form."""
+    out: list[tuple[str, tuple[Any, ...]]] = [
+        (KWARG + k, tuple(v)) for k, v in space.kwargs.items()
+    ]
+    if space.dtypes.params:
+        out.append((PARAMS_DTYPE, tuple(space.dtypes.params)))
+    if space.dtypes.inputs:
+        out.append((INPUTS_DTYPE, tuple(space.dtypes.inputs)))
+    out += [(k, tuple(v)) for k, v in space.xla_options.items()]
     if space.w_dtype:
         out.append(("w_dtype", tuple(space.w_dtype)))
     if space.gelu:
@@ -99,11 +152,26 @@ def axes(space: SearchSpace) -> list[tuple[str, tuple[Any, ...]]]:
     return out
 
 
+# The Point field each axis that is no XLA option sets.
+_FIELDS = {"w_dtype": "w_dtype", "gelu": "gelu", PARAMS_DTYPE: "params_dtype"}
+_FIELDS[INPUTS_DTYPE] = "inputs_dtype"
+
+
+def _pairs_without(items: tuple[tuple[str, Any], ...], name: str) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, v) for k, v in items if k != name)
+
+
+def _with(items: tuple[tuple[str, Any], ...], name: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((*_pairs_without(items, name), (name, value))))
+
+
 def without(point: Point, axis: str) -> Point:
     """The point with `axis` left as configured."""
-    if axis in ("w_dtype", "gelu"):
-        return dataclasses.replace(point, **{axis: None})
-    return dataclasses.replace(point, options=tuple((k, v) for k, v in point.options if k != axis))
+    if axis in _FIELDS:
+        return dataclasses.replace(point, **{_FIELDS[axis]: None})
+    if axis.startswith(KWARG):
+        return dataclasses.replace(point, kwargs=_pairs_without(point.kwargs, axis[len(KWARG) :]))
+    return dataclasses.replace(point, options=_pairs_without(point.options, axis))
 
 
 def _pairs(axis: str, programs: Sequence[tuple[Point, str]]) -> list[tuple[Point, str, str]]:
@@ -154,10 +222,10 @@ def not_tried_where_acts(
 
 
 def _set(point: Point, axis: str, value: Any) -> Point:
-    if axis == "w_dtype":
-        return dataclasses.replace(point, w_dtype=value)
-    if axis == "gelu":
-        return dataclasses.replace(point, gelu=value)
+    if axis in _FIELDS:
+        return dataclasses.replace(point, **{_FIELDS[axis]: value})
+    if axis.startswith(KWARG):
+        return dataclasses.replace(point, kwargs=_with(point.kwargs, axis[len(KWARG) :], value))
     return point.with_option(axis, value)
 
 
@@ -185,6 +253,13 @@ def value_of(point: Point, axis: str, base: Variant) -> Any:
         return point.w_dtype or base.problem.weight_dtype
     if axis == "gelu":
         return point.gelu or base.problem.gelu
+    if axis == PARAMS_DTYPE:
+        return point.params_dtype or base.program.w_dtype
+    if axis == INPUTS_DTYPE:
+        return point.inputs_dtype or base.program.dtype
+    if axis.startswith(KWARG):
+        name = axis[len(KWARG) :]
+        return dict(point.kwargs).get(name, base.program.kwargs.get(name))
     return dict(point.options).get(axis, base.xla_options.get(axis))
 
 
@@ -194,12 +269,14 @@ def coordinate_step(
     """The current point with one axis set to each of its other values.
 
     An option neither the base nor the current point sets has XLA's default, which the config
-    lists first, so the first value is not compiled again.
+    lists first, so the first value is not compiled again. A knob or dtype the base leaves
+    unset is the function's own default, which the config need not list first: each value is
+    tried, and the one equal to it is the default's program (the search times it once).
     """
     now = value_of(current, axis, base)
-    if now is None and values:
+    if now is None and values and axis not in _FIELDS and not axis.startswith(KWARG):
         now = values[0]
-    return [_set(current, axis, v) for v in values if v != now]
+    return [_set(current, axis, v) for v in values if v != now or now is None]
 
 
 def xla_flags(options: Mapping[str, Any]) -> str:

@@ -142,6 +142,14 @@ def write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def write_by(path: Path, writer: Callable[[Path], None]) -> Path:
+    """Writes `path` atomically through `writer`, which fills the temporary path it is given
+    (a library's own file writer, such as Parquet's); returns the path."""
+    with _replacing(path) as tmp:
+        writer(tmp)
+    return path
+
+
 def write_json(path: Path, data: Any, compact: bool = False) -> Path:
     """Writes `data` as JSON to `path` atomically, NaN and infinities as null; returns the path.
 

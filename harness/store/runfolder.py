@@ -12,6 +12,7 @@ layer: it imports nothing of the harness.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +33,18 @@ INDEX_HTML = "index.html"
 VARIANTS_DIR = "variants"
 PLOTS_DIR = "plots"
 PROCESS_DIR = "processes"  # processes/p<rank>.json and faults.json, a study across processes
+LOGS_DIR = "logs"  # each worker's stderr, bounded (harness.common.bounded.LOG_BYTES)
 FAULTS_FILE = "faults.json"
 
 # A variant's files, in variants/<name>/.
 RESULT_FILE = "result.json"
 TIMINGS_FILE = "timings.json"  # the capture's blocked latencies (not the run's timing.json)
 FUSIONS_FILE = "fusions.json"
-KERNELS_FILE = "kernels.json"
+KERNELS_FILE = "kernels.json"  # the match's totals (every event until its version 2)
+EVENTS_FILE = "events.parquet"  # every event of the steady window and its attribution
+# A session of several hosts (python -m harness.analyze): the events as one dataset
+# partitioned by host, events/host=<name>/part-0.parquet, where one host has EVENTS_FILE.
+EVENTS_DIR = "events"
 PASSES_FILE = "passes.json"
 COMPILE_FILE = "compile.json"
 COST_FILE = "cost.json"
@@ -54,6 +60,9 @@ TIMELINE_FILE = "timeline.perfetto.json.gz"
 TORCH_FILE = "torch.json"  # the PyTorch capture's facts
 TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
 RECOMPILE_FILE = "recompile.txt"
+CALLBACK_OUTPUT_FILE = "callback_output.txt"  # what the variant's function printed (bounded)
+EXPECTED_ERROR_FILE = "expected_error.txt"  # a refusal its mode expects, as it was raised
+ERROR_FILE = "error.txt"  # the worker's traceback of a variant that failed
 DUMP_DIR = "dump"
 TORCH_DIR = "torch"  # torch.compile's working folder (its debug trace and cache)
 IR_DIR = "ir"
@@ -81,11 +90,13 @@ RESERVED_NAMES = frozenset(
         VARIANTS_DIR,
         PLOTS_DIR,
         PROCESS_DIR,
+        LOGS_DIR,
         FAULTS_FILE,
         RESULT_FILE,
         TIMINGS_FILE,
         FUSIONS_FILE,
         KERNELS_FILE,
+        EVENTS_FILE,
         PASSES_FILE,
         COMPILE_FILE,
         COST_FILE,
@@ -104,6 +115,72 @@ RESERVED_NAMES = frozenset(
 )
 # The profile windows a capture records, each a folder of profile/.
 PROFILE_WINDOWS = ("first_call", "recompile", "steady")
+
+
+# The kinds of file the manifest counts a run folder's bytes by (`sizes`), in this order.
+SIZE_KINDS = (
+    "dumps",  # XLA's dump folder, torch.compile's working folder
+    "ir",  # the IR ladder's own files (a file linked from the dump counts once, as a dump)
+    "profiles",  # the profiler's windows, torch.profiler's trace
+    "events",  # events.parquet and kernels.json
+    "timeline",  # the attributed Perfetto timeline
+    "logs",
+    "records",  # every other JSON record, the kept outputs
+    "reports",  # the pages, their plots, tlparse's
+    "other",
+)
+_REPORT_FILES = frozenset({REPORT_FILE, REPORT_HTML, DETAILS_FILE, DETAILS_HTML, INDEX_HTML})
+
+
+def size_kind(relative: str) -> str:
+    """The kind (SIZE_KINDS) of the file at `relative` (a path inside a run folder, `/`-separated)."""
+    parts = relative.split("/")
+    name = parts[-1]
+    inner = parts[2] if parts[0] == VARIANTS_DIR and len(parts) > 3 else None
+    if inner in (DUMP_DIR, TORCH_DIR):
+        return "dumps"
+    if inner == IR_DIR:
+        return "ir"
+    if inner == PROFILE_DIR or name == TORCH_TRACE_FILE:
+        return "profiles"
+    if inner == "tlparse" or parts[0] == PLOTS_DIR or name in _REPORT_FILES:
+        return "reports"
+    if name in (EVENTS_FILE, KERNELS_FILE):
+        return "events"
+    if name == TIMELINE_FILE:
+        return "timeline"
+    if parts[0] == LOGS_DIR:
+        return "logs"
+    if name.endswith((".json", ".npz", ".txt")):
+        return "records"
+    return "other"
+
+
+def sizes_by_kind(root: Path) -> dict[str, int]:
+    """The bytes of every regular file under the run folder `root` by kind (SIZE_KINDS, each
+    present), the manifest itself and the references the study deletes when it ends apart. A
+    file linked twice (the IR ladder's links into the dump) counts once, under the kind of its
+    first path in sorted order; links to other files are not followed."""
+    sizes = dict.fromkeys(SIZE_KINDS, 0)
+    seen: set[tuple[int, int]] = set()
+    for folder, dirs, files in os.walk(root):
+        if Path(folder) == root:  # the float64 references, deleted when the study ends
+            dirs[:] = [d for d in dirs if not d.startswith(REFERENCES_DIR)]
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            relative = path.relative_to(root).as_posix()
+            if relative == MANIFEST_FILE:
+                continue
+            try:
+                info = path.lstat()
+            except OSError:  # removed while walking
+                continue
+            if not path.is_file() or path.is_symlink() or (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            sizes[size_kind(relative)] += info.st_size
+    return sizes
 
 
 def one_component(name: str) -> bool:
@@ -158,6 +235,10 @@ class VariantFolder:
     @property
     def kernels(self) -> Path:
         return self.root / KERNELS_FILE
+
+    @property
+    def events(self) -> Path:
+        return self.root / EVENTS_FILE
 
     @property
     def passes(self) -> Path:

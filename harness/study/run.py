@@ -46,7 +46,7 @@ from harness.report import write_report as render
 from harness.report.conclusion import conclusion
 from harness.store import io, runfolder
 from harness.store.records import SchemaError, from_json, to_json
-from harness.store.runfolder import RunFolder, VariantFolder
+from harness.store.runfolder import ERROR_FILE, RunFolder, VariantFolder
 from harness.study import group, lifecycle
 from harness.study.pipeline import EachInItsOwn, crash_record, fresh_variant_dir
 from harness.study.runs import finished_status
@@ -555,10 +555,14 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
                 study.manifest["notes"] = notes
             failed = [n for n, v in summary.variants.items() if v.identity.status == "failed"]
             study.settle(
-                "failed" if failed else "complete", stages_s=seconds, workers=session.workers
+                "failed" if failed else "complete",
+                stages_s=seconds,
+                workers=session.workers,
+                sizes=runfolder.sizes_by_kind(workdir),
             )
 
         summary = _stages(config, workdir, session, resume, seconds, notes, settle, ended)
+        study.manifest["sizes"] = runfolder.sizes_by_kind(workdir)  # the pages and logs too
         study.write()  # with report_s
     if study.stopped is not None:
         return _stopped(study.stopped, exp, workdir, session, study.manifest)
@@ -575,7 +579,7 @@ def run(config: LoadedConfig, workdir: Path, session: Session, resume: bool = Fa
         print(terminal.shown(line), flush=True)
     if failed:
         print(
-            f"failed variants: {', '.join(failed)} (see variants/<name>/error.txt)",
+            f"failed variants: {', '.join(failed)} (see variants/<name>/{ERROR_FILE})",
             file=sys.stderr,
             flush=True,
         )

@@ -61,12 +61,13 @@ from harness.config.experiment import FRONTEND_MODULES, ConfigError
 from harness.config.schema import from_plain
 from harness.config.timing import max_budget_s
 from harness.frontends import registry
+from harness.frontends.contract import Context
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import DistancesFile, PassSearch
 from harness.records.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
 from harness.store import io
 from harness.store.records import from_json, to_json
-from harness.store.runfolder import TIMING_FILE, RunFolder
+from harness.store.runfolder import ERROR_FILE, TIMING_FILE, RunFolder
 from harness.timing import stage
 
 EVENTS: Any = None
@@ -249,8 +250,6 @@ class Worker:
         send("configured")
 
     def capture(self, job: dict[str, Any]) -> None:
-        from harness.capture.variant import Context  # imports JAX: loaded only when called
-
         workdir = Path(job["workdir"])
         if self.group is not None:
             processes.write_info(workdir, self.member)
@@ -302,7 +301,7 @@ class Worker:
             except Exception as e:
                 if isinstance(e, _group_faults()):
                     raise  # the group cannot go on: harness.study.worker.main reports it
-                io.write_text(vdir / "error.txt", traceback.format_exc())
+                io.write_text(vdir / ERROR_FILE, traceback.format_exc())
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 record = CaptureRecord(
                     status="failed",

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness.common import bounded
 from harness.config.experiment import Variant
 from harness.frontends import registry
-from harness.store import io
+from harness.store import io, runfolder
 from harness.study import containment, lifecycle
 
 REPO = Path(__file__).resolve().parents[2]  # harness/study/workerproc.py -> the repository
@@ -387,10 +388,10 @@ class WorkerProcess:
     def save_log(self, workdir: Path | None) -> None:
         if workdir is None or not workdir.is_dir():
             return
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace")
+        self.log.flush()
+        text = bounded.head_and_tail(self.log).decode(errors="replace")
         if text.strip():
-            io.write_text(workdir / "logs" / f"worker-{self.number}.log", text)
+            io.write_text(workdir / runfolder.LOGS_DIR / f"worker-{self.number}.log", text)
 
     def end(self) -> None:
         """Tells the worker there are no more jobs (it then exits on its own); returns at once,

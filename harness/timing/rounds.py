@@ -253,124 +253,236 @@ def time_rounds(
     even `min_rounds` rounds would run past `max_budget_s`, the slowest are left out
     (`Rounds.dropped`, budget.too_slow).
     """
-    tell = announce or (lambda name: None)
-    same = agree or _same
-    started = clock()
-    batches = max(1, batches)
-    last_call: dict[str, float] = {}  # each variant's last warm-up call, seconds
-    twin_of = {k: v for k, v in (twins or {}).items() if k != v}
-    for t in timed:
-        # Process 0's in a group: every process warms up alike, or a collective waits (each
-        # captured the same variants, so each has the same ones warm).
-        known = (warm_s or {}).get(twin_of.get(t.name, t.name))
-        known = float(same(known)) if known is not None else None
-        if known is not None and budget.fills_batch(known, target_batch_s):
-            last_call[t.name] = known  # warm in this process already, and long
-            continue
-        tell(t.name)
-        if warmup < 1:
-            continue
-        for i in itertools.count():
-            begun = clock()
-            t.wait(t.call())
-            last_call[t.name] = clock() - begun
-            long = budget.fills_batch(float(same(last_call[t.name])), target_batch_s)
-            # The first call may have compiled: one that long is called again before its time
-            # decides anything; a second that long is warm, and more would only spend the budget.
-            if long and i == 0:
-                continue
-            if long or i + 1 >= warmup:
-                break
-    calibrated = {}
-    for t in timed:
-        if t.name in twin_of:
-            continue
-        tell(t.name)
-        one = float(same(last_call[t.name])) if t.name in last_call else None
-        if one is not None and budget.fills_batch(one, target_batch_s):
-            calibrated[t.name] = Batch(1, one)
-        else:
-            calibrated[t.name] = calls_for(t, target_batch_s, clock=clock, agree=same)
-    for name, of in twin_of.items():
-        calibrated[name] = calibrated[of]
+    run = _Run(
+        tell=announce or (lambda name: None),
+        same=agree or _same,
+        clock=clock,
+        started=clock(),
+        target_batch_s=target_batch_s,
+        twin_of={k: v for k, v in (twins or {}).items() if k != v},
+    )
+    last_call = _warm_up(run, timed, warmup, warm_s or {})
+    calibrated = _calibrate(run, timed, last_call)
     calls = {n: b.calls for n, b in calibrated.items()}
     left = None
     if budget_s is not None:
-        left = float(same(budget_s - (clock() - started)))
+        left = float(run.same(budget_s - (clock() - run.started)))
         calls = fit_budget(calibrated, rounds, left, settle)
     settling = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in calls.items()}
-    cut = None
-    dropped: dict[str, str] = {}
+    held = _Held(list(timed), calls, rounds, None, {})
     if left is not None and budget_s is not None and min_rounds is not None:
-        per_call = {n: b.seconds / b.calls for n, b in calibrated.items()}
-        if max_budget_s is not None:
-            # What max_budget_s has left, never under a quarter of it: warm-up that spent it
-            # all leaves the fast variants their rounds (a quarter past it at most).
-            most = float(same(max(max_budget_s - (clock() - started), 0.25 * max_budget_s)))
-            fewest = budget.fewest(rounds, min_rounds)
-            # At the smallest batches the budget allows (fit_budget's floor): only a variant
-            # whose few calls cannot fit is left out, never one whose batches merely could.
-            smallest = {n: max(1, min(MIN_CALLS, c)) for n, c in calls.items()}
-            least = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in smallest.items()}
-            dropped = budget.too_slow(per_call, smallest, least, fewest, most, twin_of)
-            timed = [t for t in timed if t.name not in dropped]
-            calls = {n: c for n, c in calls.items() if n not in dropped}
-            per_call = {n: c for n, c in per_call.items() if n not in dropped}
-        round_s = budget.round_seconds(per_call, calls, settling)
-        cut = budget.cut(rounds, min_rounds, round_s, left, per_call, budget_s) if calls else None
-        rounds = cut.rounds if cut is not None else rounds if calls else 0
+        held = _held_to_budget(
+            run, held, calibrated, settling, left, budget_s, min_rounds, max_budget_s, settle
+        )
     # The slot's calls are split between its short batches; the settling stays whole.
-    batches = split_count(calls, batches)
-    calls = {n: max(min(MIN_CALLS, c), math.ceil(c / batches)) for n, c in calls.items()}
-    by_name = {t.name: t for t in timed}
-    names = [t.name for t in timed]
-    out: dict[str, list[float]] = {n: [] for n in names}
-    orders: list[tuple[str, ...]] = []
-    samples: list[RoundSample] = []
-
-    def one_round(r: int) -> None:
-        order = round_order(names, r)
-        orders.append(order)
-        before = sample() if sample else {}
-        for name in order:
-            tell(name)
-            out[name].append(_slot(by_name[name], calls[name], settling[name], batches, clock))
-        samples.append(RoundSample(r, before, sample() if sample else {}))
-
+    batches = split_count(held.calls, max(1, batches))
+    calls = {n: max(min(MIN_CALLS, c), math.ceil(c / batches)) for n, c in held.calls.items()}
+    slots = _Slots(run, held.timed, calls, settling, batches, sample)
     rounds_started = clock()
-    for r in range(rounds):
-        one_round(r)
-    stopped = ""
-    r = rounds
-    if cut is not None:
+    for r in range(held.rounds):
+        slots.one_round(r)
+    stopped, added = "", 0
+    if held.cut is not None:
         stopped = "budget"  # the planned rounds did not fit it: none are added
     elif more is not None and max_budget_s is not None:
-        stopped = "budget"
-        while True:
-            if not same(more(out)):
-                stopped = "widths"
-                break
-            per_round = (clock() - rounds_started) / max(1, r)
-            if same(clock() - started + 2 * per_round > max_budget_s):
-                break
-            # Rounds are added in pairs, so the orders stay balanced (see round_order).
-            one_round(r)
-            one_round(r + 1)
-            r += 2
+        stopped, added = _added_rounds(run, slots, held.rounds, more, max_budget_s, rounds_started)
     return Rounds(
-        step_s={n: tuple(v) for n, v in out.items()},
+        step_s={n: tuple(v) for n, v in slots.out.items()},
         calls_per_batch=calls,
         settle_calls=settling,
-        orders=tuple(orders),
-        samples=tuple(samples),
+        orders=tuple(slots.orders),
+        samples=tuple(slots.samples),
         target_batch_s=target_batch_s,
-        wall_s=clock() - started,
+        wall_s=clock() - run.started,
         batches=batches,
-        added_rounds=r - rounds,
+        added_rounds=added,
         stopped=stopped,
-        cut=cut,
-        dropped=dropped,
+        cut=held.cut,
+        dropped=held.dropped,
     )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every step of `time_rounds` shares: the announcer, process 0's agreement, the
+    clock and when the stage started, the batch's target, and each A/A twin's original."""
+
+    tell: Callable[[str], None]
+    same: Callable[[Any], Any]
+    clock: Callable[[], float]
+    started: float
+    target_batch_s: float
+    twin_of: Mapping[str, str]
+
+    def fills_batch(self, seconds: float) -> bool:
+        """True when one call of `seconds`, as process 0 saw it, fills a batch alone."""
+        return budget.fills_batch(float(self.same(seconds)), self.target_batch_s)
+
+
+def _warm_up(
+    run: _Run, timed: Sequence[Timed], warmup: int, warm_s: Mapping[str, float]
+) -> dict[str, float]:
+    """Warms each variant up; returns each one's last warm-up call, seconds (its capture's
+    per-call seconds where that already fills a batch: it is not called again)."""
+    last_call: dict[str, float] = {}
+    for t in timed:
+        # Process 0's in a group: every process warms up alike, or a collective waits (each
+        # captured the same variants, so each has the same ones warm).
+        known = warm_s.get(run.twin_of.get(t.name, t.name))
+        known = float(run.same(known)) if known is not None else None
+        if known is not None and budget.fills_batch(known, run.target_batch_s):
+            last_call[t.name] = known  # warm in this process already, and long
+            continue
+        run.tell(t.name)
+        if warmup >= 1:
+            last_call[t.name] = _last_warm_call(run, t, warmup)
+    return last_call
+
+
+def _last_warm_call(run: _Run, t: Timed, warmup: int) -> float:
+    """Calls `t` up to `warmup` times; returns the last call's seconds."""
+    for i in itertools.count():
+        begun = run.clock()
+        t.wait(t.call())
+        seconds = run.clock() - begun
+        long = run.fills_batch(seconds)
+        # The first call may have compiled: one that long is called again before its time
+        # decides anything; a second that long is warm, and more would only spend the budget.
+        if long and i == 0:
+            continue
+        if long or i + 1 >= warmup:
+            return seconds
+    raise AssertionError("unreachable: itertools.count() does not end")
+
+
+def _calibrate(
+    run: _Run, timed: Sequence[Timed], last_call: Mapping[str, float]
+) -> dict[str, Batch]:
+    """Returns each variant's calibrated batch: one call where its last warm-up call fills a
+    batch alone; an A/A twin's is its original's (it times exactly the same calls)."""
+    calibrated = {}
+    for t in timed:
+        if t.name in run.twin_of:
+            continue
+        run.tell(t.name)
+        one = float(run.same(last_call[t.name])) if t.name in last_call else None
+        if one is not None and budget.fills_batch(one, run.target_batch_s):
+            calibrated[t.name] = Batch(1, one)
+        else:
+            calibrated[t.name] = calls_for(t, run.target_batch_s, clock=run.clock, agree=run.same)
+    for name, of in run.twin_of.items():
+        calibrated[name] = calibrated[of]
+    return calibrated
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What the budget leaves: the variants timed, their calls a batch, the rounds, the cut
+    (None: the planned rounds fit) and the variants left out, each with why."""
+
+    timed: list[Timed]
+    calls: dict[str, int]
+    rounds: int
+    cut: RoundsCut | None
+    dropped: dict[str, str]
+
+
+def _held_to_budget(
+    run: _Run,
+    held: _Held,
+    calibrated: Mapping[str, Batch],
+    settling: Mapping[str, int],
+    left: float,
+    budget_s: float,
+    min_rounds: int,
+    max_budget_s: float | None,
+    settle: float,
+) -> _Held:
+    """Returns the rounds the budget leaves (harness.timing.budget.cut), without the variants
+    too slow for even `min_rounds` of them within `max_budget_s` (budget.too_slow)."""
+    timed, calls, dropped = held.timed, held.calls, held.dropped
+    per_call = {n: b.seconds / b.calls for n, b in calibrated.items()}
+    if max_budget_s is not None:
+        # What max_budget_s has left, never under a quarter of it: warm-up that spent it
+        # all leaves the fast variants their rounds (a quarter past it at most).
+        spent = run.clock() - run.started
+        most = float(run.same(max(max_budget_s - spent, 0.25 * max_budget_s)))
+        fewest = budget.fewest(held.rounds, min_rounds)
+        # At the smallest batches the budget allows (fit_budget's floor): only a variant
+        # whose few calls cannot fit is left out, never one whose batches merely could.
+        smallest = {n: max(1, min(MIN_CALLS, c)) for n, c in calls.items()}
+        least = {n: 0 if c == 1 else math.ceil(c * settle) for n, c in smallest.items()}
+        dropped = budget.too_slow(per_call, smallest, least, fewest, most, run.twin_of)
+        timed = [t for t in timed if t.name not in dropped]
+        calls = {n: c for n, c in calls.items() if n not in dropped}
+        per_call = {n: c for n, c in per_call.items() if n not in dropped}
+    if not calls:
+        return _Held(timed, calls, 0, None, dropped)
+    round_s = budget.round_seconds(per_call, calls, settling)
+    cut = budget.cut(held.rounds, min_rounds, round_s, left, per_call, budget_s)
+    return _Held(timed, calls, cut.rounds if cut is not None else held.rounds, cut, dropped)
+
+
+class _Slots:
+    """The rounds as they are run: each variant's figure per round, each round's order and
+    the device context around it."""
+
+    def __init__(
+        self,
+        run: _Run,
+        timed: Sequence[Timed],
+        calls: Mapping[str, int],
+        settling: Mapping[str, int],
+        batches: int,
+        sample: Callable[[], dict[str, Any]] | None,
+    ) -> None:
+        self.run, self.calls, self.settling, self.batches = run, calls, settling, batches
+        self.sample = sample
+        self.by_name = {t.name: t for t in timed}
+        self.names = [t.name for t in timed]
+        self.out: dict[str, list[float]] = {n: [] for n in self.names}
+        self.orders: list[tuple[str, ...]] = []
+        self.samples: list[RoundSample] = []
+
+    def one_round(self, r: int) -> None:
+        order = round_order(self.names, r)
+        self.orders.append(order)
+        before = self.sample() if self.sample else {}
+        for name in order:
+            self.run.tell(name)
+            self.out[name].append(
+                _slot(
+                    self.by_name[name],
+                    self.calls[name],
+                    self.settling[name],
+                    self.batches,
+                    self.run.clock,
+                )
+            )
+        self.samples.append(RoundSample(r, before, self.sample() if self.sample else {}))
+
+
+def _added_rounds(
+    run: _Run,
+    slots: _Slots,
+    planned: int,
+    more: Callable[[Mapping[str, Sequence[float]]], bool],
+    max_budget_s: float,
+    rounds_started: float,
+) -> tuple[str, int]:
+    """Adds pairs of rounds while `more` says the intervals are too wide and the next pair
+    fits in `max_budget_s`; returns why it stopped (`widths` or `budget`) and how many it
+    added."""
+    r = planned
+    while run.same(more(slots.out)):
+        per_round = (run.clock() - rounds_started) / max(1, r)
+        if run.same(run.clock() - run.started + 2 * per_round > max_budget_s):
+            return "budget", r - planned
+        # Rounds are added in pairs, so the orders stay balanced (see round_order).
+        slots.one_round(r)
+        slots.one_round(r + 1)
+        r += 2
+    return "widths", r - planned
 
 
 def plan(

@@ -54,7 +54,7 @@ from harness.hlo.cost import module_cost
 from harness.hlo.parser import parse_module
 from harness.records.numerics import LeafAccuracy
 from harness.records.summary import ArraySpec, Numerics, ProgramRecord
-from harness.variants.expression import TOLERANCE, compare
+from harness.variants.accuracy import TOLERANCE, compare
 
 # Input leaf i is drawn from fold_in(key(seed), INPUT_STREAM + i); init gets key(seed) itself.
 INPUT_STREAM = 1 << 20

@@ -151,11 +151,49 @@ def float32_reference(program: Program, args: programs.ProgramArgs) -> tuple[np.
         return tuple(programs.host_leaf(leaf) for leaf in jax.tree.leaves(out))
 
 
+class ReferenceTooCostly(RuntimeError):
+    """No reference is made: one call costs more than the CPU is given for it."""
+
+
+def call_flops(program: Program, args: programs.ProgramArgs) -> float | None:
+    """Returns one call's FLOPs from XLA's analysis of its lowering (traced, never compiled),
+    or None where the analysis gives none."""
+    try:
+        cost = jax.jit(programs.bound(program)).lower(*args.args).cost_analysis()
+    except Exception:  # an estimate only: without one the reference is tried as before
+        return None
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    flops = cost.get("flops") if isinstance(cost, Mapping) else None
+    return float(flops) if flops is not None and flops > 0 else None
+
+
+def check_cost(program: Program, args: programs.ProgramArgs, max_flops: float) -> None:
+    """Raises ReferenceTooCostly where one call of the program costs more than `max_flops`
+    (measure.reference_max_flops): its float64 reference on the CPU would hold the study for
+    minutes or hours (a 1B-parameter train step at sequence 2048 is about 70 TFLOP), and the
+    float32 one is no cheaper. The accuracy question then reads "not measured" with this
+    reason; the compiler-effect question, against the baseline's outputs, is still asked."""
+    flops = call_flops(program, args)
+    if flops is not None and flops > max_flops:
+        raise ReferenceTooCostly(
+            f"not measured: one call is {flops / 1e12:.3g} TFLOP, over "
+            f"measure.reference_max_flops ({max_flops / 1e12:.3g} TFLOP) for a CPU reference"
+        )
+
+
 def reference_for(
-    program: Program, default_kwargs: Mapping[str, Any], args: programs.ProgramArgs, seed: int
+    program: Program,
+    default_kwargs: Mapping[str, Any],
+    args: programs.ProgramArgs,
+    seed: int,
+    max_flops: float | None = None,
 ) -> tuple[tuple[np.ndarray, ...], str | None]:
     """Returns the reference a program's result is judged against and, where it is not the
-    float64 reference of the variant's own function, why and what it is instead."""
+    float64 reference of the variant's own function, why and what it is instead. With
+    `max_flops`, a program that costs more a call gets none (ReferenceTooCostly)."""
+    if max_flops is not None:
+        check_cost(program, args, max_flops)
     try:
         ref, note = programs.reference_for(program, default_kwargs, args, seed)
     except Exception as e:

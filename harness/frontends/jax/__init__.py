@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from harness.analyze import analyze_xla_variant
 from harness.config.experiment import FRONTEND_MODULES
-from harness.frontends.modes import Mode, Traits
+from harness.frontends.modes import GPU_EMITTER_STAGES, Mode, Traits
 from harness.frontends.registry import register
 from harness.hlo.diverge import first_divergence
 from harness.store.runfolder import DUMP_DIR, PROFILE_DIR
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
-    from harness.capture.variant import Captured, Context, Subject
+    from harness.capture.variant import Subject
     from harness.config.experiment import Experiment, Variant
+    from harness.frontends.contract import Captured, Context
     from harness.hlo.diverge import Divergence
     from harness.records.run_files import Ceilings
     from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary
 
 NAME = "jax"
-EMITTER_STAGES = ("triton", "llvm", "ptx")  # the later IRs XLA's emitters write
 
 MODES = (
     Mode(
@@ -78,7 +78,7 @@ TRAITS = Traits(
     label="JAX",
     compiler="XLA",
     refuser="jit",
-    emitter_stages=EMITTER_STAGES,
+    emitter_stages=GPU_EMITTER_STAGES,  # the later IRs XLA's emitters write
     xla=True,
     xprof=True,
     packages=("jax", "jaxlib", "flax"),

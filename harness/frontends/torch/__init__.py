@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Not bound as `sections`: importing the submodule harness.frontends.torch.sections below sets
 # this package's attribute of that name, which would replace the analysis's module.
 from harness.analyze.sections import timing as timing_section
-from harness.frontends.jax import EMITTER_STAGES
-from harness.frontends.modes import Mode, Traits
+from harness.frontends.modes import GPU_EMITTER_STAGES, Mode, Traits
 from harness.frontends.registry import register
 from harness.frontends.torch.env import scratch_cache_dir
 from harness.frontends.torch.inductor.diverge import torch_first_divergence
@@ -25,8 +24,8 @@ from harness.frontends.torch.validate import validate_variant
 from harness.store.runfolder import PROFILE_DIR, TORCH_DIR, RunFolder
 
 if TYPE_CHECKING:  # imported when called, so that registering the frontend imports no stage
-    from harness.capture.variant import Captured, Context
     from harness.config.experiment import Experiment, Variant
+    from harness.frontends.contract import Captured, Context
     from harness.frontends.torch.expression import TorchFn
     from harness.hlo.diverge import Divergence
     from harness.records.run_files import Ceilings
@@ -67,7 +66,7 @@ TRAITS = Traits(
     compiler="Inductor",
     compile_call="torch.compile",
     refuser="torch.compile(fullgraph=True)",
-    emitter_stages=(*EMITTER_STAGES, "output_code"),  # and Inductor's own output code
+    emitter_stages=(*GPU_EMITTER_STAGES, "output_code"),  # and Inductor's own output code
     timed_against="jax",
     compile_phases=True,
     torch_trace=True,

@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.capture.variant import Captured, Context, analytic_flops
 from harness.common import userfiles
 from harness.common.bounded import BoundedText
 from harness.config.experiment import Experiment, Variant
+from harness.frontends.contract import Captured, Context, analytic_flops
 from harness.frontends.modes import Mode
 from harness.frontends.torch import env
 from harness.frontends.torch import expression as tx
@@ -53,8 +53,14 @@ from harness.records import ladder, run_files
 from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
 from harness.records.torch_facts import TorchFacts
 from harness.store import io
-from harness.store.runfolder import RECOMPILE_FILE, TORCH_TRACE_FILE, VariantFolder
-from harness.variants import expression
+from harness.store.runfolder import (
+    CALLBACK_OUTPUT_FILE,
+    EXPECTED_ERROR_FILE,
+    RECOMPILE_FILE,
+    TORCH_TRACE_FILE,
+    VariantFolder,
+)
+from harness.variants import accuracy
 
 PROFILE_FILE = TORCH_TRACE_FILE
 # Triton's per-kernel files, by ladder stage.
@@ -132,7 +138,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
             record, call = _capture_compiled(exp, variant, fn, inputs, wait, ctx)
     printed = buffer.getvalue()
     if printed:
-        io.write_text(ctx.variant_dir / "callback_output.txt", printed)
+        io.write_text(ctx.variant_dir / CALLBACK_OUTPUT_FILE, printed)
     record = dataclasses.replace(
         record,
         callback_lines=buffer.line_count(),
@@ -191,9 +197,9 @@ def profile_steps(
 
 
 def _numerics(exp: Experiment, variant: Variant, y: Any) -> Any:
-    rows = expression.sample_rows(variant.problem.m, exp.measure.numerics_rows)
+    rows = accuracy.sample_rows(variant.problem.m, exp.measure.numerics_rows)
     ref = tx.reference(variant, exp.seed, rows)
-    return expression.numerics(tx.to_numpy(y), ref, rows, expression.tolerance(variant.problem))
+    return accuracy.numerics(tx.to_numpy(y), ref, rows, accuracy.tolerance(variant.problem))
 
 
 # --- eager ------------------------------------------------------------------------------------
@@ -429,7 +435,7 @@ def _refused(
 ) -> CaptureRecord:
     """The record of a graph-breaking function under fullgraph=True: Dynamo must refuse it."""
     message = str(error).strip()
-    io.write_text(ctx.variant_dir / "expected_error.txt", message + "\n")
+    io.write_text(ctx.variant_dir / EXPECTED_ERROR_FILE, message + "\n")
     _write_facts(ctx, {**facts, "expected_error": message[:2000]})
     first = message.splitlines()[0] if message else type(error).__name__
     return CaptureRecord(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from harness.config.experiment import Problem, Variant
-from harness.variants import expression
+from harness.variants import accuracy, expression
 
 TorchFn = Callable[[Any, Any, Any], Any]
 
@@ -192,4 +192,4 @@ def reference(variant: Variant, seed: int, rows: np.ndarray) -> np.ndarray:
     """Returns the float64 reference of the variant's rows: the JAX variants' own reference
     (the mode's record says what it computes: the GEMM alone, or the branch that ran)."""
     p = variant.problem
-    return expression.reference(p, variant.mode_spec, expression.inputs_for(p, seed), rows)
+    return accuracy.reference(p, variant.mode_spec, expression.inputs_for(p, seed), rows)

@@ -5,8 +5,8 @@ Reads the variant folder (harness.frontends.torch.capture's layout): torch.json
 of the first and the new-shape calls), the TORCH_TRACE
 log and Inductor's debug folder (harness.frontends.torch.inductor), and torch.profiler's Chrome trace
 (harness.frontends.torch.trace), attributed with harness.frontends.torch.match. Returns the records
-of fusions.json and kernels.json in the shapes the JAX variants' have, so the report's cluster
-tables, timeline and fusion map read them unchanged, and of compile.json in its own
+of fusions.json, kernels.json and events.parquet in the shapes the JAX variants' have, so the
+report's cluster tables, timeline and fusion map read them unchanged, and of compile.json in its own
 (harness.records.run_files.TorchCompileFile); the stage's writer writes them (harness.analyze.files).
 The timing, cost and identity sections are the JAX producers' (harness.analyze.sections).
 Never imports torch.
@@ -39,7 +39,7 @@ from harness.frontends.torch.inductor.trace_log import CompileTimes, compile_tim
 from harness.frontends.torch.match import eager_clusters, match_torch_events
 from harness.frontends.torch.trace import read_torch_trace
 from harness.match.match import kernels_document
-from harness.records import ladder, run_files
+from harness.records import events_file, ladder, run_files
 from harness.records.run_files import Ceilings
 from harness.records.summary import (
     CaptureRecord,
@@ -312,8 +312,8 @@ def profile(
     step_s: float | None,
 ) -> tuple[Profile, list[str], tuple[Any, ...], VariantFiles]:
     """Returns the steady window's timeline, one step's kernel names, (eager) the ATen ops
-    that ran as clusters, and kernels.json's record: every event with its cluster and the CPU
-    op that launched it."""
+    that ran as clusters, kernels.json's record (the match's totals) and events.parquet's
+    table: every event with its cluster and the CPU op that launched it."""
     folder = VariantFolder(vdir)
     path = folder.profile_window("steady") / PROFILE_FILE
     if not path.is_file():
@@ -334,12 +334,14 @@ def profile(
         source = launcher.get(id(a.event))
         row["cpu_op"] = source.cpu_op if source else None
         row["compile_region"] = source.compile_region if source else None
-    written = run_files.from_document(run_files.KERNELS, doc, str(folder.kernels))
+    totals = {"match": doc["match"], "events_file": folder.events.name}
+    written = run_files.from_document(run_files.KERNELS, totals, str(folder.kernels))
     walls = [m.duration_s for m in trace.markers]
     events = [e.event for e in trace.events]
     profile, kernels = sections.profile_of(report, events, walls, clusters, step_s)
     ops = clusters.get("eager", ()) if eager else ()
-    return profile, kernels, ops, VariantFiles(kernels=written)
+    table = events_file.from_rows(doc["events"])
+    return profile, kernels, ops, VariantFiles(kernels=written, events=(table,))
 
 
 # --- the variant ------------------------------------------------------------------------------

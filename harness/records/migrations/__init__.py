@@ -22,6 +22,7 @@ from harness.records.migrations.additive import (
     migrate_v8,
     migrate_v9,
     migrate_v10,
+    migrate_v11,
 )
 from harness.records.migrations.v1 import migrate_v1, migrate_v2
 from harness.records.migrations.v3 import migrate_v3
@@ -39,4 +40,5 @@ MIGRATIONS: dict[int, Migration] = {
     8: migrate_v8,
     9: migrate_v9,
     10: migrate_v10,
+    11: migrate_v11,
 }

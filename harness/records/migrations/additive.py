@@ -1,4 +1,4 @@
-"""The migrations of versions 4 to 10: each of those versions only added a section or a field,
+"""The migrations of versions 4 to 11: each of those versions only added a section or a field,
 which an older summary reads as absent (null or empty) until `python -m harness.migrate`
 judges the run again from its saved files."""
 
@@ -58,3 +58,12 @@ def migrate_v10(data: dict[str, Any], source: str) -> dict[str, Any]:
     and the waits at collectives to `comm` (harness.match.waits), which read as unmeasured."""
     del source
     return {**data, "schema_version": 11}
+
+
+def migrate_v11(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Returns version-12 data for a version-11 summary: version 12 only added to a timing
+    finding's decomposition its parts by kind of work and by source line, its lead and the
+    profiler's overhead (harness.findings.explain), which read as absent until `python -m
+    harness.commands.migrate` makes the findings again."""
+    del source
+    return {**data, "schema_version": 12}

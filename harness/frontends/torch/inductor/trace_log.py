@@ -393,87 +393,116 @@ def trace_facts(records: Iterable[TraceRecord], path: str = "") -> TorchTraceFac
     Records are grouped by compile id. A `dynamo_start` (or the `dynamo` phase opening) for a
     compile id the current session already saw starts a new session: Dynamo was reset.
     """
-    strings: dict[int, str] = {}
-    sessions: list[dict[str, _Frame]] = [{}]
-    version: str | None = None
-    notes: list[str] = []
-
-    def frame(cid: str) -> _Frame:
-        return sessions[-1].setdefault(cid, _Frame(cid))
-
+    reading = _Reading(path)
     for rec in records:
-        body = rec.body
-        cid = rec.compile_id
+        reading.read(rec)
+    sessions = reading.sessions
+    frozen = tuple(DynamoSession(tuple(f.freeze() for f in s.values())) for s in sessions if s)
+    if not frozen:
+        raise ArtifactError(f"{path}: the log holds no Dynamo compile")
+    return TorchTraceFacts(path, reading.version, frozen, tuple(reading.notes))
+
+
+class _Reading:
+    """The records read so far: the interned strings, the Dynamo sessions (each its frames by
+    compile id), the PyTorch version and the notes on records that could not be read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.strings: dict[int, str] = {}
+        self.sessions: list[dict[str, _Frame]] = [{}]
+        self.version: str | None = None
+        self.notes: list[str] = []
+
+    def frame(self, cid: str) -> _Frame:
+        return self.sessions[-1].setdefault(cid, _Frame(cid))
+
+    def read(self, rec: TraceRecord) -> None:
+        """Files one record: an interned string, a chromium phase, the version, the start of
+        a frame's compile, or one of its frame's facts (`_fill`)."""
+        body, cid = rec.body, rec.compile_id
         if rec.kind == "str" and isinstance(body, list) and len(body) == 2:
-            strings[_opt_int(body[1]) or 0] = str(body[0])
-            continue
-        if rec.kind == "chromium_event":
-            event = _json_or_none(rec.payload)
-            if not isinstance(event, dict):
-                notes.append(f"{path}:{rec.line}: chromium event payload is not JSON")
-                continue
-            ecid = str((event.get("args") or {}).get("compile_id") or cid or "")
-            if not ecid:
-                continue
-            if event.get("name") == "dynamo" and event.get("ph") == "B":
-                if ecid in sessions[-1] and sessions[-1][ecid].dynamo_begun:
-                    sessions.append({})
-                frame(ecid).dynamo_begun = True
-            _add_phase(frame(ecid), event)
-            continue
-        if (
+            self.strings[_opt_int(body[1]) or 0] = str(body[0])
+        elif rec.kind == "chromium_event":
+            self.chromium(rec)
+        elif (
             rec.kind == "artifact"
             and isinstance(body, dict)
             and body.get("name") == "torch_version"
         ):
             data = _json_or_none(rec.payload)
-            version = str(data.get("pytorch_version")) if isinstance(data, dict) else version
-            continue
-        if cid is None:
-            continue
-        if rec.kind == "dynamo_start":
-            current = sessions[-1].get(cid)
-            if current is not None and current.location is not None:
-                sessions.append({})
-            f = frame(cid)
-            stack = body.get("stack") if isinstance(body, dict) else None
-            if isinstance(stack, list) and stack and isinstance(stack[-1], dict):
-                top = stack[-1]
-                name = strings.get(_opt_int(top.get("filename")) or -1, str(top.get("filename")))
-                f.location, f.function = f"{name}:{top.get('line')}", str(top.get("name"))
-            continue
-        f = frame(cid)
-        if rec.kind == "dynamo_output_graph":
-            f.graph = True
-            f.artifacts["dynamo_output_graph"] = rec.payload
-        elif rec.kind == "compilation_metrics" and isinstance(body, dict):
-            f.metrics = dict(body)
-            version = version or _opt_str(body.get("pytorch_version"))
-        elif rec.kind == "compilation_metrics_runtime" and isinstance(body, dict):
-            f.runtime = {k: v for k, v in body.items() if v is not None}
-        elif rec.kind == "inductor_output_code":
-            f.artifacts["inductor_output_code"] = rec.payload
-            match = AOT_ID_RE.match(rec.payload.splitlines()[0] if rec.payload else "")
-            if match:
-                f.aot_ids.append(match.group(1))
-        elif rec.kind.startswith("aot_") and rec.kind.endswith("_graph"):
-            f.artifacts[rec.kind] = rec.payload
-        elif rec.kind == "dynamo_cpp_guards_str":
-            f.artifacts["dynamo_cpp_guards_str"] = rec.payload
-        elif rec.kind == "artifact" and isinstance(body, dict):
-            name = str(body.get("name"))
-            if name == "dynamo_graph_break_reason":
-                at = _BREAK_AT.search(rec.payload)
-                loc = f"{at.group(1)}:{at.group(2)}" if at else None
-                f.breaks.append((break_headline(rec.payload), loc, rec.payload))
-            elif name == "recompile_reasons":
-                f.recompile = _recompile_text(rec.payload)
-            else:
-                f.artifacts[name] = rec.payload
-    frozen = tuple(DynamoSession(tuple(f.freeze() for f in s.values())) for s in sessions if s)
-    if not frozen:
-        raise ArtifactError(f"{path}: the log holds no Dynamo compile")
-    return TorchTraceFacts(path, version, frozen, tuple(notes))
+            if isinstance(data, dict):
+                self.version = str(data.get("pytorch_version"))
+        elif cid is None:
+            return
+        elif rec.kind == "dynamo_start":
+            self.dynamo_start(rec, cid)
+        else:
+            if rec.kind == "compilation_metrics" and isinstance(body, dict):
+                self.version = self.version or _opt_str(body.get("pytorch_version"))
+            _fill(self.frame(cid), rec)
+
+    def chromium(self, rec: TraceRecord) -> None:
+        """A chromium event: a phase of its compile id's frame. Dynamo's phase opening again
+        for a compile id this session already began starts a new session (Dynamo was reset)."""
+        event = _json_or_none(rec.payload)
+        if not isinstance(event, dict):
+            self.notes.append(f"{self.path}:{rec.line}: chromium event payload is not JSON")
+            return
+        ecid = str((event.get("args") or {}).get("compile_id") or rec.compile_id or "")
+        if not ecid:
+            return
+        if event.get("name") == "dynamo" and event.get("ph") == "B":
+            if ecid in self.sessions[-1] and self.sessions[-1][ecid].dynamo_begun:
+                self.sessions.append({})
+            self.frame(ecid).dynamo_begun = True
+        _add_phase(self.frame(ecid), event)
+
+    def dynamo_start(self, rec: TraceRecord, cid: str) -> None:
+        """A frame's compile starts: a compile id this session already located starts a new
+        session (Dynamo was reset); the frame is named by the top of its stack."""
+        current = self.sessions[-1].get(cid)
+        if current is not None and current.location is not None:
+            self.sessions.append({})
+        f = self.frame(cid)
+        stack = rec.body.get("stack") if isinstance(rec.body, dict) else None
+        if isinstance(stack, list) and stack and isinstance(stack[-1], dict):
+            top = stack[-1]
+            name = self.strings.get(_opt_int(top.get("filename")) or -1, str(top.get("filename")))
+            f.location, f.function = f"{name}:{top.get('line')}", str(top.get("name"))
+
+
+def _fill(f: _Frame, rec: TraceRecord) -> None:
+    """Files one record of a frame's compile: its graph, metrics, output code, AOT graphs,
+    guards and named artifacts (a graph break, the recompile reasons, any other)."""
+    body, kind = rec.body, rec.kind
+    if kind == "dynamo_output_graph":
+        f.graph = True
+        f.artifacts["dynamo_output_graph"] = rec.payload
+    elif kind == "compilation_metrics" and isinstance(body, dict):
+        f.metrics = dict(body)
+    elif kind == "compilation_metrics_runtime" and isinstance(body, dict):
+        f.runtime = {k: v for k, v in body.items() if v is not None}
+    elif kind == "inductor_output_code":
+        f.artifacts["inductor_output_code"] = rec.payload
+        match = AOT_ID_RE.match(rec.payload.splitlines()[0] if rec.payload else "")
+        if match:
+            f.aot_ids.append(match.group(1))
+    elif (kind.startswith("aot_") and kind.endswith("_graph")) or kind == "dynamo_cpp_guards_str":
+        f.artifacts[kind] = rec.payload
+    elif kind == "artifact" and isinstance(body, dict):
+        _fill_artifact(f, str(body.get("name")), rec.payload)
+
+
+def _fill_artifact(f: _Frame, name: str, payload: str) -> None:
+    if name == "dynamo_graph_break_reason":
+        at = _BREAK_AT.search(payload)
+        loc = f"{at.group(1)}:{at.group(2)}" if at else None
+        f.breaks.append((break_headline(payload), loc, payload))
+    elif name == "recompile_reasons":
+        f.recompile = _recompile_text(payload)
+    else:
+        f.artifacts[name] = payload
 
 
 def _json_or_none(text: str) -> Any:
