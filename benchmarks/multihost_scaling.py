@@ -1,6 +1,7 @@
 """How `python -m harness.analyze` runs a profiling session of many hosts: 1, 8 and 64 of them.
 
     PYTHONPATH=$PWD python benchmarks/multihost_scaling.py --out=DIR [--hosts=1,8,64] [--times=1]
+        [--xplane=P --dump=DIR]   # another real profile and its dump (each host a copy of it)
 
 The hosts are synthetic, made from a real profile: the H200 fixture's scan/cond/fori_loop
 train step with command buffers (1,565 device events over 5 marked steps), `--times` times
@@ -41,6 +42,8 @@ from harness.profile.events import find_xplane  # noqa: E402
 _OUT = flags.DEFINE_string("out", "/tmp/multihost_scaling", "Where the sessions and analyses go.")
 _HOSTS = flags.DEFINE_list("hosts", ["1", "8", "64"], "Hosts of each session.")
 _TIMES = flags.DEFINE_integer("times", 1, "How many times longer each host's profile is.")
+_XPLANE = flags.DEFINE_string("xplane", None, "A profile to copy instead of the fixture's.")
+_DUMP = flags.DEFINE_string("dump", None, "The dump of --xplane's program.")
 
 
 def make_session(folder: Path, hosts: int, times: int) -> Path:
@@ -48,7 +51,8 @@ def make_session(folder: Path, hosts: int, times: int) -> Path:
     if folder.is_dir() and len(list(folder.glob("*.xplane.pb"))) == hosts:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    data = find_xplane(fixture_run() / "trace_marked").read_bytes()
+    source = _XPLANE.value or fixture_run() / "trace_marked"
+    data = find_xplane(source).read_bytes()
     longer = lengthen(xspace.parse(data), times).SerializeToString()
     for k in range(hosts):
         space = as_host(xspace.parse(longer), k, f"host{k:03d}")
@@ -109,19 +113,22 @@ def measured_tree(argv: list[str]) -> dict:
 
 def main(argv: list[str]) -> None:
     del argv
-    run = fixture_run()
+    if bool(_XPLANE.value) != bool(_DUMP.value):
+        raise app.UsageError("--xplane and --dump go together")
+    dump = Path(_DUMP.value) if _DUMP.value else fixture_run() / "dump"
     out = Path(_OUT.value)
     rows = []
     for hosts in (int(h) for h in _HOSTS.value):
-        session = make_session(out / f"session_{hosts}x{_TIMES.value}", hosts, _TIMES.value)
-        target = out / f"analysis_{hosts}x{_TIMES.value}"
+        name = f"{'given' if _XPLANE.value else 'fixture'}_{hosts}x{_TIMES.value}"
+        session = make_session(out / f"session_{name}", hosts, _TIMES.value)
+        target = out / f"analysis_{name}"
         figures = measured_tree(
             [
                 sys.executable,
                 "-c",
                 PEAK,
                 "harness.analyze",
-                f"--dump={run / 'dump'}",
+                f"--dump={dump}",
                 f"--xplane={session}",
                 f"--out={target}",
             ]
