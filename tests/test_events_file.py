@@ -61,6 +61,35 @@ def test_a_kernels_json_naming_a_missing_events_file_is_an_error_naming_it(tmp_p
         events_file.read(folder)
 
 
+@pytest.mark.parametrize("column", ["duration_ns", "cluster_renamed_away"])
+def test_an_events_file_missing_a_column_is_an_error_naming_it(tmp_path, column: str) -> None:
+    """A required column renamed is one line naming the file and the column; a column the
+    record does not know is ignored (a newer writer's), never an error."""
+    import pyarrow.parquet as pq
+
+    folder = VariantFolder(tmp_path / "xla")
+    shutil.copytree(REFERENCES / "cpu" / "variants" / "xla", folder.root)
+    with io.writes_confined_to(tmp_path):
+        assert events_file.migrate(folder)
+    table = events_file.read_table(folder.events)
+    before = events_file.read(folder)
+    if column in table.column_names:
+        table = table.rename_columns(
+            [f"{n}_renamed" if n == column else n for n in table.column_names]
+        )
+    else:
+        table = table.append_column(column, table.column("name"))
+    pq.write_table(table, folder.events)
+    if column == "duration_ns":
+        with pytest.raises(SchemaError) as found:
+            events_file.read(folder)
+        assert "\n" not in str(found.value) and "events.parquet: duration_ns: missing" in str(
+            found.value
+        )
+    else:
+        assert events_file.read(folder) == before
+
+
 def test_the_migrate_command_moves_the_events_of_a_committed_reference(tmp_path: Path) -> None:
     run = tmp_path / "cpu"
     shutil.copytree(REFERENCES / "cpu", run)

@@ -146,6 +146,8 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
         "fresh_variant_dir",
     ): "a planted link at variants/ or a variant's folder",
     ("harness/capture/processes.py", "gather_profiles"): "profile files jax wrote, once moved",
+    ("harness/capture/variant.py", "drop_trace_json"): "the trace.json.gz copy jax's profiler "
+    "wrote beside each xplane.pb, which nothing reads",
     ("harness/capture/processes.py", "finish_capture"): "its own per-process capture folder",
 }
 OWNERS = ("harness/store/io.py", "harness/store/ownership.py")

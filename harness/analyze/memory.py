@@ -79,7 +79,7 @@ def dump_files(after: Path) -> MemoryFiles:
 
     def beside(suffix: str) -> Path | None:
         path = after.with_name(f"{stem}-{suffix}.txt")
-        return path if path.is_file() and not path.is_symlink() else None
+        return path if userfiles.is_file(path) else None
 
     return MemoryFiles(
         after, beside("live-range"), beside("buffer-assignment"), beside("memory-usage-report")
@@ -98,7 +98,7 @@ def ladder_files(lad: ladder.Ladder) -> list[MemoryFiles]:
                 paths.append(None)
             elif base.is_dir():
                 path = base / after.name
-                paths.append(path if path.is_file() else None)
+                paths.append(path if userfiles.is_file(path) else None)
             else:
                 paths.append(base)
         found.append(MemoryFiles(after, *paths))

@@ -186,7 +186,7 @@ def find_modules(dump: Path) -> list[ModuleFiles]:
         return [ModuleFiles(dump.stem, dump, None)]
     groups: dict[str, dict[str, Path]] = {}
     loose: list[ModuleFiles] = []
-    for path in sorted(p for p in dump.iterdir() if p.is_file() and not p.is_symlink()):
+    for path in userfiles.files_in(dump):  # a run's dump kept compressed: by XLA's names
         if _PASS_FILE.search(path.name) or not _is_hlo(path):
             continue
         m = _DUMP_NAME.match(path.name)
@@ -266,7 +266,8 @@ def analyze_dump(
             io.write_json(
                 out_dir / "cost.json", hlo_files.cost_document([cost], None), compact=True
             )
-            io.copy_file(files.after, out_dir / "hlo.txt")
+            # Through the one reader: a run's dump is kept compressed (`<name>.gz`).
+            io.write_bytes(out_dir / "hlo.txt", userfiles.read_bytes(files.after, userfiles.DUMP))
             result = ModuleResult(
                 files.key,
                 out_dir,

@@ -95,10 +95,29 @@ def profiled(
     finally:
         try:
             jax.profiler.stop_trace()
+            drop_trace_json(directory)
         except Exception as e:
             if failures is None:
                 raise
             failures.append(failed_probe("profile", e))
+
+
+# jax's profiler writes the session twice, as `<host>.xplane.pb` and as a Chrome trace
+# `<host>.trace.json.gz` beside it (jaxlib 0.10's stop_and_export has no option to skip it;
+# ProfilerSession.stop() would hand back the XSpace for us to lay out as jax does). Nothing
+# reads the JSON copy: the profile readers and XProf read the xplane, and the analysis writes
+# its own attributed timeline (timeline.perfetto.json.gz).
+TRACE_JSON_SUFFIX = ".trace.json.gz"
+
+
+def drop_trace_json(directory: Path) -> None:
+    """Removes the `*.trace.json.gz` jax's profiler wrote beside each `*.xplane.pb` under
+    `directory` (`plugins/profile/<run>/`); a trace with no xplane beside it is left."""
+    sessions = directory / "plugins" / "profile"
+    for path in sorted(sessions.glob(f"*/*{TRACE_JSON_SUFFIX}")) if sessions.is_dir() else ():
+        xplane = path.with_name(path.name.removesuffix(TRACE_JSON_SUFFIX) + ".xplane.pb")
+        if xplane.is_file() and not path.is_symlink() and path.is_file():
+            path.unlink()
 
 
 @contextlib.contextmanager

@@ -12,7 +12,10 @@ tree it was pointed at (`within`: a run folder, a dump, a cache) refuses a link 
 Archives are read here too, bounded by what they inflate to, not only by their bytes on
 disk: a NumPy archive (`read_npz`: never unpickled, each member's uncompressed size in the zip's
 directory checked before a byte is inflated, shapes checked against what the caller's record
-says) and a gzip stream (`read_gzip`: inflated to at most a stated number of bytes).
+says) and a gzip stream (`read_gzip`: inflated to at most a stated number of bytes). A run's
+dumps and IR are kept gzip-compressed once captured (`X.txt` as `X.txt.gz`): a reader asks
+for `X.txt` and gets its text (`files_in` lists the folder by those names, `stored` and
+`is_file` find the file on disk), so old runs and new ones read alike.
 
 tests/test_one_reader.py fails any `open(`, `read_text`, `read_bytes`, `json.load(s)`, `np.load`,
 `gzip`, `zipfile` or `yaml` use in harness/ that does not come through here, apart from a stated
@@ -50,6 +53,9 @@ class Kind:
 
     name: str
     bound: int
+    # A file of this kind may be kept gzip-compressed as `<name>.gz` (a run's dumps and IR,
+    # compressed once its capture is done): asked for by its own name, it reads inflated.
+    gzipped_beside: bool = False
 
 
 _MIB = 1 << 20
@@ -64,8 +70,8 @@ MANIFEST = Kind("manifest", 16 * _MIB)
 MARKER = Kind("output marker", 64 * _MIB)
 SUMMARY = Kind("summary", 256 * _MIB)
 RECORD = Kind("run record", 256 * _MIB)
-IR_TEXT = Kind("IR text", 512 * _MIB)
-DUMP = Kind("dump file", 1024 * _MIB)
+IR_TEXT = Kind("IR text", 512 * _MIB, gzipped_beside=True)
+DUMP = Kind("dump file", 1024 * _MIB, gzipped_beside=True)
 PROFILE = Kind("profile", 2048 * _MIB)
 CACHE = Kind("cache file", 256 * _MIB)
 PYTHON = Kind("Python file", 16 * _MIB)
@@ -156,6 +162,9 @@ def read_bytes(
     bound of its kind (`limit`: a Kind, or a number of bytes), a link out of the folder
     `within`, or cannot be read. Never blocks on the file."""
     path, kind = Path(path), _bound(limit)
+    if kind.gzipped_beside and _gzipped(path):
+        raw = read_bytes(gz_of(path), Kind(kind.name, kind.bound), within)
+        return gunzip(raw, str(gz_of(path)), kind.bound)
     fd = _open(path, kind, within)
     try:
         size = os.fstat(fd).st_size
@@ -169,8 +178,10 @@ def read_bytes(
 def read_head(path: Path | str, size: int, within: Path | str | None = None) -> bytes:
     """The first `size` bytes of the regular file `path` (fewer when it is shorter): a dump's
     first line, to tell what it holds, or the part of a long IR file a reader quotes. Raises
-    Unreadable as read_bytes does; never blocks."""
+    Unreadable as read_bytes does; never blocks. A dump kept as `<path>.gz` is read inflated."""
     path = Path(path)
+    if _gzipped(path):
+        return _gunzip_head(read_bytes(gz_of(path), DUMP.bound, within), str(gz_of(path)), size)
     fd = _open(path, DUMP, within)
     parts: list[bytes] = []
     total = 0
@@ -186,6 +197,58 @@ def read_head(path: Path | str, size: int, within: Path | str | None = None) -> 
     finally:
         os.close(fd)
     return b"".join(parts)
+
+
+# --- files kept gzip-compressed beside their own name (a run's dumps and IR) -----------------
+
+GZ = ".gz"
+
+
+def gz_of(path: Path | str) -> Path:
+    """The name `path` is kept under once compressed: `<path>.gz`."""
+    path = Path(path)
+    return path.with_name(path.name + GZ)
+
+
+def _gzipped(path: Path) -> bool:
+    """True when `path` is absent (not even a link) and its compressed copy is there."""
+    return not os.path.lexists(path) and os.path.lexists(gz_of(path))
+
+
+def stored(path: Path | str) -> Path:
+    """The file on disk that holds `path`: itself, or `<path>.gz` where only that is kept."""
+    path = Path(path)
+    return gz_of(path) if _gzipped(path) else path
+
+
+def is_file(path: Path | str) -> bool:
+    """True when `path`, or its compressed copy in its place, is a regular file (no link)."""
+    found = stored(path)
+    return found.is_file() and not found.is_symlink()
+
+
+def files_in(folder: Path | str) -> list[Path]:
+    """The regular files (no links) in `folder` by the names their readers ask for, sorted: a
+    file kept compressed (`X.gz`) listed as `X`, which read_text and read_bytes of a kind
+    kept compressed (DUMP, IR_TEXT) and read_head read inflated. [] for no folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = {
+        p.with_name(p.name.removesuffix(GZ)) if p.name.endswith(GZ) else p
+        for p in folder.iterdir()
+        if p.is_file() and not p.is_symlink()
+    }
+    return sorted(found)
+
+
+def _gunzip_head(raw: bytes, source: str, size: int) -> bytes:
+    """The first `size` inflated bytes of the gzip data `raw`, inflating no more than that."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        return inflater.decompress(raw, size) if size > 0 else b""
+    except zlib.error as e:
+        raise Unreadable(f"{source}: not a readable gzip file ({e})") from None
 
 
 def _too_large(path: Path, kind: Kind) -> str:

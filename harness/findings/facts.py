@@ -305,7 +305,7 @@ def read_decisions(
     """The baseline's priority-fusion decision log (GPU); none when the ladder lacks it."""
     lad = _ladder(workdir, baseline)
     path = lad.path("fusion_decisions") if lad else None
-    if path is None or not path.is_file():
+    if path is None or not userfiles.is_file(path):
         return ()
     return decision_steps(userfiles.read_head(path, limit).decode(errors="replace"))
 

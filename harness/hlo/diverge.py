@@ -133,7 +133,7 @@ def _compare_hlo(stage: str, a: Sequence[Path], b: Sequence[Path]) -> str:
 
 
 def _pass_list(path: Path) -> list[tuple[str, Path]]:
-    files = [p for p in path.iterdir() if p.is_file()] if path.is_dir() else []
+    files = userfiles.files_in(path)  # by XLA's names, kept compressed or not
     infos = sorted((info, p) for p in files if (info := pass_file_info(p)) is not None)
     return [(f"{pipeline}.{name}" if pipeline else name, p) for (_, pipeline, name), p in infos]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from harness.common import userfiles
 from harness.hlo.parser import HloModule, parse_file
 
 
@@ -22,5 +23,5 @@ def _parsed(path: str, mtime_ns: int, size: int) -> HloModule:
 
 def parse_cached(path: Path | str) -> HloModule:
     """Returns the module in `path`, parsed once per process while the file is unchanged."""
-    st = Path(path).stat()
+    st = userfiles.stored(path).stat()  # the dump's file, kept compressed or not
     return _parsed(str(path), st.st_mtime_ns, st.st_size)

@@ -349,5 +349,5 @@ def thunk_files(after_optimizations: Path, key: str) -> tuple[Path | None, Path 
     found = []
     for suffix in (SEQUENCE_SUFFIX, METADATA_SUFFIX):
         path = folder / f"{key}.{suffix}"
-        found.append(path if path.is_file() and not path.is_symlink() else None)
+        found.append(path if userfiles.is_file(path) else None)
     return found[0], found[1]

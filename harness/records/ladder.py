@@ -130,14 +130,17 @@ class DumpModule:
 
 
 def dump_modules(paths: Iterable[Path]) -> tuple[DumpModule, ...]:
-    """Returns the modules found among XLA dump files, oldest (lowest id) first."""
+    """Returns the modules found among XLA dump files, oldest (lowest id) first. A file kept
+    compressed (`X.gz`, harness.store.io.gzip_in_place) is named as XLA wrote it (`X`),
+    which the one reader reads inflated."""
     grouped: dict[tuple[int, str], list[tuple[str, Path]]] = {}
-    for path in paths:
+    for found in paths:
+        path = found.with_name(found.name.removesuffix(userfiles.GZ))
         m = _MODULE_FILE.match(path.name)
-        if m and path.is_file() and not path.is_symlink():
+        if m and userfiles.is_file(path):
             grouped.setdefault((int(m["id"]), m["name"]), []).append((m["rest"], path))
     return tuple(
-        DumpModule(module_id=i, name=n, files=tuple(sorted(files)))
+        DumpModule(module_id=i, name=n, files=tuple(sorted(set(files))))
         for (i, n), files in sorted(grouped.items())
     )
 
@@ -281,8 +284,8 @@ class Ladder:
         path = self.path(stage)
         if path is None:
             return []
-        if path.is_dir():
-            return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
+        if path.is_dir():  # by the names XLA wrote, compressed or not (userfiles.files_in)
+            return userfiles.files_in(path)
         return [path]
 
     def hlo_files(self, stage: str) -> list[Path]:
@@ -327,8 +330,8 @@ def read_index(ir_dir: Path) -> tuple[Stage, ...]:
         if (
             os.path.isabs(rel)
             or ".." in Path(rel).parts
-            or target.is_symlink()
-            or base not in target.resolve().parents
+            or userfiles.stored(target).is_symlink()
+            or base not in userfiles.stored(target).resolve().parents
         ):
             raise SchemaError(source, f"stages[{i}].path", f"{rel!r} leaves the ladder folder")
         stages.append(Stage(entry["stage"], KINDS[entry["stage"]].order, rel))
@@ -338,7 +341,9 @@ def read_index(ir_dir: Path) -> tuple[Stage, ...]:
 def read_ladder(ir_dir: Path) -> Ladder:
     """Returns the ladder in `ir_dir`: the stages its index names whose files exist.
     Raises SchemaError (a ValueError) naming the file and the key (read_index)."""
-    return Ladder(ir_dir, tuple(s for s in read_index(ir_dir) if (ir_dir / s.path).exists()))
+    return Ladder(
+        ir_dir, tuple(s for s in read_index(ir_dir) if userfiles.stored(ir_dir / s.path).exists())
+    )
 
 
 def has_ladder(ir_dir: Path) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analyze.program import ModuleAnalysis
+from harness.common import userfiles
 from harness.common.fmt import (
     MISSING as MISSING,  # the report's "no such figure", shared with harness.common.fmt
 )
@@ -49,6 +50,7 @@ class Rung:
     path: str
     is_dir: bool
     exists: bool = True
+    stored: str | None = None  # the file on disk where it is kept compressed: the page links it
 
 
 @dataclass(frozen=True)
@@ -174,13 +176,15 @@ def read_stages(run: Path, name: str, notes: list[str]) -> tuple[Rung, ...]:
     out = []
     for s in stages:
         target = ir / s.path
+        found = userfiles.stored(target)  # `<path>.gz` once the capture compressed it
         out.append(
             Rung(
                 order=s.order,
                 stage=s.name,
                 path=folder.relative(target),
                 is_dir=target.is_dir(),
-                exists=target.exists(),
+                exists=found.exists(),
+                stored=folder.relative(found) if found != target else None,
             )
         )
     return tuple(sorted(out, key=lambda s: s.order))

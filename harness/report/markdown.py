@@ -51,7 +51,7 @@ def _stage_files(run: data.RunData, st: data.Rung) -> list[Path]:
     path = run.path / st.path
     if not st.is_dir:
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
+    return userfiles.files_in(path)  # by their names, kept compressed or not
 
 
 def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.ShownDivergence | None:
@@ -77,7 +77,7 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Show
             right_files = [run.path / d.files[1]]
             # A summary can name any path: only a plain file of each side's own passes folder.
             for f, st in ((left_files[0], theirs), (right_files[0], mine)):
-                if f.is_symlink() or not f.is_file() or f.parent != run.path / st.path:
+                if not userfiles.is_file(f) or f.parent != run.path / st.path:
                     why = "The pass files the summary names are not in the kept passes folders."
                     return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
         else:
@@ -88,12 +88,16 @@ def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.Show
         why = f"The stage's files could not be read: {e}"
         return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
     rel = [str(p.relative_to(run.path)) for p in (left_files[0], right_files[0])]
+    # The links name the files on disk (`<name>.gz` where the capture compressed them).
+    links = [
+        str(userfiles.stored(p).relative_to(run.path)) for p in (left_files[0], right_files[0])
+    ]
     if len(left_files) > 1 or len(right_files) > 1:  # a folder stage: link the folders
-        rel = [theirs.path, mine.path]
+        rel, links = [theirs.path, mine.path], [st.stored or st.path for st in (theirs, mine)]
     diff = stage_diff.stage_diff(
         d.stage, (f"{ref.name}: {rel[0]}", left), (f"{v.name}: {rel[1]}", right)
     )
-    return variant_page.ShownDivergence(d.stage, d.against, d.detail, diff, (rel[0], rel[1]))
+    return variant_page.ShownDivergence(d.stage, d.against, d.detail, diff, (links[0], links[1]))
 
 
 def _joined(files: list[Path], run: Path) -> str:

@@ -330,7 +330,7 @@ def ladder_blocks(v: VariantData) -> list[Block]:
     if not v.stages:
         return []
     items = tuple(
-        f"{st.order:02d} `{st.stage}`: [{here(v, st.path)}]({here(v, st.path)}"
+        f"{st.order:02d} `{st.stage}`: [{here(v, st.path)}]({here(v, st.stored or st.path)}"
         f"{'/' if st.is_dir else ''})"
         if st.exists
         else f"{st.order:02d} `{st.stage}`: {here(v, st.path)} (not kept in this copy of the run)"

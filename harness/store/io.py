@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import gzip
 import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -191,6 +193,39 @@ def link_file(source: Path, target: Path) -> Path:
         return copy_file(source, target)
     os.replace(tmp, target)
     return target
+
+
+def gzip_in_place(folders: tuple[Path, ...], keep: frozenset[str] = frozenset()) -> int:
+    """Replaces each regular file under `folders` (no link followed, none named in `keep`, none
+    already `.gz`) by its gzip-compressed copy `<name>.gz`, which userfiles reads by the old
+    name. Files that are hard links of one another (the IR ladder's stages of XLA's dump
+    files) are compressed once and stay links of one another. Returns the bytes saved.
+
+    For a variant's dumps and IR once its capture is done: nothing writes them again."""
+    by_inode: dict[tuple[int, int], list[Path]] = {}
+    for folder in folders:
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(check_inside(folder), followlinks=False):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                st = path.lstat()
+                if name in keep or name.endswith(userfiles.GZ) or name.startswith("."):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    by_inode.setdefault((st.st_dev, st.st_ino), []).append(path)
+    saved = 0
+    for paths in by_inode.values():
+        first, *others = paths
+        data = userfiles.read_bytes(first, userfiles.DUMP)
+        packed = write_bytes(userfiles.gz_of(first), gzip.compress(data, compresslevel=6, mtime=0))
+        for other in others:
+            link_file(packed, userfiles.gz_of(other))
+        for path in paths:
+            path.unlink()
+        saved += len(data) - packed.stat().st_size
+    return saved
 
 
 def remove_tree(root: Path, path: Path, ours: Callable[[str], bool]) -> tuple[str, ...]:

@@ -137,7 +137,7 @@ def entries(root: Path) -> list[Entry]:
 
 def describe(rel: str, kind: str, tool: str) -> str:
     """What a foreign entry makes the folder: a run's, a dump's, or a file someone put there."""
-    name = Path(rel).name
+    name = Path(rel).name.removesuffix(".gz")  # a run's dumps are kept gzip-compressed
     if name in RUN_FILES:
         return f"holds a run or runs ({rel})"
     if (name.startswith("module_") and name.endswith(".txt")) or name.endswith(DUMP_SUFFIXES):

@@ -57,17 +57,18 @@ from harness.capture import ceilings, distributed, mesh, processes, reuse
 from harness.capture.distributed import RELAYED, ProcessesMissing
 from harness.capture.turn import DeviceTurn
 from harness.capture.turn import free as turn_free
+from harness.common import userfiles
 from harness.config.experiment import FRONTEND_MODULES, ConfigError
 from harness.config.schema import from_plain
 from harness.config.timing import max_budget_s
 from harness.frontends import registry
 from harness.frontends.contract import Context
-from harness.records import numerics_effect, run_files
+from harness.records import ladder, numerics_effect, run_files
 from harness.records.numerics import DistancesFile, PassSearch
 from harness.records.summary import RESULT_FILE, CaptureRecord, Failure, load_capture
 from harness.store import io
 from harness.store.records import from_json, to_json
-from harness.store.runfolder import ERROR_FILE, TIMING_FILE, RunFolder
+from harness.store.runfolder import ERROR_FILE, TIMING_FILE, RunFolder, VariantFolder
 from harness.timing import stage
 
 EVENTS: Any = None
@@ -311,6 +312,9 @@ class Worker:
                     failure=Failure(kind="exception", signal=None, exit_code=None),
                 )
             ctx.turn.end()  # whatever the frontend did: the next variant's turn comes
+            # Its dumps and IR are never written again: kept compressed, read by their names.
+            kept = VariantFolder(vdir)
+            io.gzip_in_place((kept.dump, kept.ir), keep=frozenset({ladder.INDEX}))
             if self.group is None or self.member.rank == 0:
                 io.write_json(vdir / RESULT_FILE, to_json(record))
             if self.group is not None:
@@ -347,7 +351,7 @@ class Worker:
                     subject.placed.fn,
                     subject.placed.args,
                     dict(variant.xla_options),
-                    sorted(vf.dump.iterdir()) if vf.dump.is_dir() else [],
+                    userfiles.files_in(vf.dump),
                     load_capture(vf.result).module or "",
                     values,
                     found,
