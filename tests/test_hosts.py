@@ -54,7 +54,8 @@ def test_each_host_of_a_session_is_that_host_alone_and_the_merge_is_their_sum(
     folder, results, out = session
     hosts = session_xplanes(folder)
     assert list(hosts) == ["node0", "node1", "node2"]
-    first, totals = attach_session(results, hosts, out, None, "jit")
+    first = attach_session(results, hosts, out, None, "jit")
+    totals = first.hosts
     assert [t.host for t in totals] == list(hosts)
     for (host, path), together in zip(hosts.items(), totals, strict=True):
         alone = analysis.attach_profile(results, path, tmp_path / host, None, "jit")

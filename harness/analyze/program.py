@@ -315,10 +315,6 @@ class ProgramAnalysis:
     ceilings: CeilingRates | None = None
     notes: tuple[str, ...] = ()
     step_rows: tuple[StepRow, ...] = ()  # per marked step: wall, device, idle, coverage
-    # A session of several hosts: each host's totals and theirs merged (the rest of the
-    # analysis is the first host's); empty for one host.
-    hosts: tuple[HostTotals, ...] = ()
-    merged: HostTotals | None = None
 
     def to_json(self) -> dict[str, Any]:
         """analysis.json: every field, tuples as lists."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from harness.analyze import modules as hlo_files
 from harness.analyze.program import (
+    HostTotals,
     ModuleInput,
     OutsideProgram,
     ProgramKey,
@@ -163,6 +164,9 @@ class ProfileResult:
     bound: dict[str, int | None]  # module key -> the program id its events carry
     notes: tuple[str, ...] = ()
     markers: tuple[StepMarker, ...] = ()  # the host's step windows: each step's wall time
+    # A session of several hosts (harness.anydump.hosts): each host's totals; everything
+    # above is the first host's. Empty for one host.
+    hosts: tuple[HostTotals, ...] = ()
 
 
 def _is_hlo(path: Path) -> bool:
@@ -467,12 +471,10 @@ def attach_profile(
     return profile
 
 
-def write_kernels(
-    out: Path, profile: ProfileResult, session: str = "", hosts: Sequence[Any] = ()
-) -> None:
-    """kernels.json: the match's totals; for a session of several hosts (`hosts`, their
-    HostTotals), each host's and theirs merged beside the first host's match."""
-    found = profile.steps
+def write_kernels(out: Path, profile: ProfileResult, session: str = "") -> None:
+    """kernels.json: the match's totals; for a session of several hosts (`session`, its
+    folder), each host's and theirs merged beside the first host's match."""
+    found, hosts = profile.steps, profile.hosts
     data: dict[str, Any] = {
         "profile": session or str(profile.path),
         "steps": None if found is None else {"count": found.count, "how": found.how},

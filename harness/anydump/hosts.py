@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.analyze.program import HostTotals
@@ -77,13 +78,14 @@ def attach_session(
     out: Path,
     steps: int | None,
     mode: str,
-) -> tuple[ProfileResult, tuple[HostTotals, ...]]:
+) -> ProfileResult:
     """Attributes each host's profile (`hosts`, host order) to the analysed modules; returns
-    the first host's attributed profile and every host's totals (none for a single host, whose
-    events go to events.parquet). Writes the events dataset and kernels.json."""
+    the first host's attributed profile with every host's totals (`ProfileResult.hosts`, none
+    for a single host, whose events go to events.parquet). Writes the events dataset and
+    kernels.json."""
     names = list(hosts)
     if len(names) == 1:
-        return attach_profile(results, hosts[names[0]], out, steps, mode), ()
+        return attach_profile(results, hosts[names[0]], out, steps, mode)
 
     def one(i: int) -> tuple[ProfileResult | None, HostTotals]:
         host = names[i]
@@ -106,6 +108,6 @@ def attach_session(
     )
     first = found[0][0]
     assert first is not None  # the first item is always this process's own
-    totals = tuple(t for _, t in found)
-    write_kernels(out, first, session=str(hosts[names[0]].parent), hosts=totals)
-    return first, totals
+    first = replace(first, hosts=tuple(t for _, t in found))
+    write_kernels(out, first, session=str(hosts[names[0]].parent))
+    return first

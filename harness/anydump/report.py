@@ -20,7 +20,13 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness.analyze.program import ClusterRow, ModuleAnalysis, ProgramAnalysis
+from harness.analyze.program import (
+    ClusterRow,
+    HostTotals,
+    ModuleAnalysis,
+    ProgramAnalysis,
+    merged_hosts,
+)
 from harness.common import fmt
 from harness.report.cluster_tables import (
     CONVENTIONS,
@@ -496,7 +502,6 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
         "attribution rules: " + ", ".join(f"{r} {n}" for r, n in p.rules),
     ]
     blocks: list[Block] = [Heading(2, "Profile", "profile"), Bullets(tuple(items))]
-    blocks += host_blocks(a)
     blocks += step_blocks(a)
     if p.outside:
         blocks.append(
@@ -518,9 +523,9 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
     return blocks
 
 
-def host_blocks(a: ProgramAnalysis) -> list[Block]:
-    """A session of several hosts: each host's totals and the merged ones."""
-    if a.merged is None:
+def host_blocks(hosts: Sequence[HostTotals]) -> list[Block]:
+    """A session of several hosts: each host's totals and the merged ones ([] for one host)."""
+    if not hosts:
         return []
     rows = tuple(
         (
@@ -533,13 +538,14 @@ def host_blocks(a: ProgramAnalysis) -> list[Block]:
             str(h.outside),
             code(h.events_file) if h.events_file else "",
         )
-        for h in (*a.hosts, a.merged)
+        for h in (*hosts, merged_hosts(hosts))
     )
     head = ("host", "events", "matched", "steps", "kernels", "device busy", "outside", "events")
     return [
+        Heading(2, "Hosts", "hosts"),
         Para(
-            f"**Hosts.** {len(a.hosts)} hosts' profiles of one session, each analysed apart "
-            f"and merged; the clusters, steps and timeline here are {code(a.hosts[0].host)}'s. The "
+            f"**Hosts.** {len(hosts)} hosts' profiles of one session, each analysed apart "
+            f"and merged; the clusters, steps and timeline above are {code(hosts[0].host)}'s. The "
             "events are one dataset partitioned by host (`events/host=<name>/`), which DuckDB, "
             "Spark, Trino and pyarrow read as one table with a `host` column."
         ),

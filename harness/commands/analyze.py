@@ -149,12 +149,12 @@ def analyse_into(
         msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
         raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
     print(terminal.lines(analysis.format_table(results)))
-    profile, hosts = None, ()
+    profile = None
     try:
         if FLAGS.xplane is not None:
             xplane = Path(FLAGS.xplane)
             try:
-                profile, hosts = attach_session(
+                profile = attach_session(
                     results, session_xplanes(xplane), out, FLAGS.steps, FLAGS.mode
                 )
             except (ValueError, OSError, ProfileError) as e:
@@ -164,26 +164,28 @@ def analyse_into(
         # Everything that needs no reverse map is done while a large module's may still be
         # computing in a child: the imports, the rankings and the figures.
         from harness.anydump.report import (  # imports matplotlib: loaded only when called
+            host_blocks,
             write_analysis_report,
             write_figures,
         )  # imports matplotlib: loaded only when called
 
         program = analyse(results, profile, ceilings)
-        if hosts:
-            program = replace(program, hosts=hosts, merged=merged_hosts(hosts))
         figs = write_figures(out, program)
         results = analysis.finish_dump(results)
     except BaseException:
         analysis.cancel_dump(results)
         raise
     program = with_reverse_maps(program, [r.as_input() for r in results])
-    io.write_json(out / "analysis.json", program.to_json(), compact=True)
+    hosts = profile.hosts if profile is not None else ()
+    document = program.to_json()
+    if hosts:  # a session of several hosts: the analysis above is the first host's
+        document |= {"hosts": [to_json(h) for h in hosts], "merged": to_json(merged_hosts(hosts))}
+    io.write_json(out / "analysis.json", document, compact=True)
     if profile is not None:
         write_timeline(out, program, profile)
     memories = dump_memory(results)
-    report = write_analysis_report(
-        out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
-    )
+    extra = (*host_blocks(hosts), *module_blocks(memories))
+    report = write_analysis_report(out, program, str(dump), FLAGS.module, figs, extra)
     return program, profile, memories, report
 
 
@@ -311,10 +313,10 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
         )
     else:
         line += "no events of the analysed modules; "
-    if program.merged is not None:
-        m = program.merged
+    if profile.hosts:
+        m = merged_hosts(profile.hosts)
         line += (
-            f"{len(report.unmatched)} unmatched on {program.hosts[0].host}; {len(program.hosts)} "
+            f"{len(report.unmatched)} unmatched on {profile.hosts[0].host}; {len(profile.hosts)} "
             f"hosts: {m.events} device events, {m.matched} matched, {m.steps} host steps "
             f"(see {out / analysis.EVENTS_DIR}/host=*/)"
         )
