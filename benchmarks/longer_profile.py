@@ -19,11 +19,6 @@ from absl import app, flags
 
 from harness.profile import xspace
 
-_XPLANE = flags.DEFINE_string("xplane", None, "The profile to repeat.")
-_OUT = flags.DEFINE_string("out", None, "Where to write the longer profile.")
-_TIMES = flags.DEFINE_integer("times", 10, "How many copies of each event.")
-_KEEP_HOST = flags.DEFINE_enum("keep_host", "all", ["all", "launches"], "Host events kept.")
-
 SHIFTED = ("step_num", "correlation_id", "run_id", "_p", "_c")
 # Ids past this are sentinels (a correlation id of 2^64 - 1), left as they are.
 _ID_LIMIT = 1 << 40
@@ -78,28 +73,58 @@ def lengthen(space: Any, times: int, keep_host: str = "all") -> Any:
                 for e in originals:
                     copy = line.events.add()
                     copy.CopyFrom(e)
-                    copy.offset_ps = e.offset_ps + k * span_ps
-                    if k:
-                        for st in copy.stats:
-                            name = shifted.get(st.metadata_id)
-                            if name is not None:
-                                which = st.WhichOneof("value")
-                                value = int(getattr(st, which))
-                                if 0 <= value < _ID_LIMIT:
-                                    setattr(st, which, value + k * spans[name])
+                    _shift(copy, k, span_ps, {i: spans[n] for i, n in shifted.items()})
+    return space
+
+
+def _shift(event: Any, k: int, span_ps: int, id_spans: dict[int, int]) -> None:
+    """Moves an event `k` spans later, and its ids (stat metadata id -> span) k spans on."""
+    event.offset_ps += k * span_ps
+    if not k:
+        return
+    for st in event.stats:
+        span = id_spans.get(st.metadata_id)
+        if span is not None:
+            which = st.WhichOneof("value")
+            value = int(getattr(st, which))
+            if 0 <= value < _ID_LIMIT:
+                setattr(st, which, value + k * span)
+
+
+def as_host(space: Any, k: int, name: str) -> Any:
+    """The profile as the k-th of several hosts' (a copy is changed): its clock `k` profile
+    spans later, its ids (steps excepted: every host runs the same steps) past the other
+    hosts', and its host name `name`. Used by benchmarks/multihost_scaling.py and the tests."""
+    lo, hi = _bounds(space)
+    span_ps = int(hi - lo) + 1_000_000
+    spans = _id_spans(space)
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        shifted = {i: spans[n] for i, n in names.items() if n in spans and n != "step_num"}
+        for line in plane.lines:
+            for e in line.events:
+                _shift(e, k, span_ps, shifted)
+    del space.hostnames[:]
+    space.hostnames.append(name)
     return space
 
 
 def main(argv: list[str]) -> None:
     del argv
-    space = xspace.parse(Path(_XPLANE.value).read_bytes())
-    longer = lengthen(space, _TIMES.value, _KEEP_HOST.value)
-    out = Path(_OUT.value)
+    values = flags.FLAGS
+    space = xspace.parse(Path(values.xplane).read_bytes())
+    longer = lengthen(space, values.times, values.keep_host)
+    out = Path(values.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(longer.SerializeToString())
     print(f"{out}: {out.stat().st_size / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":
+    # Defined here, not on import: the benchmarks that import lengthen define flags of their own.
+    flags.DEFINE_string("xplane", None, "The profile to repeat.")
+    flags.DEFINE_string("out", None, "Where to write the longer profile.")
+    flags.DEFINE_integer("times", 10, "How many copies of each event.")
+    flags.DEFINE_enum("keep_host", "all", ["all", "launches"], "Host events kept.")
     flags.mark_flags_as_required(["xplane", "out"])
     app.run(main)

@@ -29,6 +29,22 @@ def test_results_come_back_in_order_from_every_child() -> None:
     )
 
 
+def test_a_map_inside_a_maps_worker_forks_no_more() -> None:
+    """The hosts of a session are read by a map's workers, each reading its profile's chunks
+    with a map of its own: that inner map runs in-process, the cores being taken."""
+    in_fresh_process(
+        """
+        from harness.common import forked
+        assert forked.children_for(8) > 0 or (os.cpu_count() or 1) < 2
+        inner = lambda _: [p for p in forked.fork_map(lambda j: os.getpid(), range(4), children=3)]
+        found = forked.fork_map(lambda i: (os.getpid(), inner(i)), range(2), decode=tuple, children=1)
+        for worker, pids in found:
+            assert set(pids) == {worker}, (worker, pids)
+        assert len({w for w, _ in found}) == 2  # the outer map did fork
+        """
+    )
+
+
 def test_an_item_that_raises_in_a_child_raises_in_the_parent() -> None:
     in_fresh_process(
         """

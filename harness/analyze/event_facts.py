@@ -11,8 +11,9 @@ agree on every fixture profile.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,34 @@ class KernelGroup:
     block: tuple[int, int, int] | None
     registers: int | None
     occupancy_pct: float | None
+
+
+class StepSeries(Mapping[int, float]):
+    """One cluster's time (ns) in each step it ran in, as two arrays in step order: a long
+    profile's clusters times steps (a million entries) cost 16 bytes an entry, not a dict's
+    hundred; its median and outliers over the steps are array operations."""
+
+    def __init__(self, steps: np.ndarray, ns: np.ndarray) -> None:
+        self.steps, self.ns = steps, ns
+
+    def __getitem__(self, step: int) -> float:
+        at = int(np.searchsorted(self.steps, step))
+        if at < len(self.steps) and self.steps[at] == step:
+            return float(self.ns[at])
+        raise KeyError(step)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.steps.tolist())
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def over(self, steps: Sequence[int]) -> np.ndarray:
+        """The time in each of `steps`, 0 where the cluster did not run."""
+        wanted = np.asarray(steps, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.steps, wanted), max(0, len(self.steps) - 1))
+        hit = (self.steps[at] == wanted) if len(self.steps) else np.zeros(len(wanted), bool)
+        return np.where(hit, self.ns[at] if len(self.steps) else 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -141,24 +170,29 @@ def facts_from_table(
 ) -> ModuleFacts:
     """A module's facts from the rows (indices into the attributed table) of its program."""
     w = attributed.table
+    every = len(rows) == len(w)  # one program's rows are often all of them: views, not copies
+
+    def pick(column: np.ndarray) -> np.ndarray:
+        return column if every else column[rows]
+
     kinds = [w.code_of("kind", k) for k in _LAUNCHES]
-    launch = np.isin(w.codes["kind"][rows], [k for k in kinds if k >= 0])
-    t = self_ns[rows]
-    step = w.ints["step"][rows]
+    launch = np.isin(pick(w.codes["kind"]), [k for k in kinds if k >= 0])
+    t = pick(self_ns)
+    step = pick(w.ints["step"])
     has_step = step != NULL
-    cluster_codes = attributed.codes["cluster"][rows]
+    cluster_codes = pick(attributed.codes["cluster"])
     module_code = (
         attributed.strings["module"].index(module) if module in attributed.strings["module"] else -1
     )
     own = (
-        attributed.matched[rows]
+        pick(attributed.matched)
         & (cluster_codes != 0)
-        & (attributed.codes["module"][rows] == module_code)
+        & (pick(attributed.codes["module"]) == module_code)
     )
     clusters = attributed.strings["cluster"]
     cluster_ns: dict[str, float] = {}
     cluster_launches: dict[str, tuple[int, int]] = {}
-    cluster_step: dict[str, dict[int, float]] = {}
+    cluster_step: dict[str, Mapping[int, float]] = {}
     if own.any():
         codes = cluster_codes[own]
         first, inverse = groups_of(codes)
@@ -168,7 +202,7 @@ def facts_from_table(
         mine = own & launch
         if mine.any():
             codes = cluster_codes[mine]
-            first, inverse = groups_of(codes, w.codes["name"][rows][mine])
+            first, inverse = groups_of(codes, pick(w.codes["name"])[mine])
             counts = np.bincount(inverse)
             launches: Counter[str] = Counter()
             names: Counter[str] = Counter()
@@ -181,17 +215,18 @@ def facts_from_table(
             codes, numbers = cluster_codes[stepped], step[stepped]
             first, inverse = groups_of(codes, numbers)
             sums = np.bincount(inverse, weights=t[stepped])
-            for g, rep in enumerate(first):
-                cluster_step.setdefault(clusters[codes[rep]], {})[int(numbers[rep])] = float(
-                    sums[g]
-                )
+            # Groups come in (cluster, step) order: each cluster's steps are one run of them.
+            by = codes[first]
+            bounds = np.flatnonzero(np.r_[True, by[1:] != by[:-1], True])
+            for lo, hi in itertools.pairwise(bounds.tolist()):
+                cluster_step[clusters[by[lo]]] = StepSeries(numbers[first[lo:hi]], sums[lo:hi])
     own_step: dict[int, float] = {}
     if has_step.any():
         numbers = step[has_step]
         first, inverse = groups_of(numbers)
         sums = np.bincount(inverse, weights=t[has_step])
         own_step = {int(numbers[rep]): float(sums[g]) for g, rep in enumerate(first)}
-    runs = w.ints["run_id"][rows]
+    runs = pick(w.ints["run_id"])
     return ModuleFacts(
         cluster_ns=cluster_ns,
         cluster_launches=cluster_launches,

@@ -10,7 +10,7 @@ are harness.analyze.module_analysis and harness.analyze.sources.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -266,6 +266,40 @@ class ProfileSummary:
     outside: tuple[OutsideProgram, ...] = ()
     rules: tuple[tuple[str, int], ...] = ()
     gaps: AttributionGaps = field(default_factory=AttributionGaps)
+
+
+@dataclass(frozen=True)
+class HostTotals:
+    """One host's profile of a session as counts over its steady window, each of which sums
+    over hosts (`merged_hosts`): what the hosts' analyses, run apart, give back to be merged."""
+
+    host: str  # the profile's file name without .xplane.pb; "all" for the merged session
+    events: int  # device events in the steady window
+    matched: int
+    steps: int
+    kernels: int  # kernel (or CPU thunk) launches
+    device_time_s: float  # the busy time of every step, summed
+    outside: int  # events of programs outside the selection
+    launches: tuple[tuple[str, int], ...]  # per `module:cluster`, every matched event
+    events_file: str = ""  # its part of the events dataset, relative to the output folder
+
+
+def merged_hosts(hosts: Sequence[HostTotals]) -> HostTotals:
+    """The session's totals: every count summed over its hosts."""
+    launches: dict[str, int] = {}
+    for h in hosts:
+        for key, n in h.launches:
+            launches[key] = launches.get(key, 0) + n
+    return HostTotals(
+        "all",
+        sum(h.events for h in hosts),
+        sum(h.matched for h in hosts),
+        sum(h.steps for h in hosts),
+        sum(h.kernels for h in hosts),
+        math.fsum(h.device_time_s for h in hosts),
+        sum(h.outside for h in hosts),
+        tuple(sorted(launches.items())),
+    )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.analyze.event_facts import ModuleFacts, StepTotal, steps_from_pairs
+import numpy as np
+
+from harness.analyze.event_facts import ModuleFacts, StepSeries, StepTotal, steps_from_pairs
 from harness.analyze.program import Outlier, StepRow
 from harness.match.match import Attribution
 from harness.profile.events import StepMarker
@@ -73,7 +75,11 @@ def median_event_s(rows: Sequence[StepRow]) -> float:
 
 def median_ns(by_step: Mapping[int, float], steps: Sequence[int]) -> float:
     """The median over `steps` of one cluster's time, 0 for a step it did not run in."""
-    return statistics.median(by_step.get(s, 0.0) for s in steps) if steps else 0.0
+    if not steps:
+        return 0.0
+    if isinstance(by_step, StepSeries):
+        return float(np.median(by_step.over(steps)))
+    return statistics.median(by_step.get(s, 0.0) for s in steps)
 
 
 def outliers(
@@ -83,7 +89,12 @@ def outliers(
     found = []
     for cluster, by_step in by_cluster.items():
         median = median_ns(by_step, steps)
-        for step, ns in by_step.items():
+        if isinstance(by_step, StepSeries):  # only the outliers become objects
+            over = np.flatnonzero(by_step.ns > OUTLIER_FACTOR * median)
+            items = zip(by_step.steps[over].tolist(), by_step.ns[over].tolist(), strict=True)
+        else:
+            items = iter(by_step.items())
+        for step, ns in items:
             if ns > OUTLIER_FACTOR * median:
                 found.append(Outlier(cluster, step, ns * 1e-9, median * 1e-9))
     found.sort(key=lambda o: (-o.time_s, o.cluster, o.step))

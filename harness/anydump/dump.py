@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 
 from harness.analyze import modules as hlo_files
-from harness.analyze.program import ModuleInput, OutsideProgram, ProgramKey, Steps
+from harness.analyze.program import (
+    HostTotals,
+    ModuleInput,
+    OutsideProgram,
+    ProgramKey,
+    Steps,
+    merged_hosts,
+)
 from harness.anydump.analysis import choose_main, count_steps
 from harness.common import forked, userfiles
 from harness.hlo.clusters import Cluster
@@ -43,7 +50,8 @@ from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
 from harness.records import events_file
 from harness.store import io
-from harness.store.runfolder import EVENTS_FILE
+from harness.store.records import to_json
+from harness.store.runfolder import EVENTS_DIR, EVENTS_FILE
 
 _DUMP_NAME = re.compile(r"^(module_\d{1,9}\.[^.]{1,512}(?:\.[^.]{1,512}){0,8}?)\.([^/]{1,1024})$")
 _PASS_FILE = re.compile(r"\.\d{4}\.[^.]{1,256}\.after_")
@@ -156,6 +164,9 @@ class ProfileResult:
     bound: dict[str, int | None]  # module key -> the program id its events carry
     notes: tuple[str, ...] = ()
     markers: tuple[StepMarker, ...] = ()  # the host's step windows: each step's wall time
+    # A session of several hosts (harness.anydump.hosts): each host's totals; everything
+    # above is the first host's. Empty for one host.
+    hosts: tuple[HostTotals, ...] = ()
 
 
 def _is_hlo(path: Path) -> bool:
@@ -362,14 +373,17 @@ def attach_profile(
     out: Path,
     steps: int | None,
     mode: str,
+    events: Path | None = None,
+    kernels: bool = True,
 ) -> ProfileResult:
     """Attributes the profile's device events to the clusters of the analysed modules.
 
     Events of programs that are not analysed (another module, or the same name with another
     program id) are left out of the steady window and returned as `outside`. The step count
     comes from the step markers, else `steps`, else the executions of the main program; with
-    none of those this raises StepsUnknown (never a guess). Writes events.parquet (every
-    event of the window and its attribution) and kernels.json (the match's totals).
+    none of those this raises StepsUnknown (never a guess). Writes `events` (default
+    events.parquet: every event of the window and its attribution) and, unless `kernels` is
+    False (a host of a session, harness.anydump.hosts), kernels.json (the match's totals).
     """
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be a positive integer, got {steps}")
@@ -403,6 +417,9 @@ def attach_profile(
     window = table.subset(in_window)
     window_program = program[in_window]
     window_own = self_ns(window) if window is not table else own
+    # The window is all the match reads: a long profile's rows are not held twice.
+    left_out = int(inside.sum()) - len(window)
+    del table, own, program
     sums = np.bincount(window_program, weights=window_own, minlength=len(keys))
     present = np.bincount(window_program, minlength=len(keys)) > 0
     times = {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
@@ -440,25 +457,36 @@ def attach_profile(
         if pid is None:  # a loose file bound to a program without an id: name only
             clusters_by_key[name] = cs
     report = match_table(
-        table.subset(inside),
+        window,
         clusters_by_key,
         steps=None if marked or found is None else found.count,
         mode=mode,  # type: ignore[arg-type]
         command_buffers=command_buffers(results, bound),
+        left_out=left_out,
     )
-    events_file.write(out / EVENTS_FILE, arrow_slices(report))
-    io.write_json(
-        out / "kernels.json",
-        {
-            "profile": str(path),
-            "steps": None if found is None else {"count": found.count, "how": found.how},
-            "outside_selection": [o.__dict__ for o in outside],
-            "events_file": EVENTS_FILE,
-            "match": report.to_json(events=False),
-        },
-        compact=True,
-    )
-    return ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+    events_file.write(events or out / EVENTS_FILE, arrow_slices(report))
+    profile = ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
+    if kernels:
+        write_kernels(out, profile)
+    return profile
+
+
+def write_kernels(out: Path, profile: ProfileResult, session: str = "") -> None:
+    """kernels.json: the match's totals; for a session of several hosts (`session`, its
+    folder), each host's and theirs merged beside the first host's match."""
+    found, hosts = profile.steps, profile.hosts
+    data: dict[str, Any] = {
+        "profile": session or str(profile.path),
+        "steps": None if found is None else {"count": found.count, "how": found.how},
+        "outside_selection": [o.__dict__ for o in profile.outside],
+        "events_file": EVENTS_DIR if hosts else EVENTS_FILE,
+        "match": profile.report.to_json(events=False),
+    }
+    if hosts:
+        data["match_host"] = hosts[0].host
+        data["hosts"] = [to_json(h) for h in hosts]
+        data["merged"] = to_json(merged_hosts(hosts))
+    io.write_json(out / "kernels.json", data, compact=True)
 
 
 ANALYZE_WORDS = hlo_files.LoopWords(
@@ -524,7 +552,8 @@ def loop_notes(results: Sequence[ModuleResult]) -> tuple[str, ...]:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The rows of an events.parquet (each a dict of its columns), through its one reader."""
+    """The rows of an events.parquet, or of a session's events dataset (`events/`, each row
+    with its `host`), each a dict of its columns, through their one reader."""
     return events_file.read_table(path).to_pylist()
 
 

@@ -20,7 +20,13 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness.analyze.program import ClusterRow, ModuleAnalysis, ProgramAnalysis
+from harness.analyze.program import (
+    ClusterRow,
+    HostTotals,
+    ModuleAnalysis,
+    ProgramAnalysis,
+    merged_hosts,
+)
 from harness.common import fmt
 from harness.report.cluster_tables import (
     CONVENTIONS,
@@ -31,7 +37,17 @@ from harness.report.cluster_tables import (
     step_time,
 )
 from harness.report.data import MISSING
-from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, to_html, to_markdown
+from harness.report.doc import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Para,
+    Table,
+    code,
+    to_html,
+    to_markdown,
+)
 from harness.report.gaps import gap_blocks
 from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
 from harness.store import io, runfolder
@@ -505,6 +521,36 @@ def _profile_blocks(a: ProgramAnalysis) -> list[Block]:
             )
         )
     return blocks
+
+
+def host_blocks(hosts: Sequence[HostTotals]) -> list[Block]:
+    """A session of several hosts: each host's totals and the merged ones ([] for one host)."""
+    if not hosts:
+        return []
+    rows = tuple(
+        (
+            code(h.host) if h.host != "all" else "**all hosts**",
+            str(h.events),
+            fmt.pct(h.matched / h.events if h.events else 0.0),
+            str(h.steps),
+            str(h.kernels),
+            f"{h.device_time_s:.6g} s",
+            str(h.outside),
+            code(h.events_file) if h.events_file else "",
+        )
+        for h in (*hosts, merged_hosts(hosts))
+    )
+    head = ("host", "events", "matched", "steps", "kernels", "device busy", "outside", "events")
+    return [
+        Heading(2, "Hosts", "hosts"),
+        Para(
+            f"**Hosts.** {len(hosts)} hosts' profiles of one session, each analysed apart "
+            f"and merged; the clusters, steps and timeline above are {code(hosts[0].host)}'s. The "
+            "events are one dataset partitioned by host (`events/host=<name>/`), which DuckDB, "
+            "Spark, Trino and pyarrow read as one table with a `host` column."
+        ),
+        Table(head, rows),
+    ]
 
 
 def step_blocks(a: ProgramAnalysis) -> list[Block]:

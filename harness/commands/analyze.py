@@ -21,17 +21,23 @@ import numpy as np
 from absl import flags
 
 from harness.analyze import memory
-from harness.analyze.program import CeilingRates, ProgramAnalysis, ceilings_from_json
+from harness.analyze.program import (
+    CeilingRates,
+    ProgramAnalysis,
+    ceilings_from_json,
+    merged_hosts,
+)
 from harness.analyze.timeline import timeline_of
 from harness.anydump import dump as analysis
 from harness.anydump.analysis import analyse_program, with_reverse_maps
+from harness.anydump.hosts import attach_session
 from harness.commands import cli
 from harness.common import fmt, terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
 from harness.hlo.instruction import ParseError
 from harness.match.match import Attribution, MatchReport
 from harness.match.table_match import AttributionView
-from harness.profile.events import ProfileError, StepMarker, find_xplane
+from harness.profile.events import ProfileError, StepMarker, session_xplanes
 from harness.profile.table import NULL
 from harness.records import run_files
 from harness.report.memory import module_blocks
@@ -77,7 +83,7 @@ def check_inputs(dump: Path, xplane: Path | None) -> None:
         raise cli.UsageError(f"--dump: {e}") from None
     if xplane is not None:
         try:
-            find_xplane(xplane)
+            session_xplanes(xplane)
         except ProfileError as e:
             raise cli.UsageError(f"--xplane: {e}") from None
 
@@ -148,7 +154,9 @@ def analyse_into(
         if FLAGS.xplane is not None:
             xplane = Path(FLAGS.xplane)
             try:
-                profile = analysis.attach_profile(results, xplane, out, FLAGS.steps, FLAGS.mode)
+                profile = attach_session(
+                    results, session_xplanes(xplane), out, FLAGS.steps, FLAGS.mode
+                )
             except (ValueError, OSError, ProfileError) as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise cli.UsageError(f"{xplane}: {first}") from None
@@ -156,6 +164,7 @@ def analyse_into(
         # Everything that needs no reverse map is done while a large module's may still be
         # computing in a child: the imports, the rankings and the figures.
         from harness.anydump.report import (  # imports matplotlib: loaded only when called
+            host_blocks,
             write_analysis_report,
             write_figures,
         )  # imports matplotlib: loaded only when called
@@ -167,13 +176,16 @@ def analyse_into(
         analysis.cancel_dump(results)
         raise
     program = with_reverse_maps(program, [r.as_input() for r in results])
-    io.write_json(out / "analysis.json", program.to_json(), compact=True)
+    hosts = profile.hosts if profile is not None else ()
+    document = program.to_json()
+    if hosts:  # a session of several hosts: the analysis above is the first host's
+        document |= {"hosts": [to_json(h) for h in hosts], "merged": to_json(merged_hosts(hosts))}
+    io.write_json(out / "analysis.json", document, compact=True)
     if profile is not None:
         write_timeline(out, program, profile)
     memories = dump_memory(results)
-    report = write_analysis_report(
-        out, program, str(dump), FLAGS.module, figs, tuple(module_blocks(memories))
-    )
+    extra = (*host_blocks(hosts), *module_blocks(memories))
+    report = write_analysis_report(out, program, str(dump), FLAGS.module, figs, extra)
     return program, profile, memories, report
 
 
@@ -301,7 +313,15 @@ def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out:
         )
     else:
         line += "no events of the analysed modules; "
-    line += f"{len(report.unmatched)} unmatched (see {out / 'events.parquet'})"
+    if profile.hosts:
+        m = merged_hosts(profile.hosts)
+        line += (
+            f"{len(report.unmatched)} unmatched on {profile.hosts[0].host}; {len(profile.hosts)} "
+            f"hosts: {m.events} device events, {m.matched} matched, {m.steps} host steps "
+            f"(see {out / analysis.EVENTS_DIR}/host=*/)"
+        )
+    else:
+        line += f"{len(report.unmatched)} unmatched (see {out / analysis.EVENTS_FILE})"
     if profile.outside:
         n = sum(o.events for o in profile.outside)
         names = ", ".join(f"{o.module} (program {o.program_id})" for o in profile.outside[:3])

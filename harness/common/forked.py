@@ -31,6 +31,10 @@ _FAILED = object()
 
 # Runtimes whose threads a fork would strand (see the module's docstring).
 THREADED_RUNTIMES = ("jax", "torch")
+# True while this process is one of a map's workers (the parent computing its share, or a
+# child): a map inside it (a host's profile read in chunks) runs in-process, since the map
+# around it has given every core a worker already.
+_in_map = False
 
 
 def fork_safe() -> bool:
@@ -41,7 +45,7 @@ def fork_safe() -> bool:
 def children_for(items: int) -> int:
     """Returns how many children to fork for `items` items: one per spare CPU, at most one per
     item beyond the parent's own (none where this process may not fork: `fork_safe`)."""
-    if items < 2 or not fork_safe():
+    if items < 2 or _in_map or not fork_safe():
         return 0
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(0, min((cpus or 1) - 1, items - 1))
@@ -57,19 +61,24 @@ def fork_map(
     """Returns [fn(x) for x in items], computed by this process and `children` forked ones
     (default `children_for(len(items))`), item i by worker i mod (children + 1). A child's
     results travel as JSON: `encode` makes one JSON data, `decode` makes it a result again."""
+    global _in_map
     count = children_for(len(items)) if children is None else (children if fork_safe() else 0)
-    if count <= 0:
+    if count <= 0 or _in_map:
         return [fn(x) for x in items]
     shares = [list(range(w, len(items), count + 1)) for w in range(count + 1)]
-    started = [_start(lambda x: encode(fn(x)), items, share) for share in shares[1:]]
-    results: dict[int, Any] = {i: fn(items[i]) for i in shares[0]}
-    for child in started:
-        if child is not None:
-            for i, data in _join(child).items():
-                try:
-                    results[i] = decode(data)
-                except Exception:  # made again below, where any error is the loop's own
-                    continue
+    _in_map = True  # the children inherit it
+    try:
+        started = [_start(lambda x: encode(fn(x)), items, share) for share in shares[1:]]
+        results: dict[int, Any] = {i: fn(items[i]) for i in shares[0]}
+        for child in started:
+            if child is not None:
+                for i, data in _join(child).items():
+                    try:
+                        results[i] = decode(data)
+                    except Exception:  # made again below, where any error is the loop's own
+                        continue
+    finally:
+        _in_map = False
     return [
         results[i] if results.get(i, _FAILED) is not _FAILED else fn(items[i])
         for i in range(len(items))

@@ -167,9 +167,10 @@ def read_bytes(
         return gunzip(raw, str(gz_of(path)), kind.bound)
     fd = _open(path, kind, within)
     try:
-        if os.fstat(fd).st_size > kind.bound:
+        size = os.fstat(fd).st_size
+        if size > kind.bound:
             raise Unreadable(_too_large(path, kind))
-        return _bounded(fd, path, kind)
+        return _bounded(fd, path, kind, size)
     finally:
         os.close(fd)
 
@@ -254,14 +255,17 @@ def _too_large(path: Path, kind: Kind) -> str:
     return f"{path}: is larger than {kind.bound} bytes, the bound for a {kind.name}"
 
 
-def _bounded(fd: int, path: Path, kind: Kind) -> bytes:
-    """Reads `fd` to its end, refusing more than `limit` bytes (a file that grows meanwhile)."""
+def _bounded(fd: int, path: Path, kind: Kind, expected: int = 0) -> bytes:
+    """Reads `fd` to its end, refusing more than `limit` bytes (a file that grows meanwhile).
+    The `expected` size is read in one call: a file of hundreds of megabytes (a long profile)
+    is then one bytes object, never its pieces and their join at once (twice its size)."""
     limit = kind.bound
     parts: list[bytes] = []
     total = 0
+    want = expected + 1
     while True:
         try:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            chunk = os.read(fd, min(max(want, _CHUNK), limit + 1 - total))
         except OSError as e:
             if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
                 raise Unreadable(f"{path}: reading it would block; name a regular file") from None
@@ -270,6 +274,7 @@ def _bounded(fd: int, path: Path, kind: Kind) -> bytes:
             return b"".join(parts)
         parts.append(chunk)
         total += len(chunk)
+        want = 0
         if total > limit:
             raise Unreadable(_too_large(path, kind))
 

@@ -157,8 +157,11 @@ def match_table(
     steps: int | None = None,
     mode: Mode = "jit",
     command_buffers: Mapping[ModuleKey, Sequence[CommandBuffer]] | None = None,
+    left_out: int = 0,
 ) -> MatchReport:
-    """`harness.match.match.match_events` over an EventTable (see the module docstring)."""
+    """`harness.match.match.match_events` over an EventTable (see the module docstring).
+    `left_out`: rows the caller already left out of the window (no step), which the report
+    counts as outside it, so a caller that took the window itself holds no second copy."""
     if mode not in ("jit", "eager"):
         raise ValueError(f"mode must be 'jit' or 'eager', got {mode!r}")
     has_step = table.ints["step"] != NULL
@@ -178,7 +181,8 @@ def match_table(
         {f: c.codes for f, c in out.fields.items()},
         {f: tuple(c.values) for f, c in out.fields.items()},
     )
-    return report_of_table(attributed, n_steps, marked, len(table) - len(window), notes)
+    outside = len(table) - len(window) + left_out
+    return report_of_table(attributed, n_steps, marked, outside, notes)
 
 
 class _Out:

@@ -143,6 +143,32 @@ def find_xplane(profile_dir: Path | str) -> Path:
 
 
 XPLANE_SUFFIX = ".xplane.pb"
+# A host's name becomes a folder of the events dataset (`events/host=<name>/`): kept to the
+# characters a hostname and a study process's suffix use, so every engine reads it back as is.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def session_xplanes(profile: Path | str) -> dict[str, Path]:
+    """Each host's profile of one profiling session, {host: file}, in host order.
+
+    jax.profiler writes `<session>/<host>.xplane.pb` on each host (a study across processes,
+    `<host>-p<rank>.xplane.pb`). A file is a session of one host; in a folder the session is
+    the folder of the profile `find_xplane` picks, and its hosts every profile beside it.
+    Raises ProfileError naming a file whose host name a partition folder cannot hold.
+    """
+    chosen = find_xplane(profile)
+    beside = sorted(p for p in chosen.parent.glob(f"*{XPLANE_SUFFIX}") if p.is_file())
+    files = [chosen] if Path(profile).is_file() else beside
+    hosts = {}
+    for path in files:
+        host = path.name[: -len(XPLANE_SUFFIX)] if path.name.endswith(XPLANE_SUFFIX) else path.stem
+        if not _HOST_NAME.match(host):
+            raise ProfileError(
+                f"{path}: host name {host!r} is not a partition name (letters, digits, '.', "
+                "'_', '-')"
+            )
+        hosts[host] = path
+    return dict(sorted(hosts.items()))
 
 
 def profile_bytes(path: Path) -> bytes:

@@ -150,24 +150,17 @@ def read_table(
     events; raises ProfileError naming the path for a file that is not a profile.
     """
     path = Path(path)
-    data = profile_bytes(path)
     columns = _Columns()
     device_rows = _DeviceRows()
     host = _Host()
     try:
-        planes = xspace.planes(data)
-        for plane in planes:
-            if DEVICE_PLANE_RE.match(plane.name):
-                _device_rows(plane, columns, device_rows)
-        gpu = any(len(which) for which, _ in device_rows.parts)
-        for plane in planes:
-            if plane.name == HOST_PLANE:
-                _host_plane(plane, host, None if gpu else columns)
+        gpu = _walk(profile_bytes(path), columns, device_rows, host)
     except (UnicodeDecodeError, TypeError, ValueError, OverflowError, IndexError) as err:
         raise ProfileError(f"{path}: profile content is malformed ({err})") from err
     except DecodeError as err:  # bytes that are no XSpace
         raise ProfileError(f"{path}: not a readable XSpace profile ({err})") from err
-    del data, planes
+    # The profile's bytes are gone by now (only _walk held them): the table is built without
+    # them. A GPU table is made in its final order; the CPU's few thunks are sorted at the end.
     table = _device_table(device_rows, columns) if gpu else columns.table()
     markers = tuple(sorted(host.markers, key=lambda m: m.start_ns))
     marked = sorted({m.step for m in markers})
@@ -177,7 +170,21 @@ def read_table(
         )
     table = _with_runs(table, host)
     table = _with_steps(table, markers, host.launches)
-    return _sorted(table), markers
+    return (table if gpu else _sorted(table)), markers
+
+
+def _walk(data: bytes, columns: _Columns, device_rows: _DeviceRows, host: _Host) -> bool:
+    """Reads the device planes' rows and the host plane from a profile's bytes; True when a
+    device plane holds events (else the host's CPU thunks are the rows)."""
+    planes = xspace.planes(data)
+    for plane in planes:
+        if DEVICE_PLANE_RE.match(plane.name):
+            _device_rows(plane, columns, device_rows)
+    gpu = bool(device_rows.size)
+    for plane in planes:
+        if plane.name == HOST_PLANE:
+            _host_plane(plane, host, None if gpu else columns)
+    return gpu
 
 
 _MODULE, _OP, _PROGRAM, _CORRELATION, _DETAILS, _COPY, _MEMSET = range(7)
@@ -201,7 +208,28 @@ class _DeviceRows:
         self.static: dict[tuple[Any, ...], int] = {}
         self.statics: list[tuple[int, ...]] = []  # codes and values, in STATIC order
         self.occupancy: list[float] = []
-        self.parts: list[tuple[np.ndarray, _Chunk]] = []  # (static numbers, chunk), in order
+        # Each chunk's column pieces, in reading order: the static numbers (`which`), program
+        # and correlation ids, starts and durations.
+        self.pieces: dict[str, list[np.ndarray]] = {n: [] for n in _PIECES}
+        self.size = 0
+
+    def add(self, numbers: np.ndarray, chunk: _Chunk) -> None:
+        for name, piece in zip(
+            _PIECES,
+            (numbers, chunk.program, chunk.correlation, chunk.start, chunk.duration),
+            strict=True,
+        ):
+            self.pieces[name].append(piece)
+        self.size += len(numbers)
+
+    def joined(self, name: str, dtype: Any) -> np.ndarray:
+        """One column's pieces joined, and let go: a long profile's chunks are freed column by
+        column while the table is made, never held beside all of it."""
+        pieces = self.pieces.pop(name)
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+
+
+_PIECES = ("which", "program", "correlation", "start", "duration")
 
 
 _STATIC = ("name", "kind", "direction", "hlo_module", "hlo_op", "device", "stream", "grid", "block")
@@ -294,7 +322,7 @@ def _device_rows(plane: Any, out: _Columns, rows: _DeviceRows) -> None:
     for (i, _), chunk in zip(tasks, chunks, strict=True):
         line = lines[i]
         stream = intern["stream"](line.name)
-        numbers = np.empty(len(chunk.keys), dtype=np.int64)
+        numbers = np.empty(len(chunk.keys), dtype=np.int32)
         for k, key in enumerate(chunk.keys):
             full = (key[0], stream, *key[1:])
             number = rows.static.get(full)
@@ -313,7 +341,7 @@ def _device_rows(plane: Any, out: _Columns, rows: _DeviceRows) -> None:
                     )
                 )
             numbers[k] = number
-        rows.parts.append((numbers[chunk.which] if len(chunk.which) else chunk.which, chunk))
+        rows.add(numbers[chunk.which] if len(chunk.which) else numbers[:0], chunk)
 
 
 def _static_part(
@@ -353,26 +381,34 @@ def _static_part(
 
 
 def _device_table(rows: _DeviceRows, out: _Columns) -> EventTable:
-    """The device planes' rows as a table: static parts spread by their numbers."""
-
-    def joined(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
-
-    which = joined([w for w, _ in rows.parts], np.int64)
+    """The device planes' rows as a table in (start, device, stream) order (`_sorted`'s): the
+    static parts spread by their numbers, each column made once, already in that order."""
+    strings = {k: tuple(i.values) for k, i in out.interned.items()}
     statics = np.array(rows.statics, dtype=np.int64).reshape(-1, len(_STATIC) + len(_STATIC_INTS))
+    which = rows.joined("which", np.int32)
+    start = rows.joined("start", np.float64)
+    device, stream = (statics[:, _STATIC.index(n)] for n in ("device", "stream"))
+    order = np.lexsort(
+        (
+            _rank(strings["stream"])[stream][which],
+            _rank(strings["device"])[device][which],
+            start,
+        )
+    )
+    which, start = which[order], start[order]
     codes = {n: statics[:, k].astype(np.int32)[which] for k, n in enumerate(_STATIC)}
     ints = {n: statics[:, len(_STATIC) + k][which] for k, n in enumerate(_STATIC_INTS)}
     n = len(which)
-    ints["program_id"] = joined([c.program for _, c in rows.parts], np.int64)
-    ints["correlation_id"] = joined([c.correlation for _, c in rows.parts], np.int64)
+    ints["program_id"] = rows.joined("program", np.int64)[order]
+    ints["correlation_id"] = rows.joined("correlation", np.int64)[order]
     ints["step"] = np.full(n, NULL, dtype=np.int64)
     ints["run_id"] = np.full(n, NULL, dtype=np.int64)
     floats = {
-        "start_ns": joined([c.start for _, c in rows.parts], np.float64),
-        "duration_ns": joined([c.duration for _, c in rows.parts], np.float64),
+        "start_ns": start,
+        "duration_ns": rows.joined("duration", np.float64)[order],
         "occupancy_pct": np.array(rows.occupancy, dtype=np.float64)[which],
     }
-    return EventTable(ints, floats, codes, {k: tuple(i.values) for k, i in out.interned.items()})
+    return EventTable(ints, floats, codes, strings)
 
 
 def _text(value: Any) -> str | None:
@@ -572,13 +608,17 @@ def _sorted(table: EventTable) -> EventTable:
     """The rows in (start, device, stream) order, ties kept in reading order."""
 
     def rank(column: str) -> np.ndarray:
-        values = table.strings[column]
-        order = sorted(range(len(values)), key=lambda c: (values[c] is not None, values[c] or ""))
-        ranks = np.empty(len(values), dtype=np.int64)
-        ranks[order] = np.arange(len(values))
-        return ranks[table.codes[column]]
+        return _rank(table.strings[column])[table.codes[column]]
 
     order = np.lexsort((rank("stream"), rank("device"), table.floats["start_ns"]))
     if (order == np.arange(len(order))).all():
         return table  # read in order already (one stream, say): no copy of every column
     return table.take(order)
+
+
+def _rank(values: Sequence[Any]) -> np.ndarray:
+    """Each code's rank among a string column's values in sorted order (None first)."""
+    order = sorted(range(len(values)), key=lambda c: (values[c] is not None, values[c] or ""))
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.arange(len(values))
+    return ranks

@@ -225,20 +225,48 @@ class Interned:
 def groups_of(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct combination, each row's combination number), numbered in
     the combinations' sorted order. Each column is factorized alone and the factors joined in
-    one integer, so a million rows cost a few one-dimensional sorts."""
-    if not len(columns[0]):
+    one integer, so a million rows cost a few one-dimensional passes: codes and other small
+    non-negative integers through an array indexed by value, anything else through a sort."""
+    n = len(columns[0])
+    if not n:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    joined = np.zeros(len(columns[0]), dtype=np.int64)
+    joined = np.zeros(n, dtype=np.int64)
     span = 1
     for column in columns:
-        values, factor = np.unique(column, return_inverse=True)
-        if span * len(values) >= 1 << 62:  # too many combinations for one integer
-            joined = np.unique(joined, return_inverse=True)[1].reshape(-1).astype(np.int64)
-            span = int(joined.max()) + 1
-        joined = joined * len(values) + factor.reshape(-1)
-        span *= len(values)
+        factor, count = _factorized(column)
+        if span * count >= 1 << 62:  # too many combinations for one integer
+            joined, span = _factorized(joined)
+        joined = joined * count + factor
+        span *= count
+    if span <= max(n, _DENSE):
+        return _first_and_number(joined, span)
     _, first, inverse = np.unique(joined, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+# Values (or combinations) up to this many, or up to the number of rows, are numbered through
+# an array indexed by value rather than a sort.
+_DENSE = 1 << 16
+
+
+def _factorized(column: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the column's distinct values, and how many there are."""
+    if column.dtype.kind in "iu":
+        lo, hi = int(column.min()), int(column.max())
+        if lo >= 0 and hi < max(len(column), _DENSE):
+            present = np.zeros(hi + 1, dtype=bool)
+            present[column] = True
+            return (np.cumsum(present) - 1)[column], int(present.sum())
+    values, factor = np.unique(column, return_inverse=True)
+    return factor.reshape(-1).astype(np.int64), len(values)
+
+
+def _first_and_number(joined: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """groups_of's answer for combinations below `span`, without sorting the rows."""
+    first = np.full(span, len(joined), dtype=np.int64)
+    np.minimum.at(first, joined, np.arange(len(joined)))
+    present = first < len(joined)
+    return first[present], (np.cumsum(present) - 1)[joined]
 
 
 def members_of(group: np.ndarray, groups: int) -> list[np.ndarray]:
@@ -272,11 +300,16 @@ def self_ns(table: EventTable) -> np.ndarray:
     order = np.lexsort((-out, starts, table.codes["stream"], table.codes["device"]))
     lane = table.codes["device"][order].astype(np.int64) << 32 | table.codes["stream"][order]
     new_lane = np.r_[True, lane[1:] != lane[:-1]]
-    # An overlap is a start before the latest end of the lane's earlier rows.
-    lane_id = np.cumsum(new_lane) - 1
-    overlapping = np.unique(lane_id[starts[order] < _lane_reach(ends[order], new_lane)])
-    for lid in overlapping:
-        rows = order[lane_id == lid]
+    # An overlap is a start before the latest end of the lane's earlier rows; a row that
+    # overlaps none of them begins a new run of overlapping rows, and nesting stays within a
+    # run: only runs of two rows or more are walked.
+    new_run = new_lane | (starts[order] >= _lane_reach(ends[order], new_lane))
+    run_id = np.cumsum(new_run) - 1
+    sizes = np.bincount(run_id)
+    walked = np.flatnonzero(sizes[run_id] > 1)
+    bounds = np.flatnonzero(np.r_[True, run_id[walked][1:] != run_id[walked][:-1], True])
+    for lo, hi in itertools.pairwise(bounds.tolist()):
+        rows = order[walked[lo:hi]]
         stack: list[int] = []
         for i in rows:
             while stack and ends[stack[-1]] <= starts[i]:

@@ -57,6 +57,7 @@ _REQUIRED = ("name", "kind", "device", "stream", "start_ns", "duration_ns", "mat
 def write(path: Path, tables: Iterable[Any]) -> Path:
     """Writes the Arrow `tables` (slices of one table, in order) as one events.parquet,
     atomically; returns the path. Only one slice's Arrow form is held at a time."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     def fill(tmp: Path) -> None:
@@ -69,6 +70,9 @@ def write(path: Path, tables: Iterable[Any]) -> Path:
         finally:
             if writer is not None:
                 writer.close()
+            # Arrow's allocator keeps the slices' memory for reuse: handed back, tens of MB
+            # on a million events.
+            pa.default_memory_pool().release_unused()
         if writer is None:  # no slice at all: an empty file of the record's columns
             pq.write_table(from_rows(()), tmp, compression="zstd")
 
@@ -97,13 +101,31 @@ def from_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
 
 
 def read_table(path: Path) -> Any:
-    """The Arrow table of the events.parquet at `path`, read through the one file reader;
-    raises SchemaError naming the file for one that is not Parquet."""
+    """The Arrow table of the events.parquet at `path`, or of a folder of parts partitioned by
+    host (`events/host=<name>/part-0.parquet`, python -m harness.analyze on a session of
+    several hosts: one table, the host's name in a `host` column, as Hive-style readers give
+    it), read through the one file reader; raises SchemaError naming the file for one that
+    is not Parquet."""
+    import pyarrow as pa
+
+    if not path.is_dir():
+        return _read_part(path)
+    tables = []
+    for part in sorted(path.glob("host=*/*.parquet")):
+        table = _read_part(part, path)
+        host = part.parent.name.partition("=")[2]
+        tables.append(table.append_column("host", pa.array([host] * len(table), pa.string())))
+    if not tables:
+        raise SchemaError(str(path), "", "no host=<name>/*.parquet part in this events folder")
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _read_part(path: Path, within: Path | None = None) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        data = userfiles.read_bytes(path, userfiles.PROFILE)
+        data = userfiles.read_bytes(path, userfiles.PROFILE, within)
     except userfiles.Unreadable as e:
         raise SchemaError(str(path), "", str(e).removeprefix(f"{path}: ")) from None
     try:

@@ -42,6 +42,9 @@ TIMINGS_FILE = "timings.json"  # the capture's blocked latencies (not the run's 
 FUSIONS_FILE = "fusions.json"
 KERNELS_FILE = "kernels.json"  # the match's totals (every event until its version 2)
 EVENTS_FILE = "events.parquet"  # every event of the steady window and its attribution
+# A session of several hosts (python -m harness.analyze): the events as one dataset
+# partitioned by host, events/host=<name>/part-0.parquet, where one host has EVENTS_FILE.
+EVENTS_DIR = "events"
 PASSES_FILE = "passes.json"
 COMPILE_FILE = "compile.json"
 COST_FILE = "cost.json"
