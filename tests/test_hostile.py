@@ -31,6 +31,8 @@ from hostile_world import (
     untouched,
 )
 
+from harness.common import userfiles
+
 # ==============================================================================================
 # 1. Config promises: every number has a range, keys are unique, nothing expands without bound.
 # Each is exit 2, one line, no folder.
@@ -407,7 +409,7 @@ def test_a_module_regex_that_backtracks_in_re_ends_at_once(
     dump = world.root / "dump"
     dump.mkdir(exist_ok=True)
     hlo = world.run / "variants" / "xla" / "ir" / "40-hlo-after-optimizations.txt"
-    (dump / f"{BACKTRACKING_NAME}.txt").write_text(hlo.read_text())
+    (dump / f"{BACKTRACKING_NAME}.txt").write_text(userfiles.read_text(hlo, userfiles.IR_TEXT))
     out = world.root / "out"
     # A subprocess with a time limit: a regression hangs in C, where no signal reaches it.
     result = command(

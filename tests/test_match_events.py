@@ -9,6 +9,7 @@ import pytest
 from conftest import CapturedProfiles
 from fixture_root import fixtures_root
 
+from harness.common import userfiles
 from harness.hlo.clusters import Cluster, find_clusters
 from harness.hlo.parser import parse_file, parse_module
 from harness.match.match import (
@@ -184,7 +185,8 @@ def test_primitive_of_strips_the_jit_prefix() -> None:
 
 @pytest.fixture(scope="module")
 def cpu_clusters(cpu_run) -> dict[str, tuple[ClusterLike, ...]]:
-    text = (cpu_run / "variants" / "xla" / "ir" / "40-hlo-after-optimizations.txt").read_text()
+    ir = cpu_run / "variants" / "xla" / "ir"
+    text = userfiles.read_text(ir / "40-hlo-after-optimizations.txt", userfiles.IR_TEXT)
     return {"jit_gelu_linear": find_clusters(parse_module(text))}
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from harness.capture import reuse
+from harness.common import userfiles
 from harness.records.summary import load_capture
 
 
@@ -26,7 +27,9 @@ def test_the_recompile_is_compiled_but_never_dumped_again(cpu_run):
     vdir = cpu_run / "variants" / "xla"
     modules = {p.name.split(".")[0] for p in (vdir / "dump").iterdir() if ".jit_" in p.name}
     assert len(modules) == 1  # the first compile's module alone; before, a second id
-    again = (vdir / "ir" / "41-hlo-after-optimizations-recompile.txt").read_text()
+    again = userfiles.read_text(
+        vdir / "ir" / "41-hlo-after-optimizations-recompile.txt", userfiles.IR_TEXT
+    )
     assert "HloModule jit_" in again and "f32[8,32]" in again  # the new shape, optimized
     record = load_capture(vdir / "result.json")
     assert record.recompile is not None and record.recompile.backend_compiles == 1

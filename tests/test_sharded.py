@@ -18,6 +18,7 @@ from conftest import read_json, read_summary, run_harness
 from mesh_helpers import x2
 
 from harness.analyze import comm, files
+from harness.common import userfiles
 from harness.config.experiment import ConfigError, Experiment
 from harness.config.load import load
 from harness.hlo.diverge import first_divergence
@@ -233,7 +234,8 @@ def test_the_ladder_keeps_the_partitioned_module_and_the_pass_that_made_it(
 ) -> None:
     vdir = sharded_run / "variants" / "k_sharded"
     lad = ladder.read_ladder(vdir / "ir")
-    assert lad.has("spmd") and "all-reduce(" in lad.files("spmd")[0].read_text()
+    spmd = userfiles.read_text(lad.files("spmd")[0], userfiles.IR_TEXT)
+    assert lad.has("spmd") and "all-reduce(" in spmd
     passes = read_json(vdir / "passes.json")["passes"]
     assert ("spmd-partitioner", "spmd-partitioning") in {(p["pipeline"], p["pass"]) for p in passes}
     assert not ladder.read_ladder(sharded_run / "variants" / "single" / "ir").has("spmd")
@@ -249,7 +251,9 @@ def test_the_first_divergence_runs_across_the_partitioned_stage(
     shutil.copytree(sharded_run / "variants" / "k_sharded" / "ir", a)
     shutil.copytree(a, b)
     scattered = ladder.read_ladder(sharded_run / "variants" / "k_scattered" / "ir")
-    shutil.copy(scattered.files("spmd")[0], b / "25-spmd-partitioned.txt")
+    userfiles.stored(b / "25-spmd-partitioned.txt").unlink()  # kept gzipped: replaced
+    spmd = userfiles.read_text(scattered.files("spmd")[0], userfiles.IR_TEXT)
+    (b / "25-spmd-partitioned.txt").write_text(spmd)
     found = first_divergence(a, b)
     assert found.stage == "spmd" and "dynamic-slice" in found.detail
 

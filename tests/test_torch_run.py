@@ -13,6 +13,7 @@ import pytest
 from conftest import read_json, read_summary
 from test_schema import README, documented
 
+from harness.common import userfiles
 from harness.findings.observations import NOT_HERE, NOT_MEASURED, YES
 from harness.frontends.torch.trace import read_torch_trace
 from harness.records import events_file, ladder
@@ -190,7 +191,7 @@ def test_ir_ladder_and_artifacts_stay_in_the_variant_folder(torch_run):
     vdir = torch_run / "variants" / "torch_compile"
     stages = {s.name for s in ladder.read_ladder(vdir / "ir").stages}
     assert stages == COMPILED_STAGES
-    code = (vdir / "ir" / "50-output-code.py").read_text()
+    code = userfiles.read_text(vdir / "ir" / "50-output-code.py", userfiles.IR_TEXT)
     assert "cpp_fused_" in code and "extern_kernels.addmm" in code
     assert {s.name for s in ladder.read_ladder(torch_run / "variants/torch_eager/ir").stages} == {
         "fx_graph"

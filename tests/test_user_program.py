@@ -20,8 +20,9 @@ from conftest import REPO, harness_env, read_summary, run_harness
 
 from harness.config import ConfigError, load
 from harness.findings import read_facts, words
-from harness.records import run_files
+from harness.records import events_file, run_files
 from harness.records.summary import load_summary
+from harness.store.runfolder import VariantFolder
 
 MLP_FILE = REPO / "examples" / "mlp.py"
 ROWS, FEATURES = 16, 32
@@ -184,8 +185,8 @@ def test_the_report_ranks_the_clusters_and_rolls_them_up_by_line(program_run: Pa
     kernels = json.loads((program_run / "variants" / "xla" / "kernels.json").read_text())
     steps = kernels["match"]["steps"]
     direct: dict[str, float] = {}
-    for e in kernels["events"]:
-        direct[e["cluster"]] = direct.get(e["cluster"], 0.0) + e["duration_ns"] * 1e-9 / steps
+    for e in events_file.read(VariantFolder(program_run / "variants" / "xla")):
+        direct[e.cluster] = direct.get(e.cluster, 0.0) + e.duration_ns * 1e-9 / steps
     assert {c["name"]: c["time_s"] for c in module["clusters"]} == pytest.approx(direct)
     assert sum(c["share"] for c in module["clusters"]) == pytest.approx(1.0, abs=1e-6)
     # every compiled variant has its ranking; eager runs one module per primitive

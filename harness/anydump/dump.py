@@ -182,9 +182,11 @@ def find_modules(dump: Path) -> list[ModuleFiles]:
 
     Raises ValueError naming the path when it does not exist or holds no HLO module.
     """
-    if not dump.exists():
+    if dump.suffix == ".gz" and userfiles.is_file(dump.with_suffix("")):
+        dump = dump.with_suffix("")  # a run's file kept compressed, named as stored
+    if not dump.exists() and not userfiles.is_file(dump):
         raise ValueError(f"{dump}: no such file or directory")
-    if dump.is_file():
+    if userfiles.is_file(dump):  # a file, or a run's file kept compressed in its place
         if not _is_hlo(dump):
             raise ValueError(f"{dump}: not an HLO text module (no `HloModule` header)")
         return [ModuleFiles(dump.stem, dump, None)]
