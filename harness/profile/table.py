@@ -22,19 +22,11 @@ import numpy as np
 from harness.profile.events import (
     DeviceEvent,
 )
+from harness.records.events_file import FLOAT_COLUMNS, INT_COLUMNS
 
 NULL = np.iinfo(np.int64).min  # a missing integer in an int64 column
-# Columns of integers (NULL when missing), floats (NaN when missing) and string codes.
-INT_COLUMNS = (
-    "step",
-    "bytes",
-    "program_id",
-    "correlation_id",
-    "registers",
-    "device_ordinal",
-    "run_id",
-)
-FLOAT_COLUMNS = ("start_ns", "duration_ns", "occupancy_pct")
+# Columns of integers (NULL when missing) and floats (NaN when missing), as events.parquet
+# has them, and of string codes.
 STRING_COLUMNS = (
     "name",
     "kind",

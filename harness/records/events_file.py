@@ -40,8 +40,10 @@ FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
 # A launch shape is a string `x,y,z` in the file (what the event table's Arrow form writes).
 _DIM3 = ("grid", "block")
 _BOOLS = ("matched", "ambiguous")
-_FLOATS = ("start_ns", "duration_ns", "occupancy_pct")
-_INTS = (
+# The event table's numeric columns (harness.profile.table reads and writes by these): integers
+# (null where missing) and floats. Every other column is a string.
+FLOAT_COLUMNS = ("start_ns", "duration_ns", "occupancy_pct")
+INT_COLUMNS = (
     "step",
     "bytes",
     "program_id",
@@ -89,9 +91,9 @@ def from_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
         values = [r.get(name) for r in rows]
         if name in _DIM3:
             values = [None if v is None else ",".join(str(x) for x in v) for v in values]
-        if name in _INTS:
+        if name in INT_COLUMNS:
             columns[name] = pa.array(values, pa.int64())
-        elif name in _FLOATS:
+        elif name in FLOAT_COLUMNS:
             columns[name] = pa.array(values, pa.float64())
         elif name in _BOOLS:
             columns[name] = pa.array(values, pa.bool_())
