@@ -461,47 +461,71 @@ def instruction_cost(
     out = _elements(inst.shape)
     if op in ELEMENTWISE_FLOP:
         return OpCost(float(out))
-    if op in TRANSCENDENTAL:
+    if op in TRANSCENDENTAL or op in RANDOM:
         return OpCost(0.0, float(out))
-    if op == "dot":
-        lhs = _operand_shape(comp, inst.operands[0]) if inst.operands else None
-        k = _contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
-        return OpCost(2.0 * out * k)
-    if op in ("reduce", "reduce-window", "scatter", "map", "all-reduce", "all-reduce-start"):
+    if op in APPLIED:
         return _applied_cost(module, comp, inst, memo)
-    if op == "select-and-scatter":
-        source = _elements(_operand_shape(comp, inst.operands[1])) if len(inst.operands) > 1 else 0
-        sel = _computation_cost(module, inst.attr("select"), memo)
-        sca = _computation_cost(module, inst.attr("scatter"), memo)
-        window = _window_elements(inst)
-        return OpCost(
-            source * ((window - 1) * sel[0] + sca[0]), source * ((window - 1) * sel[1] + sca[1])
-        )
-    if op == "sort":
-        return _sort_cost(module, comp, inst, memo)
-    if op == "convolution":
-        flops, why = _convolution_flops(comp, inst)
-        return OpCost(flops, notes=(why,) if why else (), uncosted="convolution" if why else "")
-    if op in ("rng", "rng-bit-generator"):
-        return OpCost(0.0, float(out))
-    if op == "fft":
-        operand = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
-        log_factors = math.prod(
-            max(0, n.bit_length() - 1) for n in inst.int_list_attr("fft_length")
-        )
-        return OpCost(2.0 * 4 * log_factors * (operand.elements if operand else 0))
-    if op == "triangular-solve":
-        a = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
-        b = _elements(_operand_shape(comp, inst.operands[1])) if len(inst.operands) > 1 else 0
-        return OpCost(2.0 * (a.dims[-1] if a and a.dims else 0) * b)
-    if op == "cholesky":
-        a = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
-        return OpCost(float((a.dims[-1] * a.elements) // 3) if a and a.dims else 0.0)
-    if op == "custom-call":
-        return _library_cost(comp, inst)
-    if op == "fusion":
-        return _fusion_cost(module, inst, memo)
-    return OpCost(uncosted=op)
+    costed = _COST_OF.get(op)
+    return costed(module, comp, inst, memo) if costed is not None else OpCost(uncosted=op)
+
+
+# Ops that apply a computation per element (harness.hlo.cost._applied_cost), and the random
+# number generators (one transcendental an element, as XLA's cost analysis counts them).
+APPLIED = frozenset(("reduce", "reduce-window", "scatter", "map", "all-reduce", "all-reduce-start"))
+RANDOM = frozenset(("rng", "rng-bit-generator"))
+Memo = dict[str, tuple[float, float]]
+
+
+def _operand(comp: Computation, inst: Instruction, i: int) -> ArrayShape | None:
+    """The i-th operand's first array shape, or None where there is none."""
+    return _first(_operand_shape(comp, inst.operands[i])) if len(inst.operands) > i else None
+
+
+def _operand_elements(comp: Computation, inst: Instruction, i: int) -> int:
+    return _elements(_operand_shape(comp, inst.operands[i])) if len(inst.operands) > i else 0
+
+
+def _dot_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
+    lhs = _operand_shape(comp, inst.operands[0]) if inst.operands else None
+    k = _contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
+    return OpCost(2.0 * _elements(inst.shape) * k)
+
+
+def _select_and_scatter_cost(
+    module: HloModule, comp: Computation, inst: Instruction, memo: Memo
+) -> OpCost:
+    source = _operand_elements(comp, inst, 1)
+    sel = _computation_cost(module, inst.attr("select"), memo)
+    sca = _computation_cost(module, inst.attr("scatter"), memo)
+    window = _window_elements(inst)
+    return OpCost(
+        source * ((window - 1) * sel[0] + sca[0]), source * ((window - 1) * sel[1] + sca[1])
+    )
+
+
+def _convolution_cost(
+    module: HloModule, comp: Computation, inst: Instruction, memo: Memo
+) -> OpCost:
+    flops, why = _convolution_flops(comp, inst)
+    return OpCost(flops, notes=(why,) if why else (), uncosted="convolution" if why else "")
+
+
+def _fft_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
+    operand = _operand(comp, inst, 0)
+    log_factors = math.prod(max(0, n.bit_length() - 1) for n in inst.int_list_attr("fft_length"))
+    return OpCost(2.0 * 4 * log_factors * (operand.elements if operand else 0))
+
+
+def _triangular_solve_cost(
+    module: HloModule, comp: Computation, inst: Instruction, memo: Memo
+) -> OpCost:
+    a = _operand(comp, inst, 0)
+    return OpCost(2.0 * (a.dims[-1] if a and a.dims else 0) * _operand_elements(comp, inst, 1))
+
+
+def _cholesky_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
+    a = _operand(comp, inst, 0)
+    return OpCost(float((a.dims[-1] * a.elements) // 3) if a and a.dims else 0.0)
 
 
 def _applied_cost(
@@ -757,3 +781,18 @@ def module_cost(
             )
         )
     return ModuleCost(module.name, tuple(out))
+
+
+# Opcode -> its cost, for the ops whose cost is neither per element nor a computation applied
+# per element (instruction_cost).
+_COST_OF = {
+    "dot": _dot_cost,
+    "select-and-scatter": _select_and_scatter_cost,
+    "sort": _sort_cost,
+    "convolution": _convolution_cost,
+    "fft": _fft_cost,
+    "triangular-solve": _triangular_solve_cost,
+    "cholesky": _cholesky_cost,
+    "custom-call": lambda module, comp, inst, memo: _library_cost(comp, inst),
+    "fusion": lambda module, comp, inst, memo: _fusion_cost(module, inst, memo),
+}
