@@ -649,6 +649,67 @@ def _fusion_output_bytes(module: HloModule, inst: Instruction) -> list[tuple[Arr
     return written
 
 
+def _slice_bytes(comp: Computation, inst: Instruction) -> int:
+    """A slice read or an in-place update: what is produced (or the update) read and written
+    once each, plus the indices."""
+    update = inst.opcode == "dynamic-update-slice"
+    first_index = 2 if update else 1
+    indices = sum(
+        s.bytes
+        for o in inst.operands[first_index:]
+        if (s := _first(_operand_shape(comp, o))) is not None
+    )
+    moved = _operand(comp, inst, 1) if update else _first(inst.shape)
+    return 2 * (moved.bytes if moved is not None else 0) + indices
+
+
+def _fusion_parameters(
+    sub: Computation | None,
+) -> tuple[dict[int, Instruction], dict[str, list[Instruction]]]:
+    """A fused computation's parameters by number, and each instruction's users by name."""
+    params: dict[int, Instruction] = {}
+    users: dict[str, list[Instruction]] = {}
+    for p in sub.instructions if sub is not None else ():
+        number = decimal((p.literal or "").strip(), MAX_ID)
+        if p.opcode == "parameter" and number is not None:
+            params[number] = p
+        for name in dict.fromkeys(p.operand_names):
+            users.setdefault(name, []).append(p)
+    return params, users
+
+
+def _read_bytes(comp: Computation, inst: Instruction, sub: Computation | None) -> int:
+    """Bytes read from the distinct operands: in a fusion, what each parameter's users read of
+    it (harness.hlo.cost._param_read_bytes)."""
+    params, users = _fusion_parameters(sub)
+    read = 0
+    seen: set[str] = set()
+    for k, operand in enumerate(inst.operands):  # k: the parameter number of its first use
+        shape = _operand_shape(comp, operand)
+        if operand in seen or shape is None:
+            continue
+        seen.add(operand)
+        param = params.get(k)
+        read += (
+            shape.bytes
+            if param is None
+            else _param_read_bytes(param, users.get(param.name, []), shape.bytes)
+        )
+    return read
+
+
+def _written_bytes(inst: Instruction, is_library: bool) -> tuple[int, str]:
+    """Bytes an unfused instruction writes: a library call's s8 workspace outputs left out."""
+    outs = leaves(inst.shape)
+    note = ""
+    if is_library and isinstance(inst.shape, TupleShape) and len(outs) > 1:
+        kept = [s for s in outs[1:] if s.dtype not in ("s8", "u8")]
+        if len(kept) < len(outs) - 1:
+            note = f"{inst.name}: s8 workspace output excluded from bytes"
+        outs = (outs[0], *kept)
+    return sum(s.bytes for s in outs), note
+
+
 def _boundary_bytes(
     module: HloModule, comp: Computation, inst: Instruction, is_library: bool
 ) -> tuple[int, str]:
@@ -657,59 +718,17 @@ def _boundary_bytes(
     if op in _CONTROL:  # its callees' clusters move the bytes, each time it runs them
         return 0, ""
     if op in _SLICE_READS or op == "dynamic-update-slice":
-        # Read what is produced (or, in place, the update), write as much, plus the indices.
-        first_index = 2 if op == "dynamic-update-slice" else 1
-        indices = sum(
-            s.bytes
-            for o in inst.operands[first_index:]
-            if (s := _first(_operand_shape(comp, o))) is not None
-        )
-        if op == "dynamic-update-slice":
-            moved = (
-                _first(_operand_shape(comp, inst.operands[1])) if len(inst.operands) > 1 else None
-            )
-        else:
-            moved = _first(inst.shape)
-        return 2 * (moved.bytes if moved is not None else 0) + indices, ""
+        return _slice_bytes(comp, inst), ""
     sub = (
         module.computations.get(inst.called_computations[0])
         if op == "fusion" and inst.called_computations
         else None
     )
-    params: dict[int, Instruction] = {}
-    users: dict[str, list[Instruction]] = {}
+    read = _read_bytes(comp, inst, sub)
     if sub is not None:
-        for p in sub.instructions:
-            number = decimal((p.literal or "").strip(), MAX_ID)
-            if p.opcode == "parameter" and number is not None:
-                params[number] = p
-            for name in dict.fromkeys(p.operand_names):
-                users.setdefault(name, []).append(p)
-    read = 0
-    seen: set[str] = set()
-    for k, operand in enumerate(inst.operands):
-        if operand in seen:
-            continue
-        seen.add(operand)
-        shape = _operand_shape(comp, operand)
-        if shape is None:
-            continue
-        param = params.get(k)
-        if param is None:
-            read += shape.bytes
-        else:
-            read += _param_read_bytes(param, users.get(param.name, []), shape.bytes)
-    note = ""
-    if sub is not None:
-        written = sum(b for _, b in _fusion_output_bytes(module, inst))
-        return read + written, note
-    outs = leaves(inst.shape)
-    if is_library and isinstance(inst.shape, TupleShape) and len(outs) > 1:
-        kept = [s for s in outs[1:] if s.dtype not in ("s8", "u8")]
-        if len(kept) < len(outs) - 1:
-            note = f"{inst.name}: s8 workspace output excluded from bytes"
-        outs = (outs[0], *kept)
-    return read + sum(s.bytes for s in outs), note
+        return read + sum(b for _, b in _fusion_output_bytes(module, inst)), ""
+    written, note = _written_bytes(inst, is_library)
+    return read + written, note
 
 
 def cluster_cost(
