@@ -156,81 +156,118 @@ def profiled(v: VariantFacts) -> bool:
     return v.summary.profile.kernels_per_step is not None
 
 
-def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[tuple[str, str], ...]:
+Part = tuple[str, str]  # (the part of the timeline it acts on: device or host, the phrase)
+
+
+def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[Part, ...]:
     """Returns what the compiler made differently, measured: kernels, transfers, clusters,
     epilogues, the GEMM's precision, bytes moved. A count one side never measured (its
     profile failed or was skipped) is compared with nothing. Each comes with the part of the
     timeline it acts on: `device` (kernels, clusters, bytes, the GEMM) or `host` (copies
     between host and device, a program split by them)."""
-    s, r = v.summary, ref.summary
-    out: list[tuple[str, str]] = []
-    kv, kr = s.profile.kernels_per_step, r.profile.kernels_per_step
-    if kv is not None and kr is not None and kv != kr:
-        out.append(("device", fmt.versus(kv, kr, "kernel", "a step")))
-        fused = largest_fusion(ref)
-        # Only where the extra kernels could be that fusion's ops run apart: one convert
-        # kernel more is not "15 ops run as separate kernels".
-        if fused is not None and fused.ops >= 4 and kv - kr >= fused.ops // 2:
-            out.append(
-                (
-                    "device",
-                    f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
-                    "separate kernels",
-                )
+    return tuple(part for parts_of in _MECHANISMS for part in parts_of(v, ref))
+
+
+def _kernel_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+    kv, kr = v.summary.profile.kernels_per_step, ref.summary.profile.kernels_per_step
+    if kv is None or kr is None or kv == kr:
+        return []
+    out = [("device", fmt.versus(kv, kr, "kernel", "a step"))]
+    fused = largest_fusion(ref)
+    # Only where the extra kernels could be that fusion's ops run apart: one convert kernel
+    # more is not "15 ops run as separate kernels".
+    if fused is not None and fused.ops >= 4 and kv - kr >= fused.ops // 2:
+        out.append(
+            (
+                "device",
+                f"`{ref.name}` fuses {fused.ops} ops into `{fused.name}`, which here run as "
+                "separate kernels",
             )
-    tv = Counter({t.direction: t.count for t in s.profile.transfers_per_step})
-    tr = Counter({t.direction: t.count for t in r.profile.transfers_per_step})
-    for direction in sorted(set(tv) | set(tr)) if profiled(v) and profiled(ref) else ():
+        )
+    return out
+
+
+def _transfer_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+    if not (profiled(v) and profiled(ref)):
+        return []
+    mine, theirs = v.summary.profile.transfers_per_step, ref.summary.profile.transfers_per_step
+    tv = Counter({t.direction: t.count for t in mine})
+    tr = Counter({t.direction: t.count for t in theirs})
+    out = []
+    for direction in sorted(set(tv) | set(tr)):
         if tv[direction] != tr[direction]:
-            nbytes = sum(t.bytes for t in s.profile.transfers_per_step if t.direction == direction)
-            out.append(
-                (
-                    "host",
-                    fmt.versus(tv[direction], tr[direction], f"{direction} copy", "a step")
-                    + f", {fmt.si(nbytes, 'B')} a step here",
-                )
-            )
+            nbytes = sum(t.bytes for t in mine if t.direction == direction)
+            phrase = fmt.versus(tv[direction], tr[direction], f"{direction} copy", "a step")
+            out.append(("host", phrase + f", {fmt.si(nbytes, 'B')} a step here"))
+    return out
+
+
+def _epilogue_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     # GEMM calls only: a cuDNN attention call has no epilogue, and counting it read as "the
     # library GEMM's epilogue is DEFAULT/none instead of DEFAULT" on the H200.
-    ga = [c for c in s.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
-    gb = [c for c in r.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    ga = [c for c in v.summary.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
+    gb = [c for c in ref.summary.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
     ea = {c.epilogue or "none" for c in ga}
     eb = {c.epilogue or "none" for c in gb}
-    if ga and gb and ea != eb:
-        out.append(
-            (
-                "device",
-                f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
-                f"{'/'.join(sorted(eb))}",
-            )
+    if not (ga and gb and ea != eb):
+        return []
+    return [
+        (
+            "device",
+            f"the library GEMM's epilogue is {'/'.join(sorted(ea))} instead of "
+            f"{'/'.join(sorted(eb))}",
         )
+    ]
+
+
+def _cluster_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     added = _cluster_kinds(v) - _cluster_kinds(ref)
-    if added and ref.clusters and len(added) <= 4:
+    if not (added and ref.clusters):
+        return []
+    if len(added) <= 4:
         compiler = registry.traits(v.framework).compiler or "XLA"
-        out.append(("device", f"{compiler} adds " + ", ".join(f"`{k}`" for k in added)))
-    elif added and ref.clusters:
-        # The totals, not the kinds that grew: "15 clusters more (101 against 119)" counted
-        # the kinds and printed the totals.
-        out.append(
-            (
-                "device",
-                fmt.versus(len(v.clusters), len(ref.clusters), "cluster")
-                + f", {len(added)} kinds of cluster not in `{ref.name}`",
-            )
+        return [("device", f"{compiler} adds " + ", ".join(f"`{k}`" for k in added))]
+    # The totals, not the kinds that grew: "15 clusters more (101 against 119)" counted the
+    # kinds and printed the totals.
+    return [
+        (
+            "device",
+            fmt.versus(len(v.clusters), len(ref.clusters), "cluster")
+            + f", {len(added)} kinds of cluster not in `{ref.name}`",
         )
-    pv, pr = s.cost.peak_precision, r.cost.peak_precision
-    if pv and pr and pv != pr:
-        out.append(("device", f"the GEMM runs on {pv} instead of {pr}"))
-    bv, br = s.cost.bytes, r.cost.bytes
-    if bv and br and abs(bv - br) > 0.05 * br:
-        out.append(("device", fmt.bytes_versus(bv, br)))
-    seq = s.profile.step_sequence
-    split = any(map(_is_transfer, seq)) and not any(map(_is_transfer, r.profile.step_sequence))
-    if split and profiled(ref):
-        out.append(
-            ("host", "the device program is split by a host transfer: " + ", ".join(seq[:6]))
-        )
-    return tuple(out)
+    ]
+
+
+def _precision_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+    pv, pr = v.summary.cost.peak_precision, ref.summary.cost.peak_precision
+    return [("device", f"the GEMM runs on {pv} instead of {pr}")] if pv and pr and pv != pr else []
+
+
+def _bytes_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+    bv, br = v.summary.cost.bytes, ref.summary.cost.bytes
+    return [("device", fmt.bytes_versus(bv, br))] if bv and br and abs(bv - br) > 0.05 * br else []
+
+
+def _split_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+    seq = v.summary.profile.step_sequence
+    split = any(map(_is_transfer, seq)) and not any(
+        map(_is_transfer, ref.summary.profile.step_sequence)
+    )
+    if not (split and profiled(ref)):
+        return []
+    return [("host", "the device program is split by a host transfer: " + ", ".join(seq[:6]))]
+
+
+# In the order the phrases are said.
+_MECHANISMS = (
+    _kernel_parts,
+    _transfer_parts,
+    _epilogue_parts,
+    _cluster_parts,
+    _precision_parts,
+    _bytes_parts,
+    _split_parts,
+)
 
 
 def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
