@@ -48,15 +48,18 @@ def _is_copy(name: str, kind: str, direction: str | None) -> bool:
     return (kind == "memcpy" and direction == "D2D") or name.startswith("memcpy")
 
 
-def control_flow_facts(
-    cost: CostFile | None,
-    kernels: KernelsFile | None,
-    events: Sequence[KernelEvent],
-    kinds: Mapping[str, str],
-) -> ControlFlowFacts:
-    """The variant's loops and host syncs, from its cost.json, its kernels.json's totals and its
-    events (harness.records.events_file.read); `kinds` maps each cluster to its kind
-    (fusions.json)."""
+@dataclass(frozen=True)
+class _LoopShape:
+    """What cost.json says of one loop: its body's clusters, trip count, entries a call and
+    how its body was counted."""
+
+    body: frozenset[str]
+    trip_count: int | None
+    entries: float | None
+    count_source: str
+
+
+def _loop_shapes(cost: CostFile | None) -> dict[str, _LoopShape]:
     body: dict[str, set[str]] = defaultdict(set)
     trips: dict[str, int | None] = {}
     entries: dict[str, float] = {}
@@ -69,58 +72,75 @@ def control_flow_facts(
                 sources[c.loop] = c.count_source
                 if c.entries is not None:
                     entries[c.loop] = max(entries.get(c.loop, 0.0), c.entries)
-    steps = kernels.match.steps if kernels is not None and kernels.match is not None else 0
-    if not steps or not events:
-        loops = tuple(
-            LoopFacts(n, trips[n], len(body[n]), entries=entries.get(n), count_source=sources[n])
-            for n in sorted(body)
-        )
-        return ControlFlowFacts(loops)
-    step_s = sum(e.duration_ns for e in events) * 1e-9 / steps
-    loops = []
-    for name in sorted(body):
-        mine = [e for e in events if e.matched and e.cluster in body[name]]
-        own = Counter(
-            e.cluster
-            for e in mine
-            if e.kind in ("kernel", "host_thunk") and not _is_copy(e.name, e.kind, e.direction)
-        )
-        launches = sorted(own.values())
-        iterations = launches[len(launches) // 2] / steps if launches else None
-        # Compute kernels only: a graph's copies are kernels, elsewhere memcpys.
-        kernels_a_step = (
-            sum(
-                1
-                for e in mine
-                if e.kind in ("kernel", "host_thunk")
-                and not _is_copy(e.name, e.kind, e.direction)
-                and not e.name.startswith("set_")
-            )
-            / steps
-        )
-        loops.append(
-            LoopFacts(
-                loop=name,
-                trip_count=trips[name],
-                body_clusters=len(body[name]),
-                iterations_per_step=iterations,
-                kernels_per_iteration=kernels_a_step / iterations if iterations else None,
-                copy_s_per_step=sum(
-                    e.duration_ns for e in mine if _is_copy(e.name, e.kind, e.direction)
-                )
-                * 1e-9
-                / steps,
-                body_s_per_step=sum(e.duration_ns for e in mine) * 1e-9 / steps,
-                step_s=step_s,
-                entries=entries.get(name),
-                count_source=sources[name],
-            )
-        )
+    return {
+        n: _LoopShape(frozenset(body[n]), trips[n], entries.get(n), sources[n])
+        for n in sorted(body)
+    }
+
+
+def _is_compute(e: KernelEvent) -> bool:
+    """A kernel (or CPU thunk) that computes: not a copy (a graph's copies are kernels,
+    elsewhere memcpys)."""
+    return e.kind in ("kernel", "host_thunk") and not _is_copy(e.name, e.kind, e.direction)
+
+
+def _measured_loop(
+    name: str, shape: _LoopShape, events: Sequence[KernelEvent], steps: int, step_s: float
+) -> LoopFacts:
+    """One loop as the profile saw it run: its iterations a step (the median launches of its
+    body's clusters), compute kernels an iteration, its copies' and its body's time a step."""
+    mine = [e for e in events if e.matched and e.cluster in shape.body]
+    launches = sorted(Counter(e.cluster for e in mine if _is_compute(e)).values())
+    iterations = launches[len(launches) // 2] / steps if launches else None
+    kernels_a_step = sum(1 for e in mine if _is_compute(e) and not e.name.startswith("set_"))
+    copies_ns = sum(e.duration_ns for e in mine if _is_copy(e.name, e.kind, e.direction))
+    return LoopFacts(
+        loop=name,
+        trip_count=shape.trip_count,
+        body_clusters=len(shape.body),
+        iterations_per_step=iterations,
+        kernels_per_iteration=kernels_a_step / steps / iterations if iterations else None,
+        copy_s_per_step=copies_ns * 1e-9 / steps,
+        body_s_per_step=sum(e.duration_ns for e in mine) * 1e-9 / steps,
+        step_s=step_s,
+        entries=shape.entries,
+        count_source=shape.count_source,
+    )
+
+
+def _syncs(events: Sequence[KernelEvent], kinds: Mapping[str, str], steps: int) -> SyncFacts | None:
+    """The device-to-host copies a step made for a conditional or a while, if any."""
     syncs = [
         e
         for e in events
         if e.matched and e.kind == "memcpy" and e.direction == "D2H"
         and kinds.get(e.cluster or "") in CONTROL_KINDS
     ]  # fmt: skip
-    found = SyncFacts(len(syncs) / steps, tuple(sorted({e.cluster or "" for e in syncs})))
-    return ControlFlowFacts(tuple(loops), found if syncs else None)
+    if not syncs:
+        return None
+    return SyncFacts(len(syncs) / steps, tuple(sorted({e.cluster or "" for e in syncs})))
+
+
+def control_flow_facts(
+    cost: CostFile | None,
+    kernels: KernelsFile | None,
+    events: Sequence[KernelEvent],
+    kinds: Mapping[str, str],
+) -> ControlFlowFacts:
+    """The variant's loops and host syncs, from its cost.json, its kernels.json's totals and its
+    events (harness.records.events_file.read); `kinds` maps each cluster to its kind
+    (fusions.json)."""
+    shapes = _loop_shapes(cost)
+    steps = kernels.match.steps if kernels is not None and kernels.match is not None else 0
+    if not steps or not events:
+        return ControlFlowFacts(
+            tuple(
+                LoopFacts(
+                    n, s.trip_count, len(s.body), entries=s.entries, count_source=s.count_source
+                )
+                for n, s in shapes.items()
+            )
+        )
+    step_s = sum(e.duration_ns for e in events) * 1e-9 / steps
+    loops = tuple(_measured_loop(n, s, events, steps, step_s) for n, s in shapes.items())
+    return ControlFlowFacts(loops, _syncs(events, kinds, steps))
