@@ -21,7 +21,7 @@ PEAK = (
     "def status(key):\n"
     " return open('/proc/self/status').read().split(key + ':')[1].split()[0]\n"
     "atexit.register(lambda: print('VmHWM_kB', status('VmHWM'), file=sys.stderr))\n"
-    "import harness.anydump.dump as d, harness.commands.analyze as a\n"
+    "import harness.program.dump as d, harness.commands.analyze as a\n"
     "import harness.records.events_file as e\n"
     "began = time.perf_counter()\n"
     "def staged(module, name):\n"

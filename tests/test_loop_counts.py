@@ -22,14 +22,14 @@ import pytest
 from jax import lax
 from jax.profiler import ProfileData
 
-from harness.analyze import modules as hlo_files
-from harness.anydump import dump as dump_analysis
 from harness.commands.analyze import analyse
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import measured_trips, taken_branches
 from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.parser import HloModule, parse_module
 from harness.profile.events import find_xplane
+from harness.program import dump as dump_analysis
+from harness.program import modules as hlo_files
 
 N, B, D = 32, 8, 64
 

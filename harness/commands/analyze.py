@@ -1,7 +1,7 @@
 """python -m harness.analyze --dump=DIR_OR_FILE --out=DIR [--module=REGEX]
     [--xplane=P [--steps=N]] [--ceilings=ceilings.json]
 
-Analyses the HLO of any program (harness.anydump.dump) and, with a profile, attributes every
+Analyses the HLO of any program (harness.program.dump) and, with a profile, attributes every
 device event of the analysed modules to a cluster; writes report.md and report.html (clusters
 ranked, rolled up by source line and named scope, roofline, top kernels, unfused ops) beside
 the JSON files. Run through harness/analyze/__main__.py, its documented entry point.
@@ -21,16 +21,6 @@ import numpy as np
 from absl import flags
 
 from harness.analyze import memory
-from harness.analyze.program import (
-    CeilingRates,
-    ProgramAnalysis,
-    ceilings_from_json,
-    merged_hosts,
-)
-from harness.analyze.timeline import timeline_of
-from harness.anydump import dump as analysis
-from harness.anydump.analysis import analyse_program, with_reverse_maps
-from harness.anydump.hosts import attach_session
 from harness.commands import cli
 from harness.common import fmt, terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
@@ -39,6 +29,16 @@ from harness.match.match import Attribution, MatchReport
 from harness.match.table_match import AttributionView
 from harness.profile.events import ProfileError, StepMarker, session_xplanes
 from harness.profile.table import NULL
+from harness.program import dump as analysis
+from harness.program.analysis import analyse_program, with_reverse_maps
+from harness.program.hosts import attach_session
+from harness.program.record import (
+    CeilingRates,
+    ProgramAnalysis,
+    ceilings_from_json,
+    merged_hosts,
+)
+from harness.program.timeline import timeline_of
 from harness.records import run_files
 from harness.report.memory import module_blocks
 from harness.store import io, runfolder
@@ -163,7 +163,7 @@ def analyse_into(
             results = analysis.recost(results, profile)
         # Everything that needs no reverse map is done while a large module's may still be
         # computing in a child: the imports, the rankings and the figures.
-        from harness.anydump.report import (  # imports matplotlib: loaded only when called
+        from harness.program.report import (  # imports matplotlib: loaded only when called
             host_blocks,
             write_analysis_report,
             write_figures,
@@ -196,7 +196,7 @@ TIMELINE_EVENTS = 50_000
 
 
 def write_timeline(out: Path, program: ProgramAnalysis, profile: analysis.ProfileResult) -> Path:
-    """Writes the attributed timeline (harness.analyze.timeline) beside the report."""
+    """Writes the attributed timeline (harness.program.timeline) beside the report."""
     lines = {(m.name, c.name): c.lines for m in program.modules for c in m.clusters}
     rows, markers, shown = timeline_window(profile.report, profile.markers, TIMELINE_EVENTS)
     timeline = timeline_of(rows, lines, markers)
