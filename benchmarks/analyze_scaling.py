@@ -40,7 +40,7 @@ _RUN = REPO.parent / "shared" / "fixtures" / "h200-jax0.11.2-loops" / "loops_cmd
 
 _IN_PROCESS = """
 import sys, time
-from harness.analyze import modules as hlo_files
+from harness.program import modules as hlo_files
 from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.table_match import match_table
 from harness.profile.reader import read_table

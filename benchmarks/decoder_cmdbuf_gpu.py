@@ -31,10 +31,10 @@ from typing import Any
 
 from absl import app, flags
 
-from harness.analyze.modules import launches_of
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import taken_branches
 from harness.hlo.parser import HloModule, parse_module
+from harness.program.modules import launches_of
 
 _OUT = flags.DEFINE_string("out", None, "Folder for both runs.")
 _ROLE = flags.DEFINE_enum("role", "drive", ["drive", "run"], "drive: the whole; run: one run.")

@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES, REPO, run_analyze
 from hlo_helpers import H200, require_fixtures
 
-from harness.anydump.dump import read_events
+from harness.program.dump import read_events
 
 pytestmark = pytest.mark.slow  # each test runs `python -m harness.analyze` in a process of its own
 

@@ -17,11 +17,11 @@ import pytest
 from conftest import REPO, harness_env, run_analyze
 from fresh_process import in_fresh_process
 
-from harness.analyze.module_analysis import self_times
-from harness.analyze.sources import scope_of
-from harness.anydump.analysis import StepsUnknown, count_steps
 from harness.profile.events import DeviceEvent, find_xplane
 from harness.profile.reader import read_device_events
+from harness.program.analysis import StepsUnknown, count_steps
+from harness.program.module_analysis import self_times
+from harness.program.sources import scope_of
 
 PROGRAM = REPO / "tests" / "mlp_program.py"
 STEPS = 3
@@ -236,7 +236,7 @@ def test_a_reverse_map_computed_in_a_forked_child_equals_the_one_made_here(tmp_p
         from pathlib import Path
         from harness.common import forked
         from harness.store import io
-        from harness.anydump import analysis, dump
+        from harness.program import analysis, dump
         folder, tmp_path = Path(sys.argv[1]), Path(sys.argv[2])
         assert forked.fork_safe()
         with io.writes_confined_to(tmp_path):
@@ -273,7 +273,7 @@ def test_the_analyzer_never_forks_a_process_with_jax_loaded(
     import jax  # noqa: F401
     from hlo_helpers import require_fixtures
 
-    from harness.anydump import dump
+    from harness.program import dump
     from harness.store import io
 
     folder = require_fixtures() / "jit_bf16_tanh_large" / "dump"

@@ -1,4 +1,4 @@
-"""Steps in analyze (harness.analyze.steps), honest GPU roofs (harness.analyze.roof) and the copy
+"""Steps in analyze (harness.program.steps), honest GPU roofs (harness.program.roof) and the copy
 ceiling's cache key (harness.capture.ceilings), on the H200 MLP-Mixer train step with cuDNN
 attention (4 marked steps) and on a real CPU measurement."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_analyze
 
-from harness.analyze import steps as by_step
-from harness.analyze.event_facts import facts_from_pairs
-from harness.analyze.program import ClusterRow, ModuleAnalysis, ceilings_from_json
-from harness.analyze.roof import ABOVE_CEILING, above_ceiling
 from harness.capture import ceilings
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, StepMarker
+from harness.program import steps as by_step
+from harness.program.event_facts import facts_from_pairs
+from harness.program.record import ClusterRow, ModuleAnalysis, ceilings_from_json
+from harness.program.roof import ABOVE_CEILING, above_ceiling
 from harness.report.cluster_tables import Paths, cluster_table
 from harness.report.doc import to_markdown
 

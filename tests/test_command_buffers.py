@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, read_summary
 
-from harness.analyze import modules as hlo_files
 from harness.hlo.thunks import parse_metadata, parse_sequence, read_command_buffers, thunk_files
 from harness.match.match import MatchReport, is_library_kernel, match_events
 from harness.profile.events import DeviceEvent, find_xplane
 from harness.profile.reader import read_events_and_markers
+from harness.program import modules as hlo_files
 from harness.records import events_file, ladder
 from harness.records.gaps import AttributionGaps
 from harness.report.doc import Table, to_markdown

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import pytest
 from conftest import FIXTURES
 
-from harness.analyze import modules as hlo_files
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import computation_runs, trip_count
 from harness.hlo.cost import module_cost
 from harness.hlo.parser import parse_module
+from harness.program import modules as hlo_files
 from harness.variants.program import hlo_flops
 
 STEPS, B, D, H = 32, 8, 64, 64

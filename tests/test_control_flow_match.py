@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from harness.analyze import modules as hlo_files
 from harness.hlo.thunks import parse_sequence, read_command_buffers, thunk_files
 from harness.match.command_buffers import place_events
 from harness.match.match import MatchReport, match_events
 from harness.profile.events import DeviceEvent, find_xplane
 from harness.profile.reader import read_events_and_markers
+from harness.program import modules as hlo_files
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"

@@ -11,7 +11,6 @@ import pytest
 from conftest import FIXTURES
 from test_rules import BASE
 
-from harness.analyze import modules as hlo_files
 from harness.findings import control_flow, facts_of
 from harness.findings.control_flow_facts import (
     ControlFlowFacts,
@@ -23,6 +22,7 @@ from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.match import kernels_document, match_events
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_events_and_markers
+from harness.program import modules as hlo_files
 from harness.records import run_files
 from harness.records.summary import RunSummary
 

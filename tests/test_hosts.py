@@ -1,4 +1,4 @@
-"""A profiling session of several hosts (harness.anydump.hosts): each host analysed apart.
+"""A profiling session of several hosts (harness.program.hosts): each host analysed apart.
 
 The properties: a session's per-host totals are what each host's profile gives analysed alone,
 its merged totals are their sums, and the events dataset (partitioned by host) holds each
@@ -16,11 +16,11 @@ import pytest
 from conftest import FIXTURES, run_analyze
 
 from benchmarks.longer_profile import as_host, lengthen
-from harness.analyze.program import merged_hosts
-from harness.anydump import dump as analysis
-from harness.anydump.hosts import attach_session, events_part, host_totals, workers_for
 from harness.profile import xspace
 from harness.profile.events import ProfileError, find_xplane, session_xplanes
+from harness.program import dump as analysis
+from harness.program.hosts import attach_session, events_part, host_totals, workers_for
+from harness.program.record import merged_hosts
 from harness.records import events_file
 from harness.store.records import SchemaError
 

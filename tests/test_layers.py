@@ -40,6 +40,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.config",),
     ("harness.hlo", "harness.profile"),  # the readers of XLA's text and of a profile
     ("harness.match",),
+    # The program analysis of one dump and profile: clusters, steps, sources, roofline, the
+    # ranking and the timeline. The study's analysis and `python -m harness.analyze` both call it.
+    ("harness.program",),
     ("harness.variants",),
     ("harness.capture",),
     ("harness.timing",),
@@ -47,14 +50,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.analyze",),  # the study's analysis, which calls the rules
     ("harness.frontends.jax", "harness.frontends.torch"),  # each delegates to the stages
     ("harness.report",),
-    ("harness.anydump",),  # any program's dump and profile, over analyze and report
+    # The program analysis written into a folder, with its report: what `python -m
+    # harness.analyze` runs. Above the report, whose tables and figures it draws with.
+    ("harness.program.report", "harness.program.standalone"),
     ("harness.study",),  # the supervisor, its workers, process groups and the lifecycle
     ("harness.search",),  # a search runs studies
     ("harness.commands",),  # one module per entry point, and the CLI plumbing
 )
 # The modules a user runs with `python -m`: above every layer.
 ENTRY_POINTS = ("harness.__main__", "harness.migrate", "harness.reanalyze")
-# Folders that run JAX (or torch): the report and anydump only read files and never import them.
+# Folders that run JAX (or torch): the report and the program analysis only read files and never
+# import them.
 RUNS_JAX = (
     "harness.variants",
     "harness.capture",
@@ -62,7 +68,7 @@ RUNS_JAX = (
     "harness.frontends.jax",
     "harness.frontends.torch",
 )
-READS_ONLY = ("harness.report", "harness.anydump")
+READS_ONLY = ("harness.report", "harness.program")
 # The report renders the findings the analysis made; it never makes them. So no report
 # module imports the rules, the IR readers (the HLO parser, Inductor's artifacts) or the
 # profile readers (the profile and its match).
@@ -410,33 +416,36 @@ def test_the_report_check_can_fail() -> None:
 
 
 def test_the_report_check_follows_imports_through_other_modules() -> None:
-    """The record module the report reads a ranking through (harness.analyze.program) once
+    """The record module the report reads a ranking through (harness.program.record) once
     loaded the HLO parser, cost model and reverse map into every report module: an import
     two steps away is named with the chain that makes it."""
     g = graph()
-    assert "harness.analyze.program" in g["harness.report.ranking"]
-    g["harness.analyze.program"] = g["harness.analyze.program"] | {"harness.hlo.reverse_map"}
+    assert "harness.program.record" in g["harness.report.ranking"]
+    g["harness.program.record"] = g["harness.program.record"] | {"harness.hlo.reverse_map"}
     found = conclusions_in_the_report(g)
     assert (
         "the report harness.report.ranking imports harness.hlo.reverse_map "
-        "(through harness.analyze.program)" in found
+        "(through harness.program.record)" in found
     )
     assert any(
         m.startswith("the report harness.report.markdown imports harness.hlo.") for m in found
     )
 
 
-def test_the_study_never_imports_the_any_dump_analyzer() -> None:
-    """analyze/ and report/ hold the study's product: the any-dump analyzer reads them, never
-    the other way round."""
+def test_the_study_and_the_command_call_one_program_analysis() -> None:
+    """The study's ranking and `python -m harness.analyze` rank a module through the same wing,
+    harness/program/; the study never imports the command's own top (its folder and report)."""
     g = graph()
+    assert "harness.program.module_analysis" in g["harness.analyze.ranking"]
+    assert "harness.program.standalone" in g["harness.commands.analyze"]
     study = [n for n in g if _within(n, ("harness.analyze", "harness.report"))]
     assert study
     users = {
         (src, dst)
         for src in study
         for dst in g[src]
-        if _within(dst, ("harness.anydump",)) and layer(src) < len(LAYERS)
+        if _within(dst, ("harness.program.report", "harness.program.standalone"))
+        and layer(src) < len(LAYERS)
     }
     assert users == set()
     assert "harness.commands.analyze" in g["harness.analyze.__main__"]
@@ -445,9 +454,10 @@ def test_the_study_never_imports_the_any_dump_analyzer() -> None:
 @pytest.mark.parametrize(
     ("src", "dst"),
     [
-        ("harness.analyze.module_analysis", "harness.anydump.analysis"),
-        ("harness.report.cluster_tables", "harness.anydump.report"),
-        ("harness.hlo.reverse_map", "harness.analyze.program"),
+        ("harness.program.module_analysis", "harness.analyze.ranking"),
+        ("harness.program.dump", "harness.program.report"),
+        ("harness.report.cluster_tables", "harness.program.report"),
+        ("harness.hlo.reverse_map", "harness.program.record"),
         ("harness.config.validate", "harness.commands.analyze"),
         ("harness.records.summary", "harness.config.experiment"),
         ("harness.common.stats", "harness.store.io"),
@@ -470,7 +480,7 @@ def test_a_planted_upward_import_fails(src: str, dst: str) -> None:
 @pytest.mark.parametrize(
     ("src", "dst"),
     [
-        ("harness.anydump.dump", "harness.capture.variant"),
+        ("harness.program.report", "harness.capture.variant"),
         ("harness.report.plots", "harness.frontends.torch"),
     ],
 )
@@ -488,7 +498,7 @@ def test_a_planted_import_of_jax_into_a_reader_fails(src: str, dst: str) -> None
         ("harness.hlo.instruction", "harness.hlo.parser"),
         ("harness.hlo.clusters", "harness.hlo.reverse_map"),
         ("harness.config.experiment", "harness.config.schema"),
-        ("harness.analyze.program", "harness.analyze.module_analysis"),
+        ("harness.program.record", "harness.program.module_analysis"),
     ],
 )
 def test_a_planted_import_back_into_a_split_makes_a_cycle(src: str, dst: str) -> None:

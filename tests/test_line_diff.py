@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from harness.analyze import line_diff
-from harness.analyze.module_analysis import self_times
 from harness.match.step_events import step_events
+from harness.program.module_analysis import self_times
 from harness.records.compare import FASTER, NO_LINE_VERDICT, SLOWER, UNCHANGED
 from harness.records.summary import load_summary
 from harness.store.runfolder import RunFolder

@@ -22,14 +22,14 @@ import pytest
 from jax import lax
 from jax.profiler import ProfileData
 
-from harness.analyze import modules as hlo_files
-from harness.anydump import dump as dump_analysis
-from harness.commands.analyze import analyse
 from harness.hlo.clusters import find_clusters
 from harness.hlo.control_flow import measured_trips, taken_branches
 from harness.hlo.cost import ModuleCost, module_cost
 from harness.hlo.parser import HloModule, parse_module
 from harness.profile.events import find_xplane
+from harness.program import dump as dump_analysis
+from harness.program import modules as hlo_files
+from harness.program.standalone import analyse_modules
 
 N, B, D = 32, 8, 64
 
@@ -228,7 +228,7 @@ def test_the_standalone_analysis_counts_a_measured_loop_by_the_study_s_function(
     assert seen.cost == _cost(*_profiled(_while, h, w))  # one function, one count
     written = json.loads((seen.out_dir / "cost.json").read_text())
     assert written["modules"][0]["flops"] == seen.cost.flops
-    program = analyse(results := [seen], profile, None)
+    program = analyse_modules(results := [seen], profile, None)
     (note,) = [n for n in program.notes if "measured" in n]
     assert "the profile measured a call (while." in note and f" {N}): its FLOPs" in note
     assert program.modules[0].flops == seen.cost.flops

@@ -130,9 +130,9 @@ DELETES_ALLOWED: dict[tuple[str, str], str] = {
     "made inside the run for the rewrite",
     ("harness/store/rewrite.py", "_restore"): "a file the refused rewrite made (not there "
     "before it), put back as it was",
-    ("harness/anydump/report.py", "_figure"): "its own figure, stale after NoData",
-    ("harness/anydump/report.py", "write_figures"): "a planted plots link, never followed",
-    ("harness/anydump/report.py", "write_analysis_report"): "a planted link at its own page",
+    ("harness/program/report.py", "_figure"): "its own figure, stale after NoData",
+    ("harness/program/report.py", "write_figures"): "a planted plots link, never followed",
+    ("harness/program/report.py", "write_analysis_report"): "a planted link at its own page",
     ("harness/report/plots.py", "_save_one"): "its own plot in a format not drawn this time",
     ("harness/report/markdown.py", "write_variant_pages"): "a planted link at a page it writes",
     ("harness/report/markdown.py", "write_report"): "a planted link at a file it writes",

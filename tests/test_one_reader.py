@@ -36,7 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): "hashes a file lstat found regular, without following a link, "
     "in 1 MiB blocks (opened non-blocking)",
     ("harness/timing/machine.py", "_cpu_ticks"): "the kernel's /proc/stat",
-    ("harness/anydump/hosts.py", "available_memory"): "the kernel's /proc/meminfo",
+    ("harness/program/hosts.py", "available_memory"): "the kernel's /proc/meminfo",
     ("harness/capture/hostmem.py", "usage"): "the kernel's /proc/self/status",
     ("harness/capture/hostmem.py", "_number"): "the kernel's cgroup files",
     ("harness/capture/hostmem.py", "cgroup_memory"): "the kernel's /proc/self/cgroup",

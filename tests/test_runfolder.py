@@ -220,7 +220,8 @@ def test_no_module_but_the_run_folder_spells_a_run_file_name() -> None:
     found = [
         f"{p.relative_to(REPO)}:{i}"
         for p in sorted((REPO / "harness").rglob("*.py"))
-        if p.name != "runfolder.py" and "anydump" not in p.parts
+        # The program analysis writes its own folder (python -m harness.analyze), not a run's.
+        if p.name != "runfolder.py" and p.relative_to(REPO).as_posix() != "harness/program/dump.py"
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if spelt.search(line)
     ]

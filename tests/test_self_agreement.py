@@ -334,10 +334,10 @@ def test_a_float32_convolution_is_held_to_the_f32_peak() -> None:
     import jax
     import jax.numpy as jnp
 
-    from harness.analyze.module_analysis import _precision
-    from harness.analyze.program import CeilingRates
     from harness.hlo.clusters import find_clusters
     from harness.hlo.parser import parse_module
+    from harness.program.module_analysis import _precision
+    from harness.program.record import CeilingRates
 
     def conv(x: jax.Array, w: jax.Array) -> jax.Array:
         return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME")

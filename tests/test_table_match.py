@@ -19,9 +19,6 @@ from conftest import FIXTURES
 from test_match_events import FIXTURE_STEPS, JIT_VARIANTS, fixture_clusters
 
 from benchmarks.longer_profile import lengthen
-from harness.analyze import modules as hlo_files
-from harness.analyze.program import ModuleInput, Steps
-from harness.anydump.analysis import analyse_program
 from harness.hlo.clusters import find_clusters
 from harness.hlo.parser import parse_module
 from harness.hlo.thunks import read_command_buffers, thunk_files
@@ -30,6 +27,9 @@ from harness.match.table_match import match_table
 from harness.profile import xspace
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
+from harness.program import modules as hlo_files
+from harness.program.analysis import analyse_program
+from harness.program.record import ModuleInput, Steps
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"

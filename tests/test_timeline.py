@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_analyze
 
-from harness.anydump.dump import read_events
+from harness.program.dump import read_events
 from harness.records import run_files
 from harness.store import runfolder
 

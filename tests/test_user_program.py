@@ -167,7 +167,7 @@ def test_the_report_ranks_the_clusters_and_rolls_them_up_by_line(program_run: Pa
     lines = mlp_lines()
     shown = {int(n) for n in re.findall(r"`mlp\.py:(\d+)`", section)}
     assert {lines["up"], lines["down"]} <= shown <= set(lines.values())
-    # The attributed timeline is written beside it and linked (harness.analyze.timeline).
+    # The attributed timeline is written beside it and linked (harness.program.timeline).
     timeline = run_files.read_gzipped(
         run_files.TIMELINE, program_run / "variants" / "xla" / "timeline.perfetto.json.gz"
     )

@@ -114,7 +114,7 @@ _.turn_go  # harness/records/probes.py: field of the record ProbeCosts: written 
 _.prepare_s  # harness/records/summary.py: field of the record TimedVariant: written to JSON through dataclasses.fields
 _.create_module  # harness/__init__.py:44: the import system's Loader protocol (moved commands)
 _.get_code  # harness/__init__.py:50: the Loader protocol runpy calls for `python -m` (moved commands)
-_.read_events  # harness/anydump/dump.py: events.parquet's rows, for tests/test_timeline.py and tests/test_analyze_cli.py
+_.read_events  # harness/program/dump.py: events.parquet's rows, for tests/test_timeline.py and tests/test_analyze_cli.py
 _.read_step_markers  # harness/profile/events.py: jaxlib's own reader of the markers, kept for tests that check the event table against it
 _.host_launch_times  # harness/profile/events.py: jaxlib's own reader of the launches, kept for tests that check the event table against it
 _.map_entry  # harness/profile/xspace.py: a protobuf descriptor option, set by attribute

@@ -2,8 +2,8 @@
 
     analyze_run(workdir, exp)   every variant's sections, the comparisons over the run, and
                                 the findings (rules over the summary)
-    modules                     HLO modules into fusions.json, cost.json, passes.json
-    sections                    one producer per summary section (returning its files' records)
+    sections                    one producer per summary section (returning its files' records;
+                                fusions, cost and passes read through harness.program.modules)
     files                       the stage's one writer of the per-variant files
     comm                        the communication of a sharded variant (its `comm` section)
     rules                       the conclusions: summary.json's `findings`, one rule each
@@ -11,7 +11,8 @@
 
 It reads only files under the run folder and never runs JAX, so it can be redone on a saved
 run at any time (`python -m harness.commands.reanalyze --run=...`), e.g. an H200 run on a laptop. Any
-other program's dump and profile (`python -m harness.analyze`) is harness.anydump.
+other program's dump and profile (`python -m harness.analyze`) is harness.program, whose
+ranking of a module's clusters the study's ranking calls too.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
     [--xplane=P [--steps=N]] [--ceilings=ceilings.json]
 
 The documented entry point of the analysis of any program's dump and profile; the command is
-harness.commands.analyze, over harness.anydump (a study's own analysis is harness.analyze).
+harness.commands.analyze, over harness.program (a study's own analysis is harness.analyze).
 """
 
 from harness.commands import analyze

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
 from harness.common import stats
 from harness.config.experiment import Experiment, Variant
@@ -41,6 +40,7 @@ from harness.match.comm import (
 from harness.match.waits import DeviceWait, Waits, collective_waits
 from harness.profile.events import DeviceEvent, find_xplane
 from harness.profile.reader import read_events_and_markers
+from harness.program import modules as hlo_files
 from harness.records import ladder, run_files
 from harness.records.comm import CollectiveSummary, Comm, DeviceComm, Scaling
 from harness.records.run_files import Ceilings

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analyze.module_analysis import self_times
 from harness.common import stats
 from harness.findings.facts import ClusterFact, cluster_facts
 from harness.hlo import work
 from harness.match.step_events import StepEvent, step_events
+from harness.program.module_analysis import self_times
 from harness.records import run_files
 from harness.records.compare import (
     FASTER,

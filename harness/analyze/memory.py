@@ -3,7 +3,7 @@
 Reads XLA's live ranges, buffer assignment and memory-usage report (harness.hlo.memory)
 beside the optimized module, and names each buffer live at the peak by its defining
 instruction, its cluster, its source line and named scope (the rankings' frame resolution,
-harness.analyze.sources). A buffer XLA inserted carries no op_name; it is named by the pass
+harness.program.sources). A buffer XLA inserted carries no op_name; it is named by the pass
 that inserted it and the op it feeds.
 
 Shared by the run's analysis (the `memory` section and memory.json of every compiled JAX
@@ -16,12 +16,12 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.analyze import modules as hlo_files
-from harness.analyze.sources import Frames, cluster_lines, scope_of
 from harness.common import userfiles
 from harness.hlo import memory as xm
 from harness.hlo.instruction import Instruction
 from harness.hlo.parser import HloModule
+from harness.program import modules as hlo_files
+from harness.program.sources import Frames, cluster_lines, scope_of
 from harness.records import ladder
 from harness.records.memory import (
     MEMORY_FILE,

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import modules as hlo_files
 from harness.analyze import sections
 from harness.common import stats
 from harness.config.experiment import Experiment, Variant
@@ -34,6 +33,7 @@ from harness.hlo.collectives import find_collectives
 from harness.match.comm import CommReport, communication_report
 from harness.profile.events import DeviceEvent
 from harness.profile.reader import read_events_and_markers
+from harness.program import modules as hlo_files
 from harness.records import ladder
 from harness.records.processes import (
     CROSS,

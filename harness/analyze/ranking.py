@@ -1,7 +1,7 @@
 """Where a variant's time goes: its clusters ranked and rolled up by source line, for any config.
 
 The run report's counterpart of `python -m harness.analyze`'s main-module tables, made by the
-same function (harness.analyze.module_analysis.analyse_module) from what the other producers
+same function (harness.program.module_analysis.analyse_module) from what the other producers
 already wrote for the variant: the optimized module of its IR ladder and events.parquet (every
 event of the steady window with the cluster it is attributed to). Without a profile the
 clusters are ranked by our FLOPs. Returns ranking.json's record (a `ProgramAnalysis` with the one
@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
-from harness.analyze.module_analysis import analyse_module, program_of, self_times
-from harness.analyze.program import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
-from harness.analyze.timeline import timeline_of
 from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
+from harness.program import modules as hlo_files
+from harness.program.module_analysis import analyse_module, program_of, self_times
+from harness.program.record import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
+from harness.program.timeline import timeline_of
 from harness.records import events_file, ladder, run_files
 from harness.records.run_files import Ceilings, KernelEvent, KernelsFile
 from harness.store.runfolder import CEILINGS_FILE, VariantFolder

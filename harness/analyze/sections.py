@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import modules as hlo_files
 from harness.analyze.files import NONE, VariantFiles
 from harness.common import stats
 from harness.common.precision import precision as gemm_precision
@@ -25,6 +24,7 @@ from harness.match.table_match import arrow_slices, match_table
 from harness.profile.compile import compile_breakdown
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
+from harness.program import modules as hlo_files
 from harness.records import ladder, run_files
 from harness.records.run_files import Ceilings, KernelsFile, Peak
 from harness.records.summary import (

@@ -1,53 +1,36 @@
 """python -m harness.analyze --dump=DIR_OR_FILE --out=DIR [--module=REGEX]
     [--xplane=P [--steps=N]] [--ceilings=ceilings.json]
 
-Analyses the HLO of any program (harness.anydump.dump) and, with a profile, attributes every
+Analyses the HLO of any program (harness.program) and, with a profile, attributes every
 device event of the analysed modules to a cluster; writes report.md and report.html (clusters
 ranked, rolled up by source line and named scope, roofline, top kernels, unfused ops) beside
-the JSON files. Run through harness/analyze/__main__.py, its documented entry point.
+the JSON files. Run through harness/analyze/__main__.py, its documented entry point. This
+module only reads the flags into AnalyzeOptions; harness.program.standalone does the work.
 """
 
 from __future__ import annotations
 
-import errno
 import gc
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 from absl import flags
 
-from harness.analyze import memory
-from harness.analyze.program import (
-    CeilingRates,
-    ProgramAnalysis,
-    ceilings_from_json,
-    merged_hosts,
-)
-from harness.analyze.timeline import timeline_of
-from harness.anydump import dump as analysis
-from harness.anydump.analysis import analyse_program, with_reverse_maps
-from harness.anydump.hosts import attach_session
 from harness.commands import cli
-from harness.common import fmt, terminal, userfiles
 from harness.common.textsafety import UnsafePattern, user_pattern
-from harness.hlo.instruction import ParseError
-from harness.match.match import Attribution, MatchReport
-from harness.match.table_match import AttributionView
-from harness.profile.events import ProfileError, StepMarker, session_xplanes
-from harness.profile.table import NULL
-from harness.records import run_files
-from harness.report.memory import module_blocks
-from harness.store import io, runfolder
-from harness.store.records import loads, to_json
+from harness.program.standalone import (
+    AnalyzeOptions,
+    InputError,
+    analyse,
+    check_inputs,
+    closing_lines,
+    read_ceilings,
+)
+from harness.store import io
 from harness.study import lifecycle
 
 FLAGS = flags.FLAGS
-# Faults of the disk the output is written to (full, read-only, over quota), never the dump's.
-OUTPUT_FAULTS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
 
 
 def define_flags() -> None:
@@ -61,31 +44,24 @@ def define_flags() -> None:
     cli.define_enum("mode", "jit", ["jit", "eager"], "eager: one module per primitive.")
 
 
-def read_ceilings(path: Path) -> CeilingRates:
-    """The ceilings in a run's ceilings.json; a UsageError naming the file when unusable."""
+def options_from_flags() -> AnalyzeOptions:
+    """The flags checked, in the order a user reads their errors, into AnalyzeOptions."""
+    if FLAGS.steps is not None and FLAGS.steps <= 0:
+        raise cli.UsageError(f"--steps must be a positive integer, got {FLAGS.steps}")
+    if FLAGS.steps is not None and FLAGS.xplane is None:
+        raise cli.UsageError("--steps needs --xplane (the profile whose steps it counts)")
     try:
-        data = loads(userfiles.read_text(path, userfiles.CEILINGS), str(path))
-    except (OSError, ValueError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise cli.UsageError(f"{path}: not a readable ceilings.json ({first})") from None
-    try:
-        return ceilings_from_json(data, str(path))
-    except ValueError as e:
+        check_inputs(Path(FLAGS.dump), Path(FLAGS.xplane) if FLAGS.xplane else None)
+        pattern = user_pattern(FLAGS.module) if FLAGS.module else None
+    except UnsafePattern as e:
+        raise cli.UsageError(f"--module={FLAGS.module!r}: {e}") from None
+    except InputError as e:
         raise cli.UsageError(str(e)) from None
-
-
-def check_inputs(dump: Path, xplane: Path | None) -> None:
-    """Refuses a dump that holds no HLO module and a profile path with no profile, before any
-    work and before the output folder is made: a wrong path costs nothing."""
     try:
-        analysis.find_modules(dump)
-    except ValueError as e:
-        raise cli.UsageError(f"--dump: {e}") from None
-    if xplane is not None:
-        try:
-            session_xplanes(xplane)
-        except ProfileError as e:
-            raise cli.UsageError(f"--xplane: {e}") from None
+        ceilings = read_ceilings(Path(FLAGS.ceilings)) if FLAGS.ceilings else None
+    except InputError as e:
+        raise cli.UsageError(str(e)) from None
+    return AnalyzeOptions(FLAGS.module, pattern, FLAGS.steps, FLAGS.mode, ceilings)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -95,17 +71,8 @@ def main(argv: Sequence[str]) -> int:
     gc.disable()
     if not FLAGS.dump or not FLAGS.out:
         raise cli.UsageError("--dump and --out are required")
-    if FLAGS.steps is not None and FLAGS.steps <= 0:
-        raise cli.UsageError(f"--steps must be a positive integer, got {FLAGS.steps}")
-    if FLAGS.steps is not None and FLAGS.xplane is None:
-        raise cli.UsageError("--steps needs --xplane (the profile whose steps it counts)")
-    dump, out = Path(FLAGS.dump), Path(FLAGS.out)
-    check_inputs(dump, Path(FLAGS.xplane) if FLAGS.xplane else None)
-    try:
-        pattern = user_pattern(FLAGS.module) if FLAGS.module else None
-    except UnsafePattern as e:
-        raise cli.UsageError(f"--module={FLAGS.module!r}: {e}") from None
-    ceilings = read_ceilings(Path(FLAGS.ceilings)) if FLAGS.ceilings else None
+    options = options_from_flags()
+    dump, xplane = Path(FLAGS.dump), Path(FLAGS.xplane) if FLAGS.xplane else None
     # The dump, the profile and the ceilings are read, never inside what is claimed (emptied).
     inputs = tuple(Path(f) for f in (FLAGS.dump, FLAGS.xplane, FLAGS.ceilings) if f)
     manifest = {
@@ -116,228 +83,22 @@ def main(argv: Sequence[str]) -> int:
         "ceilings": FLAGS.ceilings,
     }
     with (
-        io.own_output(out, "analyze", inputs) as out,
+        io.own_output(Path(FLAGS.out), "analyze", inputs) as out,
         lifecycle.running(out, manifest, faults=(Exception,)) as run,
     ):
-        program, profile, memories, report = analyse_into(out, dump, pattern, ceilings)
+        try:
+            result = analyse(dump, xplane, out, options)
+        except InputError as e:
+            raise cli.UsageError(str(e)) from None
         run.settle("complete")
     if run.stopped is not None:
         if run.stopped.status == "interrupted":
             print("interrupted", file=sys.stderr)
             return run.stopped.exit_code
         raise run.stopped.error  # recorded in the manifest; the CLI says it in one line
-    print(terminal.lines(summary_line(program)))
-    if profile is not None:
-        print(terminal.lines(profile_line(profile, program, out)))
-    for key, m in memories:
-        print(terminal.lines(f"memory {key}: peak {m.peak_bytes} B, total {m.total_bytes} B"))
-    print(f"report: {terminal.shown(report)} (and report.html)")
+    for line in closing_lines(result, out):
+        print(line)
     return 0
-
-
-def analyse_into(
-    out: Path, dump: Path, pattern: Any, ceilings: CeilingRates | None
-) -> tuple[ProgramAnalysis, Any, list[tuple[str, Any]], Path]:
-    """Analyses the dump (and the profile --xplane names) into `out`; returns the program
-    analysis, the attributed profile (None without one), each module's memory and the report."""
-
-    try:
-        results = analysis.analyze_dump(dump, out, pattern, finish=False)
-    except (ValueError, OSError) as e:
-        if isinstance(e, OSError) and e.errno in OUTPUT_FAULTS:
-            raise  # the output's disk, not the dump: said as it is
-        msg = str(e) if isinstance(e, ParseError) or str(dump) in str(e) else f"{dump}: {e}"
-        raise cli.UsageError(msg.splitlines()[0] if msg else f"{dump}: failed") from None
-    print(terminal.lines(analysis.format_table(results)))
-    profile = None
-    try:
-        if FLAGS.xplane is not None:
-            xplane = Path(FLAGS.xplane)
-            try:
-                profile = attach_session(
-                    results, session_xplanes(xplane), out, FLAGS.steps, FLAGS.mode
-                )
-            except (ValueError, OSError, ProfileError) as e:
-                first = str(e).splitlines()[0] if str(e) else type(e).__name__
-                raise cli.UsageError(f"{xplane}: {first}") from None
-            results = analysis.recost(results, profile)
-        # Everything that needs no reverse map is done while a large module's may still be
-        # computing in a child: the imports, the rankings and the figures.
-        from harness.anydump.report import (  # imports matplotlib: loaded only when called
-            host_blocks,
-            write_analysis_report,
-            write_figures,
-        )  # imports matplotlib: loaded only when called
-
-        program = analyse(results, profile, ceilings)
-        figs = write_figures(out, program)
-        results = analysis.finish_dump(results)
-    except BaseException:
-        analysis.cancel_dump(results)
-        raise
-    program = with_reverse_maps(program, [r.as_input() for r in results])
-    hosts = profile.hosts if profile is not None else ()
-    document = program.to_json()
-    if hosts:  # a session of several hosts: the analysis above is the first host's
-        document |= {"hosts": [to_json(h) for h in hosts], "merged": to_json(merged_hosts(hosts))}
-    io.write_json(out / "analysis.json", document, compact=True)
-    if profile is not None:
-        write_timeline(out, program, profile)
-    memories = dump_memory(results)
-    extra = (*host_blocks(hosts), *module_blocks(memories))
-    report = write_analysis_report(out, program, str(dump), FLAGS.module, figs, extra)
-    return program, profile, memories, report
-
-
-# Events a timeline draws at most: its JSON is written in a few seconds and Perfetto and
-# chrome://tracing open it in one; a longer profile's timeline shows its first whole steps, and every event
-# stays in events.parquet.
-TIMELINE_EVENTS = 50_000
-
-
-def write_timeline(out: Path, program: ProgramAnalysis, profile: analysis.ProfileResult) -> Path:
-    """Writes the attributed timeline (harness.analyze.timeline) beside the report."""
-    lines = {(m.name, c.name): c.lines for m in program.modules for c in m.clusters}
-    rows, markers, shown = timeline_window(profile.report, profile.markers, TIMELINE_EVENTS)
-    timeline = timeline_of(rows, lines, markers)
-    return run_files.write(out / runfolder.TIMELINE_FILE, replace(timeline, shown=shown))
-
-
-def timeline_window(
-    report: MatchReport, markers: Sequence[StepMarker], limit: int
-) -> tuple[Sequence[Attribution], Sequence[StepMarker], str]:
-    """The attributions the timeline draws (at most `limit`: the first whole steps, at least
-    one, or the first events without steps), their markers, and a sentence saying what was
-    left out ("" when nothing was)."""
-    rows = report.attributions
-    if len(rows) <= limit or not isinstance(rows, AttributionView):
-        return rows, markers, ""
-    table = rows.attributed.table
-    steps = table.ints["step"]
-    if (steps == NULL).any():
-        return (
-            rows[:limit],
-            markers,
-            (f"the first {limit} of {len(rows)} events (the profile marks no steps)"),
-        )
-    numbers, counts = np.unique(steps, return_counts=True)
-    kept = numbers[: max(1, int(np.searchsorted(np.cumsum(counts), limit, side="right")))]
-    chosen = np.flatnonzero(np.isin(steps, kept))
-    wanted = set(kept.tolist())
-    return (
-        AttributionView(rows.attributed, chosen),
-        [m for m in markers if m.step in wanted],
-        f"steps {kept[0]}-{kept[-1]} ({len(kept)} of {len(numbers)}), {len(chosen)} of "
-        f"{len(rows)} events",
-    )
-
-
-def dump_memory(results: list[analysis.ModuleResult]) -> list[tuple[str, Any]]:
-    """Each module's memory (beside its optimized HLO in the dump), written to
-    `<out>/<module>/memory.json`; a module without live ranges has none. Memory is an optional
-    part: a file of it that cannot be read is said in one line and the analysis goes on."""
-
-    found = []
-    for r in results:
-        path = getattr(r.hlo, "path", None)
-        if not path:
-            continue
-        try:
-            m = memory.module_memory(memory.dump_files(Path(path)))
-        except (ValueError, OSError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            print(terminal.lines(f"memory {r.key}: not read ({first})"), file=sys.stderr)
-            continue
-        if m is None:
-            continue
-        section, top = memory.section([m], None, False)
-        io.write_json(r.out_dir / "memory.json", to_json(memory.memory_file(section, top)))
-        found.append((r.key, m))
-    return found
-
-
-def analyse(
-    results: list[analysis.ModuleResult],
-    profile: analysis.ProfileResult | None,
-    ceilings: CeilingRates | None,
-) -> ProgramAnalysis:
-    """The program analysis of the dump's modules and, when given, the attributed profile."""
-    inputs = [
-        r.as_input(profile.bound.get(r.key) if profile is not None else None) for r in results
-    ]
-    return analyse_program(
-        inputs,
-        profile.report if profile is not None else None,
-        profile.steps if profile is not None else None,
-        str(profile.path) if profile is not None else "",
-        profile.outside if profile is not None else (),
-        ceilings,
-        (*(profile.notes if profile is not None else ()), *analysis.loop_notes(results)),
-        profile.markers if profile is not None else (),
-    )
-
-
-def summary_line(program: ProgramAnalysis) -> str:
-    """One line: the main program and its largest cluster."""
-    main = next(m for m in program.modules if m.role == "main")
-    top = main.clusters[0] if main.clusters else None
-    where = f" at {top.lines[0]}" if top is not None and top.lines else ""
-    what = (
-        (
-            f"{top.share * 100:.1f}% of the {fmt.KERNEL_TIME}"
-            if program.ranked_by == "device time"
-            else f"{top.share * 100:.1f}% of the FLOPs"
-        )
-        if top is not None
-        else "no clusters"
-    )
-    largest = f"largest cluster {top.name}{where}: {what}" if top is not None else what
-    return f"main program {main.key}; {largest}"
-
-
-def profile_line(profile: analysis.ProfileResult, program: ProgramAnalysis, out: Path) -> str:
-    """One line: the profile's match and per-step numbers, and what lay outside the selection."""
-    report = profile.report
-    steps = profile.steps
-    main = next(m for m in program.modules if m.role == "main")
-    line = (
-        f"profile: {report.events_in_window} device events, matched {report.matched_fraction:.3f}; "
-    )
-    if steps is not None:
-        line += (
-            f"{steps.count} steps ({steps.how}); main program {main.name}: "
-            f"{main.kernels_per_step or 0:g} kernels a step, "
-            f"{(main.time_s or 0) * 1e3:.3f} ms of {fmt.KERNEL_TIME}; all analysed modules: "
-            f"{report.kernels_per_step:g} kernels and {report.device_ops_per_step:g} device ops "
-            f"a step, {report.device_time_per_step_s * 1e3:.3f} ms of {fmt.DEVICE_TIME} (busy); "
-        )
-    else:
-        line += "no events of the analysed modules; "
-    if profile.hosts:
-        m = merged_hosts(profile.hosts)
-        line += (
-            f"{len(report.unmatched)} unmatched on {profile.hosts[0].host}; {len(profile.hosts)} "
-            f"hosts: {m.events} device events, {m.matched} matched, {m.steps} host steps "
-            f"(see {out / analysis.EVENTS_DIR}/host=*/)"
-        )
-    else:
-        line += f"{len(report.unmatched)} unmatched (see {out / analysis.EVENTS_FILE})"
-    if profile.outside:
-        n = sum(o.events for o in profile.outside)
-        names = ", ".join(f"{o.module} (program {o.program_id})" for o in profile.outside[:3])
-        more = f" and {len(profile.outside) - 3} more" if len(profile.outside) > 3 else ""
-        line += f"; {n} events of other programs outside the selection: {names}{more}"
-        again = [o for o in profile.outside if o.module == main.name]
-        if again and main.program_id is not None:
-            ids = ", ".join(str(o.program_id) for o in again)
-            line += (
-                f". {main.name} is one program compiled twice: the dump's compile is module "
-                f"{main.program_id}, the profiled one program {ids} (another compile of the "
-                "same function, so none of its events is attributed); analyse a dump and a "
-                "profile of the same compile (a study's variants/<name>/dump/ and its "
-                "profile/steady/ are two compiles)"
-            )
-    return line
 
 
 def run() -> None:

@@ -283,7 +283,7 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
 
 def self_ns(table: EventTable) -> np.ndarray:
     """Each row's duration minus the time of the rows nested inside it on its device and
-    stream (ns), as harness.analyze.module_analysis.self_times; rows that only overlap are not
+    stream (ns), as harness.program.module_analysis.self_times; rows that only overlap are not
     nested. Streams where nothing overlaps (GPU streams, as a rule) cost one array pass."""
     out = table.floats["duration_ns"].copy()
     if not len(out):

@@ -15,7 +15,7 @@ whose migration to 1 only adds the number: the shape did not change. A new key b
 file's version with a migration in its `FileKind`, as summary.json's MIGRATIONS do.
 
 Some deep parts stay open (`Plain`), named where they are: the ranking's modules (typed by
-harness.analyze.program.ModuleAnalysis, which the report reads them with), the communication
+harness.program.record.ModuleAnalysis, which the report reads them with), the communication
 file's collectives and profile, a torch compile's frames, torch.json's compilation metrics
 (harness.records.torch_facts says why). Everything the report reads is typed.
 """
@@ -500,14 +500,14 @@ class RankingSteps:
 
 @dataclass(frozen=True)
 class RankingFile:
-    """Where the variant's time goes (harness.analyze.program.ProgramAnalysis, one module)."""
+    """Where the variant's time goes (harness.program.record.ProgramAnalysis, one module)."""
 
     schema_version: int = doc("this file's version (harness.records.run_files.RANKING)")
     ranked_by: str = doc("`device time` or `FLOPs`")
     main: tuple[str, ...] = doc("the main module's key")
     main_rule: str = doc("why it is the main module")
     modules: tuple[dict[str, Plain], ...] = doc(
-        "the module analysed (harness.analyze.program.ModuleAnalysis)", ()
+        "the module analysed (harness.program.record.ModuleAnalysis)", ()
     )
     steps: RankingSteps | None = doc("the profiled steps it was ranked over")
     profile: dict[str, Plain] | None = doc("the profile as a whole (null for a variant)")

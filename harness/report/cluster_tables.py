@@ -1,6 +1,6 @@
 """The tables of a module's ranked clusters and roll-ups, with the conventions they follow:
 shared by the run report's "Where the time goes" (harness.report.ranking) and the report of
-`python -m harness.analyze` (harness.anydump.report), so both rank and roll up alike."""
+`python -m harness.analyze` (harness.program.report), so both rank and roll up alike."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 import os.path
 from collections.abc import Sequence
 
-from harness.analyze.program import ClusterRow, ModuleAnalysis, RollUp
-from harness.analyze.roof import ABOVE_CEILING
 from harness.common import fmt
+from harness.program.record import ClusterRow, ModuleAnalysis, RollUp
+from harness.program.roof import ABOVE_CEILING
 from harness.report.data import MISSING
 from harness.report.doc import Table, code
 

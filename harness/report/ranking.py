@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from harness.analyze.program import ModuleAnalysis
 from harness.common import fmt
 from harness.frontends import registry
+from harness.program.record import ModuleAnalysis
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,

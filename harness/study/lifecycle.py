@@ -1,5 +1,5 @@
 """One run lifecycle for every command that fills a folder of its own: the study
-(harness.study.run), the search (harness.search) and `python -m harness.analyze` (harness.anydump).
+(harness.study.run), the search (harness.search) and `python -m harness.analyze` (harness.program).
 
     with lifecycle.running(folder, manifest, latest=True, stop=session.kill, faults=...) as run:
         ...                      # the command's stages

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.analyze.program import HostTotals
-from harness.anydump.dump import ModuleResult, ProfileResult, attach_profile, write_kernels
 from harness.common import forked
+from harness.program.dump import ModuleResult, ProfileResult, attach_profile, write_kernels
+from harness.program.record import HostTotals
 from harness.store.records import from_json, to_json
 from harness.store.runfolder import EVENTS_DIR
 

@@ -1,6 +1,6 @@
 """What a program's analysis reads of its attributed events, computed once, two ways.
 
-The analysis (harness.analyze.module_analysis, harness.analyze.steps) needs sums and counts
+The analysis (harness.program.module_analysis, harness.program.steps) needs sums and counts
 over a window's events: each cluster's self time, launches and kernel names, each (kernel,
 cluster)'s launches, time and launch shape, each step's busy, event and attributed time. A
 study's few profiled steps give them from (Attribution, self time) pairs (`*_from_pairs`); a

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analyze.event_facts import ModuleFacts, StepSeries, StepTotal, steps_from_pairs
-from harness.analyze.program import Outlier, StepRow
 from harness.match.match import Attribution
 from harness.profile.events import StepMarker
+from harness.program.event_facts import ModuleFacts, StepSeries, StepTotal, steps_from_pairs
+from harness.program.record import Outlier, StepRow
 
 OUTLIER_FACTOR = 3.0
 TOP_OUTLIERS = 10
@@ -43,7 +43,7 @@ def step_rows(pairs: Pairs, markers: Sequence[StepMarker]) -> tuple[StepRow, ...
 
 
 def rows_of(totals: Mapping[int, StepTotal], markers: Sequence[StepMarker]) -> tuple[StepRow, ...]:
-    """Each step's row from its totals (harness.analyze.event_facts) and the host's markers."""
+    """Each step's row from its totals (harness.program.event_facts) and the host's markers."""
     spans: dict[int, tuple[float, float]] = {}
     for m in markers:
         lo, hi = spans.get(m.step, (m.start_ns, m.end_ns))
@@ -112,7 +112,7 @@ class StepMedians:
 
 
 def medians_of(facts: ModuleFacts, steps: Sequence[int]) -> StepMedians:
-    """The median step of one module from its facts (harness.analyze.event_facts)."""
+    """The median step of one module from its facts (harness.program.event_facts)."""
     by_cluster = facts.cluster_step_ns
     return StepMedians(
         clusters={c: median_ns(by, steps) for c, by in by_cluster.items()},

@@ -20,7 +20,7 @@ ABOVE_CEILING = "above the measured ceiling: the cost model or the ceiling is wr
 
 
 class Roofs(Protocol):
-    """What the roof needs of harness.analyze.program.CeilingRates."""
+    """What the roof needs of harness.program.record.CeilingRates."""
 
     bytes_per_s: float | None
     platform: str

@@ -5,7 +5,7 @@ Used by `python -m harness.analyze` (harness.commands.analyze). Works on an XLA 
 each module it writes `<out>/<module>/fusions.json` (the clusters, with their source ops and
 file:line, and a map from each pre-optimization op to the cluster that now holds it) and
 `cost.json`; with a profile, every device event of the analysed modules is attributed to a
-cluster in `<out>/kernels.json`. harness.anydump.analysis turns all of it into the report's
+cluster in `<out>/kernels.json`. harness.program.analysis turns all of it into the report's
 rankings.
 
 Programs are told apart by (module name, program id): XLA's dump file `module_NNNN.<name>`
@@ -27,16 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from harness.analyze import modules as hlo_files
-from harness.analyze.program import (
-    HostTotals,
-    ModuleInput,
-    OutsideProgram,
-    ProgramKey,
-    Steps,
-    merged_hosts,
-)
-from harness.anydump.analysis import choose_main, count_steps
 from harness.common import forked, userfiles
 from harness.hlo.clusters import Cluster
 from harness.hlo.cost import ModuleCost
@@ -48,6 +38,16 @@ from harness.match.table_match import arrow_slices, match_table
 from harness.profile.events import DeviceEvent, StepMarker, find_xplane
 from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
+from harness.program import modules as hlo_files
+from harness.program.analysis import choose_main, count_steps
+from harness.program.record import (
+    HostTotals,
+    ModuleInput,
+    OutsideProgram,
+    ProgramKey,
+    Steps,
+    merged_hosts,
+)
 from harness.records import events_file
 from harness.store import io
 from harness.store.records import to_json
@@ -164,7 +164,7 @@ class ProfileResult:
     bound: dict[str, int | None]  # module key -> the program id its events carry
     notes: tuple[str, ...] = ()
     markers: tuple[StepMarker, ...] = ()  # the host's step windows: each step's wall time
-    # A session of several hosts (harness.anydump.hosts): each host's totals; everything
+    # A session of several hosts (harness.program.hosts): each host's totals; everything
     # above is the first host's. Empty for one host.
     hosts: tuple[HostTotals, ...] = ()
 
@@ -385,7 +385,7 @@ def attach_profile(
     comes from the step markers, else `steps`, else the executions of the main program; with
     none of those this raises StepsUnknown (never a guess). Writes `events` (default
     events.parquet: every event of the window and its attribution) and, unless `kernels` is
-    False (a host of a session, harness.anydump.hosts), kernels.json (the match's totals).
+    False (a host of a session, harness.program.hosts), kernels.json (the match's totals).
     """
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be a positive integer, got {steps}")
@@ -500,7 +500,7 @@ ANALYZE_WORDS = hlo_files.LoopWords(
 
 def recost(results: Sequence[ModuleResult], profile: ProfileResult) -> list[ModuleResult]:
     """The results with each module's costs counted again from what the profile saw run, by
-    the study's one function (harness.analyze.modules.costs_of): a loop whose trip count the
+    the study's one function (harness.program.modules.costs_of): a loop whose trip count the
     HLO does not hold by the iterations its body's clusters launched a call, a conditional by
     the branch whose clusters launched. A module's cost.json is written again where it moved."""
     report = profile.report

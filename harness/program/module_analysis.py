@@ -1,10 +1,10 @@
 """One module analysed: its clusters ranked by device time a step (by FLOPs without a
 profile), with achieved rates against the device's ceilings, its kernels, the ops that run
-unfused, and its roll-ups by source line and named scope (harness.analyze.sources).
+unfused, and its roll-ups by source line and named scope (harness.program.sources).
 
 Pure functions over parsed modules, clusters, costs, reverse maps and attributed events, shared
 by a study's ranking.json (harness.analyze.ranking) and `python -m harness.analyze`
-(harness.anydump).
+(harness.program).
 
 Conventions (the reports state them too):
 - A cluster's time is the summed *self* time of its events: an event's duration minus the
@@ -23,10 +23,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.analyze import roof as roofs
-from harness.analyze import steps as by_step
-from harness.analyze.event_facts import KernelGroup, ModuleFacts, facts_from_pairs
-from harness.analyze.program import (
+from harness.hlo.clusters import Cluster
+from harness.hlo.cost import ClusterCost
+from harness.match.match import Attribution
+from harness.profile.events import DeviceEvent
+from harness.program import roof as roofs
+from harness.program import steps as by_step
+from harness.program.event_facts import KernelGroup, ModuleFacts, facts_from_pairs
+from harness.program.record import (
     CeilingRates,
     ClusterRow,
     KernelRow,
@@ -35,11 +39,7 @@ from harness.analyze.program import (
     ProgramKey,
     UnfusedRow,
 )
-from harness.analyze.sources import cluster_lines, cluster_scopes, fold_repeats, roll_up
-from harness.hlo.clusters import Cluster
-from harness.hlo.cost import ClusterCost
-from harness.match.match import Attribution
-from harness.profile.events import DeviceEvent
+from harness.program.sources import cluster_lines, cluster_scopes, fold_repeats, roll_up
 
 TOP_ROLLUP = 20
 TOP_KERNELS = 15
@@ -374,7 +374,7 @@ def analyse_module(
     times (None without a profile); `total`: the share denominator (window self time per step
     in seconds, or FLOPs without a profile). `detail=False` leaves out rankings (helpers).
     `medians`: times of the median step (analyze.steps) instead of the mean over steps.
-    `facts`: the same events already summed (harness.analyze.event_facts), in place of
+    `facts`: the same events already summed (harness.program.event_facts), in place of
     `attributions` for a profile too long to hold an object per event."""
     by_time = attributions is not None or facts is not None
     if facts is None and attributions is not None:

@@ -1,9 +1,9 @@
 """A user's program analysed as a whole: which modules are the main program and which are
 helpers, how many steps its profile holds, and each module analysed
-(harness.analyze.module_analysis) into the `ProgramAnalysis` the analyze report shows.
+(harness.program.module_analysis) into the `ProgramAnalysis` the analyze report shows.
 
-Pure functions over what harness.anydump.dump read (parsed modules, clusters, costs, reverse
-maps, the profile's attributed events); harness.anydump.report renders the result.
+Pure functions over what harness.program.dump read (parsed modules, clusters, costs, reverse
+maps, the profile's attributed events); harness.program.report renders the result.
 """
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.analyze import steps as by_step
-from harness.analyze.event_facts import (
+from harness.match.match import MatchReport
+from harness.match.table_match import AttributedTable
+from harness.profile.events import DeviceEvent, StepMarker
+from harness.profile.table import NULL, self_ns
+from harness.program import steps as by_step
+from harness.program.event_facts import (
     ModuleFacts,
     StepTotal,
     facts_from_pairs,
@@ -23,7 +27,7 @@ from harness.analyze.event_facts import (
     steps_from_pairs,
     steps_from_table,
 )
-from harness.analyze.module_analysis import (
+from harness.program.module_analysis import (
     TOP_UNFUSED,
     analyse_module,
     helper_kind,
@@ -31,7 +35,7 @@ from harness.analyze.module_analysis import (
     self_times,
     unfused_rows,
 )
-from harness.analyze.program import (
+from harness.program.record import (
     CeilingRates,
     ModuleInput,
     OutsideProgram,
@@ -40,10 +44,6 @@ from harness.analyze.program import (
     ProgramKey,
     Steps,
 )
-from harness.match.match import MatchReport
-from harness.match.table_match import AttributedTable
-from harness.profile.events import DeviceEvent, StepMarker
-from harness.profile.table import NULL, self_ns
 
 MAIN_FRACTION = 0.25  # another module is a main program too with this share of the top one's
 
@@ -152,7 +152,7 @@ def analyse_program(
 
     With a profile (`report`, `steps`), clusters rank by device time per step and shares are of
     the window's summed self time; without one, by FLOPs, shares of the main modules' FLOPs.
-    With marked steps, times and shares are of the median step (harness.analyze.steps).
+    With marked steps, times and shares are of the median step (harness.program.steps).
     """
     timed = report is not None and steps is not None
     events = _events_of(report) if report is not None else None

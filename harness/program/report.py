@@ -3,7 +3,7 @@
 Built once as document blocks (harness.report.doc) and written as report.md and a
 self-contained report.html, with its figures as PNG under plots/, like a run's report. Its
 cluster and roll-up tables are the run report's (harness.report.cluster_tables). It reads
-only a `harness.analyze.program.ProgramAnalysis`; it never imports JAX.
+only a `harness.program.record.ProgramAnalysis`; it never imports JAX.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from harness.analyze.program import (
+from harness.common import fmt
+from harness.program.record import (
     ClusterRow,
     HostTotals,
     ModuleAnalysis,
     ProgramAnalysis,
     merged_hosts,
 )
-from harness.common import fmt
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
