@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("harness.records",),  # every record of a run, and its migrations
     ("harness.config",),
+    ("harness.saved",),  # a saved run read back: the one view the rules and the report read
     ("harness.hlo", "harness.profile"),  # the readers of XLA's text and of a profile
     ("harness.match",),
     ("harness.variants",),

@@ -78,15 +78,15 @@ def add_finding_kind(root: Path) -> None:
         '"""The recipe\'s example rule."""\n\n'
         "from __future__ import annotations\n\n"
         "from harness.findings.base import Rule\n"
-        "from harness.findings.facts import RunFacts\n"
-        "from harness.records.findings import ExampleFinding\n\n\n"
+        "from harness.records.findings import ExampleFinding\n"
+        "from harness.saved.run import SavedRun\n\n\n"
         "class Always(Rule):\n"
         '    """Says that the example rule ran."""\n\n'
         '    id = "example.always"\n'
         '    kind = "example"\n\n'
-        "    def applies(self, run: RunFacts) -> bool:\n"
+        "    def applies(self, run: SavedRun) -> bool:\n"
         "        return True\n\n"
-        "    def conclude(self, run: RunFacts) -> tuple[ExampleFinding, ...]:\n"
+        "    def conclude(self, run: SavedRun) -> tuple[ExampleFinding, ...]:\n"
         f"        return (ExampleFinding(self.id, {FINDING_SENTENCE!r}),)\n"
     )
     edit(
@@ -128,7 +128,7 @@ def add_finding_kind(root: Path) -> None:
     # Its blocks in the report: rendered in report/findings.py, placed by sections.py.
     with (root / "harness/report/findings.py").open("a") as f:
         f.write(
-            "\n\ndef example_blocks(run: RunData) -> list[Block]:\n"
+            "\n\ndef example_blocks(run: SavedRun) -> list[Block]:\n"
             "    found = run.summary.findings\n"
             "    if found is None or not found.example:\n"
             "        return []\n"
@@ -249,10 +249,11 @@ from harness.config import load
 from harness.findings import evaluate, read_facts
 from harness.frontends import registry
 from harness.records import run_files
-from harness.report import data, doc, sections
+from harness.report import doc, sections
+from harness import saved
 from harness.store.runfolder import VariantFolder
 
-run = data.load_run(Path("run"))  # a committed reference, migrated to the new version
+run = saved.load_run(Path("run"))  # a committed reference, migrated to the new version
 found = evaluate(read_facts(run.path, run.summary))
 shown = dataclasses.replace(run, summary=dataclasses.replace(run.summary, findings=found))
 page = doc.to_markdown(sections.details_blocks(shown))

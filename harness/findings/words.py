@@ -13,10 +13,10 @@ from collections import Counter
 
 from harness.common import fmt
 from harness.config.program import knob
-from harness.findings.facts import ClusterFact, VariantFacts
 from harness.frontends import registry
 from harness.hlo.library_cost import ATTENTION_PREFIXES
 from harness.records.findings import ConfigChange
+from harness.saved.run import ClusterFact, SavedVariant
 
 PROBLEM_WORDS = {
     "dtype": "x's dtype",
@@ -74,7 +74,7 @@ def _option(name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigCh
     )
 
 
-def config_changes(v: VariantFacts, ref: VariantFacts) -> tuple[ConfigChange, ...]:
+def config_changes(v: SavedVariant, ref: SavedVariant) -> tuple[ConfigChange, ...]:
     """Returns the config differences of `v` from `ref`: mode, problem, program, options."""
     a, b = v.summary.identity, ref.summary.identity
     out = []
@@ -132,7 +132,7 @@ def change_words(changes: tuple[ConfigChange, ...]) -> str:
     return "; ".join(c.phrase for c in changes) or "no config difference (same options)"
 
 
-def _cluster_kinds(v: VariantFacts) -> Counter[str]:
+def _cluster_kinds(v: SavedVariant) -> Counter[str]:
     out: Counter[str] = Counter()
     for c in v.clusters:
         name = re.sub(r"(\.\d+)+$", "", c.name)
@@ -140,7 +140,7 @@ def _cluster_kinds(v: VariantFacts) -> Counter[str]:
     return out
 
 
-def largest_fusion(v: VariantFacts) -> ClusterFact | None:
+def largest_fusion(v: SavedVariant) -> ClusterFact | None:
     """The fusion cluster holding the most ops (constants and parameters not counted)."""
     fusions = [c for c in v.clusters if c.kind.startswith("k")]
     return max(fusions, key=lambda c: c.ops, default=None)
@@ -150,13 +150,13 @@ def _is_transfer(event: str) -> bool:
     return event.startswith(("D2H(", "H2D("))
 
 
-def profiled(v: VariantFacts) -> bool:
+def profiled(v: SavedVariant) -> bool:
     """True when the variant's profile was matched: its kernel and transfer counts were
     measured. A failed or skipped profile leaves them null, never zero."""
     return v.summary.profile.kernels_per_step is not None
 
 
-def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[tuple[str, str], ...]:
+def mechanism_parts(v: SavedVariant, ref: SavedVariant) -> tuple[tuple[str, str], ...]:
     """Returns what the compiler made differently, measured: kernels, transfers, clusters,
     epilogues, the GEMM's precision, bytes moved. A count one side never measured (its
     profile failed or was skipped) is compared with nothing. Each comes with the part of the
@@ -233,12 +233,12 @@ def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[tuple[str, str]
     return tuple(out)
 
 
-def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+def mechanisms(v: SavedVariant, ref: SavedVariant) -> tuple[str, ...]:
     """The phrases of `mechanism_parts`."""
     return tuple(phrase for _, phrase in mechanism_parts(v, ref))
 
 
-def divergence_sentence(v: VariantFacts) -> str:
+def divergence_sentence(v: SavedVariant) -> str:
     """Where the programs first differ, in one sentence ('' when they do not)."""
     d = v.summary.comparison.first_divergence
     if d is None or d.stage == "none":

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from harness.analyze.program import ClusterRow, ModuleAnalysis, RollUp
 from harness.analyze.roof import ABOVE_CEILING
 from harness.common import fmt
-from harness.report.data import MISSING
+from harness.common.fmt import MISSING
 from harness.report.doc import Table, code
 
 

@@ -1,6 +1,6 @@
 """The facts the control-flow rules read (harness.findings.control_flow): each while
 loop the cost model found and what the profile says it ran, and the predicates read back to
-the host. Pure: `control_flow_facts` takes the variant's records, `facts.read_facts` reads them.
+the host. Pure: `control_flow_facts` takes the variant's records, `harness.saved.read.load_run` reads them.
 """
 
 from __future__ import annotations
