@@ -151,7 +151,7 @@ def add_finding_kind(root: Path) -> None:
 
 def add_run_file(root: Path) -> None:
     """'Adding a record', a file of the run folder: its name, its record and kind, its
-    writer and its heading among the key tables."""
+    writer, its reader (the saved run's view) and its heading among the key tables."""
     edit(
         root,
         "harness/store/runfolder.py",
@@ -198,6 +198,27 @@ def add_run_file(root: Path) -> None:
         "harness/records/keytables.py",
         '    (run_files.TIMELINE, VARIANT, ""),\n',
         '    (run_files.TIMELINE, VARIANT, ""),\n    (run_files.EXAMPLE, VARIANT, ""),\n',
+    )
+    # Its reader: a field of the saved run's view, filled by its one reader.
+    edit(
+        root,
+        "harness/saved/run.py",
+        "    Environment,\n    FusionsFile,\n",
+        "    Environment,\n    ExampleFile,\n    FusionsFile,\n",
+    )
+    edit(
+        root,
+        "harness/saved/run.py",
+        "    timeline: bool = False  # variants/<name>/timeline.perfetto.json.gz was written\n",
+        "    timeline: bool = False  # variants/<name>/timeline.perfetto.json.gz was written\n"
+        "    example: ExampleFile | None = None\n",
+    )
+    edit(
+        root,
+        "harness/saved/read.py",
+        "        timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),\n",
+        "        timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),\n"
+        "        example=run_files.load_if_present(run_files.EXAMPLE, vdir.example),\n",
     )
 
 
@@ -251,17 +272,16 @@ from harness.frontends import registry
 from harness.records import run_files
 from harness.report import doc, sections
 from harness import saved
-from harness.store.runfolder import VariantFolder
+from harness.store.runfolder import RunFolder
 
 run = saved.load_run(Path("run"))  # a committed reference, migrated to the new version
 found = evaluate(read_facts(run.path, run.summary))
 shown = dataclasses.replace(run, summary=dataclasses.replace(run.summary, findings=found))
 page = doc.to_markdown(sections.details_blocks(shown))
 
-folder = VariantFolder(Path("variant"))
-folder.root.mkdir()
+folder = RunFolder(Path("run")).variant(run.baseline)
 files.write(folder, files.VariantFiles(example=run_files.ExampleFile(0, count=3)))
-back = run_files.load(run_files.EXAMPLE, folder.example)
+back = saved.load_run(Path("run")).variant(run.baseline).example  # read back by the run's view
 
 Path("study.yaml").write_text(
     "experiment: recipes\\nbaseline: xla\\nvariants:\\n"
