@@ -42,10 +42,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness import saved  # noqa: E402
 from harness.analyze import between_runs  # noqa: E402
 from harness.common import stats  # noqa: E402
 from harness.records.summary import TIMING_FILE, TimingRecord  # noqa: E402
-from harness.report import data  # noqa: E402
 
 IDLE_LOAD = 0.5
 BURNER = (
@@ -173,12 +173,12 @@ def read_timing(run: Path) -> TimingRecord:
     return from_json(TimingRecord, json.loads((run / TIMING_FILE).read_text()), str(run))
 
 
-def timing_findings(run: data.RunData) -> tuple:
+def timing_findings(run: saved.SavedRun) -> tuple:
     """The run's ranked timing findings, as its summary.json records them."""
     return run.summary.findings.timing if run.summary.findings is not None else ()
 
 
-def contradictions(run: data.RunData, reference: Pooled) -> list[str]:
+def contradictions(run: saved.SavedRun, reference: Pooled) -> list[str]:
     """Returns the run's findings that contradict the pooled reference, each in words."""
     out = []
     for f in timing_findings(run):
@@ -197,9 +197,9 @@ def contradictions(run: data.RunData, reference: Pooled) -> list[str]:
     return out
 
 
-def describe(study: Study, reference: Pooled | None) -> tuple[data.RunData, list[str]]:
+def describe(study: Study, reference: Pooled | None) -> tuple[saved.SavedRun, list[str]]:
     """Prints one run's line and its contradicting findings; returns the run and them."""
-    run = data.load_run(study.path)
+    run = saved.load_run(study.path)
     n = run.summary.noise
     m = n.machine if n else None
     during = f"{m.load_1m[0]:.1f}–{m.load_1m[1]:.1f}" if m and m.load_1m else "?"
@@ -228,7 +228,7 @@ def describe(study: Study, reference: Pooled | None) -> tuple[data.RunData, list
     return run, bad
 
 
-def slower_than_baseline(run: data.RunData, name: str) -> bool:
+def slower_than_baseline(run: saved.SavedRun, name: str) -> bool:
     v = run.variant(name)
     verdict = v.summary.comparison.vs_baseline if v else None
     return verdict is not None and verdict.verdict == stats.SLOWER

@@ -20,6 +20,7 @@ import pytest
 from conftest import REPO
 
 from harness import findings as rules
+from harness import saved
 from harness.analyze import judging, verdicts
 from harness.common import stats
 from harness.config.experiment import ConfigError
@@ -34,7 +35,7 @@ from harness.records.summary import (
     Verdict,
     parse_summary,
 )
-from harness.report import data, findings
+from harness.report import findings
 from harness.report.conclusion import conclusion_lines
 from harness.report.doc import to_markdown
 from harness.search import _limits, _verdicts
@@ -84,7 +85,7 @@ def test_the_bootstrap_p_value_agrees_with_the_interval() -> None:
 # --- the A/A gate ---------------------------------------------------------------------------------
 
 
-def _failing_aa(run: data.RunData) -> data.RunData:
+def _failing_aa(run: saved.SavedRun) -> saved.SavedRun:
     """The run as if its baseline had disagreed with itself, every verdict left as it was."""
     noise = dataclasses.replace(
         run.summary.noise,
@@ -97,11 +98,11 @@ def _failing_aa(run: data.RunData) -> data.RunData:
     return dataclasses.replace(run, summary=dataclasses.replace(run.summary, noise=noise))
 
 
-def _with_a_slower_eager(run: data.RunData) -> data.RunData:
+def _with_a_slower_eager(run: saved.SavedRun) -> saved.SavedRun:
     """The run with `eager` resolved as 3× slower than the baseline (a timing finding)."""
     slower = Verdict(against="xla", ratio=3.0, ci95=(2.9, 3.1), verdict=stats.SLOWER, why="")
 
-    def judged(v: data.VariantData) -> data.VariantData:
+    def judged(v: saved.SavedVariant) -> saved.SavedVariant:
         # Every other variant's comparisons are dropped, so the one finding is known.
         comparison = Comparison(vs_baseline=slower if v.name == "eager" else None)
         return dataclasses.replace(v, summary=dataclasses.replace(v.summary, comparison=comparison))
@@ -114,7 +115,7 @@ def _with_a_slower_eager(run: data.RunData) -> data.RunData:
     )
 
 
-def _judged(run: data.RunData) -> data.RunData:
+def _judged(run: saved.SavedRun) -> saved.SavedRun:
     """The run with its findings made again by the rules, over its changed summary."""
     summary = dataclasses.replace(run.summary, variants={v.name: v.summary for v in run.variants})
     found = rules.evaluate(rules.read_facts(run.path, summary))
@@ -124,7 +125,7 @@ def _judged(run: data.RunData) -> data.RunData:
 def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_ones(
     cpu_run: Path,
 ) -> None:
-    resolved = _judged(_with_a_slower_eager(data.load_run(cpu_run)))
+    resolved = _judged(_with_a_slower_eager(saved.load_run(cpu_run)))
     r = resolved.summary.findings
     assert [f.variant for f in r.timing] == ["eager"] and r.changes
     gated = _judged(_failing_aa(resolved))
@@ -151,7 +152,7 @@ def test_a_run_that_cannot_time_suppresses_timing_findings_but_not_structural_on
 
 
 def test_compare_reports_no_verdict_change_for_an_unresolved_run(cpu_run: Path) -> None:
-    loaded = data.load_run(cpu_run)
+    loaded = saved.load_run(cpu_run)
     noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
     run = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
     gated = _failing_aa(run)
@@ -458,10 +459,10 @@ def test_a_saved_run_is_timed_again_with_its_programs_checked_and_nothing_lost(
     assert json.loads((copy / "timing.json").read_text()) == after
 
 
-def _failed(run: data.RunData, names: set[str]) -> data.RunData:
+def _failed(run: saved.SavedRun, names: set[str]) -> saved.SavedRun:
     """The run with `names` failed: no timing, status failed."""
 
-    def fail(v: data.VariantData) -> data.VariantData:
+    def fail(v: saved.SavedVariant) -> saved.SavedVariant:
         if v.name not in names:
             return v
         ident = dataclasses.replace(v.summary.identity, status="failed", reason="TypeError: x")
@@ -473,7 +474,7 @@ def _failed(run: data.RunData, names: set[str]) -> data.RunData:
 
 def test_failed_variants_are_never_said_to_show_no_difference(cpu_run: Path) -> None:
     """The terminal's findings line and its `failed variants:` line read the same statuses."""
-    loaded = data.load_run(cpu_run)
+    loaded = saved.load_run(cpu_run)
     noise = dataclasses.replace(loaded.summary.noise, resolved=True, reasons=())
     quiet = dataclasses.replace(loaded, summary=dataclasses.replace(loaded.summary, noise=noise))
     every = {v.name for v in quiet.variants}
@@ -493,7 +494,7 @@ def test_failed_variants_are_never_said_to_show_no_difference(cpu_run: Path) -> 
 def test_the_verdict_never_says_passed_beside_failed(cpu_run: Path) -> None:
     """A run whose A/A check failed but that still resolves (the floor widened every interval),
     without a pair ratio recorded: its header is one verdict, read from `aa_held`."""
-    loaded = data.load_run(cpu_run)
+    loaded = saved.load_run(cpu_run)
     noise = dataclasses.replace(
         loaded.summary.noise,
         resolved=True,

@@ -12,12 +12,6 @@ from conftest import FIXTURES
 from test_rules import BASE
 
 from harness.findings import control_flow, facts_of
-from harness.findings.control_flow_facts import (
-    ControlFlowFacts,
-    LoopFacts,
-    SyncFacts,
-    control_flow_facts,
-)
 from harness.hlo.thunks import read_command_buffers, thunk_files
 from harness.match.match import kernels_document, match_events
 from harness.profile.events import find_xplane
@@ -25,6 +19,12 @@ from harness.profile.reader import read_events_and_markers
 from harness.program import modules as hlo_files
 from harness.records import run_files
 from harness.records.summary import RunSummary
+from harness.saved.control_flow import (
+    ControlFlowFacts,
+    LoopFacts,
+    SyncFacts,
+    control_flow_facts,
+)
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 needs_loops = pytest.mark.skipif(not LOOPS.exists(), reason=f"no fixture at {LOOPS}")
@@ -74,7 +74,7 @@ def test_without_command_buffers_the_conditional_reads_its_predicate_back() -> N
     assert _facts("loops_cmdbuf").syncs is None  # the graph chooses on the device
 
 
-def _run(flow: ControlFlowFacts) -> control_flow.RunFacts:
+def _run(flow: ControlFlowFacts) -> control_flow.SavedRun:
     summary = RunSummary(
         schema_version=8, experiment="e", run_id="r", baseline="xla", variants={"xla": BASE}
     )

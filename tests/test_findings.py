@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_harness
 
+from harness import saved
+
 # The batched erf study of the issue, at a tiny size: erf expands to ~127 elementwise ops, and
 from harness.commands.compare import compare_runs
 from harness.findings import compare
-from harness.report import data, unresolved
+from harness.report import unresolved
 
 # with the fusion passes off each becomes a kernel of its own.
 BATCHED_ERF = (
@@ -39,7 +41,7 @@ def erf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return (root / "gelu" / "latest").resolve()
 
 
-def gated(run: data.RunData) -> bool:
+def gated(run: saved.SavedRun) -> bool:
     """True when the run could not resolve the no-fusion effect: its A/A check failed, or the
     interval stayed wider than timing.target_width. The suite runs two studies at once on two
     cores; then the run must rank no timing finding (and, when gated, say so), which is
@@ -58,7 +60,7 @@ def gated(run: data.RunData) -> bool:
 
 
 def test_the_largest_effect_of_a_batched_erf_study_is_no_fusion_and_why(erf_run: Path) -> None:
-    run = data.load_run(erf_run)
+    run = saved.load_run(erf_run)
     if gated(run):
         return
     found = run.summary.findings
@@ -82,7 +84,7 @@ def test_the_largest_effect_of_a_batched_erf_study_is_no_fusion_and_why(erf_run:
 def test_what_to_change_is_measured_with_its_interval_and_no_numerics_it_does_not_move(
     erf_run: Path,
 ) -> None:
-    run = data.load_run(erf_run)
+    run = saved.load_run(erf_run)
     if gated(run):
         return
     (rec,) = [r for r in run.summary.findings.changes if r.variant == "xla_no_fusion"]
@@ -108,7 +110,7 @@ def test_compare_states_its_ground_first(cpu_run: Path, erf_run: Path, tmp_path:
 def test_an_older_runs_config_counts_its_missing_keys_as_defaults(cpu_run: Path) -> None:
     """A run saved before a top-level key existed (here `program`) is the same problem, and
     the key is not listed as a difference."""
-    run = data.load_run(cpu_run)
+    run = saved.load_run(cpu_run)
     old_config = {k: v for k, v in run.manifest.config.items() if k != "program"}
     older = dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, config=old_config))
     assert compare.same_problem(older.manifest, run.manifest)
@@ -128,7 +130,7 @@ def test_the_h200_reference_ranks_past_its_failed_aa_check_and_keeps_its_mechani
     `python -m harness.commands.migrate` (issue 38), each comparison had to clear the floor that pair
     measured, and the run ranks its differences; what does not rest on timing stands: every
     event attributed, the mechanisms per variant, the memory findings."""
-    run = data.load_run(REPO / "results" / "reference" / "h200")
+    run = saved.load_run(REPO / "results" / "reference" / "h200")
     assert unresolved.resolved(run.summary) and run.summary.noise.aa_held is False
     assert "excludes 1.0" in run.summary.noise.aa_reasons[0]
     found = run.summary.findings  # judged again from its saved rounds (harness.commands.migrate)

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from harness import findings as rules
+from harness import saved
 from harness.analyze import judging
 from harness.commands.migrate import add_findings
 from harness.common import fmt, stats
 from harness.findings import compare, explain, untested
-from harness.findings.facts import ClusterTime, facts_of
+from harness.findings.facts import facts_of
 from harness.findings.words import mechanisms
 from harness.records.findings import Findings
 from harness.records.run_files import Manifest
@@ -32,8 +33,8 @@ from harness.records.summary import (
     VariantSummary,
     load_summary,
 )
-from harness.report import data
 from harness.report.compare import default_out
+from harness.saved.run import ClusterTime
 from harness.timing import rounds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -309,7 +310,7 @@ def test_no_bf16_suggestion_for_a_program_already_in_bf16() -> None:
 
 
 def test_compare_names_the_keys_that_differ_and_a_knob_is_not_a_size(cpu_run: Path) -> None:
-    run = data.load_run(cpu_run)
+    run = saved.load_run(cpu_run)
 
     def with_program(program: dict) -> Manifest:
         config = {**run.manifest.config, "program": program}

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("harness.records",),  # every record of a run, and its migrations
     ("harness.config",),
+    ("harness.saved",),  # a saved run read back: the one view the rules and the report read
     ("harness.hlo", "harness.profile"),  # the readers of XLA's text and of a profile
     ("harness.match",),
     # The program analysis of one dump and profile: clusters, steps, sources, roofline, the
@@ -388,13 +389,13 @@ def test_the_checks_can_fail() -> None:
     g["harness.hlo.parser"] = g["harness.hlo.parser"] | {"harness.hlo.clusters"}
     assert any("harness.hlo.parser" in c for c in cycles(g))
     g["harness.report.plots"] = g["harness.report.plots"] | {"harness.capture.variant"}
-    g["harness.config.schema"] = g["harness.config.schema"] | {"harness.report.data"}
+    g["harness.config.schema"] = g["harness.config.schema"] | {"harness.report.sections"}
     bad = violations(g)
     assert (
         "harness.report.plots only reads files but imports harness.capture.variant, a folder "
         "that runs JAX" in bad
     )
-    assert "harness.config.schema imports harness.report.data, a folder above its own" in bad
+    assert "harness.config.schema imports harness.report.sections, a folder above its own" in bad
 
 
 def test_the_report_imports_no_rule_no_ir_reader_and_no_profile_reader() -> None:
@@ -465,7 +466,7 @@ def test_the_study_and_the_command_call_one_program_analysis() -> None:
         ("harness.study.lifecycle", "harness.commands.cli"),
         ("harness.frontends.registry", "harness.frontends.jax"),
         ("harness.frontends.modes", "harness.capture.variant"),
-        ("harness.frontends.torch", "harness.report.data"),
+        ("harness.frontends.torch", "harness.report.sections"),
         ("harness.analyze.sections", "harness.frontends.jax"),
     ],
 )

@@ -145,13 +145,14 @@ def test_the_memory_thresholds_are_the_runs_config(cpu_run: Path) -> None:
     from harness.findings import facts
     from harness.findings import memory as rule
     from harness.records.saved_config import SavedConfig
+    from harness.saved import read, run
 
     assert load("gelu.yaml", ["--config.memory.min_bytes=0"]).experiment.memory.min_bytes == 0
     config = json.loads((cpu_run / "manifest.json").read_text())["config"]
     config.pop("memory", None)
-    assert facts.thresholds(SavedConfig(config)) == (facts.MIN_RATIO, facts.MIN_BYTES)
+    assert read.thresholds(SavedConfig(config)) == (run.MIN_RATIO, run.MIN_BYTES)
     zero = {**config, "memory": {"min_ratio": 0.0, "min_bytes": 0}}
-    assert facts.thresholds(SavedConfig(zero)) == (0.0, 0)
+    assert read.thresholds(SavedConfig(zero)) == (0.0, 0)
     # With no threshold, any two compiled variants whose peaks differ at all make a finding.
     summary = load_summary(cpu_run / "summary.json")
     loose = facts.read_facts(cpu_run, summary, min_ratio=0.0, min_bytes=0)

@@ -25,11 +25,11 @@ from harness.commands.migrate import add_findings
 from harness.common import userfiles
 from harness.config import load
 from harness.findings import numerics
-from harness.findings.facts import RunFacts, VariantFacts
 from harness.records import numerics_effect, run_files
 from harness.records.numerics import AccuracyFile, LeafAccuracy, PassTrial
 from harness.records.numerics_effect import Result
 from harness.records.summary import Identity, Numerics, RunSummary, VariantSummary, load_summary
+from harness.saved.run import SavedRun, SavedVariant
 from harness.variants import program
 
 YNN_OFF = {"xla_cpu_experimental_ynn_fusion_type": ""}
@@ -47,16 +47,16 @@ def _accuracy(errors: list[float], dtype: str = "bfloat16", tol: float = 2e-2) -
     return AccuracyFile(1, leaves, "outputs.npz")
 
 
-def _variant(name: str, roles: tuple[str, ...], **files: object) -> VariantFacts:
+def _variant(name: str, roles: tuple[str, ...], **files: object) -> SavedVariant:
     summary = VariantSummary(
         identity=Identity(status="ok", reason=None, mode="jit", framework="jax", roles=roles)
     )
-    return VariantFacts(name, summary, **files)
+    return SavedVariant(name, summary, **files)
 
 
-def _run(*variants: VariantFacts) -> RunFacts:
+def _run(*variants: SavedVariant) -> SavedRun:
     summary = RunSummary(8, "t", "r", "cpu", "xla", None, {v.name: v.summary for v in variants})
-    return RunFacts(summary=summary, variants=variants, platform="cpu")
+    return SavedRun(summary=summary, variants=variants, platform="cpu")
 
 
 # --- the estimate and the distances -----------------------------------------------------------
@@ -165,7 +165,7 @@ def test_an_old_summary_is_judged_from_its_worst_leaf() -> None:
         ),
         numerics=Numerics(rel_fro_err=3e-7, tolerance=2e-3, ok=True),
     )
-    run = _run(VariantFacts("xla", summary))
+    run = _run(SavedVariant("xla", summary))
     (found,) = numerics.Accuracy().conclude(run)
     assert (found.dtype, found.verdict) == ("float32", "within")
     assert numerics.CompilerEffect().conclude(run) == ()

@@ -54,7 +54,7 @@ PARTS = {
 # Second records of one file that the program analysis's own wing merges (issue 62, items
 # 1 and 3): each is named here until it is gone, and the test fails once it is.
 KNOWN_SECOND = {
-    ("CeilingRates", "ceilings.json"): "analyze/program's parser of ceilings.json",
+    ("CeilingRates", "ceilings.json"): "program/record's parser of ceilings.json",
     ("DeviceEvent", "kernels.json"): "profile/events' row, written by events_to_json",
 }
 

@@ -78,15 +78,15 @@ def add_finding_kind(root: Path) -> None:
         '"""The recipe\'s example rule."""\n\n'
         "from __future__ import annotations\n\n"
         "from harness.findings.base import Rule\n"
-        "from harness.findings.facts import RunFacts\n"
-        "from harness.records.findings import ExampleFinding\n\n\n"
+        "from harness.records.findings import ExampleFinding\n"
+        "from harness.saved.run import SavedRun\n\n\n"
         "class Always(Rule):\n"
         '    """Says that the example rule ran."""\n\n'
         '    id = "example.always"\n'
         '    kind = "example"\n\n'
-        "    def applies(self, run: RunFacts) -> bool:\n"
+        "    def applies(self, run: SavedRun) -> bool:\n"
         "        return True\n\n"
-        "    def conclude(self, run: RunFacts) -> tuple[ExampleFinding, ...]:\n"
+        "    def conclude(self, run: SavedRun) -> tuple[ExampleFinding, ...]:\n"
         f"        return (ExampleFinding(self.id, {FINDING_SENTENCE!r}),)\n"
     )
     edit(
@@ -128,7 +128,7 @@ def add_finding_kind(root: Path) -> None:
     # Its blocks in the report: rendered in report/findings.py, placed by sections.py.
     with (root / "harness/report/findings.py").open("a") as f:
         f.write(
-            "\n\ndef example_blocks(run: RunData) -> list[Block]:\n"
+            "\n\ndef example_blocks(run: SavedRun) -> list[Block]:\n"
             "    found = run.summary.findings\n"
             "    if found is None or not found.example:\n"
             "        return []\n"
@@ -151,7 +151,7 @@ def add_finding_kind(root: Path) -> None:
 
 def add_run_file(root: Path) -> None:
     """'Adding a record', a file of the run folder: its name, its record and kind, its
-    writer and its heading among the key tables."""
+    writer, its reader (the saved run's view) and its heading among the key tables."""
     edit(
         root,
         "harness/store/runfolder.py",
@@ -198,6 +198,27 @@ def add_run_file(root: Path) -> None:
         "harness/records/keytables.py",
         '    (run_files.TIMELINE, VARIANT, ""),\n',
         '    (run_files.TIMELINE, VARIANT, ""),\n    (run_files.EXAMPLE, VARIANT, ""),\n',
+    )
+    # Its reader: a field of the saved run's view, filled by its one reader.
+    edit(
+        root,
+        "harness/saved/run.py",
+        "    Environment,\n    FusionsFile,\n",
+        "    Environment,\n    ExampleFile,\n    FusionsFile,\n",
+    )
+    edit(
+        root,
+        "harness/saved/run.py",
+        "    timeline: bool = False  # variants/<name>/timeline.perfetto.json.gz was written\n",
+        "    timeline: bool = False  # variants/<name>/timeline.perfetto.json.gz was written\n"
+        "    example: ExampleFile | None = None\n",
+    )
+    edit(
+        root,
+        "harness/saved/read.py",
+        "        timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),\n",
+        "        timeline=vdir.timeline.is_file() and not vdir.timeline.is_symlink(),\n"
+        "        example=run_files.load_if_present(run_files.EXAMPLE, vdir.example),\n",
     )
 
 
@@ -249,18 +270,18 @@ from harness.config import load
 from harness.findings import evaluate, read_facts
 from harness.frontends import registry
 from harness.records import run_files
-from harness.report import data, doc, sections
-from harness.store.runfolder import VariantFolder
+from harness.report import doc, sections
+from harness import saved
+from harness.store.runfolder import RunFolder
 
-run = data.load_run(Path("run"))  # a committed reference, migrated to the new version
+run = saved.load_run(Path("run"))  # a committed reference, migrated to the new version
 found = evaluate(read_facts(run.path, run.summary))
 shown = dataclasses.replace(run, summary=dataclasses.replace(run.summary, findings=found))
 page = doc.to_markdown(sections.details_blocks(shown))
 
-folder = VariantFolder(Path("variant"))
-folder.root.mkdir()
+folder = RunFolder(Path("run")).variant(run.baseline)
 files.write(folder, files.VariantFiles(example=run_files.ExampleFile(0, count=3)))
-back = run_files.load(run_files.EXAMPLE, folder.example)
+back = saved.load_run(Path("run")).variant(run.baseline).example  # read back by the run's view
 
 Path("study.yaml").write_text(
     "experiment: recipes\\nbaseline: xla\\nvariants:\\n"

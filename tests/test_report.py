@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from harness import findings as rules
+from harness import saved
 from harness.commands.compare import compare_runs
 from harness.findings.observations import NO, NOT_HERE, YES
 from harness.records.compare import CHANGED, SAME, VANISHED, WITHIN_NOISE
 from harness.records.summary import SCHEMA_VERSION, RunSummary, load_summary
-from harness.report import data, plots, write_report
+from harness.report import plots, write_report
 from tests.conftest import REPO, TINY, read_summary, run_harness
 
 # What the tiny default study shows on a CPU, claim by claim.
@@ -126,7 +127,7 @@ def test_markdown_and_html_state_the_same_figures(rendered):
 
 
 def test_each_observation_has_its_verdict_on_the_real_cpu_run(rendered):
-    run = data.load_run(rendered)
+    run = saved.load_run(rendered)
     got = {o.key: o for o in run.summary.findings.observations}
     assert {o.framework for o in got.values()} == {"jax"}  # a JAX-only study
     assert {k: o.verdict for k, o in got.items()} == CPU_VERDICTS
@@ -225,7 +226,7 @@ def test_an_empty_run_claims_nothing(tmp_path):
     from harness.report.observations import observation_blocks
 
     judged = dataclasses.replace(empty, findings=found)
-    _, said = observation_blocks(data.RunData(path=tmp_path, summary=judged, variants=()))
+    _, said = observation_blocks(saved.SavedRun(path=tmp_path, summary=judged, variants=()))
     assert "No claim" in said.text
 
 
@@ -319,7 +320,7 @@ def test_the_report_reads_no_ir_file_and_no_profile(tmp_path):
     assert len(emptied) > 100
 
     def conclusions(run: Path) -> str:
-        r = data.load_run(run)
+        r = saved.load_run(run)
         shown = (findings_blocks, changes_blocks, boundaries_blocks, observation_blocks)
         return to_markdown(tuple(b for blocks in shown for b in blocks(r)))
 

@@ -261,9 +261,10 @@ def test_the_h200_verdict_and_top_findings_are_above_the_fold(tmp_path):
     to change after them, fits one screen."""
     from conftest import REPO
 
-    from harness.report import data, markdown
+    from harness import saved
+    from harness.report import markdown
 
-    run = data.load_run(REPO / "results" / "reference" / "h200")
+    run = saved.load_run(REPO / "results" / "reference" / "h200")
     recorded = run.summary.findings
     assert recorded is not None  # the committed reference was migrated to schema 6
     headed = len(recorded.timing) + len(recorded.memory)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_hex
 
+from harness import saved
 from harness.records.run_files import KernelEvent
 from harness.records.summary import SCHEMA_VERSION, parse_summary
-from harness.report import data, doc, plots, stage_diff
+from harness.report import doc, plots, stage_diff
 from tests.html_helpers import stray_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def test_hlo_metadata_is_left_out_of_the_diff() -> None:
 # --- the timeline cannot mislabel --------------------------------------------------------------
 
 
-def _many_clusters(tmp_path: Path, clusters: int) -> data.RunData:
+def _many_clusters(tmp_path: Path, clusters: int) -> saved.SavedRun:
     summary = parse_summary(
         {
             "schema_version": SCHEMA_VERSION,
@@ -149,10 +150,10 @@ def _many_clusters(tmp_path: Path, clusters: int) -> data.RunData:
         for i in range(clusters)
     ]
     variants = tuple(
-        data.VariantData(name, summary.variants[name], kernels=tuple(events[k::2]))
+        saved.SavedVariant(name, summary.variants[name], kernels=tuple(events[k::2]))
         for k, name in enumerate(("xla", "other"))
     )
-    return data.RunData(path=tmp_path, summary=summary, variants=variants)
+    return saved.SavedRun(path=tmp_path, summary=summary, variants=variants)
 
 
 def test_each_coloured_timeline_segment_is_its_own_cluster_in_the_legend(tmp_path: Path) -> None:
@@ -200,7 +201,7 @@ def test_a_fresh_report_reads_complete_with_its_finish_time(cpu_run: Path) -> No
 
 def test_every_variant_has_its_page_linked_from_its_row(pages: Path) -> None:
     md = (pages / "report.md").read_text()
-    run = data.load_run(pages)
+    run = saved.load_run(pages)
     for v in run.variants:
         assert f"| [{v.name}](variants/{v.name}/report.md) |" in md
         page = (pages / "variants" / v.name / "report.md").read_text()
@@ -211,7 +212,7 @@ def test_every_variant_has_its_page_linked_from_its_row(pages: Path) -> None:
 
 
 def test_a_variant_page_diffs_its_first_divergence_and_links_both_files(pages: Path) -> None:
-    run = data.load_run(pages)
+    run = saved.load_run(pages)
     v = run.variant("xla_mixed_dtype")
     d = v.summary.comparison.first_divergence
     page = (pages / "variants" / v.name / "report.md").read_text()

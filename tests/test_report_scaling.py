@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from harness.report import data, markdown, plots
+from harness import saved
+from harness.report import markdown, plots
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -31,8 +32,8 @@ def _growth(counts: list[int]) -> float:
 def widened(cpu_run: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("scaling")
 
-    def make(variants: int = 0, ops: int = 0) -> data.RunData:
-        return data.load_run(widen_run(cpu_run, root / f"v{variants}-o{ops}", variants, ops))
+    def make(variants: int = 0, ops: int = 0) -> saved.SavedRun:
+        return saved.load_run(widen_run(cpu_run, root / f"v{variants}-o{ops}", variants, ops))
 
     return make
 

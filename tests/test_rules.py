@@ -1,5 +1,5 @@
 """Every rule of harness.findings on a constructed summary: it fires where it should and
-stays silent where it should not. No run, no file: a RunFacts built by hand (issue 25)."""
+stays silent where it should not. No run, no file: a SavedRun built by hand (issue 25)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from harness import findings as rules
 from harness.common import stats
 from harness.findings import boundaries, memory, observations, timing, untested
-from harness.findings.facts import ClusterFact, DecisionStep, IrText, RunFacts, facts_of
+from harness.findings.facts import facts_of
 from harness.records.gaps import AttributionGaps, UnattributedKernel
 from harness.records.machine_state import MachineState
 from harness.records.memory import Memory, PeakBuffer
@@ -34,6 +34,7 @@ from harness.records.summary import (
     VariantSummary,
     Verdict,
 )
+from harness.saved.run import ClusterFact, DecisionStep, IrText, SavedRun
 
 PROBLEM = {"m": 16, "k": 32, "n": 32, "batch": None, "dtype": "float32", "gelu": "tanh"}
 RESOLVED = Noise(baseline="xla", self_ratio=1.0, self_ci95=(0.99, 1.01), floor=0.01, rounds=10)
@@ -90,7 +91,7 @@ def facts(
     platform: str = "cpu",
     clusters: dict | None = None,
     **vs: VariantSummary,
-) -> RunFacts:
+) -> SavedRun:
     summary = RunSummary(
         schema_version=6,
         experiment="e",
@@ -547,7 +548,7 @@ def test_a_failing_rule_is_recorded_and_the_others_still_conclude() -> None:
 
         id, kind = "test.broken", "timing"
 
-        def conclude(self, run: RunFacts) -> tuple:
+        def conclude(self, run: SavedRun) -> tuple:
             raise KeyError("boom")
 
     found = rules.evaluate(facts(eager=SLOWER_EAGER), (Broken(), timing.TimingDifference()))

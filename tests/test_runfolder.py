@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from harness import saved
 from harness.records import run_files
 from harness.records.summary import SCHEMA_VERSION, load_summary
-from harness.report import data
 from harness.report.markdown import write_report
 from harness.store.records import SchemaError
 from harness.store.runfolder import RunFolder, VariantFolder
@@ -148,7 +148,7 @@ def test_the_report_command_prints_the_renamed_key_in_one_line(copied_run: Path)
 def test_each_committed_reference_loads_through_the_migrations(name: str) -> None:
     """The references were written before their files had versions: each reads as version 0,
     migrated; the reader of every variant's files is the report's."""
-    run = data.load_run(REFERENCES / name)
+    run = saved.load_run(REFERENCES / name)
     assert run.manifest.schema_version == run_files.MANIFEST.version
     assert run.ceilings is not None and run.ceilings.peaks
     loaded = {
@@ -177,9 +177,9 @@ def test_a_schema_3_run_loads_through_the_migrations(tmp_path: Path) -> None:
     shutil.copytree(REFERENCES / "cpu", copy)
     shutil.copy(SCHEMA3_SUMMARY, RunFolder(copy).summary)
     assert json.loads(SCHEMA3_SUMMARY.read_text())["schema_version"] == 3
-    run = data.load_run(copy)
+    run = saved.load_run(copy)
     assert run.summary.schema_version == SCHEMA_VERSION and run.summary.findings is None
-    assert len(run.variants) == len(data.load_run(REFERENCES / "cpu").variants)
+    assert len(run.variants) == len(saved.load_run(REFERENCES / "cpu").variants)
     version, made = add_findings(copy)
     assert version == 3 and made > 0
     assert load_summary(RunFolder(copy).summary).findings is not None

@@ -26,8 +26,9 @@ from conftest import REPO
 from harness.common import fmt
 from harness.records.summary import load_summary
 from harness.report import sections, variant_page, write_report
-from harness.report.data import RunData, load_run
 from harness.report.markdown import write_variant_pages
+from harness.saved.read import load_run
+from harness.saved.run import SavedRun
 
 REFERENCES = ("cpu", "h200", "h200x2")
 VALUE = r"[\d.]+ (?:ms|µs|ns|s)"
@@ -112,7 +113,7 @@ def shown(cell: str, digits: str = "sig") -> tuple[float, float] | None:
     return ((value - last / 2) * scale, (value + last / 2) * scale)
 
 
-def roof_disagreements(run: Path, data: RunData | None = None) -> list[str]:
+def roof_disagreements(run: Path, data: SavedRun | None = None) -> list[str]:
     """Each `of roof` cell of a variant page that is not its row's rate over the run's measured
     ceiling it names (FLOP/s over the precision's peak, B/s over the bandwidth), within what
     the printed digits allow, and each `of peak` that is not its summary's, or is against
@@ -160,7 +161,7 @@ def _roof_row(
     return []
 
 
-def accuracy_disagreements(run: Path, data: RunData | None = None) -> list[str]:
+def accuracy_disagreements(run: Path, data: SavedRun | None = None) -> list[str]:
     """Each place a variant's accuracy verdict reads other than its one definition
     (sections.accuracy_verdict over its summary and the accuracy findings): the summary
     table's numerics cell (where it gives the accuracy, not the compiler effect), the

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from harness.common import stats
-from harness.findings.facts import ClusterFact, cluster_facts
 from harness.hlo import work
 from harness.match.step_events import StepEvent, step_events
 from harness.program.module_analysis import self_times
@@ -42,6 +41,8 @@ from harness.records.compare import (
     LineChange,
 )
 from harness.records.summary import load_summary
+from harness.saved.read import cluster_facts
+from harness.saved.run import ClusterFact
 from harness.store.runfolder import RunFolder, VariantFolder
 
 # A percentile bootstrap over fewer steps than this is no interval (two steps resample to

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from absl import flags
 
+from harness import saved
 from harness.analyze import line_diff
 from harness.commands import cli
 from harness.common import terminal
 from harness.findings import compare as rules
 from harness.hlo.diverge import ladder_divergence
 from harness.records.compare import FindingChange, LineChange
-from harness.report import compare, data
+from harness.report import compare
 from harness.store import io
 
 
@@ -31,7 +32,7 @@ def compared_lines(
 ) -> tuple[Path, Path, tuple[FindingChange, ...], tuple[LineChange, ...]]:
     """`compare_runs`, and the source lines diffed, the lines that moved first. The rules
     conclude (harness.findings.compare), the report renders (harness.report.compare)."""
-    ra, rb = data.load_run(a), data.load_run(b)
+    ra, rb = saved.load_run(a), saved.load_run(b)
     compared = rules.compare_runs(ra.summary, ra.manifest, rb.summary, rb.manifest)
     # Per source line and kind of work, with intervals: measured from each run's profiled
     # steps, so it is the analysis stage's, not a rule over the summaries.

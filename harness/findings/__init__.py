@@ -32,7 +32,7 @@ To add a rule:
    stable `id` (`<kind>.<what>`, never renamed once released: compare matches findings
    across runs by it), the `kind` of record it makes, a docstring whose first line says what
    it concludes, `applies(run)` (the run has what the rule needs) and `conclude(run)` (its
-   records; an empty tuple when nothing is concluded). It reads only the `RunFacts`; if it
+   records; an empty tuple when nothing is concluded). It reads only the `SavedRun`; if it
    needs a file the summary does not hold, `facts.read_facts` reads it at the edge.
 2. A new kind of conclusion needs its record in harness/records/findings.py and a field in
    `Findings` (a schema change: bump SCHEMA_VERSION with a migration, and regenerate
@@ -62,8 +62,9 @@ from harness.findings import (
     untested,
 )
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts, facts_of, read_facts
+from harness.findings.facts import facts_of, read_facts
 from harness.records.findings import Findings, RuleInfo
+from harness.saved.run import SavedRun
 
 RULES: tuple[Rule, ...] = (
     timing.AaGate(),
@@ -103,7 +104,7 @@ KINDS = (
 )
 
 
-def _run_rule(rule: Rule, run: RunFacts) -> tuple[tuple[Any, ...], str | None]:
+def _run_rule(rule: Rule, run: SavedRun) -> tuple[tuple[Any, ...], str | None]:
     """A rule's records, or none and why: one rule's fault never stops the others."""
     try:
         return (rule.conclude(run) if rule.applies(run) else ()), None
@@ -125,7 +126,7 @@ def top_finding(found: Findings) -> str:
     return "no resolvable difference between the variants"
 
 
-def evaluate(run: RunFacts, rules: Sequence[Rule] = RULES) -> Findings:
+def evaluate(run: SavedRun, rules: Sequence[Rule] = RULES) -> Findings:
     """Runs every rule on `run`; returns the findings section."""
     made: dict[str, list[Any]] = {k: [] for k in KINDS}
     infos = []
@@ -142,4 +143,4 @@ def evaluate(run: RunFacts, rules: Sequence[Rule] = RULES) -> Findings:
     return dataclasses.replace(found, top=top_finding(found))
 
 
-__all__ = ["RULES", "Rule", "RunFacts", "evaluate", "facts_of", "read_facts"]
+__all__ = ["RULES", "Rule", "SavedRun", "evaluate", "facts_of", "read_facts"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from harness.findings.facts import RunFacts
+from harness.saved.run import SavedRun
 
 
 class Rule:
@@ -16,11 +16,11 @@ class Rule:
     id: ClassVar[str] = ""
     kind: ClassVar[str] = ""
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         del run
         return True
 
-    def conclude(self, run: RunFacts) -> tuple[Any, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Any, ...]:
         raise NotImplementedError
 
     @classmethod
@@ -28,7 +28,7 @@ class Rule:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
 
 
-def timing_resolved(run: RunFacts) -> bool:
+def timing_resolved(run: SavedRun) -> bool:
     """The gate every timing rule reads: false when the run could not time at all (a busy
     machine, no A/A pair; a failed A/A check is judged per verdict, harness.common.stats.decide)
     (`noise.resolved`); a run with no timing rounds has nothing to suppress."""

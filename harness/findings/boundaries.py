@@ -15,16 +15,15 @@ import itertools
 from collections import Counter
 
 from harness.findings.base import Rule
-from harness.findings.facts import ClusterFact, DecisionStep, RunFacts, VariantFacts
 from harness.findings.words import change_words, config_changes
-from harness.records.by_role import same_size
 from harness.records.findings import Boundaries, BoundaryGroup, BoundaryPair
+from harness.saved.run import ClusterFact, DecisionStep, SavedRun, SavedVariant
 
 NO_REASON = "no reason in XLA's log"
 EXAMPLES = 3  # boundaries shown per group
 
 
-def step_clusters(v: VariantFacts) -> tuple[str, ...]:
+def step_clusters(v: SavedVariant) -> tuple[str, ...]:
     """One step's launches as clusters of the optimized HLO, in order: memsets and transfers
     left out, an event no cluster holds (an unattributed kernel) left out, and a cluster
     that ran several kernels in a row counted once."""
@@ -40,7 +39,7 @@ def _epilogue_parts(epilogue: str | None) -> frozenset[str]:
     return frozenset(epilogue.split("_"))
 
 
-def where_it_fuses(run: RunFacts, base: VariantFacts) -> list[str]:
+def where_it_fuses(run: SavedRun, base: SavedVariant) -> list[str]:
     """A variant of the same size whose library GEMM holds a larger epilogue: what it did
     differently, and where the two compiles part."""
     mine = max(
@@ -49,7 +48,7 @@ def where_it_fuses(run: RunFacts, base: VariantFacts) -> list[str]:
         default=frozenset(),
     )
     for v in run.variants:
-        if v is base or not v.ok or not same_size(v, base) or v.framework != base.framework:
+        if v is base or not v.ok or not v.same_size(base) or v.framework != base.framework:
             continue
         for call in v.summary.hlo.library_calls:
             # A larger epilogue holds the base's and more (BIAS_GELU over BIAS); DEFAULT holds
@@ -64,7 +63,7 @@ def where_it_fuses(run: RunFacts, base: VariantFacts) -> list[str]:
     return []
 
 
-def library_reasons(run: RunFacts, base: VariantFacts, call: ClusterFact) -> list[str]:
+def library_reasons(run: SavedRun, base: SavedVariant, call: ClusterFact) -> list[str]:
     """Why a library call ends a fusion: its structure, the pass that made it, and a variant
     whose call fuses more."""
     target = call.target or "a library call"
@@ -95,7 +94,7 @@ def log_lines(steps: tuple[DecisionStep, ...], producer: str, consumer: str) -> 
 
 
 def boundary_reasons(
-    run: RunFacts, producer: str, consumer: str, library: list[str] | None
+    run: SavedRun, producer: str, consumer: str, library: list[str] | None
 ) -> tuple[str, ...]:
     """The evidence for one boundary (`library`: the reasons of a library-call producer)."""
     reasons = [*(library or []), *log_lines(run.decisions, producer, consumer)]
@@ -109,11 +108,11 @@ class WhyNotFused(Rule):
     id = "structure.why_not_fused"
     kind = "boundaries"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         base = run.by_role("baseline")
         return base is not None and len(step_clusters(base)) > 1
 
-    def conclude(self, run: RunFacts) -> tuple[Boundaries, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Boundaries, ...]:
         base = run.by_role("baseline")
         assert base is not None
         seq = step_clusters(base)

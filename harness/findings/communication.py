@@ -12,9 +12,9 @@ then says how the run's threads were scheduled, which the evidence names.
 from __future__ import annotations
 
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts
 from harness.records.comm import Comm
 from harness.records.findings import WaitFinding
+from harness.saved.run import SavedRun
 
 WAIT_SHARE = 0.10  # a device waiting more than this share of its step is named
 
@@ -66,10 +66,10 @@ class Waiting(Rule):
     kind = "communication"
     threshold = WAIT_SHARE
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return any(v.comm.per_device for v in run.summary.variants.values())
 
-    def conclude(self, run: RunFacts) -> tuple[WaitFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[WaitFinding, ...]:
         return tuple(
             f
             for name, v in run.summary.variants.items()

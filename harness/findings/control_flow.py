@@ -23,9 +23,9 @@ Rules:
 from __future__ import annotations
 
 from harness.findings.base import Rule
-from harness.findings.control_flow_facts import LoopFacts
-from harness.findings.facts import RunFacts
 from harness.records.findings import ControlFlowFinding
+from harness.saved.control_flow import LoopFacts
+from harness.saved.run import SavedRun
 
 
 class LoopCost(Rule):
@@ -34,10 +34,10 @@ class LoopCost(Rule):
     id = "control_flow.loop"
     kind = "control_flow"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return any(v.control_flow.loops for v in run.variants)
 
-    def conclude(self, run: RunFacts) -> tuple[ControlFlowFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[ControlFlowFinding, ...]:
         out = []
         for v in run.variants:
             for lf in v.control_flow.loops:
@@ -112,10 +112,10 @@ class HostSync(Rule):
     id = "control_flow.host_sync"
     kind = "control_flow"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return any(v.control_flow.syncs for v in run.variants)
 
-    def conclude(self, run: RunFacts) -> tuple[ControlFlowFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[ControlFlowFinding, ...]:
         out = []
         for v in run.variants:
             s = v.control_flow.syncs

@@ -32,9 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from harness.common import fmt
-from harness.findings.facts import ClusterTime, VariantFacts
 from harness.hlo import work
 from harness.records.findings import Decomposition, TimePart
+from harness.saved.run import ClusterTime, SavedVariant
 
 # A mechanism (kernels, bytes, transfers) is given as a reason only where the part of the
 # timeline it acts on carries at least this share of the measured difference; the same share
@@ -47,7 +47,7 @@ NO_LINE = "(no source line)"
 UNNAMED = ("other", "outside_clusters")
 
 
-def _missing(v: VariantFacts) -> str | None:
+def _missing(v: SavedVariant) -> str | None:
     p = v.summary.profile
     if p.profiled_step_time_s is None or p.device_time_per_step_s is None:
         errors = [e for e in v.summary.analysis_errors if "profile" in e.lower()]
@@ -137,7 +137,7 @@ def _group_part(kind: str, what: str, a: _Sum | None, b: _Sum | None) -> TimePar
     )
 
 
-def work_parts(v: VariantFacts, ref: VariantFacts) -> list[TimePart]:
+def work_parts(v: SavedVariant, ref: SavedVariant) -> list[TimePart]:
     """The clusters' device time a step grouped by kind of work, the variant's less the
     reference's. Clusters pair by nothing: a kind's clusters are summed on each side, so
     instruction names that change between compiles never matter."""
@@ -148,7 +148,7 @@ def work_parts(v: VariantFacts, ref: VariantFacts) -> list[TimePart]:
     ]
 
 
-def line_parts(v: VariantFacts, ref: VariantFacts) -> tuple[TimePart, ...]:
+def line_parts(v: SavedVariant, ref: SavedVariant) -> tuple[TimePart, ...]:
     """The clusters' device time a step by source line (a cluster over several lines gives
     each an equal part), largest |difference| first; clusters with no line last."""
     mine, theirs = _sums(v.times, "line"), _sums(ref.times, "line")
@@ -159,7 +159,7 @@ def line_parts(v: VariantFacts, ref: VariantFacts) -> tuple[TimePart, ...]:
     return tuple(sorted(parts, key=lambda p: (p.lines == (NO_LINE,), -abs(p.delta_s))))
 
 
-def _windows(v: VariantFacts) -> tuple[float, float, float, float]:
+def _windows(v: SavedVariant) -> tuple[float, float, float, float]:
     """One side's (timed step, profiled device busy, launch gaps, host gap of the timed
     step), seconds a step; the host gap may be negative (the residual takes it)."""
     timed = v.summary.timing.step_s or 0.0
@@ -168,7 +168,7 @@ def _windows(v: VariantFacts) -> tuple[float, float, float, float]:
     return timed, busy, gaps, timed - busy - gaps
 
 
-def _overhead(v: VariantFacts) -> float | None:
+def _overhead(v: SavedVariant) -> float | None:
     p, t = v.summary.profile.profiled_step_time_s, v.summary.timing.step_s
     return None if p is None or t is None else p - t
 
@@ -184,7 +184,7 @@ def _lead_index(parts: list[TimePart], measured: float) -> int:
     return 0
 
 
-def decompose(v: VariantFacts, ref: VariantFacts) -> Decomposition | None:
+def decompose(v: SavedVariant, ref: SavedVariant) -> Decomposition | None:
     """Returns the difference of `v` from `ref` per step taken apart (None where either has
     no timed step)."""
     sv, sr = v.summary.timing.step_s, ref.summary.timing.step_s
@@ -256,8 +256,8 @@ def decompose(v: VariantFacts, ref: VariantFacts) -> Decomposition | None:
 
 
 def _windows_sentence(
-    v: VariantFacts,
-    ref: VariantFacts,
+    v: SavedVariant,
+    ref: SavedVariant,
     ov_v: float | None,
     ov_r: float | None,
     host_delta: float,
@@ -284,8 +284,8 @@ def _windows_sentence(
 
 
 def _residual_note(
-    v: VariantFacts,
-    ref: VariantFacts,
+    v: SavedVariant,
+    ref: SavedVariant,
     host_v: float,
     host_r: float,
     residual: float,

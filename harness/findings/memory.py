@@ -12,11 +12,10 @@ from collections.abc import Iterable
 
 from harness.common import fmt
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts, VariantFacts
-from harness.records.by_role import same_size
 from harness.records.findings import MemoryFinding, SourceBytes
 from harness.records.memory import PeakBuffer
 from harness.records.summary import VariantSummary
+from harness.saved.run import SavedRun, SavedVariant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +62,7 @@ def peak(s: VariantSummary) -> int | None:
     return s.memory.peak_bytes if s.memory is not None else None
 
 
-def peak_tradeoff(v: VariantFacts, ref: VariantFacts) -> str:
+def peak_tradeoff(v: SavedVariant, ref: SavedVariant) -> str:
     """The change in peak a recommendation brings: "What to change"'s trade-off column."""
     a, b = peak(v.summary), peak(ref.summary)
     if a is None or b is None:
@@ -74,7 +73,7 @@ def peak_tradeoff(v: VariantFacts, ref: VariantFacts) -> str:
 
 
 def memory_finding(
-    rule: str, v: VariantFacts, base: VariantFacts, min_ratio: float, min_bytes: int
+    rule: str, v: SavedVariant, base: SavedVariant, min_ratio: float, min_bytes: int
 ) -> MemoryFinding | None:
     """A finding when the two peaks differ by more than `min_ratio` of the smaller and more
     than `min_bytes`, naming the buffers (by source line) that make the difference."""
@@ -127,17 +126,17 @@ class MemoryPeak(Rule):
     id = "memory.peak"
     kind = "memory"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return run.variant(run.baseline) is not None
 
-    def conclude(self, run: RunFacts) -> tuple[MemoryFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[MemoryFinding, ...]:
         base = run.variant(run.baseline)
         assert base is not None  # applies() held
         found = [
             f
             for v in run.variants
             if v.framework == base.framework
-            and same_size(v, base)
+            and v.same_size(base)
             and (f := memory_finding(self.id, v, base, run.min_ratio, run.min_bytes)) is not None
         ]
         return tuple(sorted(found, key=lambda f: -abs(f.peak_bytes - f.against_bytes)))

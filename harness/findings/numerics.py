@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from harness.common import fmt
 from harness.common.precision import TOLERANCE
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts, VariantFacts
 from harness.records import numerics_effect
 from harness.records.numerics import AccuracyFinding, EffectFinding, LeafAccuracy
+from harness.saved.run import SavedRun, SavedVariant
 
 # A leaf's error is the dtype's own rounding when it is within this fraction of the reference
 # run's error of the same leaf (plus a few units of roundoff): bf16 through a deep program
@@ -39,7 +39,7 @@ class _Leaf:
     leaf: LeafAccuracy
 
 
-def _leaves(v: VariantFacts) -> tuple[LeafAccuracy, ...]:
+def _leaves(v: SavedVariant) -> tuple[LeafAccuracy, ...]:
     """Each leaf's error against float64: numerics.json's, else summary.json's worst leaf."""
     if v.accuracy is not None:
         return v.accuracy.leaves
@@ -72,7 +72,7 @@ class Accuracy(Rule):
 
     id, kind = "numerics.accuracy", "numerics"
 
-    def conclude(self, run: RunFacts) -> tuple[AccuracyFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[AccuracyFinding, ...]:
         ok = [v for v in run.variants if v.ok]
         by_dtype: dict[str, list[_Leaf]] = {}
         for v in ok:
@@ -81,7 +81,7 @@ class Accuracy(Rule):
                     by_dtype.setdefault(leaf.dtype, []).append(_Leaf(v.name, leaf))
         return tuple(self.judge(run, dtype, rows) for dtype, rows in by_dtype.items())
 
-    def judge(self, run: RunFacts, dtype: str, rows: list[_Leaf]) -> AccuracyFinding:
+    def judge(self, run: SavedRun, dtype: str, rows: list[_Leaf]) -> AccuracyFinding:
         names = [r.variant for r in rows]
         eager = next((v.name for v in run.variants if "eager" in v.roles and v.name in names), None)
         reference = eager or (run.baseline if run.baseline in names else None)
@@ -129,7 +129,7 @@ class CompilerEffect(Rule):
 
     id, kind = "numerics.compiler_effect", "effects"
 
-    def conclude(self, run: RunFacts) -> tuple[EffectFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[EffectFinding, ...]:
         out = []
         for v in run.variants:
             d = v.distances

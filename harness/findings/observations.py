@@ -16,9 +16,9 @@ from typing import ClassVar
 
 from harness.common import fmt
 from harness.findings.base import Rule
-from harness.findings.facts import IrText, RunFacts, VariantFacts
 from harness.frontends import registry
 from harness.records.findings import Observation
+from harness.saved.run import IrText, SavedRun, SavedVariant
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
 PAUSE_FACTOR = 10.0  # a pause is a first call (or recompile) at least this many steps long
@@ -31,10 +31,10 @@ class Claim(Rule):
     key: ClassVar[str] = ""
     claim: ClassVar[str] = ""
 
-    def conclude(self, run: RunFacts) -> tuple[Observation, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Observation, ...]:
         return tuple(o for f in run.frameworks() if (o := self.judge(run, f)) is not None)
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         raise NotImplementedError
 
     def said(
@@ -48,7 +48,7 @@ class Claim(Rule):
         return self.said(framework, NOT_MEASURED, (why,))
 
 
-def _transfers(v: VariantFacts) -> tuple[float, float] | None:
+def _transfers(v: SavedVariant) -> tuple[float, float] | None:
     """Returns (count, bytes) of transfers per step over all directions; None if not profiled."""
     p = v.summary.profile
     if p.kernels_per_step is None:
@@ -62,7 +62,7 @@ class EagerLaunches(Claim):
     id, key = "observation.eager_launches", "eager_launches"
     claim = "Eager issues three or more launches per step."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("eager", framework)
         if v is None:
             return None
@@ -90,7 +90,7 @@ class EagerTransfers(Claim):
     id, key = "observation.eager_transfers", "eager_transfers"
     claim = "Eager adds temporary host-device transfers per step."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("eager", framework)
         if v is None:
             return None
@@ -111,7 +111,7 @@ class EagerTransfers(Claim):
 class _Pause(Claim):
     which: ClassVar[str] = "first"
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("baseline", framework)
         if v is None:
             return None
@@ -181,7 +181,7 @@ class LibraryEpilogue(Claim):
     id, key = "observation.library_epilogue", "library_epilogue"
     claim = "A compiled call runs one library matmul with a fused epilogue."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         if not run.with_role("compiled", framework):
             return None
         compiled = [
@@ -208,7 +208,7 @@ class LibraryEpilogue(Claim):
         return self.missing(framework, "no compiled variant was analyzed")
 
 
-def _calls(v: VariantFacts) -> str:
+def _calls(v: SavedVariant) -> str:
     """A variant's library calls, repeats counted: `__ynn_fusion ×4`."""
     calls = Counter(c.target for c in v.summary.hlo.library_calls)
     return ", ".join(t + (f" ×{n}" if n > 1 else "") for t, n in calls.items()) or "none"
@@ -220,7 +220,7 @@ class FewerKernels(Claim):
     id, key = "observation.fewer_kernels", "fewer_kernels"
     claim = "A compiled call runs fewer kernels than eager."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         e, b = run.by_role("eager", framework), run.by_role("baseline", framework)
         if e is None or b is None:
             return None
@@ -236,7 +236,7 @@ class FewerKernels(Claim):
         )
 
 
-def _breaks(v: VariantFacts) -> str:
+def _breaks(v: SavedVariant) -> str:
     """Returns `name: N graphs, M breaks (explain()): reason at file:line`, or '' (JAX)."""
     d = v.summary.dynamo
     if d is None or d.graph_count is None:
@@ -258,7 +258,7 @@ class HostCallbackSplit(Claim):
     id, key = "observation.host_callback_split", "host_callback_split"
     claim = "A host callback (print) splits the compiled region."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         cb, base = run.by_role("host_callback", framework), run.by_role("baseline", framework)
         if cb is None or base is None:
             return None
@@ -301,7 +301,7 @@ class TracedBranch(Claim):
     id, key = "observation.traced_branch", "traced_branch"
     claim = "A data-dependent branch splits (or is refused by) the compiled region."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("traced_branch", framework)
         if v is None:
             return None
@@ -338,7 +338,7 @@ class CacheMissExplains(Claim):
     id, key = "observation.cache_miss_log", "cache_miss_log"
     claim = "The compiler's log explains the recompile."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("baseline", framework)
         if v is None:
             return None
@@ -423,7 +423,7 @@ def _either(names: Iterable[str]) -> str:
 class _LaterIr(Claim):
     part: ClassVar[str] = ""
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         texts = run.emitted.get(framework, {})
         if not any(texts.values()):
             kept = _either(STAGE_NAMES.get(s, s) for s in registry.traits(framework).emitter_stages)
@@ -465,7 +465,7 @@ class FlopsCounted(Claim):
     id, key = "observation.flops_counted", "flops_counted"
     claim = "FLOPs and bytes are counted."
 
-    def judge(self, run: RunFacts, framework: str) -> Observation | None:
+    def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("baseline", framework)
         if v is None:
             return None

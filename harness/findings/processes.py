@@ -10,9 +10,9 @@ timing, so it reads the A/A gate.
 from __future__ import annotations
 
 from harness.findings.base import Rule, timing_resolved
-from harness.findings.facts import RunFacts
 from harness.records.findings import ProcessSpread
 from harness.records.processes import VariantProcesses
+from harness.saved.run import SavedRun
 
 
 def spread_finding(
@@ -42,10 +42,10 @@ class Straggler(Rule):
     id = "processes.straggler"
     kind = "processes"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return run.processes is not None and timing_resolved(run)
 
-    def conclude(self, run: RunFacts) -> tuple[ProcessSpread, ...]:
+    def conclude(self, run: SavedRun) -> tuple[ProcessSpread, ...]:
         p = run.processes
         assert p is not None
         found = (

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from harness.common import fmt, stats
 from harness.findings import explain
 from harness.findings.base import Rule, timing_resolved
-from harness.findings.facts import RunFacts, VariantFacts
 from harness.findings.memory import peak_tradeoff
 from harness.findings.words import config_changes, divergence_sentence, mechanism_parts
 from harness.records import numerics_effect
 from harness.records.findings import Change, CoverageFinding, Gate, TimingFinding
 from harness.records.summary import Noise, Verdict
+from harness.saved.run import SavedRun, SavedVariant
 
 
 def gate_evidence(n: Noise, host_bound: bool = True) -> tuple[str, ...]:
@@ -72,10 +72,10 @@ class AaGate(Rule):
     id = "gate.aa_check"
     kind = "gate"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return run.summary.noise is not None
 
-    def conclude(self, run: RunFacts) -> tuple[Gate, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Gate, ...]:
         n = run.summary.noise
         assert n is not None  # applies() held
         evidence = gate_evidence(n, run.platform not in ("gpu", "tpu"))
@@ -124,7 +124,7 @@ def not_timed_line(n: Noise) -> str:
     )
 
 
-def reference(run: RunFacts, v: VariantFacts) -> tuple[VariantFacts | None, Verdict | None]:
+def reference(run: SavedRun, v: SavedVariant) -> tuple[SavedVariant | None, Verdict | None]:
     """The variant `v` is judged against: the baseline of its size, else the lower bound."""
     c = v.summary.comparison
     for verdict in (c.vs_baseline, c.vs_lower_bound):
@@ -133,7 +133,7 @@ def reference(run: RunFacts, v: VariantFacts) -> tuple[VariantFacts | None, Verd
     return None, None
 
 
-def judged_pairs(run: RunFacts) -> Iterator[tuple[VariantFacts, VariantFacts, Verdict]]:
+def judged_pairs(run: SavedRun) -> Iterator[tuple[SavedVariant, SavedVariant, Verdict]]:
     """Each measured variant with its reference and verdict. The lower bound is what the
     others are measured against: "it is faster than the baseline" only restates the
     baseline's own finding, so it is never judged."""
@@ -145,7 +145,7 @@ def judged_pairs(run: RunFacts) -> Iterator[tuple[VariantFacts, VariantFacts, Ve
             yield v, ref, verdict
 
 
-def _pair(rule: str, v: VariantFacts, ref: VariantFacts, verdict: Verdict) -> TimingFinding:
+def _pair(rule: str, v: SavedVariant, ref: SavedVariant, verdict: Verdict) -> TimingFinding:
     """The typed evidence of one pair, without its sentences."""
     d = v.summary.comparison.first_divergence
     diverged = d is not None and d.against == ref.name and d.stage != "none"
@@ -168,7 +168,7 @@ def _pair(rule: str, v: VariantFacts, ref: VariantFacts, verdict: Verdict) -> Ti
     )
 
 
-def _differs(run: RunFacts, verdict: Verdict) -> bool:
+def _differs(run: SavedRun, verdict: Verdict) -> bool:
     """A resolved difference: the run passed its gate and the verdict says one."""
     if not timing_resolved(run):
         return False
@@ -181,7 +181,7 @@ class TimingDifference(Rule):
     id = "timing.difference"
     kind = "timing"
 
-    def conclude(self, run: RunFacts) -> tuple[TimingFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[TimingFinding, ...]:
         out = []
         for v, ref, verdict in judged_pairs(run):
             if not _differs(run, verdict):
@@ -235,7 +235,7 @@ class NoDifference(Rule):
     id = "timing.no_difference"
     kind = "noise"
 
-    def conclude(self, run: RunFacts) -> tuple[TimingFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[TimingFinding, ...]:
         gated = not timing_resolved(run)
         out = []
         for v, ref, verdict in judged_pairs(run):
@@ -259,7 +259,7 @@ class Coverage(Rule):
     id = "coverage.unattributed"
     kind = "coverage"
 
-    def conclude(self, run: RunFacts) -> tuple[CoverageFinding, ...]:
+    def conclude(self, run: SavedRun) -> tuple[CoverageFinding, ...]:
         out = []
         for v in run.variants:
             g = v.summary.profile.gaps
@@ -280,7 +280,7 @@ class Coverage(Rule):
 # --- what to change ---------------------------------------------------------------------------
 
 
-def _numerics(v: VariantFacts, ref: VariantFacts) -> str:
+def _numerics(v: SavedVariant, ref: SavedVariant) -> str:
     """The change's numerics trade-off, only where it moves the compiler-effect figure: the
     variant's result is further from the baseline's than two correct implementations of its
     dtype are (numerics.compiler_effect); the dtype's own rounding is stated once elsewhere."""
@@ -298,7 +298,7 @@ def _numerics(v: VariantFacts, ref: VariantFacts) -> str:
     )
 
 
-def _pause(v: VariantFacts, ref: VariantFacts, platform: str) -> str:
+def _pause(v: SavedVariant, ref: SavedVariant, platform: str) -> str:
     a, b = v.summary.compile.first_call_s, ref.summary.compile.first_call_s
     if a is None or b is None:
         return ""
@@ -331,7 +331,7 @@ class MeasuredChange(Rule):
     id = "change.measured"
     kind = "changes"
 
-    def conclude(self, run: RunFacts) -> tuple[Change, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Change, ...]:
         out = []
         for f in TimingDifference().conclude(run):
             v, ref = run.variant(f.variant), run.variant(f.against)

@@ -10,9 +10,9 @@ from typing import Any
 
 from harness.common import fmt
 from harness.findings.base import Rule
-from harness.findings.facts import RunFacts, VariantFacts
 from harness.records.findings import Untested
 from harness.records.summary import ArraySpec, ProgramRecord
+from harness.saved.run import SavedRun, SavedVariant
 
 UNTESTED_GPU = (
     (
@@ -44,11 +44,11 @@ def _yaml(value: Any) -> str:
     return str(value)
 
 
-def _on_gpu(run: RunFacts) -> bool:
+def _on_gpu(run: SavedRun) -> bool:
     return run.platform == "gpu"
 
 
-def _bf16_gemm(run: RunFacts, plural: bool) -> str:
+def _bf16_gemm(run: SavedRun, plural: bool) -> str:
     """How a bf16 GEMM runs on this platform."""
     gemm = "the GEMMs" if plural else "the GEMM"
     return (
@@ -63,10 +63,10 @@ class UntestedOption(Rule):
     id = "untested.xla_option"
     kind = "untested"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return run.by_role("baseline") is not None
 
-    def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
         assert base is not None
         measured = {
@@ -87,7 +87,7 @@ class UntestedOption(Rule):
         return tuple(out)
 
 
-def _gelu_study(run: RunFacts) -> VariantFacts | None:
+def _gelu_study(run: SavedRun) -> SavedVariant | None:
     """The baseline of a GELU-expression study (not a program study), or None.
 
     A program study's variant has an empty `problem`, and its `program` record only where it
@@ -99,7 +99,7 @@ def _gelu_study(run: RunFacts) -> VariantFacts | None:
     return base if base.summary.identity.problem else None
 
 
-def _program_study(run: RunFacts) -> VariantFacts | None:
+def _program_study(run: SavedRun) -> SavedVariant | None:
     """The baseline of a program study, or None."""
     base = run.by_role("baseline")
     if base is None or _gelu_study(run) is not None:
@@ -113,10 +113,10 @@ class UntestedTanh(Rule):
     id = "untested.tanh_gelu"
     kind = "untested"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return _gelu_study(run) is not None
 
-    def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
         base = _gelu_study(run)
         assert base is not None
         forms = {v.summary.identity.problem.get("gelu") for v in run.variants if v.measured}
@@ -140,10 +140,10 @@ class UntestedBf16(Rule):
     id = "untested.bf16_inputs"
     kind = "untested"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return _gelu_study(run) is not None
 
-    def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
         base = _gelu_study(run)
         assert base is not None
         dtypes = {v.summary.identity.problem.get("dtype") for v in run.variants if v.measured}
@@ -210,10 +210,10 @@ class UntestedProgramBf16(Rule):
     id = "untested.program_bf16"
     kind = "untested"
 
-    def applies(self, run: RunFacts) -> bool:
+    def applies(self, run: SavedRun) -> bool:
         return _program_study(run) is not None
 
-    def conclude(self, run: RunFacts) -> tuple[Untested, ...]:
+    def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
         base = run.by_role("baseline")
         assert base is not None
         ran = [

@@ -13,10 +13,10 @@ from collections import Counter
 
 from harness.common import fmt
 from harness.config.program import knob
-from harness.findings.facts import ClusterFact, VariantFacts
 from harness.frontends import registry
 from harness.hlo.library_cost import ATTENTION_PREFIXES
 from harness.records.findings import ConfigChange
+from harness.saved.run import ClusterFact, SavedVariant
 
 PROBLEM_WORDS = {
     "dtype": "x's dtype",
@@ -74,7 +74,7 @@ def _option(name: str, x: object, y: object, in_a: bool, in_b: bool) -> ConfigCh
     )
 
 
-def config_changes(v: VariantFacts, ref: VariantFacts) -> tuple[ConfigChange, ...]:
+def config_changes(v: SavedVariant, ref: SavedVariant) -> tuple[ConfigChange, ...]:
     """Returns the config differences of `v` from `ref`: mode, problem, program, options."""
     a, b = v.summary.identity, ref.summary.identity
     out = []
@@ -132,7 +132,7 @@ def change_words(changes: tuple[ConfigChange, ...]) -> str:
     return "; ".join(c.phrase for c in changes) or "no config difference (same options)"
 
 
-def _cluster_kinds(v: VariantFacts) -> Counter[str]:
+def _cluster_kinds(v: SavedVariant) -> Counter[str]:
     out: Counter[str] = Counter()
     for c in v.clusters:
         name = re.sub(r"(\.\d+)+$", "", c.name)
@@ -140,7 +140,7 @@ def _cluster_kinds(v: VariantFacts) -> Counter[str]:
     return out
 
 
-def largest_fusion(v: VariantFacts) -> ClusterFact | None:
+def largest_fusion(v: SavedVariant) -> ClusterFact | None:
     """The fusion cluster holding the most ops (constants and parameters not counted)."""
     fusions = [c for c in v.clusters if c.kind.startswith("k")]
     return max(fusions, key=lambda c: c.ops, default=None)
@@ -150,7 +150,7 @@ def _is_transfer(event: str) -> bool:
     return event.startswith(("D2H(", "H2D("))
 
 
-def profiled(v: VariantFacts) -> bool:
+def profiled(v: SavedVariant) -> bool:
     """True when the variant's profile was matched: its kernel and transfer counts were
     measured. A failed or skipped profile leaves them null, never zero."""
     return v.summary.profile.kernels_per_step is not None
@@ -159,7 +159,7 @@ def profiled(v: VariantFacts) -> bool:
 Part = tuple[str, str]  # (the part of the timeline it acts on: device or host, the phrase)
 
 
-def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[Part, ...]:
+def mechanism_parts(v: SavedVariant, ref: SavedVariant) -> tuple[Part, ...]:
     """Returns what the compiler made differently, measured: kernels, transfers, clusters,
     epilogues, the GEMM's precision, bytes moved. A count one side never measured (its
     profile failed or was skipped) is compared with nothing. Each comes with the part of the
@@ -168,7 +168,7 @@ def mechanism_parts(v: VariantFacts, ref: VariantFacts) -> tuple[Part, ...]:
     return tuple(part for parts_of in _MECHANISMS for part in parts_of(v, ref))
 
 
-def _kernel_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _kernel_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     kv, kr = v.summary.profile.kernels_per_step, ref.summary.profile.kernels_per_step
     if kv is None or kr is None or kv == kr:
         return []
@@ -187,7 +187,7 @@ def _kernel_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     return out
 
 
-def _transfer_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _transfer_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     if not (profiled(v) and profiled(ref)):
         return []
     mine, theirs = v.summary.profile.transfers_per_step, ref.summary.profile.transfers_per_step
@@ -202,7 +202,7 @@ def _transfer_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     return out
 
 
-def _epilogue_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _epilogue_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     # GEMM calls only: a cuDNN attention call has no epilogue, and counting it read as "the
     # library GEMM's epilogue is DEFAULT/none instead of DEFAULT" on the H200.
     ga = [c for c in v.summary.hlo.library_calls if not c.target.startswith(ATTENTION_PREFIXES)]
@@ -220,7 +220,7 @@ def _epilogue_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     ]
 
 
-def _cluster_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _cluster_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     added = _cluster_kinds(v) - _cluster_kinds(ref)
     if not (added and ref.clusters):
         return []
@@ -238,17 +238,17 @@ def _cluster_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
     ]
 
 
-def _precision_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _precision_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     pv, pr = v.summary.cost.peak_precision, ref.summary.cost.peak_precision
     return [("device", f"the GEMM runs on {pv} instead of {pr}")] if pv and pr and pv != pr else []
 
 
-def _bytes_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _bytes_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     bv, br = v.summary.cost.bytes, ref.summary.cost.bytes
     return [("device", fmt.bytes_versus(bv, br))] if bv and br and abs(bv - br) > 0.05 * br else []
 
 
-def _split_parts(v: VariantFacts, ref: VariantFacts) -> list[Part]:
+def _split_parts(v: SavedVariant, ref: SavedVariant) -> list[Part]:
     seq = v.summary.profile.step_sequence
     split = any(map(_is_transfer, seq)) and not any(
         map(_is_transfer, ref.summary.profile.step_sequence)
@@ -270,12 +270,12 @@ _MECHANISMS = (
 )
 
 
-def mechanisms(v: VariantFacts, ref: VariantFacts) -> tuple[str, ...]:
+def mechanisms(v: SavedVariant, ref: SavedVariant) -> tuple[str, ...]:
     """The phrases of `mechanism_parts`."""
     return tuple(phrase for _, phrase in mechanism_parts(v, ref))
 
 
-def divergence_sentence(v: VariantFacts) -> str:
+def divergence_sentence(v: SavedVariant) -> str:
     """Where the programs first differ, in one sentence ('' when they do not)."""
     d = v.summary.comparison.first_divergence
     if d is None or d.stage == "none":

@@ -52,8 +52,17 @@ from harness.hlo.clusters import Cluster, called_instructions, find_clusters, li
 from harness.hlo.control_flow import Taken, computation_runs
 from harness.hlo.instruction import MAX_ID, Instruction
 from harness.hlo.library_cost import attention_cost, is_attention
+from harness.hlo.operands import (
+    contracted,
+    elements,
+    first_array,
+    operand_array,
+    operand_elements,
+    operand_shape,
+    unbounded,
+)
 from harness.hlo.parser import Computation, HloModule
-from harness.hlo.shapes import ArrayShape, Shape, TupleShape, decimal, leaves
+from harness.hlo.shapes import ArrayShape, TupleShape, decimal, leaves
 
 TRANSCENDENTAL = frozenset(
     {
@@ -292,40 +301,6 @@ class ModuleCost:
         }
 
 
-def _elements(shape: Shape | None) -> int:
-    return sum(s.elements for s in leaves(shape)) if shape is not None else 0
-
-
-def _unbounded(shape: Shape | None) -> bool:
-    """True when some dimension is `?` (no bound; parsed as -1)."""
-    return shape is not None and any(d < 0 for s in leaves(shape) for d in s.dims)
-
-
-def _first(shape: Shape | None) -> ArrayShape | None:
-    if shape is None:
-        return None
-    arrays = leaves(shape)
-    return arrays[0] if arrays else None
-
-
-def _operand_shape(comp: Computation, operand: str) -> Shape | None:
-    name, _, index = operand.partition("#")
-    inst = comp.get(name)
-    if inst is None:
-        return None
-    shape = inst.shape
-    if index.isdigit() and isinstance(shape, TupleShape):
-        i = int(index)
-        return shape.elements[i] if i < len(shape.elements) else None
-    return shape
-
-
-def _contracted(lhs: Shape | None, dims: tuple[int, ...]) -> int:
-    if not isinstance(lhs, ArrayShape):
-        return 0
-    return math.prod(lhs.dims[d] for d in dims if d < len(lhs.dims))
-
-
 def _computation_cost(
     module: HloModule, name: str | None, memo: dict[str, tuple[float, float]]
 ) -> tuple[float, float]:
@@ -404,9 +379,9 @@ def _valid_positions(
 
 def _convolution_flops(comp: Computation, inst: Instruction) -> tuple[float, str]:
     """XLA's convolution count, or (0, why) when the operands or dim_labels are unreadable."""
-    lhs = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
-    rhs = _first(_operand_shape(comp, inst.operands[1])) if len(inst.operands) > 1 else None
-    out = _first(inst.shape)
+    lhs = first_array(operand_shape(comp, inst.operands[0])) if inst.operands else None
+    rhs = first_array(operand_shape(comp, inst.operands[1])) if len(inst.operands) > 1 else None
+    out = first_array(inst.shape)
     labels = (inst.attr("dim_labels") or "").strip()
     try:
         lhs_l, rest = labels.split("_", 1)
@@ -455,10 +430,10 @@ def instruction_cost(
     op = inst.opcode
     if op in ZERO_FLOP:
         return OpCost()
-    if _unbounded(inst.shape) or any(_unbounded(_operand_shape(comp, o)) for o in inst.operands):
+    if unbounded(inst.shape) or any(unbounded(operand_shape(comp, o)) for o in inst.operands):
         # `?` parses as -1: a product over it is 0 or negative, never the work done.
         return OpCost(uncosted=f"{op} (unbounded dimension)")
-    out = _elements(inst.shape)
+    out = elements(inst.shape)
     if op in ELEMENTWISE_FLOP:
         return OpCost(float(out))
     if op in TRANSCENDENTAL or op in RANDOM:
@@ -476,25 +451,16 @@ RANDOM = frozenset(("rng", "rng-bit-generator"))
 Memo = dict[str, tuple[float, float]]
 
 
-def _operand(comp: Computation, inst: Instruction, i: int) -> ArrayShape | None:
-    """The i-th operand's first array shape, or None where there is none."""
-    return _first(_operand_shape(comp, inst.operands[i])) if len(inst.operands) > i else None
-
-
-def _operand_elements(comp: Computation, inst: Instruction, i: int) -> int:
-    return _elements(_operand_shape(comp, inst.operands[i])) if len(inst.operands) > i else 0
-
-
 def _dot_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
-    lhs = _operand_shape(comp, inst.operands[0]) if inst.operands else None
-    k = _contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
-    return OpCost(2.0 * _elements(inst.shape) * k)
+    lhs = operand_shape(comp, inst.operands[0]) if inst.operands else None
+    k = contracted(lhs, inst.int_list_attr("lhs_contracting_dims"))
+    return OpCost(2.0 * elements(inst.shape) * k)
 
 
 def _select_and_scatter_cost(
     module: HloModule, comp: Computation, inst: Instruction, memo: Memo
 ) -> OpCost:
-    source = _operand_elements(comp, inst, 1)
+    source = operand_elements(comp, inst, 1)
     sel = _computation_cost(module, inst.attr("select"), memo)
     sca = _computation_cost(module, inst.attr("scatter"), memo)
     window = _window_elements(inst)
@@ -511,7 +477,7 @@ def _convolution_cost(
 
 
 def _fft_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
-    operand = _operand(comp, inst, 0)
+    operand = operand_array(comp, inst, 0)
     log_factors = math.prod(max(0, n.bit_length() - 1) for n in inst.int_list_attr("fft_length"))
     return OpCost(2.0 * 4 * log_factors * (operand.elements if operand else 0))
 
@@ -519,12 +485,12 @@ def _fft_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Mem
 def _triangular_solve_cost(
     module: HloModule, comp: Computation, inst: Instruction, memo: Memo
 ) -> OpCost:
-    a = _operand(comp, inst, 0)
-    return OpCost(2.0 * (a.dims[-1] if a and a.dims else 0) * _operand_elements(comp, inst, 1))
+    a = operand_array(comp, inst, 0)
+    return OpCost(2.0 * (a.dims[-1] if a and a.dims else 0) * operand_elements(comp, inst, 1))
 
 
 def _cholesky_cost(module: HloModule, comp: Computation, inst: Instruction, memo: Memo) -> OpCost:
-    a = _operand(comp, inst, 0)
+    a = operand_array(comp, inst, 0)
     return OpCost(float((a.dims[-1] * a.elements) // 3) if a and a.dims else 0.0)
 
 
@@ -535,9 +501,9 @@ def _applied_cost(
     all-reduce, with XLA's application counts."""
     op = inst.opcode
     sub = _computation_cost(module, inst.attr("to_apply"), memo)
-    out = _first(inst.shape)
+    out = first_array(inst.shape)
     out_elements = out.elements if out is not None else 0
-    first_input = _elements(_operand_shape(comp, inst.operands[0])) if inst.operands else 0
+    first_input = elements(operand_shape(comp, inst.operands[0])) if inst.operands else 0
     if op == "reduce":
         count = max(0, first_input - out_elements)
     elif op == "reduce-window":
@@ -545,18 +511,18 @@ def _applied_cost(
     elif op == "scatter":
         n = max(1, (len(inst.operands) - 1) // 2)
         updates = inst.operands[n + 1] if len(inst.operands) > n + 1 else None
-        count = _elements(_operand_shape(comp, updates)) if updates else 0
+        count = elements(operand_shape(comp, updates)) if updates else 0
     elif op == "map":
         count = out_elements
     else:  # all-reduce: XLA assumes two replicas, one combine per element
-        return OpCost(float(_elements(inst.shape)))
+        return OpCost(float(elements(inst.shape)))
     return OpCost(count * sub[0], count * sub[1])
 
 
 def _sort_cost(
     module: HloModule, comp: Computation, inst: Instruction, memo: dict[str, tuple[float, float]]
 ) -> OpCost:
-    keys = _first(_operand_shape(comp, inst.operands[0])) if inst.operands else None
+    keys = first_array(operand_shape(comp, inst.operands[0])) if inst.operands else None
     if keys is None or not keys.dims:
         return OpCost()
     dims = inst.int_list_attr("dimensions") or (len(keys.dims) - 1,)
@@ -571,7 +537,7 @@ def _library_cost(comp: Computation, inst: Instruction) -> OpCost:
     gemm = library_gemm(comp, inst)
     target = inst.custom_call_target
     if gemm is None and is_attention(target):
-        operands = [_first(_operand_shape(comp, o)) for o in inst.operands[:3]]
+        operands = [first_array(operand_shape(comp, o)) for o in inst.operands[:3]]
         found = attention_cost(inst.name, target, inst.backend_config, operands)
         if found is not None and found.costed:
             return OpCost(found.flops, found.transcendentals, found.notes)
@@ -624,7 +590,7 @@ def _param_read_bytes(param: Instruction, users: list[Instruction], full: int) -
         names = user.operand_names
         only_first = bool(names) and names[0] == param.name and param.name not in names[1:]
         if user.opcode in _SLICE_READS and only_first:
-            produced = _first(user.shape)
+            produced = first_array(user.shape)
             read += produced.bytes if produced is not None else 0
         elif not (user.opcode == "dynamic-update-slice" and only_first):
             return full
@@ -642,7 +608,7 @@ def _fusion_output_bytes(module: HloModule, inst: Instruction) -> list[tuple[Arr
     written = []
     for shape, r in zip(outs, roots, strict=True):
         if r is not None and r.opcode == "dynamic-update-slice" and len(r.operands) > 1:
-            update = _first(_operand_shape(sub, r.operands[1]))
+            update = first_array(operand_shape(sub, r.operands[1]))
             written.append((shape, update.bytes if update else shape.bytes))
         else:
             written.append((shape, shape.bytes))
@@ -657,9 +623,9 @@ def _slice_bytes(comp: Computation, inst: Instruction) -> int:
     indices = sum(
         s.bytes
         for o in inst.operands[first_index:]
-        if (s := _first(_operand_shape(comp, o))) is not None
+        if (s := first_array(operand_shape(comp, o))) is not None
     )
-    moved = _operand(comp, inst, 1) if update else _first(inst.shape)
+    moved = operand_array(comp, inst, 1) if update else first_array(inst.shape)
     return 2 * (moved.bytes if moved is not None else 0) + indices
 
 
@@ -685,7 +651,7 @@ def _read_bytes(comp: Computation, inst: Instruction, sub: Computation | None) -
     read = 0
     seen: set[str] = set()
     for k, operand in enumerate(inst.operands):  # k: the parameter number of its first use
-        shape = _operand_shape(comp, operand)
+        shape = operand_shape(comp, operand)
         if operand in seen or shape is None:
             continue
         seen.add(operand)

@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.program.record import (
     ClusterRow,
     HostTotals,
@@ -36,7 +37,6 @@ from harness.report.cluster_tables import (
     rollup_table,
     step_time,
 )
-from harness.report.data import MISSING
 from harness.report.doc import (
     Block,
     Bullets,

@@ -9,9 +9,9 @@ import os.path
 from collections.abc import Sequence
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.program.record import ClusterRow, ModuleAnalysis, RollUp
 from harness.program.roof import ABOVE_CEILING
-from harness.report.data import MISSING
 from harness.report.doc import Table, code
 
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.records.compare import NO_LINE_VERDICT, FindingChange, LineChange, RunsCompared
 from harness.records.run_files import ClusterEntry
 from harness.report import doc, unresolved
-from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
 from harness.report.memory import peak_cell
+from harness.saved.run import SavedRun, SavedVariant
 from harness.store import io
 from harness.store.runfolder import RunFolder
 
@@ -63,10 +64,10 @@ def cluster_signature(c: ClusterEntry) -> str:
     return f"{name} [{kind}{' ' + target if target else ''}{epi}]"
 
 
-def cluster_changes(a: VariantData, b: VariantData) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def cluster_changes(a: SavedVariant, b: SavedVariant) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Returns (added in b, removed from a) cluster signatures, counting repeats."""
-    ca = Counter(cluster_signature(c) for c in a.clusters())
-    cb = Counter(cluster_signature(c) for c in b.clusters())
+    ca = Counter(cluster_signature(c) for c in a.cluster_entries())
+    cb = Counter(cluster_signature(c) for c in b.cluster_entries())
     return tuple(sorted((cb - ca).elements())), tuple(sorted((ca - cb).elements()))
 
 
@@ -82,20 +83,20 @@ def _arrow(x: str, y: str) -> str:
     return x if x == y else f"{x} → {y}"
 
 
-def _libs(v: VariantData) -> str:
+def _libs(v: SavedVariant) -> str:
     h = v.summary.hlo
     if h.fusion_count is None:
         return MISSING
     return "; ".join(f"{c.target}+{c.epilogue or '∅'}" for c in h.library_calls) or "none"
 
 
-def step_cell(a: VariantData, b: VariantData) -> str:
+def step_cell(a: SavedVariant, b: SavedVariant) -> str:
     """The step time in run a → run b, each with its interval."""
     ta, tb = a.summary.timing, b.summary.timing
     return _arrow(fmt.step(ta.step_s, ta.step_ci95_s), fmt.step(tb.step_s, tb.step_ci95_s))
 
 
-def per_flop(v: VariantData) -> str:
+def per_flop(v: SavedVariant) -> str:
     s = v.summary
     flops = s.cost.flops_analytic
     if not s.timing.step_s or not flops:
@@ -104,8 +105,8 @@ def per_flop(v: VariantData) -> str:
 
 
 def variant_change(
-    a: VariantData,
-    b: VariantData,
+    a: SavedVariant,
+    b: SavedVariant,
     compared: RunsCompared,
     divergences: Mapping[str, tuple[str, str]],
 ) -> VariantChange:
@@ -118,7 +119,9 @@ def variant_change(
     ka, kb = a.summary.profile.kernels_per_step, b.summary.profile.kernels_per_step
     return VariantChange(
         name=a.name,
-        clusters=_arrow(str(len(a.clusters()) or MISSING), str(len(b.clusters()) or MISSING)),
+        clusters=_arrow(
+            str(len(a.cluster_entries()) or MISSING), str(len(b.cluster_entries()) or MISSING)
+        ),
         clusters_added=added,
         clusters_removed=removed,
         library_calls=_arrow(_libs(a), _libs(b)),
@@ -135,7 +138,7 @@ def variant_change(
 
 
 def divergence(
-    a: VariantData, b: VariantData, divergences: Mapping[str, tuple[str, str]]
+    a: SavedVariant, b: SavedVariant, divergences: Mapping[str, tuple[str, str]]
 ) -> tuple[str, str]:
     """Returns (stage, detail) where the two ladders first differ, as the command found it
     (harness.hlo.diverge.ladder_divergence over `ladders`: the report reads no IR)."""
@@ -144,14 +147,14 @@ def divergence(
     return divergences[a.name]
 
 
-def _pairs(ra: RunData, rb: RunData) -> Iterator[tuple[VariantData, VariantData]]:
+def _pairs(ra: SavedRun, rb: SavedRun) -> Iterator[tuple[SavedVariant, SavedVariant]]:
     """Each variant of run a that run b holds too, both of which ran."""
     for va in ra.variants:
         if (vb := rb.variant(va.name)) is not None and va.ok and vb.ok:
             yield va, vb
 
 
-def ladders(ra: RunData, rb: RunData) -> dict[str, tuple[Path, Path]]:
+def ladders(ra: SavedRun, rb: SavedRun) -> dict[str, tuple[Path, Path]]:
     """The IR ladder folders, a's and b's, of each variant the page compares, by name: what
     the command diverges before the page is rendered."""
     return {
@@ -161,7 +164,7 @@ def ladders(ra: RunData, rb: RunData) -> dict[str, tuple[Path, Path]]:
     }
 
 
-def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -> list[Block]:
+def finding_blocks(ra: SavedRun, rb: SavedRun, changes: Sequence[FindingChange]) -> list[Block]:
     """The findings of both runs side by side, each with how they relate."""
     out: list[Block] = [Heading(2, "Findings")]
     missing = [label for label, r in (("a", ra), ("b", rb)) if r.summary.findings is None]
@@ -185,7 +188,7 @@ def finding_blocks(ra: RunData, rb: RunData, changes: Sequence[FindingChange]) -
     return out
 
 
-def _run_label(run: RunData) -> str:
+def _run_label(run: SavedRun) -> str:
     env = run.environment
     return (
         f"{doc.literal(run.experiment)}/{doc.literal(run.run_id)}: "
@@ -194,7 +197,7 @@ def _run_label(run: RunData) -> str:
     )
 
 
-def ground_blocks(ra: RunData, rb: RunData, compared: RunsCompared) -> list[Block]:
+def ground_blocks(ra: SavedRun, rb: SavedRun, compared: RunsCompared) -> list[Block]:
     """Returns what the comparison stands on: config differences, sizes, noise floors."""
     diffs = compared.config_differences
     blocks: list[Block] = [Heading(2, "Config differences")]
@@ -305,8 +308,8 @@ def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
 
 
 def compare_blocks(
-    ra: RunData,
-    rb: RunData,
+    ra: SavedRun,
+    rb: SavedRun,
     changes: list[VariantChange],
     compared: RunsCompared,
 ) -> tuple[Block, ...]:
@@ -370,8 +373,8 @@ def compare_blocks(
 
 
 def write(
-    ra: RunData,
-    rb: RunData,
+    ra: SavedRun,
+    rb: SavedRun,
     compared: RunsCompared,
     divergences: Mapping[str, tuple[str, str]],
     out: Path,

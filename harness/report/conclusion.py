@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import saved
 from harness.records import invocations
-from harness.report import data, unresolved
+from harness.report import unresolved
 from harness.store.runfolder import DUMP_DIR, TORCH_DIR, RunFolder
 
 TOP = 3  # findings printed; the report has the rest
 
 
-def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
+def conclusion_lines(run: saved.SavedRun, top: int = TOP) -> list[str]:
     """Returns the lines that end the terminal's output for this run."""
     left_out = unresolved.not_timed_line(run.summary)
     not_timed = [f"not timed: {left_out}"] if left_out else []
@@ -42,7 +43,7 @@ def conclusion_lines(run: data.RunData, top: int = TOP) -> list[str]:
     return [*out, *not_timed, *numerics_lines(run)]
 
 
-def nothing_found_line(run: data.RunData) -> str:
+def nothing_found_line(run: saved.SavedRun) -> str:
     """The line for a run with no timing finding, from the same statuses the `failed
     variants:` line reads: "no resolvable difference" only between variants that were timed."""
     variants = run.summary.variants.values()
@@ -60,7 +61,7 @@ def nothing_found_line(run: data.RunData) -> str:
     return "findings: no resolvable difference between the variants in this run"
 
 
-def numerics_lines(run: data.RunData) -> list[str]:
+def numerics_lines(run: saved.SavedRun) -> list[str]:
     """Each dtype's accuracy once, then each variant whose result a compiler choice moved."""
     f = run.summary.findings
     if f is None:
@@ -75,7 +76,7 @@ def numerics_lines(run: data.RunData) -> list[str]:
     return out
 
 
-def retimable(run: data.RunData) -> bool:
+def retimable(run: saved.SavedRun) -> bool:
     """True for a run folder as the study left it: an exported copy (no variant keeps its
     `dump/` or `torch/`) cannot be timed again, and its path is another machine's."""
     return any(
@@ -85,7 +86,7 @@ def retimable(run: data.RunData) -> bool:
     )
 
 
-def retime_commands(run: data.RunData) -> list[str]:
+def retime_commands(run: saved.SavedRun) -> list[str]:
     """Returns the commands that time this saved run again (timing.only): its config and
     overrides, as it was started, resumed by its id; the form its user started it with first
     (harness.records.invocations)."""
@@ -97,6 +98,6 @@ def retime_commands(run: data.RunData) -> list[str]:
 def conclusion(workdir: Path) -> list[str]:
     """Returns the conclusion of the run folder `workdir` (none when it has no summary)."""
     try:
-        return conclusion_lines(data.load_run(workdir))
+        return conclusion_lines(saved.load_run(workdir))
     except (OSError, ValueError):
         return []

@@ -9,12 +9,13 @@ with the id of the rule that made it. A summary saved before findings were recor
 from __future__ import annotations
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.records.findings import Boundaries, Decomposition, Findings
 from harness.report import doc, unresolved
 from harness.report.conclusion import retimable, retime_commands
-from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table
 from harness.report.gaps import gap_blocks
+from harness.saved.run import SavedRun
 from harness.store.runfolder import DETAILS_FILE
 
 
@@ -23,7 +24,7 @@ def rule(rule_id: str) -> str:
     return f"(rule `{rule_id}`)"
 
 
-def not_recorded(run: RunData) -> Para:
+def not_recorded(run: SavedRun) -> Para:
     return Para(
         f"This run's summary was saved before findings were recorded (schema 6): "
         f"`python -m harness.commands.migrate --run={run.path}` makes them from its summary and kept "
@@ -31,7 +32,7 @@ def not_recorded(run: RunData) -> Para:
     )
 
 
-def verdict_blocks(run: RunData) -> list[Block]:
+def verdict_blocks(run: SavedRun) -> list[Block]:
     """The line the page opens with: whether the run resolves differences, and its noise
     floor; an unresolved run's command to time it again."""
     n = run.summary.noise
@@ -77,7 +78,7 @@ def verdict_blocks(run: RunData) -> list[Block]:
     ]
 
 
-def findings_blocks(run: RunData) -> list[Block]:
+def findings_blocks(run: SavedRun) -> list[Block]:
     """The verdict, then the findings: resolved differences largest first, each a heading and
     its reason with its rule (the evidence comes later on the page); the memory findings."""
     out: list[Block] = [*verdict_blocks(run), Heading(2, "Findings", "findings")]
@@ -106,7 +107,7 @@ def findings_blocks(run: RunData) -> list[Block]:
     return [*out, *numerics_blocks(run)]
 
 
-def numerics_blocks(run: RunData) -> list[Block]:
+def numerics_blocks(run: SavedRun) -> list[Block]:
     """Each dtype's accuracy against float64, once, and the results a compiler choice moved."""
     f = run.summary.findings
     if f is None or not (f.numerics or f.effects):
@@ -192,13 +193,13 @@ def decomposition_blocks(d: Decomposition | None, variant: str, against: str) ->
     return out
 
 
-def has_evidence(run: RunData) -> bool:
+def has_evidence(run: SavedRun) -> bool:
     """True when a finding (timing, noise, or memory with sources) has evidence to show."""
     f = run.summary.findings
     return f is not None and bool(f.timing or f.noise or any(m.evidence for m in f.memory))
 
 
-def evidence_blocks(run: RunData) -> list[Block]:
+def evidence_blocks(run: SavedRun) -> list[Block]:
     """What backs each finding, by its number; the pairs that are noise, and why."""
     f = run.summary.findings
     if f is None or not has_evidence(run):
@@ -221,7 +222,7 @@ def evidence_blocks(run: RunData) -> list[Block]:
     return out
 
 
-def coverage_blocks(run: RunData) -> list[Block]:
+def coverage_blocks(run: SavedRun) -> list[Block]:
     """Device time the profile match could not attribute, per variant (nothing when all is);
     never held back by the timing gate."""
     f = run.summary.findings
@@ -231,7 +232,7 @@ def coverage_blocks(run: RunData) -> list[Block]:
     return [Heading(2, "Coverage", "coverage"), *out] if out else []
 
 
-def changes_blocks(run: RunData) -> list[Block]:
+def changes_blocks(run: SavedRun) -> list[Block]:
     """What to change: measured changes with their effect and trade-off; then the untested
     ones, a row each, with the variants that would measure them."""
     out: list[Block] = [Heading(2, "What to change", "what-to-change")]
@@ -270,7 +271,7 @@ def _examples(b: Boundaries, i: int) -> str:
     return f"{g.count} {'boundary' if g.count == 1 else 'boundaries'}: {shown}{more}"
 
 
-def boundaries_blocks(run: RunData, level: int = 3) -> list[Block]:
+def boundaries_blocks(run: SavedRun, level: int = 3) -> list[Block]:
     """Why the baseline's clusters are separate launches, grouped by reason (under a heading
     of `level`)."""
     f: Findings | None = run.summary.findings
@@ -290,7 +291,7 @@ def boundaries_blocks(run: RunData, level: int = 3) -> list[Block]:
     return out
 
 
-def control_flow_blocks(run: RunData, variant: str, level: int = 2) -> list[Block]:
+def control_flow_blocks(run: SavedRun, variant: str, level: int = 2) -> list[Block]:
     """What the variant's loops and conditionals cost a step: the `control_flow.*` rules'
     records, one line each with its figures."""
     f: Findings | None = run.summary.findings

@@ -18,8 +18,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from harness import saved
 from harness.common import userfiles
-from harness.report import data, doc, index, plots, search, sections, stage_diff, variant_page
+from harness.report import doc, index, plots, search, sections, stage_diff, variant_page
 from harness.store import io, ownership
 from harness.store.runfolder import (
     DETAILS_FILE,
@@ -47,14 +48,16 @@ def _read(path: Path, run: Path) -> str:
     return userfiles.read_head(path, MAX_STAGE_BYTES, within=run).decode(errors="replace")
 
 
-def _stage_files(run: data.RunData, st: data.Rung) -> list[Path]:
+def _stage_files(run: saved.SavedRun, st: saved.Rung) -> list[Path]:
     path = run.path / st.path
     if not st.is_dir:
         return [path]
     return userfiles.files_in(path)  # by their names, kept compressed or not
 
 
-def read_divergence(run: data.RunData, v: data.VariantData) -> variant_page.ShownDivergence | None:
+def read_divergence(
+    run: saved.SavedRun, v: saved.SavedVariant
+) -> variant_page.ShownDivergence | None:
     """The variant's first divergence with the diff of that stage's two files, read here."""
     d = v.summary.comparison.first_divergence
     if d is None or "baseline" in v.roles:
@@ -107,7 +110,7 @@ def _joined(files: list[Path], run: Path) -> str:
     return "\n".join(f"// {p.name}\n{_read(p, run)}" for p in files)
 
 
-def find_elsewhere(run: data.RunData, v: data.VariantData) -> variant_page.Elsewhere:
+def find_elsewhere(run: saved.SavedRun, v: saved.SavedVariant) -> variant_page.Elsewhere:
     """The variant's profile folder, traces Perfetto opens and TORCH_TRACE logs; runs
     tlparse on each log when `tlparse` is on the PATH."""
     folder = RunFolder(run.path).variant(v.name)
@@ -165,7 +168,7 @@ def run_tlparse(run: Path, log: Path, out: Path) -> tuple[str | None, str]:
     return str(index_html.relative_to(run)), ""
 
 
-def page_folders(run: data.RunData) -> dict[str, Path]:
+def page_folders(run: saved.SavedRun) -> dict[str, Path]:
     """Each variant's folder for its page, made when absent (a variant that never ran): only
     for a name that is one plain path component (a summary can name anything), and never
     through a link."""
@@ -185,7 +188,7 @@ def page_folders(run: data.RunData) -> dict[str, Path]:
     return out
 
 
-def page_inputs(run: data.RunData, v: data.VariantData) -> variant_page.PageInputs:
+def page_inputs(run: saved.SavedRun, v: saved.SavedVariant) -> variant_page.PageInputs:
     """What one variant's page reads from the run folder."""
     return variant_page.PageInputs(
         divergence=read_divergence(run, v), elsewhere=find_elsewhere(run, v)
@@ -196,7 +199,7 @@ def page_inputs(run: data.RunData, v: data.VariantData) -> variant_page.PageInpu
 
 
 def render(
-    run: data.RunData,
+    run: saved.SavedRun,
     plot_outcomes: tuple[plots.PlotOutcome, ...],
     pages: frozenset[str] = frozenset(),
 ) -> tuple[str, str]:
@@ -204,36 +207,38 @@ def render(
     return _rendered(sections.report_blocks(run, plot_outcomes, pages), run)
 
 
-def render_details(run: data.RunData) -> tuple[str, str]:
+def render_details(run: saved.SavedRun) -> tuple[str, str]:
     """Returns (markdown, html) of the run's details page."""
     return _rendered(sections.details_blocks(run), run, ": details")
 
 
-def _rendered(blocks: tuple[doc.Block, ...], run: data.RunData, page: str = "") -> tuple[str, str]:
+def _rendered(
+    blocks: tuple[doc.Block, ...], run: saved.SavedRun, page: str = ""
+) -> tuple[str, str]:
     title = f"{run.experiment} {run.run_id}{page}"
     return doc.to_markdown(blocks), doc.to_html(blocks, title)
 
 
-def write_variant_pages(run: data.RunData, folders: dict[str, Path]) -> None:
+def write_variant_pages(run: saved.SavedRun, folders: dict[str, Path]) -> None:
     """Writes variants/<name>/report.md and .html for each variant in `folders`."""
     for v in run.variants:
         folder = folders.get(v.name)
         if folder is None:
             continue
-        for own in (data.PAGE, REPORT_HTML):
+        for own in (REPORT_FILE, REPORT_HTML):
             if (folder / own).is_symlink():  # planted: replace the link, never write through it
                 (folder / own).unlink()
         blocks = variant_page.page_blocks(v, run, page_inputs(run, v))
         io.write_text(folder / REPORT_HTML, doc.to_html(blocks, f"{v.name}: {run.run_id}"))
-        io.write_text(folder / data.PAGE, doc.to_markdown(blocks))
+        io.write_text(folder / REPORT_FILE, doc.to_markdown(blocks))
 
 
-def report_files(run: data.RunData) -> list[str]:
+def report_files(run: saved.SavedRun) -> list[str]:
     """Every file the report may write or remove in the run folder, relative to it."""
     rels = [REPORT_FILE, REPORT_HTML, DETAILS_FILE, DETAILS_HTML, INDEX_HTML]
     rels += [f"{PLOTS_DIR}/{name}.{ext}" for name in plots.PLOT_NAMES for ext in plots.FORMATS]
     for v in run.variants:
-        rels += [f"{VARIANTS_DIR}/{v.name}/{page}" for page in (data.PAGE, REPORT_HTML)]
+        rels += [f"{VARIANTS_DIR}/{v.name}/{page}" for page in (REPORT_FILE, REPORT_HTML)]
     return rels
 
 
@@ -254,7 +259,7 @@ def claim_report_files(root: Path, rels: list[str]) -> None:
             )
 
 
-def plot_formats(run: data.RunData) -> tuple[str, ...]:
+def plot_formats(run: saved.SavedRun) -> tuple[str, ...]:
     """PNG, which the report shows; SVG too when the run's config asks (`report.svg`)."""
     wanted = run.manifest.saved_config.flag("report", "svg")
     return ("png", "svg") if wanted is True else ("png",)
@@ -289,7 +294,7 @@ def write_report(workdir: Path, results_root: Path | None = None) -> Path:
     folder = RunFolder(workdir)
     if folder.search.is_file() and not folder.summary.is_file():
         return write_search_report(workdir)
-    run = data.load_run(workdir)
+    run = saved.load_run(workdir)
     folder = RunFolder(run.path)
     own_files = (folder.report, folder.report_html, folder.details, folder.details_html)
     for own in (folder.plots, *own_files, folder.index_html):

@@ -8,11 +8,11 @@ Reads only what the run wrote: each variant's `memory` summary section and memor
 from __future__ import annotations
 
 from harness.common import fmt
-from harness.records.by_role import same_size
+from harness.common.fmt import MISSING
 from harness.records.memory import read_memory_file
 from harness.records.summary import VariantSummary
-from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Heading, Para, Table, code
+from harness.saved.run import SavedRun, SavedVariant
 from harness.store.runfolder import RunFolder
 
 
@@ -66,7 +66,7 @@ SOURCES = (
 )
 
 
-def memory_blocks(run: RunData) -> list[Block]:
+def memory_blocks(run: SavedRun) -> list[Block]:
     """The leading page's Memory section: what the peaks are, and the largest and smallest
     beside the baseline's; each variant's page has its figures and the buffers at its peak."""
     peaks = [(v, p) for v in run.variants if (p := peak(v.summary)) is not None]
@@ -88,7 +88,7 @@ def memory_blocks(run: RunData) -> list[Block]:
     return [Heading(2, "Memory", "memory"), Para(line), Para(SOURCES)]
 
 
-def variant_memory_blocks(v: VariantData) -> list[Block]:
+def variant_memory_blocks(v: SavedVariant) -> list[Block]:
     """A variant's page's Memory section: its peak beside the other sources, and the largest
     buffers live at the peak, by source line."""
     m = v.summary.memory
@@ -123,7 +123,7 @@ def variant_memory_blocks(v: VariantData) -> list[Block]:
     return out
 
 
-def memory_pair(run: RunData) -> tuple[VariantData, VariantData] | None:
+def memory_pair(run: SavedRun) -> tuple[SavedVariant, SavedVariant] | None:
     """The baseline and the variant whose peak differs most from it, for the live-bytes plot."""
     base = run.variant(run.baseline)
     if base is None or peak(base.summary) is None:
@@ -131,7 +131,7 @@ def memory_pair(run: RunData) -> tuple[VariantData, VariantData] | None:
     others = [
         v
         for v in run.variants
-        if v is not base and peak(v.summary) is not None and same_size(v, base)
+        if v is not base and peak(v.summary) is not None and v.same_size(base)
     ]
     if not others:
         return None
@@ -139,7 +139,7 @@ def memory_pair(run: RunData) -> tuple[VariantData, VariantData] | None:
     return base, far
 
 
-def live_series(run: RunData, v: VariantData) -> tuple[tuple[int, ...], int]:
+def live_series(run: SavedRun, v: SavedVariant) -> tuple[tuple[int, ...], int]:
     """A variant's live bytes over the schedule from its memory.json, and positions per point."""
     found = read_memory_file(RunFolder(run.path).variant(v.name).root)
     return (found.live_bytes, found.live_step) if found is not None else ((), 1)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from harness.frontends import registry
 from harness.records.findings import Observation
-from harness.report.data import RunData
 from harness.report.doc import Block, Code, Heading, Para, Table
+from harness.saved.run import SavedRun
 
 # A framework of the study that has no variant in the role a claim needs (a framework with
 # no traced branch): nothing was measured there, and nothing is claimed.
@@ -61,7 +61,7 @@ def observation_cell(o: Observation | None) -> str:
     return o.verdict + (" — " + "; ".join(o.evidence) if o.evidence else "")
 
 
-def observation_blocks(run: RunData) -> list[Block]:
+def observation_blocks(run: SavedRun) -> list[Block]:
     """Returns the observations: claim | each framework's verdict and evidence, then the
     quoted logs and IR lines that back them."""
     out: list[Block] = [Heading(2, "Observations", "observations")]

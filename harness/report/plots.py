@@ -24,10 +24,9 @@ from matplotlib.patches import Patch
 
 from harness.common import fmt, forked
 from harness.frontends import registry
-from harness.records.by_role import same_size
 from harness.records.run_files import KernelEvent
-from harness.report.data import RunData, VariantData
 from harness.report.memory import live_series, memory_pair
+from harness.saved.run import SavedRun, SavedVariant
 from harness.store import io
 
 PLOT_NAMES = (
@@ -69,7 +68,7 @@ MAX_TIMELINE_ROWS = 12
 MAX_MAP_OPS = 60
 
 
-def few(vs: list[VariantData], limit: int = MAX_PLOT_VARIANTS) -> list[VariantData]:
+def few(vs: list[SavedVariant], limit: int = MAX_PLOT_VARIANTS) -> list[SavedVariant]:
     """Returns at most `limit` of `vs` in their order: the baseline and lower bound kept, then
     the first of the others."""
     if len(vs) <= limit:
@@ -150,7 +149,7 @@ def _bar_axes(fig: Figure, names: list[str]) -> Any:
     return ax
 
 
-def launches(run: RunData) -> Figure:
+def launches(run: SavedRun) -> Figure:
     """Returns grouped bars: device kernels and transfers per step for each profiled variant."""
     every = [v for v in run.variants if v.summary.profile.kernels_per_step is not None]
     if not every:
@@ -174,7 +173,7 @@ def launches(run: RunData) -> Figure:
     return fig
 
 
-def step_time(run: RunData) -> Figure:
+def step_time(run: SavedRun) -> Figure:
     """Returns time-per-step bars with 95% intervals and the lower bound as a line.
 
     Bars are in config order, never ranked. Their colour is the verdict against the baseline:
@@ -228,7 +227,7 @@ def step_time(run: RunData) -> Figure:
     return fig
 
 
-def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
+def compile_segments(v: SavedVariant, pipelines: list[str]) -> dict[str, float]:
     """Returns a variant's compile time split into trace, lower, the named pipelines, the rest."""
     seg: dict[str, float] = {}
     c = v.summary.compile
@@ -256,7 +255,7 @@ def compile_segments(v: VariantData, pipelines: list[str]) -> dict[str, float]:
     return seg
 
 
-def top_pipelines(run: RunData, n: int = 5) -> list[str]:
+def top_pipelines(run: SavedRun, n: int = 5) -> list[str]:
     """Returns the `n` XLA pipelines with the largest compile time summed over variants."""
     total: dict[str, float] = {}
     for v in run.variants:
@@ -267,7 +266,7 @@ def top_pipelines(run: RunData, n: int = 5) -> list[str]:
     return sorted(total, key=lambda p: -total[p])[:n]
 
 
-def compile_time(run: RunData) -> Figure:
+def compile_time(run: SavedRun) -> Figure:
     """Returns stacked bars of each variant's compile time: trace, lower, XLA by pipeline (for
     a frontend whose traits say `compile_phases`: its compile's own phases)."""
     pipes = top_pipelines(run)
@@ -291,7 +290,7 @@ def compile_time(run: RunData) -> Figure:
     return fig
 
 
-def roofline(run: RunData) -> Figure:
+def roofline(run: SavedRun) -> Figure:
     """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under each
     variant's own ceiling (its GEMM precision), and the copy bandwidth."""
     every = [
@@ -363,7 +362,7 @@ def roofline(run: RunData) -> Figure:
     return fig
 
 
-def step_events(v: VariantData) -> tuple[list[KernelEvent], str]:
+def step_events(v: SavedVariant) -> tuple[list[KernelEvent], str]:
     """Returns one step's device events (the second marked step when there are several)."""
     steps = sorted({r.step for r in v.kernels if r.step is not None})
     if steps:
@@ -388,7 +387,7 @@ def event_cluster(e: KernelEvent) -> str:
 
 
 def timeline_colors(
-    rows: list[tuple[VariantData, list[KernelEvent], str]],
+    rows: list[tuple[SavedVariant, list[KernelEvent], str]],
 ) -> tuple[dict[str, str], list[str]]:
     """Returns each named cluster's colour and the named clusters, the most time first: the
     TIMELINE_COLORS clusters with the most device time over the steps drawn. Any other
@@ -401,7 +400,7 @@ def timeline_colors(
     return dict(zip(named, TIMELINE_COLORS, strict=False)), named
 
 
-def timeline(run: RunData) -> Figure:
+def timeline(run: SavedRun) -> Figure:
     """Returns an Nsight-style Gantt per variant: one step's events on their streams.
 
     The clusters with the most device time are coloured, each named in the legend; every other
@@ -472,7 +471,7 @@ def timeline(run: RunData) -> Figure:
     return fig
 
 
-def fusion_partner(run: RunData) -> VariantData | None:
+def fusion_partner(run: SavedRun) -> SavedVariant | None:
     """Returns the variant shown beside the baseline in the fusion map: the compiled variant of
     the same size whose clusters differ most in number from the baseline's."""
     base = run.by_role("baseline")
@@ -482,15 +481,15 @@ def fusion_partner(run: RunData) -> VariantData | None:
         if "baseline" not in v.roles
         and v.reverse_map()
         and "eager" not in v.roles
-        and (base is None or same_size(v, base))
+        and (base is None or v.same_size(base))
     ]
     if not cands:
         return None
-    n = len(base.clusters()) if base else 0
-    return max(cands, key=lambda v: abs(len(v.clusters()) - n))
+    n = len(base.cluster_entries()) if base else 0
+    return max(cands, key=lambda v: abs(len(v.cluster_entries()) - n))
 
 
-def fusion_map(run: RunData) -> Figure:
+def fusion_map(run: SavedRun) -> Figure:
     """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
     base = run.by_role("baseline")
     # Each panel's reverse map, built once and cut to its first MAX_MAP_OPS ops (a program
@@ -536,7 +535,7 @@ def fusion_map(run: RunData) -> Figure:
     return fig
 
 
-def memory(run: RunData) -> Figure:
+def memory(run: SavedRun) -> Figure:
     """Bytes live over the schedule: the baseline and the variant whose peak differs most."""
 
     pair = memory_pair(run)
@@ -565,7 +564,7 @@ def memory(run: RunData) -> Figure:
     return fig
 
 
-PLOTS: dict[str, Callable[[RunData], Figure]] = {
+PLOTS: dict[str, Callable[[SavedRun], Figure]] = {
     "launches": launches,
     "step_time": step_time,
     "compile_time": compile_time,
@@ -593,7 +592,7 @@ def save_figure(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _save_one(run: RunData, name: str, out: Path, formats: tuple[str, ...]) -> PlotOutcome:
+def _save_one(run: SavedRun, name: str, out: Path, formats: tuple[str, ...]) -> PlotOutcome:
     """Draws and writes one plot; removes its stale files; returns what happened."""
     try:
         fig = PLOTS[name](run)
@@ -611,7 +610,7 @@ def _save_one(run: RunData, name: str, out: Path, formats: tuple[str, ...]) -> P
 
 
 def save_plots(
-    run: RunData, out: Path, formats: tuple[str, ...] = ("png",)
+    run: SavedRun, out: Path, formats: tuple[str, ...] = ("png",)
 ) -> tuple[PlotOutcome, ...]:
     """Writes plots/<name>.<format> for every plot with data; returns what happened to each,
     in PLOTS order.

@@ -9,10 +9,11 @@ single process) gets no section.
 from __future__ import annotations
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.records.processes import ProcessesSummary
 from harness.records.processes import load as load_processes
-from harness.report.data import MISSING, RunData
 from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.saved.run import SavedRun
 
 PROCESSES_HEADER = (
     "variant", "process", "host", "step (95% CI)", "events / step", "attributed",
@@ -89,7 +90,7 @@ def _spread_line(name: str, summary: ProcessesSummary) -> str | None:
     )
 
 
-def processes_blocks(run: RunData) -> list[Block]:
+def processes_blocks(run: SavedRun) -> list[Block]:
     """Returns the section on the processes of the run, or nothing for a single process."""
     summary = load_processes(run.path)
     if summary is None:

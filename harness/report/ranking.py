@@ -22,9 +22,10 @@ from harness.report.cluster_tables import (
     rollup_table,
     step_time,
 )
-from harness.report.data import RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Para, Table, literal
-from harness.store.runfolder import TIMELINE_FILE
+from harness.saved.run import SavedRun, SavedVariant
+from harness.store.records import from_json
+from harness.store.runfolder import TIMELINE_FILE, RunFolder
 
 TOP = 10  # clusters and source lines on a variant's page
 TOP_CELL = 2  # in the overview's cells
@@ -42,22 +43,33 @@ class Ranked:
 _READ: dict[int, tuple[Any, Ranked | None]] = {}
 
 
-def ranked(v: VariantData) -> Ranked | None:
+def ranked(run: SavedRun, v: SavedVariant) -> Ranked | None:
     """Returns the variant's ranking from its ranking.json, or None when it has none (eager
     dispatch, a variant that did not run) or it cannot be read. Read once per report: every
     section asks."""
     held = _READ.get(id(v.ranking))
     if held is not None and held[0] is v.ranking:
         return held[1]
-    _READ[id(v.ranking)] = (v.ranking, _read(v))
+    _READ[id(v.ranking)] = (v.ranking, _read(run, v))
     return _READ[id(v.ranking)][1]
 
 
-def _read(v: VariantData) -> Ranked | None:
-    if v.ranking is None or not v.ranked_modules:
+def ranked_modules(run: SavedRun, v: SavedVariant) -> tuple[ModuleAnalysis, ...]:
+    """The ranking's modules, typed: they are harness.program.record's records, which the
+    saved run below the analysis cannot import, so typed here, with the file and key named."""
+    where = str(RunFolder(run.path).variant(v.name).ranking)
+    return tuple(
+        from_json(ModuleAnalysis, m, where, f"modules[{i}]")
+        for i, m in enumerate(v.ranking.modules if v.ranking is not None else ())
+    )
+
+
+def _read(run: SavedRun, v: SavedVariant) -> Ranked | None:
+    modules = ranked_modules(run, v)
+    if v.ranking is None or not modules:
         return None
     steps = v.ranking.steps.count if v.ranking.steps else None
-    return Ranked(v.ranked_modules[0], v.ranking.ranked_by == "device time", steps)
+    return Ranked(modules[0], v.ranking.ranked_by == "device time", steps)
 
 
 def _paths(found: Sequence[Ranked]) -> Paths:
@@ -68,7 +80,7 @@ def _cell(items: Sequence[tuple[str, float]]) -> str:
     return "; ".join(f"`{label}` {fmt.pct(share)}" for label, share in items) or "–"
 
 
-def _why_unranked(v: VariantData) -> str:
+def _why_unranked(v: SavedVariant) -> str:
     i = v.summary.identity
     if i.status != "ok":
         return literal(i.status) + (f": {literal(i.reason)}" if i.reason else "")
@@ -82,10 +94,10 @@ def _why_unranked(v: VariantData) -> str:
     return "no single optimized module was analysed"
 
 
-def overview_blocks(run: RunData) -> list[Block]:
+def overview_blocks(run: SavedRun) -> list[Block]:
     """The leading page's section: one row per variant with its largest clusters and source
     lines; each variant's page ranks and rolls up its clusters in full."""
-    found = {v.name: r for v in run.variants if (r := ranked(v)) is not None}
+    found = {v.name: r for v in run.variants if (r := ranked(run, v)) is not None}
     out: list[Block] = [Heading(2, "Where the time goes", "where-the-time-goes")]
     if not found:
         out.append(
@@ -128,7 +140,7 @@ def overview_blocks(run: RunData) -> list[Block]:
     return out
 
 
-def _module_line(v: VariantData, r: Ranked) -> str:
+def _module_line(v: SavedVariant, r: Ranked) -> str:
     m = r.module
     what = (
         f"{fmt.count(m.kernels_per_step)} kernels and "
@@ -143,13 +155,13 @@ def _module_line(v: VariantData, r: Ranked) -> str:
     )
 
 
-def variant_blocks(v: VariantData, run: RunData) -> list[Block]:
+def variant_blocks(v: SavedVariant, run: SavedRun) -> list[Block]:
     """A variant's page's section: its clusters ranked, rolled up by source line and named
     scope, and how to read the tables."""
-    r = ranked(v)
+    r = ranked(run, v)
     if r is None:
         return []
-    paths = _paths([x for u in run.variants if (x := ranked(u)) is not None])
+    paths = _paths([x for u in run.variants if (x := ranked(run, u)) is not None])
     more = len(r.module.clusters) - TOP
     out: list[Block] = [
         Heading(2, "Where its time goes", "where-the-time-goes"),

@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.frontends import registry
 from harness.records.findings import Findings
 from harness.records.run_files import Ceilings
 from harness.records.summary import Compile, Noise
 from harness.report import memory as memory_report
 from harness.report import ranking, unresolved
-from harness.report.data import MISSING, RunData, VariantData
 from harness.report.doc import Block, Bullets, Heading, Image, Para, Table, code, literal
 from harness.report.findings import (
     changes_blocks,
@@ -37,6 +37,7 @@ from harness.report.observations import observation_blocks
 from harness.report.plots import PlotOutcome
 from harness.report.processes import processes_blocks
 from harness.report.sharded import sharded_blocks
+from harness.saved.run import SavedRun, SavedVariant
 from harness.store.runfolder import DETAILS_FILE, REPORT_FILE
 
 # The columns a reader compares across variants; each variant's page has every figure.
@@ -60,7 +61,7 @@ PLOT_CAPTIONS = {
 }
 
 
-def library_calls(v: VariantData) -> str:
+def library_calls(v: SavedVariant) -> str:
     """Returns 'target + epilogue' for each library call, or MISSING when not analyzed."""
     h = v.summary.hlo
     if h.fusion_count is None:
@@ -71,7 +72,7 @@ def library_calls(v: VariantData) -> str:
     return "; ".join(call + (f" ×{n}" if n > 1 else "") for call, n in calls.items())
 
 
-def transfers(v: VariantData) -> str:
+def transfers(v: SavedVariant) -> str:
     p = v.summary.profile
     if p.kernels_per_step is None:
         return MISSING
@@ -82,7 +83,7 @@ def transfers(v: VariantData) -> str:
     )
 
 
-def fraction_of_peak(v: VariantData) -> str:
+def fraction_of_peak(v: SavedVariant) -> str:
     c = v.summary.cost
     if c.fraction_of_peak is not None:
         return f"{fmt.pct(c.fraction_of_peak)} of {c.peak_precision}"
@@ -109,7 +110,7 @@ def accuracy_verdict(n: Any, failure: bool | None) -> str:
     return ROUNDING if failure is False and n.tolerance else "FAIL"
 
 
-def numerics(v: VariantData, failure: bool | None = None) -> str:
+def numerics(v: SavedVariant, failure: bool | None = None) -> str:
     """The accuracy verdict with its error and tolerance."""
     n = v.summary.numerics
     verdict = accuracy_verdict(n, failure)
@@ -123,7 +124,7 @@ def numerics(v: VariantData, failure: bool | None = None) -> str:
     return verdict + tail
 
 
-def divergence(v: VariantData, linked: bool = False) -> str:
+def divergence(v: SavedVariant, linked: bool = False) -> str:
     """The first stage at which the variant differs from its reference (linked to the diff on
     its page)."""
     if "baseline" in v.roles:
@@ -134,7 +135,7 @@ def divergence(v: VariantData, linked: bool = False) -> str:
     return f"[{d.stage}]({v.page}#divergence)" if linked else d.stage
 
 
-def status(v: VariantData) -> str:
+def status(v: SavedVariant) -> str:
     """The variant's status, with its analysis errors beside it: a figure a failed stage
     never measured shows as missing in its row, and the row says why."""
     i = v.summary.identity
@@ -148,7 +149,7 @@ def status(v: VariantData) -> str:
     )
 
 
-def numerics_cell(v: VariantData, found: Findings | None = None) -> str:
+def numerics_cell(v: SavedVariant, found: Findings | None = None) -> str:
     """The compiler-effect verdict against the baseline where the run has one (`same`, or
     `changes` with the leaf and the size); else the accuracy: `ok`, the dtype's own rounding,
     or FAIL where a rule found the error beyond it (the page has the figures always)."""
@@ -172,7 +173,7 @@ def first_call_cell(c: Compile) -> str:
 
 
 def summary_row(
-    v: VariantData, paged: bool = False, found: Findings | None = None
+    v: SavedVariant, paged: bool = False, found: Findings | None = None
 ) -> tuple[str, ...]:
     """Returns one variant's summary-table cells, each formatted once for both renderings;
     with `paged`, its name and first divergence link to its page."""
@@ -193,7 +194,7 @@ def summary_row(
     )
 
 
-def summary_table(run: RunData, pages: frozenset[str] = frozenset()) -> Table:
+def summary_table(run: SavedRun, pages: frozenset[str] = frozenset()) -> Table:
     """One row per variant; those in `pages` link to their own page."""
     found = run.summary.findings
     return Table(
@@ -201,7 +202,7 @@ def summary_table(run: RunData, pages: frozenset[str] = frozenset()) -> Table:
     )
 
 
-def noise_blocks(run: RunData) -> list[Block]:
+def noise_blocks(run: SavedRun) -> list[Block]:
     """Returns what the run can resolve: the baseline against itself, and the device clocks."""
     n = run.summary.noise
     out: list[Block] = [Heading(2, "Noise", "noise")]
@@ -316,7 +317,7 @@ def _arrays(specs: Sequence[Any]) -> str:
     return ", ".join(f"{a.dtype}[{','.join(map(str, a.shape))}]" for a in specs) or "none"
 
 
-def program_blocks(run: RunData) -> list[Block]:
+def program_blocks(run: SavedRun) -> list[Block]:
     """What a program study studied: the function, its arguments, parameters and result, the
     new-shape call, where the FLOPs and the reference come from; then each variant's dtypes."""
     base = run.by_role("baseline") or next(iter(run.variants), None)
@@ -406,7 +407,7 @@ def program_blocks(run: RunData) -> list[Block]:
     ]
 
 
-def failed_numerics(run: RunData) -> dict[str, bool]:
+def failed_numerics(run: SavedRun) -> dict[str, bool]:
     """Each variant over a tolerance, and whether the findings call that a failure (True) or
     its dtype's own rounding (False): the numerics verdict has one record, the accuracy
     findings (rule `numerics.accuracy`), which the table repeats and never judges again."""
@@ -441,7 +442,7 @@ def folder_size(sizes: Mapping[str, int]) -> str:
     return f"{fmt.si(sum(sizes.values()), 'B')}: {parts}" if parts else fmt.si(0, "B")
 
 
-def environment_blocks(run: RunData) -> list[Block]:
+def environment_blocks(run: SavedRun) -> list[Block]:
     env = run.environment
     m = run.manifest
     # The environment and the manifest are the run's own text: shown as text, never Markdown.
@@ -499,7 +500,7 @@ def ceilings_line(ceilings: Ceilings | None) -> str:
     return f"{shown}; copy {bw} (measured {when})"
 
 
-def headline(run: RunData) -> str:
+def headline(run: SavedRun) -> str:
     env = run.environment
     # The versions of the frontends the run has variants of, as each frontend's traits name
     # its packages.
@@ -525,7 +526,7 @@ def headline(run: RunData) -> str:
 
 
 def report_blocks(
-    run: RunData,
+    run: SavedRun,
     plots: Sequence[PlotOutcome],
     pages: frozenset[str] = frozenset(),
 ) -> tuple[Block, ...]:
@@ -561,7 +562,7 @@ def report_blocks(
     )
 
 
-def details_blocks(run: RunData) -> tuple[Block, ...]:
+def details_blocks(run: SavedRun) -> tuple[Block, ...]:
     """Returns the run's details page: each finding's evidence and the pairs that are noise,
     the noise, coverage, memory, where the time goes, observations, processes and
     environment."""

@@ -7,8 +7,9 @@ without a sharded variant gets no section.
 from __future__ import annotations
 
 from harness.common import fmt
-from harness.report.data import MISSING, RunData, VariantData
+from harness.common.fmt import MISSING
 from harness.report.doc import Block, Bullets, Heading, Para, Table
+from harness.saved.run import SavedRun, SavedVariant
 
 COLLECTIVES_HEADER = (
     "variant", "collective", "opcode", "device groups", "sent / device", "made by",
@@ -28,7 +29,7 @@ SCALING_HEADER = (
 )  # fmt: skip
 
 
-def sharded(run: RunData) -> list[VariantData]:
+def sharded(run: SavedRun) -> list[SavedVariant]:
     """Returns the run's variants that ran on a mesh, in config order."""
     return [v for v in run.variants if v.summary.comm.devices is not None]
 
@@ -44,13 +45,13 @@ def _interval(value: float | None, bounds: tuple[float, float] | None, fmt_: str
     return text + (f" ({format(bounds[0], fmt_)}–{format(bounds[1], fmt_)})" if bounds else "")
 
 
-def _mesh(v: VariantData) -> str:
+def _mesh(v: SavedVariant) -> str:
     c = v.summary.comm
     axes = ", ".join(f"{a}={n}" for a, n in zip(c.axes, c.mesh, strict=False))
     return f"[{axes}]" + (f" shard_map {c.shard_map}" if c.shard_map else "")
 
 
-def scaling_table(variants: list[VariantData]) -> Table:
+def scaling_table(variants: list[SavedVariant]) -> Table:
     """Returns one row per sharded variant: what it sends, what shows, how it scales."""
     rows = []
     for v in variants:
@@ -73,7 +74,7 @@ def scaling_table(variants: list[VariantData]) -> Table:
     return Table(SCALING_HEADER, tuple(rows))
 
 
-def collectives_table(variants: list[VariantData]) -> Table | None:
+def collectives_table(variants: list[SavedVariant]) -> Table | None:
     """Returns one row per collective of every sharded variant, or None when none has one."""
     rows = []
     for v in variants:
@@ -95,7 +96,7 @@ def collectives_table(variants: list[VariantData]) -> Table | None:
     return Table(COLLECTIVES_HEADER, tuple(rows)) if rows else None
 
 
-def devices_table(variants: list[VariantData]) -> Table:
+def devices_table(variants: list[SavedVariant]) -> Table:
     """Returns compute, communication, exposed and idle time per device and step."""
     rows = tuple(
         (
@@ -117,7 +118,7 @@ def devices_table(variants: list[VariantData]) -> Table:
     return Table(DEVICES_HEADER, rows)
 
 
-def overlap_table(variants: list[VariantData]) -> Table:
+def overlap_table(variants: list[SavedVariant]) -> Table:
     """Returns per sharded variant its collective time, the part compute hides, the largest
     wait share and the straggler, as the analysis recorded them."""
     rows = tuple(
@@ -137,7 +138,7 @@ def overlap_table(variants: list[VariantData]) -> Table:
     return Table(OVERLAP_HEADER, rows)
 
 
-def waiting_blocks(run: RunData) -> list[Block]:
+def waiting_blocks(run: SavedRun) -> list[Block]:
     """Returns the `communication.waiting` findings, one bullet each, or nothing."""
     recorded = run.summary.findings
     found = recorded.communication if recorded is not None else ()
@@ -149,7 +150,7 @@ def waiting_blocks(run: RunData) -> list[Block]:
     ]
 
 
-def sharded_blocks(run: RunData) -> list[Block]:
+def sharded_blocks(run: SavedRun) -> list[Block]:
     """Returns the section on sharded variants, or nothing when the run has none."""
     variants = sharded(run)
     if not variants:

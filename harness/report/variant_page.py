@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.common import fmt
+from harness.common.fmt import MISSING
 from harness.frontends import registry
 from harness.records.numerics import EffectFinding
 from harness.report import findings as why
 from harness.report import memory as memory_report
 from harness.report import ranking
-from harness.report.data import MISSING, PAGE, RunData, VariantData
 from harness.report.doc import Block, Bullets, Code, Heading, Para, Table, code, literal
 from harness.report.sections import (
     failed_numerics,
@@ -33,9 +33,11 @@ from harness.report.sections import (
     transfers,
 )
 from harness.report.stage_diff import CONTEXT, HLO_STAGES, MAX_COMPARED, MAX_LINES, StageDiff
+from harness.saved.run import SavedRun, SavedVariant
+from harness.store.runfolder import REPORT_FILE as PAGE
 
 
-def here(v: VariantData, path: str) -> str:
+def here(v: SavedVariant, path: str) -> str:
     """A path relative to the run folder, as a link from the variant's page."""
     own = f"variants/{v.name}/"
     return path.removeprefix(own) if path.startswith(own) else f"../../{path}"
@@ -76,7 +78,7 @@ class PageInputs:
 # --- the page's own figures ------------------------------------------------------------------
 
 
-def figures_table(v: VariantData, failure: bool | None = None) -> Table:
+def figures_table(v: SavedVariant, failure: bool | None = None) -> Table:
     """Every figure of the variant, including those the leading page's summary leaves out;
     `failure`: the findings' word on its accuracy (sections.failed_numerics)."""
     s = v.summary
@@ -106,7 +108,7 @@ def figures_table(v: VariantData, failure: bool | None = None) -> Table:
 XPROF_INSTALL = ".venv/bin/pip install 'xprof>=2.24'"
 
 
-def elsewhere_blocks(v: VariantData, e: Elsewhere) -> list[Block]:
+def elsewhere_blocks(v: SavedVariant, e: Elsewhere) -> list[Block]:
     """The commands and links that open the variant's profile and logs in other tools."""
     out: list[Block] = [Heading(2, "Open it elsewhere", "elsewhere")]
     cmds: list[str] = []
@@ -182,7 +184,7 @@ def _moved(e: EffectFinding) -> str:
     return f"{head} No pass named: {e.search or 'the pass search did not run'}."
 
 
-def divergence_blocks(v: VariantData, run: RunData, d: ShownDivergence | None) -> list[Block]:
+def divergence_blocks(v: SavedVariant, run: SavedRun, d: ShownDivergence | None) -> list[Block]:
     """Where the variant first differs from its reference: the stage, the sentence the
     analysis recorded, and the diff of that stage's two files."""
     out: list[Block] = [Heading(2, "First divergence", "divergence")]
@@ -240,7 +242,7 @@ def divergence_blocks(v: VariantData, run: RunData, d: ShownDivergence | None) -
 # --- why the baseline's clusters are not one -------------------------------------------------
 
 
-def boundaries_blocks(run: RunData, v: VariantData) -> list[Block]:
+def boundaries_blocks(run: SavedRun, v: SavedVariant) -> list[Block]:
     """Why the baseline's consecutive clusters are separate launches, on the baseline's page:
     the `structure.why_not_fused` rule's records, grouped by reason."""
     f = run.summary.findings
@@ -252,9 +254,9 @@ def boundaries_blocks(run: RunData, v: VariantData) -> list[Block]:
 # --- clusters, passes, the rest --------------------------------------------------------------
 
 
-def clusters_table(v: VariantData) -> Table | None:
+def clusters_table(v: SavedVariant) -> Table | None:
     """Returns the variant's clusters with their source ops and the kernels matched to them."""
-    clusters = v.clusters()
+    clusters = v.cluster_entries()
     if not clusters:
         return None
     steps = len({k.step for k in v.kernels if k.step is not None}) or 1
@@ -285,7 +287,7 @@ def clusters_table(v: VariantData) -> Table | None:
     )
 
 
-def top_passes_blocks(v: VariantData) -> list[Block]:
+def top_passes_blocks(v: SavedVariant) -> list[Block]:
     c = v.summary.compile
     if not c.top_passes:
         return []
@@ -326,7 +328,7 @@ def dynamo_line(d: Any) -> str:
     return "Dynamo: " + "; ".join(parts) + "."
 
 
-def ladder_blocks(v: VariantData) -> list[Block]:
+def ladder_blocks(v: SavedVariant) -> list[Block]:
     if not v.stages:
         return []
     items = tuple(
@@ -339,7 +341,7 @@ def ladder_blocks(v: VariantData) -> list[Block]:
     return [Heading(2, "IR ladder", "ladder"), Bullets(items)]
 
 
-def comparison_blocks(v: VariantData) -> list[Block]:
+def comparison_blocks(v: SavedVariant) -> list[Block]:
     s = v.summary
     out: list[Block] = []
     for label, verdict in (
@@ -356,7 +358,7 @@ def comparison_blocks(v: VariantData) -> list[Block]:
     return out
 
 
-def extra_lines(v: VariantData) -> list[str]:
+def extra_lines(v: SavedVariant) -> list[str]:
     """The variant's other figures: recompile, FLOP disagreements, host gap, latency, errors."""
     s = v.summary
     extra = []
@@ -386,7 +388,7 @@ def extra_lines(v: VariantData) -> list[str]:
     return extra
 
 
-def page_blocks(v: VariantData, run: RunData, inputs: PageInputs) -> tuple[Block, ...]:
+def page_blocks(v: SavedVariant, run: SavedRun, inputs: PageInputs) -> tuple[Block, ...]:
     """The variant's page: what it is and its figures, how to open it elsewhere, its first
     divergence, IR ladder, clusters, where its time goes and why, passes and the rest."""
     s = v.summary

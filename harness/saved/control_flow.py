@@ -1,6 +1,6 @@
 """The facts the control-flow rules read (harness.findings.control_flow): each while
 loop the cost model found and what the profile says it ran, and the predicates read back to
-the host. Pure: `control_flow_facts` takes the variant's records, `facts.read_facts` reads them.
+the host. Pure: `control_flow_facts` takes the variant's records, `harness.saved.read.load_run` reads them.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _is_copy(name: str, kind: str, direction: str | None) -> bool:
 
 @dataclass(frozen=True)
 class _LoopShape:
-    """What cost.json says of one loop: its body's clusters, trip count, entries a call and
-    how its body was counted."""
+    """What the cost model counted of one loop: its body's clusters, its trip count, its
+    entries a call and how its body was counted."""
 
     body: frozenset[str]
     trip_count: int | None
