@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.hlo.instruction import Instruction
+from harness.hlo.operands import operand_shape
 from harness.hlo.parser import Computation, HloModule
 from harness.hlo.shapes import ArrayShape, TupleShape
 
@@ -176,15 +177,7 @@ def array_shape(shape: object) -> ArrayShape | None:
 
 
 def _operand_array(comp: Computation, operand: str) -> ArrayShape | None:
-    name, _, index = operand.partition("#")
-    inst = comp.get(name)
-    if inst is None:
-        return None
-    shape = inst.shape
-    if index.isdigit() and isinstance(shape, TupleShape):
-        i = int(index)
-        return array_shape(shape.elements[i]) if i < len(shape.elements) else None
-    return array_shape(shape)
+    return array_shape(operand_shape(comp, operand))
 
 
 def _gemm_from_dims(

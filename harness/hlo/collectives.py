@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from harness.hlo.instruction import MAX_ID, Instruction
+from harness.hlo.operands import operand_shape
 from harness.hlo.parser import Computation, HloModule, parse_file
 from harness.hlo.passes import XLA_PASS_FILE, pass_file_info
 from harness.hlo.shapes import ArrayShape, Shape, decimal, leaves, parse_shape
@@ -409,17 +410,6 @@ def _num_devices(module: HloModule) -> int:
     return (decimal(replicas, MAX_ID) or 1) * (decimal(partitions, MAX_ID) or 1)
 
 
-def _operand_shape(comp: Computation, operand: str) -> Shape | None:
-    name, _, index = operand.partition("#")
-    producer = comp.get(name)
-    if producer is None:
-        return None
-    shape = producer.shape
-    if index.isdigit() and not isinstance(shape, ArrayShape):
-        shape = shape.elements[int(index)]
-    return shape
-
-
 def _done_of(comp: Computation, start: Instruction) -> Instruction | None:
     for inst in comp.instructions:
         if inst.opcode.endswith("-done") and start.name in inst.operand_names:
@@ -541,7 +531,7 @@ def _collective(
     where = f"{module.path}: {inst.name}"
     opcode = hlo_opcode.removesuffix("-start")
     # Input: the operands' shapes (inside an async wrapper these are its parameters).
-    in_shapes = [s for o in inst.operands if (s := _operand_shape(comp, o)) is not None]
+    in_shapes = [s for o in inst.operands if (s := operand_shape(comp, o)) is not None]
     in_leaves = [leaf for s in in_shapes for leaf in leaves(s)]
     out_shape = _out_shape(comp, inst, hlo_opcode, wrapper, wrapper_comp)
     out_leaves = leaves(out_shape)

@@ -1,5 +1,6 @@
 """Shapes an HLO instruction reads and writes, looked up in its computation: what the cost
-model (harness.hlo.cost) counts elements and bytes of."""
+model (harness.hlo.cost) counts elements and bytes of, and the shapes the clusters' library
+calls (harness.hlo.clusters) and the collectives (harness.hlo.collectives) are read from."""
 
 from __future__ import annotations
 
