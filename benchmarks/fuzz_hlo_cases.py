@@ -337,16 +337,17 @@ MALFORMED: dict[str, list[str]] = {
 }
 
 
-def fixture_texts() -> list[tuple[str, str]]:
-    """Returns (name, text) of every HLO module text file in the shared fixtures."""
+def fixture_texts(root: Path = FIXTURES) -> list[tuple[str, str]]:
+    """Returns (name, text) of every HLO module text file under `root` (the shared fixtures,
+    or the copy the project ships, unpacked: tests/fixture_root.py)."""
     out = []
-    for path in sorted(FIXTURES.rglob("*")):
+    for path in sorted(root.rglob("*")):
         if (
             path.is_file()
             and path.suffix in (".txt", ".hlo")
             and path.read_bytes()[:9] == b"HloModule"
         ):
-            out.append((str(path.relative_to(FIXTURES)), path.read_text()))
+            out.append((str(path.relative_to(root)), path.read_text()))
     return out
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixture_root import fixtures_root
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,14 +24,16 @@ _spec = importlib.util.spec_from_file_location("fuzz_hlo", SCRIPT)
 fuzz = importlib.util.module_from_spec(_spec)
 sys.modules["fuzz_hlo"] = fuzz  # its dataclasses look their module up while being defined
 _spec.loader.exec_module(fuzz)
-SOURCES = fuzz.fixture_texts()
+# ../shared/fixtures where it is beside the checkout, else the fixtures the project ships.
+FIXTURE_ROOT = fixtures_root()
+SOURCES = fuzz.fixture_texts(FIXTURE_ROOT)
 OUTCOMES = ("parsed", "ParseError", "lazy")
 
 
 @pytest.fixture(autouse=True)
 def _need_fixtures() -> None:
     if not SOURCES:
-        pytest.skip(f"no HLO fixtures under {fuzz.FIXTURES}")
+        pytest.skip(f"no HLO fixtures under {FIXTURE_ROOT}")
 
 
 @pytest.mark.slow
