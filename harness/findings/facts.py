@@ -187,11 +187,11 @@ def read_emitted(
     return {s: tuple(files) for s, files in out.items()}
 
 
-def _with_times(run: SavedRun, v: SavedVariant) -> SavedVariant:
+def _with_times(v: SavedVariant) -> SavedVariant:
     """A variant with its profiled clusters' times and a step's span (none unprofiled)."""
     times = cluster_times(v.ranking, v.clusters)
-    vdir = RunFolder(run.path).variant(v.name)
-    span = step_events.mean_span_s(step_events.step_events(vdir)) if times else None
+    # The events load_run read (SavedVariant.kernels), not the file again.
+    span = step_events.mean_span_s(step_events.of_events(v.kernels)) if times else None
     return dataclasses.replace(v, times=times, span_s=span)
 
 
@@ -205,7 +205,7 @@ def read_facts(
     thresholds from its manifest's config unless given (an analysis passes the config's)."""
     workdir = Path(workdir)
     run = load_run(workdir, summary)
-    variants = tuple(_with_times(run, v) for v in run.variants)
+    variants = tuple(_with_times(v) for v in run.variants)
     # The baseline of the framework the others are timed against (JAX's).
     base = next(
         (

@@ -8,9 +8,11 @@ gaps, compare's lines with their intervals) reads them here and never names the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.records import events_file
+from harness.records.run_files import KernelEvent
 from harness.store.runfolder import VariantFolder
 
 
@@ -33,9 +35,14 @@ class StepEvent:
 def step_events(variant: VariantFolder) -> tuple[StepEvent, ...]:
     """Returns the variant's events of its profiled steps, in the profile's order (none where
     it has no profile, or an event carries no step)."""
+    return of_events(events_file.read(variant))
+
+
+def of_events(events: Iterable[KernelEvent]) -> tuple[StepEvent, ...]:
+    """`step_events` of events already read (a saved run's `SavedVariant.kernels`)."""
     return tuple(
         StepEvent(e.step, e.cluster, e.device, e.stream, e.start_ns, e.duration_ns)
-        for e in events_file.read(variant)
+        for e in events
         if e.step is not None
     )
 
