@@ -317,19 +317,18 @@ def _arrays(specs: Sequence[Any]) -> str:
     return ", ".join(f"{a.dtype}[{','.join(map(str, a.shape))}]" for a in specs) or "none"
 
 
-def program_blocks(run: SavedRun) -> list[Block]:
-    """What a program study studied: the function, its arguments, parameters and result, the
-    new-shape call, where the FLOPs and the reference come from; then each variant's dtypes."""
-    base = run.by_role("baseline") or next(iter(run.variants), None)
-    p = base.summary.identity.program if base is not None else None
-    if base is None or p is None:
-        return []
-    flops = {
+def _flops_source(p: Any) -> str:
+    """Where the program's FLOPs per call come from, in words."""
+    return {
         "config": "given by the config (`program.flops`)",
         "hlo_before": "our cost model of the unoptimized HLO (the ladder's `hlo_before`)",
     }.get(p.flops_source, p.flops_source or MISSING)
-    wide = "/".join(p.reference_dtypes) or MISSING
-    items = [
+
+
+def _program_facts(base: Any, p: Any) -> list[str]:
+    """The function studied: how it is called, its parameters, inputs and result, the
+    new-shape call, and its FLOPs per call with where they come from."""
+    return [
         f"function `{p.function}`, called as `function(params, *inputs)`",
         f"parameters from `{p.init}` (`init(jax.random.key(seed), *input_specs)`): "
         f"{p.param_leaves} arrays, {fmt.si(p.param_count, '')} values, "
@@ -337,7 +336,7 @@ def program_blocks(run: SavedRun) -> list[Block]:
         f"inputs {_arrays(p.inputs)}; result {_arrays(p.output)}",
         f"the new-shape call (recompile): inputs {_arrays(p.recompile_inputs)}",
         f"FLOPs per call (`cost.flops_analytic`): {fmt.si(base.summary.cost.flops_analytic, 'FLOP')}, "
-        f"{flops}"
+        f"{_flops_source(p)}"
         # The capture's share counts each loop the HLO does not count once: not beside the
         # profile's counts.
         + (
@@ -346,24 +345,35 @@ def program_blocks(run: SavedRun) -> list[Block]:
             else ""
         ),
     ]
+
+
+def _reference_facts(run: SavedRun, wide: str) -> list[str]:
+    """How the numerics reference ran (x64 on the CPU, or float32 where that fell back), and
+    whether its result is less precise than float64."""
     fell_back = any(
         "the program in float32" in (v.summary.numerics.reference_note or "")
         for v in run.variants
         if v.summary.numerics is not None
     )
-    items.append(
+    items = [
         "numerics against the function itself run with jax's x64 on the CPU (result "
         f"{wide}), parameters and inputs widened to float64 from the values each variant used"
         if not fell_back
         else "numerics against the function itself in float32 on the CPU (the reference "
         "below says why)"
-    )
+    ]
     if wide != "float64" and not fell_back:  # else the reference note says why
         items.append(
             "the reference's result is not float64: the function fixes its own dtype, so the "
             "reference is no more precise than that"
         )
-    # Said once: what every variant shares (loop counts from the profile, the reference used).
+    return items
+
+
+def _variant_notes(run: SavedRun) -> list[str]:
+    """Each variant's loop counts, reference note and failed probes; what every variant
+    shares (the same loop counts, the same reference) is said once, not per variant."""
+    items: list[str] = []
     counts = {
         v.name: v.summary.cost.loop_counts for v in run.variants if v.summary.cost.loop_counts
     }
@@ -386,7 +396,14 @@ def program_blocks(run: SavedRun) -> list[Block]:
                 f"`{v.name}`: the optional {f.probe} probe failed ({f.reason}); "
                 "the variant's other results stand"
             )
-    rows = tuple(
+    return items
+
+
+def _program_rows(run: SavedRun) -> tuple[tuple[str, ...], ...]:
+    """One row per variant with a program: its inputs as called, parameter dtypes and bytes,
+    keyword arguments and the worst leaf of its numerics."""
+    failed = failed_numerics(run)
+    return tuple(
         (
             v.name,
             _arrays(v.summary.identity.program.inputs),
@@ -394,16 +411,27 @@ def program_blocks(run: SavedRun) -> list[Block]:
             fmt.si(v.summary.identity.program.param_bytes, "B"),
             ", ".join(f"`{k}={fmt.text(x)}`" for k, x in v.summary.identity.program.kwargs.items())
             or "none",
-            _worst_leaf(v.summary.numerics, failed_numerics(run).get(v.name)),
+            _worst_leaf(v.summary.numerics, failed.get(v.name)),
         )
         for v in run.variants
         if v.summary.identity.program is not None
     )
+
+
+def program_blocks(run: SavedRun) -> list[Block]:
+    """What a program study studied: the function, its arguments, parameters and result, the
+    new-shape call, where the FLOPs and the reference come from; then each variant's dtypes."""
+    base = run.by_role("baseline") or next(iter(run.variants), None)
+    p = base.summary.identity.program if base is not None else None
+    if base is None or p is None:
+        return []
+    wide = "/".join(p.reference_dtypes) or MISSING
+    items = [*_program_facts(base, p), *_reference_facts(run, wide), *_variant_notes(run)]
     head = ("variant", "inputs as called", "parameter dtypes", "parameter bytes")
     return [
         Heading(2, "The program", "program"),
         Bullets(tuple(items)),
-        Table((*head, "keyword arguments", "numerics: worst leaf"), rows),
+        Table((*head, "keyword arguments", "numerics: worst leaf"), _program_rows(run)),
     ]
 
 
