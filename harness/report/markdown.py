@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import saved
 from harness.common import userfiles
+from harness.records.summary import Divergence
 from harness.report import doc, index, plots, search, sections, stage_diff, variant_page
 from harness.store import io, ownership
 from harness.store.runfolder import (
@@ -55,6 +57,69 @@ def _stage_files(run: saved.SavedRun, st: saved.Rung) -> list[Path]:
     return userfiles.files_in(path)  # by their names, kept compressed or not
 
 
+def _no_diff(d: Divergence, why: str) -> variant_page.ShownDivergence:
+    """The first divergence shown without a diff, and why there is none."""
+    return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
+
+
+def _named_pass_files(
+    run: saved.SavedRun, d: Divergence, mine: saved.Rung, theirs: saved.Rung
+) -> tuple[list[Path], list[Path]] | str:
+    """The pair of pass files where the two first differ, as the analysis names them (the
+    reference's, then the variant's), or why they cannot be shown."""
+    if not d.files:
+        return "The summary names no pair of pass files (it was made before it did)."
+    left_files = [run.path / d.files[0]]
+    right_files = [run.path / d.files[1]]
+    # A summary can name any path: only a plain file of each side's own passes folder.
+    for f, st in ((left_files[0], theirs), (right_files[0], mine)):
+        if not userfiles.is_file(f) or f.parent != run.path / st.path:
+            return "The pass files the summary names are not in the kept passes folders."
+    return left_files, right_files
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """The two sides of a stage diff: the reference's files and the variant's, and the text
+    read from each."""
+
+    left_files: list[Path]
+    right_files: list[Path]
+    left: str
+    right: str
+
+
+def _read_sides(
+    run: saved.SavedRun, d: Divergence, mine: saved.Rung, theirs: saved.Rung
+) -> _Sides | str:
+    """The diverging stage's files of both sides and their text, or why they cannot be shown;
+    a file that cannot be read raises OSError or ValueError."""
+    if d.stage == "passes":
+        named = _named_pass_files(run, d, mine, theirs)
+        if isinstance(named, str):
+            return named
+        left_files, right_files = named
+    else:
+        left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
+    return _Sides(
+        left_files, right_files, _joined(left_files, run.path), _joined(right_files, run.path)
+    )
+
+
+def _diff_names(
+    run: saved.SavedRun, sides: _Sides, mine: saved.Rung, theirs: saved.Rung
+) -> tuple[list[str], list[str]]:
+    """Each side's name in the diff's header and the path its link opens, both in the run
+    folder: the files, or for a folder stage the folders."""
+    firsts = (sides.left_files[0], sides.right_files[0])
+    rel = [str(p.relative_to(run.path)) for p in firsts]
+    # The links name the files on disk (`<name>.gz` where the capture compressed them).
+    links = [str(userfiles.stored(p).relative_to(run.path)) for p in firsts]
+    if len(sides.left_files) > 1 or len(sides.right_files) > 1:  # a folder stage: link the folders
+        rel, links = [theirs.path, mine.path], [st.stored or st.path for st in (theirs, mine)]
+    return rel, links
+
+
 def read_divergence(
     run: saved.SavedRun, v: saved.SavedVariant
 ) -> variant_page.ShownDivergence | None:
@@ -64,41 +129,19 @@ def read_divergence(
         return None
     ref = run.variant(d.against)
     if d.stage not in stage_diff.TEXT_STAGES or ref is None:
-        why = f"There is no stage file to diff: the difference is in the `{d.stage}`."
-        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
+        return _no_diff(d, f"There is no stage file to diff: the difference is in the `{d.stage}`.")
     mine, theirs = v.stage(d.stage), ref.stage(d.stage)
     if mine is None or theirs is None or not (mine.exists and theirs.exists):
-        why = "The stage's files are not kept in this copy of the run."
-        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
+        return _no_diff(d, "The stage's files are not kept in this copy of the run.")
     try:
-        if d.stage == "passes":
-            # The analysis names the pair of pass files where the two first differ.
-            if not d.files:
-                why = "The summary names no pair of pass files (it was made before it did)."
-                return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
-            left_files = [run.path / d.files[0]]
-            right_files = [run.path / d.files[1]]
-            # A summary can name any path: only a plain file of each side's own passes folder.
-            for f, st in ((left_files[0], theirs), (right_files[0], mine)):
-                if not userfiles.is_file(f) or f.parent != run.path / st.path:
-                    why = "The pass files the summary names are not in the kept passes folders."
-                    return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
-        else:
-            left_files, right_files = _stage_files(run, theirs), _stage_files(run, mine)
-        left = _joined(left_files, run.path)
-        right = _joined(right_files, run.path)
+        sides = _read_sides(run, d, mine, theirs)
     except (OSError, ValueError) as e:  # a damaged pass file: the page says so
-        why = f"The stage's files could not be read: {e}"
-        return variant_page.ShownDivergence(d.stage, d.against, d.detail, why_none=why)
-    rel = [str(p.relative_to(run.path)) for p in (left_files[0], right_files[0])]
-    # The links name the files on disk (`<name>.gz` where the capture compressed them).
-    links = [
-        str(userfiles.stored(p).relative_to(run.path)) for p in (left_files[0], right_files[0])
-    ]
-    if len(left_files) > 1 or len(right_files) > 1:  # a folder stage: link the folders
-        rel, links = [theirs.path, mine.path], [st.stored or st.path for st in (theirs, mine)]
+        return _no_diff(d, f"The stage's files could not be read: {e}")
+    if isinstance(sides, str):
+        return _no_diff(d, sides)
+    rel, links = _diff_names(run, sides, mine, theirs)
     diff = stage_diff.stage_diff(
-        d.stage, (f"{ref.name}: {rel[0]}", left), (f"{v.name}: {rel[1]}", right)
+        d.stage, (f"{ref.name}: {rel[0]}", sides.left), (f"{v.name}: {rel[1]}", sides.right)
     )
     return variant_page.ShownDivergence(d.stage, d.against, d.detail, diff, (links[0], links[1]))
 
