@@ -143,10 +143,8 @@ def against(v: Verdict | None, what: str, reference_s: float | None) -> str:
     return fmt.verdict(v) + (f"; {what} {fmt.ms(reference_s)}" if reference_s else "")
 
 
-def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
-    rows = ranked(record)
-    best = next((c for c in record.candidates if c.name == record.best), None)
-    out: list[Block] = [Heading(1, title)]
+def _summary(record: SearchRecord) -> Para:
+    """What was searched, how, for how long, and how many configurations it compiled."""
     summary = (
         f"Searched `{record.base}` ({record.strategy}, budget {record.budget_s:.0f} s, took "
         f"{record.wall_s:.0f} s): {_compiled(record)}, "
@@ -154,7 +152,14 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
     )
     if record.stopped:
         summary += f" Stopped early: {record.stopped}."
-    out.append(Para(summary))
+    return Para(summary)
+
+
+def _best_blocks(record: SearchRecord) -> list[Block]:
+    """The best configuration, ready to paste; or why the search names none (it could not
+    resolve differences, or no candidate meets the constraints)."""
+    best = next((c for c in record.candidates if c.name == record.best), None)
+    out: list[Block] = []
     if record.unresolved:
         out.append(
             Para(
@@ -180,58 +185,56 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
         ]
     elif not record.unresolved:
         out.append(Para(f"**No candidate meets the constraints** ({_cap(record)})."))
-    out += constraint_blocks(record)
-    bound = bound_of(record)
-    out += [
-        Heading(2, "Ranked"),
-        Para(
-            f"Against the lower bound `{bound.name}` (x @ W alone, timed in the same rounds): "
-            f"{fmt.step(bound.step_s, bound.step_ci95_s)} in {stage_name(bound)}; each row reads "
-            "its ratios against the default and the lower bound timed in its own stage, and "
-            "gives their times there. It computes less, so it is the line "
-            "every candidate is measured against, never a candidate."
-            if bound is not None
-            else "No lower bound was timed."
-        ),
-        Table(
-            (
-                "candidate",
-                "changed",
-                "timed in",
-                "step (95% CI)",
-                "vs default",
-                "vs lower bound",
-                "compile",
-                "peak",
-                "numerics",
-                "vs default's result",
-            ),
-            tuple(
-                (
-                    c.name,
-                    c.changed,
-                    stage_name(c),
-                    fmt.step(c.step_s, c.step_ci95_s),
-                    against(c.vs_default, "default", c.default_step_s),
-                    against(c.vs_lower_bound, "lower bound", c.lower_bound_step_s),
-                    fmt.secs(c.compile_s),
-                    fmt.si(c.peak_bytes, "B"),
-                    fmt.sci(c.rel_fro_err),
-                    effect_words(c),
-                )
-                for c in rows
-            ),
-        ),
-    ]
-    if plot:
-        out.append(
-            Image(
-                plot,
-                "search",
-                "Each distinct program's time per step over the default's in the timing stage "
-                "named on its bar, with 95% intervals.",
-            )
-        )
+    return out
+
+
+def _bound_para(bound: Candidate | None) -> Para:
+    """The lower bound every candidate is measured against, and its time, when it was timed."""
+    return Para(
+        f"Against the lower bound `{bound.name}` (x @ W alone, timed in the same rounds): "
+        f"{fmt.step(bound.step_s, bound.step_ci95_s)} in {stage_name(bound)}; each row reads "
+        "its ratios against the default and the lower bound timed in its own stage, and "
+        "gives their times there. It computes less, so it is the line "
+        "every candidate is measured against, never a candidate."
+        if bound is not None
+        else "No lower bound was timed."
+    )
+
+
+_RANKED_HEAD = (
+    "candidate",
+    "changed",
+    "timed in",
+    "step (95% CI)",
+    "vs default",
+    "vs lower bound",
+    "compile",
+    "peak",
+    "numerics",
+    "vs default's result",
+)
+
+
+def _ranked_row(c: Candidate) -> tuple[str, ...]:
+    """One timed candidate's row of the ranked table, its ratios read in its own stage."""
+    return (
+        c.name,
+        c.changed,
+        stage_name(c),
+        fmt.step(c.step_s, c.step_ci95_s),
+        against(c.vs_default, "default", c.default_step_s),
+        against(c.vs_lower_bound, "lower bound", c.lower_bound_step_s),
+        fmt.secs(c.compile_s),
+        fmt.si(c.peak_bytes, "B"),
+        fmt.sci(c.rel_fro_err),
+        effect_words(c),
+    )
+
+
+def _untimed_blocks(record: SearchRecord) -> list[Block]:
+    """The candidates not ranked: the same program as an earlier one, options with no effect,
+    options not tried where they act, and the candidates that failed or were wrong."""
+    out: list[Block] = []
     same = [c for c in record.candidates if c.status == "same_program"]
     if same:
         out += [
@@ -264,6 +267,29 @@ def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, .
                 )
             ),
         ]
+    return out
+
+
+def blocks(record: SearchRecord, title: str, plot: str | None) -> tuple[Block, ...]:
+    """The search's report: what was searched, the best configuration, the constraints'
+    effects, the ranked candidates (and their plot), then the candidates not ranked."""
+    out: list[Block] = [Heading(1, title), _summary(record), *_best_blocks(record)]
+    out += constraint_blocks(record)
+    out += [
+        Heading(2, "Ranked"),
+        _bound_para(bound_of(record)),
+        Table(_RANKED_HEAD, tuple(_ranked_row(c) for c in ranked(record))),
+    ]
+    if plot:
+        out.append(
+            Image(
+                plot,
+                "search",
+                "Each distinct program's time per step over the default's in the timing stage "
+                "named on its bar, with 95% intervals.",
+            )
+        )
+    out += _untimed_blocks(record)
     return tuple(out)
 
 
@@ -345,76 +371,97 @@ def gain_words(v: Verdict | None) -> str:
     return f"{v.ratio:.2f}×{interval}{note}"
 
 
+def _leader_blocks(record: SearchRecord, by_name: dict[str, Candidate]) -> list[Block]:
+    """The best candidate and the next two that break no constraint, side by side, then each
+    one as a variant to paste."""
+    leaders = [by_name[n] for n in record.leaders if n in by_name]
+    if not leaders:
+        return []
+    out: list[Block] = [
+        Heading(2, "Trade-offs of the leaders"),
+        Para(
+            "The best candidate and the next two that break no constraint: each one's "
+            "speed against the default (from paired rounds of its stage), its first call, "
+            f"its peak memory and its result against the default's ({_cap(record)})."
+        ),
+        Table(
+            ("candidate", "changed", "vs default", "first call", "peak", "result"),
+            tuple(
+                (
+                    c.name,
+                    c.changed,
+                    speedup(c.vs_default) if c.name != "default" else "the default",
+                    fmt.secs(c.first_call_s),
+                    fmt.si(c.peak_bytes, "B"),
+                    effect_words(c),
+                )
+                for c in leaders
+            ),
+        ),
+    ]
+    for c in leaders:
+        out += [Para(f"`{c.name}` as a variant:"), Code(config_lines(c), "yaml")]
+    return out
+
+
+def _rejected_blocks(record: SearchRecord, by_name: dict[str, Candidate]) -> list[Block]:
+    """The candidates a constraint rejected, what each broken constraint costs, and which of
+    them were faster than the best."""
+    rejected = [c for c in record.candidates if c.rejected and c.status == "ok"]
+    if not rejected:
+        return []
+    faster = set(record.rejected_faster)
+    best = by_name.get(record.best or "")
+    than = (
+        f": faster than the best `{best.name}` ({speedup(best.vs_default)}), and never "
+        "named the best"
+        if best is not None and best.name != "default"
+        else ": faster than the default, and never named the best"
+    )
+    return [
+        Heading(2, "Rejected by a constraint"),
+        Bullets(
+            tuple(
+                f"`{c.name}` ({literal(c.changed)}): "
+                f"{speedup(c.vs_default) if c.name != 'default' else 'the default itself'}, and "
+                f"{rejection(c, record)}" + (than if c.name in faster else "")
+                for c in rejected
+            )
+        ),
+    ]
+
+
+def _attribution_blocks(record: SearchRecord) -> list[Block]:
+    """The best's gain taken apart by dimension, the largest first; or why it is not."""
+    if not record.attribution:
+        if record.attribution_note and record.best not in (None, "default"):
+            return [Para(f"The gain is not taken apart: {literal(record.attribution_note)}.")]
+        return []
+    ranked_gain = sorted(
+        record.attribution, key=lambda a: -(a.gain.ratio if a.gain and a.gain.ratio else 0)
+    )
+    return [
+        Heading(2, "Which dimension carried the gain"),
+        Para(
+            f"`{record.best}` timed beside itself with each dimension alone set back to the "
+            "default's: the time without it over the best's is what it gave."
+        ),
+        Bullets(
+            tuple(
+                f"{dimension_words(a.dimension)} ({literal(a.reset)}) "
+                f"{'gave' if i == 0 else 'added'} {gain_words(a.gain)}"
+                + (f" [{stage_timing(a.stage)}]" if a.stage is not None else "")
+                for i, a in enumerate(ranked_gain)
+            )
+        ),
+    ]
+
+
 def constraint_blocks(record: SearchRecord) -> list[Block]:
     """The leaders' trade-offs, what a constraint rejected, and the best's gain taken apart."""
     by_name = {c.name: c for c in record.candidates}
-    out: list[Block] = []
-    leaders = [by_name[n] for n in record.leaders if n in by_name]
-    if leaders:
-        out += [
-            Heading(2, "Trade-offs of the leaders"),
-            Para(
-                "The best candidate and the next two that break no constraint: each one's "
-                "speed against the default (from paired rounds of its stage), its first call, "
-                f"its peak memory and its result against the default's ({_cap(record)})."
-            ),
-            Table(
-                ("candidate", "changed", "vs default", "first call", "peak", "result"),
-                tuple(
-                    (
-                        c.name,
-                        c.changed,
-                        speedup(c.vs_default) if c.name != "default" else "the default",
-                        fmt.secs(c.first_call_s),
-                        fmt.si(c.peak_bytes, "B"),
-                        effect_words(c),
-                    )
-                    for c in leaders
-                ),
-            ),
-        ]
-        for c in leaders:
-            out += [Para(f"`{c.name}` as a variant:"), Code(config_lines(c), "yaml")]
-    rejected = [c for c in record.candidates if c.rejected and c.status == "ok"]
-    if rejected:
-        faster = set(record.rejected_faster)
-        best = by_name.get(record.best or "")
-        than = (
-            f": faster than the best `{best.name}` ({speedup(best.vs_default)}), and never "
-            "named the best"
-            if best is not None and best.name != "default"
-            else ": faster than the default, and never named the best"
-        )
-        out += [
-            Heading(2, "Rejected by a constraint"),
-            Bullets(
-                tuple(
-                    f"`{c.name}` ({literal(c.changed)}): "
-                    f"{speedup(c.vs_default) if c.name != 'default' else 'the default itself'}, and "
-                    f"{rejection(c, record)}" + (than if c.name in faster else "")
-                    for c in rejected
-                )
-            ),
-        ]
-    if record.attribution:
-        ranked_gain = sorted(
-            record.attribution, key=lambda a: -(a.gain.ratio if a.gain and a.gain.ratio else 0)
-        )
-        out += [
-            Heading(2, "Which dimension carried the gain"),
-            Para(
-                f"`{record.best}` timed beside itself with each dimension alone set back to the "
-                "default's: the time without it over the best's is what it gave."
-            ),
-            Bullets(
-                tuple(
-                    f"{dimension_words(a.dimension)} ({literal(a.reset)}) "
-                    f"{'gave' if i == 0 else 'added'} {gain_words(a.gain)}"
-                    + (f" [{stage_timing(a.stage)}]" if a.stage is not None else "")
-                    for i, a in enumerate(ranked_gain)
-                )
-            ),
-        ]
-    elif record.attribution_note and record.best not in (None, "default"):
-        out.append(Para(f"The gain is not taken apart: {literal(record.attribution_note)}."))
-    return out
+    return [
+        *_leader_blocks(record, by_name),
+        *_rejected_blocks(record, by_name),
+        *_attribution_blocks(record),
+    ]
