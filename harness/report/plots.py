@@ -24,7 +24,7 @@ from matplotlib.patches import Patch
 
 from harness.common import fmt, forked
 from harness.frontends import registry
-from harness.records.run_files import KernelEvent
+from harness.records.run_files import KernelEvent, Peak
 from harness.report.memory import live_series, memory_pair
 from harness.saved.run import SavedRun, SavedVariant
 from harness.store import io
@@ -290,9 +290,19 @@ def compile_time(run: SavedRun) -> Figure:
     return fig
 
 
-def roofline(run: SavedRun) -> Figure:
-    """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under each
-    variant's own ceiling (its GEMM precision), and the copy bandwidth."""
+# A roofline's ceiling is a polyline of this many segments: enough for a sharp ridge on a log axis.
+CEILING_SEGMENTS = 200
+
+
+def log_grid(lo: float, hi: float, segments: int = CEILING_SEGMENTS) -> list[float]:
+    """Returns `segments + 1` points from `lo` to `hi`, evenly spaced on a log axis: where a
+    roofline's ceiling is drawn."""
+    return [lo * (hi / lo) ** (i / segments) for i in range(segments + 1)]
+
+
+def _roofline_points(run: SavedRun) -> tuple[list[tuple[str, float, float, str]], int]:
+    """Returns the points a roofline draws, (name, arithmetic intensity, achieved FLOP/s, GEMM
+    precision) of at most MAX_PLOT_VARIANTS variants, and how many variants had both figures."""
     every = [
         v
         for v in run.variants
@@ -311,12 +321,14 @@ def roofline(run: SavedRun) -> Figure:
         )
         for v in few(every)
     ]
-    peaks = run.ceilings.peaks if run.ceilings is not None else {}
-    bw = fmt.num(run.ceilings.peak_bytes_per_s) if run.ceilings is not None else None
-    fig = new_figure(7, 4.2, left=0.9, bottom=0.6)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    return pts, len(every)
+
+
+def _draw_ceilings(
+    ax: Any, pts: list[tuple[str, float, float, str]], peaks: dict[str, Peak], bw: float | None
+) -> list[str]:
+    """Draws the ceiling of each GEMM precision the points used, under the copy bandwidth, on
+    an x range wide enough for its ridge; returns those precisions (the legend's entries)."""
     xs = [ai for _, ai, _, _ in pts]
     lo, hi = min(xs) / 4, max(xs) * 4
     cmap = matplotlib.colormaps["tab10"]
@@ -326,7 +338,7 @@ def roofline(run: SavedRun) -> Figure:
         if not peak or not bw:
             continue
         lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
-        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        grid = log_grid(lo, hi)
         ax.plot(
             grid,
             [min(peak, bw * x) for x in grid],
@@ -334,6 +346,31 @@ def roofline(run: SavedRun) -> Figure:
             lw=1.5,
             label=f"{prec} ceiling {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",
         )
+    return used
+
+
+def _ceilings_when(run: SavedRun) -> str:
+    """Returns when the run's ceilings were measured: in the run, or how long before it."""
+    age = fmt.num(run.ceilings.age_s) if run.ceilings is not None else None
+    return (
+        "measured in this run"
+        if not age
+        else f"measured on this host {fmt.age(age)} before the run"
+    )
+
+
+def roofline(run: SavedRun) -> Figure:
+    """Returns a log-log roofline: arithmetic intensity vs achieved FLOP/s under each
+    variant's own ceiling (its GEMM precision), and the copy bandwidth."""
+    pts, every = _roofline_points(run)
+    peaks = run.ceilings.peaks if run.ceilings is not None else {}
+    bw = fmt.num(run.ceilings.peak_bytes_per_s) if run.ceilings is not None else None
+    fig = new_figure(7, 4.2, left=0.9, bottom=0.6)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    used = _draw_ceilings(ax, pts, peaks, bw)
+    cmap = matplotlib.colormaps["tab10"]
     # One collection for every point, each its own colour as one scatter call apiece gave.
     ax.scatter(
         [ai for _, ai, _, _ in pts],
@@ -348,14 +385,9 @@ def roofline(run: SavedRun) -> Figure:
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="major", alpha=0.25)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    age = fmt.num(run.ceilings.age_s) if run.ceilings is not None else None
-    when = (
-        "measured in this run"
-        if not age
-        else f"measured on this host {fmt.age(age)} before the run"
-    )
     ax.set_title(
-        f"Roofline ({run.platform}), ceilings {when}{of_all(len(pts), len(every))}", fontsize=9
+        f"Roofline ({run.platform}), ceilings {_ceilings_when(run)}{of_all(len(pts), every)}",
+        fontsize=9,
     )
     if used:
         ax.legend(fontsize=7, loc="lower right")
@@ -400,13 +432,11 @@ def timeline_colors(
     return dict(zip(named, TIMELINE_COLORS, strict=False)), named
 
 
-def timeline(run: SavedRun) -> Figure:
-    """Returns an Nsight-style Gantt per variant: one step's events on their streams.
-
-    The clusters with the most device time are coloured, each named in the legend; every other
-    event is grey ("other"). The light band behind each row is the variant's median timed step
-    from the first device event, so what the events leave of it is time no event covers.
-    """
+def _timeline_rows(
+    run: SavedRun,
+) -> tuple[list[tuple[SavedVariant, list[KernelEvent], str]], int]:
+    """Returns the timeline's rows, (variant, one step's events with a start and a duration,
+    which step), of at most MAX_TIMELINE_ROWS variants, and how many variants had events."""
     rows = []
     for v in run.variants:
         evs, label = step_events(v)
@@ -417,9 +447,78 @@ def timeline(run: SavedRun) -> Figure:
             rows.append((v, evs, label))
     if not rows:
         raise NoData("no variant has kernels.json events")
-    total = len(rows)
     keep = {id(v) for v in few([v for v, _, _ in rows], MAX_TIMELINE_ROWS)}
-    rows = [r for r in rows if id(r[0]) in keep]
+    return [r for r in rows if id(r[0]) in keep], len(rows)
+
+
+def _draw_events(ax: Any, evs: list[KernelEvent], color: dict[str, str]) -> list[str]:
+    """Draws the events on their streams, in µs from the first, each in its cluster's colour;
+    returns the streams, one a row from the top."""
+    t0 = min(e.start_ns for e in evs)
+    streams = sorted({str(e.stream or "") for e in evs})
+    row_of = {s: i for i, s in enumerate(streams)}
+    # One collection per (stream, cluster): a Rectangle per event costs seconds to draw
+    # for a profile with thousands of kernels.
+    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for e in evs:
+        key = (row_of[str(e.stream or "")], event_cluster(e))
+        spans.setdefault(key, []).append(((e.start_ns - t0) / 1e3, e.duration_ns / 1e3))
+    for (y, cluster), xranges in spans.items():
+        drawn = ax.broken_barh(
+            xranges,
+            (y - 0.3, 0.6),
+            facecolors=color.get(cluster, OTHER_COLOR),
+            edgecolor="none",
+            zorder=2,
+        )
+        drawn.set_gid(cluster)  # which cluster a segment is: the legend test reads it
+    return streams
+
+
+def _draw_timeline_row(
+    ax: Any, v: SavedVariant, evs: list[KernelEvent], label: str, color: dict[str, str]
+) -> bool:
+    """Draws one variant's step: its events, the median timed step behind them, its streams
+    and title; returns whether it drew the step's band."""
+    streams = _draw_events(ax, evs, color)
+    step = fmt.num(v.summary.timing.step_s)
+    if step:
+        ax.axvspan(0, step * 1e6, color=STEP_BAND_COLOR, zorder=0, lw=0)
+    ax.autoscale_view()
+    gap = v.summary.profile.host_gap_per_step_s
+    note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
+    ax.set_yticks(range(len(streams)))
+    ax.set_yticklabels([s[:22] for s in streams], fontsize=6)
+    ax.set_title(f"{v.name} ({label}, {len(evs)} events){note}", fontsize=8, loc="left")
+    ax.tick_params(axis="x", labelsize=7)
+    return bool(step)
+
+
+def _timeline_legend(
+    rows: list[tuple[SavedVariant, list[KernelEvent], str]],
+    color: dict[str, str],
+    named: list[str],
+    banded: bool,
+) -> list[Patch]:
+    """Returns the legend's entries: each named cluster, "other" with how many clusters it
+    holds, and the median timed step's band when one was drawn."""
+    others = {event_cluster(e) for _, evs, _ in rows for e in evs} - set(named)
+    handles = [Patch(color=color[c], label=c[:30]) for c in named]
+    if others:
+        handles.append(Patch(color=OTHER_COLOR, label=f"{OTHER} ({len(others)} clusters)"))
+    if banded:
+        handles.append(Patch(color=STEP_BAND_COLOR, label="median timed step"))
+    return handles
+
+
+def timeline(run: SavedRun) -> Figure:
+    """Returns an Nsight-style Gantt per variant: one step's events on their streams.
+
+    The clusters with the most device time are coloured, each named in the legend; every other
+    event is grey ("other"). The light band behind each row is the variant's median timed step
+    from the first device event, so what the events leave of it is time no event covers.
+    """
+    rows, total = _timeline_rows(run)
     color, named = timeline_colors(rows)
     streams = {str(e.stream or "") for _, evs, _ in rows for e in evs}
     left = 0.25 + min(22, max(len(s) for s in streams)) * 6 * CHAR_IN
@@ -427,46 +526,14 @@ def timeline(run: SavedRun) -> Figure:
         10.5, 1.0 + 1.1 * len(rows), left=left, bottom=0.55, right=2.3, top=0.35, hspace=0.6
     )
     axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
-    banded = False
-    for ax, (v, evs, label) in zip(axes, rows, strict=True):
-        t0 = min(e.start_ns for e in evs)
-        streams = sorted({str(e.stream or "") for e in evs})
-        row_of = {s: i for i, s in enumerate(streams)}
-        # One collection per (stream, cluster): a Rectangle per event costs seconds to draw
-        # for a profile with thousands of kernels.
-        spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
-        for e in evs:
-            key = (row_of[str(e.stream or "")], event_cluster(e))
-            spans.setdefault(key, []).append(((e.start_ns - t0) / 1e3, e.duration_ns / 1e3))
-        for (y, cluster), xranges in spans.items():
-            drawn = ax.broken_barh(
-                xranges,
-                (y - 0.3, 0.6),
-                facecolors=color.get(cluster, OTHER_COLOR),
-                edgecolor="none",
-                zorder=2,
-            )
-            drawn.set_gid(cluster)  # which cluster a segment is: the legend test reads it
-        step = fmt.num(v.summary.timing.step_s)
-        if step:
-            ax.axvspan(0, step * 1e6, color=STEP_BAND_COLOR, zorder=0, lw=0)
-            banded = True
-        ax.autoscale_view()
-        gap = v.summary.profile.host_gap_per_step_s
-        note = f"  host gap {fmt.ms(gap)}" if gap is not None else ""
-        ax.set_yticks(range(len(streams)))
-        ax.set_yticklabels([s[:22] for s in streams], fontsize=6)
-        ax.set_title(f"{v.name} ({label}, {len(evs)} events){note}", fontsize=8, loc="left")
-        ax.tick_params(axis="x", labelsize=7)
+    banded = [
+        _draw_timeline_row(ax, v, evs, label, color)
+        for ax, (v, evs, label) in zip(axes, rows, strict=True)
+    ]
     axes[-1].set_xlabel(
         "µs from the step's first device event" + of_all(len(rows), total, "variants' steps")
     )
-    others = {event_cluster(e) for _, evs, _ in rows for e in evs} - set(named)
-    handles = [Patch(color=color[c], label=c[:30]) for c in named]
-    if others:
-        handles.append(Patch(color=OTHER_COLOR, label=f"{OTHER} ({len(others)} clusters)"))
-    if banded:
-        handles.append(Patch(color=STEP_BAND_COLOR, label="median timed step"))
+    handles = _timeline_legend(rows, color, named, any(banded))
     fig.legend(handles=handles, fontsize=6, loc="upper right", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -489,8 +556,9 @@ def fusion_partner(run: SavedRun) -> SavedVariant | None:
     return max(cands, key=lambda v: abs(len(v.cluster_entries()) - n))
 
 
-def fusion_map(run: SavedRun) -> Figure:
-    """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
+def _fusion_panels(run: SavedRun) -> list[tuple[SavedVariant, dict[str, list[str]], int]]:
+    """Returns the fusion map's panels, the baseline's and its partner's: each variant, its
+    reverse map cut to its first MAX_MAP_OPS ops, and how many ops the whole map has."""
     base = run.by_role("baseline")
     # Each panel's reverse map, built once and cut to its first MAX_MAP_OPS ops (a program
     # returning 3,000 arrays has 3,000 rows; their clusters come with them).
@@ -498,13 +566,19 @@ def fusion_map(run: SavedRun) -> Figure:
     panels = [(v, dict(list(m.items())[:MAX_MAP_OPS]), len(m)) for v, m in maps if m]
     if not panels:
         raise NoData("no fusions.json reverse map for the baseline or any other variant")
+    return panels
+
+
+def _fusion_figure(panels: list[tuple[SavedVariant, dict[str, list[str]], int]]) -> Figure:
+    """Returns the empty figure of the fusion map, with room for its longest op and cluster
+    names and its tallest panel."""
     height = max(len(m) for _, m, _ in panels)
     op_labels = [o[:38] for _, m, _ in panels for o in m]
     cluster_labels = [c[:24] for _, m, _ in panels for cs in m.values() for c in cs]
     left = 0.2 + max((len(o) for o in op_labels), default=0) * 6 * CHAR_IN
     _, bottom = label_margins(cluster_labels, 6, 45)
     panel = 2.8 + left
-    fig = new_figure(
+    return new_figure(
         panel * len(panels),
         0.8 + bottom + 0.22 * height,
         left=left,
@@ -512,26 +586,38 @@ def fusion_map(run: SavedRun) -> Figure:
         top=0.45,
         wspace=left / 2.8,
     )
+
+
+def _draw_fusion_panel(ax: Any, v: SavedVariant, m: dict[str, list[str]], total: int) -> None:
+    """Draws one variant's grid: a point where an op (a row) ended up in a cluster (a
+    column), and "folded away" beside an op in none."""
+    ops = list(m)
+    column = {c: j for j, c in enumerate(dict.fromkeys(c for cs in m.values() for c in cs))}
+    clusters = list(column)
+    points = [(column[c], i) for i, op in enumerate(ops) for c in m[op]]
+    if points:
+        ax.scatter(*zip(*points, strict=True), s=40, color="#4472c4")
+    for i, op in enumerate(ops):
+        if not m[op]:
+            ax.annotate("folded away", (0, i), fontsize=6, color="#888", va="center")
+    ax.set_yticks(range(len(ops)))
+    ax.set_yticklabels([o[:38] for o in ops], fontsize=6)
+    ax.set_xticks(range(len(clusters)))
+    ax.set_xticklabels([c[:24] for c in clusters], rotation=45, ha="right", fontsize=6)
+    ax.set_xlim(-0.5, max(len(clusters), 1) - 0.5)
+    ax.invert_yaxis()
+    ax.grid(alpha=0.25)
+    cut = f" (first {len(ops)} of {total} ops)" if total > len(ops) else ""
+    ax.set_title(f"{v.name}: {len(ops)} ops → {len(clusters)} clusters{cut}", fontsize=9)
+
+
+def fusion_map(run: SavedRun) -> Figure:
+    """Returns side-by-side grids: which pre-optimization ops ended up in which cluster."""
+    panels = _fusion_panels(run)
+    fig = _fusion_figure(panels)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (v, m, total) in zip(axes, panels, strict=True):
-        ops = list(m)
-        column = {c: j for j, c in enumerate(dict.fromkeys(c for cs in m.values() for c in cs))}
-        clusters = list(column)
-        points = [(column[c], i) for i, op in enumerate(ops) for c in m[op]]
-        if points:
-            ax.scatter(*zip(*points, strict=True), s=40, color="#4472c4")
-        for i, op in enumerate(ops):
-            if not m[op]:
-                ax.annotate("folded away", (0, i), fontsize=6, color="#888", va="center")
-        ax.set_yticks(range(len(ops)))
-        ax.set_yticklabels([o[:38] for o in ops], fontsize=6)
-        ax.set_xticks(range(len(clusters)))
-        ax.set_xticklabels([c[:24] for c in clusters], rotation=45, ha="right", fontsize=6)
-        ax.set_xlim(-0.5, max(len(clusters), 1) - 0.5)
-        ax.invert_yaxis()
-        ax.grid(alpha=0.25)
-        cut = f" (first {len(ops)} of {total} ops)" if total > len(ops) else ""
-        ax.set_title(f"{v.name}: {len(ops)} ops → {len(clusters)} clusters{cut}", fontsize=9)
+        _draw_fusion_panel(ax, v, m, total)
     return fig
 
 
