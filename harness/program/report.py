@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure
 from harness.common import fmt
 from harness.common.fmt import MISSING
 from harness.program.record import (
+    CeilingRates,
     ClusterRow,
     HostTotals,
     ModuleAnalysis,
@@ -49,7 +51,7 @@ from harness.report.doc import (
     to_markdown,
 )
 from harness.report.gaps import gap_blocks
-from harness.report.plots import CHAR_IN, NoData, new_figure, save_figure
+from harness.report.plots import CHAR_IN, NoData, log_grid, new_figure, save_figure
 from harness.store import io, runfolder
 
 TOP_BARS = 15
@@ -229,9 +231,9 @@ def top_figure(m: ModuleAnalysis, by_time: bool, paths: Paths) -> Figure:
     return fig
 
 
-def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figure:
-    """Each cluster's achieved FLOP/s against its arithmetic intensity, under the ceilings
-    from --ceilings when given (else the points alone, and the title says so)."""
+def _rated_clusters(m: ModuleAnalysis, a: ProgramAnalysis) -> list[ClusterRow]:
+    """The module's clusters with both an achieved FLOP/s and an arithmetic intensity: the
+    points of its roofline. Raises NoData, saying why, when there are none."""
     pts = [
         r
         for r in m.clusters
@@ -243,27 +245,32 @@ def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figu
             if a.profile is None
             else "no cluster has both FLOPs and device time"
         )
-    fig = new_figure(7.5, 4.6, left=0.9, bottom=0.6)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    xs = [r.intensity or 1.0 for r in pts]
+    return pts
+
+
+def _draw_ceilings(ax: Any, c: CeilingRates, xs: list[float]) -> None:
+    """Draws each precision's ceiling under the bandwidth (flat without one; the bandwidth's
+    slope alone without peaks), on an x range wide enough for each ridge, and names the
+    bandwidth in the legend."""
     lo, hi = min(xs) / 4, max(xs) * 4
-    c = a.ceilings
     cmap = matplotlib.colormaps["tab10"]
-    if c is not None:
-        bw = c.bytes_per_s
-        for j, (prec, peak) in enumerate(sorted(c.peaks.items())):
-            if bw:
-                lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
-            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-            ys = [min(peak, bw * x) if bw else peak for x in grid]
-            ax.plot(grid, ys, color=cmap(j), lw=1.4, label=f"{prec} {fmt.si(peak, 'FLOP/s')}")
-        if bw and not c.peaks:
-            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-            ax.plot(grid, [bw * x for x in grid], color="#555", lw=1.2)
+    bw = c.bytes_per_s
+    for j, (prec, peak) in enumerate(sorted(c.peaks.items())):
         if bw:
-            ax.plot([], [], " ", label=f"bandwidth {fmt.si(bw, 'B/s')}")
+            lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
+        grid = log_grid(lo, hi)
+        ys = [min(peak, bw * x) if bw else peak for x in grid]
+        ax.plot(grid, ys, color=cmap(j), lw=1.4, label=f"{prec} {fmt.si(peak, 'FLOP/s')}")
+    if bw and not c.peaks:
+        grid = log_grid(lo, hi)
+        ax.plot(grid, [bw * x for x in grid], color="#555", lw=1.2)
+    if bw:
+        ax.plot([], [], " ", label=f"bandwidth {fmt.si(bw, 'B/s')}")
+
+
+def _draw_clusters(ax: Any, pts: list[ClusterRow], xs: list[float], paths: Paths) -> None:
+    """Draws each cluster as a point, its area its share of the step (blue: a library call),
+    and names the LABELLED_POINTS that take the most time."""
     sizes = [20 + 200 * r.share for r in pts]
     colors = ["#4472c4" if r.kind == "library" else "#ed7d31" for r in pts]
     ax.scatter(xs, [r.flops_per_s for r in pts], s=sizes, c=colors, alpha=0.7, zorder=3)
@@ -275,6 +282,21 @@ def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figu
             xytext=(3, 3),
             textcoords="offset points",
         )
+
+
+def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figure:
+    """Each cluster's achieved FLOP/s against its arithmetic intensity, under the ceilings
+    from --ceilings when given (else the points alone, and the title says so)."""
+    pts = _rated_clusters(m, a)
+    fig = new_figure(7.5, 4.6, left=0.9, bottom=0.6)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [r.intensity or 1.0 for r in pts]
+    c = a.ceilings
+    if c is not None:
+        _draw_ceilings(ax, c, xs)
+    _draw_clusters(ax, pts, xs, paths)
     ax.set_xlabel("arithmetic intensity, FLOP/byte (our cost model)")
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="both", alpha=0.25)
