@@ -121,9 +121,8 @@ def compile_(
         else NONE
     )
     section = Compile(
-        **_pause_fields(record.pauses),
+        **_pause_fields(record.pauses, record.recompile),
         autotune_choices=record.autotune_choices,
-        **_recompile_fields(record.recompile),
         recompile_fusion_changed=fusion_changed,
         **_pass_fields(breakdown.get("first_call")),
     )
@@ -141,8 +140,9 @@ def _compile_breakdowns(folder: VariantFolder, module: str | None) -> dict[str, 
     return breakdown
 
 
-def _pause_fields(p: Pauses | None) -> dict[str, Any]:
-    """The fields of `Compile` the first call's pauses give (each None without them)."""
+def _pause_fields(p: Pauses | None, r: Recompile | None) -> dict[str, Any]:
+    """The fields of `Compile` the capture's pauses give: the first call's (`p`) and the
+    new-shape call's (`r`), each None where that call was not measured."""
     return {
         "first_call_s": p.first_call_s if p else None,
         "compile_s": p.compile_s if p else None,
@@ -153,12 +153,6 @@ def _pause_fields(p: Pauses | None) -> dict[str, Any]:
         "backend_compiles": p.backend_compiles if p else None,
         "fresh_process": p.fresh_process if p else None,
         "compile_slots": p.compile_slots if p else None,
-    }
-
-
-def _recompile_fields(r: Recompile | None) -> dict[str, Any]:
-    """The fields of `Compile` the new-shape call gives (each None without one)."""
-    return {
         "recompile_s": r.seconds if r else None,
         "recompile_explanation": r.explanation if r else None,
         "recompile_backend_compiles": r.backend_compiles if r else None,
