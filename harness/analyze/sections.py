@@ -38,9 +38,7 @@ from harness.records.summary import (
     Identity,
     LibraryCall,
     PassChange,
-    Pauses,
     Profile,
-    Recompile,
     Timing,
     TimingRecord,
     Transfer,
@@ -107,6 +105,7 @@ def compile_(
 ) -> tuple[Compile, VariantFiles]:
     """Returns the compile pauses and, from the first-call profile, XLA's time by pass, with
     compile.json's record (the first call's and the recompile's breakdowns)."""
+    p, r = record.pauses, record.recompile
     folder = VariantFolder(vdir)
     breakdown = _compile_breakdowns(folder, record.module)
     files = (
@@ -121,8 +120,20 @@ def compile_(
         else NONE
     )
     section = Compile(
-        **_pause_fields(record.pauses, record.recompile),
+        first_call_s=p.first_call_s if p else None,
+        compile_s=p.compile_s if p else None,
+        trace_s=p.trace_s if p else None,
+        lower_s=p.lower_s if p else None,
+        xla_compile_s=p.xla_compile_s if p else None,
+        first_execute_s=p.first_execute_s if p else None,
+        backend_compiles=p.backend_compiles if p else None,
+        fresh_process=p.fresh_process if p else None,
+        compile_slots=p.compile_slots if p else None,
         autotune_choices=record.autotune_choices,
+        recompile_s=r.seconds if r else None,
+        recompile_explanation=r.explanation if r else None,
+        recompile_backend_compiles=r.backend_compiles if r else None,
+        recompile_xla_compile_s=r.xla_compile_s if r else None,
         recompile_fusion_changed=fusion_changed,
         **_pass_fields(breakdown.get("first_call")),
     )
@@ -138,26 +149,6 @@ def _compile_breakdowns(folder: VariantFolder, module: str | None) -> dict[str, 
         if profiled.is_dir() and not profiled.is_symlink():
             breakdown[window] = compile_breakdown(find_xplane(profiled), module)
     return breakdown
-
-
-def _pause_fields(p: Pauses | None, r: Recompile | None) -> dict[str, Any]:
-    """The fields of `Compile` the capture's pauses give: the first call's (`p`) and the
-    new-shape call's (`r`), each None where that call was not measured."""
-    return {
-        "first_call_s": p.first_call_s if p else None,
-        "compile_s": p.compile_s if p else None,
-        "trace_s": p.trace_s if p else None,
-        "lower_s": p.lower_s if p else None,
-        "xla_compile_s": p.xla_compile_s if p else None,
-        "first_execute_s": p.first_execute_s if p else None,
-        "backend_compiles": p.backend_compiles if p else None,
-        "fresh_process": p.fresh_process if p else None,
-        "compile_slots": p.compile_slots if p else None,
-        "recompile_s": r.seconds if r else None,
-        "recompile_explanation": r.explanation if r else None,
-        "recompile_backend_compiles": r.backend_compiles if r else None,
-        "recompile_xla_compile_s": r.xla_compile_s if r else None,
-    }
 
 
 def _pass_fields(first: CompileBreakdown | None) -> dict[str, Any]:
