@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from harness.common import forked
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
 from harness.records import ladder, run_files
-from harness.records.run_files import Ceilings
+from harness.records.run_files import Ceilings, Environment
 from harness.records.summary import (
     SCHEMA_VERSION,
     CaptureRecord,
@@ -311,6 +311,66 @@ def pending(
     return verdicts.Pending(name, kind, against, verdicts.estimate(timed, name, against), same)
 
 
+def _run_platform(env: Environment | None, ceilings: Ceilings | None) -> str:
+    """The run's platform: the manifest's environment's, else the ceilings', else ""."""
+    return str(
+        (env.platform if env is not None else None)
+        or (ceilings.platform if ceilings is not None else None)
+        or ""
+    )
+
+
+def _pending_comparisons(
+    summaries: dict[str, VariantSummary], timed: TimingRecord | None
+) -> list[verdicts.Pending]:
+    """Each timed variant's comparisons with its baseline, its lower bound and its other
+    framework's counterpart, their verdicts still to be decided."""
+    return [
+        p
+        for name, s in summaries.items()
+        if s.timing.step_s
+        for kind, other in (
+            ("vs_baseline", partner(summaries, name, "baseline")),
+            ("vs_lower_bound", partner(summaries, name, "lower_bound")),
+            ("vs_framework", counterpart(summaries, name)),
+        )
+        if (p := pending(name, kind, other, summaries, timed)) is not None
+    ]
+
+
+def _first_divergence(
+    workdir: Path,
+    name: str,
+    s: VariantSummary,
+    base: str,
+    kernels: Mapping[str, Any],
+    errors: list[str],
+) -> Divergence | None:
+    """Where variant `name`'s compile first departs from `base`'s, through both ladders, by
+    its framework's own comparison; None for the baseline itself, without both ladders, or
+    when the comparison failed (its error added to `errors`)."""
+    folder = RunFolder(workdir)
+    ir, base_ir = folder.variant(name).ir, folder.variant(base).ir
+    diverge = registry.get(s.identity.framework).diverge
+    if name == base or not ladder.has_ladder(ir) or not ladder.has_ladder(base_ir):
+        return None
+    found = guarded(
+        errors,
+        "divergence",
+        lambda: diverge(base_ir, ir, kernels.get(base), kernels.get(name)),
+        None,
+    )
+    if found is None:
+        return None
+    files = found.files
+    return Divergence(
+        base,
+        found.stage,
+        found.detail,
+        tuple(str(f.relative_to(workdir)) for f in files) if files else None,
+    )
+
+
 def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     """Returns the run's summary: every selected variant's sections, then the comparisons."""
     timed = verdicts.read_timing(workdir)
@@ -318,11 +378,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     folder = RunFolder(workdir)
     manifest = run_files.load_if_present(run_files.MANIFEST, folder.manifest)
     env = manifest.environment if manifest is not None else None
-    platform = str(
-        (env.platform if env is not None else None)
-        or (ceilings.platform if ceilings is not None else None)
-        or ""
-    )
+    platform = _run_platform(env, ceilings)
     # Each variant's analysis reads and writes only its own folder: shared with forked
     # children, one per spare CPU.
     variants = list(exp.selected_variants)
@@ -337,17 +393,7 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     limits = judging.limits_from(exp.timing)
     gate = judging.gate(timed, limits)
     baselines = framework_baselines(exp)
-    found_pending = [
-        p
-        for name, s in summaries.items()
-        if s.timing.step_s
-        for kind, other in (
-            ("vs_baseline", partner(summaries, name, "baseline")),
-            ("vs_lower_bound", partner(summaries, name, "lower_bound")),
-            ("vs_framework", counterpart(summaries, name)),
-        )
-        if (p := pending(name, kind, other, summaries, timed)) is not None
-    ]
+    found_pending = _pending_comparisons(summaries, timed)
     # Each interval holds how far its ratio moves between runs, where earlier runs on this
     # machine measure it.
     found_pending, spread = between_runs.widen(
@@ -356,30 +402,10 @@ def analyze_run(workdir: Path, exp: Experiment) -> RunSummary:
     judged = judging.judge(found_pending, gate, limits)
     out: dict[str, VariantSummary] = {}
     for name, s in summaries.items():
-        ir = folder.variant(name).ir
         errors = list(s.analysis_errors)
-        divergence = None
         # Each variant diverges from its own framework's baseline, through its own ladder.
         base = baselines.get(s.identity.framework, exp.baseline)
-        base_ir = folder.variant(base).ir
-        diverge = registry.get(s.identity.framework).diverge
-        if name != base and ladder.has_ladder(ir) and ladder.has_ladder(base_ir):
-            found = guarded(
-                errors,
-                "divergence",
-                lambda ir=ir, name=name, base=base, base_ir=base_ir, diverge=diverge: diverge(
-                    base_ir, ir, kernels.get(base), kernels.get(name)
-                ),
-                None,
-            )
-            if found is not None:
-                files = found.files
-                divergence = Divergence(
-                    base,
-                    found.stage,
-                    found.detail,
-                    tuple(str(f.relative_to(workdir)) for f in files) if files else None,
-                )
+        divergence = _first_divergence(workdir, name, s, base, kernels, errors)
         comparison = Comparison(
             first_divergence=divergence,
             vs_baseline=judged.get((name, "vs_baseline")),

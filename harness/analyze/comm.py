@@ -317,6 +317,40 @@ def _comm_document(
     }
 
 
+def _link_rate(ceilings: Ceilings | None) -> float | None:
+    """The measured link bandwidth in bytes/s; None when unmeasured or not positive (no link
+    model to compare the collectives with)."""
+    link_Bps = ceilings.link_bytes_per_s if ceilings is not None else None
+    return link_Bps if link_Bps is not None and link_Bps > 0 else None
+
+
+def _profiled_fields(report: CommReport | None, waits: Waits | None) -> dict[str, Any]:
+    """The fields of `Comm` the profile gives: per-device step times and their means, the
+    overlap of communication with compute, the straggler and how much of the profile's
+    collectives matched. Each is None (per_device empty) without a profile."""
+    per_device = _per_device(report, waits)
+    communication = _mean([d.communication_s for d in per_device])
+    overlapped = _mean([d.overlapped_s for d in per_device])
+    shares = [d.wait_share for d in per_device if d.wait_share is not None]
+    return {
+        "compute_per_step_s": _mean([d.compute_s for d in per_device]),
+        "communication_per_step_s": communication,
+        "exposed_per_step_s": _mean([d.exposed_s for d in per_device]),
+        "idle_per_step_s": _mean([d.idle_s for d in per_device]),
+        "per_device": per_device,
+        "overlapped_per_step_s": overlapped,
+        "overlap_fraction": overlapped / communication
+        if overlapped is not None and communication
+        else None,
+        "straggler": waits.straggler if waits else None,
+        "straggler_lag_s": waits.straggler_lag_s if waits else None,
+        "max_wait_share": max(shares) if shares else None,
+        "matched_fraction": report.matched_fraction if report else None,
+        "collective_events": report.collective_like_events if report else None,
+        "collective_matched_fraction": report.collective_matched_fraction if report else None,
+    }
+
+
 def comm(
     vdir: Path,
     lad: ladder.Ladder,
@@ -337,16 +371,11 @@ def comm(
     stages = dump_stages(vdir, record.module) or ladder_stages(lad)
     origins = {o.collective: o for o in collective_origins(every, stages)}
     report, waits, notes = _profiled(vdir, clusters, collectives, every, mesh)
-    link_Bps = ceilings.link_bytes_per_s if ceilings is not None else None
-    link_Bps = link_Bps if link_Bps is not None and link_Bps > 0 else None
+    link_Bps = _link_rate(ceilings)
     found_scaling, why = scaling(exp, v, mesh.devices, timed)
     if why:
         notes.append(why)
     summaries = _summaries(every, origins, mesh, report, link_Bps)
-    per_device = _per_device(report, waits)
-    communication = _mean([d.communication_s for d in per_device])
-    overlapped = _mean([d.overlapped_s for d in per_device])
-    shares = [d.wait_share for d in per_device if d.wait_share is not None]
     section = Comm(
         devices=mesh.devices,
         mesh=mesh.mesh,
@@ -356,21 +385,7 @@ def comm(
         device_assignment=mesh.device_assignment,
         collectives=summaries,
         sent_bytes_per_call=sum(c.sent_bytes for c in every),
-        compute_per_step_s=_mean([d.compute_s for d in per_device]),
-        communication_per_step_s=communication,
-        exposed_per_step_s=_mean([d.exposed_s for d in per_device]),
-        idle_per_step_s=_mean([d.idle_s for d in per_device]),
-        per_device=per_device,
-        overlapped_per_step_s=overlapped,
-        overlap_fraction=overlapped / communication
-        if overlapped is not None and communication
-        else None,
-        straggler=waits.straggler if waits else None,
-        straggler_lag_s=waits.straggler_lag_s if waits else None,
-        max_wait_share=max(shares) if shares else None,
-        matched_fraction=report.matched_fraction if report else None,
-        collective_events=report.collective_like_events if report else None,
-        collective_matched_fraction=report.collective_matched_fraction if report else None,
+        **_profiled_fields(report, waits),
         link_bytes_per_s=link_Bps,
         link_source=ceilings.link_source if ceilings is not None else None,
         scaling=found_scaling,

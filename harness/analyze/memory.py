@@ -13,7 +13,7 @@ variant) and by `python -m harness.analyze` on any dump folder.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.common import userfiles
@@ -164,17 +164,63 @@ def _op(op_name: str) -> str:
     return op_name.rsplit("/", 1)[-1]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """Where a buffer at the peak comes from: the op_name it carries (or that of the op it
+    feeds, for an instruction a pass inserted), its source line, the pass that inserted it,
+    and the reader it feeds ("name (op)")."""
+
+    op_name: str = ""
+    line: str | None = None
+    inserted_by: str | None = None
+    feeds: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sources:
+    """What `buffers_at_peak` resolves each buffer's origin from, built once per module."""
+
+    module: HloModule
+    lines: Mapping[str, tuple[str, ...]]
+    frames: Frames
+    users: _Users
+    values: Mapping[str, xm.Value]
+
+    def origin(self, inst: Instruction, cluster: str | None) -> _Origin:
+        """Where `inst`'s buffer comes from: its cluster's first source line, else its own;
+        an instruction without op_name that a pass inserted is named by the op it feeds."""
+        line: str | None = None
+        if cluster is not None:
+            line = (self.lines.get(cluster) or (None,))[0]
+        if line is None and inst.opcode not in _NO_SOURCE:
+            line = self.frames.line_of(inst)
+        if inst.op_name or inst.opcode in _NO_SOURCE | _FORWARDS:
+            return _Origin(inst.op_name, line)
+        return self._inserted(inst, line)
+
+    def _inserted(self, inst: Instruction, line: str | None) -> _Origin:
+        operand = (
+            self.values.get(inst.operands[0].partition("#")[0] + "{}") if inst.operands else None
+        )
+        inserted_by = inserting_pass(self.module, inst, _dtype(operand.shape) if operand else None)
+        reader = self.users.fed(inst.name)
+        if reader is None:
+            return _Origin(inst.op_name, line, inserted_by)
+        feeds = f"{reader.name} ({_op(reader.op_name)})"
+        return _Origin(reader.op_name, line or self.frames.line_of(reader), inserted_by, feeds)
+
+
 def buffers_at_peak(
     module: HloModule, live: xm.LiveRanges, assignment: xm.BufferAssignment | None
 ) -> tuple[PeakBuffer, ...]:
     """Returns every buffer live at the peak, largest first, each named and placed."""
     clusters = hlo_files.clusters_of(module)
     names = {c.name for c in clusters}
-    lines = cluster_lines(module, clusters)
-    frames = Frames(module)  # the rankings' own resolution, one cache for the module
     users = _Users(module)
     values = assignment.by_value() if assignment is not None else {}
     kinds = assignment.kinds() if assignment is not None else {}
+    # Frames: the rankings' own resolution, one cache for the module.
+    sources = _Sources(module, cluster_lines(module, clusters), Frames(module), users, values)
     out = []
     for value, size in live.at_peak:
         instruction = value.split("{", 1)[0]
@@ -182,26 +228,8 @@ def buffers_at_peak(
         found = values.get(value)
         shape = found.shape if found is not None else None
         cluster = instruction if instruction in names else None
-        op_name = inst.op_name if inst is not None else ""
-        inserted_by = feeds = None
-        line: str | None = None
-        if inst is not None:
-            if cluster is not None:
-                line = (lines.get(cluster) or (None,))[0]
-            if line is None and inst.opcode not in _NO_SOURCE:
-                line = frames.line_of(inst)
-            if not op_name and inst.opcode not in _NO_SOURCE | _FORWARDS:
-                operand = (
-                    values.get(inst.operands[0].partition("#")[0] + "{}") if inst.operands else None
-                )
-                inserted_by = inserting_pass(
-                    module, inst, _dtype(operand.shape) if operand else None
-                )
-                reader = users.fed(instruction)
-                if reader is not None:
-                    op_name = reader.op_name
-                    feeds = f"{reader.name} ({_op(reader.op_name)})"
-                    line = line or frames.line_of(reader)
+        origin = sources.origin(inst, cluster) if inst is not None else _Origin()
+        op_name = origin.op_name
         scope = (
             scope_of(op_name)
             if op_name and inst is not None and inst.opcode not in _NO_SOURCE
@@ -217,11 +245,11 @@ def buffers_at_peak(
                 opcode=inst.opcode if inst is not None else None,
                 cluster=cluster,
                 kind=kinds.get(found.allocation) if found is not None else None,
-                source_line=line,
+                source_line=origin.line,
                 scope=scope or None,
                 op_name=op_name or None,
-                inserted_by=inserted_by,
-                feeds=feeds,
+                inserted_by=origin.inserted_by,
+                feeds=origin.feeds,
             )
         )
     return tuple(sorted(out, key=lambda b: (-b.bytes, b.value)))

@@ -319,6 +319,25 @@ def same_program(fingerprints: Mapping[int, str | None], ranks: Sequence[int]) -
     return all(found) and len(set(found)) == 1
 
 
+def _collective_scopes(vs: VariantSummary | None, owner: Mapping[int, int]) -> dict[str, str]:
+    """Each collective of the variant by name: whether its groups stay within one process or
+    cross processes (`owner`: device -> the process that drives it)."""
+    return {
+        c.name: scope_of(c.device_groups or c.replica_groups, owner)[0]
+        for c in (vs.comm.collectives if vs else ())
+    }
+
+
+def _rounds_by_rank(name: str, timings: Mapping[int, TimingRecord]) -> dict[int, tuple[float, ...]]:
+    """Each process's timed rounds of variant `name` (the median step of each), where it
+    timed any."""
+    return {
+        r: tuple(t.variants[name].round_step_s)
+        for r, t in timings.items()
+        if name in t.variants and t.variants[name].round_step_s
+    }
+
+
 def variant_processes(
     workdir: Path,
     v: Variant,
@@ -334,15 +353,8 @@ def variant_processes(
     ir = vdir / IR_DIR
     lad = ladder.read_ladder(ir) if ladder.has_ladder(ir) else None
     owner = owners(infos)
-    scopes = {
-        c.name: scope_of(c.device_groups or c.replica_groups, owner)[0]
-        for c in (vs.comm.collectives if vs else ())
-    }
-    rounds = {
-        r: tuple(t.variants[v.name].round_step_s)
-        for r, t in timings.items()
-        if v.name in t.variants and t.variants[v.name].round_step_s
-    }
+    scopes = _collective_scopes(vs, owner)
+    rounds = _rounds_by_rank(v.name, timings)
     rows, reports, notes = [], {}, []
     op_by_op = v.mode_spec.op_by_op
     reference = _events_of(vdir, captures.get(0)) if op_by_op else []

@@ -17,11 +17,12 @@ from harness.analyze.files import NONE, VariantFiles
 from harness.common import stats
 from harness.common.precision import precision as gemm_precision
 from harness.config.experiment import Variant
+from harness.hlo.cost import ModuleCost
 from harness.hlo.fingerprint import fingerprint
 from harness.hlo.thunks import CommandBuffer, read_command_buffers
 from harness.match.match import MatchReport, Mode, match_events
 from harness.match.table_match import arrow_slices, match_table
-from harness.profile.compile import compile_breakdown
+from harness.profile.compile import CompileBreakdown, compile_breakdown
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
 from harness.program import modules as hlo_files
@@ -106,11 +107,7 @@ def compile_(
     compile.json's record (the first call's and the recompile's breakdowns)."""
     p, r = record.pauses, record.recompile
     folder = VariantFolder(vdir)
-    breakdown: dict[str, Any] = {}
-    for window in ("first_call", "recompile"):
-        profiled = folder.profile_window(window)
-        if profiled.is_dir() and not profiled.is_symlink():
-            breakdown[window] = compile_breakdown(find_xplane(profiled), record.module)
+    breakdown = _compile_breakdowns(folder, record.module)
     files = (
         VariantFiles(
             compile=run_files.from_document(
@@ -122,7 +119,6 @@ def compile_(
         if breakdown
         else NONE
     )
-    first = breakdown.get("first_call")
     section = Compile(
         first_call_s=p.first_call_s if p else None,
         compile_s=p.compile_s if p else None,
@@ -139,15 +135,34 @@ def compile_(
         recompile_backend_compiles=r.backend_compiles if r else None,
         recompile_xla_compile_s=r.xla_compile_s if r else None,
         recompile_fusion_changed=fusion_changed,
-        top_passes=tuple(
+        **_pass_fields(breakdown.get("first_call")),
+    )
+    return section, files
+
+
+def _compile_breakdowns(folder: VariantFolder, module: str | None) -> dict[str, CompileBreakdown]:
+    """XLA's compile breakdown of each profiled window (`first_call`, `recompile`) of the
+    variant that has a real profile folder."""
+    breakdown: dict[str, CompileBreakdown] = {}
+    for window in ("first_call", "recompile"):
+        profiled = folder.profile_window(window)
+        if profiled.is_dir() and not profiled.is_symlink():
+            breakdown[window] = compile_breakdown(find_xplane(profiled), module)
+    return breakdown
+
+
+def _pass_fields(first: CompileBreakdown | None) -> dict[str, Any]:
+    """The fields of `Compile` the first call's profile gives: XLA's time by pass and by
+    pipeline, autotuning, and the breakdown's notes."""
+    return {
+        "top_passes": tuple(
             CompilePass(t.name, t.pipeline, t.count, t.total_s, t.self_s)
             for t in (first.top_passes(10) if first else ())
         ),
-        by_pipeline={t.name: t.total_s for t in first.pipelines} if first else {},
-        autotuning_s=first.autotuning_s if first else None,
-        notes=first.notes if first else (),
-    )
-    return section, files
+        "by_pipeline": {t.name: t.total_s for t in first.pipelines} if first else {},
+        "autotuning_s": first.autotuning_s if first else None,
+        "notes": first.notes if first else (),
+    }
 
 
 def recompile_fusion_changed(lad: ladder.Ladder) -> bool | None:
@@ -298,6 +313,30 @@ def _gemm_ceiling(
     return precision, ceilings.peaks.get(precision) if ceilings is not None else None
 
 
+def _counted_totals(
+    costs: Sequence[ModuleCost],
+) -> tuple[float | None, float | None, float | None]:
+    """Our cost model's FLOPs, bytes and transcendentals summed over the modules; None each
+    without modules, or where a loop's trip count is unknown (a total would undercount)."""
+    unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
+    if not costs or unknown:
+        return None, None, None
+    return (
+        sum(c.flops for c in costs),
+        sum(c.bytes for c in costs),
+        sum(c.transcendentals for c in costs),
+    )
+
+
+def _xla_fields(x: XlaCost | None) -> dict[str, Any]:
+    """The fields of `Cost` XLA's own cost analysis gives (each None without one)."""
+    return {
+        "flops_xla": x.flops if x else None,
+        "bytes_xla": x.bytes if x else None,
+        "transcendentals_xla": x.transcendentals if x else None,
+    }
+
+
 def cost(
     vdir: Path,
     lad: ladder.Ladder,
@@ -314,11 +353,9 @@ def cost(
     after = [hlo_files.parsed(p) for p in lad.hlo_files("hlo_after")]
     launches = kernels.match.launches_per_cluster if kernels and kernels.match else None
     costs = hlo_files.costs_of(after, launches)
-    unknown = sorted({n for c in costs for n in c.loops_counted("unknown")})
     x = record.xla_cost
     files, disagreements = _cost_file(vdir, costs, x)
-    flops = sum(c.flops for c in costs) if costs and not unknown else None
-    moved = sum(c.bytes for c in costs) if costs and not unknown else None
+    flops, moved, transcendentals = _counted_totals(costs)
     analytic, gemm, analytic_unknown = _analytic_flops(lad, record, after, launches)
     work = flops or analytic
     achieved = work / step_s if work and step_s else None
@@ -331,11 +368,9 @@ def cost(
         or ("formula" if analytic is not None else None),
         flops=flops,
         bytes=moved,
-        transcendentals=sum(c.transcendentals for c in costs) if costs and not unknown else None,
+        transcendentals=transcendentals,
         arithmetic_intensity=(flops / moved) if flops and moved else None,
-        flops_xla=x.flops if x else None,
-        bytes_xla=x.bytes if x else None,
-        transcendentals_xla=x.transcendentals if x else None,
+        **_xla_fields(x),
         disagreements=disagreements,
         loop_counts=hlo_files.loop_counts_said(costs, hlo_files.STUDY_WORDS, analytic_unknown),
         achieved_flops_per_s=achieved,

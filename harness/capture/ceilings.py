@@ -26,7 +26,7 @@ import math
 import os
 import platform as pyplatform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,6 +199,66 @@ def square_side(platform: str) -> int:
     return 8192 if platform == "gpu" else 1024
 
 
+def _wanted_shapes(shapes: Iterable[ProbeGemm], square: int) -> list[ProbeGemm]:
+    """The GEMMs to measure: the variants' shapes, then a square one of each precision's
+    dtype (the ceiling every precision is measured at)."""
+    wanted = list(dict.fromkeys(shapes))
+    for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
+        wanted.append(ProbeGemm(square, square, square, dtype, dtype))
+    return wanted
+
+
+def _measure_missing(
+    entries: dict[str, Any],
+    wanted: Sequence[ProbeGemm],
+    platform: str,
+    devices: int,
+    now: float,
+    budget_s: float,
+    phases: DeviceTurn | None,
+) -> list[str]:
+    """Measures what `entries` (the cache's) lacks: each wanted GEMM, the copy bandwidth and,
+    over several devices, the link; adds each to `entries` and returns their keys."""
+    measured = []
+    for shape in wanted:
+        key = _shape_key(shape)
+        if key not in entries:
+            rate = measure_gemm(shape, budget_s, phases)
+            entries[key] = {"flops_per_s": rate, "at": now, "key": key}
+            measured.append(key)
+    entries.pop("copy", None)  # the old method's figure: an underestimate on a GPU
+    if COPY_KEY not in entries:
+        nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
+        rate = measure_copy(nbytes, budget_s, platform, phases)
+        entries[COPY_KEY] = {"bytes_per_s": rate, "at": now, "key": COPY_KEY}
+        measured.append(COPY_KEY)
+    link_key = f"link:{devices}"
+    if devices > 1 and link_key not in entries:
+        with (phases or turn.free()).alone():
+            found = measure_link(platform, budget_s, _best_batch)
+        if found is not None:
+            entries[link_key] = {**found, "at": now, "key": link_key}
+            measured.append(link_key)
+    return measured
+
+
+def _peaks(
+    wanted: Sequence[ProbeGemm], entries: Mapping[str, Any], platform: str
+) -> dict[str, dict[str, Any]]:
+    """Per precision, the best GEMM rate among the wanted shapes and where it was measured."""
+    peaks: dict[str, dict[str, Any]] = {}
+    for shape in wanted:
+        p = precision(platform, shape.x_dtype, shape.w_dtype)
+        rate = float(entries[_shape_key(shape)]["flops_per_s"])
+        if rate > peaks.get(p, {}).get("flops_per_s", 0.0):
+            peaks[p] = {
+                "flops_per_s": rate,
+                "source": f"best XLA GEMM measured at {shape.m}×{shape.k}×{shape.n} "
+                f"({shape.x_dtype} × {shape.w_dtype}); {PRECISION_NOTE[p]}",
+            }
+    return peaks
+
+
 def measure(
     environment: dict[str, Any],
     shapes: Iterable[ProbeGemm],
@@ -218,44 +278,15 @@ def measure(
     now = time.time()
     cached = read_cache(cache, host, now) if cache is not None and not remeasure else {}
     entries = dict(cached)
-    measured = []  # the keys measured in this run, not found in the cache
-    square = square_side(platform)
-    wanted = list(dict.fromkeys(shapes))
-    for dtype in {gemm_dtype(s.x_dtype, s.w_dtype) for s in wanted}:
-        wanted.append(ProbeGemm(square, square, square, dtype, dtype))
-    for shape in wanted:
-        key = _shape_key(shape)
-        if key not in entries:
-            rate = measure_gemm(shape, budget_s, phases)
-            entries[key] = {"flops_per_s": rate, "at": now, "key": key}
-            measured.append(key)
-    entries.pop("copy", None)  # the old method's figure: an underestimate on a GPU
-    if COPY_KEY not in entries:
-        nbytes = (1 << 30) if platform == "gpu" else (64 << 20)
-        rate = measure_copy(nbytes, budget_s, platform, phases)
-        entries[COPY_KEY] = {"bytes_per_s": rate, "at": now, "key": COPY_KEY}
-        measured.append(COPY_KEY)
+    wanted = _wanted_shapes(shapes, square_side(platform))
     devices = int(environment.get("device_count") or 1)
     link_key = f"link:{devices}"
-    if devices > 1 and link_key not in entries:
-        with (phases or turn.free()).alone():
-            found = measure_link(platform, budget_s, _best_batch)
-        if found is not None:
-            entries[link_key] = {**found, "at": now, "key": link_key}
-            measured.append(link_key)
+    # The keys measured in this run, not found in the cache.
+    measured = _measure_missing(entries, wanted, platform, devices, now, budget_s, phases)
     if cache is not None:
         text = io.dumps({"host": host, "entries": entries})
         io.write_cache_file(cache.parent, cache.name, text.encode())
-    peaks: dict[str, dict[str, Any]] = {}
-    for shape in wanted:
-        p = precision(platform, shape.x_dtype, shape.w_dtype)
-        rate = float(entries[_shape_key(shape)]["flops_per_s"])
-        if rate > peaks.get(p, {}).get("flops_per_s", 0.0):
-            peaks[p] = {
-                "flops_per_s": rate,
-                "source": f"best XLA GEMM measured at {shape.m}×{shape.k}×{shape.n} "
-                f"({shape.x_dtype} × {shape.w_dtype}); {PRECISION_NOTE[p]}",
-            }
+    peaks = _peaks(wanted, entries, platform)
     oldest = min(float(v.get("at", now)) for v in entries.values())
     link = entries.get(link_key) if devices > 1 else None
     return {

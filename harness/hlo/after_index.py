@@ -196,33 +196,53 @@ class AfterIndex:
         if hit is not None:
             return hit
         out = [id(inst)]
-        op = inst.opcode
         if depth < 16:
-            if op == "parameter" and (inst.literal or "").strip().isdigit():
-                k = int((inst.literal or "").strip())
-                for caller_comp, operand in self.sources.get((comp.name, k), ()):
-                    out.extend(self.producers(caller_comp, operand, depth + 1))
-            elif op in ("fusion", "call", "conditional", "while"):
-                for name in _returned(inst):
-                    sub = self.module.computations.get(name)
-                    root = sub.root if sub is not None else None
-                    if sub is not None and root is not None:
-                        out.extend(self._through(sub, root, index, depth + 1))
-            elif op == "get-tuple-element" and inst.operands:
-                raw = (inst.attr("index") or "").strip()
-                sub_index = decimal(raw, MAX_ID)
-                producer = comp.get(inst.operands[0])
-                if producer is not None:
-                    out.extend(self._through(comp, producer, sub_index, depth + 1))
-            elif op == "tuple" and index is not None and index < len(inst.operands):
-                out.extend(self.producers(comp, inst.operands[index], depth + 1))
-            elif inst.operands and (
-                op in _AFTER_THROUGH or (op in _INSERTED and not self.op_name[id(inst)])
-            ):
-                out.extend(self.producers(comp, inst.operands[0], depth + 1))
+            out.extend(self._one_step_back(comp, inst, index, depth + 1))
         result = tuple(dict.fromkeys(out))
         self._memo[key] = result
         return result
+
+    def _one_step_back(
+        self, comp: Computation, inst: Instruction, index: int | None, deeper: int
+    ) -> list[int]:
+        """The producers of `inst`'s value (its tuple element `index`) one step back, found
+        at depth `deeper`: a parameter's callers' operands, a call's returned roots, a
+        tuple element's producer, a forwarding instruction's operand; none for an
+        instruction that computes its value."""
+        op = inst.opcode
+        if op == "parameter" and (inst.literal or "").strip().isdigit():
+            k = int((inst.literal or "").strip())
+            return [
+                i
+                for caller_comp, operand in self.sources.get((comp.name, k), ())
+                for i in self.producers(caller_comp, operand, deeper)
+            ]
+        if op in ("fusion", "call", "conditional", "while"):
+            return self._returned_roots(inst, index, deeper)
+        if op == "get-tuple-element" and inst.operands:
+            raw = (inst.attr("index") or "").strip()
+            sub_index = decimal(raw, MAX_ID)
+            producer = comp.get(inst.operands[0])
+            if producer is None:
+                return []
+            return list(self._through(comp, producer, sub_index, deeper))
+        if op == "tuple" and index is not None and index < len(inst.operands):
+            return list(self.producers(comp, inst.operands[index], deeper))
+        if inst.operands and (
+            op in _AFTER_THROUGH or (op in _INSERTED and not self.op_name[id(inst)])
+        ):
+            return list(self.producers(comp, inst.operands[0], deeper))
+        return []
+
+    def _returned_roots(self, inst: Instruction, index: int | None, deeper: int) -> list[int]:
+        """What the roots of the computations `inst` calls and returns from hold."""
+        out: list[int] = []
+        for name in _returned(inst):
+            sub = self.module.computations.get(name)
+            root = sub.root if sub is not None else None
+            if sub is not None and root is not None:
+                out.extend(self._through(sub, root, index, deeper))
+        return out
 
     def producers_of(self, i: int) -> frozenset[int]:
         """Every instruction whose value reaches any operand of instruction `i`."""

@@ -520,6 +520,36 @@ def _group_traffic(
     return _Traffic((), groups, participants, payload, sent, sent, model)
 
 
+def _async_fields(
+    inst: Instruction,
+    hlo_opcode: str,
+    comp: Computation,
+    wrapper: Instruction | None,
+    wrapper_comp: Computation | None,
+) -> dict[str, Any]:
+    """The fields of `Collective` that tell how it runs asynchronously: its opcode as the
+    module writes it, its async wrapper and the computation that calls it, and whether the
+    SPMD partitioner made it (marked on the collective or on its wrapper)."""
+    return {
+        "hlo_opcode": hlo_opcode if wrapper is None else f"async-start({hlo_opcode})",
+        "is_async": hlo_opcode in ASYNC_STARTS or wrapper is not None,
+        "wrapper": wrapper.name if wrapper is not None else "",
+        "computation": comp.name if wrapper_comp is None else wrapper_comp.name,
+        "spmd_generated": inst.frontend_attributes.get("is_spmd_generated") == "true"
+        or (wrapper is not None and wrapper.frontend_attributes.get("is_spmd_generated") == "true"),
+    }
+
+
+def _source_of(
+    module: HloModule, inst: Instruction, wrapper: Instruction | None
+) -> tuple[str, str]:
+    """The op_name and source location ("" when unknown) of a collective, from its own
+    metadata, else from its async wrapper's."""
+    source_inst = inst if inst.metadata or wrapper is None else wrapper
+    location = module.source_location(source_inst)
+    return source_inst.op_name, str(location) if location is not None else ""
+
+
 def _collective(
     module: HloModule,
     comp: Computation,
@@ -542,20 +572,16 @@ def _collective(
         t = _permute_traffic(inst, where, n_in)
     else:
         t = _group_traffic(inst, opcode, where, n_devices, (n_in, n_out))
+    op_name, source = _source_of(module, inst, wrapper)
     pairs, groups, participants = t.pairs, t.groups, t.participants
     payload, sent, received, model = t.payload, t.sent, t.received, t.model
     channel = inst.attr("channel_id")
     dims = inst.attr("dimensions") or ""
-    source_inst = inst if inst.metadata or wrapper is None else wrapper
-    location = module.source_location(source_inst)
     dtypes = sorted({leaf.dtype for leaf in in_leaves or list(out_leaves)})
     return Collective(
         name=inst.name,
         opcode=opcode,
-        hlo_opcode=hlo_opcode if wrapper is None else f"async-start({hlo_opcode})",
-        is_async=hlo_opcode in ASYNC_STARTS or wrapper is not None,
-        wrapper=wrapper.name if wrapper is not None else "",
-        computation=comp.name if wrapper_comp is None else wrapper_comp.name,
+        **_async_fields(inst, hlo_opcode, comp, wrapper, wrapper_comp),
         replica_groups=groups.groups,
         group_syntax=groups.syntax if opcode != "collective-permute" else "source_target_pairs",
         group_text=groups.text,
@@ -574,10 +600,8 @@ def _collective(
         channel_id=decimal(channel, MAX_ID) if channel else None,
         use_global_device_ids=(inst.attr("use_global_device_ids") or "") == "true",
         dimensions=tuple(int(d) for d in _INTS.findall(dims)),
-        spmd_generated=inst.frontend_attributes.get("is_spmd_generated") == "true"
-        or (wrapper is not None and wrapper.frontend_attributes.get("is_spmd_generated") == "true"),
-        op_name=source_inst.op_name,
-        source=str(location) if location is not None else "",
+        op_name=op_name,
+        source=source,
     )
 
 

@@ -107,23 +107,47 @@ def _pattern_trip(module: HloModule, loop: Computation, inst: Instruction) -> in
     element k of its parameter `LT` a constant, the body sets element k to itself plus 1, and
     the loop starts element k at a constant."""
     cond, body = _callee(module, inst, "condition", 0), _callee(module, inst, "body", 1)
+    counted = _counter_below_stop(cond)
+    if counted is None or body is None:
+        return None
+    k, stop = counted
+    start = _counter_start(loop, inst, k)
+    if start is None or not _adds_one(body, k):
+        return None
+    return max(0, stop - start)
+
+
+def _counter_below_stop(cond: Computation | None) -> tuple[int, int] | None:
+    """(k, stop) where the condition's root compares tuple element k of its parameter `LT`
+    the constant stop; None for any other condition."""
     root = cond.root if cond is not None else None
-    if cond is None or body is None or root is None or root.opcode != "compare":
+    if cond is None or root is None or root.opcode != "compare":
         return None
     if (root.attr("direction") or "") != "LT" or len(root.operands) != 2:
         return None
     k = _tuple_index(cond.get(root.operands[0]))
     stop = _constant(cond, root.operands[1])
-    step_root = body.root
-    init = loop.get(inst.operands[0]) if inst.operands else None
-    if k is None or stop is None or step_root is None or step_root.opcode != "tuple":
+    if k is None or stop is None:
         return None
+    return k, stop
+
+
+def _counter_start(loop: Computation, inst: Instruction, k: int) -> int | None:
+    """The constant the while `inst` starts tuple element k at; None when it is no constant."""
+    init = loop.get(inst.operands[0]) if inst.operands else None
     if init is None or init.opcode != "tuple" or k >= len(init.operands):
         return None
-    start = _constant(loop, init.operands[k])
-    step = body.get(step_root.operands[k]) if k < len(step_root.operands) else None
-    if start is None or step is None or step.opcode != "add" or len(step.operands) != 2:
-        return None
+    return _constant(loop, init.operands[k])
+
+
+def _adds_one(body: Computation, k: int) -> bool:
+    """Whether the body's root tuple sets element k to itself plus the constant 1."""
+    step_root = body.root
+    if step_root is None or step_root.opcode != "tuple" or k >= len(step_root.operands):
+        return False
+    step = body.get(step_root.operands[k])
+    if step is None or step.opcode != "add" or len(step.operands) != 2:
+        return False
     a, b = (body.get(x) for x in step.operands)
     one = _constant(body, step.operands[1]) if _tuple_index(a) == k else None
     one = (
@@ -131,9 +155,7 @@ def _pattern_trip(module: HloModule, loop: Computation, inst: Instruction) -> in
         if one is not None
         else (_constant(body, step.operands[0]) if _tuple_index(b) == k else None)
     )
-    if one != 1:
-        return None
-    return max(0, stop - start)
+    return one == 1
 
 
 def _constant_branch(comp: Computation, inst: Instruction, branches: int) -> int | None:

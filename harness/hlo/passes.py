@@ -172,32 +172,40 @@ def _member_ops(module: HloModule, inst: Instruction) -> list[str]:
     return ops
 
 
+def _created_unit(
+    name: str,
+    unit: tuple[str, ...],
+    prev: tuple[str, ...] | None,
+    dots_fell: bool,
+    after: HloModule,
+) -> str:
+    """What a pass did to make unit `name` (a fusion or library call of `after`, `prev` its
+    state before the pass): a library call's new epilogue, a dot turned into a library call
+    (`dots_fell`: the module lost dots), an added call, or a fusion made of its member ops."""
+    if unit[0] == "custom-call":
+        epi = f" (epilogue {unit[2]})" if unit[2] else ""
+        if prev and prev[0] == "custom-call" and prev[1] == unit[1]:
+            return f"changed {name} epilogue {prev[2] or 'none'} -> {unit[2]}"
+        if dots_fell:
+            return f"turned dot into {unit[1]}{epi}"
+        return f"added custom-call {unit[1]}{epi}"
+    inst = next(i for c in after.computations.values() if (i := c.get(name)) is not None)
+    n_ops = len(_member_ops(after, inst))
+    label = unit[2] or unit[1]
+    return f"created {name} ({label}) from {n_ops} ops"
+
+
 def explain_fusion_change(pass_name: str, before: HloModule, after: HloModule) -> str:
     """One sentence on how fusions/library calls differ between two module states ('' if not)."""
     old, new = _fusion_units(before), _fusion_units(after)
     if Counter(old.values()) == Counter(new.values()):
         return ""
-    parts: list[str] = []
     created = [n for n in new if n not in old or old[n] != new[n]]
     removed = [n for n in old if n not in new]
     old_dots = sum(1 for _, i in before.instructions() if i.opcode == "dot")
     new_dots = sum(1 for _, i in after.instructions() if i.opcode == "dot")
-    for name in created:
-        unit = new[name]
-        inst = next(i for c in after.computations.values() if (i := c.get(name)) is not None)
-        if unit[0] == "custom-call":
-            epi = f" (epilogue {unit[2]})" if unit[2] else ""
-            prev = old.get(name)
-            if prev and prev[0] == "custom-call" and prev[1] == unit[1]:
-                parts.append(f"changed {name} epilogue {prev[2] or 'none'} -> {unit[2]}")
-            elif new_dots < old_dots:
-                parts.append(f"turned dot into {unit[1]}{epi}")
-            else:
-                parts.append(f"added custom-call {unit[1]}{epi}")
-        else:
-            n_ops = len(_member_ops(after, inst))
-            label = unit[2] or unit[1]
-            parts.append(f"created {name} ({label}) from {n_ops} ops")
+    dots_fell = new_dots < old_dots
+    parts = [_created_unit(name, new[name], old.get(name), dots_fell, after) for name in created]
     if removed:
         parts.append(f"removed {len(removed)} unit{'s' if len(removed) > 1 else ''}")
     if len(parts) > 4:

@@ -388,24 +388,37 @@ class _Matcher:
         for _, op in self.ops:
             if id(op) in self.cand or not self.opn[id(op)]:
                 continue
-            frame = self.bframe[id(op)]
-            pool = [
-                i
-                for (name, opcode), ids in self._by_op_name().get(self.opn[id(op)], ())
-                if (name, opcode) not in explained
-                for i in ids
-                if frame is None or (f := self.a.frame[i]) is None or f == frame
-            ]
+            pool = self._rewrite_pool(op, explained)
             if not pool:
                 continue
-            sides = [a for a in (self.from_operands(op), self.from_users(op)) if a is not None]
-            linked = set().union(*sides) if sides else set()
-            found = [i for i in pool if i in linked]
-            if not found and not sides and unplaced[(self.opn[id(op)], frame)] == 1:
-                found = pool
+            alone = unplaced[(self.opn[id(op)], self.bframe[id(op)])] == 1
+            found = self._linked_or_alone(op, pool, alone)
             if found:
                 self.cand[id(op)] = frozenset(found)
                 self.how[id(op)] = "rewrite"
+
+    def _rewrite_pool(self, op: Instruction, explained: set[tuple[str, str]]) -> list[int]:
+        """The optimized instructions under `op`'s op_name whose opcode no pre-optimization
+        op of that op_name explains, in `op`'s source frame where both frames are known."""
+        frame = self.bframe[id(op)]
+        return [
+            i
+            for (name, opcode), ids in self._by_op_name().get(self.opn[id(op)], ())
+            if (name, opcode) not in explained
+            for i in ids
+            if frame is None or (f := self.a.frame[i]) is None or f == frame
+        ]
+
+    def _linked_or_alone(self, op: Instruction, pool: list[int], alone: bool) -> list[int]:
+        """Of `pool`, those connected to `op`'s placed neighbours; when no neighbour is
+        placed, the whole pool if `op` is `alone` (the only unplaced op of its op_name and
+        frame)."""
+        sides = [a for a in (self.from_operands(op), self.from_users(op)) if a is not None]
+        linked = set().union(*sides) if sides else set()
+        found = [i for i in pool if i in linked]
+        if not found and not sides and alone:
+            return pool
+        return found
 
     def _by_op_name(self) -> dict[str, list[tuple[tuple[str, str], list[int]]]]:
         cached = getattr(self, "_op_name_index", None)
@@ -510,6 +523,15 @@ def reverse_map(
     """
     clusters = find_clusters(after) if clusters is None else clusters
     m = _Matcher(before, after, clusters)
+    method, notes = _place_every_tier(m)
+    mapping, placed_by, counts, silent, shared = _mapping_of(m, clusters)
+    notes.extend(_placement_notes(counts, len(m.ops), silent, shared))
+    return ReverseMap(mapping, placed_by, method, tuple(notes))
+
+
+def _place_every_tier(m: _Matcher) -> tuple[str, list[str]]:
+    """Run the tiers of `reverse_map` on `m` in order; return what identity means for this
+    pair of modules (`ReverseMap.method`) and the note on metadata, if any is missing."""
     stripped = not any(m.opn[id(op)] for _, op in m.ops)
     after_meta = any(m.a.op_name.values())
     derived, agree, total = m.name_pairs()
@@ -535,7 +557,15 @@ def reverse_map(
         m.place_by_structure(named=True)
     m.absorb_into_libraries()
     m.place_inlined_calls()
+    return method, notes
 
+
+def _mapping_of(
+    m: _Matcher, clusters: tuple[Cluster, ...]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str], Counter[str], int, int]:
+    """Each op's clusters and evidence once every tier ran, with the count of ops per
+    evidence, of ops placed only on instructions that do not execute (`silent`), and of ops
+    left sharing their clusters with look-alikes (`shared`)."""
     mapping: dict[str, tuple[str, ...]] = {}
     placed_by: dict[str, str] = {}
     counts: Counter[str] = Counter()
@@ -551,11 +581,12 @@ def reverse_map(
             silent += 1
         if id(op) in undecided and len(held) > 1:
             shared += 1
-    notes.append(
-        "placed by "
-        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        + f" of {len(m.ops)}"
-    )
+    return mapping, placed_by, counts, silent, shared
+
+
+def _placement_notes(counts: Counter[str], ops: int, silent: int, shared: int) -> list[str]:
+    """The notes on how many ops each tier placed and on what could not be placed exactly."""
+    notes = ["placed by " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" of {ops}"]
     if silent:
         notes.append(
             f"{silent} ops survive only as instructions that do not execute on their own "
@@ -566,4 +597,4 @@ def reverse_map(
             f"{shared} ops share op_name, opcode and source line with others and could not be "
             "told apart by shape or def-use: each maps to every cluster holding one of them"
         )
-    return ReverseMap(mapping, placed_by, method, tuple(notes))
+    return notes

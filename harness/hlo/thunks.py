@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,23 +220,7 @@ def parse_tree(text: str, source: str = "") -> ThunkTree:
             skipped.append(f"line {lineno}: {line[:80]!r}")
             continue
         indent = len(m["indent"])
-        rest = m["rest"].strip()
-        first = rest.split(" ", 1)[0] if rest else ""
-        stream = _STREAM.search(rest)
-        node = _Open(
-            {
-                "thunk_id": int(m["id"]),
-                "kind": m["kind"],
-                "kernel": first if first != m["kind"] and _KERNEL_NAME.match(first) else None,
-                "grid": _triple(rest, "grid"),
-                "block": _triple(rest, "threads"),
-                "prev": tuple(int(x) for x in _EDGE.findall(m["prev"] or "")),
-                "next": tuple(int(x) for x in _EDGE.findall(m["next"] or "")),
-                "stream": int(stream.group(1)) if stream else None,
-                "line": lineno,
-            },
-            indent,
-        )
+        node = _Open(_node_fields(m, lineno), indent)
         while stack and stack[-1].indent >= indent:
             stack.pop()
         (stack[-1].add(node) if stack else roots.append(node))
@@ -245,15 +229,32 @@ def parse_tree(text: str, source: str = "") -> ThunkTree:
         log.warning(
             "%s: %d thunk line(s) not understood, skipped", source or "thunks", len(skipped)
         )
-    return ThunkTree(
-        tuple(r.freeze() for r in roots),
-        tuple(skipped[:MAX_SKIPPED_KEPT])
-        + (
-            (f"... and {len(skipped) - MAX_SKIPPED_KEPT} more",)
-            if len(skipped) > MAX_SKIPPED_KEPT
-            else ()
-        ),
-    )
+    return ThunkTree(tuple(r.freeze() for r in roots), _kept(skipped))
+
+
+def _node_fields(m: re.Match[str], lineno: int) -> dict[str, object]:
+    """A thunk line's fields (ThunkNode's, but its blocks): its id, kind, kernel, launch
+    dimensions, DAG edges and stream."""
+    rest = m["rest"].strip()
+    first = rest.split(" ", 1)[0] if rest else ""
+    stream = _STREAM.search(rest)
+    return {
+        "thunk_id": int(m["id"]),
+        "kind": m["kind"],
+        "kernel": first if first != m["kind"] and _KERNEL_NAME.match(first) else None,
+        "grid": _triple(rest, "grid"),
+        "block": _triple(rest, "threads"),
+        "prev": tuple(int(x) for x in _EDGE.findall(m["prev"] or "")),
+        "next": tuple(int(x) for x in _EDGE.findall(m["next"] or "")),
+        "stream": int(stream.group(1)) if stream else None,
+        "line": lineno,
+    }
+
+
+def _kept(skipped: Sequence[str]) -> tuple[str, ...]:
+    """The skipped lines quoted in the tree: the first MAX_SKIPPED_KEPT, then how many more."""
+    more = len(skipped) - MAX_SKIPPED_KEPT
+    return tuple(skipped[:MAX_SKIPPED_KEPT]) + ((f"... and {more} more",) if more > 0 else ())
 
 
 # Kinds whose nested thunks run zero, one or many times per execution of the buffer.

@@ -97,6 +97,13 @@ def kind_of(kind: str, target: str = "", backend: str = "", opcodes: Iterable[st
     its member opcodes (empty where only a ranking row is known)."""
     ops = frozenset(_base(o) for o in opcodes)
     k, low_target, low_backend = _base(kind), target.lower(), backend.lower()
+    return _non_fusion_kind(k, low_target, ops) or _fusion_kind(k, low_backend, ops)
+
+
+def _non_fusion_kind(k: str, low_target: str, ops: frozenset[str]) -> str | None:
+    """The work of a cluster that is no compute fusion (collectives, host calls, library
+    calls, control flow, copies); None for the rest. Asked first: a fusion of copies is a
+    copy, and a loop's condition kernel is control flow."""
     if k in _COLLECTIVES or ops & frozenset(_COLLECTIVES):
         return "collectives"
     if "callback" in low_target or k in ("infeed", "outfeed", "send-to-host", "recv-from-host"):
@@ -109,6 +116,12 @@ def kind_of(kind: str, target: str = "", backend: str = "", opcodes: Iterable[st
         return "copies"
     if ops and ops <= _SCALAR_CONTROL and "compare" in ops:
         return "control_flow"  # a loop's condition kernel: a compare of the counter
+    return None
+
+
+def _fusion_kind(k: str, low_backend: str, ops: frozenset[str]) -> str:
+    """The work of a compute cluster: a Triton GEMM, a reduction or a loop fusion, a bare
+    dot or convolution (a library call), else other."""
     if "gemm" in low_backend or (k in ("kCustom", "triton") and ops & {"dot", "convolution"}):
         return "triton_gemm"
     if k == "kInput" or "reduce" in ops or "reduction" in low_backend:

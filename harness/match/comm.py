@@ -286,13 +286,12 @@ def _collective_for(
     return None
 
 
-def _device_step(
-    device: int, step: int | None, rows: list[tuple[DeviceEvent, CollectiveLike | None]]
-) -> DeviceStep:
-    comm = [e for e, c in rows if c is not None]
-    compute = [e for e, c in rows if c is None]
-    comm_iv, compute_iv = merge(_intervals(comm)), merge(_intervals(compute))
-    busy = length(merge(comm_iv + compute_iv))
+def _exposed(
+    rows: Sequence[tuple[DeviceEvent, CollectiveLike | None]],
+    comm: Sequence[DeviceEvent],
+    compute: Sequence[DeviceEvent],
+) -> tuple[list[Interval], dict[str, list[Interval]]]:
+    """The exposed intervals of a device's step, in all and per collective name."""
     # Exposed: collective time that no compute on another stream of this device hides. Compute
     # on the collective's own stream cannot run beside it; where timestamps of one stream touch
     # (sub-microsecond in the H200 profiles) that is no overlap either.
@@ -305,12 +304,31 @@ def _device_step(
         for name in {c.name for e, c in rows if c is not None and e.stream == stream}:
             theirs = (e for e, c in rows if c is not None and c.name == name and e.stream == stream)
             exposed_of[name].extend(subtract(merge(_intervals(theirs)), others))
-    exposed = length(merge(exposed_iv))
-    span = max(e.end_ns for e, _ in rows) - min(e.start_ns for e, _ in rows)
+    return exposed_iv, exposed_of
+
+
+def _time_per_collective(
+    rows: Sequence[tuple[DeviceEvent, CollectiveLike | None]],
+) -> dict[str, float]:
+    """Seconds of the device's step spent in each collective's events, by its name."""
     per_collective: dict[str, float] = defaultdict(float)
     for e, c in rows:
         if c is not None:
             per_collective[c.name] += e.duration_ns * 1e-9
+    return per_collective
+
+
+def _device_step(
+    device: int, step: int | None, rows: list[tuple[DeviceEvent, CollectiveLike | None]]
+) -> DeviceStep:
+    comm = [e for e, c in rows if c is not None]
+    compute = [e for e, c in rows if c is None]
+    comm_iv, compute_iv = merge(_intervals(comm)), merge(_intervals(compute))
+    busy = length(merge(comm_iv + compute_iv))
+    exposed_iv, exposed_of = _exposed(rows, comm, compute)
+    exposed = length(merge(exposed_iv))
+    span = max(e.end_ns for e, _ in rows) - min(e.start_ns for e, _ in rows)
+    per_collective = _time_per_collective(rows)
     return DeviceStep(
         device=device,
         step=step,

@@ -246,15 +246,35 @@ def _branch_that_ran(
     if len(keys) < 2 or None in keys:
         return list(candidates), ""
     owners = {k[0] for k in keys if k is not None}
+    mine = _in_branches_that_ran(ex, candidates, branches, owners)
+    if mine:
+        return mine, "its branch's other kernels ran in this execution"
+    return _by_branch_only_kernels(candidates, branches, pos, events)
+
+
+def _in_branches_that_ran(
+    ex: _Execution, candidates: Sequence[Command], branches: _Branches, owners: set[int]
+) -> list[Command]:
+    """The candidates in a branch of which some command was placed since its conditional
+    (one of `owners`) last chose a branch in this execution."""
     since = {o: ex.chose.get(o, -1) for o in owners}
     ran = {
         branches.of[c]
         for c, ps in ex.placed.items()
         if c in branches.of and branches.of[c][0] in owners and ps[-1] > since[branches.of[c][0]]
     }
-    mine = [c for c in candidates if branches.of[c.index] in ran]
-    if mine:
-        return mine, "its branch's other kernels ran in this execution"
+    return [c for c in candidates if branches.of[c.index] in ran]
+
+
+def _by_branch_only_kernels(
+    candidates: Sequence[Command],
+    branches: _Branches,
+    pos: int,
+    events: Sequence[tuple[int, DeviceEvent]],
+) -> tuple[list[Command], str]:
+    """The candidates whose branch alone launches a kernel that follows before the next
+    condition is set, else that ran anywhere on this stream (when that names one branch);
+    all of them, with NO_EVIDENCE, when neither tells."""
     for _, later in events[pos + 1 :]:
         if later.name.startswith("set_") and later.name.endswith("condition"):
             break
@@ -314,14 +334,65 @@ def _choose_library(ex: _Execution, e: DeviceEvent, library: Sequence[Command]):
     return None, ""
 
 
-def _place_stream(
-    buffer: CommandBuffer, events: Sequence[tuple[int, DeviceEvent]]
-) -> dict[int, Placement]:
-    """Places one stream's events of `buffer` (window index, event; in start order)."""
+def _commands_by_kernel(buffer: CommandBuffer) -> dict[str, list[Command]]:
+    """The buffer's kernel commands by the name of the kernel each launches, in command order."""
     kernels: dict[str, list[Command]] = defaultdict(list)
     for c in buffer.commands:
         if c.kernel is not None:
             kernels[c.kernel].append(c)
+    return kernels
+
+
+def _choose(
+    ex: _Execution,
+    e: DeviceEvent,
+    kernels: Mapping[str, list[Command]],
+    library: Sequence[Command],
+    branches: _Branches,
+    pos: int,
+    events: Sequence[tuple[int, DeviceEvent]],
+):
+    """The command of this execution that ran `e`, and the rule (":evidence") that chose it:
+    by kernel name where a kernel command launches it, else among the library calls."""
+    if e.name in kernels:
+        return _choose_named(ex, e, kernels, branches, pos, events)
+    return _choose_library(ex, e, library)
+
+
+def _placement(chosen: Command, rule_and_evidence: str, e: DeviceEvent, buffer: str) -> Placement:
+    """`e` placed on `chosen` of the buffer named `buffer`, by the rule `_choose` gave, with
+    the reason in words; ambiguous where no evidence told the branch that ran."""
+    rule, _, evidence = rule_and_evidence.partition(":")
+    what = "kernel" if chosen.kernel is not None else "library kernel of"
+    if rule == "thunk_library" and chosen.kind in _COPY_KINDS | _CONTROL_KINDS:
+        rule = "thunk_copy" if chosen.kind in _COPY_KINDS else "thunk_condition"
+    reason = {
+        "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer}"
+        + (
+            f", in the branch that ran ({evidence})" if evidence and evidence != NO_EVIDENCE else ""
+        ),
+        "thunk_copy": f"{e.kind} {e.name} is the device copy {_label(chosen)} in "
+        f"{buffer}, the next copy the command DAG allows",
+        "thunk_condition": f"kernel {e.name} chooses the branch (or the next iteration) of "
+        f"{_label(chosen)} in {buffer}",
+        "thunk_library": f"{what} {_label(chosen)} in {buffer}, placed by "
+        "the command DAG between the named kernels",
+        "thunk_out_of_order": f"{e.kind} {e.name} placed on {_label(chosen)} in "
+        f"{buffer}, the first unplaced command that fits: no ready command did "
+        "(the DAG the thunk file prints is incomplete here)",
+    }[rule]
+    if evidence == NO_EVIDENCE:
+        reason += "; ambiguous: the first branch in command order is taken"
+    return Placement(
+        chosen.index, chosen.instruction, rule, reason, ambiguous=evidence == NO_EVIDENCE
+    )
+
+
+def _place_stream(
+    buffer: CommandBuffer, events: Sequence[tuple[int, DeviceEvent]]
+) -> dict[int, Placement]:
+    """Places one stream's events of `buffer` (window index, event; in start order)."""
+    kernels = _commands_by_kernel(buffer)
     library = [c for c in buffer.commands if c.kernel is None and placeable(c)]
     branches = _Branches.of_buffer(buffer)
     ex = _Execution(buffer)
@@ -362,10 +433,7 @@ def _place_stream(
             memsets.append(pos)
             continue
         for attempt in range(2):
-            if e.name in kernels:
-                chosen, rule = _choose_named(ex, e, kernels, branches, pos, events)
-            else:
-                chosen, rule = _choose_library(ex, e, library)
+            chosen, rule = _choose(ex, e, kernels, library, branches, pos, events)
             if chosen is not None or attempt or not placed_here:
                 break
             # Nothing of this execution is left for the event: the next execution begins.
@@ -373,38 +441,13 @@ def _place_stream(
         if chosen is None:
             continue  # left to the name rules: it names nothing this buffer runs
         settle_memsets(chosen.index, after=True)
-        rule, _, evidence = rule.partition(":")
         if chosen.kind == "kConditional":
             ex.chose[chosen.index] = pos
         ex.placed.setdefault(chosen.index, []).append(pos)
         ex.names[chosen.index].add(e.name)
         ex.open = chosen.index if chosen.kernel is None else None
         placed_here.append((pos, chosen.index))
-        what = "kernel" if chosen.kernel is not None else "library kernel of"
-        if rule == "thunk_library" and chosen.kind in _COPY_KINDS | _CONTROL_KINDS:
-            rule = "thunk_copy" if chosen.kind in _COPY_KINDS else "thunk_condition"
-        reason = {
-            "thunk_kernel": f"kernel {e.name} is {_label(chosen)} in {buffer.name}"
-            + (
-                f", in the branch that ran ({evidence})"
-                if evidence and evidence != NO_EVIDENCE
-                else ""
-            ),
-            "thunk_copy": f"{e.kind} {e.name} is the device copy {_label(chosen)} in "
-            f"{buffer.name}, the next copy the command DAG allows",
-            "thunk_condition": f"kernel {e.name} chooses the branch (or the next iteration) of "
-            f"{_label(chosen)} in {buffer.name}",
-            "thunk_library": f"{what} {_label(chosen)} in {buffer.name}, placed by "
-            "the command DAG between the named kernels",
-            "thunk_out_of_order": f"{e.kind} {e.name} placed on {_label(chosen)} in "
-            f"{buffer.name}, the first unplaced command that fits: no ready command did "
-            "(the DAG the thunk file prints is incomplete here)",
-        }[rule]
-        if evidence == NO_EVIDENCE:
-            reason += "; ambiguous: the first branch in command order is taken"
-        out[positions[pos]] = Placement(
-            chosen.index, chosen.instruction, rule, reason, ambiguous=evidence == NO_EVIDENCE
-        )
+        out[positions[pos]] = _placement(chosen, rule, e, buffer.name)
     if placed_here:
         settle_memsets(placed_here[-1][1], after=False)
         finish_execution()
@@ -423,6 +466,40 @@ def _signature(c: Command) -> tuple[object, ...]:
     return (c.kernel, c.grid, c.block) if c.kernel is not None else (c.kind,)
 
 
+@dataclass(frozen=True)
+class _Swaps:
+    """Whether two placed commands of one execution could run in each other's place without
+    breaking the DAG's order: the first and last event position of each command, and each
+    command's successors."""
+
+    preds: Mapping[int, set[int]]  # the execution's own (a defaultdict)
+    first: Mapping[int, int]
+    last: Mapping[int, int]
+    succs: Mapping[int, set[int]]
+
+    @classmethod
+    def of(cls, ex: _Execution) -> _Swaps:
+        succs: dict[int, set[int]] = defaultdict(set)
+        for c, ps in ex.preds.items():
+            for p in ps:
+                succs[p].add(c)
+        return cls(
+            ex.preds,
+            {c: ps[0] for c, ps in ex.placed.items()},
+            {c: ps[-1] for c, ps in ex.placed.items()},
+            succs,
+        )
+
+    def allowed(self, c: int, other: int) -> bool:
+        first, last = self.first, self.last
+        lo, hi = (c, other) if first[c] < first[other] else (other, c)
+        # Swapping the earlier command `lo` and the later `hi`: `hi`'s predecessors must
+        # run before `lo`'s events, `lo`'s successors after `hi`'s.
+        return all(last.get(p, -1) < first[lo] for p in self.preds[hi]) and all(
+            first.get(s, 1 << 62) > last[hi] for s in self.succs[lo]
+        )
+
+
 def _mark_ambiguous(
     ex: _Execution,
     placed: Sequence[tuple[int, int]],
@@ -432,12 +509,7 @@ def _mark_ambiguous(
 ) -> None:
     """Marks each event whose command could be swapped with another of the same signature
     (each run as one event here) without breaking the DAG's order."""
-    first = {c: ps[0] for c, ps in ex.placed.items()}
-    last = {c: ps[-1] for c, ps in ex.placed.items()}
-    succs: dict[int, set[int]] = defaultdict(set)
-    for c, ps in ex.preds.items():
-        for p in ps:
-            succs[p].add(c)
+    swaps = _Swaps.of(ex)
     groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for c in ex.placed:
         groups[_signature(ex.by_index[c])].append(c)
@@ -454,12 +526,7 @@ def _mark_ambiguous(
             a, b = ex.by_index[c], ex.by_index[other]
             if other == c or a.instruction == b.instruction or names(c) != names(other):
                 continue
-            lo, hi = (c, other) if first[c] < first[other] else (other, c)
-            # Swapping the earlier command `lo` and the later `hi`: `hi`'s predecessors must
-            # run before `lo`'s events, `lo`'s successors after `hi`'s.
-            if all(last.get(p, -1) < first[lo] for p in ex.preds[hi]) and all(
-                first.get(s, 1 << 62) > last[hi] for s in succs[lo]
-            ):
+            if swaps.allowed(c, other):
                 alternatives.append(b)
         if alternatives:
             cands = ", ".join(_label(x) for x in [ex.by_index[c], *alternatives])

@@ -464,52 +464,77 @@ def _attribute(
 ) -> Attribution:
     module = event.hlo_module
     if module is None:
-        consumer = next_launch(event)
-        if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
-            # Eager dispatch uploads a primitive's host arguments (Python scalars) just
-            # before launching it: the copy belongs to the primitive launched next.
-            return Attribution(
-                event,
-                True,
-                "eager_host_argument",
-                f"H2D upload of {event.bytes} bytes, a host argument of the next launch "
-                f"{consumer.hlo_module}/{consumer.hlo_op}",
-                consumer.hlo_module,
-                consumer.hlo_op,
-                primitive_of(consumer.hlo_module or ""),
-            )
-        return Attribution(event, False, "no_module", _no_module_reason(event, consumer), None)
+        return _without_module(event, next_launch(event), mode)
     clusters = _clusters_for(event, clusters_by_module, programs)
     if clusters is None:
-        if mode == "eager":
-            return Attribution(
-                event,
-                True,
-                "eager_module",
-                f"eager module {module} has no HLO analysis; attributed to module and "
-                f"primitive {primitive_of(module)!r} (matched by module)",
-                module,
-                primitive=primitive_of(module),
-            )
-        known = sorted(str(k) for k in clusters_by_module)
-        others = sorted((programs or {}).get(module, ()))
-        if event.program_id is not None and others:
-            return Attribution(
-                event,
-                False,
-                "other_program",
-                f"module {module} program_id {event.program_id} is another program than the "
-                f"analysed {module} (program ids {others}): a recompile, not attributed",
-                module,
-            )
+        return _without_clusters(event, module, clusters_by_module, mode, programs)
+    return _in_clusters(event, module, clusters, mode)
+
+
+def _without_module(event: DeviceEvent, consumer: DeviceEvent | None, mode: Mode) -> Attribution:
+    """An event no module names: in eager mode, an H2D upload belongs to the primitive
+    launched next (`consumer`); anything else is not attributed."""
+    if mode == "eager" and event.kind == "memcpy" and event.direction == "H2D" and consumer:
+        # Eager dispatch uploads a primitive's host arguments (Python scalars) just
+        # before launching it: the copy belongs to the primitive launched next.
+        return Attribution(
+            event,
+            True,
+            "eager_host_argument",
+            f"H2D upload of {event.bytes} bytes, a host argument of the next launch "
+            f"{consumer.hlo_module}/{consumer.hlo_op}",
+            consumer.hlo_module,
+            consumer.hlo_op,
+            primitive_of(consumer.hlo_module or ""),
+        )
+    return Attribution(event, False, "no_module", _no_module_reason(event, consumer), None)
+
+
+def _without_clusters(
+    event: DeviceEvent,
+    module: str,
+    clusters_by_module: Mapping[ModuleKey, Sequence[ClusterLike]],
+    mode: Mode,
+    programs: Mapping[str, set[int]] | None,
+) -> Attribution:
+    """An event of a module with no analysed clusters: an eager primitive's (attributed to
+    its module), another program of an analysed module (a recompile), or an unknown module."""
+    if mode == "eager":
+        return Attribution(
+            event,
+            True,
+            "eager_module",
+            f"eager module {module} has no HLO analysis; attributed to module and "
+            f"primitive {primitive_of(module)!r} (matched by module)",
+            module,
+            primitive=primitive_of(module),
+        )
+    known = sorted(str(k) for k in clusters_by_module)
+    others = sorted((programs or {}).get(module, ()))
+    if event.program_id is not None and others:
         return Attribution(
             event,
             False,
-            "unknown_module",
-            f"module {module} (program_id {event.program_id}) is not among the analysed "
-            f"modules {known}: another program, or its HLO is missing",
+            "other_program",
+            f"module {module} program_id {event.program_id} is another program than the "
+            f"analysed {module} (program ids {others}): a recompile, not attributed",
             module,
         )
+    return Attribution(
+        event,
+        False,
+        "unknown_module",
+        f"module {module} (program_id {event.program_id}) is not among the analysed "
+        f"modules {known}: another program, or its HLO is missing",
+        module,
+    )
+
+
+def _in_clusters(
+    event: DeviceEvent, module: str, clusters: Sequence[ClusterLike], mode: Mode
+) -> Attribution:
+    """An event of an analysed module: the cluster its hlo_op names (by name or kernel
+    name), else a member of the command buffer it ran in, else not attributed."""
     primitive = primitive_of(module) if mode == "eager" else None
     by_name = {c.name: c for c in clusters}
     by_kernel = {kernel_name(c.name): c for c in clusters}

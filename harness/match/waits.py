@@ -21,7 +21,7 @@ all show the same number of events in a step are left out, and counted.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.profile.devices import device_of
@@ -73,12 +73,7 @@ def collective_waits(
     `attributed`: (event, its collective) pairs (the collective has a `name`); `groups`: per
     collective name its device groups; `step_spans`: per (device, step) its step in seconds.
     """
-    calls: dict[tuple[int | None, str, int], list[DeviceEvent]] = defaultdict(list)
-    for e, c in attributed:
-        calls[(e.step, c.name, device_of(e))].append(e)  # type: ignore[attr-defined]
-    by_call: dict[tuple[int | None, str], dict[int, list[DeviceEvent]]] = defaultdict(dict)
-    for (step, name, device), events in calls.items():
-        by_call[(step, name)][device] = sorted(events, key=lambda e: e.start_ns)
+    by_call = _calls_by_device(attributed)
     devices = sorted({d for per in by_call.values() for d in per})
     waited: dict[int, float] = defaultdict(float)
     lag: dict[int, float] = defaultdict(float)
@@ -92,31 +87,26 @@ def collective_waits(
             if len(mine) < 2 or len(counts) != 1:
                 unpaired += max((len(v) for v in mine.values()), default=0)
                 continue
-            for i in range(counts.pop()):
-                starts = {d: v[i].start_ns for d, v in mine.items()}
-                first, final = min(starts.values()), max(starts.values())
-                late = max(starts, key=lambda d: (starts[d], d))
+            for late, arrivals in _arrivals(mine, counts.pop()):
                 last[late] += 1
                 paired += 1
-                for d, v in mine.items():
+                for d, (lag_s, waited_s) in arrivals.items():
                     count[d] += 1
-                    lag[d] += (starts[d] - first) * 1e-9
-                    waited[d] += min(final - starts[d], v[i].duration_ns) * 1e-9
-    rows = []
-    for d in devices:
-        step_s = sum(t for (dev, _), t in step_spans.items() if dev == d) / max(1, steps)
-        w = waited[d] / max(1, steps)
-        rows.append(
-            DeviceWait(
-                device=d,
-                waited_s=w,
-                lag_s=lag[d] / max(1, steps),
-                step_s=step_s,
-                wait_share=w / step_s if step_s > 0 else None,
-                last_arrivals=last[d],
-                calls=count[d],
-            )
+                    lag[d] += lag_s
+                    waited[d] += waited_s
+    per_step = max(1, steps)
+    rows = [
+        DeviceWait(
+            device=d,
+            waited_s=waited[d] / per_step,
+            lag_s=lag[d] / per_step,
+            step_s=(step_s := _step_s(d, step_spans, per_step)),
+            wait_share=waited[d] / per_step / step_s if step_s > 0 else None,
+            last_arrivals=last[d],
+            calls=count[d],
         )
+        for d in devices
+    ]
     straggler = max(rows, key=lambda r: (r.last_arrivals, r.lag_s), default=None)
     if straggler is not None and straggler.last_arrivals == 0:
         straggler = None
@@ -127,3 +117,39 @@ def collective_waits(
         calls=paired,
         unpaired=unpaired,
     )
+
+
+def _calls_by_device(
+    attributed: Sequence[tuple[DeviceEvent, object]],
+) -> dict[tuple[int | None, str], dict[int, list[DeviceEvent]]]:
+    """Per (step, collective name), each device's events of it, in start order."""
+    calls: dict[tuple[int | None, str, int], list[DeviceEvent]] = defaultdict(list)
+    for e, c in attributed:
+        calls[(e.step, c.name, device_of(e))].append(e)  # type: ignore[attr-defined]
+    by_call: dict[tuple[int | None, str], dict[int, list[DeviceEvent]]] = defaultdict(dict)
+    for (step, name, device), events in calls.items():
+        by_call[(step, name)][device] = sorted(events, key=lambda e: e.start_ns)
+    return by_call
+
+
+def _arrivals(
+    mine: Mapping[int, Sequence[DeviceEvent]], calls: int
+) -> Iterator[tuple[int, dict[int, tuple[float, float]]]]:
+    """For each of a group's `calls` (the i-th event of each of its devices): the device that
+    arrived last, and each device's lag and wait in seconds."""
+    for i in range(calls):
+        starts = {d: v[i].start_ns for d, v in mine.items()}
+        first, final = min(starts.values()), max(starts.values())
+        late = max(starts, key=lambda d: (starts[d], d))
+        yield (
+            late,
+            {
+                d: ((starts[d] - first) * 1e-9, min(final - starts[d], v[i].duration_ns) * 1e-9)
+                for d, v in mine.items()
+            },
+        )
+
+
+def _step_s(device: int, step_spans: Mapping[tuple[int, int | None], float], steps: int) -> float:
+    """The device's mean step in seconds over `steps`."""
+    return sum(t for (dev, _), t in step_spans.items() if dev == device) / steps

@@ -105,22 +105,9 @@ def compile_breakdown(xplane_path: Path | str, module_name: str | None = None) -
     since a cached executable legitimately compiles nothing.
     """
     path = Path(xplane_path)
-    profile = load_profile(path)
-    try:
-        trees = [_nest(line_name, events) for line_name, events in _host_lines(profile)]
-    except (UnicodeDecodeError, TypeError, ValueError) as err:
-        raise ProfileError(f"{path}: profile content is malformed ({err})") from err
-    spans = [s for tree in trees for root in tree for s in root.walk()]
-    roots = [s for s in spans if COMPILE_ROOT_RE.match(s.name)]
-    if module_name is not None:
-        roots = [r for r in roots if any(_is_pipeline(s, module_name) for s in r.walk())]
-    notes: list[str] = []
-    if not roots:
-        notes.append(
-            "no XLA compile event"
-            + (f" for module {module_name}" if module_name else "")
-            + " in this profile (cached executable, or a backend whose compile event is unknown)"
-        )
+    spans = _host_spans(path)
+    roots = _compile_roots(spans, module_name)
+    notes = [] if roots else [_no_compile_note(module_name)]
     inside = [s for r in roots for s in r.walk()]
     pipelines, passes = _pipelines_and_passes(inside, module_name)
     autotune = _outermost([s for s in spans if AUTOTUNE_RE.search(s.name)])
@@ -136,6 +123,33 @@ def compile_breakdown(xplane_path: Path | str, module_name: str | None = None) -
         autotune_events=_aggregate(autotune),
         jax_events=_aggregate(s for s in spans if s.name in JAX_EVENTS),
         notes=tuple(notes),
+    )
+
+
+def _host_spans(path: Path) -> list[Span]:
+    """Every host event of the profile at `path`, each line's nesting trees walked in
+    order; raises ProfileError when the profile's content is malformed."""
+    profile = load_profile(path)
+    try:
+        trees = [_nest(line_name, events) for line_name, events in _host_lines(profile)]
+    except (UnicodeDecodeError, TypeError, ValueError) as err:
+        raise ProfileError(f"{path}: profile content is malformed ({err})") from err
+    return [s for tree in trees for root in tree for s in root.walk()]
+
+
+def _compile_roots(spans: Sequence[Span], module_name: str | None) -> list[Span]:
+    """The client's compile calls; with `module_name`, those that ran a pipeline for it."""
+    roots = [s for s in spans if COMPILE_ROOT_RE.match(s.name)]
+    if module_name is not None:
+        roots = [r for r in roots if any(_is_pipeline(s, module_name) for s in r.walk())]
+    return roots
+
+
+def _no_compile_note(module_name: str | None) -> str:
+    return (
+        "no XLA compile event"
+        + (f" for module {module_name}" if module_name else "")
+        + " in this profile (cached executable, or a backend whose compile event is unknown)"
     )
 
 
