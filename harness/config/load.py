@@ -305,47 +305,63 @@ def apply_override(raw: dict[str, Any], ov: OverrideFlag) -> OverrideFlag:
     while i < len(parts) - 1:
         part = parts[i]
         if cls is Experiment and part == "variants":
-            name = parts[i + 1]
-            variants = raw.get("variants") or []
-            found = [v for v in variants if isinstance(v, dict) and v.get("name") == name]
-            if not found:
-                names = [v.get("name") for v in variants if isinstance(v, dict)]
-                raise ConfigError(
-                    source,
-                    ov.key,
-                    f"no variant named {shown(name)}" + suggest(name, names),
-                )
-            if i + 2 >= len(parts):
+            node, cls, i = _named_variant(raw, parts[i + 1], source, ov.key), Variant, i + 2
+            if i >= len(parts):
                 raise ConfigError(
                     source, ov.key, "name a key inside the variant, e.g. variants.xla.mode"
                 )
-            node, cls, i = found[0], Variant, i + 2
             continue
         if cls is Variant and part == "xla_options":
-            if not isinstance(node.get("xla_options"), dict):
-                node["xla_options"] = {}
-            node = node["xla_options"]
-            option = ".".join(parts[i + 1 :])
-            previous = node.get(option)
-            node[option] = _scalar(ov.text)
-            return dataclasses.replace(ov, value=node[option], previous=previous)
+            return _set_free_key(node, part, ".".join(parts[i + 1 :]), ov)
         if cls is Program and part == "kwargs" and i == len(parts) - 2:
             # One keyword argument: `program.kwargs.attention=cudnn`.
-            if not isinstance(node.get("kwargs"), dict):
-                node["kwargs"] = {}
-            previous = node["kwargs"].get(parts[-1])
-            node["kwargs"][parts[-1]] = _scalar(ov.text)
-            return dataclasses.replace(ov, value=node["kwargs"][parts[-1]], previous=previous)
-        tp = _field_type(cls, part, source, ov.key)
-        if not dataclasses.is_dataclass(tp):
-            raise ConfigError(source, ov.key, f"{part!r} is a value, not a section")
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise ConfigError(source, ov.key, f"{part!r} is not a mapping in the config file")
-        node, cls, i = child, tp, i + 1
-    leaf = parts[-1]
+            return _set_free_key(node, part, parts[-1], ov)
+        node, cls = _section(node, cls, part, source, ov.key)
+        i += 1
+    return _set_leaf(node, cls, parts[-1], ov, source)
+
+
+def _named_variant(raw: dict[str, Any], name: str, source: str, key: str) -> dict[str, Any]:
+    """Returns the config's variant named `name`; one line naming the flag when there is none."""
+    variants = raw.get("variants") or []
+    found = [v for v in variants if isinstance(v, dict) and v.get("name") == name]
+    if not found:
+        names = [v.get("name") for v in variants if isinstance(v, dict)]
+        raise ConfigError(source, key, f"no variant named {shown(name)}" + suggest(name, names))
+    return found[0]
+
+
+def _set_free_key(node: dict[str, Any], section: str, key: str, ov: OverrideFlag) -> OverrideFlag:
+    """Writes a key of a section whose keys the schema does not list (a variant's
+    xla_options, a program's kwargs), read as a YAML scalar; made where the file has none."""
+    if not isinstance(node.get(section), dict):
+        node[section] = {}
+    previous = node[section].get(key)
+    node[section][key] = _scalar(ov.text)
+    return dataclasses.replace(ov, value=node[section][key], previous=previous)
+
+
+def _section(
+    node: dict[str, Any], cls: type, part: str, source: str, key: str
+) -> tuple[dict[str, Any], type]:
+    """Returns the mapping of the section `part` of `node` (a `cls`), made where the file has
+    none, and the section's type; one line naming the flag where `part` is a value, or not a
+    mapping in the file."""
+    tp = _field_type(cls, part, source, key)
+    if not dataclasses.is_dataclass(tp):
+        raise ConfigError(source, key, f"{part!r} is a value, not a section")
+    child = node.get(part)
+    if child is None:
+        child = node[part] = {}
+    if not isinstance(child, dict):
+        raise ConfigError(source, key, f"{part!r} is not a mapping in the config file")
+    return child, tp
+
+
+def _set_leaf(
+    node: dict[str, Any], cls: type, leaf: str, ov: OverrideFlag, source: str
+) -> OverrideFlag:
+    """Writes the override's value, cast to its field's type, as the key `leaf` of `node`."""
     if cls is Variant and leaf == "name":
         raise ConfigError(source, ov.key, "a variant's name cannot be overridden")
     tp = _field_type(cls, leaf, source, ov.key)

@@ -93,10 +93,34 @@ def problems(
     applies to, and what a shard_map body requires of the specs.
     """
     if not s.enabled:
-        for key in ("axes", "x", "w", "b", "out", "shard_map"):
-            if getattr(s, key):
-                return key, "is set but the mesh is empty; give `mesh`, e.g. [4]"
-        return None
+        return _set_without_mesh(s)
+    if (found := _mesh_problem(s, mode)) is not None:
+        return found
+    *batch, m = x_shape[:-1]
+    shapes = {
+        "x": tuple(x_shape),
+        "w": (k, n),
+        "b": (n,),
+        "out": (*batch, m, n),
+    }
+    for key, shape in shapes.items():
+        if (found := _spec_problem(s, key, shape, recompile)) is not None:
+            return found
+    if s.shard_map:
+        return _shard_map_problem(s, len(x_shape), mode, frontend)
+    return None
+
+
+def _set_without_mesh(s: Sharding) -> tuple[str, str] | None:
+    """The first sharding key set without a mesh, which would change nothing."""
+    for key in ("axes", "x", "w", "b", "out", "shard_map"):
+        if getattr(s, key):
+            return key, "is set but the mesh is empty; give `mesh`, e.g. [4]"
+    return None
+
+
+def _mesh_problem(s: Sharding, mode: str) -> tuple[str, str] | None:
+    """What is wrong with the mesh's axes (one valid name each, none twice), or its mode."""
     if len(s.axes) != len(s.mesh):
         return "axes", f"names {len(s.axes)} axes for a mesh of {len(s.mesh)} dims {list(s.mesh)}"
     for a in s.axes:
@@ -106,37 +130,35 @@ def problems(
         return "axes", f"repeats a name: {list(s.axes)}"
     if mode not in ("jit", "matmul_only"):
         return "mesh", f"applies to modes jit and matmul_only, not {mode!r}"
-    *batch, m = x_shape[:-1]
-    shapes = {
-        "x": tuple(x_shape),
-        "w": (k, n),
-        "b": (n,),
-        "out": (*batch, m, n),
-    }
-    for key, shape in shapes.items():
-        spec = getattr(s, key)
-        if len(spec) > len(shape):
-            return key, f"has {len(spec)} entries for an array of {len(shape)} dims {list(shape)}"
-        used: list[str] = []
-        for dim, (entry, size) in enumerate(zip(spec, shape, strict=False)):
-            for a in entry_axes(entry):
-                if a not in s.axes:
-                    return key, f"names {a!r}, which is not a mesh axis; axes: {list(s.axes)}"
-                if a in used:
-                    return key, f"uses axis {a!r} twice"
-                used.append(a)
-            pieces = s.axis_size(entry)
-            if size % pieces:
-                return key, f"splits dim {dim} of size {size} into {pieces}, which does not divide"
-            is_m = key in ("x", "out") and dim == len(shape) - 2
-            if is_m and recompile and (size // 2) % pieces:
-                return key, (
-                    f"splits m={size} into {pieces}, but the recompile halves m to {size // 2}, "
-                    "which does not divide; make m a multiple of twice the split or turn off "
-                    "measure.recompile"
-                )
-    if s.shard_map:
-        return _shard_map_problem(s, len(x_shape), mode, frontend)
+    return None
+
+
+def _spec_problem(
+    s: Sharding, key: str, shape: tuple[int, ...], recompile: bool
+) -> tuple[str, str] | None:
+    """What is wrong with the spec `key` of an array of `shape`: its rank, an axis unknown or
+    used twice, a split that does not divide (m also after the recompile halves it)."""
+    spec = getattr(s, key)
+    if len(spec) > len(shape):
+        return key, f"has {len(spec)} entries for an array of {len(shape)} dims {list(shape)}"
+    used: list[str] = []
+    for dim, (entry, size) in enumerate(zip(spec, shape, strict=False)):
+        for a in entry_axes(entry):
+            if a not in s.axes:
+                return key, f"names {a!r}, which is not a mesh axis; axes: {list(s.axes)}"
+            if a in used:
+                return key, f"uses axis {a!r} twice"
+            used.append(a)
+        pieces = s.axis_size(entry)
+        if size % pieces:
+            return key, f"splits dim {dim} of size {size} into {pieces}, which does not divide"
+        is_m = key in ("x", "out") and dim == len(shape) - 2
+        if is_m and recompile and (size // 2) % pieces:
+            return key, (
+                f"splits m={size} into {pieces}, but the recompile halves m to {size // 2}, "
+                "which does not divide; make m a multiple of twice the split or turn off "
+                "measure.recompile"
+            )
     return None
 
 

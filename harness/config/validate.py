@@ -33,7 +33,7 @@ from harness.config.experiment import (
 from harness.config.fields import MAX_ITEMS
 from harness.config.knobs import knobs_problem
 from harness.config.processes import problem as processes_problem
-from harness.config.program import input_leaves, shapes_problem
+from harness.config.program import InputSpec, input_leaves, shapes_problem
 from harness.config.sharding import problems as sharding_problems
 from harness.config.timing import timing_problem
 from harness.frontends import registry
@@ -333,19 +333,7 @@ def validate_program(e: Experiment, source: str) -> None:
     no GELU `problem`, dtype changes only)."""
     p = e.program
     if not p.enabled:
-        if p != Program():
-            raise ConfigError(
-                source,
-                "program.function",
-                "is required in a `program` section: module:function or path/to/file.py:function",
-            )
-        for v in e.variants:
-            if v.program != p:
-                raise ConfigError(
-                    source,
-                    f"variants.{v.name}.program",
-                    "applies to a program study; this config names no `program.function`",
-                )
+        _no_program_set(e, source)
         return
     validate_callable(source, "program.function", p.function)
     if not p.init:
@@ -364,34 +352,7 @@ def validate_program(e: Experiment, source: str) -> None:
             "[{shape: [256, 512], dtype: float32}]",
         )
     for where, spec in input_leaves(p.inputs):
-        validate_ranges(spec, source, where)
-        if spec.low >= spec.high:
-            raise ConfigError(
-                source, f"{where}.high", f"must be above low ({spec.low}), got {spec.high}"
-            )
-        if spec.dtype == "float64":
-            raise ConfigError(
-                source,
-                f"{where}.dtype",
-                "float64 is refused: the measured variants run without jax's x64 (only the "
-                f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
-            )
-        choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
-        if spec.dtype in INTEGER_RANGES:
-            lowest, highest = INTEGER_RANGES[spec.dtype]
-            if spec.low < lowest:
-                raise ConfigError(
-                    source, f"{where}.low", f"{spec.dtype} holds no {spec.low}; at least {lowest}"
-                )
-            if spec.high > highest:
-                raise ConfigError(
-                    source,
-                    f"{where}.high",
-                    f"{spec.dtype} holds values below {highest} (high is exclusive), "
-                    f"got {spec.high}",
-                )
-        if math.prod(spec.shape) > 1 << 34:
-            raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
+        _validate_input(spec, source, where)
     if p.flops is not None and not (p.flops > 0 and p.flops < float("inf")):
         raise ConfigError(
             source,
@@ -410,6 +371,65 @@ def validate_program(e: Experiment, source: str) -> None:
         )
     for v in e.variants:
         validate_program_variant(e, v, source)
+    _program_search_space(e, source)
+
+
+def _no_program_set(e: Experiment, source: str) -> None:
+    """Refuses a `program` section, at the study or in a variant, that names no function."""
+    if e.program != Program():
+        raise ConfigError(
+            source,
+            "program.function",
+            "is required in a `program` section: module:function or path/to/file.py:function",
+        )
+    for v in e.variants:
+        if v.program != e.program:
+            raise ConfigError(
+                source,
+                f"variants.{v.name}.program",
+                "applies to a program study; this config names no `program.function`",
+            )
+
+
+def _validate_input(spec: InputSpec, source: str, where: str) -> None:
+    """Checks one input leaf: its range, a dtype the measured variants can run, values its
+    dtype holds, and a size that fits."""
+    validate_ranges(spec, source, where)
+    if spec.low >= spec.high:
+        raise ConfigError(
+            source, f"{where}.high", f"must be above low ({spec.low}), got {spec.high}"
+        )
+    if spec.dtype == "float64":
+        raise ConfigError(
+            source,
+            f"{where}.dtype",
+            "float64 is refused: the measured variants run without jax's x64 (only the "
+            f"float64 reference has it), so it would be float32; {_allowed(INPUT_DTYPES)}",
+        )
+    choice(source, f"{where}.dtype", spec.dtype, INPUT_DTYPES)
+    if spec.dtype in INTEGER_RANGES:
+        _integer_range(spec, source, where)
+    if math.prod(spec.shape) > 1 << 34:
+        raise ConfigError(source, f"{where}.shape", "has more than 2**34 elements")
+
+
+def _integer_range(spec: InputSpec, source: str, where: str) -> None:
+    """Checks that an integer input's low and (exclusive) high are values its dtype holds."""
+    lowest, highest = INTEGER_RANGES[spec.dtype]
+    if spec.low < lowest:
+        raise ConfigError(
+            source, f"{where}.low", f"{spec.dtype} holds no {spec.low}; at least {lowest}"
+        )
+    if spec.high > highest:
+        raise ConfigError(
+            source,
+            f"{where}.high",
+            f"{spec.dtype} holds values below {highest} (high is exclusive), got {spec.high}",
+        )
+
+
+def _program_search_space(e: Experiment, source: str) -> None:
+    """Refuses a program study's search over the GELU expression's own dimensions."""
     space = e.search.space
     for key, values in (("w_dtype", space.w_dtype), ("gelu", space.gelu)):
         if e.search.base and values:

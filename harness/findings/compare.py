@@ -27,7 +27,7 @@ from harness.records.compare import (
     RunsCompared,
     VariantVerdict,
 )
-from harness.records.findings import MemoryFinding, TimingFinding
+from harness.records.findings import Findings, MemoryFinding, Observation, TimingFinding
 from harness.records.run_files import Manifest
 from harness.records.summary import RunSummary, VariantSummary
 from harness.store.records import first_difference, to_json
@@ -213,57 +213,80 @@ def finding_changes(sa: RunSummary, sb: RunSummary) -> list[FindingChange]:
     """Every finding of either run, matched by its rule's subject: the timing pairs (changed
     only with disjoint intervals), the memory peaks, the unattributed time, the
     observations."""
-    out: list[FindingChange] = []
-    gated = unresolved_runs(sa, sb)
-    for key, x, y in _paired(_timing(sa), _timing(sb)):
-        out.append(
-            FindingChange(
-                (x or y).rule if (x or y) else "",
-                f"`{key[0]}` against `{key[1]}`",
-                _timing_reading(x),
-                _timing_reading(y),
-                timing_status(x, y, gated),
-            )
-        )
     fa, fb = sa.findings, sb.findings
+    return [
+        *_timing_changes(sa, sb),
+        *_memory_changes(fa, fb),
+        *_coverage_changes(fa, fb),
+        *_observation_changes(fa, fb),
+    ]
+
+
+def _timing_changes(sa: RunSummary, sb: RunSummary) -> list[FindingChange]:
+    """Each timing pair's reading in the two runs, changed only with disjoint intervals."""
+    gated = unresolved_runs(sa, sb)
+    return [
+        FindingChange(
+            (x or y).rule if (x or y) else "",
+            f"`{key[0]}` against `{key[1]}`",
+            _timing_reading(x),
+            _timing_reading(y),
+            timing_status(x, y, gated),
+        )
+        for key, x, y in _paired(_timing(sa), _timing(sb))
+    ]
+
+
+def _memory_changes(fa: Findings | None, fb: Findings | None) -> list[FindingChange]:
+    """Each memory peak's reading in the two runs, paired by variant and reference."""
     ma = {(m.variant, m.against): m for m in (fa.memory if fa else ())}
     mb = {(m.variant, m.against): m for m in (fb.memory if fb else ())}
-    for key, x, y in _paired(ma, mb):
-        out.append(
-            FindingChange(
-                "memory.peak",
-                f"`{key[0]}`'s peak against `{key[1]}`",
-                _memory_reading(x),
-                _memory_reading(y),
-                _keyed_status(x, y),
-            )
+    return [
+        FindingChange(
+            "memory.peak",
+            f"`{key[0]}`'s peak against `{key[1]}`",
+            _memory_reading(x),
+            _memory_reading(y),
+            _keyed_status(x, y),
         )
+        for key, x, y in _paired(ma, mb)
+    ]
+
+
+def _coverage_changes(fa: Findings | None, fb: Findings | None) -> list[FindingChange]:
+    """Each variant's unattributed device time in the two runs."""
     ca = {c.variant: c for c in (fa.coverage if fa else ())}
     cb = {c.variant: c for c in (fb.coverage if fb else ())}
-    for name, x, y in _paired(ca, cb):
-        out.append(
-            FindingChange(
-                "coverage.unattributed",
-                f"`{name}`'s device time",
-                x.verdict if x else MISSING,
-                y.verdict if y else MISSING,
-                _keyed_status(x, y),
-            )
+    return [
+        FindingChange(
+            "coverage.unattributed",
+            f"`{name}`'s device time",
+            x.verdict if x else MISSING,
+            y.verdict if y else MISSING,
+            _keyed_status(x, y),
         )
+        for name, x, y in _paired(ca, cb)
+    ]
+
+
+def _observation_changes(fa: Findings | None, fb: Findings | None) -> list[FindingChange]:
+    """Each observation in the two runs, paired by its key and framework."""
     oa = {(o.key, o.framework): o for o in (fa.observations if fa else ())}
     ob = {(o.key, o.framework): o for o in (fb.observations if fb else ())}
-    for key, x, y in _paired(oa, ob):
-        either = x or y
-        out.append(
-            FindingChange(
-                either.rule if either else "",
-                f"{either.claim if either else key[0]} ({key[1]})",
-                x.verdict if x else MISSING,
-                y.verdict if y else MISSING,
-                _keyed_status(x, y),
-            )
-        )
-    return out
+    return [_observation_change(key, x, y) for key, x, y in _paired(oa, ob)]
+
+
+def _observation_change(
+    key: tuple[str, str], x: Observation | None, y: Observation | None
+) -> FindingChange:
+    either = x or y
+    return FindingChange(
+        either.rule if either else "",
+        f"{either.claim if either else key[0]} ({key[1]})",
+        x.verdict if x else MISSING,
+        y.verdict if y else MISSING,
+        _keyed_status(x, y),
+    )
 
 
 # --- the ground: what differs in the two configs -----------------------------------------------

@@ -46,45 +46,68 @@ class LoopCost(Rule):
 
 
 def _loop_finding(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
-    trip = f"{lf.trip_count}" if lf.trip_count is not None else "an unknown number of"
-    evidence = [f"trip count {lf.trip_count if lf.trip_count is not None else 'unknown'}"]
     if lf.iterations_per_step is None:
-        why = (
-            "the profile shows no kernel of its body"
-            if lf.step_s
-            else "no profile says what they cost"
-        )
-        if lf.step_s and lf.entries == 0:
-            why += ": it sits in a branch that did not run (entered 0 times a call)"
-        what = f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
-        verdict = "unmeasured" if lf.step_s else "unprofiled"
-        return ControlFlowFinding(
-            rule, variant, lf.loop, verdict, what, lf.trip_count, evidence=tuple(evidence)
-        )
-    iters = lf.iterations_per_step
+        return _unmeasured_loop(rule, variant, lf)
+    return _measured_loop(rule, variant, lf, lf.iterations_per_step)
+
+
+def _trip_evidence(lf: LoopFacts) -> str:
+    return f"trip count {lf.trip_count if lf.trip_count is not None else 'unknown'}"
+
+
+def _unmeasured_loop(rule: str, variant: str, lf: LoopFacts) -> ControlFlowFinding:
+    """A loop no profiled kernel counts: unprofiled, or its body never seen in the profile."""
+    trip = f"{lf.trip_count}" if lf.trip_count is not None else "an unknown number of"
+    why = (
+        "the profile shows no kernel of its body" if lf.step_s else "no profile says what they cost"
+    )
+    if lf.step_s and lf.entries == 0:
+        why += ": it sits in a branch that did not run (entered 0 times a call)"
+    what = (
+        f"{lf.loop} runs {trip} iterations a call ({lf.body_clusters} clusters in its body); {why}"
+    )
+    verdict = "unmeasured" if lf.step_s else "unprofiled"
+    return ControlFlowFinding(
+        rule, variant, lf.loop, verdict, what, lf.trip_count, evidence=(_trip_evidence(lf),)
+    )
+
+
+def _entries_per_step(lf: LoopFacts) -> float | None:
+    """The times a step the loop is entered, where a count rests on it (None: unknown)."""
+    # A loop inside another is entered once an iteration of its parent: its trip count is per
+    # entry, judged against the iterations a step over the entries a step. Where the entries
+    # rest on no count (a parent loop nobody measured), nothing is judged.
+    return lf.entries if lf.entries and lf.count_source != "unknown" else None
+
+
+def _trip_differs(lf: LoopFacts, per_entry: float) -> bool:
+    """Whether the measured iterations an entry disagree with the HLO's trip count (by 1%)."""
+    # `unknown` with a trip count of its own: a loop around it has no count, nor its entries.
+    return (
+        lf.trip_count is not None
+        and lf.count_source != "unknown"
+        and abs(per_entry - lf.trip_count) > 0.01 * max(1, lf.trip_count)
+    )
+
+
+def _measured_loop(rule: str, variant: str, lf: LoopFacts, iters: float) -> ControlFlowFinding:
+    """A loop the profile counts: its iterations, kernels an iteration, its copies' share."""
     share = lf.copy_s_per_step / lf.step_s if lf.step_s else None
     body = lf.body_s_per_step / lf.step_s if lf.step_s else None
     what = (
         f"{lf.loop} runs {iters:g} iterations a step of {lf.kernels_per_iteration or 0:.0f} kernels"
         + (f"; {share:.0%} of the step is its copies (a scan's dynamic slices)" if share else "")
     )
-    verdict = "as counted"
-    # A loop inside another is entered once an iteration of its parent: its trip count is per
-    # entry, judged against the iterations a step over the entries a step. Where the entries
-    # rest on no count (a parent loop nobody measured), nothing is judged.
-    entries = lf.entries if lf.entries and lf.count_source != "unknown" else None
+    entries = _entries_per_step(lf)
     nested = entries is not None and entries != 1.0
     per_entry = iters / entries if entries else iters
     if nested and entries is not None:
         what += f"; {per_entry:g} per entry, entered {entries:g} times a step (a nested loop)"
+    evidence = [_trip_evidence(lf)]
     if lf.trip_count is None and lf.count_source == "measured":
         evidence.append("the cost model counts it by this measure")
-    # `unknown` with a trip count of its own: a loop around it has no count, nor its entries.
-    if (
-        lf.trip_count is not None
-        and lf.count_source != "unknown"
-        and abs(per_entry - lf.trip_count) > 0.01 * max(1, lf.trip_count)
-    ):
+    verdict = "as counted"
+    if _trip_differs(lf, per_entry):
         verdict = "differs"
         what += f"; the HLO's trip count says {lf.trip_count}" + (" per entry" if nested else "")
     evidence += [

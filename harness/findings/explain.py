@@ -326,60 +326,70 @@ def mechanism(p: TimePart, measured: float) -> str:
     step is loop fusions (expression.py:42): 4.7 GB more traffic a step (5.37 GB against
     671 MB), at 3.3 TB/s; 14 launches more a step (15 against 1)"."""
     head = f"{_signed_ms(p.delta_s)} of the {_signed_ms(measured)} a step is {p.what}{_lines_of(p)}"
+    said = _work_measures(p) if p.kind in work.KINDS else _idle_measures(p)
+    return head + (": " + "; ".join(said) if said else "")
+
+
+def _work_measures(p: TimePart) -> list[str]:
+    """What a part of one kind of work measured: its traffic for memory work, its FLOPs for
+    compute, else the same bytes at two rates; and its launches where they differ."""
     said: list[str] = []
-    if p.kind in work.KINDS:
-        moved = p.bytes is not None and p.against_bytes is not None and p.bytes != p.against_bytes
-        if moved and (p.kind in work.MEMORY_KINDS or p.kind not in work.COMPUTE_KINDS):
-            # The traffic that differs ran at the rate of the side that moved more of it.
-            big = (
-                (p.bytes, p.variant_s)
-                if (p.bytes or 0) >= (p.against_bytes or 0)
-                else (
-                    p.against_bytes,
-                    p.against_s,
-                )
-            )
-            rate = _rate(big[0], big[1], "B/s")
-            said.append(
-                fmt.bytes_versus(p.bytes, p.against_bytes, "traffic a step")
-                + (f", at {rate}" if rate else "")
-            )
-        elif p.kind in work.COMPUTE_KINDS and p.flops and p.against_flops:
-            rv, rr = (
-                _rate(p.flops, p.variant_s, "FLOP/s"),
-                _rate(p.against_flops, p.against_s, "FLOP/s"),
-            )
-            if p.flops == p.against_flops:
-                said.append(f"the same {fmt.si(p.flops, 'FLOP')} a step at {rv} against {rr}")
-            else:
-                said.append(
-                    f"{fmt.si(p.flops, 'FLOP')} a step against {fmt.si(p.against_flops, 'FLOP')}, "
-                    f"at {rv} against {rr}"
-                )
-        elif p.bytes is not None and p.bytes == p.against_bytes and p.bytes:
-            said.append(
-                f"the same {fmt.si(p.bytes, 'B')} a step at {_rate(p.bytes, p.variant_s, 'B/s')} "
-                f"against {_rate(p.bytes, p.against_s, 'B/s')}"
-            )
-        if (
-            p.launches is not None
-            and p.against_launches is not None
-            and p.launches != p.against_launches
-        ):
-            said.append(fmt.versus(p.launches, p.against_launches, "launch", "a step"))
-    elif p.kind == "host_gap":
+    moved = p.bytes is not None and p.against_bytes is not None and p.bytes != p.against_bytes
+    if moved and (p.kind in work.MEMORY_KINDS or p.kind not in work.COMPUTE_KINDS):
+        said.append(_traffic(p))
+    elif p.kind in work.COMPUTE_KINDS and p.flops and p.against_flops:
+        said.append(_flops(p, p.flops, p.against_flops))
+    elif p.bytes is not None and p.bytes == p.against_bytes and p.bytes:
         said.append(
+            f"the same {fmt.si(p.bytes, 'B')} a step at {_rate(p.bytes, p.variant_s, 'B/s')} "
+            f"against {_rate(p.bytes, p.against_s, 'B/s')}"
+        )
+    if (
+        p.launches is not None
+        and p.against_launches is not None
+        and p.launches != p.against_launches
+    ):
+        said.append(fmt.versus(p.launches, p.against_launches, "launch", "a step"))
+    return said
+
+
+def _traffic(p: TimePart) -> str:
+    """The traffic a step on each side, at the rate of the side that moved more of it: the
+    traffic that differs ran at that rate."""
+    big = (
+        (p.bytes, p.variant_s)
+        if (p.bytes or 0) >= (p.against_bytes or 0)
+        else (p.against_bytes, p.against_s)
+    )
+    rate = _rate(big[0], big[1], "B/s")
+    return fmt.bytes_versus(p.bytes, p.against_bytes, "traffic a step") + (
+        f", at {rate}" if rate else ""
+    )
+
+
+def _flops(p: TimePart, flops: float, against: float) -> str:
+    """The FLOPs a step on each side and the rate each ran them at."""
+    rv, rr = _rate(flops, p.variant_s, "FLOP/s"), _rate(against, p.against_s, "FLOP/s")
+    if flops == against:
+        return f"the same {fmt.si(flops, 'FLOP')} a step at {rv} against {rr}"
+    return f"{fmt.si(flops, 'FLOP')} a step against {fmt.si(against, 'FLOP')}, at {rv} against {rr}"
+
+
+def _idle_measures(p: TimePart) -> list[str]:
+    """What a part that is no kind of work measured: the device idle, or its kernels."""
+    if p.kind == "host_gap":
+        return [
             f"the device idle while the host works: {fmt.ms(p.variant_s)} a step against "
             f"{fmt.ms(p.against_s)}"
-        )
-    elif p.kind == "launch_gaps":
-        said.append(
+        ]
+    if p.kind == "launch_gaps":
+        return [
             f"the device idle between its launches: {fmt.ms(p.variant_s)} a step against "
             f"{fmt.ms(p.against_s)}"
-        )
-    elif p.kind == "device" and p.launches is not None and p.against_launches is not None:
-        said.append(fmt.versus(p.launches, p.against_launches, "kernel", "a step"))
-    return head + (": " + "; ".join(said) if said else "")
+        ]
+    if p.kind == "device" and p.launches is not None and p.against_launches is not None:
+        return [fmt.versus(p.launches, p.against_launches, "kernel", "a step")]
+    return []
 
 
 def sentence(d: Decomposition) -> str:

@@ -81,41 +81,56 @@ def cluster_times(
         for c in module.get("clusters") or ():
             if not isinstance(c, dict) or not isinstance(c.get("time_s"), int | float):
                 continue
-            name = str(c.get("name") or "?")
-            lines = c.get("lines") or ()
-            line = str(lines[0]) if isinstance(lines, list | tuple) and lines else ""
-            launches = c.get("launches")
-            launches = float(launches) if isinstance(launches, int | float) else None
-            # A library call is named by its instruction (`custom-call.1`, `cublas-lt-matmul.1`),
-            # which differs between compiles of one GEMM: it pairs by its entry and source line.
-            target = c.get("target")
-            key = f"{target}@{line}" if c.get("kind") == "library" and target else name
-            fact = facts.get(name)
-            kind = work.kind_of(
-                str(c.get("kind") or (fact.kind if fact else "")),
-                str(c.get("target") or (fact.target if fact and fact.target else "")),
-                fact.backend if fact else "",
-                fact.opcodes if fact else (),
-            )
-            every = tuple(str(x) for x in lines) if isinstance(lines, list | tuple) else ()
-            moved, flops = _per_step(c, "bytes"), _per_step(c, "flops")
-            had = found.get(key)
-            if had is not None:
-                both = None if had.launches is None or launches is None else had.launches + launches
-                found[key] = dataclasses.replace(
-                    had,
-                    time_s=had.time_s + c["time_s"],
-                    launches=both,
-                    line=had.line or line,
-                    lines=tuple(dict.fromkeys((*had.lines, *every))),
-                    bytes=_add(had.bytes, moved),
-                    flops=_add(had.flops, flops),
-                )
-            else:
-                found[key] = ClusterTime(
-                    name, float(c["time_s"]), launches, line, key, every, kind, moved, flops
-                )
+            timed = _cluster_time(c, facts)
+            had = found.get(timed.key)
+            found[timed.key] = timed if had is None else _summed(had, timed)
     return tuple(found.values())
+
+
+def _cluster_time(c: dict[str, Any], facts: Mapping[str, ClusterFact]) -> ClusterTime:
+    """One timed row of the ranking as a ClusterTime, keyed by what pairs it across variants."""
+    name = str(c.get("name") or "?")
+    lines = c.get("lines") or ()
+    line = str(lines[0]) if isinstance(lines, list | tuple) and lines else ""
+    launches = c.get("launches")
+    # A library call is named by its instruction (`custom-call.1`, `cublas-lt-matmul.1`),
+    # which differs between compiles of one GEMM: it pairs by its entry and source line.
+    target = c.get("target")
+    key = f"{target}@{line}" if c.get("kind") == "library" and target else name
+    return ClusterTime(
+        name,
+        float(c["time_s"]),
+        float(launches) if isinstance(launches, int | float) else None,
+        line,
+        key,
+        tuple(str(x) for x in lines) if isinstance(lines, list | tuple) else (),
+        _work_of(c, facts.get(name)),
+        _per_step(c, "bytes"),
+        _per_step(c, "flops"),
+    )
+
+
+def _work_of(c: dict[str, Any], fact: ClusterFact | None) -> str:
+    """A ranking row's kind of work: the row's own kind and target first, else its fusion's."""
+    return work.kind_of(
+        str(c.get("kind") or (fact.kind if fact else "")),
+        str(c.get("target") or (fact.target if fact and fact.target else "")),
+        fact.backend if fact else "",
+        fact.opcodes if fact else (),
+    )
+
+
+def _summed(had: ClusterTime, more: ClusterTime) -> ClusterTime:
+    """`had` with a second row of the same key added: its time, launches, lines and costs."""
+    return dataclasses.replace(
+        had,
+        time_s=had.time_s + more.time_s,
+        launches=_add(had.launches, more.launches),
+        line=had.line or more.line,
+        lines=tuple(dict.fromkeys((*had.lines, *more.lines))),
+        bytes=_add(had.bytes, more.bytes),
+        flops=_add(had.flops, more.flops),
+    )
 
 
 _STEP = re.compile(r"fusion_steps \{\s*(\w+) \{([^{}]*)\}\s*\}")

@@ -82,41 +82,66 @@ class Accuracy(Rule):
         return tuple(self.judge(run, dtype, rows) for dtype, rows in by_dtype.items())
 
     def judge(self, run: SavedRun, dtype: str, rows: list[_Leaf]) -> AccuracyFinding:
-        names = [r.variant for r in rows]
-        eager = next((v.name for v in run.variants if "eager" in v.roles and v.name in names), None)
-        reference = eager or (run.baseline if run.baseline in names else None)
+        reference = _reference_of(run, [r.variant for r in rows])
         ref_leaves = {r.leaf.path: r.leaf for r in rows if r.variant == reference}
         over = [r for r in rows if not r.leaf.ok]
-        failed = tuple(
-            dict.fromkeys(
-                r.variant
-                for r in over
-                if r.variant != reference and not _explained(r.leaf, ref_leaves.get(r.leaf.path))
-            )
-        )
+        failed = _failed_beyond_rounding(over, reference, ref_leaves)
         shown = list(ref_leaves.values()) or [r.leaf for r in rows]
         worst = max(shown, key=lambda leaf: (leaf.rel_fro_err or 0.0) / (leaf.tolerance or 1.0))
-        err, tol = worst.rel_fro_err, worst.tolerance
-        where = f"on {_name(worst.path)}"
-        if failed:
-            verdict = "failure"
-            what = (
-                f"{dtype}: {', '.join(failed)} over the tolerance {fmt.sci(tol)} beyond the "
-                f"dtype's own rounding ({reference or 'no reference run'}: {fmt.sci(err)} "
-                f"{where})"
-            )
-        elif over:
-            verdict = "rounding"
-            what = (
-                f"{dtype} rounding: {_percent(err)} {where} against float64, over the "
-                f"tolerance {_percent(tol)} in {reference}'s own run too: a note, not a failure"
-            )
-        else:
-            verdict = "within"
-            what = f"{dtype}: every leaf within its tolerance {fmt.sci(tol)} (worst {fmt.sci(err)} {where})"
+        verdict = "failure" if failed else "rounding" if over else "within"
+        what = _accuracy_sentence(dtype, verdict, failed, reference, worst)
         return AccuracyFinding(
-            self.id, dtype, verdict, worst.path, err, tol, reference, failed, what
+            self.id,
+            dtype,
+            verdict,
+            worst.path,
+            worst.rel_fro_err,
+            worst.tolerance,
+            reference,
+            failed,
+            what,
         )
+
+
+def _reference_of(run: SavedRun, names: list[str]) -> str | None:
+    """The run whose error is the dtype's own rounding: the eager variant's, else the
+    baseline's (None where neither has this dtype)."""
+    eager = next((v.name for v in run.variants if "eager" in v.roles and v.name in names), None)
+    return eager or (run.baseline if run.baseline in names else None)
+
+
+def _failed_beyond_rounding(
+    over: list[_Leaf], reference: str | None, ref_leaves: dict[str, LeafAccuracy]
+) -> tuple[str, ...]:
+    """The variants with a leaf over its tolerance that the reference's own rounding of that
+    leaf does not explain, each once."""
+    return tuple(
+        dict.fromkeys(
+            r.variant
+            for r in over
+            if r.variant != reference and not _explained(r.leaf, ref_leaves.get(r.leaf.path))
+        )
+    )
+
+
+def _accuracy_sentence(
+    dtype: str, verdict: str, failed: tuple[str, ...], reference: str | None, worst: LeafAccuracy
+) -> str:
+    """The accuracy finding's sentence, for its verdict, with the worst leaf's error."""
+    err, tol = worst.rel_fro_err, worst.tolerance
+    where = f"on {_name(worst.path)}"
+    if verdict == "failure":
+        return (
+            f"{dtype}: {', '.join(failed)} over the tolerance {fmt.sci(tol)} beyond the "
+            f"dtype's own rounding ({reference or 'no reference run'}: {fmt.sci(err)} "
+            f"{where})"
+        )
+    if verdict == "rounding":
+        return (
+            f"{dtype} rounding: {_percent(err)} {where} against float64, over the "
+            f"tolerance {_percent(tol)} in {reference}'s own run too: a note, not a failure"
+        )
+    return f"{dtype}: every leaf within its tolerance {fmt.sci(tol)} (worst {fmt.sci(err)} {where})"
 
 
 def _percent(x: float | None) -> str:

@@ -17,7 +17,9 @@ from typing import ClassVar
 from harness.common import fmt
 from harness.findings.base import Rule
 from harness.frontends import registry
+from harness.frontends.modes import Traits
 from harness.records.findings import Observation
+from harness.records.summary import Compile
 from harness.saved.run import IrText, SavedRun, SavedVariant
 
 YES, NO, NOT_HERE, NOT_MEASURED = "yes", "no", "not on this platform", "not measured"
@@ -127,27 +129,7 @@ class _Pause(Claim):
             kind = "first-call" if first else "recompile"
             return self.missing(framework, f"{v.name} has no {kind} pause or step time")
         factor = pause / step
-        traits = registry.traits(framework)
-        if traits.compile_phases:  # its compile's own phases, and its recompiles (Dynamo's)
-            phases = ", ".join(f"{k} {fmt.secs(val)}" for k, val in c.by_pipeline.items())
-            reasons = v.summary.dynamo.recompile_reasons if v.summary.dynamo else ()
-            detail = (
-                f"{traits.compile_call or traits.compiler} {fmt.secs(c.compile_s)}"
-                + (f": {phases}" if phases else "")
-                if first
-                else f"{fmt.text(c.recompile_backend_compiles)} Dynamo compiles for the new shape"
-                + (f": {reasons[0].splitlines()[0][:120]}" if reasons else "")
-            )
-        else:
-            detail = (
-                f"compile {fmt.secs(c.compile_s)}, of which XLA {fmt.secs(c.xla_compile_s)}"
-                + (f", autotuning {fmt.secs(c.autotuning_s)}" if c.autotuning_s else "")
-                if first
-                else f"{fmt.text(c.recompile_backend_compiles)} XLA compilations for the new "
-                f"shape, {fmt.secs(c.recompile_xla_compile_s)}"
-            )
-        if c.compiled_together > 1:  # the pause may hold another compile's contention
-            detail += f"; measured with up to {c.compiled_together} compiles at once"
+        detail = _pause_detail(v, registry.traits(framework), first)
         label = "first call" if first else "recompile"
         # The threshold is in the sentence, so "no" beside a 216 ms recompile reads as what it
         # is: a pause under the ten steps this claim needs, not the absence of one.
@@ -157,6 +139,44 @@ class _Pause(Claim):
             detail,
         )
         return self.said(framework, YES if factor >= PAUSE_FACTOR else NO, ev)
+
+
+def _pause_detail(v: SavedVariant, traits: Traits, first: bool) -> str:
+    """What the pause held: the compile's phases, or the recompile's compiles and why, with
+    the other compiles that ran beside it."""
+    c = v.summary.compile
+    # A compiler with phases of its own has recompiles of its own too (Dynamo's).
+    detail = _phased_detail(v, traits, first) if traits.compile_phases else _xla_detail(c, first)
+    if c.compiled_together > 1:  # the pause may hold another compile's contention
+        detail += f"; measured with up to {c.compiled_together} compiles at once"
+    return detail
+
+
+def _phased_detail(v: SavedVariant, traits: Traits, first: bool) -> str:
+    """A compiler that records its phases (torch.compile): the first compile by phase, or the
+    recompile's Dynamo compiles and its first reason."""
+    c = v.summary.compile
+    if first:
+        phases = ", ".join(f"{k} {fmt.secs(val)}" for k, val in c.by_pipeline.items())
+        return f"{traits.compile_call or traits.compiler} {fmt.secs(c.compile_s)}" + (
+            f": {phases}" if phases else ""
+        )
+    reasons = v.summary.dynamo.recompile_reasons if v.summary.dynamo else ()
+    return f"{fmt.text(c.recompile_backend_compiles)} Dynamo compiles for the new shape" + (
+        f": {reasons[0].splitlines()[0][:120]}" if reasons else ""
+    )
+
+
+def _xla_detail(c: Compile, first: bool) -> str:
+    """XLA's compile within the first call's, and its autotuning; or the recompile's."""
+    if first:
+        return f"compile {fmt.secs(c.compile_s)}, of which XLA {fmt.secs(c.xla_compile_s)}" + (
+            f", autotuning {fmt.secs(c.autotuning_s)}" if c.autotuning_s else ""
+        )
+    return (
+        f"{fmt.text(c.recompile_backend_compiles)} XLA compilations for the new "
+        f"shape, {fmt.secs(c.recompile_xla_compile_s)}"
+    )
 
 
 class FirstCallPause(_Pause):

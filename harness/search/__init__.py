@@ -230,40 +230,63 @@ class Search:
     def time(self, names: list[str]) -> TimingRecord:
         """Times the distinct programs `names` with the default and the lower bound."""
         order = [space.DEFAULT, *[n for n in names if n != space.DEFAULT]]
-        if (
-            self.bound is not None
-            and self.records.get(self.bound.name, None)
-            and self.records[self.bound.name].status == "ok"
-        ):
-            order.append(self.bound.name)
+        ran = self._bound_that_ran()
+        if ran is not None:
+            order.append(ran)
         timed = self.timed_stage(order)
         assert self.gate is not None  # timed_stage set it
         self.unresolved += [f"timing stage {self.stages}: {r}" for r in self.gate.withheld]
-        pairs = [(n, space.DEFAULT) for n in order if n != space.DEFAULT]
-        if self.bound:
-            pairs += [(n, self.bound.name) for n in order if n != self.bound.name]
-        judged = _verdicts(timed, pairs, self.gate, self.exp)
-        medians = {
-            n: stats.median(list(v.round_step_s))
-            for n, v in timed.variants.items()
-            if v.round_step_s
-        }
+        judged = _verdicts(timed, self._judged_pairs(order), self.gate, self.exp)
+        medians = _median_steps(timed)
         for name in order:
             entry = timed.variants.get(name)
             if entry is None or not entry.round_step_s or name not in self.records:
                 continue
-            rounds = list(entry.round_step_s)
-            self.records[name] = dataclasses.replace(
-                self.records[name],
-                step_s=stats.median(rounds),
-                step_ci95_s=stats.bootstrap_ci(rounds),
-                vs_default=judged.get((name, space.DEFAULT)),
-                vs_lower_bound=judged.get((name, self.bound.name)) if self.bound else None,
-                stage=self.stages,
-                default_step_s=medians.get(space.DEFAULT),
-                lower_bound_step_s=medians.get(self.bound.name) if self.bound else None,
-            )
+            self.records[name] = self._timed(name, list(entry.round_step_s), judged, medians)
         return timed
+
+    def _bound_that_ran(self) -> str | None:
+        """The lower bound's name where it compiled and ran: only then is it timed beside
+        the rest."""
+        if self.bound is None:
+            return None
+        record = self.records.get(self.bound.name, None)
+        return self.bound.name if record and record.status == "ok" else None
+
+    def _judged_pairs(self, order: list[str]) -> list[tuple[str, str]]:
+        """Each timed program against the default, and against the lower bound where there
+        is one."""
+        pairs = [(n, space.DEFAULT) for n in order if n != space.DEFAULT]
+        if self.bound:
+            pairs += [(n, self.bound.name) for n in order if n != self.bound.name]
+        return pairs
+
+    def _timed(
+        self,
+        name: str,
+        rounds: list[float],
+        judged: dict[tuple[str, str], Verdict],
+        medians: dict[str, float],
+    ) -> Candidate:
+        """The candidate `name` with its step time, its verdicts and this stage's references."""
+        bound = self.bound.name if self.bound else None
+        return dataclasses.replace(
+            self.records[name],
+            step_s=stats.median(rounds),
+            step_ci95_s=stats.bootstrap_ci(rounds),
+            vs_default=judged.get((name, space.DEFAULT)),
+            vs_lower_bound=judged.get((name, bound)) if bound else None,
+            stage=self.stages,
+            default_step_s=medians.get(space.DEFAULT),
+            lower_bound_step_s=medians.get(bound) if bound else None,
+        )
+
+
+def _median_steps(timed: TimingRecord) -> dict[str, float]:
+    """Each timed program's median step over its rounds."""
+    return {
+        n: stats.median(list(v.round_step_s)) for n, v in timed.variants.items() if v.round_step_s
+    }
 
 
 def grid_search(search: Search) -> None:
@@ -357,17 +380,8 @@ def attribute(search: Search, best: str | None) -> tuple[tuple[Attribution, ...]
         return (Attribution(dim, "all of it", space.DEFAULT, gain, record.stage),), None
     if search.elapsed() > search.exp.search.budget_s:
         return (), f"the time budget ({search.exp.search.budget_s:.0f} s) was spent"
-    search.evaluate([p for _, p in dims], beyond_budget=True)
-    by_point = {p: n for n, p in search.points.items()}
-    ablated = {}
-    for dim, p in dims:
-        c = search.records.get(by_point.get(space.normalised(p, search.base), ""))
-        ablated[dim] = c.same_program_as or c.name if c and c.status != "failed" else None
-    order = [best, *dict.fromkeys(n for n in ablated.values() if n and n != best)]
-    timed = search.timed_stage(order)
-    assert search.gate is not None  # timed_stage set it
-    pairs = [(n, best) for n in order if n != best]
-    judged = _verdicts(timed, pairs, search.gate, search.exp)
+    ablated = _ablations(search, dims)
+    judged = _timed_against(search, best, ablated)
     same = Verdict(against=best, ratio=1.0, ci95=None, verdict=stats.SAME_PROGRAM)
     out = []
     for (dim, p), name in zip(dims, ablated.values(), strict=True):
@@ -375,6 +389,31 @@ def attribute(search: Search, best: str | None) -> tuple[tuple[Attribution, ...]
         reset = _reset_words(point, p, search.base)
         out.append(Attribution(dim, reset, name or "", gain, search.stages))
     return tuple(out), None
+
+
+def _ablations(search: Search, dims: list[tuple[str, space.Point]]) -> dict[str, str | None]:
+    """Compiles each dimension's ablation (past the candidate budget); returns each
+    dimension's program by its candidate's name (the first of a program seen before), None
+    where it failed."""
+    search.evaluate([p for _, p in dims], beyond_budget=True)
+    by_point = {p: n for n, p in search.points.items()}
+    ablated = {}
+    for dim, p in dims:
+        c = search.records.get(by_point.get(space.normalised(p, search.base), ""))
+        ablated[dim] = c.same_program_as or c.name if c and c.status != "failed" else None
+    return ablated
+
+
+def _timed_against(
+    search: Search, best: str, ablated: dict[str, str | None]
+) -> dict[tuple[str, str], Verdict]:
+    """Times the ablations beside the best in one stage; returns each one's verdict against
+    the best."""
+    order = [best, *dict.fromkeys(n for n in ablated.values() if n and n != best)]
+    timed = search.timed_stage(order)
+    assert search.gate is not None  # timed_stage set it
+    pairs = [(n, best) for n in order if n != best]
+    return _verdicts(timed, pairs, search.gate, search.exp)
 
 
 def _reset_words(point: space.Point, ablated: space.Point, base: Variant) -> str:

@@ -190,22 +190,28 @@ def foreign(root: Path, tool: str, marker_name: str) -> OwnershipVerdict:
         return OwnershipVerdict(None)
     own = read_marker(root / marker_name, tool)
     if own is None:
-        if not content:
-            return OwnershipVerdict("holds another tool's marker")
-        reasons = [describe(e.rel, e.kind, tool) for e in content if e.kind != "dir"]
-        strongest = _strongest(reasons) if reasons else ""
-        if strongest.startswith(("holds a run", "holds an XLA dump")):
-            return OwnershipVerdict(strongest)
-        return OwnershipVerdict("was not made by this tool")
-    reasons = [
-        describe(e.rel, e.kind, tool)
-        for e in content
-        if e.kind != "dir"
-        and not (e.kind == "file" and _matches(root / e.rel, own.files.get(e.rel), e))
-    ]
+        return _unmarked(content, tool)
+    reasons = [describe(e.rel, e.kind, tool) for e in content if not _as_recorded(root, e, own)]
     if reasons:
         return OwnershipVerdict(_strongest(reasons))
     return OwnershipVerdict(None, tuple(e.rel for e in content if e.kind == "file"))
+
+
+def _unmarked(content: list[Entry], tool: str) -> OwnershipVerdict:
+    """The verdict on a folder without the tool's marker: never the tool's; the reason names
+    a run or a dump it holds, else says only that the tool did not make it."""
+    if not content:
+        return OwnershipVerdict("holds another tool's marker")
+    reasons = [describe(e.rel, e.kind, tool) for e in content if e.kind != "dir"]
+    strongest = _strongest(reasons) if reasons else ""
+    if strongest.startswith(("holds a run", "holds an XLA dump")):
+        return OwnershipVerdict(strongest)
+    return OwnershipVerdict("was not made by this tool")
+
+
+def _as_recorded(root: Path, e: Entry, own: Marker) -> bool:
+    """True for a folder, and for a file the marker records with its size and digest."""
+    return e.kind == "dir" or (e.kind == "file" and _matches(root / e.rel, own.files.get(e.rel), e))
 
 
 def remove_recorded(root: Path, verdict: OwnershipVerdict) -> None:

@@ -304,31 +304,9 @@ def _value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> Any:
         return value
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        if len(options) == 1 and value is not None and not _is_scalar(options[0]):
-            # An optional record or list: its own error names the key inside it.
-            return _value(options[0], value, source, key, d)
-        for arg in options:
-            try:
-                return _value(arg, value, source, key, d)
-            except d.error:
-                continue
-        raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
+        return _union_value(tp, value, source, key, d)
     if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, source, f"{key}[{i}]", d) for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise d.error(source, key, f"expected a list of {len(args)}, got {len(value)}")
-        return tuple(
-            _value(a, v, source, f"{key}[{i}]", d)
-            for i, (a, v) in enumerate(zip(args, value, strict=True))
-        )
+        return _tuple_value(tp, value, source, key, d)
     if _is_mapping(tp):
         if not isinstance(value, Mapping):
             raise d.error(source, key, f"expected a mapping, got {_got(value)}")
@@ -338,6 +316,44 @@ def _value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> Any:
         return _record(tp, value, source, key, d, None)
     if not _is_scalar(tp):
         raise TypeError(f"unsupported schema type {tp!r} at {key}")
+    return _scalar_value(tp, value, source, key, d)
+
+
+def _union_value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> Any:
+    """Returns `value` as the first of a union's types that takes it."""
+    args = typing.get_args(tp)
+    if value is None and type(None) in args:
+        return None
+    options = [a for a in args if a is not type(None)]
+    if len(options) == 1 and value is not None and not _is_scalar(options[0]):
+        # An optional record or list: its own error names the key inside it.
+        return _value(options[0], value, source, key, d)
+    for arg in options:
+        try:
+            return _value(arg, value, source, key, d)
+        except d.error:
+            continue
+    raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
+
+
+def _tuple_value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> tuple[Any, ...]:
+    """Returns a list as the tuple `tp` asks for: any length of one type (`tuple[int, ...]`),
+    or exactly one item per type."""
+    if not isinstance(value, list | tuple):
+        raise d.error(source, key, f"expected {_wanted(tp)}, got {_got(value)}")
+    args = typing.get_args(tp)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_value(args[0], v, source, f"{key}[{i}]", d) for i, v in enumerate(value))
+    if len(value) != len(args):
+        raise d.error(source, key, f"expected a list of {len(args)}, got {len(value)}")
+    return tuple(
+        _value(a, v, source, f"{key}[{i}]", d)
+        for i, (a, v) in enumerate(zip(args, value, strict=True))
+    )
+
+
+def _scalar_value(tp: Any, value: Any, source: str, key: str, d: Dialect) -> Any:
+    """Returns a scalar checked by `scalar`, its refusal as the dialect's error."""
     try:
         return scalar(tp, value)
     except ValueError:

@@ -47,8 +47,10 @@ from harness.frontends.torch.inductor.artifacts import (
     IR_POST,
     IR_PRE,
     OUTPUT_CODE,
+    InductorGraph,
 )
 from harness.frontends.torch.inductor.captured import read_captured
+from harness.frontends.torch.inductor.trace_log import FrameCompile
 from harness.records import ladder, run_files
 from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
 from harness.records.torch_facts import TorchFacts
@@ -456,6 +458,17 @@ def _header(graph: str, compile_id: str | None) -> str:
     )
 
 
+# The ladder's stages of each graph: (stage, file of Inductor's debug folder, the TORCH_TRACE
+# artifact that holds the same text where the debug folder lacks it).
+GRAPH_STAGES = (
+    ("aot_forward", FX_READABLE, None),
+    ("post_grad", FX_TRANSFORMED, "inductor_post_grad_graph"),
+    ("inductor_pre_fusion", IR_PRE, None),
+    ("inductor_post_fusion", IR_POST, None),
+    ("output_code", OUTPUT_CODE, None),
+)
+
+
 def write_compiled_ladder(
     variant_dir: Path, first_ids: list[str], recompile_started: float | None
 ) -> list[str]:
@@ -482,37 +495,37 @@ def write_compiled_ladder(
     else:
         notes.append("no Dynamo graph in the TORCH_TRACE log")
     by_id = {f.compile_id: f for f in frames}
-    for stage, file, artifact in (
-        ("aot_forward", FX_READABLE, None),
-        ("post_grad", FX_TRANSFORMED, "inductor_post_grad_graph"),
-        ("inductor_pre_fusion", IR_PRE, None),
-        ("inductor_post_fusion", IR_POST, None),
-        ("output_code", OUTPUT_CODE, None),
-    ):
-        parts = []
-        for g in graphs:
-            path = Path(g.path) / file
-            frame = by_id.get(g.compile_id or "")
-            if path.is_file():
-                text = userfiles.read_text(path, userfiles.IR_TEXT, errors="replace")
-            elif artifact and frame is not None and artifact in frame.artifacts:
-                text = frame.artifacts[artifact]
-            else:
-                continue
-            parts.append(_header(g.key, g.compile_id) + text)
+    for stage, file, artifact in GRAPH_STAGES:
+        parts = [
+            _header(g.key, g.compile_id) + text
+            for g in graphs
+            if (text := _stage_text(g, file, by_id.get(g.compile_id or ""), artifact)) is not None
+        ]
         if parts:
             writer.text(stage, "\n".join(parts))
         else:
             notes.append(f"no {file} for stage {stage}")
-    kernels = {k.name for g in graphs for k in g.kernels if k.kind == "triton"}
-    for g in graphs:
-        for k in g.kernels:
-            if k.kind == "triton":
-                writer.text("triton", k.source + "\n", f"{k.name}.py")
+    triton = [k for g in graphs for k in g.kernels if k.kind == "triton"]
+    for k in triton:
+        writer.text("triton", k.source + "\n", f"{k.name}.py")
+    kernels = {k.name for k in triton}
     for stage, name, path in _triton_cache_files(variant_dir, kernels, recompile_started):
         writer.copy(stage, path, name)
     writer.finish()
     return notes
+
+
+def _stage_text(
+    g: InductorGraph, file: str, frame: FrameCompile | None, artifact: str | None
+) -> str | None:
+    """One graph's text of a stage: the debug folder's file, else the TORCH_TRACE artifact of
+    its compile (`frame`), else None."""
+    path = Path(g.path) / file
+    if path.is_file():
+        return userfiles.read_text(path, userfiles.IR_TEXT, errors="replace")
+    if artifact and frame is not None and artifact in frame.artifacts:
+        return frame.artifacts[artifact]
+    return None
 
 
 def _triton_cache_files(

@@ -43,6 +43,7 @@ one-module-per-primitive. Events without a launching op are unmatched (`no_launc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from harness.frontends.torch.inductor.clusters import launcher_op, strip_graph_prefix
@@ -120,58 +121,36 @@ def _no_launcher(row: TorchDeviceEvent) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """The graphs an event of a compiled graph can belong to (`_candidate_graphs`)."""
+
+    keys: Sequence[str]
+    clusters: Mapping[str, Sequence[ClusterLike]]  # every graph's clusters, by graph key
+    scope: str  # how the keys were narrowed, for the sentence: "" where they were not
+
+
 def _attribute_compiled(
     row: TorchDeviceEvent,
     clusters_by_graph: Mapping[str, Sequence[ClusterLike]],
     graph_by_compile_id: Mapping[str, str],
 ) -> Attribution:
-    e = row.event
     if not row.in_compiled_graph:
-        if row.cpu_op is None:
-            return Attribution(e, False, "no_launcher", _no_launcher(row), None)
-        where = (
-            f"inside compiled region {row.compile_region} but outside its graph: eager code "
-            f"at a graph break"
-            if row.compile_region
-            else "outside every compiled region: eager code around the compiled function"
-        )
-        return _to_op(row, "outside_graph", f"{e.kind} {e.name} launched by {row.cpu_op} {where}")
+        return _outside_graph(row)
     candidates, scope = _candidate_graphs(row, clusters_by_graph, graph_by_compile_id)
-    if e.kind in ("kernel", "host_thunk"):
-        base, _ = strip_graph_prefix(e.name)
-        hits = [
-            (key, c)
-            for key in candidates
-            for c in clusters_by_graph.get(key, ())
-            if c.kind in KERNEL_KINDS and c.name == base
-        ]
-        if len(hits) > 1:
-            return _ambiguous(row, [k for k, _ in hits])
-        if hits:
-            key, c = hits[0]
-            why = f"kernel {e.name} is {c.kind} kernel {c.name} of graph {key}{scope}"
-            return Attribution(e, True, "inductor_kernel", why, key, c.name)
+    g = _Candidates(candidates, clusters_by_graph, scope)
+    if row.event.kind in ("kernel", "host_thunk"):
+        named = _by_kernel_name(row, g)
+        if named is not None:
+            return named
     op = strip_graph_prefix(row.graph_op or "")[0]
-    launched = _launched_by(op, candidates, clusters_by_graph)
-    if len(launched) > 1:
-        return _ambiguous(row, list(launched))
-    if launched:
-        ((key, owners),) = launched.items()
-        index = row.graph_op_ordinal or 0
-        if index >= len(owners):
-            return Attribution(
-                e,
-                False,
-                "unknown_call",
-                f"{e.kind} {e.name} ran under call {index + 1} of {op} in graph {key}, which "
-                f"has only {len(owners)} cluster(s) launched as {op}",
-                key,
-            )
-        c = owners[index]
-        return Attribution(e, True, *_launch_rule(row, c, op, key, scope), key, c.name)
-    replayed = _replayed(row, op, candidates, clusters_by_graph, scope)
+    launched = _by_launching_op(row, op, g)
+    if launched is not None:
+        return launched
+    replayed = _replayed(row, op, g)
     if replayed is not None:
         return replayed
+    e = row.event
     graph = ", ".join(candidates) or "none"
     return Attribution(
         e,
@@ -183,34 +162,87 @@ def _attribute_compiled(
     )
 
 
-def _replayed(
-    row: TorchDeviceEvent,
-    op: str,
-    candidates: Sequence[str],
-    clusters_by_graph: Mapping[str, Sequence[ClusterLike]],
-    scope: str,
-) -> Attribution | None:
+def _outside_graph(row: TorchDeviceEvent) -> Attribution:
+    """An event of no compiled graph: eager code at a graph break or around the function."""
+    e = row.event
+    if row.cpu_op is None:
+        return Attribution(e, False, "no_launcher", _no_launcher(row), None)
+    where = (
+        f"inside compiled region {row.compile_region} but outside its graph: eager code "
+        f"at a graph break"
+        if row.compile_region
+        else "outside every compiled region: eager code around the compiled function"
+    )
+    return _to_op(row, "outside_graph", f"{e.kind} {e.name} launched by {row.cpu_op} {where}")
+
+
+def _by_kernel_name(row: TorchDeviceEvent, g: _Candidates) -> Attribution | None:
+    """The attribution of a kernel named as one cluster of the candidate graphs (ambiguous
+    where several are), or None where none is."""
+    e = row.event
+    base, _ = strip_graph_prefix(e.name)
+    hits = [
+        (key, c)
+        for key in g.keys
+        for c in g.clusters.get(key, ())
+        if c.kind in KERNEL_KINDS and c.name == base
+    ]
+    if len(hits) > 1:
+        return _ambiguous(row, [k for k, _ in hits])
+    if not hits:
+        return None
+    key, c = hits[0]
+    why = f"kernel {e.name} is {c.kind} kernel {c.name} of graph {key}{g.scope}"
+    return Attribution(e, True, "inductor_kernel", why, key, c.name)
+
+
+def _by_launching_op(row: TorchDeviceEvent, op: str, g: _Candidates) -> Attribution | None:
+    """The attribution of an event by the graph op that launched it: the n-th call of `op`
+    is the n-th cluster launched as `op` (ambiguous over several graphs, unknown past the
+    last), or None where no candidate graph launches `op`."""
+    launched = _launched_by(op, g.keys, g.clusters)
+    if len(launched) > 1:
+        return _ambiguous(row, list(launched))
+    if not launched:
+        return None
+    e = row.event
+    ((key, owners),) = launched.items()
+    index = row.graph_op_ordinal or 0
+    if index >= len(owners):
+        return Attribution(
+            e,
+            False,
+            "unknown_call",
+            f"{e.kind} {e.name} ran under call {index + 1} of {op} in graph {key}, which "
+            f"has only {len(owners)} cluster(s) launched as {op}",
+            key,
+        )
+    c = owners[index]
+    return Attribution(e, True, *_launch_rule(row, c, op, key, g.scope), key, c.name)
+
+
+def _replayed(row: TorchDeviceEvent, op: str, g: _Candidates) -> Attribution | None:
     """Returns the attribution of an event a CUDA-graph replay launched (see `graph_replay`
     and `cudagraph_input_copy` above), or None when the event is not one or cannot be told."""
     e = row.event
-    if len(candidates) != 1:
+    if len(g.keys) != 1:
         return None
-    (key,) = candidates
+    (key,) = g.keys
     if op in COPY_OPS and e.kind == "kernel":
         why = (
-            f"kernel {e.name[:80]} launched by {op} inside the call of graph {key}{scope}: CUDA "
+            f"kernel {e.name[:80]} launched by {op} inside the call of graph {key}{g.scope}: CUDA "
             f"graph trees copy each input into the graph's static buffer before the replay"
         )
         return Attribution(e, True, "cudagraph_input_copy", why, key, CUDAGRAPH_COPY)
     if row.graph_op is not None or e.kind not in ("kernel", "memset"):
         return None
-    libraries = [c for c in clusters_by_graph.get(key, ()) if c.kind == "library"]
+    libraries = [c for c in g.clusters.get(key, ()) if c.kind == "library"]
     if len(libraries) != 1:
         return None
     (c,) = libraries
     why = (
-        f"{e.kind} {e.name[:80]} launched by the replay of graph {key}'s CUDA graph{scope}, under "
-        f"no ATen op: the graph's only extern call, {c.target or c.name}"
+        f"{e.kind} {e.name[:80]} launched by the replay of graph {key}'s CUDA graph{g.scope}, "
+        f"under no ATen op: the graph's only extern call, {c.target or c.name}"
     )
     return Attribution(e, True, "graph_replay", why, key, c.name)
 

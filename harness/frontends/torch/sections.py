@@ -15,6 +15,7 @@ Never imports torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,32 +164,6 @@ def compile_(
         },
         str(VariantFolder(vdir).compiles),
     )
-    by_phase = (
-        {
-            key: float(getattr(first_times, attr))
-            for attr, key in PHASES
-            if getattr(first_times, attr) is not None
-        }
-        if first_times
-        else {}
-    )
-    notes = list(cap.notes)
-    if first_times is not None:
-        notes.append(
-            "phases from the TORCH_TRACE log's "
-            + (
-                "chromium events"
-                if first_times.source == "chromium_events"
-                else "compilation metrics"
-            )
-            + "; `aot_autograd` and `inductor` exclude the phases nested in them"
-        )
-    elif p is not None and p.backend_compiles:
-        notes.append("no TORCH_TRACE phases for the first call's compiles")
-    changed = None
-    if again:
-        a, b = structure(cap.graphs_of(first)), structure(cap.graphs_of(again))
-        changed = a != b if a and b else None
     compile_s = p.compile_s if p else None
     if compile_s is None and first_times is not None:
         compile_s = first_times.total_s
@@ -201,12 +176,45 @@ def compile_(
         recompile_s=r.seconds if r else None,
         recompile_explanation=r.explanation if r else None,
         recompile_backend_compiles=r.backend_compiles if r else None,
-        recompile_fusion_changed=changed,
-        by_pipeline=by_phase,
+        recompile_fusion_changed=_fusion_changed(cap, first, again),
+        by_pipeline=_phase_seconds(first_times),
         autotuning_s=first_times.autotune_s if first_times else None,
-        notes=tuple(notes),
+        notes=(*cap.notes, *_phase_notes(first_times, record)),
     )
     return section, VariantFiles(compile=written)
+
+
+def _phase_seconds(times: CompileTimes | None) -> dict[str, float]:
+    """The first compile's seconds by phase (the compile section's by_pipeline), those known."""
+    if times is None:
+        return {}
+    return {
+        key: float(getattr(times, attr)) for attr, key in PHASES if getattr(times, attr) is not None
+    }
+
+
+def _phase_notes(times: CompileTimes | None, record: CaptureRecord) -> tuple[str, ...]:
+    """Where the phases came from, or that the first call compiled without any logged."""
+    if times is not None:
+        where = "chromium events" if times.source == "chromium_events" else "compilation metrics"
+        return (
+            f"phases from the TORCH_TRACE log's {where}; `aot_autograd` and `inductor` exclude "
+            "the phases nested in them",
+        )
+    if record.pauses is not None and record.pauses.backend_compiles:
+        return ("no TORCH_TRACE phases for the first call's compiles",)
+    return ()
+
+
+def _fusion_changed(
+    cap: InductorArtifacts, first: Sequence[str], again: Sequence[str]
+) -> bool | None:
+    """Whether the new-shape call's graphs differ in structure from the first call's (None
+    without a new-shape call, or without either's graphs)."""
+    if not again:
+        return None
+    a, b = structure(cap.graphs_of(first)), structure(cap.graphs_of(again))
+    return a != b if a and b else None
 
 
 def _guards(cap: InductorArtifacts, ids: Sequence[str]) -> list[str]:
@@ -221,58 +229,83 @@ def _guards(cap: InductorArtifacts, ids: Sequence[str]) -> list[str]:
 # --- dynamo -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Breaks:
+    """The first call's graphs and graph breaks, as one source recorded them."""
+
+    source: str | None  # `explain()`, `TORCH_TRACE`, or None: neither recorded them
+    graphs: Any  # explain()'s count is whatever the capture saved: checked by the caller
+    count: Any
+    reasons: tuple[str, ...] = ()
+    locations: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _first_breaks(facts: TorchFacts, cap: InductorArtifacts, frames: Sequence[Any]) -> _Breaks:
+    """explain()'s graphs and breaks when the capture recorded them, else the TORCH_TRACE
+    log's (the frames of the first call's compiles)."""
+    explained = facts.explain
+    if isinstance(explained, Explain):
+        return _Breaks(
+            "explain()",
+            explained.graph_count,
+            explained.graph_break_count,
+            explained.break_reasons,
+            tuple(x for x in explained.break_locations if x),
+        )
+    if cap.facts is None:
+        return _Breaks(
+            None, None, None, notes=("neither explain() nor a TORCH_TRACE log recorded the graphs",)
+        )
+    emitted = [f for f in frames if f.graph_emitted]
+    breaks = [b for f in frames for b in f.graph_breaks if b.graph_emitted]
+    return _Breaks(
+        "TORCH_TRACE",
+        len(emitted),
+        len(breaks),
+        tuple(b.reason for b in breaks),
+        tuple(b.location for b in breaks if b.location),
+        (f"explain(): {explained}",) if explained else (),
+    )
+
+
+def _recompile_reasons(
+    facts: TorchFacts, again_frames: Sequence[Any], again: Sequence[str]
+) -> tuple[str, ...]:
+    """Why the new-shape call recompiled: the TORCH_TRACE frames' reasons, else the metrics'."""
+    reasons = tuple(dict.fromkeys(f.recompile_reason for f in again_frames if f.recompile_reason))
+    return reasons or _metric_reasons(facts, again)
+
+
+def _guards_of(facts: TorchFacts, frames: Sequence[Any], ids: Sequence[str]) -> int | None:
+    """The guards of the compiles `ids`: their frames' count, else the metrics'."""
+    return _guard_total(frames) if frames else _metric_guards(facts, ids)
+
+
 def dynamo(
     facts: TorchFacts, cap: InductorArtifacts, first: Sequence[str], again: Sequence[str]
 ) -> Dynamo:
     """Returns graphs, breaks, guards and recompiles: explain()'s counts when the capture
     recorded them, else the TORCH_TRACE log's for the first call."""
-    notes: list[str] = []
-    explained = facts.explain
     frames = cap.frames(first)
-    emitted = [f for f in frames if f.graph_emitted]
-    breaks = [b for f in frames for b in f.graph_breaks if b.graph_emitted]
-    if isinstance(explained, Explain):
-        source = "explain()"
-        graphs, count = explained.graph_count, explained.graph_break_count
-        reasons = explained.break_reasons
-        locations = tuple(x for x in explained.break_locations if x)
-    elif cap.facts is not None:
-        source = "TORCH_TRACE"
-        if explained:
-            notes.append(f"explain(): {explained}")
-        graphs, count = len(emitted), len(breaks)
-        reasons = tuple(b.reason for b in breaks)
-        locations = tuple(b.location for b in breaks if b.location)
-    else:
-        source, graphs, count, reasons, locations = None, None, None, (), ()
-        notes.append("neither explain() nor a TORCH_TRACE log recorded the graphs")
+    found = _first_breaks(facts, cap, frames)
     again_frames = cap.frames(again)
-    reasons_again = tuple(
-        dict.fromkeys(f.recompile_reason for f in again_frames if f.recompile_reason)
-    )
-    if not reasons_again:
-        reasons_again = _metric_reasons(facts, again)
+    timed_again = facts.compile_ids is not None and facts.recompile_s is not None
     return Dynamo(
         options=dict(facts.compile_kwargs or {}),
-        explain_source=source,
-        graph_count=graphs if isinstance(graphs, int) else None,
-        graph_break_count=count if isinstance(count, int) else None,
-        break_reasons=reasons,
-        break_locations=locations,
+        explain_source=found.source,
+        graph_count=found.graphs if isinstance(found.graphs, int) else None,
+        graph_break_count=found.count if isinstance(found.count, int) else None,
+        break_reasons=found.reasons,
+        break_locations=found.locations,
         compiled_graphs=len(cap.graphs_of(first)) if cap.graphs else None,
-        guard_count=_guard_total(frames) if frames else _metric_guards(facts, first),
+        guard_count=_guards_of(facts, frames, first),
         dynamic_shapes=symbolic(cap.graphs_of(first)) if cap.graphs else None,
-        recompiles=len(again)
-        if facts.compile_ids is not None and facts.recompile_s is not None
-        else None,
-        recompile_reasons=reasons_again,
-        recompile_guard_count=(
-            _guard_total(again_frames) if again_frames else _metric_guards(facts, again)
-        )
-        if again
-        else None,
+        recompiles=len(again) if timed_again else None,
+        recompile_reasons=_recompile_reasons(facts, again_frames, again),
+        recompile_guard_count=_guards_of(facts, again_frames, again) if again else None,
         recompile_dynamic_shapes=symbolic(cap.graphs_of(again)) if again else None,
-        notes=tuple(notes),
+        notes=found.notes,
     )
 
 

@@ -87,6 +87,12 @@ V1_DROPPED = {
 }
 
 
+# The sections a version-2 variant has, in the order version 2 wrote them.
+V2_SECTIONS = ("identity", "timing", "compile", "hlo", "cost", "profile", "numerics", "comparison")
+# Version 1 named the peak's precision by its dtype; version 2 by its short name.
+V2_PRECISION = {"bfloat16": "bf16", "float32": "f32"}
+
+
 def migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
     """Returns version-2 data for a version-1 summary (flat variants) read from `source`."""
     baseline = str(data.get("baseline") or "")
@@ -97,81 +103,7 @@ def migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
     for name, flat in variants_in.items():
         if not isinstance(flat, dict):
             raise SchemaError(source, f"variants.{name}", "expected an object")
-        v: dict[str, dict[str, Any]] = {
-            s: {}
-            for s in (
-                "identity",
-                "timing",
-                "compile",
-                "hlo",
-                "cost",
-                "profile",
-                "numerics",
-                "comparison",
-            )
-        }
-        for key, value in flat.items():
-            if key in V1_KEYS:
-                section, field = V1_KEYS[key]
-                v[section][field] = value
-            elif key not in V1_DROPPED:
-                raise SchemaError(source, f"variants.{name}.{key}", "unknown version-1 key")
-        ident = v["identity"]
-        ident.setdefault("status", "failed")
-        ident.setdefault("mode", "jit")
-        ident["framework"] = "jax"
-        ident.setdefault("problem", {})
-        ident.setdefault("xla_options", {})
-        ident["roles"] = list(
-            roles_of(name, ident["mode"], ident["xla_options"], baseline, explicit=())
-        )
-        if v["timing"].get("step_s") is not None:
-            v["timing"]["rounds"] = 1
-            v["timing"]["interleaved"] = False
-        if v["cost"].get("peak_precision") == "bfloat16":
-            v["cost"]["peak_precision"] = "bf16"
-        elif v["cost"].get("peak_precision") == "float32":
-            v["cost"]["peak_precision"] = "f32"
-        v["compile"]["top_passes"] = [
-            {
-                "name": p.get("name"),
-                "pipeline": None,
-                "count": p.get("count", 1),
-                "total_s": p.get("total_s", 0.0),
-                "self_s": p.get("self_s", 0.0),
-            }
-            for p in flat.get("xla_compile_top_passes") or []
-            if isinstance(p, dict)
-        ]
-        if v["compile"]["top_passes"]:
-            v["compile"]["notes"] = [
-                "pass pipelines unknown: this run was saved before pipelines were recorded per "
-                "pass, and its compile profile is not kept"
-            ]
-        v["hlo"]["library_calls"] = [
-            {"target": c.get("target"), "epilogue": c.get("epilogue") or None, "cluster": None}
-            for c in flat.get("library_calls") or []
-            if isinstance(c, dict)
-        ]
-        v["hlo"]["fusion_changing_passes"] = [
-            {
-                "index": p.get("index"),
-                "pipeline": p.get("pipeline"),
-                "name": p.get("pass"),
-                "sentence": p.get("sentence"),
-            }
-            for p in flat.get("fusion_changing_passes") or []
-            if isinstance(p, dict)
-        ]
-        v["profile"]["transfers_per_step"] = [
-            {"direction": t.get("direction"), "count": t.get("count"), "bytes": t.get("bytes")}
-            for t in flat.get("transfers_per_step") or []
-            if isinstance(t, dict)
-        ]
-        d = flat.get("first_divergence")
-        if isinstance(d, dict):
-            v["comparison"]["first_divergence"] = {"against": baseline, **d}
-        out[name] = {**v, "analysis_errors": flat.get("analysis_errors") or []}
+        out[name] = _v2_variant(name, flat, baseline, source)
     return {
         "schema_version": 2,
         "experiment": data.get("experiment") or "",
@@ -180,6 +112,91 @@ def migrate_v1(data: dict[str, Any], source: str) -> dict[str, Any]:
         "baseline": baseline,
         "variants": out,
     }
+
+
+def _v2_variant(name: str, flat: dict[str, Any], baseline: str, source: str) -> dict[str, Any]:
+    """Returns the sectioned version-2 variant of one flat version-1 variant."""
+    v = _v2_sections(name, flat, source)
+    _complete_identity(v["identity"], name, baseline)
+    if v["timing"].get("step_s") is not None:
+        v["timing"]["rounds"] = 1
+        v["timing"]["interleaved"] = False
+    precision = v["cost"].get("peak_precision")
+    if isinstance(precision, str) and precision in V2_PRECISION:
+        v["cost"]["peak_precision"] = V2_PRECISION[precision]
+    v["compile"]["top_passes"] = _top_passes(flat)
+    if v["compile"]["top_passes"]:
+        v["compile"]["notes"] = [
+            "pass pipelines unknown: this run was saved before pipelines were recorded per "
+            "pass, and its compile profile is not kept"
+        ]
+    v["hlo"]["library_calls"] = [
+        {"target": c.get("target"), "epilogue": c.get("epilogue") or None, "cluster": None}
+        for c in _object_rows(flat, "library_calls")
+    ]
+    v["hlo"]["fusion_changing_passes"] = [
+        {
+            "index": p.get("index"),
+            "pipeline": p.get("pipeline"),
+            "name": p.get("pass"),
+            "sentence": p.get("sentence"),
+        }
+        for p in _object_rows(flat, "fusion_changing_passes")
+    ]
+    v["profile"]["transfers_per_step"] = [
+        {"direction": t.get("direction"), "count": t.get("count"), "bytes": t.get("bytes")}
+        for t in _object_rows(flat, "transfers_per_step")
+    ]
+    d = flat.get("first_divergence")
+    if isinstance(d, dict):
+        v["comparison"]["first_divergence"] = {"against": baseline, **d}
+    return {**v, "analysis_errors": flat.get("analysis_errors") or []}
+
+
+def _v2_sections(name: str, flat: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """Returns the version-2 sections that V1_KEYS moves a flat variant's keys to; a key
+    neither moved nor dropped is an error, not silently lost."""
+    v: dict[str, dict[str, Any]] = {s: {} for s in V2_SECTIONS}
+    for key, value in flat.items():
+        if key in V1_KEYS:
+            section, field = V1_KEYS[key]
+            v[section][field] = value
+        elif key not in V1_DROPPED:
+            raise SchemaError(source, f"variants.{name}.{key}", "unknown version-1 key")
+    return v
+
+
+def _complete_identity(ident: dict[str, Any], name: str, baseline: str) -> None:
+    """Fills in the identity keys version 1 could leave out, and the roles it never wrote
+    (version 1 knew only JAX variants)."""
+    ident.setdefault("status", "failed")
+    ident.setdefault("mode", "jit")
+    ident["framework"] = "jax"
+    ident.setdefault("problem", {})
+    ident.setdefault("xla_options", {})
+    ident["roles"] = list(
+        roles_of(name, ident["mode"], ident["xla_options"], baseline, explicit=())
+    )
+
+
+def _object_rows(flat: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """Returns the objects of a flat variant's list `key` (absent is empty; a row that is
+    not an object is skipped, as version 1's readers skipped it)."""
+    return [row for row in flat.get(key) or [] if isinstance(row, dict)]
+
+
+def _top_passes(flat: dict[str, Any]) -> list[dict[str, Any]]:
+    """Returns compile.top_passes of a flat variant: version 1 kept no pass's pipeline."""
+    return [
+        {
+            "name": p.get("name"),
+            "pipeline": None,
+            "count": p.get("count", 1),
+            "total_s": p.get("total_s", 0.0),
+            "self_s": p.get("self_s", 0.0),
+        }
+        for p in _object_rows(flat, "xla_compile_top_passes")
+    ]
 
 
 def migrate_v2(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -22,7 +22,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness.frontends.torch.inductor.artifacts import FxGraph, FxNode, InductorGraph, KernelCall
+from harness.frontends.torch.inductor.artifacts import (
+    FxGraph,
+    FxNode,
+    InductorGraph,
+    KernelCall,
+    KernelDef,
+)
 from harness.hlo.clusters import Cluster
 
 DTYPE_BYTES = {
@@ -105,39 +111,58 @@ def _call_name(call: KernelCall) -> str:
 
 def cluster_nodes(graph: InductorGraph) -> dict[str, tuple[str, ...]]:
     """Return cluster name -> the post-grad FX node names it holds (see the module docstring)."""
-    fx = graph.graph
+    sites = _sites(graph)
     kernels = {k.name: k for k in graph.kernels}
+    held = {name: _recorded_nodes(graph, kernels, name, calls) for name, calls in sites.items()}
+    if graph.graph is not None:
+        _claim_extern_nodes(graph.graph, sites, held)
+    return held
+
+
+def _sites(graph: InductorGraph) -> dict[str, list[KernelCall]]:
+    """Each cluster's calls by its name, in the order of its first launch."""
     sites: dict[str, list[KernelCall]] = {}
     for call in graph.calls:
         sites.setdefault(_call_name(call), []).append(call)
-    held: dict[str, tuple[str, ...]] = {}
+    return sites
+
+
+def _recorded_nodes(
+    graph: InductorGraph, kernels: dict[str, KernelDef], name: str, calls: list[KernelCall]
+) -> tuple[str, ...]:
+    """The nodes Inductor recorded for a cluster: its calls' provenance, else (a Triton
+    kernel) the nodes its source fragment names."""
     prov = graph.provenance
+    nodes: list[str] = []
+    for call in calls:
+        if prov is not None and call.handle in prov.code_to_post:
+            nodes.extend(prov.code_to_post[call.handle])
+    if not nodes and calls[0].kind == "triton" and name in kernels:
+        nodes.extend(kernels[name].fragment_nodes)
+    return tuple(dict.fromkeys(nodes))
+
+
+def _claim_extern_nodes(
+    fx: FxGraph, sites: dict[str, list[KernelCall]], held: dict[str, tuple[str, ...]]
+) -> None:
+    """Gives each library or fallback call that holds no node yet the first unclaimed FX node
+    of its op (`_ops_of`), in launch order: no provenance names them."""
+    claimed = {n for ns in held.values() for n in ns}
     for name, calls in sites.items():
-        nodes: list[str] = []
-        for call in calls:
-            if prov is not None and call.handle in prov.code_to_post:
-                nodes.extend(prov.code_to_post[call.handle])
-        if not nodes and calls[0].kind == "triton" and name in kernels:
-            nodes.extend(kernels[name].fragment_nodes)
-        held[name] = tuple(dict.fromkeys(nodes))
-    if fx is not None:
-        claimed = {n for ns in held.values() for n in ns}
-        for name, calls in sites.items():
-            if held[name] or calls[0].kind not in ("library", "fallback"):
-                continue
-            node = next(
-                (
-                    n
-                    for op in _ops_of(calls[0])
-                    for n in fx.nodes
-                    if n.name not in claimed and n.op == op
-                ),
-                None,
-            )
-            if node is not None:
-                held[name] = (node.name,)
-                claimed.add(node.name)
-    return held
+        if held[name] or calls[0].kind not in ("library", "fallback"):
+            continue
+        node = next(
+            (
+                n
+                for op in _ops_of(calls[0])
+                for n in fx.nodes
+                if n.name not in claimed and n.op == op
+            ),
+            None,
+        )
+        if node is not None:
+            held[name] = (node.name,)
+            claimed.add(node.name)
 
 
 def _ops_of(call: KernelCall) -> list[str]:
@@ -177,37 +202,44 @@ def graph_clusters(graph: InductorGraph) -> tuple[Cluster, ...]:
     by_name = {n.name: n for n in fx.nodes} if fx is not None else {}
     kernels = {k.name: k for k in graph.kernels}
     held = cluster_nodes(graph)
-    out: list[Cluster] = []
-    seen: set[str] = set()
-    for call in graph.calls:
-        name = _call_name(call)
-        if name in seen:
-            continue
-        seen.add(name)
-        handles = [c.handle for c in graph.calls if _call_name(c) == name and c.handle]
-        members = held.get(name, ())
-        nodes = [by_name[m] for m in members if m in by_name]
-        locations = {loc for h in handles for loc in graph.stack_traces.get(h, ())}
-        locations |= {n.location for n in nodes if n.location}
-        outs = _outputs(fx, members)
-        shapes = [n.shape for n in outs]
-        kernel = kernels.get(call.target)
-        out.append(
-            Cluster(
-                name=name,
-                computation=graph.key,
-                kind=call.kind,
-                backend_kind=(kernel.heuristic or kernel.kind) if kernel else "",
-                target="" if call.kind in ("triton", "cpp") else call.target,
-                epilogue=_epilogue(call) if call.kind == "library" else "",
-                member_opcodes=tuple(sorted(Counter(n.op for n in nodes).items())),
-                source_ops=tuple(sorted(by_name[m].label if m in by_name else m for m in members)),
-                source_locations=tuple(sorted(locations)),
-                output_shape=_shape_text(shapes),
-                output_bytes=sum(shape_bytes(s) for s in shapes),
-            )
-        )
-    return tuple(out)
+    return tuple(
+        _cluster(graph, name, calls[0], held.get(name, ()), by_name, kernels.get(calls[0].target))
+        for name, calls in _sites(graph).items()
+    )
+
+
+def _cluster(
+    graph: InductorGraph,
+    name: str,
+    call: KernelCall,
+    members: Sequence[str],
+    by_name: dict[str, FxNode],
+    kernel: KernelDef | None,
+) -> Cluster:
+    """One cluster: its first call, the FX nodes it holds (`members`) and its kernel's source."""
+    nodes = [by_name[m] for m in members if m in by_name]
+    shapes = [n.shape for n in _outputs(graph.graph, members)]
+    return Cluster(
+        name=name,
+        computation=graph.key,
+        kind=call.kind,
+        backend_kind=(kernel.heuristic or kernel.kind) if kernel else "",
+        target="" if call.kind in ("triton", "cpp") else call.target,
+        epilogue=_epilogue(call) if call.kind == "library" else "",
+        member_opcodes=tuple(sorted(Counter(n.op for n in nodes).items())),
+        source_ops=tuple(sorted(by_name[m].label if m in by_name else m for m in members)),
+        source_locations=_locations(graph, name, nodes),
+        output_shape=_shape_text(shapes),
+        output_bytes=sum(shape_bytes(s) for s in shapes),
+    )
+
+
+def _locations(graph: InductorGraph, name: str, nodes: Sequence[FxNode]) -> tuple[str, ...]:
+    """The source lines of a cluster: its calls' stack traces and its nodes' own."""
+    handles = [c.handle for c in graph.calls if _call_name(c) == name and c.handle]
+    locations = {loc for h in handles for loc in graph.stack_traces.get(h, ())}
+    locations |= {n.location for n in nodes if n.location}
+    return tuple(sorted(locations))
 
 
 def reverse_map(
