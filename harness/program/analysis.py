@@ -35,15 +35,8 @@ from harness.program.module_analysis import (
     self_times,
     unfused_rows,
 )
-from harness.program.record import (
-    CeilingRates,
-    ModuleInput,
-    OutsideProgram,
-    ProfileSummary,
-    ProgramAnalysis,
-    ProgramKey,
-    Steps,
-)
+from harness.program.record import ModuleInput, ProgramKey
+from harness.records.program import OutsideProgram, ProfileSummary, ProgramAnalysis, Roofs, Steps
 
 MAIN_FRACTION = 0.25  # another module is a main program too with this share of the top one's
 
@@ -144,7 +137,7 @@ def analyse_program(
     steps: Steps | None,
     profile_path: str = "",
     outside: Sequence[OutsideProgram] = (),
-    ceilings: CeilingRates | None = None,
+    ceilings: Roofs | None = None,
     notes: Sequence[str] = (),
     markers: Sequence[StepMarker] = (),
 ) -> ProgramAnalysis:

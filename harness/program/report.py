@@ -3,7 +3,7 @@
 Built once as document blocks (harness.report.doc) and written as report.md and a
 self-contained report.html, with its figures as PNG under plots/, like a run's report. Its
 cluster and roll-up tables are the run report's (harness.report.cluster_tables). It reads
-only a `harness.program.record.ProgramAnalysis`; it never imports JAX.
+only a `harness.records.program.ProgramAnalysis`; it never imports JAX.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from harness.common import fmt
 from harness.common.fmt import MISSING
-from harness.program.record import (
+from harness.records.program import (
     ClusterRow,
     HostTotals,
     ModuleAnalysis,

@@ -11,21 +11,14 @@ is expected there and left unmarked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from harness.records.program import Roofs
 
 if TYPE_CHECKING:
     from harness.hlo.cost import ClusterCost
 
 ABOVE_CEILING = "above the measured ceiling: the cost model or the ceiling is wrong here"
-
-
-class Roofs(Protocol):
-    """What the roof needs of harness.program.record.CeilingRates."""
-
-    bytes_per_s: float | None
-    platform: str
-
-    def peak_for(self, precision: str | None) -> tuple[str, float] | None: ...
 
 
 def rates(
