@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from harness.common import fmt
 from harness.common.fmt import MISSING
+from harness.program import roof as roofs
 from harness.records.program import (
     ClusterRow,
     HostTotals,
@@ -257,7 +258,7 @@ def roofline_figure(m: ModuleAnalysis, a: ProgramAnalysis, paths: Paths) -> Figu
             if bw:
                 lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
             grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-            ys = [min(peak, bw * x) if bw else peak for x in grid]
+            ys = [roofs.attainable(x, peak, bw) for x in grid]
             ax.plot(grid, ys, color=cmap(j), lw=1.4, label=f"{prec} {fmt.si(peak, 'FLOP/s')}")
         if bw and not c.peaks:
             grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
