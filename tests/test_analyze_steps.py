@@ -16,8 +16,9 @@ from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, StepMarker
 from harness.program import steps as by_step
 from harness.program.event_facts import facts_from_pairs
-from harness.program.record import ClusterRow, ModuleAnalysis, ceilings_from_json
 from harness.program.roof import ABOVE_CEILING, above_ceiling
+from harness.records import run_files
+from harness.records.program import ClusterRow, ModuleAnalysis, roofs_of
 from harness.report.cluster_tables import Paths, cluster_table
 from harness.report.doc import to_markdown
 
@@ -100,11 +101,45 @@ def test_a_gpu_cluster_above_its_roof_is_marked(mixer: tuple[dict, str]) -> None
 
 
 def test_above_100_percent_is_marked_on_a_gpu_only() -> None:
-    gpu = ceilings_from_json(H200_CEILINGS, "gpu.json")
-    cpu = ceilings_from_json({**H200_CEILINGS, "platform": "cpu"}, "cpu.json")
+    gpu = roofs_of(run_files.parse(run_files.CEILINGS, H200_CEILINGS, "gpu.json"), "gpu.json")
+    cpu_ceilings = run_files.parse(run_files.CEILINGS, {**H200_CEILINGS, "platform": "cpu"}, "c")
+    cpu = roofs_of(cpu_ceilings, "cpu.json")
     assert gpu.platform == "gpu" and cpu.platform == "cpu"
     assert above_ceiling(1.05, gpu) and not above_ceiling(0.99, gpu)
     assert not above_ceiling(1.05, cpu)  # cached data beats the DRAM copy on a CPU
+
+
+def test_analysis_json_is_one_versioned_record_and_an_unversioned_one_reads(
+    mixer: tuple[dict, str],
+) -> None:
+    """analysis.json reads back through its kind (run_files.ANALYSIS) as written, and one
+    written before it had a version (no schema_version, no hosts for one profile) migrates
+    to the same record."""
+    analysis, _ = mixer
+    record = run_files.parse(run_files.ANALYSIS, analysis, "analysis.json")
+    assert analysis["schema_version"] == run_files.ANALYSIS.version
+    assert run_files.record_json(record) == analysis
+    assert record.ceilings is not None and record.ceilings.peaks == {"bf16": 7.64e14}
+    old = {k: v for k, v in analysis.items() if k not in ("schema_version", "hosts", "merged")}
+    assert run_files.parse(run_files.ANALYSIS, old, "old.json") == record
+
+
+def test_a_first_day_ceilings_json_reads_as_a_peak_of_its_dtype() -> None:
+    """ceilings.json's one reader (run_files.CEILINGS) migrates the first day's single
+    `peak_flops_per_s` of a `dtype` into `peaks`, as analyze --ceilings always read it."""
+    first_day = {
+        "device": "NVIDIA H200",
+        "peak_flops_per_s": 790e12,
+        "peak_bytes_per_s": 4.3e12,
+        "dtype": "bfloat16",
+        "source": "datasheet",
+        "measured_at": "2026-11-30T04:55:22+00:00",
+    }
+    ceilings = run_files.parse(run_files.CEILINGS, first_day, "old.json")
+    assert ceilings.peaks["bf16"].flops_per_s == 790e12
+    roofs = roofs_of(ceilings, "old.json")
+    assert roofs.peaks == {"bf16": 790e12} and roofs.bytes_per_s == 4.3e12
+    assert roofs.peak_for("f32") == ("bf16", 790e12)
 
 
 def _pair(step: int, start: float, ns: float, cluster: str | None) -> tuple[Attribution, float]:

@@ -20,8 +20,8 @@ from harness.profile import xspace
 from harness.profile.events import ProfileError, find_xplane, session_xplanes
 from harness.program import dump as analysis
 from harness.program.hosts import attach_session, events_part, host_totals, workers_for
-from harness.program.record import merged_hosts
 from harness.records import events_file
+from harness.records.program import merged_hosts
 from harness.store.records import SchemaError
 
 RUN = FIXTURES / "h200-jax0.11.2-loops" / "loops_cmdbuf"

@@ -417,16 +417,16 @@ def test_the_report_check_can_fail() -> None:
 
 
 def test_the_report_check_follows_imports_through_other_modules() -> None:
-    """The record module the report reads a ranking through (harness.program.record) once
-    loaded the HLO parser, cost model and reverse map into every report module: an import
-    two steps away is named with the chain that makes it."""
+    """The record module the report reads a ranking through (harness.records.program; once
+    harness.program.record, which loaded the HLO parser, cost model and reverse map into every
+    report module): an import two steps away is named with the chain that makes it."""
     g = graph()
-    assert "harness.program.record" in g["harness.report.ranking"]
-    g["harness.program.record"] = g["harness.program.record"] | {"harness.hlo.reverse_map"}
+    assert "harness.records.program" in g["harness.report.ranking"]
+    g["harness.records.program"] = g["harness.records.program"] | {"harness.hlo.reverse_map"}
     found = conclusions_in_the_report(g)
     assert (
         "the report harness.report.ranking imports harness.hlo.reverse_map "
-        "(through harness.program.record)" in found
+        "(through harness.records.program)" in found
     )
     assert any(
         m.startswith("the report harness.report.markdown imports harness.hlo.") for m in found

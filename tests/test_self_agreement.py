@@ -338,7 +338,7 @@ def test_a_float32_convolution_is_held_to_the_f32_peak() -> None:
     from harness.hlo.clusters import find_clusters
     from harness.hlo.parser import parse_module
     from harness.program.module_analysis import _precision
-    from harness.program.record import CeilingRates
+    from harness.records.program import Roofs
 
     def conv(x: jax.Array, w: jax.Array) -> jax.Array:
         return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME")
@@ -347,7 +347,7 @@ def test_a_float32_convolution_is_held_to_the_f32_peak() -> None:
         x, w = jnp.ones((2, 3, 8, 8), dtype), jnp.ones((4, 3, 3, 3), dtype)
         text = jax.jit(conv).lower(x, w).compile().as_text()
         clusters = find_clusters(parse_module(text))
-        ceilings = CeilingRates({"bf16": 4e12, "f32": 1e12}, 1e11, "test", "gpu")
+        ceilings = Roofs({"bf16": 4e12, "f32": 1e12}, 1e11, "test", "gpu")
         found = {_precision(c, ceilings) for c in clusters} - {""}
         assert len(found) == 1, [(c.kind, c.output_shape) for c in clusters]
         return found.pop()

@@ -29,7 +29,8 @@ from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
 from harness.program import modules as hlo_files
 from harness.program.analysis import analyse_program
-from harness.program.record import ModuleInput, Steps
+from harness.program.record import ModuleInput
+from harness.records.program import Steps
 
 LOOPS = FIXTURES / "h200-jax0.11.2-loops"
 PROGRAMS = FIXTURES / "h200-jax0.11.2-programs"

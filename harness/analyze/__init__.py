@@ -39,6 +39,7 @@ from harness.analyze import numerics as numerics_analysis
 from harness.common import forked
 from harness.config.experiment import Experiment, Variant, framework_baselines
 from harness.frontends import registry
+from harness.frontends.roles import same_size
 from harness.records import ladder, run_files
 from harness.records.run_files import Ceilings, Environment
 from harness.records.summary import (
@@ -238,12 +239,6 @@ def xla_sections(
     return summary, kernels, made
 
 
-def same_size(a: VariantSummary, b: VariantSummary) -> bool:
-    """True when two variants ran the same m, k, n and batch (ratios pair only those)."""
-    dims = ("m", "k", "n", "batch")
-    return all(a.identity.problem.get(d) == b.identity.problem.get(d) for d in dims)
-
-
 def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> VariantSummary | None:
     """Returns the variant holding `role` in the same framework and of the same size."""
     me = summaries[name]
@@ -251,7 +246,7 @@ def partner(summaries: dict[str, VariantSummary], name: str, role: str) -> Varia
         if (
             role in other.identity.roles
             and other.identity.framework == me.identity.framework
-            and same_size(me, other)
+            and same_size(me.identity.problem, other.identity.problem)
         ):
             return other
     return None
@@ -285,7 +280,7 @@ def counterpart(summaries: dict[str, VariantSummary], name: str) -> VariantSumma
         if (
             role in other.identity.roles
             and other.identity.framework == against
-            and same_size(me, other)
+            and same_size(me.identity.problem, other.identity.problem)
         ):
             return other
     return None

@@ -20,9 +20,10 @@ from harness.match.match import Attribution
 from harness.profile.events import DeviceEvent, events_from_json
 from harness.program import modules as hlo_files
 from harness.program.module_analysis import analyse_module, program_of, self_times
-from harness.program.record import ModuleInput, ProgramAnalysis, Steps, ceilings_from_json
+from harness.program.record import ModuleInput
 from harness.program.timeline import timeline_of
 from harness.records import events_file, ladder, run_files
+from harness.records.program import ProgramAnalysis, Steps, roofs_of
 from harness.records.run_files import Ceilings, KernelEvent, KernelsFile
 from harness.store.runfolder import CEILINGS_FILE, VariantFolder
 
@@ -67,11 +68,7 @@ def ranking(
     match = kernels.match if kernels is not None else None
     (cost,) = hlo_files.costs_of([module], match.launches_per_cluster if match else None)
     try:
-        roofs = (
-            ceilings_from_json(run_files.record_json(ceilings), CEILINGS_FILE)
-            if ceilings is not None
-            else None
-        )
+        roofs = roofs_of(ceilings, CEILINGS_FILE) if ceilings is not None else None
     except ValueError:
         roofs = None
     found = attributions(events)

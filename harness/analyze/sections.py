@@ -26,6 +26,7 @@ from harness.profile.compile import CompileBreakdown, compile_breakdown
 from harness.profile.events import find_xplane
 from harness.profile.reader import read_table
 from harness.program import modules as hlo_files
+from harness.program import roof as roofs
 from harness.records import ladder, run_files
 from harness.records.run_files import Ceilings, KernelsFile, Peak
 from harness.records.summary import (
@@ -358,7 +359,7 @@ def cost(
     flops, moved, transcendentals = _counted_totals(costs)
     analytic, gemm, analytic_unknown = _analytic_flops(lad, record, after, launches)
     work = flops or analytic
-    achieved = work / step_s if work and step_s else None
+    achieved, achieved_bytes = roofs.rates(work or None, moved or None, 1.0, step_s)
     precision, peak = _gemm_ceiling(v, record, platform, ceilings)
     peak_flops = peak.flops_per_s if peak is not None else None
     fraction, withheld = _fraction_of_peak(achieved, peak_flops, precision, gemm, flops)
@@ -374,7 +375,7 @@ def cost(
         disagreements=disagreements,
         loop_counts=hlo_files.loop_counts_said(costs, hlo_files.STUDY_WORDS, analytic_unknown),
         achieved_flops_per_s=achieved,
-        achieved_bytes_per_s=moved / step_s if moved and step_s else None,
+        achieved_bytes_per_s=achieved_bytes,
         peak_flops_per_s=peak_flops,
         peak_precision=precision,
         peak_source=peak.source if peak is not None else None,

@@ -372,7 +372,8 @@ def reused_launch(a: Attribution, twin: ClusterLike, index: int) -> Attribution:
 
 
 def kernels_document(report: MatchReport, **extra: Any) -> dict[str, Any]:
-    """Returns kernels.json: the match summary and every event with the cluster it came from."""
+    """Returns the match summary (`match`, kernels.json's) and every event with the cluster it
+    came from (`events`: the rows of events.parquet, harness.records.events_file.from_rows)."""
     rows = events_to_json(a.event for a in report.attributions)
     for row, a in zip(rows, report.attributions, strict=True):
         row.update(

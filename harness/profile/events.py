@@ -82,7 +82,12 @@ class StepMarker:
 
 @dataclass(frozen=True)
 class DeviceEvent:
-    """One row of the kernel table (kernels.json)."""
+    """One device event of a profile as the reader gives it: a kernel, copy, memset or host
+    thunk, before any match.
+
+    The record of a saved event is harness.records.run_files.KernelEvent (an events.parquet
+    row): these fields and the match's attribution.
+    """
 
     step: int | None
     name: str
@@ -270,12 +275,14 @@ def assign_step(
 
 
 def events_to_json(events: Iterable[DeviceEvent]) -> list[dict[str, Any]]:
-    """Return kernels.json rows: one plain dict per event, tuples as lists."""
+    """Return one plain dict per event, tuples as lists: the event's part of a saved row
+    (harness.records.run_files.KernelEvent), to which the match adds its attribution."""
     return [json.loads(json.dumps(asdict(e))) for e in events]
 
 
 def events_from_json(rows: Iterable[Mapping[str, Any]]) -> tuple[DeviceEvent, ...]:
-    """Return events read back from kernels.json rows (inverse of events_to_json)."""
+    """Return events read back from saved rows, each with at least the event's fields
+    (inverse of events_to_json)."""
     out = []
     for row in rows:
         fields = dict(row)

@@ -8,7 +8,8 @@
     roof             the roofline: each cluster against the ceilings' roofs
     module_analysis  one module analysed into a ModuleAnalysis
     analysis         the main program and its helpers chosen, each module analysed into a
-                     ProgramAnalysis (record.py: the records, and ceilings.json's rates)
+                     ProgramAnalysis (harness.records.program's records; record.py holds
+                     the parsed input, ModuleInput)
     timeline         the attributed events as a Perfetto timeline
     report           report.md, report.html and plots/ of that analysis (above harness.report)
     standalone       the whole analysis written into a folder: what `python -m

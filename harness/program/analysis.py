@@ -35,13 +35,14 @@ from harness.program.module_analysis import (
     self_times,
     unfused_rows,
 )
-from harness.program.record import (
-    CeilingRates,
-    ModuleInput,
+from harness.program.record import ModuleInput, ProgramKey
+from harness.records.program import (
+    ModuleAnalysis,
     OutsideProgram,
     ProfileSummary,
     ProgramAnalysis,
-    ProgramKey,
+    Roofs,
+    StepRow,
     Steps,
 )
 
@@ -144,7 +145,7 @@ def analyse_program(
     steps: Steps | None,
     profile_path: str = "",
     outside: Sequence[OutsideProgram] = (),
-    ceilings: CeilingRates | None = None,
+    ceilings: Roofs | None = None,
     notes: Sequence[str] = (),
     markers: Sequence[StepMarker] = (),
 ) -> ProgramAnalysis:
@@ -159,15 +160,59 @@ def analyse_program(
     time_ns = events.time_by_program() if events is not None else None
     main, rule = choose_main(modules, time_ns)
     n_steps = steps.count if timed and steps is not None else 1
-    has_time = timed and any(time_ns.get(m.program, 0.0) > 0 for m in modules)  # type: ignore[union-attr]
-    assert events is not None or not has_time
-    rows = by_step.rows_of(events.step_totals(), markers) if has_time and events.per_step() else ()  # type: ignore[union-attr]
+    # Ranked by time only where an analysed module has any: `events` is then the profile's.
+    timed_events = (
+        events
+        if timed and events is not None and any(time_ns.get(m.program, 0.0) > 0 for m in modules)  # type: ignore[union-attr]
+        else None
+    )
+    rows, total = _shares_of(modules, main, timed_events, n_steps, markers)
+    return ProgramAnalysis(
+        ranked_by="device time" if timed_events is not None else "FLOPs",
+        main=main,
+        main_rule=rule,
+        modules=_ranked_modules(modules, main, timed_events, n_steps, total, ceilings, rows),
+        steps=steps,
+        profile=(
+            _profile_summary(report, events, profile_path, outside)
+            if report is not None and events is not None
+            else None
+        ),
+        ceilings=ceilings,
+        notes=tuple(notes),
+        step_rows=rows,
+    )
+
+
+def _shares_of(
+    modules: Sequence[ModuleInput],
+    main: tuple[str, ...],
+    events: _PairEvents | _TableEvents | None,
+    n_steps: int,
+    markers: Sequence[StepMarker],
+) -> tuple[tuple[StepRow, ...], float]:
+    """The marked steps' rows (none without marked steps or `events`, the timed profile's)
+    and what every share is of: the median step's event time, else the window's a step, else
+    (no time) the main modules' FLOPs."""
+    if events is None:
+        return (), sum(m.cost.flops for m in modules if m.key in main)
+    rows = by_step.rows_of(events.step_totals(), markers) if events.per_step() else ()
     if rows:
-        total = by_step.median_event_s(rows)
-    elif has_time:
-        total = events.total_ns() * 1e-9 / n_steps  # type: ignore[union-attr]
-    else:
-        total = sum(m.cost.flops for m in modules if m.key in main)
+        return rows, by_step.median_event_s(rows)
+    return rows, events.total_ns() * 1e-9 / n_steps
+
+
+def _ranked_modules(
+    modules: Sequence[ModuleInput],
+    main: tuple[str, ...],
+    events: _PairEvents | _TableEvents | None,
+    n_steps: int,
+    total: float,
+    ceilings: Roofs | None,
+    rows: Sequence[StepRow],
+) -> tuple[ModuleAnalysis, ...]:
+    """Every module analysed: the main ones in `main`'s order, then the helpers by time a step
+    (by FLOPs without `events`, the timed profile's)."""
     main_names = {m.name for m in modules if m.key in main}
     out = []
     for m in modules:
@@ -175,7 +220,7 @@ def analyse_program(
         kind = (
             "main program" if role == "main" else helper_kind(m.name, len(m.clusters), main_names)
         )
-        facts = events.facts(m.program, m.name) if has_time else None  # type: ignore[union-attr]
+        facts = events.facts(m.program, m.name) if events is not None else None
         med = by_step.medians_of(facts, [r.step for r in rows]) if rows and facts else None
         out.append(
             analyse_module(
@@ -184,36 +229,33 @@ def analyse_program(
         )
     out.sort(key=lambda r: main.index(r.key) if r.key in main else len(main))
     helpers = [h for h in out if h.role == "helper"]
-    if has_time:
+    if events is not None:
         helpers.sort(key=lambda h: (-(h.time_s or 0.0), -h.flops, h.key))
     else:
         helpers.sort(key=lambda h: (-h.flops, h.key))
-    summary = None
-    if report is not None:
-        summary = ProfileSummary(
-            path=profile_path,
-            marked=report.marked_steps,
-            events_in_window=report.events_in_window,
-            matched_fraction=report.matched_fraction,
-            unmatched=len(report.unmatched),
-            busy_time_s=report.device_time_per_step_s,
-            event_time_s=events.total_ns() * 1e-9 / max(1, report.steps),  # type: ignore[union-attr]
-            kernels_per_step=report.kernels_per_step,
-            device_ops_per_step=report.device_ops_per_step,
-            outside=tuple(outside),
-            rules=tuple(sorted(report.rule_counts().items())),
-            gaps=report.gaps,
-        )
-    return ProgramAnalysis(
-        ranked_by="device time" if has_time else "FLOPs",
-        main=main,
-        main_rule=rule,
-        modules=tuple([h for h in out if h.role == "main"] + helpers),
-        steps=steps,
-        profile=summary,
-        ceilings=ceilings,
-        notes=tuple(notes),
-        step_rows=rows,
+    return tuple([h for h in out if h.role == "main"] + helpers)
+
+
+def _profile_summary(
+    report: MatchReport,
+    events: _PairEvents | _TableEvents,
+    profile_path: str,
+    outside: Sequence[OutsideProgram],
+) -> ProfileSummary:
+    """The profile as a whole: its window, its match, what lay outside the selection."""
+    return ProfileSummary(
+        path=profile_path,
+        marked=report.marked_steps,
+        events_in_window=report.events_in_window,
+        matched_fraction=report.matched_fraction,
+        unmatched=len(report.unmatched),
+        busy_time_s=report.device_time_per_step_s,
+        event_time_s=events.total_ns() * 1e-9 / max(1, report.steps),
+        kernels_per_step=report.kernels_per_step,
+        device_ops_per_step=report.device_ops_per_step,
+        outside=tuple(outside),
+        rules=tuple(sorted(report.rule_counts().items())),
+        gaps=report.gaps,
     )
 
 

@@ -40,15 +40,9 @@ from harness.profile.reader import read_table
 from harness.profile.table import NULL, EventTable, self_ns
 from harness.program import modules as hlo_files
 from harness.program.analysis import choose_main, count_steps
-from harness.program.record import (
-    HostTotals,
-    ModuleInput,
-    OutsideProgram,
-    ProgramKey,
-    Steps,
-    merged_hosts,
-)
+from harness.program.record import ModuleInput, ProgramKey
 from harness.records import events_file
+from harness.records.program import HostTotals, OutsideProgram, Steps, merged_hosts
 from harness.store import io
 from harness.store.records import to_json
 from harness.store.runfolder import EVENTS_DIR, EVENTS_FILE

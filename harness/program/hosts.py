@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness.common import forked
 from harness.program.dump import ModuleResult, ProfileResult, attach_profile, write_kernels
-from harness.program.record import HostTotals
+from harness.records.program import HostTotals
 from harness.store.records import from_json, to_json
 from harness.store.runfolder import EVENTS_DIR
 

@@ -30,16 +30,9 @@ from harness.profile.events import DeviceEvent
 from harness.program import roof as roofs
 from harness.program import steps as by_step
 from harness.program.event_facts import KernelGroup, ModuleFacts, facts_from_pairs
-from harness.program.record import (
-    CeilingRates,
-    ClusterRow,
-    KernelRow,
-    ModuleAnalysis,
-    ModuleInput,
-    ProgramKey,
-    UnfusedRow,
-)
+from harness.program.record import ModuleInput, ProgramKey
 from harness.program.sources import cluster_lines, cluster_scopes, fold_repeats, roll_up
+from harness.records.program import ClusterRow, KernelRow, ModuleAnalysis, Roofs, UnfusedRow
 
 TOP_ROLLUP = 20
 TOP_KERNELS = 15
@@ -139,7 +132,7 @@ def program_of(event: DeviceEvent) -> ProgramKey | None:
 _CONV_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
 
 
-def _precision(cluster: Cluster, ceilings: CeilingRates | None) -> str:
+def _precision(cluster: Cluster, ceilings: Roofs | None) -> str:
     """The precision whose peak a cluster's `of roof` is held to: its GEMM's operands, or a
     convolution's output dtype (a float32 convolution against the f32 peak, never the bf16
     one); "" for other clusters (the largest peak measured)."""
@@ -244,7 +237,7 @@ class Shown:
 
     steps: int
     total: float
-    ceilings: CeilingRates | None
+    ceilings: Roofs | None
     medians: by_step.StepMedians | None
     by_time: bool
 
@@ -364,7 +357,7 @@ def analyse_module(
     attributions: Sequence[tuple[Attribution, float]] | None,
     steps: int,
     total: float,
-    ceilings: CeilingRates | None,
+    ceilings: Roofs | None,
     detail: bool = True,
     kind: str = "",
     medians: by_step.StepMedians | None = None,

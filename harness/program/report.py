@@ -3,7 +3,7 @@
 Built once as document blocks (harness.report.doc) and written as report.md and a
 self-contained report.html, with its figures as PNG under plots/, like a run's report. Its
 cluster and roll-up tables are the run report's (harness.report.cluster_tables). It reads
-only a `harness.program.record.ProgramAnalysis`; it never imports JAX.
+only a `harness.records.program.ProgramAnalysis`; it never imports JAX.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 
 from harness.common import fmt
 from harness.common.fmt import MISSING
-from harness.program.record import (
-    CeilingRates,
+from harness.program import roof as roofs
+from harness.records.program import (
     ClusterRow,
     HostTotals,
     ModuleAnalysis,
@@ -248,7 +248,7 @@ def _rated_clusters(m: ModuleAnalysis, a: ProgramAnalysis) -> list[ClusterRow]:
     return pts
 
 
-def _draw_ceilings(ax: Any, c: CeilingRates, xs: list[float]) -> None:
+def _draw_ceilings(ax: Any, c: roofs.Roofs, xs: list[float]) -> None:
     """Draws each precision's ceiling under the bandwidth (flat without one; the bandwidth's
     slope alone without peaks), on an x range wide enough for each ridge, and names the
     bandwidth in the legend."""
@@ -259,7 +259,7 @@ def _draw_ceilings(ax: Any, c: CeilingRates, xs: list[float]) -> None:
         if bw:
             lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
         grid = log_grid(lo, hi)
-        ys = [min(peak, bw * x) if bw else peak for x in grid]
+        ys = [roofs.attainable(x, peak, bw) for x in grid]
         ax.plot(grid, ys, color=cmap(j), lw=1.4, label=f"{prec} {fmt.si(peak, 'FLOP/s')}")
     if bw and not c.peaks:
         grid = log_grid(lo, hi)

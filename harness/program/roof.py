@@ -1,5 +1,7 @@
-"""A cluster's achieved rates against the device's measured ceilings (the `of roof` column of
-the analyze report and of the study's "Where the time goes").
+"""The roofline, defined once: achieved rates (`rates`), the roof at an intensity
+(`attainable`) and a cluster against it (`roof`: the `of roof` column of the analyze report
+and of the study's "Where the time goes"). The study's cost section and roofline plot, and the
+analyze report's, compute with these.
 
 On a GPU a cluster above 100% of its roof did not beat the hardware: the cost model counts
 work the call does not do, or the measured ceiling is low. Such a row is marked
@@ -11,7 +13,9 @@ is expected there and left unmarked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from harness.records.program import Roofs
 
 if TYPE_CHECKING:
     from harness.hlo.cost import ClusterCost
@@ -19,41 +23,40 @@ if TYPE_CHECKING:
 ABOVE_CEILING = "above the measured ceiling: the cost model or the ceiling is wrong here"
 
 
-class Roofs(Protocol):
-    """What the roof needs of harness.program.record.CeilingRates."""
-
-    bytes_per_s: float | None
-    platform: str
-
-    def peak_for(self, precision: str | None) -> tuple[str, float] | None: ...
-
-
 def rates(
-    flops: float, moved: float, runs: float | None, time_s: float | None
+    flops: float | None, moved: float | None, runs: float | None, time_s: float | None
 ) -> tuple[float | None, float | None]:
-    """Achieved FLOP/s and B/s: the cost of one run times the runs a step, over the time."""
+    """Achieved FLOP/s and B/s: the cost of one run times the runs a step, over the time; a
+    figure not counted (None) has no rate, and neither has anything without a time or runs."""
     if not time_s or runs is None:
         return None, None
-    return flops * runs / time_s, moved * runs / time_s
+    return (
+        flops * runs / time_s if flops is not None else None,
+        moved * runs / time_s if moved is not None else None,
+    )
+
+
+def attainable(intensity: float, peak: float | None, bytes_per_s: float | None) -> float | None:
+    """The roof at this arithmetic intensity: the lower of the peak and bandwidth x intensity,
+    of those measured (None: neither). Every roofline draws and divides by this one."""
+    bounds = [b for b in (peak, bytes_per_s * intensity if bytes_per_s else None) if b]
+    return min(bounds) if bounds else None
 
 
 def roof(
     flops_per_s: float | None, intensity: float | None, precision: str, c: Roofs | None
 ) -> tuple[float | None, str]:
-    """Achieved FLOP/s over the roof at this intensity, min(peak, bandwidth x intensity), and
-    which roof that is ("bf16 peak", "bandwidth"); (None, "") without ceilings or work."""
+    """Achieved FLOP/s over the roof at this intensity (`attainable`), and which roof that is
+    ("bf16 peak", "bandwidth": the bandwidth where the two meet); (None, "") without ceilings
+    or work."""
     if c is None or flops_per_s is None or not intensity:
         return None, ""
     peak = c.peak_for(precision or None)
-    roofs = []
-    if peak is not None:
-        roofs.append((peak[1], f"{peak[0]} peak"))
-    if c.bytes_per_s:
-        roofs.append((c.bytes_per_s * intensity, "bandwidth"))
-    if not roofs:
+    value = attainable(intensity, peak[1] if peak is not None else None, c.bytes_per_s)
+    if value is None:
         return None, ""
-    value, name = min(roofs)
-    return flops_per_s / value, name
+    on_bandwidth = bool(c.bytes_per_s) and value == c.bytes_per_s * intensity
+    return flops_per_s / value, "bandwidth" if on_bandwidth or peak is None else f"{peak[0]} peak"
 
 
 def above_ceiling(fraction: float | None, c: Roofs | None) -> bool:

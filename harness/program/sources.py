@@ -20,7 +20,7 @@ from harness.hlo.clusters import Cluster
 from harness.hlo.instruction import MAX_ID, Instruction, parse_metadata
 from harness.hlo.parser import HloModule
 from harness.hlo.shapes import decimal
-from harness.program.record import ClusterRow, RollUp
+from harness.records.program import ClusterRow, RollUp
 
 _LIBRARY_FILE = re.compile(r"/(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/(?!site-)")
 

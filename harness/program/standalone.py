@@ -28,9 +28,9 @@ from harness.profile.table import NULL
 from harness.program import dump as analysis
 from harness.program.analysis import analyse_program, with_reverse_maps
 from harness.program.hosts import attach_session
-from harness.program.record import CeilingRates, ProgramAnalysis, ceilings_from_json, merged_hosts
 from harness.program.timeline import timeline_of
 from harness.records import run_files
+from harness.records.program import ProgramAnalysis, Roofs, analysis_file, merged_hosts, roofs_of
 from harness.report.memory import module_blocks
 from harness.store import io, runfolder
 from harness.store.records import loads, to_json
@@ -55,7 +55,7 @@ class AnalyzeOptions:
     pattern: Any = None  # `module` compiled (harness.common.textsafety.user_pattern)
     steps: int | None = None  # the steps the profile covers, when it marks none
     mode: str = "jit"  # "eager": one module per primitive
-    ceilings: CeilingRates | None = None  # the roofline's roofs (a run's ceilings.json)
+    ceilings: Roofs | None = None  # the roofline's roofs (a run's ceilings.json)
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,17 @@ class Analysed:
     report: Path
 
 
-def read_ceilings(path: Path) -> CeilingRates:
-    """The ceilings in a run's ceilings.json; an InputError naming the file when unusable."""
+def read_ceilings(path: Path) -> Roofs:
+    """The roofs of a run's ceilings.json, read as the run's own reader reads it
+    (harness.records.run_files.CEILINGS); an InputError naming the file when unusable."""
     try:
         data = loads(userfiles.read_text(path, userfiles.CEILINGS), str(path))
+        ceilings = run_files.parse(run_files.CEILINGS, data, str(path))
     except (OSError, ValueError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"{path}: not a readable ceilings.json ({first})") from None
     try:
-        return ceilings_from_json(data, str(path))
+        return roofs_of(ceilings, str(path))
     except ValueError as e:
         raise InputError(str(e)) from None
 
@@ -140,10 +142,7 @@ def analyse(
         raise
     program = with_reverse_maps(program, [r.as_input() for r in results])
     hosts = profile.hosts if profile is not None else ()
-    document = program.to_json()
-    if hosts:  # a session of several hosts: the analysis above is the first host's
-        document |= {"hosts": [to_json(h) for h in hosts], "merged": to_json(merged_hosts(hosts))}
-    io.write_json(out / "analysis.json", document, compact=True)
+    run_files.write(runfolder.RunFolder(out).analysis, analysis_file(program, hosts))
     if profile is not None:
         write_timeline(out, program, profile)
     memories = dump_memory(results)
@@ -155,7 +154,7 @@ def analyse(
 def analyse_modules(
     results: list[analysis.ModuleResult],
     profile: analysis.ProfileResult | None,
-    ceilings: CeilingRates | None,
+    ceilings: Roofs | None,
 ) -> ProgramAnalysis:
     """The program analysis of the dump's modules and, when given, the attributed profile."""
     inputs = [

@@ -24,7 +24,7 @@ import numpy as np
 from harness.match.match import Attribution
 from harness.profile.events import StepMarker
 from harness.program.event_facts import ModuleFacts, StepSeries, StepTotal, steps_from_pairs
-from harness.program.record import Outlier, StepRow
+from harness.records.program import Outlier, StepRow
 
 OUTLIER_FACTOR = 3.0
 TOP_OUTLIERS = 10

@@ -62,6 +62,7 @@ FILE_HEADINGS = (
     (run_files.DISTANCES, VARIANT, ""),
     (run_files.NUMERICS_PASS, VARIANT, ""),
     (run_files.TIMELINE, VARIANT, ""),
+    (run_files.ANALYSIS, "", " (`python -m harness.analyze`)"),
 )
 
 

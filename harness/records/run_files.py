@@ -1,5 +1,6 @@
-"""The records of the run folder's other files: the manifest, the ceilings and the analysis's
-per-variant files (fusions, kernels, passes, compile, cost, ranking, comm).
+"""The records of the run folder's other files: the manifest, the ceilings, the analysis's
+per-variant files (fusions, kernels, passes, compile, cost, ranking, comm) and the kind of
+`python -m harness.analyze`'s analysis.json (its record is harness.records.program's).
 
 summary.json, result.json, timing.json and search.json are harness.records.summary's. Each file here is
 a frozen dataclass with `doc(...)` on every field and a `schema_version` of its own, read and
@@ -15,7 +16,7 @@ whose migration to 1 only adds the number: the shape did not change. A new key b
 file's version with a migration in its `FileKind`, as summary.json's MIGRATIONS do.
 
 Some deep parts stay open (`Plain`), named where they are: the ranking's modules (typed by
-harness.program.record.ModuleAnalysis, which the report reads them with), the communication
+harness.records.program.ModuleAnalysis, which the report reads them with), the communication
 file's collectives and profile, a torch compile's frames, torch.json's compilation metrics
 (harness.records.torch_facts says why). Everything the report reads is typed.
 """
@@ -31,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import userfiles
+from harness.records.migrations.ceilings import migrate_ceilings_v0
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
+from harness.records.program import AnalysisFile
 from harness.records.saved_config import SavedConfig
 from harness.records.torch_facts import TorchFacts
 from harness.store import io, runfolder
@@ -500,14 +503,14 @@ class RankingSteps:
 
 @dataclass(frozen=True)
 class RankingFile:
-    """Where the variant's time goes (harness.program.record.ProgramAnalysis, one module)."""
+    """Where the variant's time goes (harness.records.program.ProgramAnalysis, one module)."""
 
     schema_version: int = doc("this file's version (harness.records.run_files.RANKING)")
     ranked_by: str = doc("`device time` or `FLOPs`")
     main: tuple[str, ...] = doc("the main module's key")
     main_rule: str = doc("why it is the main module")
     modules: tuple[dict[str, Plain], ...] = doc(
-        "the module analysed (harness.program.record.ModuleAnalysis)", ()
+        "the module analysed (harness.records.program.ModuleAnalysis)", ()
     )
     steps: RankingSteps | None = doc("the profiled steps it was ranked over")
     profile: dict[str, Plain] | None = doc("the profile as a whole (null for a variant)")
@@ -627,7 +630,7 @@ MANIFEST = FileKind(
     4,
     {0: _versioned(1), 1: _versioned(2), 2: _versions_by_frontend, 3: _versioned(4)},
 )
-CEILINGS = _first(runfolder.CEILINGS_FILE, Ceilings)
+CEILINGS = FileKind(runfolder.CEILINGS_FILE, Ceilings, 1, {0: migrate_ceilings_v0})
 FUSIONS = _first(runfolder.FUSIONS_FILE, FusionsFile)
 # Version 2 keeps the events in events.parquet (`events_file`): a version-1 file reads with
 # its events where they were, which harness.records.events_file reads and migrate moves.
@@ -644,6 +647,7 @@ NUMERICS = _first(runfolder.NUMERICS_FILE, AccuracyFile)
 DISTANCES = _first(runfolder.DISTANCES_FILE, DistancesFile)
 NUMERICS_PASS = _first(runfolder.NUMERICS_PASS_FILE, PassSearch)
 TIMELINE = _first(runfolder.TIMELINE_FILE, TimelineFile, compact=True)
+ANALYSIS = _first(runfolder.ANALYSIS_FILE, AnalysisFile, compact=True)  # harness.analyze's
 KINDS = (
     MANIFEST,
     CEILINGS,
@@ -661,6 +665,7 @@ KINDS = (
     NUMERICS,
     DISTANCES,
     NUMERICS_PASS,
+    ANALYSIS,
 )
 _KIND_OF = {k.record: k for k in KINDS}
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from harness.common import fmt
 from harness.common.fmt import MISSING
-from harness.program.record import ClusterRow, ModuleAnalysis, RollUp
 from harness.program.roof import ABOVE_CEILING
+from harness.records.program import ClusterRow, ModuleAnalysis, RollUp
 from harness.report.doc import Table, code
 
 

@@ -24,6 +24,7 @@ from matplotlib.patches import Patch
 
 from harness.common import fmt, forked
 from harness.frontends import registry
+from harness.program.roof import attainable
 from harness.records.run_files import KernelEvent, Peak
 from harness.report.memory import live_series, memory_pair
 from harness.saved.run import SavedRun, SavedVariant
@@ -341,7 +342,7 @@ def _draw_ceilings(
         grid = log_grid(lo, hi)
         ax.plot(
             grid,
-            [min(peak, bw * x) for x in grid],
+            [attainable(x, peak, bw) for x in grid],
             color=cmap(j),
             lw=1.5,
             label=f"{prec} ceiling {fmt.si(peak, 'FLOP/s')}, {fmt.si(bw, 'B/s')}",

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.common import fmt
 from harness.frontends import registry
-from harness.program.record import ModuleAnalysis
+from harness.records.program import ModuleAnalysis
 from harness.report.cluster_tables import (
     CONVENTIONS,
     Paths,
@@ -55,8 +55,8 @@ def ranked(run: SavedRun, v: SavedVariant) -> Ranked | None:
 
 
 def ranked_modules(run: SavedRun, v: SavedVariant) -> tuple[ModuleAnalysis, ...]:
-    """The ranking's modules, typed: they are harness.program.record's records, which the
-    saved run below the analysis cannot import, so typed here, with the file and key named."""
+    """The ranking's modules, typed: they are harness.records.program's records, which
+    RankingFile keeps open (`Plain`), so typed here, with the file and key named."""
     where = str(RunFolder(run.path).variant(v.name).ranking)
     return tuple(
         from_json(ModuleAnalysis, m, where, f"modules[{i}]")

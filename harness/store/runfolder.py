@@ -57,6 +57,7 @@ DISTANCES_FILE = "distances.json"  # the analysis's per-leaf distances from the 
 NUMERICS_PASS_FILE = "numerics_pass.json"  # the optional search for the pass that moved it
 # The attributed timeline: Chrome trace JSON, gzipped, which Perfetto and chrome://tracing open.
 TIMELINE_FILE = "timeline.perfetto.json.gz"
+ANALYSIS_FILE = "analysis.json"  # `python -m harness.analyze`'s program analysis
 TORCH_FILE = "torch.json"  # the PyTorch capture's facts
 TORCH_TRACE_FILE = "torch_trace.json"  # torch.profiler's trace
 RECOMPILE_FILE = "recompile.txt"
@@ -342,6 +343,11 @@ class RunFolder:
     @property
     def ceilings(self) -> Path:
         return self.root / CEILINGS_FILE
+
+    @property
+    def analysis(self) -> Path:
+        """`python -m harness.analyze`'s analysis.json (a study writes none)."""
+        return self.root / ANALYSIS_FILE
 
     @property
     def search(self) -> Path:

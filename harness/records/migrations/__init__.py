@@ -7,6 +7,8 @@ into version n+1, and harness.records.summary.parse_summary applies them in turn
 
 A change to summary.json's records raises SCHEMA_VERSION (harness.records.summary) and adds
 its migration here, with a test that an old summary reads (tests/test_schema.py).
+
+    ceilings    ceilings.json's own (harness.records.run_files.CEILINGS), not summary.json's
 """
 
 from __future__ import annotations
