@@ -154,8 +154,10 @@ def line_parts(v: SavedVariant, ref: SavedVariant) -> tuple[TimePart, ...]:
     mine, theirs = _sums(v.times, "line"), _sums(ref.times, "line")
     parts = [
         replace(_group_part("line", _short(line), mine.get(line), theirs.get(line)), lines=(line,))
-        for line in set(mine) | set(theirs)
+        for line in sorted(set(mine) | set(theirs))
     ]
+    # Equal differences are common (a line in neither side's steps): ordered by the line, not by
+    # the set's hash order, so the report is the same from one process to the next.
     return tuple(sorted(parts, key=lambda p: (p.lines == (NO_LINE,), -abs(p.delta_s))))
 
 
