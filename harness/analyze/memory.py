@@ -13,8 +13,9 @@ variant) and by `python -m harness.analyze` on any dump folder.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from harness.common import userfiles
 from harness.hlo import memory as xm
@@ -255,31 +256,25 @@ def buffers_at_peak(
     return tuple(sorted(out, key=lambda b: (-b.bytes, b.value)))
 
 
+Report = TypeVar("Report")  # one of XLA's memory reports, parsed
+
+
+def _parsed(path: Path | None, parse: Callable[[str, str], Report]) -> Report | None:
+    """`parse` of one of XLA's memory reports (its text and its path, for the errors), or
+    None where the dump has no such file."""
+    if path is None:
+        return None
+    return parse(userfiles.read_text(path, userfiles.DUMP, errors="replace"), str(path))
+
+
 def module_memory(files: MemoryFiles) -> ModuleMemory | None:
     """Returns one module's memory, or None when XLA wrote no live ranges for it. Raises
     ValueError naming the file that is not what XLA writes."""
-    if files.live_range is None:
+    live = _parsed(files.live_range, xm.parse_live_range)
+    if live is None:
         return None
-    live = xm.parse_live_range(
-        userfiles.read_text(files.live_range, userfiles.DUMP, errors="replace"),
-        str(files.live_range),
-    )
-    assignment = (
-        xm.parse_buffer_assignment(
-            userfiles.read_text(files.buffer_assignment, userfiles.DUMP, errors="replace"),
-            str(files.buffer_assignment),
-        )
-        if files.buffer_assignment is not None
-        else None
-    )
-    usage = (
-        xm.parse_memory_usage(
-            userfiles.read_text(files.memory_usage, userfiles.DUMP, errors="replace"),
-            str(files.memory_usage),
-        )
-        if files.memory_usage is not None
-        else None
-    )
+    assignment = _parsed(files.buffer_assignment, xm.parse_buffer_assignment)
+    usage = _parsed(files.memory_usage, xm.parse_memory_usage)
     module = hlo_files.parsed(files.after)
     sizes = {v.value: v.size for v in assignment.values} if assignment is not None else {}
     sizes.update(dict(live.at_peak))

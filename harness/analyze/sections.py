@@ -8,6 +8,7 @@ writer does (harness.analyze.files). No key is produced twice.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -101,12 +102,32 @@ def timing(name: str, record: CaptureRecord, timed: TimingRecord | None) -> Timi
     )
 
 
+def paused(record: CaptureRecord) -> Compile:
+    """The compile section's figures the capture measured, any frontend's: the first call's
+    pauses and the new-shape call's (null where it measured none); the analysis adds its own."""
+    p, r = record.pauses, record.recompile
+    return Compile(
+        first_call_s=p.first_call_s if p else None,
+        compile_s=p.compile_s if p else None,
+        trace_s=p.trace_s if p else None,
+        lower_s=p.lower_s if p else None,
+        xla_compile_s=p.xla_compile_s if p else None,
+        first_execute_s=p.first_execute_s if p else None,
+        backend_compiles=p.backend_compiles if p else None,
+        fresh_process=p.fresh_process if p else None,
+        compile_slots=p.compile_slots if p else None,
+        recompile_s=r.seconds if r else None,
+        recompile_explanation=r.explanation if r else None,
+        recompile_backend_compiles=r.backend_compiles if r else None,
+        recompile_xla_compile_s=r.xla_compile_s if r else None,
+    )
+
+
 def compile_(
     vdir: Path, record: CaptureRecord, fusion_changed: bool | None
 ) -> tuple[Compile, VariantFiles]:
     """Returns the compile pauses and, from the first-call profile, XLA's time by pass, with
     compile.json's record (the first call's and the recompile's breakdowns)."""
-    p, r = record.pauses, record.recompile
     folder = VariantFolder(vdir)
     breakdown = _compile_breakdowns(folder, record.module)
     files = (
@@ -120,21 +141,9 @@ def compile_(
         if breakdown
         else NONE
     )
-    section = Compile(
-        first_call_s=p.first_call_s if p else None,
-        compile_s=p.compile_s if p else None,
-        trace_s=p.trace_s if p else None,
-        lower_s=p.lower_s if p else None,
-        xla_compile_s=p.xla_compile_s if p else None,
-        first_execute_s=p.first_execute_s if p else None,
-        backend_compiles=p.backend_compiles if p else None,
-        fresh_process=p.fresh_process if p else None,
-        compile_slots=p.compile_slots if p else None,
+    section = dataclasses.replace(
+        paused(record),
         autotune_choices=record.autotune_choices,
-        recompile_s=r.seconds if r else None,
-        recompile_explanation=r.explanation if r else None,
-        recompile_backend_compiles=r.backend_compiles if r else None,
-        recompile_xla_compile_s=r.xla_compile_s if r else None,
         recompile_fusion_changed=fusion_changed,
         **_pass_fields(breakdown.get("first_call")),
     )

@@ -55,7 +55,6 @@ from harness.records.summary import (
 )
 from harness.store import io
 from harness.store.runfolder import (
-    CALLBACK_OUTPUT_FILE,
     EXPECTED_ERROR_FILE,
     RECOMPILE_FILE,
     VariantFolder,
@@ -314,12 +313,9 @@ def capture_variant(
         if subject.reference is not None:
             subject.reference.wait()
         ctx.turn.end()  # a capture that raised hands the device on too
-    printed = buffer.getvalue()
-    if printed:
-        io.write_text(ctx.variant_dir / CALLBACK_OUTPUT_FILE, printed)
     record = dataclasses.replace(
         record,
-        callback_lines=buffer.line_count(),
+        callback_lines=run_files.write_callback_output(ctx.variant_dir, buffer),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
         probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent(), ctx.turn)

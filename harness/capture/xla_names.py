@@ -15,23 +15,12 @@ import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.common.protowire import varint
+
 # A FileDescriptorProto starts with its name, field 1: tag 0x0a, length 13.
 _MARKER = b"\n\rxla/xla.proto"
 _WALK_BYTES = 8 << 20  # the walk stops here: the descriptor of xla.proto is a few hundred KB
 _MESSAGE_TYPE, _NAME, _FIELD = 4, 1, 2  # FileDescriptorProto.message_type, .name, .field
-
-
-def _varint(buf: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 def _fields(buf: bytes | mmap.mmap, start: int, end: int) -> Iterator[tuple[int, bytes]]:
@@ -39,12 +28,12 @@ def _fields(buf: bytes | mmap.mmap, start: int, end: int) -> Iterator[tuple[int,
     varints, until the end or the first thing that is not protobuf wire format."""
     pos = start
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = varint(buf, pos)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            _, pos = _varint(buf, pos)
+            _, pos = varint(buf, pos)
         elif wire == 2:
-            size, pos = _varint(buf, pos)
+            size, pos = varint(buf, pos)
             if pos + size > end:
                 return
             yield number, bytes(buf[pos : pos + size])

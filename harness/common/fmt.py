@@ -7,6 +7,7 @@ their findings with the same figures the report's tables print.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 MISSING = "–"  # no such figure
@@ -33,14 +34,18 @@ def num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _figure(value: Any, written: Callable[[float], str]) -> str:
+    """Returns `value` as `written` prints a number, or MISSING where it is none (num)."""
+    v = num(value)
+    return MISSING if v is None else written(v)
+
+
 def ms(seconds: Any) -> str:
-    v = num(seconds)
-    return MISSING if v is None else f"{v * 1e3:.3f} ms"
+    return _figure(seconds, lambda v: f"{v * 1e3:.3f} ms")
 
 
 def secs(seconds: Any) -> str:
-    v = num(seconds)
-    return MISSING if v is None else f"{v:.3f} s"
+    return _figure(seconds, lambda v: f"{v:.3f} s")
 
 
 def age(seconds: Any) -> str:
@@ -127,18 +132,15 @@ def si(value: Any, unit: str = "") -> str:
 
 
 def tflops(value: Any) -> str:
-    v = num(value)
-    return MISSING if v is None else f"{v / 1e12:.3g}"
+    return _figure(value, lambda v: f"{v / 1e12:.3g}")
 
 
 def pct(value: Any) -> str:
-    v = num(value)
-    return MISSING if v is None else f"{v * 100:.1f}%"
+    return _figure(value, lambda v: f"{v * 100:.1f}%")
 
 
 def sci(value: Any) -> str:
-    v = num(value)
-    return MISSING if v is None else f"{v:.2e}"
+    return _figure(value, lambda v: f"{v:.2e}")
 
 
 def text(value: Any) -> str:
@@ -173,7 +175,7 @@ def step(value: Any, bounds: Any = None) -> str:
     if v is None:
         return MISSING
     interval = ci(bounds)
-    return f"{v * 1e3:.3f} ms" + (f" ({interval})" if interval else "")
+    return ms(v) + (f" ({interval})" if interval else "")
 
 
 VERDICT_WORDS = {

@@ -58,11 +58,9 @@ def _transfers(v: SavedVariant) -> tuple[float, float] | None:
     return sum(t.count for t in p.transfers_per_step), sum(t.bytes for t in p.transfers_per_step)
 
 
-class EagerLaunches(Claim):
-    """Eager dispatch issues one launch per primitive: three or more a step."""
-
-    id, key = "observation.eager_launches", "eager_launches"
-    claim = "Eager issues three or more launches per step."
+class _EagerClaim(Claim):
+    """A claim about the eager variant: silent for a framework without one, not measured
+    where it did not run."""
 
     def judge(self, run: SavedRun, framework: str) -> Observation | None:
         v = run.by_role("eager", framework)
@@ -70,6 +68,19 @@ class EagerLaunches(Claim):
             return None
         if not v.ok:
             return self.missing(framework, f"{v.name} {v.summary.identity.status}")
+        return self.judge_eager(run, framework, v)
+
+    def judge_eager(self, run: SavedRun, framework: str, v: SavedVariant) -> Observation:
+        raise NotImplementedError
+
+
+class EagerLaunches(_EagerClaim):
+    """Eager dispatch issues one launch per primitive: three or more a step."""
+
+    id, key = "observation.eager_launches", "eager_launches"
+    claim = "Eager issues three or more launches per step."
+
+    def judge_eager(self, run: SavedRun, framework: str, v: SavedVariant) -> Observation:
         kernels = v.summary.profile.kernels_per_step
         modules = v.summary.identity.eager_modules
         ev: list[str] = []
@@ -86,18 +97,13 @@ class EagerLaunches(Claim):
         return self.said(framework, YES if launches >= 3 else NO, ev)
 
 
-class EagerTransfers(Claim):
+class EagerTransfers(_EagerClaim):
     """Eager dispatch adds temporary host-device transfers (on a GPU)."""
 
     id, key = "observation.eager_transfers", "eager_transfers"
     claim = "Eager adds temporary host-device transfers per step."
 
-    def judge(self, run: SavedRun, framework: str) -> Observation | None:
-        v = run.by_role("eager", framework)
-        if v is None:
-            return None
-        if not v.ok:
-            return self.missing(framework, f"{v.name} {v.summary.identity.status}")
+    def judge_eager(self, run: SavedRun, framework: str, v: SavedVariant) -> Observation:
         t = _transfers(v)
         if t is None:
             return self.missing(framework, f"{v.name} was not profiled")

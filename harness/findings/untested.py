@@ -6,7 +6,7 @@ cores are named only on a GPU: on a CPU a bf16 GEMM is bf16 arithmetic.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.common import fmt
 from harness.findings.base import Rule
@@ -107,11 +107,11 @@ def _program_study(run: SavedRun) -> SavedVariant | None:
     return base
 
 
-class UntestedTanh(Rule):
-    """A GELU study that measured no tanh GELU: cheaper than erf, and a cuBLASLt epilogue."""
+class _GeluUntested(Rule):
+    """A change to one key of a GELU study's `problem:` that no measured variant made."""
 
-    id = "untested.tanh_gelu"
     kind = "untested"
+    problem_key: ClassVar[str] = ""
 
     def applies(self, run: SavedRun) -> bool:
         return _gelu_study(run) is not None
@@ -119,10 +119,33 @@ class UntestedTanh(Rule):
     def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
         base = _gelu_study(run)
         assert base is not None
-        forms = {v.summary.identity.problem.get("gelu") for v in run.variants if v.measured}
+        measured = {
+            v.summary.identity.problem.get(self.problem_key) for v in run.variants if v.measured
+        }
+        return self.suggest(
+            run, base, measured, base.summary.identity.problem.get(self.problem_key)
+        )
+
+    def suggest(
+        self, run: SavedRun, base: SavedVariant, measured: set[Any], study: Any
+    ) -> tuple[Untested, ...]:
+        """The suggestion, or none, given the values of the key the measured variants had
+        and the study's own (the baseline's, which its snippet inherits)."""
+        raise NotImplementedError
+
+
+class UntestedTanh(_GeluUntested):
+    """A GELU study that measured no tanh GELU: cheaper than erf, and a cuBLASLt epilogue."""
+
+    id = "untested.tanh_gelu"
+    problem_key = "gelu"
+
+    def suggest(
+        self, run: SavedRun, base: SavedVariant, measured: set[Any], study: Any
+    ) -> tuple[Untested, ...]:
         # The snippet inherits the study's problem: where that is tanh already, it is the
         # baseline again (a baseline that failed measured nothing, and needs no suggestion).
-        if "tanh" in forms or base.summary.identity.problem.get("gelu") == "tanh":
+        if "tanh" in measured or study == "tanh":
             return ()
         return (
             Untested(
@@ -134,20 +157,16 @@ class UntestedTanh(Rule):
         )
 
 
-class UntestedBf16(Rule):
+class UntestedBf16(_GeluUntested):
     """A float32 GELU study that measured no bfloat16 inputs."""
 
     id = "untested.bf16_inputs"
-    kind = "untested"
+    problem_key = "dtype"
 
-    def applies(self, run: SavedRun) -> bool:
-        return _gelu_study(run) is not None
-
-    def conclude(self, run: SavedRun) -> tuple[Untested, ...]:
-        base = _gelu_study(run)
-        assert base is not None
-        dtypes = {v.summary.identity.problem.get("dtype") for v in run.variants if v.measured}
-        if "bfloat16" in dtypes or base.summary.identity.problem.get("dtype") != "float32":
+    def suggest(
+        self, run: SavedRun, base: SavedVariant, measured: set[Any], study: Any
+    ) -> tuple[Untested, ...]:
+        if "bfloat16" in measured or study != "float32":
             return ()
         return (
             Untested(

@@ -107,13 +107,14 @@ class Frontend(Protocol):
 
     def diverge(
         self,
-        base_ir: Path,
-        ir: Path,
-        base_kernels: list[str] | None,
-        kernels: list[str] | None,
+        ir_a: Path,
+        ir_b: Path,
+        kernels_a: list[str] | None,
+        kernels_b: list[str] | None,
     ) -> Divergence:
-        """Returns where the variant's IR ladder first differs from its baseline's (stage
-        `none` when no compared stage differs)."""
+        """Returns where the variant's IR ladder (`ir_b`, its kernel names `kernels_b`) first
+        differs from its baseline's (`ir_a`, `kernels_a`): stage `none` when no compared stage
+        differs."""
         ...
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from harness.common.protowire import varint
+
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tensorflow.profiler"
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -168,26 +170,15 @@ _LEN = 2
 _PLANES, _LINES, _EVENTS = 1, 3, 4
 
 
-def _varint(buf: Any, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
 def _fields(buf: Any, start: int, end: int) -> Any:
     """Yields (field number, start of its tag, start of its value, end) for each field."""
     pos = start
     while pos < end:
         tag_at = pos
-        key, pos = _varint(buf, pos)
+        key, pos = varint(buf, pos)
         wire = key & 7
         if wire == 0:
-            _, pos = _varint(buf, pos)
+            _, pos = varint(buf, pos)
             yield key >> 3, tag_at, pos, pos
             continue
         if wire == 1:
@@ -195,7 +186,7 @@ def _fields(buf: Any, start: int, end: int) -> Any:
         elif wire == 5:
             value_at, pos = pos, pos + 4
         elif wire == _LEN:
-            size, value_at = _varint(buf, pos)
+            size, value_at = varint(buf, pos)
             pos = value_at + size
         else:
             raise ValueError(f"wire type {wire} at byte {tag_at}")

@@ -7,6 +7,8 @@ Reads only what the run wrote: each variant's `memory` summary section and memor
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from harness.common import fmt
 from harness.common.fmt import MISSING
 from harness.records.memory import read_memory_file
@@ -37,6 +39,12 @@ def _buffer_row(b: object) -> tuple[str, ...]:
         f"`{getattr(b, 'source_line', '')}`" if getattr(b, "source_line", None) else MISSING,
         made or MISSING,
     )
+
+
+def _buffers_table(buffers: Iterable[object]) -> Table:
+    """The buffers live at the peak, one row each (a variant's or a module's)."""
+    columns = ("buffer", "bytes", "shape", "allocation", "source line", "op (or who inserted it)")
+    return Table(columns, tuple(_buffer_row(b) for b in buffers))
 
 
 def _sources_row(m: object) -> tuple[str, ...]:
@@ -108,17 +116,7 @@ def variant_memory_blocks(v: SavedVariant) -> list[Block]:
                 f"The {len(m.largest)} largest of {m.buffers_at_peak} buffers live at the peak "
                 f"(position {m.peak_at} of {m.schedule_length}):"
             ),
-            Table(
-                (
-                    "buffer",
-                    "bytes",
-                    "shape",
-                    "allocation",
-                    "source line",
-                    "op (or who inserted it)",
-                ),
-                tuple(_buffer_row(b) for b in m.largest),
-            ),
+            _buffers_table(m.largest),
         ]
     return out
 
@@ -161,17 +159,5 @@ def module_blocks(found: list[tuple[str, object]]) -> list[Block]:
             )
         )
         if buffers:
-            out.append(
-                Table(
-                    (
-                        "buffer",
-                        "bytes",
-                        "shape",
-                        "allocation",
-                        "source line",
-                        "op (or who inserted it)",
-                    ),
-                    tuple(_buffer_row(b) for b in buffers[:10]),
-                )
-            )
+            out.append(_buffers_table(buffers[:10]))
     return out if found else []

@@ -118,10 +118,15 @@ def start_local(
 
 
 def send_hello(
-    worker: WorkerProcess, exp: Experiment, source: str, spec: dict[str, Any], checks: bool
+    worker: WorkerProcess,
+    exp: Experiment,
+    source: str,
+    spec: dict[str, Any] | None,
+    checks: bool,
 ) -> None:
-    """Sends a member its hello job without waiting (the preflight, `checks`, is process
-    0's: it is the group's)."""
+    """Sends a worker its hello job without waiting: the config, the group it joins (`spec`,
+    None for none) and whether it runs the preflight (`checks`; in a group, process 0's: it
+    is the group's)."""
     worker.send(
         "hello",
         config=to_json(exp),

@@ -157,6 +157,24 @@ class Supervisor:
     workdir: Path
     exp: Experiment
 
+    def _replace_worker(self) -> None:
+        """Keeps the dead current worker's log in the run folder and starts a new one."""
+        self.session.worker.save_log(self.workdir)
+        self.session.worker = self._new_worker()
+
+    def _expect_or_replace(self, done: str, within: float, lost: str, doing: str) -> str | None:
+        """Waits for the current worker's `done` of a stage the run can go on without;
+        returns None, or why it has nothing (`lost`: the worker died while `doing`), the
+        worker replaced."""
+        try:
+            self.session.worker.expect(done, within=within)
+        except WorkerDied as died:
+            note = f"{lost}: the worker {died.how()} while {doing}"
+            print(f"    {note}; a new worker times the variants", file=sys.stderr, flush=True)
+            self._replace_worker()
+            return note
+        return None
+
     def _new_worker(self) -> WorkerProcess:
         """Returns a worker ready for jobs, started now. In a
         group of processes, a new group: a jax.distributed group cannot go on after a member
@@ -237,8 +255,7 @@ class Supervisor:
                 todo.remove(name)
                 progress(name, record)
                 print(f"    {died.how()}; {group.successor(self.exp)}", file=sys.stderr, flush=True)
-                self.session.worker.save_log(self.workdir)
-                self.session.worker = self._new_worker()
+                self._replace_worker()
         return records
 
     def configure(self, exp: Experiment) -> None:
@@ -260,15 +277,9 @@ class Supervisor:
         self.session.worker.send(
             "ceilings", workdir=str(self.workdir), cache=self.session.ceilings_cache(self.workdir)
         )
-        try:
-            self.session.worker.expect("ceilings_done", within=self.exp.limits.call_s)
-        except WorkerDied as died:
-            note = f"no ceilings: the worker {died.how()} while measuring them"
-            print(f"    {note}; a new worker times the variants", file=sys.stderr, flush=True)
-            self.session.worker.save_log(self.workdir)
-            self.session.worker = self._new_worker()
-            return note
-        return None
+        return self._expect_or_replace(
+            "ceilings_done", self.exp.limits.call_s, "no ceilings", "measuring them"
+        )
 
     def _ceilings_measured_beside(self) -> str | None:
         """Waits for the ceilings a capture worker measured beside the captures
@@ -317,15 +328,9 @@ class Supervisor:
             searches=[{"variant": n, "distances": to_json(d)} for n, d in moved.items()],
         )
         within = exp.limits.call_s * (1 + exp.measure.numerics_pass_compiles) * len(moved)
-        try:
-            self.session.worker.expect("numerics_pass_done", within=within)
-        except WorkerDied as died:
-            note = f"no numerics pass search: the worker {died.how()} while searching"
-            print(f"    {note}; a new worker times the variants", file=sys.stderr, flush=True)
-            self.session.worker.save_log(self.workdir)
-            self.session.worker = self._new_worker()
-            return note
-        return None
+        return self._expect_or_replace(
+            "numerics_pass_done", within, "no numerics pass search", "searching"
+        )
 
     def time(self, timed: list[str], file: str = runfolder.TIMING_FILE) -> TimingRecord:
         """Times `timed` together in the current worker; a variant whose compile or calls for
@@ -364,8 +369,7 @@ class Supervisor:
                 else:
                     excluded.update({n: f"timing failed: {died.how()}" for n in todo})
                     todo = []
-                self.session.worker.save_log(self.workdir)
-                self.session.worker = self._new_worker()
+                self._replace_worker()
                 if not todo:
                     break
         empty = TimingRecord(

@@ -21,7 +21,6 @@ from harness.config import ConfigError, LoadedConfig
 from harness.config.experiment import Experiment
 from harness.config.load import blame
 from harness.store import io
-from harness.store.records import to_json
 from harness.store.runfolder import CEILINGS_FILE, REFERENCES_DIR
 from harness.study import group
 from harness.study.workerproc import WorkerDied, WorkerProcess
@@ -194,13 +193,7 @@ def hello(
     may have `sent` the hello job already."""
     deadline = time.monotonic() + exp.limits.preflight_s
     if not sent:
-        worker.send(
-            "hello",
-            config=to_json(exp),
-            source=source,
-            checks=checks,
-            distributed=distributed,
-        )
+        group.send_hello(worker, exp, source, distributed, checks)
     meanwhile()
     try:
         event = worker.expect("hello", within=deadline - time.monotonic())

@@ -162,22 +162,32 @@ class Worker:
             self.group_preflight(bool(job.get("checks")))
             return
         if job.get("checks"):
-            try:
-                if self.exp.program.enabled:  # a function or init that never returns ends here
-                    send("checking", key="program", what="tracing the program's init and function")
-                preflight.check_program(self.exp)
-                preflight.check_memory(self.exp, self.platform)
-                preflight.check_options(
-                    self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
-                )
-            except ConfigError as e:
-                send("config_error", key=e.key, problem=e.problem)
+            found = self.config_problem()
+            if found is not None:
+                send("config_error", key=found[0], problem=found[1])
                 return
             send("preflight_ok")
             # The session's first worker, after answering, while the supervisor finishes its
             # own start: the imports would otherwise fall inside the capture, between two
             # variants. (A worker for one variant preloads only its own: run.preload_for.)
             self.import_frontends()
+
+    def config_problem(self) -> tuple[str, str] | None:
+        """Checks the config on the device (the program traces, the memory fits, the XLA
+        options are taken); returns the first problem (its key, what is wrong), or None."""
+        from harness.capture import preflight  # imports JAX: loaded only when called
+
+        try:
+            if self.exp.program.enabled:  # a function or init that never returns ends here
+                send("checking", key="program", what="tracing the program's init and function")
+            preflight.check_program(self.exp)
+            preflight.check_memory(self.exp, self.platform)
+            preflight.check_options(
+                self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
+            )
+        except ConfigError as e:
+            return e.key, e.problem
+        return None
 
     def join(self, spec: dict[str, Any]) -> None:
         """Joins the jax.distributed group the supervisor (or the launcher) set up."""
@@ -192,8 +202,6 @@ class Worker:
         """The preflight of a group: process 0 checks the config once, and every process
         answers with its verdict, so a process started by an external launcher refuses the
         same config error as process 0 instead of waiting for jobs that never come."""
-        from harness.capture import preflight  # imports JAX: loaded only when called
-
         found: tuple[str, str] | None = None
         if self.member.count != self.exp.processes.count:
             found = (
@@ -202,16 +210,7 @@ class Worker:
                 f"{self.member.count} processes",
             )
         elif self.member.rank == 0 and checks:
-            try:
-                if self.exp.program.enabled:
-                    send("checking", key="program", what="tracing the program's init and function")
-                preflight.check_program(self.exp)
-                preflight.check_memory(self.exp, self.platform)
-                preflight.check_options(
-                    self.exp, self.platform, lambda key, opts: send("try", key=key, options=opts)
-                )
-            except ConfigError as e:
-                found = (e.key, e.problem)
+            found = self.config_problem()
         found = self.group.share_verdict(found, self.exp.limits.preflight_s)
         if checks:
             if found is not None:

@@ -23,9 +23,6 @@ if TYPE_CHECKING:  # imported when called, so that registering the frontend impo
     from harness.capture.variant import Subject
     from harness.config.experiment import Experiment, Variant
     from harness.frontends.contract import Captured, Context
-    from harness.hlo.diverge import Divergence
-    from harness.records.run_files import Ceilings
-    from harness.records.summary import CaptureRecord, TimingRecord, VariantSummary
 
 NAME = "jax"
 
@@ -145,17 +142,8 @@ class JaxFrontend:
         del platform
         return _block
 
-    def analyze(
-        self,
-        workdir: Path,
-        exp: Experiment,
-        variant: Variant,
-        record: CaptureRecord,
-        timed: TimingRecord | None,
-        ceilings: Ceilings | None,
-        platform: str,
-    ) -> tuple[VariantSummary, list[str]]:
-        return analyze_xla_variant(workdir, exp, variant, record, timed, ceilings, platform)
+    # The harness's own stages take the protocol's arguments in its order: no wrapper between.
+    analyze = staticmethod(analyze_xla_variant)
 
     def validate(self, variant: Variant, source: str) -> None:
         del variant, source  # its keys are the config's own (harness.config.validate)
@@ -163,14 +151,7 @@ class JaxFrontend:
     def job_scope(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def diverge(
-        self,
-        base_ir: Path,
-        ir: Path,
-        base_kernels: list[str] | None,
-        kernels: list[str] | None,
-    ) -> Divergence:
-        return first_divergence(base_ir, ir, base_kernels, kernels)
+    diverge = staticmethod(first_divergence)
 
 
 register(JaxFrontend())

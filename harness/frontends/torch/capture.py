@@ -52,11 +52,17 @@ from harness.frontends.torch.inductor.artifacts import (
 from harness.frontends.torch.inductor.captured import read_captured
 from harness.frontends.torch.inductor.trace_log import FrameCompile
 from harness.records import ladder, run_files
-from harness.records.summary import CaptureRecord, ExpectedError, Failure, Pauses, Recompile
+from harness.records.summary import (
+    CaptureRecord,
+    ExpectedError,
+    Failure,
+    Numerics,
+    Pauses,
+    Recompile,
+)
 from harness.records.torch_facts import TorchFacts
 from harness.store import io
 from harness.store.runfolder import (
-    CALLBACK_OUTPUT_FILE,
     EXPECTED_ERROR_FILE,
     RECOMPILE_FILE,
     TORCH_TRACE_FILE,
@@ -138,12 +144,9 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
             record, call = _capture_eager(exp, variant, fn, inputs, wait, ctx)
         else:
             record, call = _capture_compiled(exp, variant, fn, inputs, wait, ctx)
-    printed = buffer.getvalue()
-    if printed:
-        io.write_text(ctx.variant_dir / CALLBACK_OUTPUT_FILE, printed)
     record = dataclasses.replace(
         record,
-        callback_lines=buffer.line_count(),
+        callback_lines=run_files.write_callback_output(ctx.variant_dir, buffer),
         wall_s=time.perf_counter() - started,
         memory=torch_memory.measured(device, allocated) if record.status == "ok" else None,
     )
@@ -240,28 +243,37 @@ def _capture_eager(
         ctx.variant_dir,
         TorchFacts(torch_version=str(env.torch_version()), device=inputs.device, eager=True),
     )
-    record = CaptureRecord(
+    pauses = Pauses(
+        first_call_s=first_call_s,
+        compile_s=0.0,
+        first_execute_s=first_call_s,
+        backend_compiles=0,
+        fresh_process=ctx.fresh_process,
+    )
+    return _ran(variant, pauses, recompile, times, numerics, notes), call
+
+
+def _ran(
+    variant: Variant,
+    pauses: Pauses,
+    recompile: Recompile | None,
+    times: list[float],
+    numerics: Numerics | None,
+    notes: list[str],
+) -> CaptureRecord:
+    """The record of a torch variant that ran, eager or compiled: no XLA module, and pauses
+    with no tracing, lowering or XLA compile of JAX's (torch.compile's phases are its
+    compile.json's)."""
+    return CaptureRecord(
         status="ok",
-        reason=None,
         mode=variant.mode,
-        module=None,
-        pauses=Pauses(
-            first_call_s=first_call_s,
-            compile_s=0.0,
-            trace_s=None,
-            lower_s=None,
-            xla_compile_s=None,
-            first_execute_s=first_call_s,
-            backend_compiles=0,
-            fresh_process=ctx.fresh_process,
-        ),
+        pauses=pauses,
         recompile=recompile,
         latency_blocked_s=tuple(times),
         numerics=numerics,
         flops_analytic=analytic_flops(variant),
         notes=tuple(notes),
     )
-    return record, call
 
 
 def _eager_ladder(ir_dir: Path, fn: tx.TorchFn, args: tuple[Any, ...]) -> list[str]:
@@ -384,27 +396,13 @@ def _capture_compiled(
         recompile = Recompile(recompile_s, explanation, len(recompile_ids), None)
         if reasons:
             io.write_text(ctx.variant_dir / RECOMPILE_FILE, explanation + "\n")
-    record = CaptureRecord(
-        status="ok",
-        reason=None,
-        mode=variant.mode,
-        module=None,
-        pauses=Pauses(
-            first_call_s=first_call_s,
-            compile_s=compile_s,
-            trace_s=None,
-            lower_s=None,
-            xla_compile_s=None,
-            first_execute_s=None,
-            backend_compiles=len(first_ids),
-            fresh_process=ctx.fresh_process,
-        ),
-        recompile=recompile,
-        latency_blocked_s=tuple(times),
-        numerics=numerics,
-        flops_analytic=analytic_flops(variant),
-        notes=tuple(notes),
+    pauses = Pauses(
+        first_call_s=first_call_s,
+        compile_s=compile_s,
+        backend_compiles=len(first_ids),
+        fresh_process=ctx.fresh_process,
     )
+    record = _ran(variant, pauses, recompile, times, numerics, notes)
     # After a recompile Dynamo runs the newer graph for the captured shape too: time afresh.
     return record, (call if not recompile_ids else None)
 

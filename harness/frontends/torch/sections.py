@@ -14,6 +14,7 @@ Never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ def compile_(
 ) -> tuple[Compile, VariantFiles]:
     """Returns the compile pauses, the first compile split into torch.compile's phases, and
     the new-shape call, with compile.json's record (both calls' phases, per compile id)."""
-    p, r = record.pauses, record.recompile
+    p = record.pauses
     first_times, again_times = _times(cap, first), _times(cap, again)
     frames = {f.compile_id: f.to_json() for f in cap.frames([*first, *again])}
     written = run_files.from_document(
@@ -167,15 +168,10 @@ def compile_(
     compile_s = p.compile_s if p else None
     if compile_s is None and first_times is not None:
         compile_s = first_times.total_s
-    section = Compile(
-        first_call_s=p.first_call_s if p else None,
+    # Torch's record leaves JAX's own pauses (tracing, lowering, XLA) null.
+    section = dataclasses.replace(
+        sections.paused(record),
         compile_s=compile_s,
-        first_execute_s=p.first_execute_s if p else None,
-        backend_compiles=p.backend_compiles if p else None,
-        fresh_process=p.fresh_process if p else None,
-        recompile_s=r.seconds if r else None,
-        recompile_explanation=r.explanation if r else None,
-        recompile_backend_compiles=r.backend_compiles if r else None,
         recompile_fusion_changed=_fusion_changed(cap, first, again),
         by_pipeline=_phase_seconds(first_times),
         autotuning_s=first_times.autotune_s if first_times else None,
