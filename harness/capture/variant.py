@@ -315,7 +315,7 @@ def capture_variant(
         ctx.turn.end()  # a capture that raised hands the device on too
     record = dataclasses.replace(
         record,
-        callback_lines=run_files.write_callback_output(ctx.variant_dir, buffer),
+        callback_lines=io.write_callback_output(ctx.variant_dir, buffer),
         wall_s=time.perf_counter() - started,
         probe_failures=tuple(ctx.failures),
         probe_s=reuse.costs(ctx.costs, subject.reference and subject.reference.spent(), ctx.turn)

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import userfiles
-from harness.common.bounded import BoundedText
 from harness.records.migrations.ceilings import migrate_ceilings_v0
 from harness.records.numerics import AccuracyFile, DistancesFile, PassSearch
 from harness.records.program import AnalysisFile
@@ -791,11 +790,3 @@ def write_timings(
 def write_torch_facts(variant_dir: Path, facts: TorchFacts) -> Path:
     """Writes a PyTorch variant's torch.json: the one writer, which its capture calls."""
     return write(runfolder.VariantFolder(variant_dir).torch, facts)
-
-
-def write_callback_output(variant_dir: Path, printed: BoundedText) -> int:
-    """Writes what a variant's function printed to its callback_output.txt (nothing printed: no
-    file); returns the lines it printed. The one writer, which the JAX and PyTorch captures call."""
-    if text := printed.getvalue():
-        io.write_text(variant_dir / runfolder.CALLBACK_OUTPUT_FILE, text)
-    return printed.line_count()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import userfiles
+from harness.common.bounded import BoundedText
 from harness.store import ownership, records, runfolder
 
 
@@ -472,3 +473,11 @@ def own_output(path: Path, tool: str, inputs: tuple[Path, ...] = ()) -> Iterator
     finally:
         with contextlib.suppress(OSError):  # unrecorded: a later claim refuses, losing nothing
             seal_output(target, tool)
+
+
+def write_callback_output(variant_dir: Path, printed: BoundedText) -> int:
+    """Writes what a variant's function printed to its callback_output.txt (nothing printed: no
+    file); returns the lines it printed. The one writer, which the JAX and PyTorch captures call."""
+    if text := printed.getvalue():
+        write_text(variant_dir / runfolder.CALLBACK_OUTPUT_FILE, text)
+    return printed.line_count()

@@ -146,7 +146,7 @@ def capture_torch_variant(exp: Experiment, variant: Variant, ctx: Context) -> Ca
             record, call = _capture_compiled(exp, variant, fn, inputs, wait, ctx)
     record = dataclasses.replace(
         record,
-        callback_lines=run_files.write_callback_output(ctx.variant_dir, buffer),
+        callback_lines=io.write_callback_output(ctx.variant_dir, buffer),
         wall_s=time.perf_counter() - started,
         memory=torch_memory.measured(device, allocated) if record.status == "ok" else None,
     )
