@@ -363,6 +363,25 @@ def bind_programs(
     return bound, notes
 
 
+@dataclass(frozen=True, eq=False)
+class _SteadyWindow:
+    """What attribution reads of a profile: the steady window's rows, and what was learned of
+    the whole event table on the way. The whole table is not among them: it dies when the step
+    that read it returns, so a long profile's rows are never held twice (issue 57: a gigabyte
+    profile's analysis stays under 1.5x the xplane + 1 GB)."""
+
+    rows: EventTable  # the analysed programs' events; only those of marked steps when marked
+    program: np.ndarray  # each row's index into `keys`
+    keys: list[ProgramKey | None]  # the profile's programs, sorted (None: outside any program)
+    bound: dict[str, int | None]  # module key -> the program id its events carry
+    times: dict[ProgramKey, float]  # each program's self time in the window (ns)
+    marked: bool  # the profile's step markers hold events of the analysed programs
+    left_out: int  # events of the analysed programs outside the marked steps
+    outside: tuple[OutsideProgram, ...]
+    notes: tuple[str, ...]
+    markers: tuple[StepMarker, ...]
+
+
 def attach_profile(
     results: list[ModuleResult],
     xplane: Path,
@@ -384,14 +403,82 @@ def attach_profile(
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be a positive integer, got {steps}")
     path = find_xplane(xplane) if xplane.is_dir() else xplane
+    eager = mode == "eager"
+    # The whole event table is freed by now: the window is all the match reads.
+    window = _steady_window(path, results, eager)
+    main, label = _main_program(results, window.bound, window.times, eager)
+    found, notes = _window_steps(window, main, label, steps)
+    report = match_table(
+        window.rows,
+        _clusters_by_key(results, window.bound),
+        steps=None if window.marked or found is None else found.count,
+        mode=mode,  # type: ignore[arg-type]
+        command_buffers=command_buffers(results, window.bound),
+        left_out=window.left_out,
+    )
+    events_file.write(events or out / EVENTS_FILE, arrow_slices(report))
+    profile = ProfileResult(
+        path, report, found, window.outside, window.bound, window.notes + notes, window.markers
+    )
+    if kernels:
+        write_kernels(out, profile)
+    return profile
+
+
+def _steady_window(path: Path, results: Sequence[ModuleResult], eager: bool) -> _SteadyWindow:
+    """The steady window of the profile at `path` for the analysed modules: their events (in
+    eager mode every program's), only those of marked steps when the markers hold any.
+
+    The event table read here is referenced by this frame alone: only the window (a copy of
+    its rows, unless it is every row) and small results leave, so the table is freed on return.
+    """
     table, markers = read_table(path)
     keys, program = table.programs()
     bound, notes = bind_programs(results, [k for k in keys if k is not None])
-    selected = {(r.module, bound[r.key]) for r in results if r.key in bound}
-    eager = mode == "eager"
-    chosen = np.array([eager or k is None or k in selected for k in keys], dtype=bool)
-    inside = chosen[program] if len(table) else np.zeros(0, dtype=bool)
+    selected = _selected_programs(results, bound)
+    inside = _rows_of(program, [eager or k is None or k in selected for k in keys])
     own = self_ns(table)
+    outside = _outside_programs(keys, program, inside, own)
+    if not eager and len(table) and not _selection_ran(keys, program, inside, selected):
+        # Nothing of the analysed programs ran: runtime copies alone make no steps.
+        notes.extend(_runtime_copies_note(table, inside))
+        inside[:] = False
+    has_step = table.ints["step"] != NULL
+    marked = bool((inside & has_step).any())
+    in_window = inside & has_step if marked else inside
+    window = table.subset(in_window)
+    window_program = program[in_window]
+    window_own = self_ns(window) if window is not table else own
+    return _SteadyWindow(
+        window,
+        window_program,
+        keys,
+        bound,
+        _program_times(keys, window_program, window_own),
+        marked,
+        int(inside.sum()) - len(window),
+        outside,
+        tuple(notes),
+        markers,
+    )
+
+
+def _selected_programs(
+    results: Sequence[ModuleResult], bound: dict[str, int | None]
+) -> set[ProgramKey]:
+    """The (module, program id) of each analysed module bound to a program of the profile."""
+    return {(r.module, bound[r.key]) for r in results if r.key in bound}
+
+
+def _rows_of(program: np.ndarray, chosen: list[bool]) -> np.ndarray:
+    """Each row's `chosen` value, by its program (`program`: each row's index into them)."""
+    return np.array(chosen, dtype=bool)[program] if len(program) else np.zeros(0, dtype=bool)
+
+
+def _outside_programs(
+    keys: list[ProgramKey | None], program: np.ndarray, inside: np.ndarray, own: np.ndarray
+) -> tuple[OutsideProgram, ...]:
+    """Each program with rows outside the analysed ones: its events and self time (s)."""
     outside = []
     for g in sorted(np.unique(program[~inside]).tolist(), key=lambda g: str(keys[g])):
         key = keys[g]
@@ -400,71 +487,92 @@ def attach_profile(
         outside.append(
             OutsideProgram(key[0], key[1], int(rows.sum()), float(own[rows].sum()) * 1e-9)
         )
+    return tuple(outside)
+
+
+def _selection_ran(
+    keys: list[ProgramKey | None],
+    program: np.ndarray,
+    inside: np.ndarray,
+    selected: Collection[ProgramKey],
+) -> bool:
+    """Whether any row inside belongs to an analysed program (not only to none)."""
     in_selection = np.array([k is not None and k in selected for k in keys], dtype=bool)
-    if not eager and len(table) and not in_selection[program][inside].any():
-        # Nothing of the analysed programs ran: runtime copies alone make no steps.
-        loose = int((inside & (table.codes["hlo_module"] == 0)).sum())
-        if loose:
-            notes.append(f"{loose} device events outside any program (runtime copies) ignored")
-        inside[:] = False
-    has_step = table.ints["step"] != NULL
-    marked = bool((inside & has_step).any())
-    in_window = inside & has_step if marked else inside
-    window = table.subset(in_window)
-    window_program = program[in_window]
-    window_own = self_ns(window) if window is not table else own
-    # The window is all the match reads: a long profile's rows are not held twice.
-    left_out = int(inside.sum()) - len(window)
-    del table, own, program
-    sums = np.bincount(window_program, weights=window_own, minlength=len(keys))
-    present = np.bincount(window_program, minlength=len(keys)) > 0
-    times = {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
+    return bool(in_selection[program][inside].any())
+
+
+def _runtime_copies_note(table: EventTable, inside: np.ndarray) -> tuple[str, ...]:
+    """The note on the rows inside that belong to no program (runtime copies), if any."""
+    loose = int((inside & (table.codes["hlo_module"] == 0)).sum())
+    if not loose:
+        return ()
+    return (f"{loose} device events outside any program (runtime copies) ignored",)
+
+
+def _program_times(
+    keys: list[ProgramKey | None], program: np.ndarray, own: np.ndarray
+) -> dict[ProgramKey, float]:
+    """Each program's self time (ns) over the rows (`program`: each row's index into `keys`),
+    for the programs with rows."""
+    sums = np.bincount(program, weights=own, minlength=len(keys))
+    present = np.bincount(program, minlength=len(keys)) > 0
+    return {k: float(sums[g]) for g, k in enumerate(keys) if k is not None and present[g]}
+
+
+def _main_program(
+    results: Sequence[ModuleResult],
+    bound: dict[str, int | None],
+    times: dict[ProgramKey, float],
+    eager: bool,
+) -> tuple[ProgramKey, str]:
+    """The program one execution of which is a step, and its label for the step notes."""
     inputs = [r.as_input(bound.get(r.key)) for r in results]
     if eager and times:
         # Eager: one small module per primitive, most without HLO; a step is one execution of
         # the program that takes the most device time, analysed or not.
         key = max(times, key=lambda k: (times[k], str(k)))
-        label = f"{key[0]} (program {key[1]})"
-    else:
-        main, _ = choose_main(inputs, times)
-        top = next(m for m in inputs if m.key == main[0])
-        key = top.program
-        label = f"{top.name} (program {top.program_id})"
-    main_rows = np.isin(window_program, [g for g, k in enumerate(keys) if k == key])
-    found: Steps | None = None
-    if len(window):
-        marked_steps = int(np.unique(window.ints["step"]).size) if marked else 0
-        if marked and steps is not None and marked_steps != steps:
-            raise ValueError(
-                f"--steps={steps} but the profile marks {marked_steps} steps with device "
-                "events of the analysed modules"
-            )
-        if not marked and markers:
-            notes.append(
-                f"the profile has {len(markers)} step markers but none holds an event of the "
-                "analysed modules"
-            )
-        found = count_steps(_one_per_run(window, main_rows), label, marked_steps, steps)
+        return key, f"{key[0]} (program {key[1]})"
+    main, _ = choose_main(inputs, times)
+    top = next(m for m in inputs if m.key == main[0])
+    return top.program, f"{top.name} (program {top.program_id})"
+
+
+def _window_steps(
+    window: _SteadyWindow, main: ProgramKey, label: str, steps: int | None
+) -> tuple[Steps | None, tuple[str, ...]]:
+    """The window's steps (none for an empty window) and a note when the profile's step
+    markers hold none of its events. Raises ValueError when `steps` contradicts the markers."""
+    if not len(window.rows):
+        return None, ()
+    marked_steps = int(np.unique(window.rows.ints["step"]).size) if window.marked else 0
+    if window.marked and steps is not None and marked_steps != steps:
+        raise ValueError(
+            f"--steps={steps} but the profile marks {marked_steps} steps with device "
+            "events of the analysed modules"
+        )
+    notes: tuple[str, ...] = ()
+    if not window.marked and window.markers:
+        notes = (
+            f"the profile has {len(window.markers)} step markers but none holds an event of "
+            "the analysed modules",
+        )
+    main_rows = np.isin(window.program, [g for g, k in enumerate(window.keys) if k == main])
+    return count_steps(_one_per_run(window.rows, main_rows), label, marked_steps, steps), notes
+
+
+def _clusters_by_key(
+    results: Sequence[ModuleResult], bound: dict[str, int | None]
+) -> dict[Any, tuple[Cluster, ...]]:
+    """Each bound module's clusters, keyed as the matcher reads them: (name, program id), or
+    the name alone for a loose file bound to a program without an id."""
     clusters = {(r.module, bound[r.key]): r.clusters for r in results if r.key in bound}
-    clusters_by_key: dict[Any, tuple[Cluster, ...]] = {
+    by_key: dict[Any, tuple[Cluster, ...]] = {
         (name, pid): cs for (name, pid), cs in clusters.items() if pid is not None
     }
     for (name, pid), cs in clusters.items():
-        if pid is None:  # a loose file bound to a program without an id: name only
-            clusters_by_key[name] = cs
-    report = match_table(
-        window,
-        clusters_by_key,
-        steps=None if marked or found is None else found.count,
-        mode=mode,  # type: ignore[arg-type]
-        command_buffers=command_buffers(results, bound),
-        left_out=left_out,
-    )
-    events_file.write(events or out / EVENTS_FILE, arrow_slices(report))
-    profile = ProfileResult(path, report, found, tuple(outside), bound, tuple(notes), markers)
-    if kernels:
-        write_kernels(out, profile)
-    return profile
+        if pid is None:
+            by_key[name] = cs
+    return by_key
 
 
 def write_kernels(out: Path, profile: ProfileResult, session: str = "") -> None:
