@@ -2,6 +2,7 @@
 slowdown (one extra elementwise op on one source line, about 3% of the step).
 
     PYTHONPATH=$PWD python benchmarks/compare_aa_gpu.py --out=DIR          # the GPU size
+    PYTHONPATH=$PWD python benchmarks/compare_aa_gpu.py --out=DIR --cpu    # the CPU size
     PYTHONPATH=$PWD python benchmarks/compare_aa_gpu.py --out=DIR --tiny   # a CPU check
 
 benchmarks/programs/planted.py is studied 6 times: 3 runs plain (a1, a2, a3) and 3 planted
@@ -23,6 +24,7 @@ from harness.analyze import line_diff
 
 _OUT = flags.DEFINE_string("out", None, "Folder for the runs and summary.json.")
 _TINY = flags.DEFINE_bool("tiny", False, "CPU size: a check that it runs, not a measurement.")
+_CPU = flags.DEFINE_bool("cpu", False, "The CPU's measurement: a size a 2-core CPU steps in ~0.1 s.")
 PROGRAM = Path(__file__).resolve().parent / "programs" / "planted.py"
 
 
@@ -60,6 +62,8 @@ def main(argv: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tiny = _TINY.value
     shape, dtype = ([64, 64], "float32") if tiny else ([8192, 2048], "bfloat16")
+    if _CPU.value:  # the planted pass over h (512 x 2048 float32) is ~3% of the step here too
+        shape, dtype = [512, 512], "float32"
     fn = "benchmarks.programs.planted:step"
 
     def config(plant: bool) -> dict:
