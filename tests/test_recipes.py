@@ -161,9 +161,8 @@ def add_run_file(root: Path) -> None:
     edit(
         root,
         "harness/store/runfolder.py",
-        "    @property\n    def distances(self) -> Path:\n",
-        "    @property\n    def example(self) -> Path:\n        return self.root / EXAMPLE_FILE\n\n"
-        "    @property\n    def distances(self) -> Path:\n",
+        "    distances = _InRoot(DISTANCES_FILE)\n",
+        "    example = _InRoot(EXAMPLE_FILE)\n    distances = _InRoot(DISTANCES_FILE)\n",
     )
     edit(
         root,

@@ -211,109 +211,56 @@ def set_aside(file: str, stamp: str) -> str:
     return f"{file.removesuffix('.json')}.before-{stamp}.json"
 
 
+class _InRoot:
+    """A path directly in a folder object's root: `result = _InRoot(RESULT_FILE)` makes
+    `folder.result` read `folder.root / "result.json"`, so each path is one line of the table
+    and how a path is made is said once."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: VariantFolder | RunFolder, owner: type | None = None) -> Path:
+        return folder.root / self.name
+
+
 @dataclass(frozen=True)
 class VariantFolder:
     """variants/<name>/ of a run folder: what the capture and the analysis write for one variant."""
 
     root: Path
 
+    result = _InRoot(RESULT_FILE)
+    timings = _InRoot(TIMINGS_FILE)
+    fusions = _InRoot(FUSIONS_FILE)
+    kernels = _InRoot(KERNELS_FILE)
+    events = _InRoot(EVENTS_FILE)
+    passes = _InRoot(PASSES_FILE)
+    compiles = _InRoot(COMPILE_FILE)  # compile.json: the variant's compiles
+    cost = _InRoot(COST_FILE)
+    ranking = _InRoot(RANKING_FILE)
+    comm = _InRoot(COMM_FILE)
+    timeline = _InRoot(TIMELINE_FILE)
+    memory = _InRoot(MEMORY_FILE)
+    numerics = _InRoot(NUMERICS_FILE)
+    outputs = _InRoot(OUTPUTS_FILE)
+    distances = _InRoot(DISTANCES_FILE)
+    numerics_pass = _InRoot(NUMERICS_PASS_FILE)
+    torch = _InRoot(TORCH_FILE)
+    dump = _InRoot(DUMP_DIR)
+    ir = _InRoot(IR_DIR)
+    profile = _InRoot(PROFILE_DIR)
+    report = _InRoot(REPORT_FILE)
+    report_html = _InRoot(REPORT_HTML)
+
     @property
     def name(self) -> str:
         return self.root.name
-
-    @property
-    def result(self) -> Path:
-        return self.root / RESULT_FILE
-
-    @property
-    def timings(self) -> Path:
-        return self.root / TIMINGS_FILE
-
-    @property
-    def fusions(self) -> Path:
-        return self.root / FUSIONS_FILE
-
-    @property
-    def kernels(self) -> Path:
-        return self.root / KERNELS_FILE
-
-    @property
-    def events(self) -> Path:
-        return self.root / EVENTS_FILE
-
-    @property
-    def passes(self) -> Path:
-        return self.root / PASSES_FILE
-
-    @property
-    def compiles(self) -> Path:  # compile.json: the variant's compiles
-        return self.root / COMPILE_FILE
-
-    @property
-    def cost(self) -> Path:
-        return self.root / COST_FILE
-
-    @property
-    def ranking(self) -> Path:
-        return self.root / RANKING_FILE
-
-    @property
-    def comm(self) -> Path:
-        return self.root / COMM_FILE
-
-    @property
-    def timeline(self) -> Path:
-        return self.root / TIMELINE_FILE
-
-    @property
-    def memory(self) -> Path:
-        return self.root / MEMORY_FILE
-
-    @property
-    def numerics(self) -> Path:
-        return self.root / NUMERICS_FILE
-
-    @property
-    def outputs(self) -> Path:
-        return self.root / OUTPUTS_FILE
-
-    @property
-    def distances(self) -> Path:
-        return self.root / DISTANCES_FILE
-
-    @property
-    def numerics_pass(self) -> Path:
-        return self.root / NUMERICS_PASS_FILE
-
-    @property
-    def torch(self) -> Path:
-        return self.root / TORCH_FILE
-
-    @property
-    def dump(self) -> Path:
-        return self.root / DUMP_DIR
-
-    @property
-    def ir(self) -> Path:
-        return self.root / IR_DIR
-
-    @property
-    def profile(self) -> Path:
-        return self.root / PROFILE_DIR
 
     def profile_window(self, window: str) -> Path:
         """Returns profile/<window>/ (one of PROFILE_WINDOWS)."""
         if window not in PROFILE_WINDOWS:
             raise ValueError(f"profile window must be one of {PROFILE_WINDOWS}, got {window!r}")
         return self.profile / window
-
-    @property
-    def report(self) -> Path:
-        return self.root / REPORT_FILE
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / REPORT_HTML
 
 
 @dataclass(frozen=True)
@@ -322,17 +269,25 @@ class RunFolder:
 
     root: Path
 
-    @property
-    def manifest(self) -> Path:
-        return self.root / MANIFEST_FILE
+    manifest = _InRoot(MANIFEST_FILE)
+    summary = _InRoot(SUMMARY_FILE)
+    timing = _InRoot(TIMING_FILE)
+    ceilings = _InRoot(CEILINGS_FILE)
+    analysis = _InRoot(ANALYSIS_FILE)  # `python -m harness.analyze`'s (a study writes none)
+    search = _InRoot(SEARCH_FILE)
+    processes = _InRoot(PROCESSES_FILE)
+    process_dir = _InRoot(PROCESS_DIR)
+    variants_dir = _InRoot(VARIANTS_DIR)
+    plots = _InRoot(PLOTS_DIR)
+    report = _InRoot(REPORT_FILE)
+    report_html = _InRoot(REPORT_HTML)
+    details = _InRoot(DETAILS_FILE)
+    details_html = _InRoot(DETAILS_HTML)
+    index_html = _InRoot(INDEX_HTML)
 
     @property
-    def summary(self) -> Path:
-        return self.root / SUMMARY_FILE
-
-    @property
-    def timing(self) -> Path:
-        return self.root / TIMING_FILE
+    def faults(self) -> Path:
+        return self.process_dir / FAULTS_FILE
 
     def timing_named(self, file: str) -> Path:
         """Returns a timing record of its own name (a search stage's timing-<n>.json)."""
@@ -340,64 +295,11 @@ class RunFolder:
             raise ValueError(f"a timing file is a .json name in the run folder, got {file!r}")
         return self.root / file
 
-    @property
-    def ceilings(self) -> Path:
-        return self.root / CEILINGS_FILE
-
-    @property
-    def analysis(self) -> Path:
-        """`python -m harness.analyze`'s analysis.json (a study writes none)."""
-        return self.root / ANALYSIS_FILE
-
-    @property
-    def search(self) -> Path:
-        return self.root / SEARCH_FILE
-
-    @property
-    def processes(self) -> Path:
-        return self.root / PROCESSES_FILE
-
-    @property
-    def process_dir(self) -> Path:
-        return self.root / PROCESS_DIR
-
-    @property
-    def faults(self) -> Path:
-        return self.process_dir / FAULTS_FILE
-
-    @property
-    def variants_dir(self) -> Path:
-        return self.root / VARIANTS_DIR
-
     def variant(self, name: str) -> VariantFolder:
         """Returns variants/<name>/; the name is a config's variant name, never a path."""
         if not one_component(name):
             raise ValueError(f"a variant name is one path component, got {name!r}")
         return VariantFolder(self.variants_dir / name)
-
-    @property
-    def plots(self) -> Path:
-        return self.root / PLOTS_DIR
-
-    @property
-    def report(self) -> Path:
-        return self.root / REPORT_FILE
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / REPORT_HTML
-
-    @property
-    def details(self) -> Path:
-        return self.root / DETAILS_FILE
-
-    @property
-    def details_html(self) -> Path:
-        return self.root / DETAILS_HTML
-
-    @property
-    def index_html(self) -> Path:
-        return self.root / INDEX_HTML
 
     def relative(self, path: Path) -> str:
         """Returns `path` relative to the run folder, as the report's links write it."""
