@@ -162,8 +162,12 @@ def run_folder(value: str, flag: str, need: str | tuple[str, ...] = SUMMARY_FILE
 def _declaring_module() -> str:
     """The module that called a `define_*` here, as absl names modules: `--help` lists the
     flags of the main module (by the path `python -m` ran, sys.argv[0]), and absl alone would
-    name this module, harness.commands.cli, whose flags no `--help` lists."""
-    name = str(sys._getframe(2).f_globals.get("__name__", ""))
+    name this module, harness.commands.cli, whose flags no `--help` lists. The first frame
+    outside this module: a helper here that defines a command's flags is looked past."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    name = str(frame.f_globals.get("__name__", ""))
     return sys.argv[0] if name == "__main__" else name
 
 
@@ -192,6 +196,13 @@ ALLOW_LOSS_HELP = (
     "Write the rewritten summary.json even when it lacks a section, a variant or a variant's "
     "section the run's summary holds now (by default the command refuses and changes nothing)."
 )
+
+
+def define_rewrite_flags(run_help: str) -> None:
+    """Defines the flags of a command that rewrites a finished run's summary.json (migrate,
+    reanalyze): --run, its folder, and --allow_loss, the guard against losing what it holds."""
+    define_string("run", "results/gelu/latest", run_help)
+    define_bool("allow_loss", False, ALLOW_LOSS_HELP)
 
 
 def _adopt_entry_flags(entry: Callable[..., object]) -> None:

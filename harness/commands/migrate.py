@@ -75,8 +75,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def define_flags() -> None:
-    cli.define_string("run", "results/gelu/latest", "The run folder to migrate.")
-    cli.define_bool("allow_loss", False, cli.ALLOW_LOSS_HELP)
+    cli.define_rewrite_flags("The run folder to migrate.")
 
 
 def run() -> None:

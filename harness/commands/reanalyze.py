@@ -127,8 +127,7 @@ def missing_inputs(
 
 
 def define_flags() -> None:
-    cli.define_string("run", "results/gelu/latest", "The run folder to analyze again.")
-    cli.define_bool("allow_loss", False, cli.ALLOW_LOSS_HELP)
+    cli.define_rewrite_flags("The run folder to analyze again.")
 
 
 def run() -> None:
