@@ -24,7 +24,9 @@ from harness.analyze import line_diff
 
 _OUT = flags.DEFINE_string("out", None, "Folder for the runs and summary.json.")
 _TINY = flags.DEFINE_bool("tiny", False, "CPU size: a check that it runs, not a measurement.")
-_CPU = flags.DEFINE_bool("cpu", False, "The CPU's measurement: a size a 2-core CPU steps in ~0.1 s.")
+_CPU = flags.DEFINE_bool(
+    "cpu", False, "The CPU's measurement: a size a 2-core CPU steps in ~0.1 s."
+)
 PROGRAM = Path(__file__).resolve().parent / "programs" / "planted.py"
 
 
