@@ -198,10 +198,12 @@ def _note_unmarked_study(event: str, args: tuple[Any, ...]) -> None:
 sys.addaudithook(_note_unmarked_study)
 
 
-# The files that take longest (pytest --durations=0 -n 2 on two cores, 2026-12-02), longest
-# first: `make test` (--dist loadfile --no-loadscope-reorder) hands them out first, and the short
-# files fill in at the end, so neither worker is left with a long file while the other idles.
-# xdist's own order, by number of tests, put test_faults.py and the torch run last.
+# The files that take longest (pytest --durations=0 -n 2 on two cores, 2026-12-02; the files
+# added since from `-m "study or slow" --durations`, 2026-12-07), longest first: `make test`
+# (--dist loadfile --no-loadscope-reorder) hands them out first, and the short files fill in at
+# the end, so neither worker is left with a long file while the other idles. xdist's own order,
+# by number of tests, put test_faults.py and the torch run last, and then the one-study files
+# (test_newcomer.py, test_kv_decoder_study.py: a minute or more of one test) at the very end.
 LONGEST_FIRST = (
     "test_hostile.py",
     "test_faults.py",
@@ -210,8 +212,15 @@ LONGEST_FIRST = (
     "test_analyze_cli.py",
     "test_bad_inputs.py",
     "test_torch_run.py",
-    "test_parser_bounds.py",
+    "test_newcomer.py",
     "test_user_program.py",
+    "test_parser_bounds.py",
+    "test_kv_decoder_study.py",
+    "test_processes.py",
+    "test_flax_train_state.py",
+    "test_shared_device.py",
+    "test_busy_machine.py",
+    "test_containment.py",
     "test_sharded.py",
 )
 
