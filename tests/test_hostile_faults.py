@@ -258,14 +258,16 @@ def test_a_resume_redoes_a_corrupt_variant_and_a_second_resume_at_once_is_refuse
 
 
 def test_sigkill_leaves_no_temporary_folder_or_process(world: World) -> None:
-    before_tmp = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).iterdir()}
+    # A temporary folder of its own: the shared one also holds what other studies (the other
+    # test worker's, anyone's) make and remove meanwhile.
+    tmp = world.root / "tmp"
+    tmp.mkdir()
     with tagged() as env:
-        proc = popen(world, "--config=gelu.yaml", *TINY, env=env)
+        proc = popen(world, "--config=gelu.yaml", *TINY, env={**env, "TMPDIR": str(tmp)})
         wait_for_line(proc, "[2/")
         proc.kill()
         proc.communicate(timeout=60)
-    after_tmp = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).iterdir()}
-    assert not {n for n in after_tmp - before_tmp if "harness" in n}
+    assert not {p.name for p in tmp.iterdir() if "harness" in p.name}
 
 
 # ==============================================================================================
