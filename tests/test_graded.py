@@ -329,3 +329,12 @@ def test_compare_names_the_keys_that_differ_and_a_knob_is_not_a_size(cpu_run: Pa
     elsewhere = cpu_run.parent.parent / "other-root" / "a" / "20260101-000000"
     assert default_out(elsewhere, b) != default_out(a, b)
     assert default_out(a, b) == default_out(a, b)
+
+
+def test_a_saved_limit_of_zero_is_that_limit_and_a_missing_one_the_default() -> None:
+    from harness.records.saved_config import SavedConfig
+
+    zero = judging.limits_of(SavedConfig({"timing": {"max_noise": 0, "max_others": 0.0}}))
+    assert (zero.max_noise, zero.max_others) == (0, 0)
+    assert judging.limits_of(SavedConfig({"timing": {}})) == judging.TimingLimits()
+    assert judging.limits_of(None) == judging.TimingLimits()

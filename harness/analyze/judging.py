@@ -59,14 +59,16 @@ def limits_of(config: SavedConfig | None) -> TimingLimits:
     """A saved config's timing limits (a manifest's `config`), the defaults for keys it lacks
     or holds with another type."""
 
-    def number(key: str, default: float | None) -> float | None:
-        x = config.number("timing", key) if config is not None else None
-        return default if x is None else x
+    def number(key: str) -> float | None:
+        return config.number("timing", key) if config is not None else None
 
+    # A limit of 0 is a limit (refuse every floor, every other process), never "the default".
+    max_noise, max_others = number("max_noise"), number("max_others")
+    width = number("target_width")
     return TimingLimits(
-        max_noise=number("max_noise", DEFAULT_MAX_NOISE) or DEFAULT_MAX_NOISE,
-        max_others=number("max_others", DEFAULT_MAX_OTHERS_SHARE) or DEFAULT_MAX_OTHERS_SHARE,
-        target_width=number("target_width", DEFAULT_TARGET_WIDTH),
+        max_noise=DEFAULT_MAX_NOISE if max_noise is None else max_noise,
+        max_others=DEFAULT_MAX_OTHERS_SHARE if max_others is None else max_others,
+        target_width=DEFAULT_TARGET_WIDTH if width is None else width,
     )
 
 
