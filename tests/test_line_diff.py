@@ -69,3 +69,20 @@ def test_a_line_is_called_only_past_the_floor_and_with_enough_steps() -> None:
     # A line only one run ran: new in b is slower, gone from b is faster.
     assert line_diff.line_change("v", key, None, a, 10, 10, 0.05).verdict == SLOWER
     assert line_diff.line_change("v", key, a, None, 10, 10, 0.05).verdict == FASTER
+    # However narrow its interval, a move smaller than the step resolves is not called: a
+    # kernel of 1 ms that doubles, or appears, in a 50 ms step whose floor is 5% (2.5 ms).
+    step = 0.05 * 50e-3
+    assert line_diff.line_change("v", key, a, a * 2, 10, 10, 0.05, step).verdict == UNCHANGED
+    assert line_diff.line_change("v", key, None, a, 10, 10, 0.05, step).verdict == UNCHANGED
+    assert line_diff.line_change("v", key, a, None, 10, 10, 0.05, step).verdict == UNCHANGED
+    assert line_diff.line_change("v", key, a, a * 4, 10, 10, 0.05, step).verdict == SLOWER
+
+
+def test_the_resolution_is_the_floor_of_the_larger_runs_step() -> None:
+    key, other = ("m.py:3", "loop_fusion"), ("m.py:4", "library")
+    small, big = np.full(10, 1e-3), np.full(10, 49e-3)
+    a = ([*range(10)], {key: small, other: big})
+    b = ([*range(10)], {key: small * 2, other: big * 1.02})
+    lines = {c.line: c for c in line_diff.variant_lines("v", a, b, 0.05)}
+    assert lines["m.py:3"].resolution_s == pytest.approx(0.05 * (2e-3 + 49.98e-3))
+    assert not any(c.moved for c in lines.values())

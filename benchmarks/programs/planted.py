@@ -1,8 +1,9 @@
 """A two-layer MLP train step with one elementwise op that can be planted on a line of its own
-(issue 60: compare must find it, first). `step(params, x, plant=False)` returns (new params,
-loss); with `plant=True` one extra multiply over the hidden activations runs as a kernel of
-its own (an optimization barrier keeps XLA from fusing it away), about 3% of the step at the
-GPU size of benchmarks/compare_aa_gpu.py."""
+(issue 60: compare must find it, first). `step(params, x, plant=0)` returns (new params,
+loss); with `plant=n` n extra multiplies over the hidden activations run, each a kernel of its
+own (an optimization barrier keeps XLA from fusing them away), all on one source line: one is
+about 3% of the step at the GPU size of benchmarks/compare_aa_gpu.py; a CPU, whose step is
+mostly its GEMMs and whose floor is 5-10%, needs several to be past what a run resolves."""
 
 from __future__ import annotations
 
@@ -19,16 +20,16 @@ def init(key: jax.Array, x: jax.ShapeDtypeStruct | jax.Array) -> dict:
     }
 
 
-def _loss(params: dict, x: jax.Array, plant: bool) -> jax.Array:
+def _loss(params: dict, x: jax.Array, plant: int) -> jax.Array:
     h = jnp.tanh(x @ params["w1"])
-    if plant:
+    for _ in range(int(plant)):  # each pass a kernel of its own, all on the planted line
         h = jax.lax.optimization_barrier(h)
         h = h * jnp.asarray(1.0001, h.dtype)  # PLANTED: one elementwise pass over h
     y = h @ params["w2"]
     return jnp.mean(jnp.square(y.astype(jnp.float32)))
 
 
-def step(params: dict, x: jax.Array, plant: bool = False) -> tuple[dict, jax.Array]:
+def step(params: dict, x: jax.Array, plant: int = 0) -> tuple[dict, jax.Array]:
     loss, grads = jax.value_and_grad(_loss)(params, x, plant)
     new = jax.tree.map(lambda p, g: p - (1e-3 * g).astype(p.dtype), params, grads)
     return new, loss

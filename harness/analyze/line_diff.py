@@ -11,8 +11,14 @@ profiled steps, and a verdict only where the interval clears both runs' noise (i
   and of their ratio.
 - A line is called slower or faster as a finding is (harness.common.stats.clears_floor): where
   the ratio's interval, widened by the larger of the two runs' A/A floors (what each run
-  measured about its own noise), still excludes 1.0. A line present in one run only is called
-  where the other run's steps never ran it and its own interval excludes zero. A run that
+  measured about its own noise), still excludes 1.0, and where the difference's interval also
+  clears the runs' resolution in seconds: that floor of the larger run's device time a step.
+  The interval resamples steps within a run, so it cannot see what changes between two
+  processes; on a CPU a small kernel's time moves 1.5-2x between two runs of one config
+  (benchmarks/compare_aa_gpu.py --cpu) while the step holds within its floor, and a line that
+  moves less than the step could is below what the runs resolve. A line present in one run
+  only is called where the other run's steps never ran it and its own interval clears that
+  resolution. A run that
   could not resolve differences (no A/A floor, a busy machine), or fewer than MIN_STEPS
   profiled steps on either side, gives no verdict.
 
@@ -110,10 +116,12 @@ def line_change(
     na: int,
     nb: int,
     floor: float | None,
+    resolution_s: float = 0.0,
     seed: int = stats.SEED,
 ) -> LineChange:
     """One (line, kind) of a variant in both runs; `a` or `b` is None where that run's steps
-    never ran it (zeros of its `na`/`nb` steps)."""
+    never ran it (zeros of its `na`/`nb` steps). A difference is called only past `floor` (a
+    ratio) and `resolution_s` (seconds a step)."""
     xa = a if a is not None else np.zeros(max(na, 1))
     xb = b if b is not None else np.zeros(max(nb, 1))
     rng = np.random.default_rng(seed)
@@ -129,13 +137,13 @@ def line_change(
     elif ratio_ci is not None:
         verdict = (
             (SLOWER if ratio_ci[0] > 1 else FASTER)
-            if stats.clears_floor(ratio_ci, floor)
+            if stats.clears_floor(ratio_ci, floor) and (lo > resolution_s or hi < -resolution_s)
             else UNCHANGED
         )
-    else:  # absent in a: new in b where b's own interval excludes zero
-        verdict = SLOWER if lo > 0 else UNCHANGED
+    else:  # absent in a: new in b where b's own interval clears the resolution
+        verdict = SLOWER if lo > resolution_s else UNCHANGED
     if a is not None and b is None and verdict != NO_LINE_VERDICT:
-        verdict = FASTER if hi < 0 else UNCHANGED
+        verdict = FASTER if hi < -resolution_s else UNCHANGED
     return LineChange(
         variant=variant,
         line=key[0],
@@ -147,6 +155,7 @@ def line_change(
         floor=floor if floor is not None else float("nan"),
         verdict=verdict,
         steps=(na, nb),
+        resolution_s=resolution_s,
     )
 
 
@@ -160,10 +169,17 @@ def variant_lines(
     (sa, ta), (sb, tb) = a, b
     if not sa or not sb:
         return []
+    step_s = max(_step_s(ta), _step_s(tb))
+    resolution = floor * step_s if floor is not None else 0.0
     return [
-        line_change(name, key, ta.get(key), tb.get(key), len(sa), len(sb), floor)
+        line_change(name, key, ta.get(key), tb.get(key), len(sa), len(sb), floor, resolution)
         for key in sorted(set(ta) | set(tb))
     ]
+
+
+def _step_s(table: Mapping[Key, np.ndarray]) -> float:
+    """A run's device time a step: its lines summed in each step, averaged over the steps."""
+    return float(np.sum(list(table.values()), axis=0).mean()) if table else 0.0
 
 
 def ordered(lines: list[LineChange]) -> tuple[LineChange, ...]:

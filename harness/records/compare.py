@@ -55,6 +55,9 @@ class LineChange:
     floor: float  # the noise it must clear: the larger of the two runs' A/A floors
     verdict: str  # SLOWER, FASTER, UNCHANGED or NO_LINE_VERDICT
     steps: tuple[int, int]  # the profiled steps of each run
+    # The smallest difference (s) a run resolves: the floor of the larger run's device time a
+    # step. A line moving less than its step could is not called, however narrow its interval.
+    resolution_s: float = 0.0
 
     @property
     def moved(self) -> bool:

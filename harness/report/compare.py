@@ -271,9 +271,12 @@ def line_blocks(lines: Sequence[LineChange]) -> list[Block]:
     moved = [c for c in lines if c.moved]
     shown = [*moved, *[c for c in lines if not c.moved][: max(0, LINES_SHOWN - len(moved))]]
     floors = {c.floor for c in lines if c.floor == c.floor}  # NaN: no verdict
+    resolution = max((c.resolution_s for c in lines), default=0.0)
     head = (
         f"{len(moved)} of {len(lines)} lines moved beyond both runs' noise"
-        + (f" (floor {fmt.pct(max(floors))})" if floors else "")
+        + (f" (floor {fmt.pct(max(floors))}" if floors else "")
+        + (f", at least {fmt.ms(resolution)} a step" if floors and resolution else "")
+        + (")" if floors else "")
         + "; intervals resample each run's profiled steps"
     )
     return [
