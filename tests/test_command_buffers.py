@@ -242,3 +242,25 @@ def test_the_cpu_study_has_no_command_buffers_and_nothing_unattributed(cpu_run: 
     assert kernels["match"]["ambiguous_fraction"] == 0.0
     events = events_file.read(VariantFolder(cpu_run / "variants" / "xla"))
     assert {e.rule for e in events} == {"hlo_op"}
+
+
+@needs_programs
+def test_thunk_files_kept_gzipped_read_as_they_were(tmp_path: Path) -> None:
+    """A study gzips its ir/ in place once captured (51-thunk-metadata.txt as .txt.gz); the
+    command buffers read by the plain names are the same (on an H100 the scanned stack's
+    profile read "cannot open 51-thunk-metadata.txt" before the thunk reader took gzip)."""
+    import gzip
+    import shutil
+
+    dump = PROGRAMS / "mixer_cmdbuf" / "dump"
+    after = next(dump.glob("*.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"))
+    key = after.name.split(".sm_")[0]
+    plain = thunk_files(after, key)
+    assert all(p is not None for p in plain)
+    for p in [after, *plain]:
+        assert p is not None
+        with p.open("rb") as src, gzip.open(tmp_path / (p.name + ".gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    kept = thunk_files(tmp_path / after.name, key)
+    assert [p.name for p in kept if p] == [p.name for p in plain if p]
+    assert read_command_buffers(*kept) == read_command_buffers(*plain)

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 SEQUENCE_SUFFIX = "thunk_sequence_after_thunk_passes.txt"
 METADATA_SUFFIX = "thunk_metadata.txt"
 MAX_THUNK_FILE = 64 * 1024 * 1024  # bytes; a thunk file of a large program is well under 1 MB
+# Read by its own name compressed or not: a study gzips its ir/ in place once captured.
+THUNK_FILE = userfiles.Kind("thunk file", MAX_THUNK_FILE, gzipped_beside=True)
 
 _EDGE = re.compile(r"(?:prev|next)=(\d{1,9})")
 _TRIPLE = re.compile(r"(grid|threads): \[(\d+), (\d+), (\d+)\]")
@@ -331,9 +333,7 @@ def parse_sequence(
 
 
 def _read(path: Path) -> str:
-    return userfiles.read_text(
-        path, userfiles.Kind("thunk sequence", MAX_THUNK_FILE), errors="replace"
-    )  # Unreadable is a ValueError naming the file
+    return userfiles.read_text(path, THUNK_FILE, errors="replace")  # Unreadable: a ValueError
 
 
 def read_command_buffers(sequence: Path, metadata: Path | None) -> tuple[CommandBuffer, ...]:
