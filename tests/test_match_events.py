@@ -227,3 +227,40 @@ def test_a_reused_command_buffer_kernel_is_spread_over_its_identical_fusions() -
     every = {c.name for cs in clusters.values() for c in cs}
     assert launched == every  # each cluster of the program ran
     assert all(n == 1.0 for k, n in report.launches_per_cluster.items() if "wrapped_" in k)
+
+
+def test_a_reused_kernel_under_control_flow_takes_no_turns_with_its_twins() -> None:
+    """A kernel launched n times a step goes in turn to structurally identical fusions only
+    where each runs once a step: not inside a loop body (its repeats are iterations) nor to a
+    twin in a conditional's branch (the branch may never run)."""
+    from dataclasses import dataclass
+
+    from harness.match.match import reused_twins
+
+    @dataclass(frozen=True)
+    class Unit:
+        name: str
+        parent: str = ""
+        kind: str = "kInput"
+        output_shape: str = "s32[4]"
+        member_opcodes: tuple[tuple[str, int], ...] = (("reduce", 1),)
+        target: str | None = None
+        epilogue: str | None = None
+        source_ops: tuple[str, ...] = ()
+
+    def twins(units: list[Unit], launched: str) -> list[str]:
+        event = DeviceEvent(
+            step=0, name=launched, kind="kernel", direction=None, bytes=None, hlo_module="m",
+            hlo_op="command_buffer", program_id=None, correlation_id=None, device="0",
+            stream="7", start_ns=0.0, duration_ns=1.0,
+        )  # fmt: skip
+        found = reused_twins(event, launched, {"m": units}, 9, {launched})
+        return [c.name for c in found]
+
+    loop, cond = Unit("while.1", kind="while"), Unit("cond.2", "while.1", kind="conditional")
+    flat = [Unit("argmax"), Unit("argmax.3"), Unit("argmax.4")]
+    assert twins(flat, "argmax") == ["argmax", "argmax.3", "argmax.4"]
+    greedy, sampling = Unit("argmax", "cond.2"), Unit("argmax.3", "cond.2")
+    assert twins([loop, cond, greedy, sampling], "argmax") == ["argmax"]
+    assert twins([loop, Unit("argmax", "while.1"), Unit("argmax.3")], "argmax") == ["argmax"]
+    assert twins([cond, Unit("argmax"), sampling], "argmax") == ["argmax"]

@@ -342,15 +342,25 @@ def reused_twins(
 ) -> list[ClusterLike]:
     """The clusters a reused kernel's launches in a step go to, in turn: its own cluster, then
     the structurally identical ones whose own kernel never ran (at most `launches`); empty
-    when its cluster is unknown."""
+    when its cluster is unknown.
+
+    Only clusters that run once a step take turns. A cluster directly under a `while` or a
+    `conditional` does not: a loop body's kernel repeats by iterations, and a branch's twin in
+    the sibling branch may never run (on an H100, the KV decoder's greedy argmax, launched 9
+    times a step inside its `while_loop`, gave 4 of them to the sampling branch's identical
+    argmax, which never ran)."""
     clusters = list(_clusters_for(event, clusters_by_module) or ())
     named = next((c for c in clusters if c.name == cluster), None)
     if named is None:
         return []
+    control = {c.name for c in clusters if c.kind in ("while", "conditional")}
+    if named.parent in control:
+        return [named]
     twins = [named] + [
         c
         for c in clusters
         if c is not named
+        and c.parent not in control
         and _structure(c) == _structure(named)
         and kernel_name(c.name) not in names_seen
     ]
