@@ -249,7 +249,6 @@ def test_every_allowed_exception_still_exists() -> None:
 
 KINDS = [
     userfiles.CONFIG,
-    userfiles.CEILINGS,
     userfiles.INDEX_ROW,
     userfiles.MANIFEST,
     userfiles.SUMMARY,

@@ -64,7 +64,6 @@ _MIB = 1 << 20
 FILE = Kind("file", MAX_BYTES)
 CONFIG = Kind("config file", MAX_BYTES)
 FLAG_FILE = Kind("flag file", MAX_BYTES)
-CEILINGS = Kind("ceilings file", MAX_BYTES)
 INDEX_ROW = Kind("index row", 64 << 10)
 MANIFEST = Kind("manifest", 16 * _MIB)
 MARKER = Kind("output marker", 64 * _MIB)

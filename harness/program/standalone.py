@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.analyze import memory
-from harness.common import fmt, terminal, userfiles
+from harness.common import fmt, terminal
 from harness.hlo.instruction import ParseError
 from harness.match.match import Attribution, MatchReport
 from harness.match.table_match import AttributionView
@@ -33,7 +33,7 @@ from harness.records import run_files
 from harness.records.program import ProgramAnalysis, Roofs, analysis_file, merged_hosts, roofs_of
 from harness.report.memory import module_blocks
 from harness.store import io, runfolder
-from harness.store.records import loads, to_json
+from harness.store.records import to_json
 
 # Faults of the disk the output is written to (full, read-only, over quota), never the dump's.
 OUTPUT_FAULTS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
@@ -73,8 +73,7 @@ def read_ceilings(path: Path) -> Roofs:
     """The roofs of a run's ceilings.json, read as the run's own reader reads it
     (harness.records.run_files.CEILINGS); an InputError naming the file when unusable."""
     try:
-        data = loads(userfiles.read_text(path, userfiles.CEILINGS), str(path))
-        ceilings = run_files.parse(run_files.CEILINGS, data, str(path))
+        ceilings = run_files.load(run_files.CEILINGS, path)
     except (OSError, ValueError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"{path}: not a readable ceilings.json ({first})") from None
